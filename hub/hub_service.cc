@@ -1,0 +1,116 @@
+#include "hub/hub_service.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "absl/status/statusor.h"
+#include "hub/error_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/version.h"
+#include "registry/role_key.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+// Finishes a unary call with `status`.
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+// The domain's input form of a structured key. An unspecified or unknown
+// kind becomes a name the codec rejects with ROLE_KIND_UNSUPPORTED; an empty
+// scope is an absent one (proto3 strings cannot tell them apart, and no valid
+// key has an empty scope).
+RoleKeyInput ToRoleKeyInput(const hub::v1::RoleKey& key) {
+  RoleKeyInput input;
+  input.project_id = key.project_id();
+  switch (key.kind()) {
+    case hub::v1::ROLE_KIND_CTO:
+      input.role_kind = "cto";
+      break;
+    case hub::v1::ROLE_KIND_LEAD:
+      input.role_kind = "lead";
+      break;
+    default:
+      input.role_kind = hub::v1::RoleKind_Name(key.kind());
+      if (input.role_kind.empty()) input.role_kind = std::to_string(key.kind());
+      break;
+  }
+  if (!key.scope_id().empty()) input.scope_id = key.scope_id();
+  return input;
+}
+
+hub::v1::RoleKey ToProto(const RoleKey& key) {
+  hub::v1::RoleKey out;
+  out.set_project_id(key.project_id);
+  out.set_kind(key.kind == RoleKind::kCto ? hub::v1::ROLE_KIND_CTO
+                                          : hub::v1::ROLE_KIND_LEAD);
+  out.set_scope_id(key.scope_id);
+  return out;
+}
+
+template <typename Response>
+void FillKey(const RoleKey& key, const std::string& wire, Response* response) {
+  *response->mutable_role_key() = ToProto(key);
+  response->set_wire(wire);
+  response->set_topic(RoleTopic(wire));
+}
+
+}  // namespace
+
+HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock)
+    : identity_(std::move(identity)), clock_(clock) {}
+
+grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
+    grpc::CallbackServerContext* context,
+    const hub::v1::GetStatusRequest* /*request*/,
+    hub::v1::GetStatusResponse* response) {
+  const absl::Time now = clock_->Now();
+  response->set_version(kHubVersion);
+  response->set_hub_instance_id(identity_.hub_instance_id);
+  *response->mutable_started_at() = ToProtoTimestamp(identity_.started_at);
+  *response->mutable_uptime() = ToProtoDuration(
+      std::max(absl::ZeroDuration(), now - identity_.started_at));
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  response->set_store_type(identity_.store_type);
+  response->set_store_path(identity_.store_path);
+  response->set_store_fingerprint(identity_.store_fingerprint);
+  response->mutable_agents();
+  response->mutable_roles();
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
+    grpc::CallbackServerContext* context,
+    const hub::v1::EncodeRoleKeyRequest* request,
+    hub::v1::EncodeRoleKeyResponse* response) {
+  if (!request->has_role_key()) {
+    return Finish(context, InvalidArgumentError("ROLE_KEY_INVALID",
+                                                "role_key is required"));
+  }
+  absl::StatusOr<RoleKey> key =
+      NormalizeRoleKey(ToRoleKeyInput(request->role_key()));
+  if (!key.ok()) return Finish(context, key.status());
+  absl::StatusOr<std::string> wire = hub::EncodeRoleKey(*key);
+  if (!wire.ok()) return Finish(context, wire.status());
+  FillKey(*key, *wire, response);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
+    grpc::CallbackServerContext* context,
+    const hub::v1::DecodeRoleKeyRequest* request,
+    hub::v1::DecodeRoleKeyResponse* response) {
+  absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
+  if (!key.ok()) return Finish(context, key.status());
+  FillKey(*key, request->wire(), response);
+  return Finish(context, absl::OkStatus());
+}
+
+}  // namespace hub

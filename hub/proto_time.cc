@@ -1,0 +1,38 @@
+#include "hub/proto_time.h"
+
+#include <cstdint>
+
+namespace hub {
+
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
+  const int64_t nanos = absl::ToUnixNanos(t);
+  google::protobuf::Timestamp out;
+  int64_t seconds = nanos / 1'000'000'000;
+  int64_t rem = nanos % 1'000'000'000;
+  if (rem < 0) {  // Timestamp wants non-negative nanos.
+    rem += 1'000'000'000;
+    --seconds;
+  }
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(rem));
+  return out;
+}
+
+google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  google::protobuf::Duration out;
+  const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
+  out.set_seconds(seconds);
+  // Seconds and nanos share a sign, as the Duration contract requires.
+  out.set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(d)));
+  return out;
+}
+
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
+  return absl::FromUnixSeconds(t.seconds()) + absl::Nanoseconds(t.nanos());
+}
+
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
+  return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+}  // namespace hub

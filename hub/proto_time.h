@@ -1,0 +1,19 @@
+// Conversions between absl time types and the protobuf well-known types.
+#ifndef HUB_HUB_PROTO_TIME_H_
+#define HUB_HUB_PROTO_TIME_H_
+
+#include <google/protobuf/duration.pb.h>
+#include <google/protobuf/timestamp.pb.h>
+
+#include "absl/time/time.h"
+
+namespace hub {
+
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
+google::protobuf::Duration ToProtoDuration(absl::Duration d);
+absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t);
+absl::Duration FromProtoDuration(const google::protobuf::Duration& d);
+
+}  // namespace hub
+
+#endif  // HUB_HUB_PROTO_TIME_H_

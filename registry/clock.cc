@@ -1,0 +1,10 @@
+#include "registry/clock.h"
+
+namespace hub {
+
+RealClock* RealClock::Default() {
+  static RealClock* clock = new RealClock();
+  return clock;
+}
+
+}  // namespace hub

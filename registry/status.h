@@ -1,0 +1,50 @@
+// Reason-coded errors shared by every layer below the gRPC edge.
+//
+// A failure carries an absl::StatusCode (which becomes the gRPC status code)
+// and a stable machine reason such as "ROLE_KEY_NON_CANONICAL" (which becomes
+// google.rpc.ErrorInfo.reason). The reason is set once, where the failure is
+// detected; callers pass the status on and never re-derive it. Optional
+// metadata (key/value strings) travels with it into ErrorInfo.metadata.
+#ifndef HUB_REGISTRY_STATUS_H_
+#define HUB_REGISTRY_STATUS_H_
+
+#include <map>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/strings/string_view.h"
+
+namespace hub {
+
+// Returns a status with `code`, `message` and the machine `reason`.
+// REQUIRES: code != kOk; reason is an UPPER_SNAKE identifier.
+absl::Status ReasonError(absl::StatusCode code, absl::string_view reason,
+                         absl::string_view message);
+
+// Shorthands for the codes ARCHITECTURE.md maps failures to.
+absl::Status InvalidArgumentError(absl::string_view reason,
+                                  absl::string_view message);
+absl::Status FailedPreconditionError(absl::string_view reason,
+                                     absl::string_view message);
+absl::Status AbortedError(absl::string_view reason, absl::string_view message);
+absl::Status NotFoundError(absl::string_view reason, absl::string_view message);
+absl::Status UnavailableError(absl::string_view reason,
+                              absl::string_view message);
+absl::Status ResourceExhaustedError(absl::string_view reason,
+                                    absl::string_view message);
+
+// The reason attached by ReasonError, or "" when the status has none
+// (including OK).
+std::string ReasonOf(const absl::Status& status);
+
+// Returns `status` with metadata key=value added (replacing an earlier value
+// for the same key). An OK status is returned unchanged.
+absl::Status WithMetadata(absl::Status status, absl::string_view key,
+                          absl::string_view value);
+
+// All metadata attached with WithMetadata, by key.
+std::map<std::string, std::string> MetadataOf(const absl::Status& status);
+
+}  // namespace hub
+
+#endif  // HUB_REGISTRY_STATUS_H_

@@ -1,0 +1,157 @@
+#!/usr/bin/python3
+"""The real hubd binary, driven over the wire by buf curl (reflection only,
+no local .proto files), as a user would from the README."""
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hubtest  # noqa: E402
+
+CTO_KEY = {"projectId": "prj_AAAAAAAAAAAAAAAAAAAAAA", "kind": "ROLE_KIND_CTO"}
+CTO_WIRE = ("rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUEiLCJy"
+            "b2xlX2tpbmQiOiJjdG8ifQ")
+
+
+class HubdOverBufCurlTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.db = os.path.join(hubtest.tmpdir(), "e2e.sqlite")
+        cls.hubd = hubtest.Hubd(cls.db)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hubd.stop()
+
+    def call(self, method, body=None):
+        code, out, err = hubtest.buf_curl(self.hubd.address, method, body)
+        self.assertEqual(code, 0, "buf curl %s failed: %s" % (method, err))
+        return json.loads(out)
+
+    def test_reflection_lists_every_registered_method(self):
+        code, out, err = hubtest.buf_curl(self.hubd.address, "", extra=["--list-methods"])
+        self.assertEqual(code, 0, err)
+        methods = set(out.split())
+        for m in ("hub.v1.HubService/GetStatus", "hub.v1.HubService/EncodeRoleKey",
+                  "hub.v1.HubService/DecodeRoleKey", "grpc.health.v1.Health/Check",
+                  "grpc.health.v1.Health/Watch"):
+            self.assertIn(m, methods)
+
+    def test_health_check_reports_serving(self):
+        self.assertEqual(self.call("grpc.health.v1.Health/Check", {}),
+                         {"status": "SERVING"})
+
+    def test_encode_then_decode_round_trips_a_cto_key(self):
+        enc = self.call("hub.v1.HubService/EncodeRoleKey", {"roleKey": CTO_KEY})
+        self.assertEqual(enc["wire"], CTO_WIRE)
+        self.assertEqual(len(enc["wire"]), 86)
+        self.assertEqual(enc["topic"], "topic:role:" + CTO_WIRE)
+        dec = self.call("hub.v1.HubService/DecodeRoleKey", {"wire": enc["wire"]})
+        self.assertEqual(dec["roleKey"]["projectId"], CTO_KEY["projectId"])
+        self.assertEqual(dec["roleKey"]["kind"], "ROLE_KIND_CTO")
+        self.assertEqual(dec["wire"], CTO_WIRE)
+
+    def test_lead_key_is_140_bytes_and_round_trips(self):
+        key = {"projectId": "prj_AAAAAAAAAAAAAAAAAAAAAA", "kind": "ROLE_KIND_LEAD",
+               "scopeId": "scp_BBBBBBBBBBBBBBBBBBBBBB"}
+        enc = self.call("hub.v1.HubService/EncodeRoleKey", {"roleKey": key})
+        self.assertEqual(len(enc["wire"]), 140)
+        dec = self.call("hub.v1.HubService/DecodeRoleKey", {"wire": enc["wire"]})
+        self.assertEqual(dec["roleKey"], key)
+
+    def test_bad_wire_is_invalid_argument_with_its_reason(self):
+        code, out, err = hubtest.buf_curl(self.hubd.address, "hub.v1.HubService/DecodeRoleKey",
+                                          {"wire": "rk3." + CTO_WIRE[4:]})
+        self.assertNotEqual(code, 0)
+        status, info = hubtest.error_info(err)
+        self.assertEqual(status, "invalid_argument")
+        self.assertEqual(info.get("reason"), "ROLE_KEY_WIRE_PREFIX")
+        self.assertEqual(info.get("domain"), "hub.v1")
+        # The reason leads the message too, for people reading buf curl output.
+        self.assertTrue(json.loads(err)["message"].startswith("ROLE_KEY_WIRE_PREFIX: "))
+
+    def test_non_canonical_wire_with_padding_is_rejected(self):
+        code, _, err = hubtest.buf_curl(self.hubd.address, "hub.v1.HubService/DecodeRoleKey",
+                                        {"wire": CTO_WIRE + "="})
+        self.assertNotEqual(code, 0)
+        status, info = hubtest.error_info(err)
+        self.assertEqual(status, "invalid_argument")
+        self.assertEqual(info.get("reason"), "ROLE_KEY_NON_CANONICAL")
+
+    def test_cto_key_with_a_scope_is_rejected(self):
+        key = dict(CTO_KEY, scopeId="scp_BBBBBBBBBBBBBBBBBBBBBB")
+        code, _, err = hubtest.buf_curl(self.hubd.address, "hub.v1.HubService/EncodeRoleKey",
+                                        {"roleKey": key})
+        self.assertNotEqual(code, 0)
+        status, info = hubtest.error_info(err)
+        self.assertEqual(status, "invalid_argument")
+        self.assertEqual(info.get("reason"), "ROLE_SCOPE_FORBIDDEN")
+
+    def test_status_reports_version_identity_and_store(self):
+        st = self.call("hub.v1.HubService/GetStatus", {})
+        self.assertEqual(st["version"], "0.1.0")
+        self.assertEqual(st["hubInstanceId"], self.hubd.instance_id)
+        self.assertEqual(st["storePath"], self.hubd.store_path)
+        self.assertEqual(st["storeType"], "sqlite")
+        self.assertTrue(st["storeFingerprint"].startswith("sqlite:"))
+        self.assertIn("uptime", st)
+
+
+class HubdLifecycleTest(unittest.TestCase):
+    def test_sigterm_stops_hubd_with_exit_code_zero(self):
+        h = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "term.sqlite"))
+        self.assertEqual(h.stop(signal.SIGTERM), 0)
+        self.assertIn("shutting down", h.stderr())
+
+    def test_sigint_stops_hubd_with_exit_code_zero(self):
+        h = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "int.sqlite"))
+        self.assertEqual(h.stop(signal.SIGINT), 0)
+
+    def test_taken_port_is_a_clear_error_and_exit_code_one(self):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            s.listen()
+            port = s.getsockname()[1]
+            r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:%d" % port,
+                                "--db=" + os.path.join(hubtest.tmpdir(), "port.sqlite")],
+                               capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("cannot listen on 127.0.0.1:%d" % port, r.stderr)
+
+    def test_second_hubd_on_the_same_port_is_refused(self):
+        h = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "first.sqlite"))
+        try:
+            r = subprocess.run([hubtest.hubd_path(), "--listen=" + h.address,
+                                "--db=" + os.path.join(hubtest.tmpdir(), "second.sqlite")],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("cannot listen", r.stderr)
+        finally:
+            h.stop()
+
+    def test_unusable_database_path_is_a_clear_error_and_exit_code_one(self):
+        not_a_db = os.path.join(hubtest.tmpdir(), "not_a_db.sqlite")
+        with open(not_a_db, "wb") as f:
+            f.write(b"this is not a sqlite database, just text " * 100)
+        for db in ("/proc/hub-cannot-live-here/hub.sqlite", not_a_db):
+            r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:0", "--db=" + db],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, db)
+            self.assertIn("hubd:", r.stderr)
+            self.assertIn(db, r.stderr)
+
+    def test_help_prints_usage_with_the_flags(self):
+        r = subprocess.run([hubtest.hubd_path(), "--help"], capture_output=True,
+                           text=True, timeout=60)
+        text = r.stdout + r.stderr
+        self.assertIn("--listen", text)
+        self.assertIn("--db", text)
+        self.assertIn("coordination service", text)
+
+
+if __name__ == "__main__":
+    hubtest.run_tests()

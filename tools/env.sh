@@ -1,0 +1,9 @@
+# Shared settings for the scripts in tools/ (sourced, not run).
+# HUB_CACHE_DIR holds everything downloaded or cached outside the checkout:
+# npm tools and Bazel's disk cache.
+HUB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+HUB_CACHE_DIR="${HUB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hub}"
+HUB_BUF_VERSION="1.75.0"
+HUB_BUF="$HUB_CACHE_DIR/tools/node_modules/@bufbuild/buf-linux-x64/bin/buf"
+HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
+export HUB_ROOT HUB_CACHE_DIR HUB_BUF

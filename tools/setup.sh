@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what hub needs to build, run and test, idempotently, and says what
+# it installs. Debian bookworm, as root (or with sudo). Nothing is installed
+# when everything is already there.
+#
+#   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
+#        development packages, GoogleTest/Benchmark, clang-format, Node.js.
+#   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, outside the
+#        checkout.
+set -euo pipefail
+
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+
+APT_PACKAGES=(
+  # build
+  bazel-bootstrap bazel-rules-java
+  libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto
+  libabsl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev
+  golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
+  googletest libgtest-dev libbenchmark-dev
+  # checks and tools
+  clang-format python3 sqlite3 nodejs npm
+)
+
+missing=()
+for pkg in "${APT_PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$pkg")
+  fi
+done
+if ((${#missing[@]})); then
+  echo "setup: installing apt packages: ${missing[*]}"
+  SUDO=""
+  [[ $(id -u) -ne 0 ]] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if [[ ! -x "$HUB_BUF" ]] || [[ "$("$HUB_BUF" --version 2>/dev/null)" != "$HUB_BUF_VERSION" ]]; then
+  echo "setup: installing buf $HUB_BUF_VERSION from npm into $HUB_CACHE_DIR/tools"
+  mkdir -p "$HUB_CACHE_DIR/tools"
+  npm install --silent --no-audit --no-fund --prefix "$HUB_CACHE_DIR/tools" \
+    "@bufbuild/buf@$HUB_BUF_VERSION" >/dev/null
+fi
+"$HUB_BUF" --version >/dev/null

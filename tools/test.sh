@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# Sets everything up and runs every test and check:
+#   - formatting (clang-format, Google style) of all C++ sources
+#   - buf lint (STANDARD) of the hub.v1 contracts
+#   - bazel test //... : unit tests, in-process gRPC tests and end-to-end
+#     tests that drive the real hubd with buf curl
+#   - bazel test --config=asan //... : the same under ASan + UBSan + LSan
+# Ends with one line "N passed, N failed" (test cases plus checks).
+set -uo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
+cd "$HUB_ROOT"
+
+if ! tools/setup.sh; then
+  echo "setup failed"
+  echo "0 passed, 1 failed"
+  exit 1
+fi
+
+passed=0
+failed=0
+log_dir="$(mktemp -d)"
+trap 'rm -rf "$log_dir"' EXIT
+
+check() {  # check NAME COMMAND...: one pass or one failure
+  local name="$1"
+  shift
+  if "$@" >"$log_dir/$name.log" 2>&1; then
+    echo "check $name: passed"
+    passed=$((passed + 1))
+  else
+    echo "check $name: FAILED"
+    cat "$log_dir/$name.log"
+    failed=$((failed + 1))
+  fi
+}
+
+format_check() {
+  git ls-files -z -- '*.cc' '*.h' | xargs -0 -r clang-format --dry-run -Werror
+}
+
+bazel_tests() {  # bazel_tests LABEL [bazel flags...]
+  local label="$1"
+  shift
+  echo "== bazel test $* //..."
+  bazel test "${HUB_BAZEL_FLAGS[@]}" "$@" --keep_going \
+    --test_env=HUB_BUF="$HUB_BUF" //... 2>&1 | tee "$log_dir/bazel-$label.log" |
+    grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' || true
+  local counts
+  counts=$(/usr/bin/python3 tools/count_tests.py "$log_dir/bazel-$label.log" \
+    "$(bazel info "${HUB_BAZEL_FLAGS[@]}" "$@" bazel-testlogs 2>/dev/null)")
+  echo "bazel test ($label): ${counts% *} passed, ${counts#* } failed"
+  passed=$((passed + ${counts% *}))
+  failed=$((failed + ${counts#* }))
+}
+
+check clang-format format_check
+check buf-lint "$HUB_BUF" lint
+bazel_tests default
+bazel_tests asan --config=asan
+
+echo "${passed} passed, ${failed} failed"
+[[ $failed -eq 0 ]]
