@@ -19,14 +19,20 @@ APT_PACKAGES=(
   golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
   googletest libgtest-dev libbenchmark-dev
   # checks and tools
-  clang-format python3 sqlite3 nodejs npm
+  clang-format sqlite3
 )
+# Commands that may come from elsewhere than Debian's packages (the machine's
+# own Node.js, say): installed from apt only when the command is missing.
+declare -A APT_FOR_COMMAND=([npm]="nodejs npm" [/usr/bin/python3]="python3")
 
 missing=()
 for pkg in "${APT_PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$pkg")
   fi
+done
+for cmd in "${!APT_FOR_COMMAND[@]}"; do
+  command -v "$cmd" >/dev/null 2>&1 || missing+=(${APT_FOR_COMMAND[$cmd]})
 done
 if ((${#missing[@]})); then
   echo "setup: installing apt packages: ${missing[*]}"
