@@ -1,0 +1,130 @@
+#include "storage/group_commit.h"
+
+#include <utility>
+
+namespace hub::storage {
+namespace {
+
+// Transaction control through the connection's prepared-statement cache.
+absl::Status Step(Connection& conn, const char* sql) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(sql);
+  if (!stmt.ok()) return stmt.status();
+  return stmt->Run();
+}
+
+}  // namespace
+
+GroupCommitWriter::GroupCommitWriter(std::unique_ptr<Connection> conn,
+                                     int max_group_size)
+    : conn_(std::move(conn)),
+      max_group_size_(max_group_size < 1 ? 1 : max_group_size),
+      thread_([this] { Loop(); }) {}
+
+GroupCommitWriter::~GroupCommitWriter() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    work_.Signal();
+  }
+  thread_.join();
+}
+
+absl::Status GroupCommitWriter::Run(Op op) {
+  Pending pending;
+  pending.op = std::move(op);
+  {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(&pending);
+    if (queue_.size() == 1) work_.Signal();
+  }
+  pending.done.WaitForNotification();
+  return pending.result;
+}
+
+GroupCommitWriter::Stats GroupCommitWriter::stats() const {
+  absl::MutexLock lock(&mu_);
+  return stats_;
+}
+
+int GroupCommitWriter::queued() const {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(queue_.size());
+}
+
+void GroupCommitWriter::Loop() {
+  while (true) {
+    std::deque<Pending*> group;
+    {
+      absl::MutexLock lock(&mu_);
+      while (queue_.empty() && !stopping_) work_.Wait(&mu_);
+      if (queue_.empty()) return;  // stopping and drained
+      while (!queue_.empty() &&
+             static_cast<int>(group.size()) < max_group_size_) {
+        group.push_back(queue_.front());
+        queue_.pop_front();
+      }
+    }
+    CommitGroup(group);
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.groups;
+      stats_.ops += static_cast<int64_t>(group.size());
+    }
+    for (Pending* p : group) p->done.Notify();  // p may be gone after this
+  }
+}
+
+void GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
+  Connection& conn = *conn_;
+  absl::Status begin = Step(conn, "BEGIN IMMEDIATE");
+  if (!begin.ok()) {
+    for (Pending* p : group) p->result = begin;
+    return;
+  }
+  absl::Status lost;  // set when SQLite rolled the whole transaction back
+  for (Pending* p : group) {
+    if (!lost.ok()) {
+      p->result = lost;
+      continue;
+    }
+    absl::Status s = Step(conn, "SAVEPOINT op");
+    if (s.ok()) s = p->op(conn);
+    if (sqlite3_get_autocommit(conn.raw()) != 0) {
+      // SQLITE_FULL, IOERR and the like may roll back the transaction
+      // itself: every earlier op of the group is undone with it.
+      lost = s.ok() ? absl::InternalError("transaction lost") : s;
+      for (Pending* q : group) {
+        if (q == p) break;
+        q->result = lost;
+      }
+      p->result = lost;
+      continue;
+    }
+    if (s.ok()) {
+      s = Step(conn, "RELEASE op");
+    } else {
+      absl::Status undo = Step(conn, "ROLLBACK TO op");
+      if (undo.ok()) undo = Step(conn, "RELEASE op");
+      if (!undo.ok()) lost = undo;
+    }
+    p->result = s;
+  }
+  if (!lost.ok()) {
+    if (sqlite3_get_autocommit(conn.raw()) == 0) {
+      conn.Exec("ROLLBACK").IgnoreError();
+    }
+    for (Pending* p : group) p->result = lost;
+    return;
+  }
+  absl::Status commit = Step(conn, "COMMIT");
+  if (!commit.ok()) {
+    if (sqlite3_get_autocommit(conn.raw()) == 0) {
+      conn.Exec("ROLLBACK").IgnoreError();
+    }
+    for (Pending* p : group) {
+      if (p->result.ok()) p->result = commit;
+    }
+  }
+}
+
+}  // namespace hub::storage

@@ -1,0 +1,169 @@
+// Group commit: many callers share one transaction, each gets its own
+// result, and one operation's failure neither fails nor undoes the others.
+#include "storage/group_commit.h"
+
+#include <atomic>
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "registry/status.h"
+#include "storage/sqlite_store.h"
+#include "storage/test_util.h"
+
+namespace hub::storage {
+namespace {
+
+using testing::FreshDbPath;
+using testing::RawDb;
+
+std::unique_ptr<Connection> OpenTable(const std::string& path) {
+  auto conn =
+      Connection::Open(path, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE);
+  EXPECT_TRUE(conn.ok());
+  EXPECT_TRUE((*conn)
+                  ->Exec("PRAGMA journal_mode = WAL; "
+                         "CREATE TABLE t (k TEXT PRIMARY KEY, v INTEGER);"
+                         "INSERT INTO t VALUES ('fence', 1);")
+                  .ok());
+  return std::move(*conn);
+}
+
+GroupCommitWriter::Op Insert(const std::string& key) {
+  return [key](Connection& conn) {
+    auto stmt = conn.Prepare("INSERT INTO t VALUES (?, 0)");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, absl::string_view(key));
+    return stmt->Run();
+  };
+}
+
+void WaitForQueue(GroupCommitWriter& writer, int n) {
+  for (int i = 0; i < 2000 && writer.queued() < n; ++i) {
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+  ASSERT_EQ(writer.queued(), n);
+}
+
+TEST(GroupCommit, QueuedOperationsCommitInOneGroupEachWithItsOwnResult) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+
+  // Hold the writer inside a first group so the next callers queue up.
+  absl::Notification entered, release;
+  std::thread blocker([&] {
+    ASSERT_TRUE(writer
+                    .Run([&](Connection&) {
+                      entered.Notify();
+                      release.WaitForNotification();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  entered.WaitForNotification();
+
+  absl::Status results[5];
+  std::vector<std::thread> callers;
+  callers.emplace_back([&] { results[0] = writer.Run(Insert("a")); });
+  callers.emplace_back([&] { results[1] = writer.Run(Insert("fence")); });
+  callers.emplace_back([&] { results[2] = writer.Run(Insert("b")); });
+  callers.emplace_back([&] {
+    // Writes a row, then fails: its own write must be undone.
+    results[3] = writer.Run([](Connection& conn) {
+      absl::Status s = Insert("partial")(conn);
+      if (!s.ok()) return s;
+      return AbortedError("LOST_FENCE", "changed-row count was 0");
+    });
+  });
+  callers.emplace_back([&] { results[4] = writer.Run(Insert("c")); });
+  WaitForQueue(writer, 5);
+  release.Notify();
+  blocker.join();
+  for (std::thread& t : callers) t.join();
+
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_EQ(ReasonOf(results[1]), "STORE_CONSTRAINT");
+  EXPECT_TRUE(results[2].ok());
+  EXPECT_EQ(ReasonOf(results[3]), "LOST_FENCE");
+  EXPECT_TRUE(results[4].ok());
+  GroupCommitWriter::Stats stats = writer.stats();
+  EXPECT_EQ(stats.groups, 2);
+  EXPECT_EQ(stats.ops, 6);
+
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT group_concat(k, ',') FROM "
+                      "(SELECT k FROM t ORDER BY k)"),
+            "a,b,c,fence");
+}
+
+TEST(GroupCommit, GroupSizeOneCommitsEveryOperationAlone) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 1);
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 8; ++i) {
+    threads.emplace_back([&, i] {
+      EXPECT_TRUE(writer.Run(Insert("k" + std::to_string(i))).ok());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(writer.stats().groups, 8);
+}
+
+TEST(GroupCommit, ManyConcurrentCallersShareGroupsAndAllCommit) {
+  std::string path = FreshDbPath();
+  auto store = testing::OpenOrDie(path);
+  constexpr int kThreads = 32, kPerThread = 20;
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kPerThread; ++i) {
+        AgentRegistration r;
+        r.agent_id = "agent-" + std::to_string(t) + "-" + std::to_string(i);
+        r.cli = "other";
+        r.now_ms = 1;
+        if (!store->RegisterAgent(r).ok()) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(store->ListAgents()->size(), size_t{kThreads * kPerThread});
+  GroupCommitWriter::Stats stats = store->write_stats();
+  EXPECT_EQ(stats.ops, kThreads * kPerThread);
+  EXPECT_LT(stats.groups, stats.ops);
+}
+
+TEST(GroupCommit, ConcurrentReservationsOfOneVersionHaveExactlyOneWinner) {
+  auto store = testing::OpenOrDie(FreshDbPath());
+  RoleReservation first;
+  first.role_key_wire = "rk2.x";
+  first.project_id = "prj";
+  first.role_kind = "cto";
+  ASSERT_TRUE(store->ReserveRole(first).ok());
+  constexpr int kThreads = 16;
+  std::atomic<int> applied{0}, stale{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      RoleReservation r = first;
+      r.expected_version = 0;
+      r.expected_epoch = 0;
+      r.patch.holder_agent_id = "agent-" + std::to_string(t);
+      absl::StatusOr<RoleWrite> w = store->ReserveRole(r);
+      ASSERT_TRUE(w.ok());
+      if (w->outcome == RoleOutcome::kApplied) ++applied;
+      if (w->outcome == RoleOutcome::kStaleVersion) ++stale;
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(applied.load(), 1);
+  EXPECT_EQ(stale.load(), kThreads - 1);
+  EXPECT_EQ(store->GetRole("rk2.x")->epoch, 1);
+}
+
+}  // namespace
+}  // namespace hub::storage

@@ -1,0 +1,144 @@
+-- hub's storage schema. Table and column names are triflux's (schema v8) so a
+-- triflux database opens and migrates in place; see docs/design/storage.md.
+--
+-- Every statement is idempotent (IF NOT EXISTS): the migrator runs this whole
+-- file inside one transaction on every version change, between the column
+-- seams (storage/migrations.cc). CREATE TABLE IF NOT EXISTS cannot add a CHECK
+-- to an existing table, hence the triggers at the end, which the migrator
+-- installs on every open.
+
+CREATE TABLE IF NOT EXISTS _meta (
+  key TEXT PRIMARY KEY,
+  value TEXT
+);
+
+CREATE TABLE IF NOT EXISTS agents (
+  agent_id TEXT PRIMARY KEY,
+  cli TEXT NOT NULL CHECK (cli IN ('codex', 'gemini', 'claude', 'other')),
+  pid INTEGER,
+  capabilities_json TEXT NOT NULL DEFAULT '[]',
+  topics_json TEXT NOT NULL DEFAULT '[]',
+  last_seen_ms INTEGER NOT NULL,
+  lease_expires_ms INTEGER NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('online', 'stale', 'offline')),
+  metadata_json TEXT NOT NULL DEFAULT '{}',
+  project_id TEXT,
+  session_id TEXT,
+  host_id TEXT,
+  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  presence_generation INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
+CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);
+
+CREATE TABLE IF NOT EXISTS messages (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL CHECK (type IN ('request', 'response', 'event', 'handoff',
+                                     'human_request', 'human_response',
+                                     'system')),
+  from_agent TEXT NOT NULL,
+  to_agent TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 9),
+  ttl_ms INTEGER NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  correlation_id TEXT NOT NULL,
+  trace_id TEXT NOT NULL,
+  payload_json TEXT NOT NULL DEFAULT '{}',
+  status TEXT NOT NULL CHECK (status IN ('queued', 'delivered', 'acked',
+                                         'expired', 'dead_letter')),
+  role_key_wire TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_messages_status ON messages(status);
+CREATE INDEX IF NOT EXISTS idx_messages_to_agent ON messages(to_agent, status);
+CREATE INDEX IF NOT EXISTS idx_messages_correlation ON messages(correlation_id);
+CREATE INDEX IF NOT EXISTS idx_messages_trace ON messages(trace_id);
+CREATE INDEX IF NOT EXISTS idx_messages_expires ON messages(expires_at_ms);
+CREATE INDEX IF NOT EXISTS idx_messages_priority
+  ON messages(priority DESC, created_at_ms ASC);
+CREATE INDEX IF NOT EXISTS idx_messages_role_key
+  ON messages(role_key_wire, status, expires_at_ms);
+
+-- Durable per-recipient delivery state (triflux created but never wrote it).
+CREATE TABLE IF NOT EXISTS message_inbox (
+  delivery_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  delivered_at_ms INTEGER,
+  acked_at_ms INTEGER,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (message_id, agent_id)
+);
+CREATE INDEX IF NOT EXISTS idx_inbox_agent
+  ON message_inbox(agent_id, delivered_at_ms);
+CREATE INDEX IF NOT EXISTS idx_inbox_message ON message_inbox(message_id);
+
+CREATE TABLE IF NOT EXISTS dead_letters (
+  message_id TEXT PRIMARY KEY,
+  reason TEXT NOT NULL,
+  failed_at_ms INTEGER NOT NULL,
+  last_error TEXT
+);
+
+CREATE TABLE IF NOT EXISTS role_registry (
+  role_key_wire TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  role_kind TEXT NOT NULL CHECK (role_kind IN ('cto', 'lead')),
+  scope_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state IN ('electable', 'elected-probing', 'active',
+                                       'unreachable', 'quarantined')),
+  holder_agent_id TEXT,
+  previous_holder_agent_id TEXT,
+  epoch INTEGER NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+  activation_seq INTEGER NOT NULL DEFAULT 0 CHECK (activation_seq >= 0),
+  activation_id TEXT,
+  activation_deadline_ms INTEGER,
+  holder_lease_expires_ms INTEGER,
+  charter_version TEXT,
+  charter_acked_epoch INTEGER,
+  retry_count INTEGER NOT NULL DEFAULT 0,
+  next_probe_ms INTEGER,
+  blocked_reason TEXT,
+  last_transition_ms INTEGER NOT NULL,
+  last_reason TEXT NOT NULL,
+  version INTEGER NOT NULL DEFAULT 0,
+  CHECK ((role_kind = 'cto' AND scope_id = '') OR
+         (role_kind = 'lead' AND scope_id <> '')),
+  CHECK (state <> 'active' OR holder_agent_id IS NOT NULL),
+  UNIQUE (project_id, role_kind, scope_id)
+);
+
+CREATE TABLE IF NOT EXISTS role_candidates (
+  role_key_wire TEXT NOT NULL
+    REFERENCES role_registry(role_key_wire) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  source TEXT NOT NULL CHECK (source IN ('grant', 'standup', 'operator')),
+  priority INTEGER NOT NULL DEFAULT 0,
+  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  consecutive_probe_failures INTEGER NOT NULL DEFAULT 0,
+  excluded_until_ms INTEGER,
+  last_probe_ms INTEGER,
+  last_probe_code TEXT,
+  updated_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (role_key_wire, agent_id)
+);
+
+-- v8 integrity for role_registry tables created before the CHECK existed
+-- (harmless duplicates of the CHECK on tables created by this file). The
+-- message contains "CHECK constraint failed" as triflux's trigger does.
+CREATE TRIGGER IF NOT EXISTS role_registry_active_requires_holder_insert
+BEFORE INSERT ON role_registry
+WHEN NEW.state = 'active' AND NEW.holder_agent_id IS NULL
+BEGIN
+  SELECT RAISE(ABORT,
+    'CHECK constraint failed: role_registry active requires holder_agent_id');
+END;
+
+CREATE TRIGGER IF NOT EXISTS role_registry_active_requires_holder_update
+BEFORE UPDATE ON role_registry
+WHEN NEW.state = 'active' AND NEW.holder_agent_id IS NULL
+BEGIN
+  SELECT RAISE(ABORT,
+    'CHECK constraint failed: role_registry active requires holder_agent_id');
+END;

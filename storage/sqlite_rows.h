@@ -1,0 +1,72 @@
+// Column lists and row readers shared by the SqliteStore source files.
+// Internal to storage/.
+#ifndef HUB_STORAGE_SQLITE_ROWS_H_
+#define HUB_STORAGE_SQLITE_ROWS_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/sqlite_db.h"
+#include "storage/store.h"
+
+namespace hub::storage::rows {
+
+#define HUB_AGENT_COLUMNS                                              \
+  "agent_id, cli, pid, capabilities_json, topics_json, last_seen_ms, " \
+  "lease_expires_ms, presence_generation, status, metadata_json, "     \
+  "project_id, session_id, host_id, transport_locators_json"
+
+#define HUB_ROLE_COLUMNS                                                     \
+  "role_key_wire, project_id, role_kind, scope_id, state, holder_agent_id, " \
+  "previous_holder_agent_id, epoch, activation_seq, activation_id, "         \
+  "activation_deadline_ms, holder_lease_expires_ms, charter_version, "       \
+  "charter_acked_epoch, retry_count, next_probe_ms, blocked_reason, "        \
+  "last_transition_ms, last_reason, version"
+
+#define HUB_CANDIDATE_COLUMNS                                            \
+  "role_key_wire, agent_id, source, priority, transport_locators_json, " \
+  "consecutive_probe_failures, excluded_until_ms, last_probe_ms, "       \
+  "last_probe_code, updated_at_ms"
+
+#define HUB_MESSAGE_COLUMNS                                                  \
+  "id, type, from_agent, to_agent, topic, priority, ttl_ms, created_at_ms, " \
+  "expires_at_ms, correlation_id, trace_id, payload_json, status, "          \
+  "role_key_wire"
+
+AgentRecord ReadAgent(const Stmt& s);
+RoleRecord ReadRole(const Stmt& s);
+CandidateRecord ReadCandidate(const Stmt& s);
+MessageRecord ReadMessage(const Stmt& s);
+
+// Runs a prepared statement and reads every row with `read`.
+template <typename T, typename F>
+absl::StatusOr<std::vector<T>> ReadAll(Stmt& stmt, F read) {
+  std::vector<T> out;
+  while (true) {
+    absl::StatusOr<bool> row = stmt.Step();
+    if (!row.ok()) return row.status();
+    if (!*row) return out;
+    out.push_back(read(stmt));
+  }
+}
+
+// Reads at most one row.
+template <typename T, typename F>
+absl::StatusOr<std::optional<T>> ReadOne(Stmt& stmt, F read) {
+  absl::StatusOr<bool> row = stmt.Step();
+  if (!row.ok()) return row.status();
+  if (!*row) return std::optional<T>();
+  return std::optional<T>(read(stmt));
+}
+
+absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
+                                                   absl::string_view wire);
+absl::StatusOr<std::vector<MessageRecord>> PendingRoleMessages(
+    Connection& conn, std::optional<std::string> wire, int64_t now_ms);
+
+}  // namespace hub::storage::rows
+
+#endif  // HUB_STORAGE_SQLITE_ROWS_H_

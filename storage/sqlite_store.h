@@ -1,0 +1,169 @@
+// SqliteStore: the Store on one SQLite file in WAL mode.
+//
+// Writes go through a GroupCommitWriter (one writer thread, one transaction
+// and one sync per group, a savepoint per operation); reads use a pool of
+// separate read-only connections, so they never wait behind a group. Open()
+// checks and migrates the file first (storage/migrations.h).
+#ifndef HUB_STORAGE_SQLITE_STORE_H_
+#define HUB_STORAGE_SQLITE_STORE_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/group_commit.h"
+#include "storage/migrations.h"
+#include "storage/sqlite_db.h"
+#include "storage/store.h"
+
+namespace hub::storage {
+
+struct SqliteStoreOptions {
+  std::string path;
+  // PRAGMA synchronous. FULL (default) syncs the WAL on every commit, so an
+  // acknowledged write survives power loss; NORMAL only survives a process
+  // crash.
+  enum class Synchronous { kOff, kNormal, kFull, kExtra };
+  Synchronous synchronous = Synchronous::kFull;
+  int busy_timeout_ms = 5000;
+  // Operations per group commit; 1 = one transaction per write.
+  int max_group_size = 512;
+  // PRAGMA max_page_count when > 0: a size quota (writes past it fail with
+  // STORE_FULL).
+  int64_t max_page_count = 0;
+  // Activation ids for reservations and recovery; default: UUIDv7.
+  std::function<std::string()> new_id;
+  // Wall clock in ms, used to stamp migration repairs; default: system clock.
+  std::function<int64_t()> now_ms;
+};
+
+class SqliteStore final : public Store {
+ public:
+  // Opens (creating if absent) and migrates the database. Errors: see
+  // store.h; nothing is written when a preflight check fails.
+  static absl::StatusOr<std::unique_ptr<SqliteStore>> Open(
+      SqliteStoreOptions options);
+  ~SqliteStore() override;
+
+  const MigrationReport& migration() const { return migration_; }
+  GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
+
+  StoreInfo Info() const override { return info_; }
+
+  absl::StatusOr<AgentRecord> RegisterAgent(
+      const AgentRegistration& registration) override;
+  absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      int64_t now_ms, int64_t lease_ttl_ms) override;
+  absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      absl::string_view status) override;
+  absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
+      int64_t now_ms, int64_t offline_after_ms) override;
+  absl::StatusOr<std::vector<bool>> CheckpointLeases(
+      const std::vector<LeaseCheckpoint>& leases) override;
+  absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
+  absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+
+  absl::StatusOr<RoleWrite> ReserveRole(
+      const RoleReservation& reservation) override;
+  absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
+  absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) override;
+  absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) override;
+  absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) override;
+  absl::StatusOr<std::vector<RoleRecord>> ListRoles(
+      const RoleFilter& filter) override;
+  absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
+      int64_t now_ms) override;
+  absl::StatusOr<CandidateRecord> UpsertCandidate(
+      const CandidateUpsert& upsert) override;
+  absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
+      const ReachabilityUpdate& update) override;
+  absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
+      absl::string_view wire) override;
+
+  absl::Status InsertMessage(
+      const MessageRecord& message,
+      const std::vector<std::string>& recipients) override;
+  absl::Status AddRecipient(absl::string_view message_id,
+                            absl::string_view agent_id) override;
+  absl::Status MarkDelivered(absl::string_view message_id,
+                             absl::string_view agent_id,
+                             int64_t now_ms) override;
+  absl::StatusOr<bool> AckMessage(absl::string_view message_id,
+                                  absl::string_view agent_id,
+                                  int64_t now_ms) override;
+  absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
+  absl::StatusOr<std::vector<InboxRecord>> ListInbox(
+      absl::string_view message_id) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
+      absl::string_view agent_id, int64_t now_ms, int limit) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
+      absl::string_view wire, int64_t now_ms) override;
+  absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(
+      int64_t now_ms) override;
+  absl::StatusOr<bool> DeadLetterMessage(
+      absl::string_view message_id, absl::string_view reason, int64_t now_ms,
+      std::optional<std::string> last_error) override;
+  absl::StatusOr<DeadLetterRecord> GetDeadLetter(
+      absl::string_view message_id) override;
+
+ private:
+  explicit SqliteStore(SqliteStoreOptions options)
+      : options_(std::move(options)) {}
+
+  // Runs `fn` as one operation of a group commit; its result is returned
+  // only once committed. A non-OK result rolls back only this operation.
+  template <typename T>
+  absl::StatusOr<T> Write(std::function<absl::StatusOr<T>(Connection&)> fn) {
+    std::optional<absl::StatusOr<T>> out;
+    absl::Status s = writer_->Run([&](Connection& conn) {
+      out.emplace(fn(conn));
+      return out->status();
+    });
+    if (!s.ok()) return s;
+    return std::move(*out);
+  }
+  absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn) {
+    return writer_->Run(std::move(fn));
+  }
+  // Runs `fn` on a pooled read-only connection.
+  template <typename T>
+  absl::StatusOr<T> Read(std::function<absl::StatusOr<T>(Connection&)> fn) {
+    absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<T> result = fn(**conn);
+    ReleaseReader(std::move(*conn));
+    return result;
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> AcquireReader();
+  void ReleaseReader(std::unique_ptr<Connection> conn);
+
+  absl::StatusOr<RoleWrite> ReserveIn(Connection& conn,
+                                      const RoleReservation& r);
+  absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas);
+  absl::StatusOr<std::vector<RoleRecord>> RecoverIn(Connection& conn,
+                                                    int64_t now_ms);
+
+  SqliteStoreOptions options_;
+  StoreInfo info_;
+  MigrationReport migration_;
+  std::unique_ptr<GroupCommitWriter> writer_;
+  absl::Mutex readers_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_
+      ABSL_GUARDED_BY(readers_mu_);
+};
+
+// A new UUIDv7 (RFC 9562), lower-case text; monotonic within the process.
+std::string NewUuidV7();
+
+}  // namespace hub::storage
+
+#endif  // HUB_STORAGE_SQLITE_STORE_H_

@@ -1,0 +1,168 @@
+// SqliteStore: role candidates (TRIFLUX-HUB.md §5.6). Absent fields keep
+// the stored value; explicit clears write NULL.
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+#include "storage/sqlite_rows.h"
+#include "storage/sqlite_store.h"
+
+namespace hub::storage {
+
+namespace rows {
+
+CandidateRecord ReadCandidate(const Stmt& s) {
+  CandidateRecord c;
+  c.role_key_wire = s.Text(0);
+  c.agent_id = s.Text(1);
+  c.source = s.Text(2);
+  c.priority = s.Int(3);
+  c.transport_locators_json = s.Text(4);
+  c.consecutive_probe_failures = s.Int(5);
+  c.excluded_until_ms = s.OptInt(6);
+  c.last_probe_ms = s.OptInt(7);
+  c.last_probe_code = s.OptText(8);
+  c.updated_at_ms = s.Int(9);
+  return c;
+}
+
+}  // namespace rows
+
+// ---- candidates
+// --------------------------------------------------------------
+
+namespace {
+
+absl::StatusOr<std::optional<CandidateRecord>> LoadCandidate(
+    Connection& conn, absl::string_view wire, absl::string_view agent_id) {
+  absl::StatusOr<Stmt> stmt =
+      conn.Prepare("SELECT " HUB_CANDIDATE_COLUMNS
+                   " FROM role_candidates "
+                   "WHERE role_key_wire = ? AND agent_id = ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, wire).Bind(2, agent_id);
+  return rows::ReadOne<CandidateRecord>(*stmt, rows::ReadCandidate);
+}
+
+absl::StatusOr<CandidateRecord> SaveCandidate(Connection& conn,
+                                              const CandidateRecord& c) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "INSERT INTO role_candidates (" HUB_CANDIDATE_COLUMNS
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10) "
+      "ON CONFLICT(role_key_wire, agent_id) DO UPDATE SET "
+      "source = excluded.source, priority = excluded.priority, "
+      "transport_locators_json = excluded.transport_locators_json, "
+      "consecutive_probe_failures = excluded.consecutive_probe_failures, "
+      "excluded_until_ms = excluded.excluded_until_ms, "
+      "last_probe_ms = excluded.last_probe_ms, "
+      "last_probe_code = excluded.last_probe_code, "
+      "updated_at_ms = excluded.updated_at_ms "
+      "RETURNING " HUB_CANDIDATE_COLUMNS);
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, absl::string_view(c.role_key_wire))
+      .Bind(2, absl::string_view(c.agent_id))
+      .Bind(3, absl::string_view(c.source))
+      .Bind(4, c.priority)
+      .Bind(5, absl::string_view(c.transport_locators_json))
+      .Bind(6, c.consecutive_probe_failures)
+      .Bind(7, c.excluded_until_ms)
+      .Bind(8, c.last_probe_ms)
+      .Bind(9, c.last_probe_code)
+      .Bind(10, c.updated_at_ms);
+  absl::StatusOr<std::optional<CandidateRecord>> row =
+      rows::ReadOne<CandidateRecord>(*stmt, rows::ReadCandidate);
+  if (!row.ok()) return row.status();
+  return std::move(**row);
+}
+
+}  // namespace
+
+absl::StatusOr<CandidateRecord> SqliteStore::UpsertCandidate(
+    const CandidateUpsert& u) {
+  return Write<CandidateRecord>(
+      [&](Connection& conn) -> absl::StatusOr<CandidateRecord> {
+        absl::StatusOr<std::optional<RoleRecord>> role =
+            rows::LoadRole(conn, u.role_key_wire);
+        if (!role.ok()) return role.status();
+        if (!role->has_value()) {
+          return NotFoundError("ROLE_NOT_FOUND",
+                               absl::StrCat("role '", u.role_key_wire,
+                                            "' not found for candidate"));
+        }
+        absl::StatusOr<std::optional<CandidateRecord>> current =
+            LoadCandidate(conn, u.role_key_wire, u.agent_id);
+        if (!current.ok()) return current.status();
+        CandidateRecord c;
+        if (current->has_value()) {
+          c = **current;
+        } else {
+          c.role_key_wire = u.role_key_wire;
+          c.agent_id = u.agent_id;
+          c.source = "operator";
+        }
+        if (u.source) c.source = *u.source;
+        if (u.priority) c.priority = *u.priority;
+        if (u.transport_locators_json) {
+          c.transport_locators_json = *u.transport_locators_json;
+        }
+        if (u.consecutive_probe_failures) {
+          c.consecutive_probe_failures = *u.consecutive_probe_failures;
+        }
+        c.excluded_until_ms = u.excluded_until_ms.ApplyTo(c.excluded_until_ms);
+        c.last_probe_ms = u.last_probe_ms.ApplyTo(c.last_probe_ms);
+        c.last_probe_code = u.last_probe_code.ApplyTo(c.last_probe_code);
+        c.updated_at_ms = u.now_ms;
+        return SaveCandidate(conn, c);
+      });
+}
+
+absl::StatusOr<CandidateRecord> SqliteStore::UpdateCandidateReachability(
+    const ReachabilityUpdate& u) {
+  return Write<CandidateRecord>(
+      [&](Connection& conn) -> absl::StatusOr<CandidateRecord> {
+        absl::StatusOr<std::optional<CandidateRecord>> current =
+            LoadCandidate(conn, u.role_key_wire, u.agent_id);
+        if (!current.ok()) return current.status();
+        if (!current->has_value()) {
+          return NotFoundError(
+              "CANDIDATE_NOT_FOUND",
+              absl::StrCat("candidate '", u.agent_id, "' of role '",
+                           u.role_key_wire, "' not found"));
+        }
+        CandidateRecord c = **current;
+        switch (u.failures) {
+          case ReachabilityUpdate::Failures::kKeep:
+            break;
+          case ReachabilityUpdate::Failures::kSet:
+            c.consecutive_probe_failures = u.failures_value;
+            break;
+          case ReachabilityUpdate::Failures::kIncrement:
+            ++c.consecutive_probe_failures;
+            break;
+          case ReachabilityUpdate::Failures::kReset:
+            c.consecutive_probe_failures = 0;
+            break;
+        }
+        c.excluded_until_ms = u.excluded_until_ms.ApplyTo(c.excluded_until_ms);
+        c.last_probe_ms = u.last_probe_ms.value_or(u.now_ms);
+        c.last_probe_code = u.last_probe_code.ApplyTo(c.last_probe_code);
+        return SaveCandidate(conn, c);
+      });
+}
+
+absl::StatusOr<std::vector<CandidateRecord>> SqliteStore::ListCandidates(
+    absl::string_view wire) {
+  using Result = std::vector<CandidateRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT " HUB_CANDIDATE_COLUMNS
+        " FROM role_candidates "
+        "WHERE role_key_wire = ? "
+        "ORDER BY priority DESC, updated_at_ms DESC, agent_id ASC");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, wire);
+    return rows::ReadAll<CandidateRecord>(*stmt, rows::ReadCandidate);
+  });
+}
+
+}  // namespace hub::storage

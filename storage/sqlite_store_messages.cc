@@ -1,0 +1,343 @@
+// SqliteStore: messages, per-recipient inbox rows, expiry and dead letters
+// (TRIFLUX-HUB.md §6, B0 expiry of §6.6).
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+#include "storage/sqlite_rows.h"
+#include "storage/sqlite_store.h"
+
+namespace hub::storage {
+
+namespace rows {
+
+MessageRecord ReadMessage(const Stmt& s) {
+  MessageRecord m;
+  m.id = s.Text(0);
+  m.type = s.Text(1);
+  m.from_agent = s.Text(2);
+  m.to_agent = s.Text(3);
+  m.topic = s.Text(4);
+  m.priority = s.Int(5);
+  m.ttl_ms = s.Int(6);
+  m.created_at_ms = s.Int(7);
+  m.expires_at_ms = s.Int(8);
+  m.correlation_id = s.Text(9);
+  m.trace_id = s.Text(10);
+  m.payload_json = s.Text(11);
+  m.status = s.Text(12);
+  m.role_key_wire = s.OptText(13);
+  return m;
+}
+
+absl::StatusOr<std::vector<MessageRecord>> PendingRoleMessages(
+    Connection& conn, std::optional<std::string> wire, int64_t now_ms) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "SELECT " HUB_MESSAGE_COLUMNS
+      " FROM messages "
+      "WHERE role_key_wire IS NOT NULL "
+      "AND (?1 IS NULL OR role_key_wire = ?1) "
+      "AND status IN ('queued', 'delivered') AND expires_at_ms > ?2 "
+      "ORDER BY priority DESC, created_at_ms ASC, id ASC");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, wire).Bind(2, now_ms);
+  return ReadAll<MessageRecord>(*stmt, ReadMessage);
+}
+
+}  // namespace rows
+
+namespace {
+
+absl::StatusOr<std::optional<MessageRecord>> LoadMessage(Connection& conn,
+                                                         absl::string_view id) {
+  absl::StatusOr<Stmt> stmt =
+      conn.Prepare("SELECT " HUB_MESSAGE_COLUMNS " FROM messages WHERE id = ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, id);
+  return rows::ReadOne<MessageRecord>(*stmt, rows::ReadMessage);
+}
+
+absl::Status MessageNotFound(absl::string_view id) {
+  return NotFoundError("MESSAGE_NOT_FOUND",
+                       absl::StrCat("message '", id, "' not found"));
+}
+
+absl::Status InsertInboxRow(Connection& conn, absl::string_view message_id,
+                            absl::string_view agent_id) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "INSERT INTO message_inbox (message_id, agent_id) VALUES (?, ?) "
+      "ON CONFLICT(message_id, agent_id) DO NOTHING");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, message_id).Bind(2, agent_id);
+  return stmt->Run();
+}
+
+// Moves one message from `from_status` to dead_letter and inserts its dead
+// letter row if absent (first writer wins). Both or neither: the caller's
+// savepoint undoes the status change if the insert fails. Returns nullopt
+// when the status fence was lost, else whether the dead letter was inserted.
+absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
+    Connection& conn, absl::string_view id, absl::string_view from_status,
+    absl::string_view reason, int64_t now_ms,
+    const std::optional<std::string>& last_error) {
+  absl::StatusOr<Stmt> claim = conn.Prepare(
+      "UPDATE messages SET status = 'dead_letter' WHERE id = ? AND status = ?");
+  if (!claim.ok()) return claim.status();
+  claim->Bind(1, id).Bind(2, from_status);
+  absl::Status s = claim->Run();
+  if (!s.ok()) return s;
+  if (conn.Changes() != 1) return std::optional<bool>();
+  absl::StatusOr<Stmt> dlq = conn.Prepare(
+      "INSERT INTO dead_letters (message_id, reason, failed_at_ms, last_error) "
+      "VALUES (?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING");
+  if (!dlq.ok()) return dlq.status();
+  dlq->Bind(1, id).Bind(2, reason).Bind(3, now_ms).Bind(4, last_error);
+  s = dlq->Run();
+  if (!s.ok()) return s;
+  return std::optional<bool>(conn.Changes() == 1);
+}
+
+}  // namespace
+
+absl::Status SqliteStore::InsertMessage(
+    const MessageRecord& m, const std::vector<std::string>& recipients) {
+  return WriteStatus([&](Connection& conn) -> absl::Status {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
+        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+        "?14)");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, absl::string_view(m.id))
+        .Bind(2, absl::string_view(m.type))
+        .Bind(3, absl::string_view(m.from_agent))
+        .Bind(4, absl::string_view(m.to_agent))
+        .Bind(5, absl::string_view(m.topic))
+        .Bind(6, m.priority)
+        .Bind(7, m.ttl_ms)
+        .Bind(8, m.created_at_ms)
+        .Bind(9, m.expires_at_ms)
+        .Bind(10, absl::string_view(m.correlation_id))
+        .Bind(11, absl::string_view(m.trace_id))
+        .Bind(12, absl::string_view(m.payload_json))
+        .Bind(13, absl::string_view(m.status))
+        .Bind(14, m.role_key_wire);
+    absl::Status s = stmt->Run();
+    if (!s.ok() &&
+        sqlite3_extended_errcode(conn.raw()) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+      return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
+                         absl::StrCat("message '", m.id, "' already exists"));
+    }
+    if (!s.ok()) return s;
+    for (const std::string& agent : recipients) {
+      s = InsertInboxRow(conn, m.id, agent);
+      if (!s.ok()) return s;
+    }
+    return absl::OkStatus();
+  });
+}
+
+absl::Status SqliteStore::AddRecipient(absl::string_view message_id,
+                                       absl::string_view agent_id) {
+  return WriteStatus([&](Connection& conn) -> absl::Status {
+    absl::StatusOr<std::optional<MessageRecord>> m =
+        LoadMessage(conn, message_id);
+    if (!m.ok()) return m.status();
+    if (!m->has_value()) return MessageNotFound(message_id);
+    return InsertInboxRow(conn, message_id, agent_id);
+  });
+}
+
+absl::Status SqliteStore::MarkDelivered(absl::string_view message_id,
+                                        absl::string_view agent_id,
+                                        int64_t now_ms) {
+  return WriteStatus([&](Connection& conn) -> absl::Status {
+    absl::StatusOr<Stmt> inbox = conn.Prepare(
+        "UPDATE message_inbox SET "
+        "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
+        "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2");
+    if (!inbox.ok()) return inbox.status();
+    inbox->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
+    absl::Status s = inbox->Run();
+    if (!s.ok()) return s;
+    if (conn.Changes() != 1) {
+      return NotFoundError("DELIVERY_NOT_FOUND",
+                           absl::StrCat("message '", message_id,
+                                        "' has no recipient '", agent_id, "'"));
+    }
+    absl::StatusOr<Stmt> msg = conn.Prepare(
+        "UPDATE messages SET status = 'delivered' "
+        "WHERE id = ? AND status = 'queued'");
+    if (!msg.ok()) return msg.status();
+    msg->Bind(1, message_id);
+    return msg->Run();
+  });
+}
+
+absl::StatusOr<bool> SqliteStore::AckMessage(absl::string_view message_id,
+                                             absl::string_view agent_id,
+                                             int64_t now_ms) {
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    absl::StatusOr<Stmt> ack = conn.Prepare(
+        "UPDATE message_inbox SET acked_at_ms = ?3 "
+        "WHERE message_id = ?1 AND agent_id = ?2 "
+        "AND delivered_at_ms IS NOT NULL AND acked_at_ms IS NULL "
+        "AND EXISTS (SELECT 1 FROM messages WHERE id = ?1 "
+        "AND status IN ('queued', 'delivered'))");
+    if (!ack.ok()) return ack.status();
+    ack->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
+    absl::Status s = ack->Run();
+    if (!s.ok()) return s;
+    if (conn.Changes() != 1) return false;
+    absl::StatusOr<Stmt> done = conn.Prepare(
+        "UPDATE messages SET status = 'acked' "
+        "WHERE id = ?1 AND status IN ('queued', 'delivered') "
+        "AND NOT EXISTS (SELECT 1 FROM message_inbox "
+        "WHERE message_id = ?1 AND acked_at_ms IS NULL)");
+    if (!done.ok()) return done.status();
+    done->Bind(1, message_id);
+    s = done->Run();
+    if (!s.ok()) return s;
+    return true;
+  });
+}
+
+absl::StatusOr<MessageRecord> SqliteStore::GetMessage(absl::string_view id) {
+  return Read<MessageRecord>(
+      [&](Connection& conn) -> absl::StatusOr<MessageRecord> {
+        absl::StatusOr<std::optional<MessageRecord>> m = LoadMessage(conn, id);
+        if (!m.ok()) return m.status();
+        if (!m->has_value()) return MessageNotFound(id);
+        return std::move(**m);
+      });
+}
+
+absl::StatusOr<std::vector<InboxRecord>> SqliteStore::ListInbox(
+    absl::string_view message_id) {
+  using Result = std::vector<InboxRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT message_id, agent_id, delivered_at_ms, acked_at_ms, attempts "
+        "FROM message_inbox WHERE message_id = ? ORDER BY agent_id");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, message_id);
+    return rows::ReadAll<InboxRecord>(*stmt, [](const Stmt& s) {
+      InboxRecord r;
+      r.message_id = s.Text(0);
+      r.agent_id = s.Text(1);
+      r.delivered_at_ms = s.OptInt(2);
+      r.acked_at_ms = s.OptInt(3);
+      r.attempts = s.Int(4);
+      return r;
+    });
+  });
+}
+
+absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingForAgent(
+    absl::string_view agent_id, int64_t now_ms, int limit) {
+  using Result = std::vector<MessageRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "
+        "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, "
+        "m.trace_id, m.payload_json, m.status, m.role_key_wire "
+        "FROM message_inbox i JOIN messages m ON m.id = i.message_id "
+        "WHERE i.agent_id = ?1 AND i.acked_at_ms IS NULL "
+        "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > ?2 "
+        "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC LIMIT ?3");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, agent_id)
+        .Bind(2, now_ms)
+        .Bind(3, static_cast<int64_t>(limit));
+    return rows::ReadAll<MessageRecord>(*stmt, rows::ReadMessage);
+  });
+}
+
+absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingRoleMessages(
+    absl::string_view wire, int64_t now_ms) {
+  using Result = std::vector<MessageRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    return rows::PendingRoleMessages(conn, std::string(wire), now_ms);
+  });
+}
+
+absl::StatusOr<std::vector<ExpiryTransition>> SqliteStore::SweepExpiredMessages(
+    int64_t now_ms) {
+  using Result = std::vector<ExpiryTransition>;
+  return Write<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> select = conn.Prepare(
+        "SELECT id, status FROM messages "
+        "WHERE status IN ('queued', 'delivered') AND expires_at_ms <= ? "
+        "ORDER BY expires_at_ms, id");
+    if (!select.ok()) return select.status();
+    select->Bind(1, now_ms);
+    absl::StatusOr<Result> expired =
+        rows::ReadAll<ExpiryTransition>(*select, [&](const Stmt& s) {
+          ExpiryTransition t;
+          t.message_id = s.Text(0);
+          t.previous_status = s.Text(1);
+          t.reason = "ttl_expired";
+          t.failed_at_ms = now_ms;
+          return t;
+        });
+    if (!expired.ok()) return expired.status();
+    Result claimed;
+    for (ExpiryTransition& t : *expired) {
+      absl::StatusOr<std::optional<bool>> inserted =
+          DeadLetterIfStatus(conn, t.message_id, t.previous_status, t.reason,
+                             now_ms, std::nullopt);
+      if (!inserted.ok()) return inserted.status();
+      if (!inserted->has_value()) continue;  // fence lost: someone else won
+      t.dlq_inserted = **inserted;
+      claimed.push_back(std::move(t));
+    }
+    return claimed;
+  });
+}
+
+absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
+    absl::string_view message_id, absl::string_view reason, int64_t now_ms,
+    std::optional<std::string> last_error) {
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    absl::StatusOr<std::optional<MessageRecord>> m =
+        LoadMessage(conn, message_id);
+    if (!m.ok()) return m.status();
+    if (!m->has_value()) return MessageNotFound(message_id);
+    const std::string& status = (*m)->status;
+    if (status != "queued" && status != "delivered") return false;
+    absl::StatusOr<std::optional<bool>> moved = DeadLetterIfStatus(
+        conn, message_id, status, reason, now_ms, last_error);
+    if (!moved.ok()) return moved.status();
+    return moved->has_value();
+  });
+}
+
+absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
+    absl::string_view message_id) {
+  return Read<DeadLetterRecord>(
+      [&](Connection& conn) -> absl::StatusOr<DeadLetterRecord> {
+        absl::StatusOr<Stmt> stmt = conn.Prepare(
+            "SELECT message_id, reason, failed_at_ms, last_error "
+            "FROM dead_letters WHERE message_id = ?");
+        if (!stmt.ok()) return stmt.status();
+        stmt->Bind(1, message_id);
+        absl::StatusOr<std::optional<DeadLetterRecord>> row =
+            rows::ReadOne<DeadLetterRecord>(*stmt, [](const Stmt& s) {
+              DeadLetterRecord d;
+              d.message_id = s.Text(0);
+              d.reason = s.Text(1);
+              d.failed_at_ms = s.Int(2);
+              d.last_error = s.OptText(3);
+              return d;
+            });
+        if (!row.ok()) return row.status();
+        if (!row->has_value()) {
+          return NotFoundError(
+              "DEAD_LETTER_NOT_FOUND",
+              absl::StrCat("no dead letter for message '", message_id, "'"));
+        }
+        return std::move(**row);
+      });
+}
+
+}  // namespace hub::storage

@@ -1,0 +1,209 @@
+// Messages: insert with recipients, delivery and ack state, pending lists,
+// and the B0 expiry sweep with first-writer-wins dead letters (§6.6).
+#include <memory>
+
+#include "gtest/gtest.h"
+#include "registry/status.h"
+#include "storage/sqlite_store.h"
+#include "storage/test_util.h"
+
+namespace hub::storage {
+namespace {
+
+using testing::FreshDbPath;
+using testing::OpenOrDie;
+using testing::RawDb;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+
+MessageRecord Msg(const std::string& id, int64_t priority = 5,
+                  int64_t created = kNow, int64_t ttl = 300'000) {
+  MessageRecord m;
+  m.id = id;
+  m.type = "event";
+  m.from_agent = "sender";
+  m.to_agent = "agent-a";
+  m.topic = "topic.x";
+  m.priority = priority;
+  m.ttl_ms = ttl;
+  m.created_at_ms = created;
+  m.expires_at_ms = created + ttl;
+  m.correlation_id = "corr-" + id;
+  m.trace_id = "trace-" + id;
+  m.payload_json = R"({"n":1})";
+  return m;
+}
+
+TEST(MessageStore, InsertStoresTheMessageAndOneInboxRowPerRecipient) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("m1"), {"a", "b", "a"}).ok());
+  absl::StatusOr<MessageRecord> m = store->GetMessage("m1");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(m->status, "queued");
+  EXPECT_EQ(m->payload_json, R"({"n":1})");
+  EXPECT_FALSE(m->role_key_wire.has_value());
+  auto inbox = store->ListInbox("m1");
+  ASSERT_EQ(inbox->size(), 2u);
+  EXPECT_EQ((*inbox)[0].agent_id, "a");
+  EXPECT_FALSE((*inbox)[0].delivered_at_ms.has_value());
+}
+
+TEST(MessageStore, DuplicateIdIsAlreadyExistsAndLeavesTheFirstIntact) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("m1"), {"a"}).ok());
+  MessageRecord again = Msg("m1", 9);
+  absl::Status s = store->InsertMessage(again, {"b"});
+  EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
+  EXPECT_EQ(ReasonOf(s), "MESSAGE_EXISTS");
+  EXPECT_EQ(store->GetMessage("m1")->priority, 5);
+  EXPECT_EQ(store->ListInbox("m1")->size(), 1u);
+}
+
+TEST(MessageStore, OutOfRangePriorityIsAConstraintErrorWithNoRowsWritten) {
+  auto store = OpenOrDie(FreshDbPath());
+  absl::Status s = store->InsertMessage(Msg("m1", 10), {"a"});
+  EXPECT_EQ(ReasonOf(s), "STORE_CONSTRAINT");
+  EXPECT_EQ(ReasonOf(store->GetMessage("m1").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(store->ListInbox("m1")->empty());
+}
+
+TEST(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("m1"), {"a", "b"}).ok());
+  EXPECT_FALSE(*store->AckMessage("m1", "a", kNow));  // not delivered yet
+  ASSERT_TRUE(store->MarkDelivered("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(store->MarkDelivered("m1", "a", kNow + 2).ok());
+  EXPECT_EQ(store->GetMessage("m1")->status, "delivered");
+  auto inbox = store->ListInbox("m1");
+  EXPECT_EQ((*inbox)[0].delivered_at_ms, kNow + 1);  // first delivery kept
+  EXPECT_EQ((*inbox)[0].attempts, 2);
+
+  EXPECT_TRUE(*store->AckMessage("m1", "a", kNow + 3));
+  EXPECT_FALSE(*store->AckMessage("m1", "a", kNow + 4));  // already acked
+  EXPECT_EQ(store->GetMessage("m1")->status, "delivered");
+  ASSERT_TRUE(store->MarkDelivered("m1", "b", kNow + 5).ok());
+  EXPECT_TRUE(*store->AckMessage("m1", "b", kNow + 6));
+  EXPECT_EQ(store->GetMessage("m1")->status, "acked");
+  EXPECT_EQ(ReasonOf(store->MarkDelivered("m1", "zed", kNow)),
+            "DELIVERY_NOT_FOUND");
+}
+
+TEST(MessageStore, PendingListIsPriorityThenAgeThenIdAndSkipsAckedOrExpired) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-low", 3, kNow), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-b", 7, kNow + 5), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-a", 7, kNow + 5), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-old", 7, kNow), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-short", 9, kNow, 10), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-acked", 9), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("m-other", 9), {"b"}).ok());
+  ASSERT_TRUE(store->MarkDelivered("m-acked", "a", kNow).ok());
+  ASSERT_TRUE(*store->AckMessage("m-acked", "a", kNow));
+
+  auto pending = store->ListPendingForAgent("a", kNow + 100, 10);
+  ASSERT_TRUE(pending.ok());
+  std::vector<std::string> ids;
+  for (const MessageRecord& m : *pending) ids.push_back(m.id);
+  EXPECT_EQ(ids, (std::vector<std::string>{"m-old", "m-a", "m-b", "m-low"}));
+  EXPECT_EQ(store->ListPendingForAgent("a", kNow + 100, 2)->size(), 2u);
+}
+
+TEST(MessageStore, RoleBacklogIsListedInOrderAndHandedToANewHolder) {
+  auto store = OpenOrDie(FreshDbPath());
+  MessageRecord m1 = Msg("m1", 5);
+  m1.role_key_wire = "rk2.w";
+  MessageRecord m2 = Msg("m2", 8);
+  m2.role_key_wire = "rk2.w";
+  ASSERT_TRUE(store->InsertMessage(m1, {}).ok());
+  ASSERT_TRUE(store->InsertMessage(m2, {}).ok());
+  auto backlog = store->ListPendingRoleMessages("rk2.w", kNow);
+  ASSERT_EQ(backlog->size(), 2u);
+  EXPECT_EQ((*backlog)[0].id, "m2");
+  ASSERT_TRUE(store->AddRecipient("m1", "holder").ok());
+  ASSERT_TRUE(store->AddRecipient("m1", "holder").ok());  // idempotent
+  EXPECT_EQ(store->ListInbox("m1")->size(), 1u);
+  EXPECT_EQ(ReasonOf(store->AddRecipient("nope", "holder")),
+            "MESSAGE_NOT_FOUND");
+}
+
+TEST(ExpirySweep, ClaimsQueuedAndDeliveredAtOrPastExpiryExactlyOnce) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("queued", 5, kNow, 100), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("deliv", 5, kNow, 50), {"a"}).ok());
+  ASSERT_TRUE(store->MarkDelivered("deliv", "a", kNow).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("future", 5, kNow, 101), {"a"}).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("acked", 5, kNow, 10), {"a"}).ok());
+  ASSERT_TRUE(store->MarkDelivered("acked", "a", kNow).ok());
+  ASSERT_TRUE(*store->AckMessage("acked", "a", kNow));
+
+  auto sweep = store->SweepExpiredMessages(kNow + 100);
+  ASSERT_TRUE(sweep.ok()) << sweep.status();
+  ASSERT_EQ(sweep->size(), 2u);
+  EXPECT_EQ((*sweep)[0].message_id, "deliv");
+  EXPECT_EQ((*sweep)[0].previous_status, "delivered");
+  EXPECT_EQ((*sweep)[1].message_id, "queued");
+  EXPECT_EQ((*sweep)[1].previous_status, "queued");
+  for (const ExpiryTransition& t : *sweep) {
+    EXPECT_EQ(t.reason, "ttl_expired");
+    EXPECT_EQ(t.failed_at_ms, kNow + 100);
+    EXPECT_TRUE(t.dlq_inserted);
+  }
+  EXPECT_TRUE(store->SweepExpiredMessages(kNow + 100)->empty());
+  EXPECT_EQ(store->GetMessage("queued")->status, "dead_letter");
+  EXPECT_EQ(store->GetMessage("future")->status, "queued");
+  EXPECT_EQ(store->GetMessage("acked")->status, "acked");
+  EXPECT_EQ(store->GetDeadLetter("queued")->reason, "ttl_expired");
+  EXPECT_EQ(ReasonOf(store->GetDeadLetter("acked").status()),
+            "DEAD_LETTER_NOT_FOUND");
+}
+
+TEST(ExpirySweep, AnEarlierDeadLetterReasonSurvivesAndIsNotReclaimed) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(store->InsertMessage(Msg("m1", 5, kNow, 10), {"a"}).ok());
+  EXPECT_TRUE(*store->DeadLetterMessage("m1", "delivery_error", kNow + 1,
+                                        std::string("socket closed")));
+  EXPECT_FALSE(*store->DeadLetterMessage("m1", "other", kNow + 2, {}));
+  EXPECT_TRUE(store->SweepExpiredMessages(kNow + 100)->empty());
+  DeadLetterRecord d = *store->GetDeadLetter("m1");
+  EXPECT_EQ(d.reason, "delivery_error");
+  EXPECT_EQ(d.failed_at_ms, kNow + 1);
+  EXPECT_EQ(d.last_error, "socket closed");
+}
+
+TEST(ExpirySweep, AnExistingDeadLetterRowIsKeptAndReportedNotInserted) {
+  std::string path = FreshDbPath();
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store->InsertMessage(Msg("m1", 5, kNow, 10), {"a"}).ok());
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("INSERT INTO dead_letters VALUES "
+                       "('m1', 'manual', 42, 'operator')"),
+              "");
+  }
+  auto sweep = store->SweepExpiredMessages(kNow + 100);
+  ASSERT_EQ(sweep->size(), 1u);
+  EXPECT_FALSE((*sweep)[0].dlq_inserted);
+  EXPECT_EQ(store->GetDeadLetter("m1")->reason, "manual");
+  EXPECT_EQ(store->GetDeadLetter("m1")->failed_at_ms, 42);
+  EXPECT_EQ(store->GetMessage("m1")->status, "dead_letter");
+}
+
+TEST(ExpirySweep, AFailingDeadLetterInsertLeavesTheMessageQueued) {
+  std::string path = FreshDbPath();
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(store->InsertMessage(Msg("m1", 5, kNow, 10), {"a"}).ok());
+  {
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("CREATE TRIGGER dlq_fault BEFORE INSERT ON dead_letters "
+                       "BEGIN SELECT RAISE(ABORT, 'injected fault'); END"),
+              "");
+  }
+  auto sweep = store->SweepExpiredMessages(kNow + 100);
+  EXPECT_FALSE(sweep.ok());
+  EXPECT_EQ(store->GetMessage("m1")->status, "queued");
+  EXPECT_EQ(ReasonOf(store->GetDeadLetter("m1").status()),
+            "DEAD_LETTER_NOT_FOUND");
+}
+
+}  // namespace
+}  // namespace hub::storage

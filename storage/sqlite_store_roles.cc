@@ -1,0 +1,464 @@
+// SqliteStore: role registry (TRIFLUX-HUB.md §5.3-§5.5, §5.7).
+//
+// Every role update goes through one statement, kUpdateRoleIfFence, whose
+// WHERE clause carries the full fence (version, epoch, activation_seq,
+// activation_id IS); callers check that it changed exactly one row. The new
+// row is computed in C++ from the row read in the same transaction, so the
+// same code is correct on a database shared by several hubs.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+#include "storage/sqlite_rows.h"
+#include "storage/sqlite_store.h"
+
+namespace hub::storage {
+
+namespace rows {
+
+RoleRecord ReadRole(const Stmt& s) {
+  RoleRecord r;
+  r.role_key_wire = s.Text(0);
+  r.project_id = s.Text(1);
+  r.role_kind = s.Text(2);
+  r.scope_id = s.Text(3);
+  r.state = s.Text(4);
+  r.holder_agent_id = s.OptText(5);
+  r.previous_holder_agent_id = s.OptText(6);
+  r.epoch = s.Int(7);
+  r.activation_seq = s.Int(8);
+  r.activation_id = s.OptText(9);
+  r.activation_deadline_ms = s.OptInt(10);
+  r.holder_lease_expires_ms = s.OptInt(11);
+  r.charter_version = s.OptText(12);
+  r.charter_acked_epoch = s.OptInt(13);
+  r.retry_count = s.Int(14);
+  r.next_probe_ms = s.OptInt(15);
+  r.blocked_reason = s.OptText(16);
+  r.last_transition_ms = s.Int(17);
+  r.last_reason = s.Text(18);
+  r.version = s.Int(19);
+  return r;
+}
+
+absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
+                                                   absl::string_view wire) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "SELECT " HUB_ROLE_COLUMNS " FROM role_registry WHERE role_key_wire = ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, wire);
+  return ReadOne<RoleRecord>(*stmt, ReadRole);
+}
+
+}  // namespace rows
+
+namespace {
+
+constexpr const char* kRoleStates[] = {"electable", "elected-probing", "active",
+                                       "unreachable", "quarantined"};
+
+bool ValidState(const std::string& state) {
+  return std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
+         std::end(kRoleStates);
+}
+
+// Applies the generic patch rules of §5.4 to `row` (NOT NULL columns keep
+// their value on Clear; last_transition defaults to now).
+void ApplyRolePatch(const RolePatch& p, int64_t now_ms, RoleRecord* row) {
+  if (p.state.set()) row->state = p.state.value();
+  row->holder_agent_id = p.holder_agent_id.ApplyTo(row->holder_agent_id);
+  row->previous_holder_agent_id =
+      p.previous_holder_agent_id.ApplyTo(row->previous_holder_agent_id);
+  row->activation_id = p.activation_id.ApplyTo(row->activation_id);
+  row->activation_deadline_ms =
+      p.activation_deadline_ms.ApplyTo(row->activation_deadline_ms);
+  row->holder_lease_expires_ms =
+      p.holder_lease_expires_ms.ApplyTo(row->holder_lease_expires_ms);
+  row->charter_version = p.charter_version.ApplyTo(row->charter_version);
+  row->charter_acked_epoch =
+      p.charter_acked_epoch.ApplyTo(row->charter_acked_epoch);
+  if (p.retry_count.set()) row->retry_count = p.retry_count.value();
+  row->next_probe_ms = p.next_probe_ms.ApplyTo(row->next_probe_ms);
+  row->blocked_reason = p.blocked_reason.ApplyTo(row->blocked_reason);
+  row->last_transition_ms = p.last_transition_ms.value_or(now_ms);
+  if (p.last_reason.set()) row->last_reason = p.last_reason.value();
+}
+
+absl::Status InvalidState(const std::string& state) {
+  return InvalidArgumentError("ROLE_STATE_INVALID",
+                              absl::StrCat("unknown role state '", state, "'"));
+}
+
+// The fence a role update must still satisfy.
+struct RoleFence {
+  int64_t version;
+  int64_t epoch;
+  int64_t activation_seq;
+  std::optional<std::string> activation_id;
+};
+
+RoleFence FenceOf(const RoleRecord& r) {
+  return {r.version, r.epoch, r.activation_seq, r.activation_id};
+}
+
+// Writes `next` (all mutable columns; version becomes version + 1) WHERE
+// the row still matches `fence`. Returns the new row, or nullopt when the
+// fence was lost.
+absl::StatusOr<std::optional<RoleRecord>> UpdateRoleIfFence(
+    Connection& conn, const RoleRecord& next, const RoleFence& fence) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "UPDATE role_registry SET state = ?1, holder_agent_id = ?2, "
+      "previous_holder_agent_id = ?3, epoch = ?4, activation_seq = ?5, "
+      "activation_id = ?6, activation_deadline_ms = ?7, "
+      "holder_lease_expires_ms = ?8, charter_version = ?9, "
+      "charter_acked_epoch = ?10, retry_count = ?11, next_probe_ms = ?12, "
+      "blocked_reason = ?13, last_transition_ms = ?14, last_reason = ?15, "
+      "version = version + 1 "
+      "WHERE role_key_wire = ?16 AND version = ?17 AND epoch = ?18 "
+      "AND activation_seq = ?19 AND activation_id IS ?20 "
+      "RETURNING " HUB_ROLE_COLUMNS);
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, absl::string_view(next.state))
+      .Bind(2, next.holder_agent_id)
+      .Bind(3, next.previous_holder_agent_id)
+      .Bind(4, next.epoch)
+      .Bind(5, next.activation_seq)
+      .Bind(6, next.activation_id)
+      .Bind(7, next.activation_deadline_ms)
+      .Bind(8, next.holder_lease_expires_ms)
+      .Bind(9, next.charter_version)
+      .Bind(10, next.charter_acked_epoch)
+      .Bind(11, next.retry_count)
+      .Bind(12, next.next_probe_ms)
+      .Bind(13, next.blocked_reason)
+      .Bind(14, next.last_transition_ms)
+      .Bind(15, absl::string_view(next.last_reason))
+      .Bind(16, absl::string_view(next.role_key_wire))
+      .Bind(17, fence.version)
+      .Bind(18, fence.epoch)
+      .Bind(19, fence.activation_seq)
+      .Bind(20, fence.activation_id);
+  return rows::ReadOne<RoleRecord>(*stmt, rows::ReadRole);
+}
+
+absl::Status InsertRole(Connection& conn, const RoleRecord& r) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "INSERT INTO role_registry (" HUB_ROLE_COLUMNS
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+      "?14, ?15, ?16, ?17, ?18, ?19, ?20)");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, absl::string_view(r.role_key_wire))
+      .Bind(2, absl::string_view(r.project_id))
+      .Bind(3, absl::string_view(r.role_kind))
+      .Bind(4, absl::string_view(r.scope_id))
+      .Bind(5, absl::string_view(r.state))
+      .Bind(6, r.holder_agent_id)
+      .Bind(7, r.previous_holder_agent_id)
+      .Bind(8, r.epoch)
+      .Bind(9, r.activation_seq)
+      .Bind(10, r.activation_id)
+      .Bind(11, r.activation_deadline_ms)
+      .Bind(12, r.holder_lease_expires_ms)
+      .Bind(13, r.charter_version)
+      .Bind(14, r.charter_acked_epoch)
+      .Bind(15, r.retry_count)
+      .Bind(16, r.next_probe_ms)
+      .Bind(17, r.blocked_reason)
+      .Bind(18, r.last_transition_ms)
+      .Bind(19, absl::string_view(r.last_reason))
+      .Bind(20, r.version);
+  return stmt->Run();
+}
+
+// After a lost fence: the reason, recomputed from the latest row.
+absl::StatusOr<RoleWrite> ExplainLostFence(Connection& conn,
+                                           absl::string_view wire,
+                                           const RoleFence& fence) {
+  absl::StatusOr<std::optional<RoleRecord>> latest = rows::LoadRole(conn, wire);
+  if (!latest.ok()) return latest.status();
+  RoleWrite w;
+  w.role = *latest;
+  if (!latest->has_value()) {
+    w.outcome = RoleOutcome::kNotFound;
+  } else if ((*latest)->version != fence.version) {
+    w.outcome = RoleOutcome::kStaleVersion;
+  } else if ((*latest)->epoch != fence.epoch) {
+    w.outcome = RoleOutcome::kStaleEpoch;
+  } else if ((*latest)->activation_seq != fence.activation_seq) {
+    w.outcome = RoleOutcome::kStaleActivationSeq;
+  } else if ((*latest)->activation_id != fence.activation_id) {
+    w.outcome = RoleOutcome::kStaleActivationId;
+  } else {
+    w.outcome = RoleOutcome::kCasConflict;
+  }
+  return w;
+}
+
+absl::StatusOr<RoleWrite> ApplyFenced(Connection& conn, const RoleRecord& next,
+                                      const RoleFence& fence) {
+  absl::StatusOr<std::optional<RoleRecord>> updated =
+      UpdateRoleIfFence(conn, next, fence);
+  if (!updated.ok()) return updated.status();
+  if (!updated->has_value()) {
+    return ExplainLostFence(conn, next.role_key_wire, fence);
+  }
+  RoleWrite w;
+  w.outcome = RoleOutcome::kApplied;
+  w.role = std::move(*updated);
+  return w;
+}
+
+RoleWrite Refused(RoleOutcome outcome, std::optional<RoleRecord> latest) {
+  RoleWrite w;
+  w.outcome = outcome;
+  w.role = std::move(latest);
+  return w;
+}
+
+}  // namespace
+
+absl::StatusOr<RoleWrite> SqliteStore::ReserveIn(Connection& conn,
+                                                 const RoleReservation& r) {
+  absl::StatusOr<std::optional<RoleRecord>> current =
+      rows::LoadRole(conn, r.role_key_wire);
+  if (!current.ok()) return current.status();
+  RoleRecord next;
+  if (current->has_value()) {
+    const RoleRecord& cur = **current;
+    if (r.expected_version.value_or(cur.version) != cur.version) {
+      return Refused(RoleOutcome::kStaleVersion, cur);
+    }
+    if (r.expected_epoch.value_or(cur.epoch) != cur.epoch ||
+        r.next_epoch.value_or(cur.epoch + 1) != cur.epoch + 1) {
+      return Refused(RoleOutcome::kStaleEpoch, cur);
+    }
+    if (r.next_activation_seq.value_or(cur.activation_seq + 1) !=
+        cur.activation_seq + 1) {
+      return Refused(RoleOutcome::kStaleActivationSeq, cur);
+    }
+    next = cur;
+    next.epoch = cur.epoch + 1;
+    next.activation_seq = cur.activation_seq + 1;
+  } else {
+    next.role_key_wire = r.role_key_wire;
+    next.project_id = r.project_id;
+    next.role_kind = r.role_kind;
+    next.scope_id = r.scope_id;
+  }
+  std::optional<std::string> old_holder = next.holder_agent_id;
+  ApplyRolePatch(r.patch, r.now_ms, &next);
+  // §5.3 defaults for what the caller left unset.
+  if (!r.patch.state.set()) {
+    next.state = next.holder_agent_id ? "elected-probing" : "electable";
+  }
+  if (r.patch.activation_id.keep() && r.patch.holder_agent_id.set()) {
+    next.activation_id = options_.new_id();
+  }
+  if (r.patch.previous_holder_agent_id.keep() &&
+      next.holder_agent_id != old_holder) {
+    next.previous_holder_agent_id = old_holder;
+  }
+  if (!r.patch.last_reason.set()) next.last_reason = "role_reserved";
+  if (!ValidState(next.state)) return InvalidState(next.state);
+
+  if (!current->has_value()) {
+    absl::Status s = InsertRole(conn, next);
+    if (!s.ok()) return s;
+    absl::StatusOr<std::optional<RoleRecord>> inserted =
+        rows::LoadRole(conn, r.role_key_wire);
+    if (!inserted.ok()) return inserted.status();
+    return Refused(RoleOutcome::kApplied, std::move(*inserted));
+  }
+  RoleFence fence = FenceOf(**current);
+  fence.version = r.expected_version.value_or(fence.version);
+  fence.epoch = r.expected_epoch.value_or(fence.epoch);
+  return ApplyFenced(conn, next, fence);
+}
+
+absl::StatusOr<RoleWrite> SqliteStore::ReserveRole(const RoleReservation& r) {
+  return Write<RoleWrite>([&](Connection& conn) { return ReserveIn(conn, r); });
+}
+
+absl::StatusOr<RoleWrite> SqliteStore::CasIn(Connection& conn,
+                                             const RoleCas& cas) {
+  absl::StatusOr<std::optional<RoleRecord>> current =
+      rows::LoadRole(conn, cas.role_key_wire);
+  if (!current.ok()) return current.status();
+  if (!cas.expected_version || !cas.expected_epoch ||
+      !cas.expected_activation_seq || !cas.expected_activation_id) {
+    return Refused(RoleOutcome::kInvalidCas, *current);
+  }
+  if (!current->has_value()) return Refused(RoleOutcome::kNotFound, {});
+  const RoleRecord& cur = **current;
+  if (*cas.expected_version != cur.version) {
+    return Refused(RoleOutcome::kStaleVersion, cur);
+  }
+  if (*cas.expected_epoch != cur.epoch) {
+    return Refused(RoleOutcome::kStaleEpoch, cur);
+  }
+  if (*cas.expected_activation_seq != std::optional(cur.activation_seq)) {
+    return Refused(RoleOutcome::kStaleActivationSeq, cur);
+  }
+  if (*cas.expected_activation_id != cur.activation_id) {
+    return Refused(RoleOutcome::kStaleActivationId, cur);
+  }
+  RoleRecord next = cur;
+  ApplyRolePatch(cas.patch, cas.now_ms, &next);
+  if (!ValidState(next.state)) return InvalidState(next.state);
+  RoleFence fence{*cas.expected_version, *cas.expected_epoch,
+                  cur.activation_seq, *cas.expected_activation_id};
+  return ApplyFenced(conn, next, fence);
+}
+
+absl::StatusOr<RoleWrite> SqliteStore::CompareAndSetRole(const RoleCas& cas) {
+  return Write<RoleWrite>([&](Connection& conn) { return CasIn(conn, cas); });
+}
+
+absl::StatusOr<std::vector<RoleRecord>> SqliteStore::RecoverIn(Connection& conn,
+                                                               int64_t now_ms) {
+  absl::StatusOr<Stmt> all = conn.Prepare(
+      "SELECT " HUB_ROLE_COLUMNS " FROM role_registry ORDER BY role_key_wire");
+  if (!all.ok()) return all.status();
+  absl::StatusOr<std::vector<RoleRecord>> rows_before =
+      rows::ReadAll<RoleRecord>(*all, rows::ReadRole);
+  if (!rows_before.ok()) return rows_before.status();
+  std::vector<RoleRecord> recovered;
+  for (const RoleRecord& cur : *rows_before) {
+    bool authority_state =
+        cur.state != "unreachable" && cur.state != "quarantined";
+    RoleRecord next = cur;
+    next.epoch = cur.epoch + 1;
+    next.activation_seq = cur.activation_seq + 1;
+    next.last_transition_ms = now_ms;
+    next.charter_acked_epoch.reset();
+    next.activation_deadline_ms.reset();
+    if (cur.holder_agent_id && authority_state) {
+      bool lease_live = cur.holder_lease_expires_ms.has_value() &&
+                        *cur.holder_lease_expires_ms > now_ms;
+      if (lease_live) {
+        // Never restored straight to active: re-probe under a new id.
+        next.state = "elected-probing";
+        next.activation_id = options_.new_id();
+        next.last_reason = "restart_reprobe_required";
+      } else {
+        next.state = "electable";
+        next.previous_holder_agent_id = cur.holder_agent_id;
+        next.holder_agent_id.reset();
+        next.activation_id.reset();
+        next.holder_lease_expires_ms.reset();
+        next.blocked_reason.reset();
+        next.last_reason = "restart_holder_lease_expired";
+      }
+    } else if (!cur.holder_agent_id &&
+               (cur.activation_id || cur.state == "elected-probing" ||
+                cur.state == "active")) {
+      // Orphaned activation, or a phantom active row (v8).
+      next.state = "electable";
+      next.activation_id.reset();
+      next.last_reason = cur.state == "active" ? "restart_phantom_active"
+                                               : "restart_activation_fenced";
+    } else {
+      continue;  // electable, unreachable, quarantined: keep (and backoff)
+    }
+    absl::StatusOr<RoleWrite> w = ApplyFenced(conn, next, FenceOf(cur));
+    if (!w.ok()) return w.status();
+    if (w->outcome == RoleOutcome::kApplied) recovered.push_back(*w->role);
+  }
+  return recovered;
+}
+
+absl::StatusOr<RecoveryResult> SqliteStore::RecoverRoles(int64_t now_ms) {
+  return Write<RecoveryResult>(
+      [&](Connection& conn) -> absl::StatusOr<RecoveryResult> {
+        RecoveryResult result;
+        absl::StatusOr<std::vector<RoleRecord>> recovered =
+            RecoverIn(conn, now_ms);
+        if (!recovered.ok()) return recovered.status();
+        result.recovered = std::move(*recovered);
+        absl::StatusOr<Stmt> all =
+            conn.Prepare("SELECT " HUB_ROLE_COLUMNS
+                         " FROM role_registry ORDER BY role_key_wire");
+        if (!all.ok()) return all.status();
+        absl::StatusOr<std::vector<RoleRecord>> roles =
+            rows::ReadAll<RoleRecord>(*all, rows::ReadRole);
+        if (!roles.ok()) return roles.status();
+        result.roles = std::move(*roles);
+        absl::StatusOr<std::vector<MessageRecord>> pending =
+            rows::PendingRoleMessages(conn, std::nullopt, now_ms);
+        if (!pending.ok()) return pending.status();
+        result.pending_role_messages = std::move(*pending);
+        return result;
+      });
+}
+
+absl::StatusOr<RoleOutcome> SqliteStore::DeleteRole(absl::string_view wire) {
+  return Write<RoleOutcome>(
+      [&](Connection& conn) -> absl::StatusOr<RoleOutcome> {
+        absl::StatusOr<Stmt> stmt =
+            conn.Prepare("DELETE FROM role_registry WHERE role_key_wire = ?");
+        if (!stmt.ok()) return stmt.status();
+        stmt->Bind(1, wire);
+        absl::Status s = stmt->Run();
+        if (!s.ok()) return s;
+        return conn.Changes() == 1 ? RoleOutcome::kApplied
+                                   : RoleOutcome::kNotFound;
+      });
+}
+
+absl::StatusOr<RoleRecord> SqliteStore::GetRole(absl::string_view wire) {
+  return Read<RoleRecord>([&](Connection& conn) -> absl::StatusOr<RoleRecord> {
+    absl::StatusOr<std::optional<RoleRecord>> row = rows::LoadRole(conn, wire);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) {
+      return NotFoundError("ROLE_NOT_FOUND",
+                           absl::StrCat("role '", wire, "' not found"));
+    }
+    return std::move(**row);
+  });
+}
+
+absl::StatusOr<std::vector<RoleRecord>> SqliteStore::ListRoles(
+    const RoleFilter& f) {
+  using Result = std::vector<RoleRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT " HUB_ROLE_COLUMNS
+        " FROM role_registry "
+        "WHERE (?1 IS NULL OR project_id = ?1) "
+        "AND (?2 IS NULL OR role_kind = ?2) AND (?3 IS NULL OR scope_id = ?3) "
+        "ORDER BY role_key_wire");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, f.project_id).Bind(2, f.role_kind).Bind(3, f.scope_id);
+    absl::StatusOr<Result> all =
+        rows::ReadAll<RoleRecord>(*stmt, rows::ReadRole);
+    if (!all.ok() || f.states.empty()) return all;
+    Result out;
+    for (RoleRecord& r : *all) {
+      if (std::find(f.states.begin(), f.states.end(), r.state) !=
+          f.states.end()) {
+        out.push_back(std::move(r));
+      }
+    }
+    return out;
+  });
+}
+
+absl::StatusOr<std::vector<RoleRecord>> SqliteStore::ListRolesWithExpiredHolder(
+    int64_t now_ms) {
+  using Result = std::vector<RoleRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT " HUB_ROLE_COLUMNS
+        " FROM role_registry "
+        "WHERE holder_agent_id IS NOT NULL "
+        "AND state IN ('elected-probing', 'active') "
+        "AND (holder_lease_expires_ms IS NULL OR holder_lease_expires_ms <= ?) "
+        "ORDER BY role_key_wire");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, now_ms);
+    return rows::ReadAll<RoleRecord>(*stmt, rows::ReadRole);
+  });
+}
+
+}  // namespace hub::storage

@@ -1,0 +1,464 @@
+// The Store: every durable thing in hub goes through this interface.
+//
+// A Store persists agents, roles, role candidates and messages and offers the
+// fenced primitives the registry decides authority with. It does not decide
+// anything itself: no role transitions, no eligibility, no wire decoding (the
+// caller passes decoded fields). Plain C++ types and absl::Status only, so a
+// PostgreSQL implementation can follow without changing callers.
+//
+// Contracts shared by every method:
+//  - Thread-safe. A write that returns (OK or a fence outcome) is committed
+//    with the configured durability; a write that returns a storage error
+//    changed nothing.
+//  - A fenced write carries its fence in the SQL WHERE clause and checks the
+//    changed-row count; losing the fence is an outcome value (with the latest
+//    row), not a storage error, and changes nothing.
+//  - Storage errors carry a reason (registry/status.h): STORE_BUSY,
+//    STORE_READ_ONLY, STORE_UNAVAILABLE (UNAVAILABLE); STORE_FULL
+//    (RESOURCE_EXHAUSTED); STORE_CONSTRAINT (FAILED_PRECONDITION, a row broke
+//    a schema constraint); STORE_CORRUPT, STORE_NOT_SQLITE, SCHEMA_TOO_NEW,
+//    STORE_UNRECOGNIZED (FAILED_PRECONDITION, at open).
+//  - Times are milliseconds since the Unix epoch (triflux's *_ms columns).
+#ifndef HUB_STORAGE_STORE_H_
+#define HUB_STORAGE_STORE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace hub::storage {
+
+// A field of a patch: keep the stored value (default), set a value, or clear
+// it (SQL NULL). Keeps "absent" and "explicit null" apart (triflux bug #22).
+template <typename T>
+class Patch {
+ public:
+  Patch() = default;  // keep
+  template <typename U,
+            typename = std::enable_if_t<std::is_constructible_v<T, U&&>>>
+  Patch(U&& value)  // NOLINT(google-explicit-constructor): set
+      : kind_(Kind::kSet), value_(std::forward<U>(value)) {}
+  static Patch Clear() {
+    Patch p;
+    p.kind_ = Kind::kClear;
+    return p;
+  }
+  bool keep() const { return kind_ == Kind::kKeep; }
+  bool clear() const { return kind_ == Kind::kClear; }
+  bool set() const { return kind_ == Kind::kSet; }
+  // REQUIRES: set().
+  const T& value() const { return *value_; }
+  // Applies the patch to a nullable stored value.
+  std::optional<T> ApplyTo(const std::optional<T>& current) const {
+    if (keep()) return current;
+    return value_;
+  }
+
+ private:
+  enum class Kind { kKeep, kSet, kClear };
+  Kind kind_ = Kind::kKeep;
+  std::optional<T> value_;
+};
+
+// ---- agents ----------------------------------------------------------------
+
+struct AgentRecord {
+  std::string agent_id;
+  std::string cli;  // codex | gemini | claude | other
+  std::optional<int64_t> pid;
+  std::string capabilities_json = "[]";
+  std::string topics_json = "[]";
+  int64_t last_seen_ms = 0;
+  int64_t lease_expires_ms = 0;
+  // Fencing token: 1 on first registration, +1 on each re-registration;
+  // rows migrated from triflux <= v6 have 0.
+  int64_t presence_generation = 0;
+  std::string status;  // online | stale | offline
+  std::string metadata_json = "{}";
+  std::optional<std::string> project_id;
+  std::optional<std::string> session_id;
+  std::optional<std::string> host_id;
+  std::string transport_locators_json = "[]";
+};
+
+struct AgentRegistration {
+  std::string agent_id;
+  std::string cli;
+  std::optional<int64_t> pid;
+  std::string capabilities_json = "[]";  // replaced wholesale
+  std::string topics_json = "[]";
+  std::string metadata_json = "{}";
+  int64_t now_ms = 0;
+  int64_t lease_ttl_ms = 30'000;
+  // Identity, written in the same statement as the upsert. Keep = leave the
+  // stored value; Clear = NULL (locators: "[]").
+  Patch<std::string> project_id;
+  Patch<std::string> session_id;
+  Patch<std::string> host_id;
+  Patch<std::string> transport_locators_json;
+};
+
+// Outcome of a write fenced by presence_generation.
+enum class PresenceOutcome {
+  kApplied,
+  kNotFound,         // no row with that agent_id
+  kStaleGeneration,  // the row's generation differs from the caller's
+};
+struct PresenceWrite {
+  PresenceOutcome outcome = PresenceOutcome::kNotFound;
+  std::optional<AgentRecord> agent;  // the row after the call, if it exists
+};
+
+// One row changed by SweepAgentPresence.
+struct PresenceTransition {
+  std::string agent_id;
+  int64_t presence_generation = 0;
+  std::string from_status;
+  std::string to_status;
+};
+
+// A lease renewed in memory (heartbeats, attached presence streams), written
+// back in batches by CheckpointLeases.
+struct LeaseCheckpoint {
+  std::string agent_id;
+  int64_t presence_generation = 0;
+  int64_t last_seen_ms = 0;
+  int64_t lease_expires_ms = 0;
+};
+
+// ---- roles -----------------------------------------------------------------
+
+struct RoleRecord {
+  std::string role_key_wire;
+  std::string project_id;
+  std::string role_kind;  // cto | lead
+  std::string scope_id;   // "" for cto
+  std::string
+      state;  // electable|elected-probing|active|unreachable|quarantined
+  std::optional<std::string> holder_agent_id;
+  std::optional<std::string> previous_holder_agent_id;
+  int64_t epoch = 0;
+  int64_t activation_seq = 0;
+  std::optional<std::string> activation_id;
+  std::optional<int64_t> activation_deadline_ms;
+  std::optional<int64_t> holder_lease_expires_ms;
+  std::optional<std::string> charter_version;
+  std::optional<int64_t> charter_acked_epoch;
+  int64_t retry_count = 0;
+  std::optional<int64_t> next_probe_ms;
+  std::optional<std::string> blocked_reason;
+  int64_t last_transition_ms = 0;
+  std::string last_reason;
+  int64_t version = 0;  // +1 on every update
+};
+
+// Mutable role columns. Keep = current value; Clear = NULL. For the NOT NULL
+// columns (state, retry_count, last_reason) Clear means keep, as in triflux.
+struct RolePatch {
+  Patch<std::string> state;
+  Patch<std::string> holder_agent_id;
+  Patch<std::string> previous_holder_agent_id;
+  Patch<std::string> activation_id;
+  Patch<int64_t> activation_deadline_ms;
+  Patch<int64_t> holder_lease_expires_ms;
+  Patch<std::string> charter_version;
+  Patch<int64_t> charter_acked_epoch;
+  Patch<int64_t> retry_count;
+  Patch<int64_t> next_probe_ms;
+  Patch<std::string> blocked_reason;
+  std::optional<int64_t> last_transition_ms;  // default: now_ms
+  Patch<std::string> last_reason;
+};
+
+// ReserveRole input (TRIFLUX-HUB.md §5.3).
+struct RoleReservation {
+  std::string role_key_wire;
+  std::string project_id;
+  std::string role_kind;
+  std::string scope_id;
+  std::optional<int64_t> expected_version;  // default: current
+  std::optional<int64_t> expected_epoch;    // default: current
+  // If given, must be exactly current + 1 (else kStaleEpoch /
+  // kStaleActivationSeq); they exist so a caller can assert the value.
+  std::optional<int64_t> next_epoch;
+  std::optional<int64_t> next_activation_seq;
+  // Defaults: state = elected-probing if a holder is set, else electable;
+  // activation_id = a new UUIDv7 if a holder is set, else current;
+  // previous_holder = the old holder when the holder changes; last_reason =
+  // "role_reserved"; last_transition = now_ms.
+  RolePatch patch;
+  int64_t now_ms = 0;
+};
+
+// CompareAndSetRole input (§5.4). The four guards are all required; an
+// expected activation value may be null (compared null-safely).
+struct RoleCas {
+  std::string role_key_wire;
+  std::optional<int64_t> expected_version;
+  std::optional<int64_t> expected_epoch;
+  std::optional<std::optional<int64_t>> expected_activation_seq;
+  std::optional<std::optional<std::string>> expected_activation_id;
+  RolePatch patch;
+  int64_t now_ms = 0;
+};
+
+enum class RoleOutcome {
+  kApplied,
+  kNotFound,
+  kStaleVersion,
+  kStaleEpoch,
+  kStaleActivationSeq,
+  kStaleActivationId,
+  kInvalidCas,   // a CAS guard was missing
+  kCasConflict,  // lost a race that the pre-check did not explain
+};
+struct RoleWrite {
+  RoleOutcome outcome = RoleOutcome::kNotFound;
+  std::optional<RoleRecord> role;  // the updated row, or the latest row
+};
+// triflux's lower-case reason string for an outcome ("stale_epoch", ...).
+absl::string_view RoleOutcomeName(RoleOutcome outcome);
+
+struct RoleFilter {
+  std::optional<std::string> project_id;
+  std::optional<std::string> role_kind;
+  std::optional<std::string> scope_id;
+  std::vector<std::string> states;  // empty = any
+};
+
+struct CandidateRecord {
+  std::string role_key_wire;
+  std::string agent_id;
+  std::string source;  // grant | standup | operator
+  int64_t priority = 0;
+  std::string transport_locators_json = "[]";
+  int64_t consecutive_probe_failures = 0;
+  std::optional<int64_t> excluded_until_ms;
+  std::optional<int64_t> last_probe_ms;
+  std::optional<std::string> last_probe_code;
+  int64_t updated_at_ms = 0;
+};
+
+// UpsertCandidate input (§5.6): absent fields keep the stored value (or take
+// the column default on insert: source "operator", priority 0).
+struct CandidateUpsert {
+  std::string role_key_wire;
+  std::string agent_id;
+  std::optional<std::string> source;
+  std::optional<int64_t> priority;
+  std::optional<std::string> transport_locators_json;
+  std::optional<int64_t> consecutive_probe_failures;
+  Patch<int64_t> excluded_until_ms;
+  Patch<int64_t> last_probe_ms;
+  Patch<std::string> last_probe_code;
+  int64_t now_ms = 0;
+};
+
+struct ReachabilityUpdate {
+  enum class Failures { kKeep, kSet, kIncrement, kReset };
+  std::string role_key_wire;
+  std::string agent_id;
+  Failures failures = Failures::kKeep;
+  int64_t failures_value = 0;  // used with kSet
+  Patch<int64_t> excluded_until_ms;
+  std::optional<int64_t> last_probe_ms;  // default: now_ms
+  Patch<std::string> last_probe_code;
+  int64_t now_ms = 0;
+};
+
+// ---- messages --------------------------------------------------------------
+
+struct MessageRecord {
+  std::string id;    // UUIDv7
+  std::string type;  // request|response|event|handoff|human_*|system
+  std::string from_agent;
+  std::string to_agent;
+  std::string topic;
+  int64_t priority = 5;  // 1..9
+  int64_t ttl_ms = 0;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  std::string correlation_id;
+  std::string trace_id;
+  std::string payload_json = "{}";
+  std::string status = "queued";  // queued|delivered|acked|dead_letter
+  std::optional<std::string> role_key_wire;
+};
+
+struct InboxRecord {
+  std::string message_id;
+  std::string agent_id;
+  std::optional<int64_t> delivered_at_ms;
+  std::optional<int64_t> acked_at_ms;
+  int64_t attempts = 0;
+};
+
+struct DeadLetterRecord {
+  std::string message_id;
+  std::string reason;
+  int64_t failed_at_ms = 0;
+  std::optional<std::string> last_error;
+};
+
+// One message claimed by SweepExpiredMessages.
+struct ExpiryTransition {
+  std::string message_id;
+  std::string previous_status;  // queued | delivered
+  std::string reason;           // "ttl_expired"
+  int64_t failed_at_ms = 0;
+  bool dlq_inserted = false;  // false: an earlier dead letter row was kept
+};
+
+struct RecoveryResult {
+  std::vector<RoleRecord> recovered;  // rows RecoverRoles changed, after
+  std::vector<RoleRecord> roles;      // every row, after recovery
+  std::vector<MessageRecord> pending_role_messages;
+};
+
+struct StoreInfo {
+  std::string store_type;          // "sqlite"
+  std::string db_path;             // absolute
+  std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
+  std::string schema_version;      // triflux-compatible, "8"
+  std::string hub_schema_version;  // hub's own, "1"
+};
+
+class Store {
+ public:
+  virtual ~Store() = default;
+
+  virtual StoreInfo Info() const = 0;
+
+  // ---- agents
+  // Upserts the agent: status online, last_seen = now, lease = now + ttl,
+  // cli/pid/capabilities/topics/metadata replaced; generation 1 on insert,
+  // +1 on conflict; identity patched in the same statement. Returns the row.
+  virtual absl::StatusOr<AgentRecord> RegisterAgent(
+      const AgentRegistration& registration) = 0;
+  // Sets last_seen = now, lease = now + ttl, status online, WHERE the row's
+  // generation equals `generation`; an absent generation is triflux's legacy
+  // unguarded call. Fence: a superseded owner cannot extend the new owner's
+  // lease.
+  virtual absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      int64_t now_ms, int64_t lease_ttl_ms) = 0;
+  // Sets status (online|stale|offline) under the same fence as above.
+  virtual absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      absl::string_view status) = 0;
+  // One step per row: online -> stale when lease < now; stale -> offline
+  // when lease < now - offline_after_ms (triflux: 300'000). Each row is
+  // updated WHERE agent_id, generation and status still equal what was read,
+  // so a concurrent re-registration is never knocked stale. Returns the rows
+  // changed.
+  virtual absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
+      int64_t now_ms, int64_t offline_after_ms) = 0;
+  // Writes leases renewed in memory, all in one operation (one sync). Each
+  // row is updated only WHERE its generation still matches and it is not
+  // offline, so a superseded or departed owner's lease is never written
+  // back. Returns, per entry in order, whether its row was written.
+  virtual absl::StatusOr<std::vector<bool>> CheckpointLeases(
+      const std::vector<LeaseCheckpoint>& leases) = 0;
+  // NotFound (AGENT_NOT_FOUND) when absent.
+  virtual absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) = 0;
+  // Every agent, by agent_id.
+  virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+
+  // ---- roles
+  // §5.3: inserts (epoch 0, seq 0, version 0) or updates WHERE version and
+  // epoch match, setting epoch, activation_seq and version to exactly +1.
+  virtual absl::StatusOr<RoleWrite> ReserveRole(
+      const RoleReservation& reservation) = 0;
+  // §5.4: applies the patch WHERE version, epoch, activation_seq and
+  // activation_id (IS) all match; version +1, epoch and seq unchanged.
+  virtual absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) = 0;
+  // §5.7 on every row, each update fenced by version and epoch; never
+  // restores active. Also returns every row and the pending role messages.
+  virtual absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) = 0;
+  // Deletes the row (scope closed); candidates cascade. kNotFound if absent.
+  virtual absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) = 0;
+  // NotFound (ROLE_NOT_FOUND) when absent.
+  virtual absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) = 0;
+  // Matching rows ordered by wire.
+  virtual absl::StatusOr<std::vector<RoleRecord>> ListRoles(
+      const RoleFilter& filter) = 0;
+  // Rows in elected-probing or active whose holder lease is NULL or <= now,
+  // ordered by wire (unreachable/quarantined keep their backoff, bug #23).
+  virtual absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
+      int64_t now_ms) = 0;
+  // §5.6 merge upsert; NotFound (ROLE_NOT_FOUND) when the role is absent.
+  virtual absl::StatusOr<CandidateRecord> UpsertCandidate(
+      const CandidateUpsert& upsert) = 0;
+  // §5.6 probe result; NotFound (CANDIDATE_NOT_FOUND) when absent.
+  virtual absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
+      const ReachabilityUpdate& update) = 0;
+  // Priority DESC, updated_at_ms DESC, agent_id ASC.
+  virtual absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
+      absl::string_view wire) = 0;
+
+  // ---- messages
+  // Inserts the message and one inbox row per distinct recipient, atomically.
+  // AlreadyExists (MESSAGE_EXISTS) if the id is taken.
+  virtual absl::Status InsertMessage(
+      const MessageRecord& message,
+      const std::vector<std::string>& recipients) = 0;
+  // Adds an inbox row if absent (role backlog handed to a new holder).
+  virtual absl::Status AddRecipient(absl::string_view message_id,
+                                    absl::string_view agent_id) = 0;
+  // Records a delivery attempt (attempts +1, first delivered_at kept) and
+  // moves the message queued -> delivered. NotFound (DELIVERY_NOT_FOUND).
+  virtual absl::Status MarkDelivered(absl::string_view message_id,
+                                     absl::string_view agent_id,
+                                     int64_t now_ms) = 0;
+  // Acks a delivered inbox row; when every recipient has acked, the message
+  // becomes acked. Returns false if there was nothing to ack (not delivered
+  // to that agent, already acked, or the message is terminal).
+  virtual absl::StatusOr<bool> AckMessage(absl::string_view message_id,
+                                          absl::string_view agent_id,
+                                          int64_t now_ms) = 0;
+  // NotFound (MESSAGE_NOT_FOUND) when absent.
+  virtual absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) = 0;
+  virtual absl::StatusOr<std::vector<InboxRecord>> ListInbox(
+      absl::string_view message_id) = 0;
+  // Unacked messages for the agent, status queued|delivered, expires > now;
+  // priority DESC, created ASC, id ASC.
+  virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
+      absl::string_view agent_id, int64_t now_ms, int limit) = 0;
+  // Role-addressed backlog: role_key_wire = wire, queued|delivered,
+  // expires > now; priority DESC, created ASC, id ASC.
+  virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
+      absl::string_view wire, int64_t now_ms) = 0;
+  // §6.6 B0: claims every queued|delivered message with expires_at <= now
+  // exactly once (fenced by its previous status) and inserts its dead letter
+  // first-writer-wins, atomically per message.
+  virtual absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(
+      int64_t now_ms) = 0;
+  // Moves a queued|delivered message to dead_letter with `reason`, atomic
+  // with a first-writer-wins dead letter row. Returns false if the message
+  // was already terminal. NotFound (MESSAGE_NOT_FOUND).
+  virtual absl::StatusOr<bool> DeadLetterMessage(
+      absl::string_view message_id, absl::string_view reason, int64_t now_ms,
+      std::optional<std::string> last_error) = 0;
+  // NotFound (DEAD_LETTER_NOT_FOUND) when absent.
+  virtual absl::StatusOr<DeadLetterRecord> GetDeadLetter(
+      absl::string_view message_id) = 0;
+};
+
+// The reason-coded status for a fence outcome, for callers that only need
+// a status: stale fences -> FAILED_PRECONDITION (STALE_PRESENCE_OWNER,
+// STALE_VERSION, STALE_EPOCH, STALE_ACTIVATION_SEQ, STALE_ACTIVATION_ID),
+// kCasConflict -> ABORTED (CAS_CONFLICT), kInvalidCas -> INVALID_ARGUMENT,
+// kNotFound -> NOT_FOUND. kApplied -> OK.
+absl::Status ToStatus(RoleOutcome outcome);
+absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id);
+
+}  // namespace hub::storage
+
+#endif  // HUB_STORAGE_STORE_H_
