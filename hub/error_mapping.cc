@@ -34,4 +34,11 @@ grpc::Status ToGrpcStatus(const absl::Status& status) {
   return grpc::Status(code, std::move(message), details.SerializeAsString());
 }
 
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
 }  // namespace hub

@@ -7,6 +7,8 @@
 #ifndef HUB_HUB_ERROR_MAPPING_H_
 #define HUB_HUB_ERROR_MAPPING_H_
 
+#include <grpcpp/server_context.h>
+#include <grpcpp/support/server_callback.h>
 #include <grpcpp/support/status.h>
 
 #include "absl/status/status.h"
@@ -18,6 +20,10 @@ inline constexpr char kErrorDomain[] = "hub.v1";
 
 // Converts a domain status into the status an RPC returns.
 grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Finishes a unary callback call at once with `status`; returns its reactor.
+grpc::ServerUnaryReactor* FinishUnary(grpc::CallbackServerContext* context,
+                                      const absl::Status& status);
 
 }  // namespace hub
 

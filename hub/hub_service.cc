@@ -15,14 +15,6 @@
 namespace hub {
 namespace {
 
-// Finishes a unary call with `status`.
-grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
-                                 const absl::Status& status) {
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  reactor->Finish(ToGrpcStatus(status));
-  return reactor;
-}
-
 // The domain's input form of a structured key. An unspecified or unknown
 // kind becomes a name the codec rejects with ROLE_KIND_UNSUPPORTED; an empty
 // scope is an absent one (proto3 strings cannot tell them apart, and no valid
@@ -64,8 +56,9 @@ void FillKey(const RoleKey& key, const std::string& wire, Response* response) {
 
 }  // namespace
 
-HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock)
-    : identity_(std::move(identity)), clock_(clock) {}
+HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock,
+                               PresenceRegistry* presence)
+    : identity_(std::move(identity)), clock_(clock), presence_(presence) {}
 
 grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
@@ -81,9 +74,13 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
   response->set_store_type(identity_.store_type);
   response->set_store_path(identity_.store_path);
   response->set_store_fingerprint(identity_.store_fingerprint);
-  response->mutable_agents();
+  const PresenceCounts counts = presence_->Counts();
+  response->mutable_agents()->set_online(counts.online);
+  response->mutable_agents()->set_stale(counts.stale);
+  response->mutable_agents()->set_offline(counts.offline);
+  response->set_open_presence_streams(counts.open_streams);
   response->mutable_roles();
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
@@ -91,16 +88,16 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
     const hub::v1::EncodeRoleKeyRequest* request,
     hub::v1::EncodeRoleKeyResponse* response) {
   if (!request->has_role_key()) {
-    return Finish(context, InvalidArgumentError("ROLE_KEY_INVALID",
-                                                "role_key is required"));
+    return FinishUnary(context, InvalidArgumentError("ROLE_KEY_INVALID",
+                                                     "role_key is required"));
   }
   absl::StatusOr<RoleKey> key =
       NormalizeRoleKey(ToRoleKeyInput(request->role_key()));
-  if (!key.ok()) return Finish(context, key.status());
+  if (!key.ok()) return FinishUnary(context, key.status());
   absl::StatusOr<std::string> wire = hub::EncodeRoleKey(*key);
-  if (!wire.ok()) return Finish(context, wire.status());
+  if (!wire.ok()) return FinishUnary(context, wire.status());
   FillKey(*key, *wire, response);
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
@@ -108,9 +105,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     const hub::v1::DecodeRoleKeyRequest* request,
     hub::v1::DecodeRoleKeyResponse* response) {
   absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
-  if (!key.ok()) return Finish(context, key.status());
+  if (!key.ok()) return FinishUnary(context, key.status());
   FillKey(*key, request->wire(), response);
-  return Finish(context, absl::OkStatus());
+  return FinishUnary(context, absl::OkStatus());
 }
 
 }  // namespace hub

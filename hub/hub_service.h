@@ -10,6 +10,7 @@
 #include "absl/time/time.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "registry/clock.h"
+#include "registry/presence.h"
 
 namespace hub {
 
@@ -24,8 +25,9 @@ struct HubIdentity {
 
 class HubServiceImpl final : public hub::v1::HubService::CallbackService {
  public:
-  // `clock` must outlive the service.
-  HubServiceImpl(HubIdentity identity, const Clock* clock);
+  // `clock` and `presence` must outlive the service.
+  HubServiceImpl(HubIdentity identity, const Clock* clock,
+                 PresenceRegistry* presence);
 
   grpc::ServerUnaryReactor* GetStatus(
       grpc::CallbackServerContext* context,
@@ -45,6 +47,7 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
  private:
   const HubIdentity identity_;
   const Clock* const clock_;
+  PresenceRegistry* const presence_;
 };
 
 }  // namespace hub

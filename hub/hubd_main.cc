@@ -23,6 +23,22 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:27889",
 ABSL_FLAG(std::string, db, "var/hub.sqlite",
           "SQLite database file (created with its directory if missing; a "
           "triflux database is opened in place)");
+ABSL_FLAG(std::string, synchronous, "full",
+          "SQLite synchronous mode for every durable write: full (an "
+          "acknowledged write survives power loss) or normal (survives a "
+          "process crash only)");
+ABSL_FLAG(absl::Duration, detach_grace, absl::Seconds(2),
+          "after an agent's presence stream ends, how long before it counts "
+          "as gone for role purposes unless it re-attaches");
+ABSL_FLAG(absl::Duration, keepalive_interval, absl::Seconds(5),
+          "HTTP/2 keepalive ping interval on every connection; a dead peer is "
+          "found within keepalive_interval + keepalive_timeout");
+ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(5),
+          "how long an unanswered keepalive ping may take before the "
+          "connection (and its presence streams) is dropped");
+ABSL_FLAG(absl::Duration, sweep_interval, absl::Seconds(1),
+          "how often leases are checked (online -> stale when the lease is "
+          "past, stale -> offline 5 minutes later) and checkpointed");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
@@ -45,6 +61,29 @@ int main(int argc, char** argv) {
   hub::HubServerOptions options;
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
+  const std::string synchronous = absl::GetFlag(FLAGS_synchronous);
+  if (synchronous == "full") {
+    options.synchronous = hub::storage::SqliteStoreOptions::Synchronous::kFull;
+  } else if (synchronous == "normal") {
+    options.synchronous =
+        hub::storage::SqliteStoreOptions::Synchronous::kNormal;
+  } else {
+    std::fprintf(stderr, "hubd: --synchronous must be full or normal\n");
+    return 1;
+  }
+  options.presence.detach_grace = absl::GetFlag(FLAGS_detach_grace);
+  options.presence.sweep_interval = absl::GetFlag(FLAGS_sweep_interval);
+  options.presence.checkpoint_interval = absl::GetFlag(FLAGS_sweep_interval);
+  options.keepalive_interval = absl::GetFlag(FLAGS_keepalive_interval);
+  options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  for (absl::Duration d :
+       {options.presence.detach_grace, options.presence.sweep_interval,
+        options.keepalive_interval, options.keepalive_timeout}) {
+    if (d <= absl::ZeroDuration() || d > absl::Hours(1)) {
+      std::fprintf(stderr, "hubd: durations must be positive and at most 1h\n");
+      return 1;
+    }
+  }
   auto server = hub::HubServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "hubd: %s\n",

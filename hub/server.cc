@@ -5,7 +5,6 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
-#include <sqlite3.h>
 
 #include <filesystem>
 #include <system_error>
@@ -13,56 +12,42 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
-#include "hub/store_identity.h"
 #include "registry/status.h"
 #include "registry/uuid.h"
 
 namespace hub {
 namespace {
 
-// Creates the database's directory and checks that SQLite can open the file
-// for writing and that it is sound. Writes nothing to an existing database.
-// TODO(storage): replaced by the Store's own open once storage/ lands.
-absl::Status CheckDatabase(const std::string& path) {
+// Opens (creating its directory first) and migrates the database. Every
+// failure names the file.
+absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
+    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock) {
+  auto unusable = [&options](const absl::Status& cause) {
+    return ReasonError(
+        cause.code(),
+        ReasonOf(cause).empty() ? "STORE_UNAVAILABLE" : ReasonOf(cause),
+        absl::StrCat("database ", options.db_path,
+                     " is unusable: ", cause.message()));
+  };
   std::error_code error;
   const std::filesystem::path parent =
-      std::filesystem::path(path).parent_path();
+      std::filesystem::path(options.db_path).parent_path();
   if (!parent.empty()) std::filesystem::create_directories(parent, error);
   if (error) {
-    return UnavailableError(
-        "STORE_UNAVAILABLE",
-        absl::StrCat("database ", path,
-                     " is unusable: cannot create directory ", parent.string(),
-                     ": ", error.message()));
+    return unusable(
+        UnavailableError("STORE_UNAVAILABLE",
+                         absl::StrCat("cannot create directory ",
+                                      parent.string(), ": ", error.message())));
   }
-  sqlite3* db = nullptr;
-  int rc = sqlite3_open_v2(path.c_str(), &db,
-                           SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, nullptr);
-  std::string problem;
-  if (rc != SQLITE_OK) {
-    problem = db != nullptr ? sqlite3_errmsg(db) : sqlite3_errstr(rc);
-  } else {
-    sqlite3_stmt* stmt = nullptr;
-    rc = sqlite3_prepare_v2(db, "PRAGMA quick_check", -1, &stmt, nullptr);
-    if (rc == SQLITE_OK) rc = sqlite3_step(stmt);
-    if (rc != SQLITE_ROW) {
-      problem = sqlite3_errmsg(db);
-    } else {
-      const char* result =
-          reinterpret_cast<const char*>(sqlite3_column_text(stmt, 0));
-      if (result == nullptr || absl::string_view(result) != "ok") {
-        problem = absl::StrCat("quick_check: ", result ? result : "(null)");
-      }
-    }
-    sqlite3_finalize(stmt);
-  }
-  sqlite3_close(db);
-  if (!problem.empty()) {
-    return UnavailableError(
-        "STORE_UNAVAILABLE",
-        absl::StrCat("database ", path, " is unusable: ", problem));
-  }
-  return absl::OkStatus();
+  storage::SqliteStoreOptions store_options;
+  store_options.path = options.db_path;
+  store_options.synchronous = options.synchronous;
+  store_options.new_id = [ids] { return ids->Next(); };
+  store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
+  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
+      storage::SqliteStore::Open(store_options);
+  if (!store.ok()) return unusable(store.status());
+  return store;
 }
 
 // "host:port" with the port replaced by `port`.
@@ -83,16 +68,34 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         absl::StrCat("listen address must be host:port, got '", options.listen,
                      "'"));
   }
-  absl::StatusOr<std::string> path = AbsoluteDatabasePath(options.db_path);
-  if (!path.ok()) return path.status();
-  if (absl::Status s = CheckDatabase(*path); !s.ok()) return s;
+  // Shared by the store (activation ids) and the hub identity; it lives as
+  // long as the process.
+  static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
 
   std::unique_ptr<HubServer> server(new HubServer());
-  UuidV7Generator ids(clock);
-  server->identity_ = HubIdentity{ids.Next(), "sqlite", *path,
-                                  SqliteStoreFingerprint(*path), clock->Now()};
-  server->hub_service_ =
-      std::make_unique<HubServiceImpl>(server->identity_, clock);
+  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
+      OpenStore(options, ids, clock);
+  if (!store.ok()) return store.status();
+  server->store_ = std::move(*store);
+  const storage::StoreInfo info = server->store_->Info();
+  server->identity_ = HubIdentity{ids->Next(), info.store_type, info.db_path,
+                                  info.fingerprint, clock->Now()};
+
+  server->presence_ = std::make_unique<PresenceRegistry>(
+      server->store_.get(), clock, options.presence,
+      server->identity_.hub_instance_id, server->identity_.store_fingerprint);
+  if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
+
+  server->hub_service_ = std::make_unique<HubServiceImpl>(
+      server->identity_, clock, server->presence_.get());
+  PresenceServiceOptions presence_options;
+  presence_options.detach_grace = options.presence.detach_grace;
+  presence_options.keepalive_interval = options.keepalive_interval;
+  server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
+  server->presence_service_ = std::make_unique<PresenceServiceImpl>(
+      server->presence_.get(), clock, server->write_pool_.get(),
+      presence_options, server->identity_.hub_instance_id,
+      server->identity_.store_fingerprint);
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -102,9 +105,22 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // gRPC sets SO_REUSEPORT by default, which would let a second hubd share
   // the port silently. One hub per address: turn it off.
   builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
+  // A presence stream is the liveness signal, so dead peers must be found
+  // fast: ping every connection, even idle ones, and let clients ping too.
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIME_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_interval)));
+  builder.AddChannelArgument(
+      GRPC_ARG_KEEPALIVE_TIMEOUT_MS,
+      static_cast<int>(absl::ToInt64Milliseconds(options.keepalive_timeout)));
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
+  builder.AddChannelArgument(
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->hub_service_.get());
+  builder.RegisterService(server->presence_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -114,17 +130,34 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   }
   server->address_ = WithPort(options.listen, server->port_);
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  HubServer* raw = server.get();
+  server->ticker_ = std::thread(
+      [raw, interval = options.tick_interval] { raw->RunTicker(interval); });
   return server;
+}
+
+void HubServer::RunTicker(absl::Duration interval) {
+  while (!stop_ticker_.WaitForNotificationWithTimeout(interval)) {
+    presence_->Tick();
+  }
 }
 
 HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
 
 void HubServer::Shutdown(absl::Duration grace) {
-  if (shut_down_ || server_ == nullptr) return;
+  if (shut_down_) return;
   shut_down_ = true;
-  server_->GetHealthCheckService()->Shutdown();
-  server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
-  server_->Wait();
+  if (server_ != nullptr) {
+    server_->GetHealthCheckService()->Shutdown();
+    presence_->Shutdown();
+    server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
+    server_->Wait();
+  }
+  write_pool_.reset();  // finishes the writes it holds
+  if (ticker_.joinable()) {
+    stop_ticker_.Notify();
+    ticker_.join();
+  }
 }
 
 }  // namespace hub

@@ -1,10 +1,12 @@
 // HubServer: hubd's gRPC server, assembled once and shared by the binary and
 // the in-process tests.
 //
-// It owns the services, the health service (SERVING while up) and server
-// reflection, listens on one address and shuts down in order: health goes
-// NOT_SERVING, new calls are refused, in-flight unary calls finish, streams
-// are cancelled after a grace.
+// It opens the store (migrating a triflux database in place), recovers
+// presence, runs the registry's ticker, and serves the services, the health
+// service (SERVING while up) and server reflection on one address. Shutdown
+// is ordered: health goes NOT_SERVING, presence streams are fenced with
+// HUB_SHUTTING_DOWN, in-flight unary calls get a grace to finish, leases are
+// checkpointed, the store closes.
 #ifndef HUB_HUB_SERVER_H_
 #define HUB_HUB_SERVER_H_
 
@@ -12,11 +14,17 @@
 
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "hub/blocking_pool.h"
 #include "hub/hub_service.h"
+#include "hub/presence_service.h"
 #include "registry/clock.h"
+#include "registry/presence.h"
+#include "storage/sqlite_store.h"
 
 namespace hub {
 
@@ -25,6 +33,19 @@ struct HubServerOptions {
   std::string listen = "127.0.0.1:27889";
   // SQLite database file; created (with its directory) when missing.
   std::string db_path = "var/hub.sqlite";
+  storage::SqliteStoreOptions::Synchronous synchronous =
+      storage::SqliteStoreOptions::Synchronous::kFull;
+  PresenceConfig presence;
+  // HTTP/2 keepalive: the hub pings each connection this often and drops it
+  // when a ping is not answered within the timeout, which ends its presence
+  // streams (and starts their detach grace).
+  absl::Duration keepalive_interval = absl::Seconds(5);
+  absl::Duration keepalive_timeout = absl::Seconds(5);
+  // Threads that wait for durable writes on behalf of unary calls: up to this
+  // many writes can share one group commit.
+  int write_threads = 64;
+  // How often the presence registry's Tick() runs.
+  absl::Duration tick_interval = absl::Milliseconds(100);
   // Time source; nullptr means the real clock. Must outlive the server.
   const Clock* clock = nullptr;
 };
@@ -33,7 +54,7 @@ class HubServer {
  public:
   // Opens the database and starts serving. Fails with a clear status when
   // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED) or the
-  // database is unusable (the store's status).
+  // database is unusable (the store's status, naming the file).
   static absl::StatusOr<std::unique_ptr<HubServer>> Start(
       const HubServerOptions& options);
 
@@ -45,6 +66,7 @@ class HubServer {
   const std::string& address() const { return address_; }
   int port() const { return port_; }
   const HubIdentity& identity() const { return identity_; }
+  PresenceRegistry* presence() { return presence_.get(); }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -52,12 +74,19 @@ class HubServer {
 
  private:
   HubServer() = default;
+  void RunTicker(absl::Duration interval);
 
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
+  std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<PresenceRegistry> presence_;
+  std::unique_ptr<BlockingPool> write_pool_;
   std::unique_ptr<HubServiceImpl> hub_service_;
+  std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<grpc::Server> server_;
+  absl::Notification stop_ticker_;
+  std::thread ticker_;
   bool shut_down_ = false;
 };
 

@@ -3,6 +3,7 @@
 no local .proto files), as a user would from the README."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -36,7 +37,10 @@ class HubdOverBufCurlTest(unittest.TestCase):
         code, out, err = hubtest.buf_curl(self.hubd.address, "", extra=["--list-methods"])
         self.assertEqual(code, 0, err)
         methods = set(out.split())
-        for m in ("hub.v1.HubService/GetStatus", "hub.v1.HubService/EncodeRoleKey",
+        for m in ("hub.v1.PresenceService/RegisterAgent", "hub.v1.PresenceService/Attach",
+                  "hub.v1.PresenceService/Heartbeat", "hub.v1.PresenceService/Deregister",
+                  "hub.v1.PresenceService/GetAgent", "hub.v1.PresenceService/ListAgents",
+                  "hub.v1.HubService/GetStatus", "hub.v1.HubService/EncodeRoleKey",
                   "hub.v1.HubService/DecodeRoleKey", "grpc.health.v1.Health/Check",
                   "grpc.health.v1.Health/Watch"):
             self.assertIn(m, methods)
@@ -99,6 +103,94 @@ class HubdOverBufCurlTest(unittest.TestCase):
         self.assertEqual(st["storeType"], "sqlite")
         self.assertTrue(st["storeFingerprint"].startswith("sqlite:"))
         self.assertIn("uptime", st)
+
+
+class PresenceOverBufCurlTest(unittest.TestCase):
+    """RegisterAgent, Heartbeat, the Attach stream, lookups and Deregister on
+    the real hubd, and agents surviving a restart of it."""
+
+    def setUp(self):
+        self.db = os.path.join(hubtest.tmpdir(), "presence-%s.sqlite" % self._testMethodName)
+        self.hubd = hubtest.Hubd(self.db)
+
+    def tearDown(self):
+        self.hubd.stop()
+
+    def call(self, method, body):
+        code, out, err = hubtest.buf_curl(self.hubd.address, "hub.v1.PresenceService/" + method, body)
+        self.assertEqual(code, 0, "%s failed: %s" % (method, err))
+        return json.loads(out)
+
+    def fail_reason(self, method, body):
+        code, _, err = hubtest.buf_curl(self.hubd.address, "hub.v1.PresenceService/" + method, body)
+        self.assertNotEqual(code, 0)
+        return hubtest.error_info(err)
+
+    def test_register_heartbeat_get_list_and_deregister(self):
+        reg = self.call("RegisterAgent", {"agentId": "session:e2e", "cli": "AGENT_CLI_CLAUDE",
+                                          "topics": ["builds"], "heartbeatTtl": "30s"})
+        self.assertEqual(reg["presenceGeneration"], "1")
+        self.assertEqual(reg["hubInstanceId"], self.hubd.instance_id)
+        self.assertEqual(reg["agent"]["status"], "AGENT_STATUS_ONLINE")
+        hb = self.call("Heartbeat", {"agentId": "session:e2e", "presenceGeneration": "1"})
+        self.assertEqual(hb["status"], "AGENT_STATUS_ONLINE")
+        got = self.call("GetAgent", {"agentId": "session:e2e"})
+        self.assertEqual(got["agent"]["topics"], ["builds"])
+        listed = self.call("ListAgents", {"topic": "builds"})
+        self.assertEqual([a["agentId"] for a in listed["agents"]], ["session:e2e"])
+        dereg = self.call("Deregister", {"agentId": "session:e2e", "presenceGeneration": "1"})
+        self.assertTrue(dereg["changed"])
+        self.assertEqual(dereg["agent"]["status"], "AGENT_STATUS_OFFLINE")
+        status, info = self.fail_reason("Heartbeat", {"agentId": "session:e2e"})
+        self.assertEqual((status, info["reason"]), ("failed_precondition", "AGENT_OFFLINE"))
+
+    def test_a_late_heartbeat_from_the_old_owner_is_stale_presence_owner(self):
+        self.call("RegisterAgent", {"agentId": "agent-a", "cli": "AGENT_CLI_CODEX"})
+        self.call("RegisterAgent", {"agentId": "agent-a", "cli": "AGENT_CLI_CODEX"})
+        status, info = self.fail_reason("Heartbeat", {"agentId": "agent-a", "presenceGeneration": "1"})
+        self.assertEqual(status, "failed_precondition")
+        self.assertEqual(info["reason"], "STALE_PRESENCE_OWNER")
+        self.assertEqual(info["metadata"]["presence_generation"], "2")
+
+    def test_a_codex_agent_with_a_claude_uds_locator_is_rejected_and_not_written(self):
+        locator = {"schemaVersion": "tfx.transport-locator.v1", "transportId": "trn_1",
+                   "kind": "TRANSPORT_KIND_CLAUDE_UDS", "hostId": "hst_h",
+                   "capabilities": ["TRANSPORT_CAPABILITY_PROBE"], "priority": "1",
+                   "expiresAt": "2099-01-01T00:00:00Z",
+                   "claudeUds": {"sessionId": "s", "bridgeId": "b"}}
+        status, info = self.fail_reason("RegisterAgent", {"agentId": "codex-1", "cli": "AGENT_CLI_CODEX",
+                                                          "transportLocators": [locator]})
+        self.assertEqual((status, info["reason"]), ("invalid_argument", "CODEX_TRANSPORT_UNSUPPORTED"))
+        self.assertEqual(self.fail_reason("GetAgent", {"agentId": "codex-1"})[1]["reason"],
+                         "AGENT_NOT_FOUND")
+
+    def test_attach_streams_an_attached_frame_and_lease_acks(self):
+        self.call("RegisterAgent", {"agentId": "agent-s", "cli": "AGENT_CLI_GEMINI"})
+        frames = "\n".join(json.dumps(f) for f in (
+            {"frameId": "1", "hello": {"agentId": "agent-s", "presenceGeneration": "1"}},
+            {"frameId": "2", "heartbeat": {}}))
+        r = subprocess.run([hubtest.buf_path(), "curl", "--protocol", "grpc", "--http2-prior-knowledge",
+                            "-d", "@-", "http://%s/hub.v1.PresenceService/Attach" % self.hubd.address],
+                           input=frames, capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        replies = [json.loads(chunk) for chunk in re.split(r"(?<=\})\s*(?=\{)", r.stdout.strip())]
+        self.assertIn("attached", replies[0])
+        self.assertEqual(replies[0]["attached"]["agent"]["streamAttached"], True)
+        self.assertEqual(replies[1]["frameId"], "2")
+        self.assertIn("leaseAck", replies[1])
+
+    def test_agents_survive_a_restart_and_the_old_hub_instance_is_rejected(self):
+        reg = self.call("RegisterAgent", {"agentId": "agent-r", "cli": "AGENT_CLI_OTHER"})
+        self.assertEqual(self.hubd.stop(), 0)
+        self.hubd = hubtest.Hubd(self.db)
+        got = self.call("GetAgent", {"agentId": "agent-r"})
+        self.assertEqual(got["agent"]["presenceGeneration"], "1")
+        self.assertEqual(got["agent"]["status"], "AGENT_STATUS_ONLINE")
+        status, info = self.fail_reason("Heartbeat", {"agentId": "agent-r", "presenceGeneration": "1",
+                                                      "hubInstanceId": reg["hubInstanceId"]})
+        self.assertEqual((status, info["reason"]), ("failed_precondition", "STALE_HUB_INSTANCE"))
+        self.call("Heartbeat", {"agentId": "agent-r", "presenceGeneration": "1",
+                                "hubInstanceId": self.hubd.instance_id})
 
 
 class HubdLifecycleTest(unittest.TestCase):

@@ -1,0 +1,481 @@
+#include "hub/presence_service.h"
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <utility>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "hub/error_mapping.h"
+#include "hub/presence_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/v1/errors.pb.h"
+#include "registry/agent_validation.h"
+#include "registry/role_key.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+using hub::v1::AttachRequest;
+using hub::v1::AttachResponse;
+
+HubFence FenceOf(bool has_instance, const std::string& instance,
+                 bool has_fingerprint, const std::string& fingerprint) {
+  HubFence fence;
+  if (has_instance) fence.hub_instance_id = instance;
+  if (has_fingerprint) fence.store_fingerprint = fingerprint;
+  return fence;
+}
+
+// The in-band form of a failure, for answers that must not end the stream.
+hub::v1::ErrorStatus ToErrorStatus(const absl::Status& status) {
+  hub::v1::ErrorStatus out;
+  out.set_code(static_cast<int>(status.code()));
+  hub::v1::ErrorReason reason = hub::v1::ERROR_REASON_UNSPECIFIED;
+  hub::v1::ErrorReason_Parse(absl::StrCat("ERROR_REASON_", ReasonOf(status)),
+                             &reason);
+  out.set_reason(reason);
+  out.set_message(std::string(status.message()));
+  for (const auto& [key, value] : MetadataOf(status)) {
+    (*out.mutable_metadata())[key] = value;
+  }
+  return out;
+}
+
+}  // namespace
+
+// One presence stream. All state is guarded by `mu_`; gRPC calls the
+// On*() methods on its threads and the registry may fence the stream from
+// any thread (through Sink), so every path takes the lock. Writes are
+// queued and issued one at a time; Finish comes after the queue drains.
+class PresenceServiceImpl::AttachReactor final
+    : public grpc::ServerBidiReactor<AttachRequest, AttachResponse> {
+ public:
+  AttachReactor(PresenceServiceImpl* service,
+                grpc::CallbackServerContext* context)
+      : service_(service),
+        context_(context),
+        sink_(std::make_shared<Sink>(this)) {
+    StartRead(&request_);
+  }
+
+  void OnReadDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    if (!ok) {
+      // Client half-close or a broken connection: end (OK) and detach.
+      FinishLocked(absl::OkStatus());
+      return;
+    }
+    if (finishing_) return;
+    HandleFrameLocked();
+    if (!finishing_) StartRead(&request_);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) {
+      finishing_ = true;
+      outbox_.clear();
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(absl::CancelledError("presence stream cancelled"));
+  }
+
+  void OnDone() override {
+    sink_->Release();
+    if (attached_) service_->registry_->Detach(agent_id_, stream_id_);
+    delete this;
+  }
+
+  // Ends the stream after a fencing notice (called by the registry).
+  void Fence(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (status.code() == absl::StatusCode::kFailedPrecondition) {
+      QueueFencingLocked(status);
+    }
+    FinishLocked(status);
+  }
+
+ private:
+  // The registry's handle on this stream. It outlives the reactor (the
+  // registry may hold it a little longer), so it forgets the reactor first.
+  class Sink final : public PresenceStream {
+   public:
+    explicit Sink(AttachReactor* reactor) : reactor_(reactor) {}
+    void Fence(const absl::Status& status) override {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ != nullptr) reactor_->Fence(status);
+    }
+    void Release() {
+      absl::MutexLock lock(&mu_);
+      reactor_ = nullptr;
+    }
+
+   private:
+    absl::Mutex mu_;
+    AttachReactor* reactor_ ABSL_GUARDED_BY(mu_);
+  };
+
+  void HandleFrameLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const int64_t frame_id = request_.frame_id();
+    if (!attached_) {
+      if (!request_.has_hello()) {
+        FinishLocked(InvalidArgumentError(
+            "REQUEST_INVALID",
+            "the first frame of a presence stream must be hello"));
+        return;
+      }
+      HelloLocked(frame_id);
+      return;
+    }
+    switch (request_.frame_case()) {
+      case AttachRequest::kHello:
+        FinishLocked(InvalidArgumentError("REQUEST_INVALID",
+                                          "hello may only be sent once"));
+        return;
+      case AttachRequest::kHeartbeat:
+        HeartbeatLocked(frame_id);
+        return;
+      default:
+        // Activation and message acknowledgements arrive with the roles and
+        // messages services; until then the frame is refused in-band.
+        AnswerErrorLocked(
+            frame_id, absl::UnimplementedError(
+                          "this frame kind is not served by this hub version"));
+        return;
+    }
+  }
+
+  void HelloLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const hub::v1::AttachHello& hello = request_.hello();
+    HubFence fence =
+        FenceOf(hello.has_hub_instance_id(), hello.hub_instance_id(),
+                hello.has_store_fingerprint(), hello.store_fingerprint());
+    absl::StatusOr<uint64_t> stream_id = service_->registry_->Attach(
+        hello.agent_id(), hello.presence_generation(), fence, sink_);
+    if (!stream_id.ok()) {
+      if (stream_id.status().code() == absl::StatusCode::kFailedPrecondition) {
+        QueueFencingLocked(stream_id.status());
+      }
+      FinishLocked(stream_id.status());
+      return;
+    }
+    attached_ = true;
+    agent_id_ = hello.agent_id();
+    generation_ = hello.presence_generation();
+    stream_id_ = *stream_id;
+    absl::StatusOr<AgentView> view = service_->registry_->Get(agent_id_);
+    AttachResponse response;
+    response.set_frame_id(frame_id);
+    hub::v1::PresenceAttached* attached = response.mutable_attached();
+    const absl::Time now = service_->clock_->Now();
+    if (view.ok()) {
+      view->stream_attached = true;
+      *attached->mutable_agent() = ToAgentProto(*view, now);
+      *attached->mutable_lease_expires_at() =
+          ToProtoTimestamp(absl::FromUnixMillis(view->record.lease_expires_ms));
+      *attached->mutable_lease_ttl() = ToProtoDuration(view->ttl);
+    }
+    attached->set_presence_generation(generation_);
+    *attached->mutable_detach_grace() =
+        ToProtoDuration(service_->options_.detach_grace);
+    *attached->mutable_keepalive_interval() =
+        ToProtoDuration(service_->options_.keepalive_interval);
+    attached->set_hub_instance_id(service_->hub_instance_id_);
+    attached->set_store_fingerprint(service_->store_fingerprint_);
+    *attached->mutable_server_time() = ToProtoTimestamp(now);
+    QueueLocked(std::move(response));
+  }
+
+  void HeartbeatLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    absl::Status current =
+        service_->registry_->CheckStream(agent_id_, generation_, stream_id_);
+    if (!current.ok()) {
+      if (current.code() == absl::StatusCode::kFailedPrecondition) {
+        QueueFencingLocked(current);
+      }
+      FinishLocked(current);
+      return;
+    }
+    HeartbeatInput input;
+    input.agent_id = agent_id_;
+    input.generation = generation_;
+    if (request_.heartbeat().has_ttl()) {
+      input.ttl = FromProtoDuration(request_.heartbeat().ttl());
+    }
+    absl::StatusOr<AgentView> view = service_->registry_->Heartbeat(input);
+    if (!view.ok()) {
+      if (view.status().code() == absl::StatusCode::kFailedPrecondition) {
+        QueueFencingLocked(view.status());
+        FinishLocked(view.status());
+      } else {
+        AnswerErrorLocked(frame_id, view.status());
+      }
+      return;
+    }
+    AttachResponse response;
+    response.set_frame_id(frame_id);
+    hub::v1::PresenceLeaseAck* ack = response.mutable_lease_ack();
+    *ack->mutable_lease_expires_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(view->record.lease_expires_ms));
+    *ack->mutable_lease_ttl() = ToProtoDuration(view->ttl);
+    ack->set_presence_generation(view->record.presence_generation);
+    ack->set_status(hub::v1::AGENT_STATUS_ONLINE);
+    *ack->mutable_server_time() = ToProtoTimestamp(service_->clock_->Now());
+    QueueLocked(std::move(response));
+  }
+
+  void AnswerErrorLocked(int64_t frame_id, const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AttachResponse response;
+    response.set_frame_id(frame_id);
+    *response.mutable_frame_error() = ToErrorStatus(status);
+    QueueLocked(std::move(response));
+  }
+
+  void QueueFencingLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    hub::v1::FencingNotice* notice = event->mutable_fencing();
+    notice->set_reason(ToErrorStatus(status).reason());
+    notice->set_message(std::string(status.message()));
+    const auto metadata = MetadataOf(status);
+    if (auto it = metadata.find("presence_generation"); it != metadata.end()) {
+      int64_t generation = 0;
+      if (absl::SimpleAtoi(it->second, &generation)) {
+        notice->set_current_presence_generation(generation);
+      }
+    }
+    notice->set_hub_instance_id(service_->hub_instance_id_);
+    notice->set_store_fingerprint(service_->store_fingerprint_);
+    QueueLocked(std::move(response));
+  }
+
+  void QueueLocked(AttachResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    outbox_.push_back(std::move(response));
+    PumpLocked();
+  }
+
+  // Issues the next write, or the Finish once the queue is empty.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!outbox_.empty()) {
+      current_ = std::move(outbox_.front());
+      outbox_.pop_front();
+      writing_ = true;
+      StartWrite(&current_);
+      return;
+    }
+    if (finishing_) {
+      finished_ = true;
+      Finish(ToGrpcStatus(final_status_));
+    }
+  }
+
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    final_status_ = status;
+    PumpLocked();
+  }
+
+  PresenceServiceImpl* const service_;
+  grpc::CallbackServerContext* const context_;
+  const std::shared_ptr<Sink> sink_;
+
+  absl::Mutex mu_;
+  AttachRequest request_ ABSL_GUARDED_BY(mu_);
+  AttachResponse current_ ABSL_GUARDED_BY(mu_);
+  std::deque<AttachResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set once by the hello; read in OnDone after every callback finished.
+  bool attached_ = false;
+  std::string agent_id_;
+  int64_t generation_ = 0;
+  uint64_t stream_id_ = 0;
+};
+
+PresenceServiceImpl::PresenceServiceImpl(PresenceRegistry* registry,
+                                         const Clock* clock, BlockingPool* pool,
+                                         PresenceServiceOptions options,
+                                         std::string hub_instance_id,
+                                         std::string store_fingerprint)
+    : registry_(registry),
+      clock_(clock),
+      pool_(pool),
+      options_(options),
+      hub_instance_id_(std::move(hub_instance_id)),
+      store_fingerprint_(std::move(store_fingerprint)) {}
+
+grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
+    grpc::CallbackServerContext* context,
+    const hub::v1::RegisterAgentRequest* request,
+    hub::v1::RegisterAgentResponse* response) {
+  absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
+  if (!input.ok()) return FinishUnary(context, input.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The durable write waits for its group commit on the pool, not on a gRPC
+  // thread, so that concurrent registrations share one sync.
+  pool_->Schedule([this, reactor, response, input = std::move(*input)] {
+    absl::StatusOr<AgentView> view = registry_->Register(input);
+    if (!view.ok()) {
+      reactor->Finish(ToGrpcStatus(view.status()));
+      return;
+    }
+    const absl::Time now = clock_->Now();
+    *response->mutable_agent() = ToAgentProto(*view, now);
+    response->set_presence_generation(view->record.presence_generation);
+    *response->mutable_lease_expires_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(view->record.lease_expires_ms));
+    *response->mutable_heartbeat_ttl() = ToProtoDuration(view->ttl);
+    response->set_hub_instance_id(hub_instance_id_);
+    response->set_store_fingerprint(store_fingerprint_);
+    *response->mutable_server_time() = ToProtoTimestamp(now);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
+    grpc::CallbackServerContext* context,
+    const hub::v1::HeartbeatRequest* request,
+    hub::v1::HeartbeatResponse* response) {
+  HeartbeatInput input;
+  input.agent_id = request->agent_id();
+  if (request->has_presence_generation()) {
+    input.generation = request->presence_generation();
+  }
+  if (request->has_ttl()) input.ttl = FromProtoDuration(request->ttl());
+  input.fence =
+      FenceOf(request->has_hub_instance_id(), request->hub_instance_id(),
+              request->has_store_fingerprint(), request->store_fingerprint());
+  absl::StatusOr<AgentView> view = registry_->Heartbeat(input);
+  if (!view.ok()) return FinishUnary(context, view.status());
+  response->set_agent_id(request->agent_id());
+  response->set_presence_generation(view->record.presence_generation);
+  *response->mutable_lease_expires_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(view->record.lease_expires_ms));
+  response->set_status(hub::v1::AGENT_STATUS_ONLINE);
+  response->set_hub_instance_id(hub_instance_id_);
+  response->set_store_fingerprint(store_fingerprint_);
+  *response->mutable_server_time() = ToProtoTimestamp(clock_->Now());
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
+    grpc::CallbackServerContext* context,
+    const hub::v1::DeregisterRequest* request,
+    hub::v1::DeregisterResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    std::optional<int64_t> generation;
+    if (request->has_presence_generation()) {
+      generation = request->presence_generation();
+    }
+    absl::StatusOr<DeregisterOutcome> outcome = registry_->Deregister(
+        request->agent_id(), generation,
+        FenceOf(request->has_hub_instance_id(), request->hub_instance_id(),
+                request->has_store_fingerprint(),
+                request->store_fingerprint()));
+    if (!outcome.ok()) {
+      reactor->Finish(ToGrpcStatus(outcome.status()));
+      return;
+    }
+    const absl::Time now = clock_->Now();
+    *response->mutable_agent() = ToAgentProto(outcome->agent, now);
+    response->set_changed(outcome->changed);
+    response->set_hub_instance_id(hub_instance_id_);
+    response->set_store_fingerprint(store_fingerprint_);
+    *response->mutable_server_time() = ToProtoTimestamp(now);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
+    grpc::CallbackServerContext* context,
+    const hub::v1::GetAgentRequest* request,
+    hub::v1::GetAgentResponse* response) {
+  absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
+  if (!view.ok()) return FinishUnary(context, view.status());
+  const absl::Time now = clock_->Now();
+  *response->mutable_agent() = ToAgentProto(*view, now);
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListAgentsRequest* request,
+    hub::v1::ListAgentsResponse* response) {
+  AgentFilter filter;
+  for (int status : request->statuses()) {
+    std::string name = StatusName(static_cast<hub::v1::AgentStatus>(status));
+    if (name.empty()) {
+      return FinishUnary(
+          context, InvalidArgumentError("REQUEST_INVALID",
+                                        "statuses holds an unknown status"));
+    }
+    filter.statuses.push_back(std::move(name));
+  }
+  for (int cli : request->clis()) {
+    std::string name = CliName(static_cast<hub::v1::AgentCli>(cli));
+    if (name.empty()) {
+      return FinishUnary(context,
+                         InvalidArgumentError("AGENT_CLI_INVALID",
+                                              "clis holds an unknown cli"));
+    }
+    filter.clis.push_back(std::move(name));
+  }
+  if (!request->project_id().empty()) {
+    if (!IsProjectId(request->project_id())) {
+      return FinishUnary(context,
+                         InvalidArgumentError("PROJECT_ID_INVALID",
+                                              "project_id must match "
+                                              "^prj_[A-Za-z0-9_-]{22}$"));
+    }
+    filter.project_id = request->project_id();
+  }
+  if (!request->topic().empty()) {
+    if (absl::Status s = ValidateTopic(request->topic()); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+    filter.topic = request->topic();
+  }
+  absl::StatusOr<AgentPage> page =
+      registry_->List(filter, request->page_size(), request->page_token());
+  if (!page.ok()) return FinishUnary(context, page.status());
+  const absl::Time now = clock_->Now();
+  for (const AgentView& view : page->agents) {
+    *response->add_agents() = ToAgentProto(view, now);
+  }
+  response->set_next_page_token(page->next_page_token);
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerBidiReactor<AttachRequest, AttachResponse>*
+PresenceServiceImpl::Attach(grpc::CallbackServerContext* context) {
+  return new AttachReactor(this, context);
+}
+
+}  // namespace hub

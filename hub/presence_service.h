@@ -1,0 +1,66 @@
+// hub.v1.PresenceService over the PresenceRegistry: unary registration,
+// heartbeat, deregistration and lookups, and the Attach presence stream (one
+// callback reactor per stream, no thread per stream).
+#ifndef HUB_HUB_PRESENCE_SERVICE_H_
+#define HUB_HUB_PRESENCE_SERVICE_H_
+
+#include "absl/time/time.h"
+#include "hub/blocking_pool.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "registry/clock.h"
+#include "registry/presence.h"
+
+namespace hub {
+
+struct PresenceServiceOptions {
+  absl::Duration detach_grace = absl::Seconds(2);
+  absl::Duration keepalive_interval = absl::Seconds(5);
+};
+
+class PresenceServiceImpl final
+    : public hub::v1::PresenceService::CallbackService {
+ public:
+  // `registry`, `clock` and `pool` must outlive the service. Calls that wait
+  // for a durable write run on `pool`.
+  PresenceServiceImpl(PresenceRegistry* registry, const Clock* clock,
+                      BlockingPool* pool, PresenceServiceOptions options,
+                      std::string hub_instance_id,
+                      std::string store_fingerprint);
+
+  grpc::ServerUnaryReactor* RegisterAgent(
+      grpc::CallbackServerContext* context,
+      const hub::v1::RegisterAgentRequest* request,
+      hub::v1::RegisterAgentResponse* response) override;
+  grpc::ServerUnaryReactor* Heartbeat(
+      grpc::CallbackServerContext* context,
+      const hub::v1::HeartbeatRequest* request,
+      hub::v1::HeartbeatResponse* response) override;
+  grpc::ServerUnaryReactor* Deregister(
+      grpc::CallbackServerContext* context,
+      const hub::v1::DeregisterRequest* request,
+      hub::v1::DeregisterResponse* response) override;
+  grpc::ServerUnaryReactor* GetAgent(
+      grpc::CallbackServerContext* context,
+      const hub::v1::GetAgentRequest* request,
+      hub::v1::GetAgentResponse* response) override;
+  grpc::ServerUnaryReactor* ListAgents(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ListAgentsRequest* request,
+      hub::v1::ListAgentsResponse* response) override;
+  grpc::ServerBidiReactor<hub::v1::AttachRequest, hub::v1::AttachResponse>*
+  Attach(grpc::CallbackServerContext* context) override;
+
+ private:
+  class AttachReactor;
+
+  PresenceRegistry* const registry_;
+  const Clock* const clock_;
+  BlockingPool* const pool_;
+  const PresenceServiceOptions options_;
+  const std::string hub_instance_id_;
+  const std::string store_fingerprint_;
+};
+
+}  // namespace hub
+
+#endif  // HUB_HUB_PRESENCE_SERVICE_H_

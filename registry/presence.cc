@@ -1,0 +1,649 @@
+#include "registry/presence.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/hash/hash.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "registry/agent_validation.h"
+#include "registry/status.h"
+#include "registry/transport_locator.h"
+
+namespace hub {
+
+namespace {
+
+constexpr int kShards = 16;
+constexpr int kDefaultPageSize = 100;
+constexpr int kMaxPageSize = 1000;
+
+int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
+
+}  // namespace
+
+absl::string_view AgentGoneReasonName(AgentGoneReason reason) {
+  switch (reason) {
+    case AgentGoneReason::kStreamGrace:
+      return "stream_grace_expired";
+    case AgentGoneReason::kOffline:
+      return "holder_offline";
+    case AgentGoneReason::kDeregistered:
+      return "deregistered";
+    case AgentGoneReason::kSuperseded:
+      return "superseded";
+  }
+  return "unknown";
+}
+
+// The live presence of one agent. The store holds the durable truth for
+// generation and status; leases are authoritative here and checkpointed.
+struct PresenceRegistry::Entry {
+  int64_t generation = 0;
+  std::string status;  // online | stale | offline
+  int64_t last_seen_ms = 0;
+  int64_t lease_expires_ms = 0;
+  int64_t ttl_ms = 0;
+  // The lease as last written to the store; a checkpoint is due when the
+  // live lease moved past it.
+  int64_t persisted_lease_ms = 0;
+  int64_t persisted_last_seen_ms = 0;
+  std::shared_ptr<PresenceStream> stream;
+  uint64_t stream_id = 0;
+  // Set while the detach grace runs (the stream ended, no re-attach yet).
+  std::optional<int64_t> detached_at_ms;
+};
+
+struct PresenceRegistry::Shard {
+  absl::Mutex mu;
+  absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+};
+
+PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
+                                   PresenceConfig config,
+                                   std::string hub_instance_id,
+                                   std::string store_fingerprint)
+    : store_(store),
+      clock_(clock),
+      config_(config),
+      hub_instance_id_(std::move(hub_instance_id)),
+      store_fingerprint_(std::move(store_fingerprint)) {
+  for (int i = 0; i < kShards; ++i)
+    shards_.push_back(std::make_unique<Shard>());
+}
+
+PresenceRegistry::~PresenceRegistry() = default;
+
+PresenceRegistry::Shard& PresenceRegistry::ShardFor(
+    absl::string_view agent_id) {
+  return *shards_[absl::Hash<absl::string_view>()(agent_id) % kShards];
+}
+
+void PresenceRegistry::SetGoneListener(AgentGoneListener listener) {
+  absl::MutexLock lock(&listener_mu_);
+  listener_ = std::move(listener);
+}
+
+void PresenceRegistry::Notify(const std::string& agent_id, int64_t generation,
+                              AgentGoneReason reason) {
+  AgentGoneListener listener;
+  {
+    absl::MutexLock lock(&listener_mu_);
+    listener = listener_;
+  }
+  if (listener) listener(agent_id, generation, reason);
+}
+
+absl::Status PresenceRegistry::CheckFence(const HubFence& fence) const {
+  auto with_identity = [this](absl::Status s) {
+    s = WithMetadata(std::move(s), "hub_instance_id", hub_instance_id_);
+    return WithMetadata(std::move(s), "store_fingerprint", store_fingerprint_);
+  };
+  if (fence.hub_instance_id.has_value() &&
+      *fence.hub_instance_id != hub_instance_id_) {
+    return with_identity(FailedPreconditionError(
+        "STALE_HUB_INSTANCE",
+        absl::StrCat("hub instance ", *fence.hub_instance_id,
+                     " is gone; this hub is ", hub_instance_id_,
+                     ": register again")));
+  }
+  if (fence.store_fingerprint.has_value() &&
+      *fence.store_fingerprint != store_fingerprint_) {
+    return with_identity(FailedPreconditionError(
+        "STORE_FINGERPRINT_MISMATCH",
+        absl::StrCat("store ", *fence.store_fingerprint,
+                     " is not this hub's store ", store_fingerprint_)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PresenceRegistry::StaleOwner(const std::string& agent_id,
+                                          int64_t current_generation) const {
+  absl::Status s = FailedPreconditionError(
+      "STALE_PRESENCE_OWNER",
+      absl::StrCat("agent ", agent_id,
+                   " was registered again; this presence generation is "
+                   "superseded by ",
+                   current_generation));
+  s = WithMetadata(std::move(s), "agent_id", agent_id);
+  s = WithMetadata(std::move(s), "presence_generation",
+                   absl::StrCat(current_generation));
+  s = WithMetadata(std::move(s), "hub_instance_id", hub_instance_id_);
+  return WithMetadata(std::move(s), "store_fingerprint", store_fingerprint_);
+}
+
+AgentView PresenceRegistry::ViewOf(storage::AgentRecord record,
+                                   const Entry& entry) const {
+  AgentView view;
+  record.presence_generation = entry.generation;
+  record.status = entry.status;
+  record.last_seen_ms = entry.last_seen_ms;
+  record.lease_expires_ms = entry.lease_expires_ms;
+  view.record = std::move(record);
+  view.ttl = absl::Milliseconds(entry.ttl_ms);
+  view.stream_attached = entry.stream != nullptr;
+  return view;
+}
+
+absl::StatusOr<AgentView> PresenceRegistry::Overlay(
+    storage::AgentRecord record) {
+  Shard& shard = ShardFor(record.agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(record.agent_id);
+  if (it == shard.entries.end() ||
+      it->second.generation != record.presence_generation) {
+    // Not (or differently) known in memory: the stored row is the truth.
+    AgentView view;
+    view.ttl = config_.default_ttl;
+    view.record = std::move(record);
+    return view;
+  }
+  return ViewOf(std::move(record), it->second);
+}
+
+absl::Status PresenceRegistry::Recover() {
+  absl::StatusOr<std::vector<storage::AgentRecord>> agents =
+      store_->ListAgents();
+  if (!agents.ok()) return agents.status();
+  const int64_t now = UnixMillis(clock_->Now());
+  const int64_t ttl = Millis(config_.default_ttl);
+  for (storage::AgentRecord& a : *agents) {
+    Entry entry;
+    entry.generation = a.presence_generation;
+    entry.status = a.status;
+    entry.last_seen_ms = a.last_seen_ms;
+    entry.ttl_ms = ttl;
+    entry.lease_expires_ms = a.lease_expires_ms;
+    entry.persisted_lease_ms = a.lease_expires_ms;
+    entry.persisted_last_seen_ms = a.last_seen_ms;
+    if (a.status != "offline") {
+      // A restart must not declare anyone dead: give every present agent a
+      // full TTL from now to reconnect (etcd does the same for leases).
+      entry.lease_expires_ms = std::max(a.lease_expires_ms, now + ttl);
+    }
+    Shard& shard = ShardFor(a.agent_id);
+    absl::MutexLock lock(&shard.mu);
+    shard.entries[a.agent_id] = std::move(entry);
+  }
+  absl::MutexLock lock(&tick_mu_);
+  Checkpoint(now);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AgentView> PresenceRegistry::Register(
+    const RegisterInput& input) {
+  if (absl::Status s = CheckFence(input.fence); !s.ok()) return s;
+  const absl::Time now_time = clock_->Now();
+  const int64_t now = UnixMillis(now_time);
+  absl::StatusOr<storage::AgentRegistration> registration =
+      BuildRegistration(input, config_, now);
+  if (!registration.ok()) return registration.status();
+
+  absl::StatusOr<storage::AgentRecord> record =
+      store_->RegisterAgent(*registration);
+  if (!record.ok()) return record.status();
+  if (record->status != "online" ||
+      record->lease_expires_ms != now + registration->lease_ttl_ms) {
+    return AbortedError("REGISTER_PRESENCE_NOT_UPDATED",
+                        absl::StrCat("registration of ", input.agent_id,
+                                     " did not leave the agent online"));
+  }
+
+  std::shared_ptr<PresenceStream> superseded;
+  int64_t superseded_generation = 0;
+  AgentView view;
+  {
+    Shard& shard = ShardFor(input.agent_id);
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[input.agent_id];
+    // Two registrations may finish their writes in one order and reach
+    // here in the other: the higher generation wins.
+    if (record->presence_generation > entry.generation ||
+        entry.status.empty()) {
+      superseded = std::move(entry.stream);
+      superseded_generation = entry.generation;
+      entry = Entry();
+      entry.generation = record->presence_generation;
+      entry.status = "online";
+      entry.last_seen_ms = now;
+      entry.lease_expires_ms = record->lease_expires_ms;
+      entry.ttl_ms = registration->lease_ttl_ms;
+      entry.persisted_lease_ms = record->lease_expires_ms;
+      entry.persisted_last_seen_ms = now;
+    }
+    view = ViewOf(*record, entry);
+  }
+  if (superseded != nullptr) {
+    superseded->Fence(StaleOwner(input.agent_id, record->presence_generation));
+  }
+  if (superseded_generation > 0) {
+    Notify(input.agent_id, superseded_generation, AgentGoneReason::kSuperseded);
+  }
+  return view;
+}
+
+absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
+    const HeartbeatInput& input) {
+  if (absl::Status s = CheckFence(input.fence); !s.ok()) return s;
+  if (absl::Status s = ValidateAgentId(input.agent_id); !s.ok()) return s;
+  if (input.ttl.has_value()) {
+    if (absl::Status s = ValidateTtl(*input.ttl, config_); !s.ok()) return s;
+  }
+  const int64_t now = UnixMillis(clock_->Now());
+  Shard& shard = ShardFor(input.agent_id);
+  int64_t generation = 0;
+  int64_t ttl_ms = 0;
+  {
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(input.agent_id);
+    if (it == shard.entries.end()) {
+      return NotFoundError(
+          "AGENT_NOT_FOUND",
+          absl::StrCat("agent ", input.agent_id, " is not registered"));
+    }
+    Entry& entry = it->second;
+    if (input.generation.has_value() && *input.generation != entry.generation) {
+      return StaleOwner(input.agent_id, entry.generation);
+    }
+    if (entry.status == "offline") {
+      return FailedPreconditionError(
+          "AGENT_OFFLINE", absl::StrCat("agent ", input.agent_id,
+                                        " is offline: register again"));
+    }
+    ttl_ms = input.ttl.has_value() ? Millis(*input.ttl) : entry.ttl_ms;
+    generation = entry.generation;
+    if (entry.status == "online") {
+      // The hot path: memory only; Tick() checkpoints the lease.
+      entry.last_seen_ms = now;
+      entry.lease_expires_ms = now + ttl_ms;
+      entry.ttl_ms = ttl_ms;
+      storage::AgentRecord record;
+      record.agent_id = input.agent_id;
+      return ViewOf(std::move(record), entry);
+    }
+  }
+  // A stale agent comes back: that status change is durable, fenced by the
+  // generation this heartbeat was checked against.
+  absl::StatusOr<storage::PresenceWrite> write =
+      store_->RefreshLeaseForGeneration(input.agent_id, generation, now,
+                                        ttl_ms);
+  if (!write.ok()) return write.status();
+  if (write->outcome != storage::PresenceOutcome::kApplied) {
+    return StaleOwner(input.agent_id, write->agent.has_value()
+                                          ? write->agent->presence_generation
+                                          : generation);
+  }
+  absl::MutexLock lock(&shard.mu);
+  Entry& entry = shard.entries[input.agent_id];
+  if (entry.generation == generation) {
+    entry.status = "online";
+    entry.last_seen_ms = now;
+    entry.lease_expires_ms = now + ttl_ms;
+    entry.ttl_ms = ttl_ms;
+    entry.persisted_lease_ms = entry.lease_expires_ms;
+    entry.persisted_last_seen_ms = now;
+  }
+  return ViewOf(*write->agent, entry);
+}
+
+absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
+    const std::string& agent_id, std::optional<int64_t> generation,
+    const HubFence& fence) {
+  if (absl::Status s = CheckFence(fence); !s.ok()) return s;
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
+  absl::StatusOr<storage::PresenceWrite> write =
+      store_->SetAgentStatusForGeneration(agent_id, generation, "offline");
+  if (!write.ok()) return write.status();
+  if (write->outcome == storage::PresenceOutcome::kNotFound) {
+    return NotFoundError("AGENT_NOT_FOUND", absl::StrCat("agent ", agent_id,
+                                                         " is not registered"));
+  }
+  if (write->outcome == storage::PresenceOutcome::kStaleGeneration) {
+    return StaleOwner(agent_id, write->agent->presence_generation);
+  }
+  std::shared_ptr<PresenceStream> stream;
+  AgentView view;
+  bool was_present = false;
+  const int64_t gen = write->agent->presence_generation;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[agent_id];
+    if (entry.generation <= gen) {
+      was_present = entry.status != "offline" && !entry.status.empty();
+      entry.generation = gen;
+      entry.status = "offline";
+      entry.detached_at_ms.reset();
+      stream = std::move(entry.stream);
+      entry.stream_id = 0;
+      if (entry.ttl_ms == 0) entry.ttl_ms = Millis(config_.default_ttl);
+      entry.last_seen_ms = write->agent->last_seen_ms;
+      entry.lease_expires_ms = write->agent->lease_expires_ms;
+    }
+    view = ViewOf(*write->agent, entry);
+  }
+  if (stream != nullptr) {
+    stream->Fence(FailedPreconditionError(
+        "AGENT_DEREGISTERED",
+        absl::StrCat("agent ", agent_id, " deregistered")));
+  }
+  if (was_present) Notify(agent_id, gen, AgentGoneReason::kDeregistered);
+  return DeregisterOutcome{std::move(view), was_present};
+}
+
+absl::StatusOr<AgentView> PresenceRegistry::Get(const std::string& agent_id) {
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
+  absl::StatusOr<storage::AgentRecord> record = store_->GetAgent(agent_id);
+  if (!record.ok()) return record.status();
+  return Overlay(std::move(*record));
+}
+
+absl::StatusOr<AgentPage> PresenceRegistry::List(
+    const AgentFilter& filter, int page_size, const std::string& page_token) {
+  if (page_size < 0) {
+    return InvalidArgumentError("REQUEST_INVALID",
+                                "page_size must not be negative");
+  }
+  if (page_size == 0) page_size = kDefaultPageSize;
+  page_size = std::min(page_size, kMaxPageSize);
+  absl::StatusOr<std::string> after = DecodeAgentPageToken(page_token);
+  if (!after.ok()) return after.status();
+
+  absl::StatusOr<std::vector<storage::AgentRecord>> records =
+      store_->ListAgents();
+  if (!records.ok()) return records.status();
+  AgentPage page;
+  for (storage::AgentRecord& record : *records) {
+    if (!after->empty() && record.agent_id <= *after) continue;
+    if (!filter.clis.empty() &&
+        std::find(filter.clis.begin(), filter.clis.end(), record.cli) ==
+            filter.clis.end()) {
+      continue;
+    }
+    if (filter.project_id.has_value() &&
+        record.project_id != filter.project_id) {
+      continue;
+    }
+    if (filter.topic.has_value() &&
+        !TopicsJsonContains(record.topics_json, *filter.topic)) {
+      continue;
+    }
+    absl::StatusOr<AgentView> view = Overlay(std::move(record));
+    if (!view.ok()) return view.status();
+    if (!filter.statuses.empty() &&
+        std::find(filter.statuses.begin(), filter.statuses.end(),
+                  view->record.status) == filter.statuses.end()) {
+      continue;
+    }
+    if (static_cast<int>(page.agents.size()) == page_size) {
+      page.next_page_token =
+          EncodeAgentPageToken(page.agents.back().record.agent_id);
+      break;
+    }
+    page.agents.push_back(std::move(*view));
+  }
+  return page;
+}
+
+absl::StatusOr<uint64_t> PresenceRegistry::Attach(
+    const std::string& agent_id, int64_t generation, const HubFence& fence,
+    std::shared_ptr<PresenceStream> stream) {
+  if (absl::Status s = CheckFence(fence); !s.ok()) return s;
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
+  const int64_t now = UnixMillis(clock_->Now());
+  const uint64_t stream_id = next_stream_id_.fetch_add(1);
+  std::shared_ptr<PresenceStream> replaced;
+  bool revive = false;
+  int64_t ttl_ms = 0;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end()) {
+      return NotFoundError(
+          "AGENT_NOT_FOUND",
+          absl::StrCat("agent ", agent_id, " is not registered"));
+    }
+    Entry& entry = it->second;
+    if (generation != entry.generation)
+      return StaleOwner(agent_id, entry.generation);
+    if (entry.status == "offline") {
+      return FailedPreconditionError(
+          "AGENT_OFFLINE",
+          absl::StrCat("agent ", agent_id, " is offline: register again"));
+    }
+    replaced = std::move(entry.stream);
+    entry.stream = std::move(stream);
+    entry.stream_id = stream_id;
+    entry.detached_at_ms.reset();
+    entry.last_seen_ms = now;
+    entry.lease_expires_ms = now + entry.ttl_ms;
+    revive = entry.status == "stale";
+    ttl_ms = entry.ttl_ms;
+  }
+  if (replaced != nullptr) {
+    replaced->Fence(FailedPreconditionError(
+        "PRESENCE_STREAM_REPLACED",
+        absl::StrCat("a newer presence stream of agent ", agent_id,
+                     " replaced this one")));
+  }
+  if (revive) {
+    absl::StatusOr<storage::PresenceWrite> write =
+        store_->RefreshLeaseForGeneration(agent_id, generation, now, ttl_ms);
+    if (!write.ok()) return write.status();
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[agent_id];
+    if (write->outcome == storage::PresenceOutcome::kApplied &&
+        entry.generation == generation) {
+      entry.status = "online";
+      entry.persisted_lease_ms = now + ttl_ms;
+      entry.persisted_last_seen_ms = now;
+    }
+  }
+  return stream_id;
+}
+
+void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  if (it == shard.entries.end() || it->second.stream_id != stream_id) return;
+  it->second.stream.reset();
+  it->second.stream_id = 0;
+  it->second.detached_at_ms = UnixMillis(clock_->Now());
+}
+
+absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
+                                           int64_t generation,
+                                           uint64_t stream_id) {
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  if (it == shard.entries.end()) {
+    return NotFoundError("AGENT_NOT_FOUND", "agent is not registered");
+  }
+  if (it->second.generation != generation) {
+    return StaleOwner(agent_id, it->second.generation);
+  }
+  if (it->second.stream_id != stream_id) {
+    return FailedPreconditionError("PRESENCE_STREAM_REPLACED",
+                                   "a newer presence stream replaced this one");
+  }
+  return absl::OkStatus();
+}
+
+void PresenceRegistry::Tick() {
+  absl::MutexLock tick_lock(&tick_mu_);
+  const int64_t now = UnixMillis(clock_->Now());
+  const int64_t grace = Millis(config_.detach_grace);
+  std::vector<std::pair<std::string, int64_t>> gone;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (auto& [agent_id, entry] : shard->entries) {
+      if (entry.stream != nullptr && entry.status != "offline") {
+        // An attached, healthy stream is the liveness signal.
+        entry.last_seen_ms = now;
+        entry.lease_expires_ms = now + entry.ttl_ms;
+      }
+      if (entry.detached_at_ms.has_value() &&
+          now >= *entry.detached_at_ms + grace) {
+        entry.detached_at_ms.reset();
+        if (entry.status != "offline")
+          gone.emplace_back(agent_id, entry.generation);
+      }
+    }
+  }
+  for (const auto& [agent_id, generation] : gone) {
+    Notify(agent_id, generation, AgentGoneReason::kStreamGrace);
+  }
+  if (now - last_checkpoint_ms_ >= Millis(config_.checkpoint_interval)) {
+    Checkpoint(now);
+  }
+  if (now - last_sweep_ms_ >= Millis(config_.sweep_interval)) {
+    Sweep(now);
+  }
+}
+
+void PresenceRegistry::Checkpoint(int64_t now) {
+  last_checkpoint_ms_ = now;
+  std::vector<storage::LeaseCheckpoint> batch;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (auto& [agent_id, entry] : shard->entries) {
+      if (entry.status == "offline") continue;
+      // Write only when the stored lease would soon be wrong: it lags the
+      // live one by more than half a TTL, or it is already in the past
+      // while the live one is not. An attached agent thus costs one row
+      // write per half TTL, not one per renewal.
+      const bool lagging =
+          entry.lease_expires_ms - entry.persisted_lease_ms > entry.ttl_ms / 2;
+      const bool expired_on_disk =
+          entry.persisted_lease_ms <= now + 1000 &&
+          entry.lease_expires_ms > entry.persisted_lease_ms;
+      if (!lagging && !expired_on_disk) continue;
+      batch.push_back({agent_id, entry.generation, entry.last_seen_ms,
+                       entry.lease_expires_ms});
+    }
+  }
+  if (batch.empty()) return;
+  absl::StatusOr<std::vector<bool>> applied = store_->CheckpointLeases(batch);
+  if (!applied.ok()) return;  // retried at the next checkpoint
+  for (size_t i = 0; i < batch.size(); ++i) {
+    if (!(*applied)[i]) continue;
+    Shard& shard = ShardFor(batch[i].agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(batch[i].agent_id);
+    if (it == shard.entries.end() ||
+        it->second.generation != batch[i].presence_generation) {
+      continue;
+    }
+    it->second.persisted_lease_ms =
+        std::max(it->second.persisted_lease_ms, batch[i].lease_expires_ms);
+    it->second.persisted_last_seen_ms = batch[i].last_seen_ms;
+  }
+}
+
+void PresenceRegistry::Sweep(int64_t now) {
+  last_sweep_ms_ = now;
+  // Leases are authoritative in memory; the sweep runs in SQL on the
+  // checkpointed copy, so bring it up to date first. A heartbeat that lands
+  // between the two is repaired below.
+  Checkpoint(now);
+  absl::StatusOr<std::vector<storage::PresenceTransition>> transitions =
+      store_->SweepAgentPresence(now, Millis(config_.offline_after));
+  if (!transitions.ok()) return;
+  std::vector<std::pair<std::string, int64_t>> offline;
+  std::vector<std::pair<std::string, int64_t>> revive;
+  for (const storage::PresenceTransition& t : *transitions) {
+    Shard& shard = ShardFor(t.agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(t.agent_id);
+    if (it == shard.entries.end() ||
+        it->second.generation != t.presence_generation) {
+      continue;
+    }
+    Entry& entry = it->second;
+    if (entry.lease_expires_ms > now && entry.status != "offline") {
+      // Renewed after the checkpoint: the stored row is wrong, not memory.
+      revive.emplace_back(t.agent_id, entry.generation);
+      continue;
+    }
+    entry.status = t.to_status;
+    if (t.to_status == "offline") {
+      offline.emplace_back(t.agent_id, entry.generation);
+    }
+  }
+  for (const auto& [agent_id, generation] : revive) {
+    int64_t lease = 0, ttl = 0;
+    {
+      Shard& shard = ShardFor(agent_id);
+      absl::MutexLock lock(&shard.mu);
+      const Entry& entry = shard.entries[agent_id];
+      lease = entry.lease_expires_ms;
+      ttl = entry.ttl_ms;
+    }
+    (void)store_->RefreshLeaseForGeneration(agent_id, generation, lease - ttl,
+                                            ttl);
+  }
+  for (const auto& [agent_id, generation] : offline) {
+    Notify(agent_id, generation, AgentGoneReason::kOffline);
+  }
+}
+
+void PresenceRegistry::Shutdown() {
+  std::vector<std::shared_ptr<PresenceStream>> streams;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (auto& [agent_id, entry] : shard->entries) {
+      if (entry.stream != nullptr) {
+        streams.push_back(std::move(entry.stream));
+        entry.stream_id = 0;
+      }
+    }
+  }
+  for (auto& stream : streams) {
+    stream->Fence(UnavailableError("HUB_SHUTTING_DOWN",
+                                   "the hub is shutting down; reconnect"));
+  }
+  absl::MutexLock lock(&tick_mu_);
+  Checkpoint(UnixMillis(clock_->Now()));
+}
+
+PresenceCounts PresenceRegistry::Counts() {
+  PresenceCounts counts;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (const auto& [agent_id, entry] : shard->entries) {
+      if (entry.status == "online") ++counts.online;
+      if (entry.status == "stale") ++counts.stale;
+      if (entry.status == "offline") ++counts.offline;
+      if (entry.stream != nullptr) ++counts.open_streams;
+    }
+  }
+  return counts;
+}
+
+}  // namespace hub

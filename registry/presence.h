@@ -1,0 +1,229 @@
+// PresenceRegistry: who is present, under which generation, until when.
+//
+// Responsible for registration (durable, fenced by presence_generation),
+// leases (kept in memory, renewed by heartbeats and by attached presence
+// streams, checkpointed to the store in batches), the online -> stale ->
+// offline sweep (durable, per row, fenced), presence streams (one per agent;
+// a newer registration fences the old stream) and the detach grace after
+// which an agent counts as gone for role purposes. Not responsible for roles
+// or messages: it tells its listener when an agent is gone and nothing more.
+//
+// Time comes from the injected Clock and nothing runs on its own: the owner
+// calls Tick() periodically (hubd: every 100 ms), so tests drive hours of
+// protocol with a FakeClock. Thread-safe.
+#ifndef HUB_REGISTRY_PRESENCE_H_
+#define HUB_REGISTRY_PRESENCE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "registry/clock.h"
+#include "storage/store.h"
+
+namespace hub {
+
+struct PresenceConfig {
+  // Lease TTL bounds and default (triflux's MCP schema: 10 s .. 2 h, 30 s).
+  absl::Duration min_ttl = absl::Seconds(10);
+  absl::Duration max_ttl = absl::Hours(2);
+  absl::Duration default_ttl = absl::Seconds(30);
+  // After a presence stream ends, how long before the agent counts as gone
+  // for role purposes unless it re-attaches.
+  absl::Duration detach_grace = absl::Seconds(2);
+  // stale -> offline once the lease is this far past (triflux: 5 minutes).
+  absl::Duration offline_after = absl::Minutes(5);
+  // How often Tick() writes renewed leases and runs the sweep. Leases are
+  // renewed in memory at once; this bounds how stale the stored copy is.
+  absl::Duration checkpoint_interval = absl::Seconds(1);
+  absl::Duration sweep_interval = absl::Seconds(1);
+};
+
+// What the hub reports about itself and checks when a caller echoes it.
+struct HubFence {
+  std::optional<std::string> hub_instance_id;
+  std::optional<std::string> store_fingerprint;
+};
+
+// Why an agent stopped counting as present for role purposes.
+enum class AgentGoneReason {
+  kStreamGrace,   // its stream ended and it did not re-attach within grace
+  kOffline,       // the sweep marked it offline
+  kDeregistered,  // it deregistered
+  kSuperseded,    // a newer registration of the same id replaced it
+};
+absl::string_view AgentGoneReasonName(AgentGoneReason reason);
+
+// Told when an agent (at a generation) is gone. Called from Tick() or from
+// the RPC that caused it, with no registry lock held.
+using AgentGoneListener = std::function<void(
+    const std::string& agent_id, int64_t generation, AgentGoneReason reason)>;
+
+// A presence stream as the registry sees it (implemented by the gRPC edge).
+class PresenceStream {
+ public:
+  virtual ~PresenceStream() = default;
+  // Ends the stream because it lost authority (STALE_PRESENCE_OWNER,
+  // AGENT_DEREGISTERED, PRESENCE_STREAM_REPLACED, HUB_SHUTTING_DOWN).
+  // Called at most once, with no registry lock held; must not block.
+  virtual void Fence(const absl::Status& status) = 0;
+};
+
+struct RegisterInput {
+  std::string agent_id;
+  std::string cli;  // codex | gemini | claude | other
+  std::optional<int64_t> pid;
+  std::vector<std::string> capabilities;
+  std::vector<std::string> topics;
+  std::string metadata_json = "{}";
+  std::optional<absl::Duration> ttl;
+  // Identity (TRIFLUX-HUB §3.1). Absent = keep the stored value; a present
+  // empty string clears it.
+  std::optional<std::string> project_id;
+  std::optional<std::string> session_id;
+  std::optional<std::string> host_id;
+  std::optional<std::string> transport_locators_json;
+  // Structured locators already turned into triflux JSON objects.
+  std::optional<std::vector<std::string>> transport_locator_objects;
+  HubFence fence;
+};
+
+struct HeartbeatInput {
+  std::string agent_id;
+  std::optional<int64_t> generation;  // absent: legacy, unguarded
+  std::optional<absl::Duration> ttl;  // absent: the agent's current TTL
+  HubFence fence;
+};
+
+// An agent as stored, with the live presence facts layered on top.
+struct AgentView {
+  storage::AgentRecord record;  // status, lease, last_seen, generation live
+  absl::Duration ttl;
+  bool stream_attached = false;
+};
+
+// ListAgents filters; they combine with AND, a list matches any element,
+// and an empty one matches everything.
+struct AgentFilter {
+  std::vector<std::string> statuses;
+  std::optional<std::string> project_id;
+  std::optional<std::string> topic;
+  std::vector<std::string> clis;
+};
+
+struct DeregisterOutcome {
+  AgentView agent;
+  bool changed = false;  // false: it was already offline
+};
+
+struct AgentPage {
+  std::vector<AgentView> agents;
+  std::string next_page_token;  // "" on the last page
+};
+
+struct PresenceCounts {
+  int64_t online = 0;
+  int64_t stale = 0;
+  int64_t offline = 0;
+  int64_t open_streams = 0;
+};
+
+class PresenceRegistry {
+ public:
+  // `store` and `clock` must outlive the registry.
+  PresenceRegistry(storage::Store* store, const Clock* clock,
+                   PresenceConfig config, std::string hub_instance_id,
+                   std::string store_fingerprint);
+  ~PresenceRegistry();
+
+  // Loads every agent from the store. Like etcd on recovery, extends every
+  // lease that is not offline to at least now + its TTL, so a hub restart
+  // never declares a present agent dead; agents that really died expire one
+  // TTL later. Call once before serving.
+  absl::Status Recover();
+
+  void SetGoneListener(AgentGoneListener listener);
+
+  // Registers or re-registers (generation + 1) durably. A previous
+  // registration's stream is fenced with STALE_PRESENCE_OWNER.
+  absl::StatusOr<AgentView> Register(const RegisterInput& input);
+  // Renews the lease in memory (no disk sync unless it revives a stale
+  // agent). AGENT_NOT_FOUND, STALE_PRESENCE_OWNER, AGENT_OFFLINE.
+  absl::StatusOr<AgentView> Heartbeat(const HeartbeatInput& input);
+  // Marks the agent offline (durable, fenced); idempotent when already
+  // offline. Fences its stream with AGENT_DEREGISTERED.
+  absl::StatusOr<DeregisterOutcome> Deregister(
+      const std::string& agent_id, std::optional<int64_t> generation,
+      const HubFence& fence);
+  absl::StatusOr<AgentView> Get(const std::string& agent_id);
+  absl::StatusOr<AgentPage> List(const AgentFilter& filter, int page_size,
+                                 const std::string& page_token);
+
+  // Attaches `stream` as the agent's presence stream at `generation` (which
+  // must be current). A previous stream of the same agent is fenced with
+  // PRESENCE_STREAM_REPLACED. While attached, the lease is renewed by Tick().
+  // Returns the stream id to pass to Detach.
+  absl::StatusOr<uint64_t> Attach(const std::string& agent_id,
+                                  int64_t generation, const HubFence& fence,
+                                  std::shared_ptr<PresenceStream> stream);
+  // The stream ended. Starts the detach grace if it was the agent's current
+  // stream; otherwise does nothing.
+  void Detach(const std::string& agent_id, uint64_t stream_id);
+  // Checks a frame received on an attached stream: OK while `stream_id` is
+  // the agent's current stream at `generation`.
+  absl::Status CheckStream(const std::string& agent_id, int64_t generation,
+                           uint64_t stream_id);
+
+  // Runs what is due: detach graces, lease renewal for attached streams,
+  // the lease checkpoint and the stale/offline sweep.
+  void Tick();
+  // Fences every attached stream (hub shutting down) and checkpoints leases.
+  void Shutdown();
+
+  PresenceCounts Counts();
+
+ private:
+  struct Entry;
+  struct Shard;
+  class Locked;
+
+  Shard& ShardFor(absl::string_view agent_id);
+  absl::Status CheckFence(const HubFence& fence) const;
+  absl::Status StaleOwner(const std::string& agent_id,
+                          int64_t current_generation) const;
+  void Notify(const std::string& agent_id, int64_t generation,
+              AgentGoneReason reason);
+  AgentView ViewOf(storage::AgentRecord record, const Entry& entry) const;
+  absl::StatusOr<AgentView> Overlay(storage::AgentRecord record);
+  void Checkpoint(int64_t now_ms);
+  void Sweep(int64_t now_ms);
+
+  storage::Store* const store_;
+  const Clock* const clock_;
+  const PresenceConfig config_;
+  const std::string hub_instance_id_;
+  const std::string store_fingerprint_;
+  std::vector<std::unique_ptr<Shard>> shards_;
+  std::atomic<uint64_t> next_stream_id_{1};
+
+  absl::Mutex listener_mu_;
+  AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
+
+  absl::Mutex tick_mu_;  // one Tick at a time
+  int64_t last_checkpoint_ms_ ABSL_GUARDED_BY(tick_mu_) = 0;
+  int64_t last_sweep_ms_ ABSL_GUARDED_BY(tick_mu_) = 0;
+};
+
+}  // namespace hub
+
+#endif  // HUB_REGISTRY_PRESENCE_H_
