@@ -4,7 +4,8 @@
 # when everything is already there.
 #
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
-#        development packages, GoogleTest/Benchmark, clang-format, Node.js.
+#        development packages, GoogleTest/Benchmark, clang-format, Node.js,
+#        tmux (the tmux transport adapter and its tests).
 #   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, outside the
 #        checkout.
 set -euo pipefail
@@ -20,6 +21,7 @@ APT_PACKAGES=(
   googletest libgtest-dev libbenchmark-dev
   # checks and tools
   clang-format sqlite3
+  tmux  # the tmux transport adapter and its tests
 )
 # Commands that may come from elsewhere than Debian's packages (the machine's
 # own Node.js, say): installed from apt only when the command is missing.
