@@ -156,7 +156,8 @@ absl::StatusOr<AgentView> PresenceRegistry::Overlay(
       it->second.generation != record.presence_generation) {
     // Not (or differently) known in memory: the stored row is the truth.
     AgentView view;
-    view.ttl = config_.default_ttl;
+    view.ttl = absl::Milliseconds(
+        record.lease_ttl_ms.value_or(Millis(config_.default_ttl)));
     view.record = std::move(record);
     return view;
   }
@@ -168,8 +169,8 @@ absl::Status PresenceRegistry::Recover() {
       store_->ListAgents();
   if (!agents.ok()) return agents.status();
   const int64_t now = UnixMillis(clock_->Now());
-  const int64_t ttl = Millis(config_.default_ttl);
   for (storage::AgentRecord& a : *agents) {
+    const int64_t ttl = a.lease_ttl_ms.value_or(Millis(config_.default_ttl));
     Entry entry;
     entry.generation = a.presence_generation;
     entry.status = a.status;
@@ -545,7 +546,7 @@ void PresenceRegistry::Checkpoint(int64_t now) {
           entry.lease_expires_ms > entry.persisted_lease_ms;
       if (!lagging && !expired_on_disk) continue;
       batch.push_back({agent_id, entry.generation, entry.last_seen_ms,
-                       entry.lease_expires_ms});
+                       entry.lease_expires_ms, entry.ttl_ms});
     }
   }
   if (batch.empty()) return;

@@ -302,15 +302,21 @@ TEST_F(PresenceTest, AttachWithAStaleGenerationIsRejected) {
 
 TEST_F(PresenceTest, ARestartExtendsLeasesSoNoPresentAgentIsDeclaredDead) {
   Register("agent-a", absl::Seconds(10));
+  Register("agent-b", absl::Seconds(40));
   clock_.Advance(absl::Seconds(9));
-  // The hub is down for a minute: longer than the agent's lease.
+  // The hub is down for a minute: longer than either lease.
   clock_.Advance(absl::Minutes(1));
   Reopen();
-  RunFor(absl::Seconds(20));
+  // Each lease is extended by the agent's own TTL from the restart.
+  RunFor(absl::Seconds(9));
   EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-b"), "online");
   // An agent that does not come back expires one TTL after the restart.
-  RunFor(absl::Seconds(15));
+  RunFor(absl::Seconds(3));
   EXPECT_EQ(StoredStatus("agent-a"), "stale");
+  EXPECT_EQ(StoredStatus("agent-b"), "online");
+  RunFor(absl::Seconds(30));
+  EXPECT_EQ(StoredStatus("agent-b"), "stale");
 }
 
 TEST_F(PresenceTest, AHubIdentityFromAnotherInstanceOrStoreIsRejected) {

@@ -28,6 +28,8 @@ constexpr Seam kSeams[] = {
     {"assign_jobs", "dispatched_at_ms", "INTEGER"},
     {"reflexion_entries", "type", "TEXT NOT NULL DEFAULT 'reflexion'"},
     {"reflexion_entries", "adaptive_state_json", "TEXT NOT NULL DEFAULT '{}'"},
+    // hub's own additive columns.
+    {"agents", "lease_ttl_ms", "INTEGER"},
 };
 
 absl::StatusOr<bool> TableExists(Connection& conn, const char* table) {

@@ -241,6 +241,8 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     EXPECT_FALSE(worker.pid.has_value());
     EXPECT_FALSE(worker.session_id.has_value());
     EXPECT_EQ(worker.presence_generation, 0);
+    // hub's own column arrives empty: triflux never recorded a TTL.
+    EXPECT_FALSE(cto.lease_ttl_ms.has_value());
 
     // Messages, inbox and dead letters.
     absl::StatusOr<MessageRecord> m1 = store->GetMessage("msg-1");

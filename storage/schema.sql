@@ -26,7 +26,10 @@ CREATE TABLE IF NOT EXISTS agents (
   session_id TEXT,
   host_id TEXT,
   transport_locators_json TEXT NOT NULL DEFAULT '[]',
-  presence_generation INTEGER NOT NULL DEFAULT 0
+  presence_generation INTEGER NOT NULL DEFAULT 0,
+  -- hub: the lease TTL of the latest registration or heartbeat (NULL for
+  -- rows written by triflux), so a restart can extend each lease by its own.
+  lease_ttl_ms INTEGER
 );
 CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
 CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);

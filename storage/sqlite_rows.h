@@ -17,7 +17,7 @@ namespace hub::storage::rows {
 #define HUB_AGENT_COLUMNS                                              \
   "agent_id, cli, pid, capabilities_json, topics_json, last_seen_ms, " \
   "lease_expires_ms, presence_generation, status, metadata_json, "     \
-  "project_id, session_id, host_id, transport_locators_json"
+  "project_id, session_id, host_id, transport_locators_json, lease_ttl_ms"
 
 #define HUB_ROLE_COLUMNS                                                     \
   "role_key_wire, project_id, role_kind, scope_id, state, holder_agent_id, " \

@@ -282,6 +282,7 @@ AgentRecord ReadAgent(const Stmt& s) {
   a.session_id = s.OptText(11);
   a.host_id = s.OptText(12);
   a.transport_locators_json = s.Text(13);
+  a.lease_ttl_ms = s.OptInt(14);
   return a;
 }
 
@@ -348,14 +349,15 @@ absl::StatusOr<AgentRecord> SqliteStore::RegisterAgent(
         "INSERT INTO agents (agent_id, cli, pid, capabilities_json, "
         "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
         "status, metadata_json, project_id, session_id, host_id, "
-        "transport_locators_json) "
+        "transport_locators_json, lease_ttl_ms) "
         "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, 'online', ?8, ?10, ?12, ?14, "
-        "COALESCE(?16, '[]')) "
+        "COALESCE(?16, '[]'), ?17) "
         "ON CONFLICT(agent_id) DO UPDATE SET cli = excluded.cli, "
         "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
         "topics_json = excluded.topics_json, "
         "last_seen_ms = excluded.last_seen_ms, "
         "lease_expires_ms = excluded.lease_expires_ms, "
+        "lease_ttl_ms = excluded.lease_ttl_ms, "
         "presence_generation = agents.presence_generation + 1, "
         "status = 'online', metadata_json = excluded.metadata_json, "
         "project_id = CASE WHEN ?9 THEN ?10 ELSE agents.project_id END, "
@@ -377,6 +379,7 @@ absl::StatusOr<AgentRecord> SqliteStore::RegisterAgent(
     BindPatch(*stmt, 11, r.session_id);
     BindPatch(*stmt, 13, r.host_id);
     BindPatch(*stmt, 15, r.transport_locators_json);
+    stmt->Bind(17, r.lease_ttl_ms);
     absl::StatusOr<std::optional<AgentRecord>> row =
         rows::ReadOne<AgentRecord>(*stmt, rows::ReadAgent);
     if (!row.ok()) return row.status();
@@ -395,7 +398,7 @@ absl::StatusOr<PresenceWrite> SqliteStore::RefreshLeaseForGeneration(
       [&](Connection& conn) -> absl::StatusOr<PresenceWrite> {
         absl::StatusOr<Stmt> stmt = conn.Prepare(
             "UPDATE agents SET last_seen_ms = ?2, lease_expires_ms = ?3, "
-            "status = 'online' "
+            "lease_ttl_ms = ?3 - ?2, status = 'online' "
             "WHERE agent_id = ?1 AND (?4 IS NULL OR presence_generation = ?4) "
             "RETURNING " HUB_AGENT_COLUMNS);
         if (!stmt.ok()) return stmt.status();

@@ -216,6 +216,19 @@ TEST(AgentStore, LeaseCheckpointWritesOnlyCurrentOwnersThatAreNotOffline) {
   EXPECT_TRUE(store->CheckpointLeases({})->empty());
 }
 
+TEST(AgentStore, TheLeaseTtlIsStoredByRegistrationHeartbeatAndCheckpoint) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_EQ(store->RegisterAgent(Reg("a1"))->lease_ttl_ms, 30'000);
+  absl::StatusOr<PresenceWrite> refreshed =
+      store->RefreshLeaseForGeneration("a1", 1, kNow + 10, 45'000);
+  ASSERT_TRUE(refreshed.ok());
+  EXPECT_EQ(refreshed->agent->lease_ttl_ms, 45'000);
+  ASSERT_TRUE(
+      store->CheckpointLeases({{"a1", 1, kNow + 20, kNow + 80'020, 80'000}})
+          .ok());
+  EXPECT_EQ(store->GetAgent("a1")->lease_ttl_ms, 80'000);
+}
+
 TEST(AgentStore, GetAgentOfUnknownIdIsNotFound) {
   auto store = OpenOrDie(FreshDbPath());
   EXPECT_EQ(ReasonOf(store->GetAgent("nobody").status()), "AGENT_NOT_FOUND");

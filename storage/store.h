@@ -86,6 +86,9 @@ struct AgentRecord {
   std::optional<std::string> session_id;
   std::optional<std::string> host_id;
   std::string transport_locators_json = "[]";
+  // hub: the TTL of the latest registration or heartbeat; absent for rows
+  // written by triflux.
+  std::optional<int64_t> lease_ttl_ms;
 };
 
 struct AgentRegistration {
@@ -131,6 +134,7 @@ struct LeaseCheckpoint {
   int64_t presence_generation = 0;
   int64_t last_seen_ms = 0;
   int64_t lease_expires_ms = 0;
+  int64_t lease_ttl_ms = 0;
 };
 
 // ---- roles -----------------------------------------------------------------
