@@ -14,6 +14,7 @@ BlockingPool::~BlockingPool() {
   {
     absl::MutexLock lock(&mu_);
     stopping_ = true;
+    ready_.SignalAll();
   }
   for (std::thread& t : threads_) t.join();
 }
@@ -21,6 +22,7 @@ BlockingPool::~BlockingPool() {
 void BlockingPool::Schedule(std::function<void()> task) {
   absl::MutexLock lock(&mu_);
   tasks_.push_back(std::move(task));
+  ready_.Signal();
 }
 
 void BlockingPool::Work() {
@@ -28,10 +30,7 @@ void BlockingPool::Work() {
     std::function<void()> task;
     {
       absl::MutexLock lock(&mu_);
-      auto ready = [this]() ABSL_SHARED_LOCKS_REQUIRED(mu_) {
-        return !tasks_.empty() || stopping_;
-      };
-      mu_.Await(absl::Condition(&ready));
+      while (tasks_.empty() && !stopping_) ready_.Wait(&mu_);
       if (tasks_.empty()) return;  // stopping and drained
       task = std::move(tasks_.front());
       tasks_.pop_front();

@@ -34,6 +34,9 @@ class BlockingPool {
   void Work();
 
   absl::Mutex mu_;
+  // Signalled once per task. A CondVar wakes one waiter; Mutex::Await would
+  // re-evaluate every idle thread's condition on each unlock.
+  absl::CondVar ready_;
   std::deque<std::function<void()>> tasks_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   std::vector<std::thread> threads_;

@@ -14,6 +14,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hub/server.h"
 #include "hub/version.h"
@@ -49,6 +50,10 @@ int main(int argc, char** argv) {
       ": coordination service for fleets of coding-agent CLIs.\n\nUsage: ",
       argv[0], " [--listen=host:port] [--db=path]"));
   absl::ParseCommandLine(argc, argv);
+  // Debian's Abseil checks every Mutex acquisition against a global lock
+  // graph (deadlock detection), which serializes hot paths across threads.
+  // The tests keep it on; the server turns it off.
+  absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
 
   // Block the shutdown signals in every thread (gRPC's threads inherit this
   // mask) and take them synchronously below with sigwait.
