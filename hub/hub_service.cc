@@ -57,8 +57,11 @@ void FillKey(const RoleKey& key, const std::string& wire, Response* response) {
 }  // namespace
 
 HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock,
-                               PresenceRegistry* presence)
-    : identity_(std::move(identity)), clock_(clock), presence_(presence) {}
+                               PresenceRegistry* presence, RoleRegistry* roles)
+    : identity_(std::move(identity)),
+      clock_(clock),
+      presence_(presence),
+      roles_(roles) {}
 
 grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
@@ -79,7 +82,24 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
   response->mutable_agents()->set_stale(counts.stale);
   response->mutable_agents()->set_offline(counts.offline);
   response->set_open_presence_streams(counts.open_streams);
-  response->mutable_roles();
+  hub::v1::RoleCounts* roles = response->mutable_roles();
+  std::string token;
+  do {
+    absl::StatusOr<RolePage> page = roles_->List(RoleListFilter(), 1000, token);
+    if (!page.ok()) break;
+    for (const storage::RoleRecord& r : page->roles) {
+      if (r.state == "electable") roles->set_electable(roles->electable() + 1);
+      if (r.state == "elected-probing") {
+        roles->set_elected_probing(roles->elected_probing() + 1);
+      }
+      if (r.state == "active") roles->set_active(roles->active() + 1);
+      if (r.state == "unreachable")
+        roles->set_unreachable(roles->unreachable() + 1);
+      if (r.state == "quarantined")
+        roles->set_quarantined(roles->quarantined() + 1);
+    }
+    token = page->next_page_token;
+  } while (!token.empty());
   return FinishUnary(context, absl::OkStatus());
 }
 

@@ -11,6 +11,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "registry/clock.h"
 #include "registry/presence.h"
+#include "registry/role_registry.h"
 
 namespace hub {
 
@@ -27,7 +28,7 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
  public:
   // `clock` and `presence` must outlive the service.
   HubServiceImpl(HubIdentity identity, const Clock* clock,
-                 PresenceRegistry* presence);
+                 PresenceRegistry* presence, RoleRegistry* roles);
 
   grpc::ServerUnaryReactor* GetStatus(
       grpc::CallbackServerContext* context,
@@ -48,6 +49,7 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
   const HubIdentity identity_;
   const Clock* const clock_;
   PresenceRegistry* const presence_;
+  RoleRegistry* const roles_;
 };
 
 }  // namespace hub

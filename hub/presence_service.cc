@@ -12,7 +12,9 @@
 #include "hub/error_mapping.h"
 #include "hub/presence_mapping.h"
 #include "hub/proto_time.h"
+#include "hub/role_mapping.h"
 #include "hub/v1/errors.pb.h"
+#include "hub/v1/role_activation.pb.h"
 #include "registry/agent_validation.h"
 #include "registry/role_key.h"
 #include "registry/status.h"
@@ -44,6 +46,30 @@ hub::v1::ErrorStatus ToErrorStatus(const absl::Status& status) {
     (*out.mutable_metadata())[key] = value;
   }
   return out;
+}
+
+hub::v1::RoleActivation ToRoleActivationProto(const ActivationEnvelope& e) {
+  hub::v1::RoleActivation a;
+  a.set_schema("tfx.role-activation.v1");
+  a.mutable_role_key()->set_project_id(e.role_key.project_id);
+  a.mutable_role_key()->set_kind(e.role_key.kind == RoleKind::kCto
+                                     ? hub::v1::ROLE_KIND_CTO
+                                     : hub::v1::ROLE_KIND_LEAD);
+  a.mutable_role_key()->set_scope_id(e.role_key.scope_id);
+  a.set_role_key_wire(e.role_key_wire);
+  a.set_epoch(e.epoch);
+  a.set_activation_seq(e.activation_seq);
+  a.set_activation_id(e.activation_id);
+  a.set_charter_version(e.charter_version);
+  hub::v1::AgentCli cli = hub::v1::AGENT_CLI_OTHER;
+  if (e.holder_cli == "codex") cli = hub::v1::AGENT_CLI_CODEX;
+  if (e.holder_cli == "gemini") cli = hub::v1::AGENT_CLI_GEMINI;
+  if (e.holder_cli == "claude") cli = hub::v1::AGENT_CLI_CLAUDE;
+  a.set_holder_cli(cli);
+  a.set_holder_agent_id(e.holder_agent_id);
+  *a.mutable_ack_deadline() =
+      ToProtoTimestamp(absl::FromUnixMillis(e.ack_deadline_ms));
+  return a;
 }
 
 }  // namespace
@@ -96,6 +122,20 @@ class PresenceServiceImpl::AttachReactor final
     delete this;
   }
 
+  // Pushes a role activation event; false once the stream is closing.
+  bool DeliverActivation(const ActivationEnvelope& envelope) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(envelope.activation_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_role_activation() = ToRoleActivationProto(envelope);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -115,6 +155,10 @@ class PresenceServiceImpl::AttachReactor final
     void Fence(const absl::Status& status) override {
       absl::MutexLock lock(&mu_);
       if (reactor_ != nullptr) reactor_->Fence(status);
+    }
+    bool DeliverActivation(const ActivationEnvelope& envelope) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverActivation(envelope);
     }
     void Release() {
       absl::MutexLock lock(&mu_);
@@ -146,9 +190,12 @@ class PresenceServiceImpl::AttachReactor final
       case AttachRequest::kHeartbeat:
         HeartbeatLocked(frame_id);
         return;
+      case AttachRequest::kActivationAck:
+        ActivationAckLocked(frame_id);
+        return;
       default:
-        // Activation and message acknowledgements arrive with the roles and
-        // messages services; until then the frame is refused in-band.
+        // Message acknowledgements and probe replies arrive with the
+        // messages service; until then the frame is refused in-band.
         AnswerErrorLocked(
             frame_id, absl::UnimplementedError(
                           "this frame kind is not served by this hub version"));
@@ -232,6 +279,31 @@ class PresenceServiceImpl::AttachReactor final
     ack->set_presence_generation(view->record.presence_generation);
     ack->set_status(hub::v1::AGENT_STATUS_ONLINE);
     *ack->mutable_server_time() = ToProtoTimestamp(service_->clock_->Now());
+    QueueLocked(std::move(response));
+  }
+
+  // The principal of an ACK on a stream is the stream's own agent.
+  void ActivationAckLocked(int64_t frame_id)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Activator* activator = service_->activator_.load();
+    if (activator == nullptr) {
+      AnswerErrorLocked(frame_id,
+                        UnavailableError("ROLE_ACTIVATOR_UNAVAILABLE",
+                                         "this hub runs no activator"));
+      return;
+    }
+    absl::StatusOr<AckOutcome> outcome =
+        activator->Ack(ToActivationAck(request_.activation_ack(), agent_id_));
+    if (!outcome.ok()) {
+      AnswerErrorLocked(frame_id, outcome.status());
+      return;
+    }
+    AttachResponse response;
+    response.set_frame_id(frame_id);
+    response.mutable_activation_ack_result()->set_idempotent(
+        outcome->idempotent);
+    *response.mutable_activation_ack_result()->mutable_role() =
+        ToRoleProto(outcome->role);
     QueueLocked(std::move(response));
   }
 

@@ -4,9 +4,12 @@
 #ifndef HUB_HUB_PRESENCE_SERVICE_H_
 #define HUB_HUB_PRESENCE_SERVICE_H_
 
+#include <atomic>
+
 #include "absl/time/time.h"
 #include "hub/blocking_pool.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "registry/activator.h"
 #include "registry/clock.h"
 #include "registry/presence.h"
 
@@ -26,6 +29,11 @@ class PresenceServiceImpl final
                       BlockingPool* pool, PresenceServiceOptions options,
                       std::string hub_instance_id,
                       std::string store_fingerprint);
+
+  // The activator that takes activation ACKs sent on presence streams; must
+  // outlive the service. Without one such frames get
+  // ROLE_ACTIVATOR_UNAVAILABLE.
+  void SetActivator(Activator* activator) { activator_.store(activator); }
 
   grpc::ServerUnaryReactor* RegisterAgent(
       grpc::CallbackServerContext* context,
@@ -56,6 +64,7 @@ class PresenceServiceImpl final
   PresenceRegistry* const registry_;
   const Clock* const clock_;
   BlockingPool* const pool_;
+  std::atomic<Activator*> activator_{nullptr};
   const PresenceServiceOptions options_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;

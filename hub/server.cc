@@ -6,6 +6,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <system_error>
 #include <utility>
@@ -13,6 +14,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "registry/status.h"
+#include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
 
 namespace hub {
@@ -86,8 +88,36 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->identity_.hub_instance_id, server->identity_.store_fingerprint);
   if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
 
+  // Roles: recovery never restores `active` (TRIFLUX-HUB 5.7); every
+  // recovered role is ensured again once the server runs.
+  absl::StatusOr<storage::RecoveryResult> recovered =
+      server->store_->RecoverRoles(UnixMillis(clock->Now()));
+  if (!recovered.ok()) return recovered.status();
+  server->roles_ = std::make_unique<RoleRegistry>(server->store_.get(), clock);
+  server->reach_ =
+      std::make_unique<PresenceStreamReach>(server->presence_.get());
+  server->activator_pool_ =
+      std::make_unique<BlockingPool>(options.activator_threads);
+  ActivatorOptions activator_options = options.activator;
+  BlockingPool* activator_pool = server->activator_pool_.get();
+  activator_options.executor = [activator_pool](std::function<void()> work) {
+    activator_pool->Schedule(std::move(work));
+  };
+  server->activator_ = std::make_unique<Activator>(
+      server->roles_.get(), server->presence_.get(), server->reach_.get(),
+      clock, activator_options);
+  server->activator_->AddAdapter(std::make_unique<TmuxAdapter>());
+  Activator* activator = server->activator_.get();
+  server->presence_->SetGoneListener(
+      [activator, activator_pool](const std::string& agent_id, int64_t,
+                                  AgentGoneReason reason) {
+        activator_pool->Schedule([activator, agent_id, reason] {
+          activator->OnAgentGone(agent_id, reason);
+        });
+      });
+
   server->hub_service_ = std::make_unique<HubServiceImpl>(
-      server->identity_, clock, server->presence_.get());
+      server->identity_, clock, server->presence_.get(), server->roles_.get());
   PresenceServiceOptions presence_options;
   presence_options.detach_grace = options.presence.detach_grace;
   presence_options.keepalive_interval = options.keepalive_interval;
@@ -96,6 +126,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->presence_.get(), clock, server->write_pool_.get(),
       presence_options, server->identity_.hub_instance_id,
       server->identity_.store_fingerprint);
+  server->presence_service_->SetActivator(activator);
+  server->role_service_ = std::make_unique<RoleServiceImpl>(
+      server->roles_.get(), clock, server->write_pool_.get());
+  server->role_service_->SetActivator(activator);
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -121,6 +155,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                            &server->port_);
   builder.RegisterService(server->hub_service_.get());
   builder.RegisterService(server->presence_service_.get());
+  builder.RegisterService(server->role_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -131,14 +166,46 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->address_ = WithPort(options.listen, server->port_);
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   HubServer* raw = server.get();
-  server->ticker_ = std::thread(
-      [raw, interval = options.tick_interval] { raw->RunTicker(interval); });
+  server->ticker_ =
+      std::thread([raw, interval = options.tick_interval,
+                   activator_interval = options.presence.sweep_interval] {
+        raw->RunTicker(interval, activator_interval);
+      });
+  server->EnsureRecoveredRoles(recovered->roles);
   return server;
 }
 
-void HubServer::RunTicker(absl::Duration interval) {
+void HubServer::RunTicker(absl::Duration interval,
+                          absl::Duration activator_interval) {
+  absl::Time next_activator_tick = absl::Now() + activator_interval;
   while (!stop_ticker_.WaitForNotificationWithTimeout(interval)) {
     presence_->Tick();
+    if (absl::Now() >= next_activator_tick) {
+      activator_->Tick();
+      next_activator_tick = absl::Now() + activator_interval;
+    }
+  }
+}
+
+void HubServer::EnsureRecoveredRoles(
+    const std::vector<storage::RoleRecord>& roles) {
+  for (const storage::RoleRecord& role : roles) {
+    Activator* activator = activator_.get();
+    const std::string wire = role.role_key_wire;
+    const int64_t epoch = role.epoch;
+    activator_pool_->Schedule([activator, wire, epoch] {
+      EnsureRequest request;
+      request.role.wire = wire;
+      request.trigger = "restart_recovery";
+      request.cause_id = absl::StrCat("restart:", wire, ":", epoch);
+      // A failure on one role is contained: the others and the hub go on.
+      absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(request);
+      if (!receipt.ok()) {
+        std::fprintf(stderr, "hubd: recovery of role %s degraded: %s\n",
+                     wire.c_str(),
+                     std::string(receipt.status().message()).c_str());
+      }
+    });
   }
 }
 
@@ -149,14 +216,22 @@ void HubServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
+    role_service_->Shutdown();
     presence_->Shutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
-  write_pool_.reset();  // finishes the writes it holds
   if (ticker_.joinable()) {
     stop_ticker_.Notify();
     ticker_.join();
+  }
+  activator_pool_.reset();  // finishes the flights it holds
+  write_pool_.reset();      // finishes the writes it holds
+  if (store_ != nullptr) {
+    const storage::GroupCommitWriter::Stats stats = store_->write_stats();
+    std::fprintf(stderr, "hubd: %lld writes committed in %lld groups\n",
+                 static_cast<long long>(stats.ops),
+                 static_cast<long long>(stats.groups));
   }
 }
 

@@ -22,8 +22,11 @@
 #include "hub/blocking_pool.h"
 #include "hub/hub_service.h"
 #include "hub/presence_service.h"
+#include "hub/role_service.h"
+#include "registry/activator.h"
 #include "registry/clock.h"
 #include "registry/presence.h"
+#include "registry/role_registry.h"
 #include "storage/sqlite_store.h"
 
 namespace hub {
@@ -44,7 +47,12 @@ struct HubServerOptions {
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;
-  // How often the presence registry's Tick() runs.
+  // The activator: its settings and kill switches, and the threads its
+  // probes and wakes run on.
+  ActivatorOptions activator;
+  int activator_threads = 8;
+  // How often the presence registry's Tick() runs (the activator's runs
+  // every presence.sweep_interval).
   absl::Duration tick_interval = absl::Milliseconds(100);
   // Time source; nullptr means the real clock. Must outlive the server.
   const Clock* clock = nullptr;
@@ -67,6 +75,8 @@ class HubServer {
   int port() const { return port_; }
   const HubIdentity& identity() const { return identity_; }
   PresenceRegistry* presence() { return presence_.get(); }
+  RoleRegistry* roles() { return roles_.get(); }
+  Activator* activator() { return activator_.get(); }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -74,7 +84,8 @@ class HubServer {
 
  private:
   HubServer() = default;
-  void RunTicker(absl::Duration interval);
+  void RunTicker(absl::Duration interval, absl::Duration activator_interval);
+  void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
 
   HubIdentity identity_;
   std::string address_;
@@ -82,6 +93,11 @@ class HubServer {
   std::unique_ptr<storage::SqliteStore> store_;
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<BlockingPool> write_pool_;
+  std::unique_ptr<RoleRegistry> roles_;
+  std::unique_ptr<PresenceStreamReach> reach_;
+  std::unique_ptr<BlockingPool> activator_pool_;
+  std::unique_ptr<Activator> activator_;
+  std::unique_ptr<RoleServiceImpl> role_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<grpc::Server> server_;

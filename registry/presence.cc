@@ -496,6 +496,28 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   return absl::OkStatus();
 }
 
+bool PresenceRegistry::StreamAttached(const std::string& agent_id) {
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  return it != shard.entries.end() && it->second.stream != nullptr &&
+         it->second.status != "offline";
+}
+
+bool PresenceRegistry::DeliverActivation(const std::string& agent_id,
+                                         const ActivationEnvelope& envelope) {
+  std::shared_ptr<PresenceStream> stream;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.status == "offline")
+      return false;
+    stream = it->second.stream;
+  }
+  return stream != nullptr && stream->DeliverActivation(envelope);
+}
+
 void PresenceRegistry::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);
   const int64_t now = UnixMillis(clock_->Now());

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "registry/activation_envelope.h"
 #include "registry/clock.h"
 #include "storage/store.h"
 
@@ -77,6 +78,9 @@ class PresenceStream {
   // AGENT_DEREGISTERED, PRESENCE_STREAM_REPLACED, HUB_SHUTTING_DOWN).
   // Called at most once, with no registry lock held; must not block.
   virtual void Fence(const absl::Status& status) = 0;
+  // Pushes a role activation to the agent; false if the stream is closing.
+  // Must not block.
+  virtual bool DeliverActivation(const ActivationEnvelope& envelope) = 0;
 };
 
 struct RegisterInput {
@@ -183,6 +187,12 @@ class PresenceRegistry {
   // the agent's current stream at `generation`.
   absl::Status CheckStream(const std::string& agent_id, int64_t generation,
                            uint64_t stream_id);
+
+  // Whether the agent has a presence stream attached now.
+  bool StreamAttached(const std::string& agent_id);
+  // Pushes `envelope` on the agent's attached stream; false when none.
+  bool DeliverActivation(const std::string& agent_id,
+                         const ActivationEnvelope& envelope);
 
   // Runs what is due: detach graces, lease renewal for attached streams,
   // the lease checkpoint and the stale/offline sweep.

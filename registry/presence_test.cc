@@ -27,6 +27,11 @@ class FakeStream : public PresenceStream {
     absl::MutexLock lock(&mu_);
     fences_.push_back(status);
   }
+  bool DeliverActivation(const ActivationEnvelope& envelope) override {
+    absl::MutexLock lock(&mu_);
+    activations_.push_back(envelope);
+    return true;
+  }
   std::vector<absl::Status> fences() {
     absl::MutexLock lock(&mu_);
     return fences_;
@@ -35,6 +40,7 @@ class FakeStream : public PresenceStream {
  private:
   absl::Mutex mu_;
   std::vector<absl::Status> fences_;
+  std::vector<ActivationEnvelope> activations_;
 };
 
 struct Gone {

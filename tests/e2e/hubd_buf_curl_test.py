@@ -4,10 +4,13 @@ no local .proto files), as a user would from the README."""
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -40,6 +43,9 @@ class HubdOverBufCurlTest(unittest.TestCase):
         for m in ("hub.v1.PresenceService/RegisterAgent", "hub.v1.PresenceService/Attach",
                   "hub.v1.PresenceService/Heartbeat", "hub.v1.PresenceService/Deregister",
                   "hub.v1.PresenceService/GetAgent", "hub.v1.PresenceService/ListAgents",
+                  "hub.v1.RoleService/ReserveRole", "hub.v1.RoleService/CompareAndSetRole",
+                  "hub.v1.RoleService/EnsureRole", "hub.v1.RoleService/AckRoleActivation",
+                  "hub.v1.RoleService/WatchRoles",
                   "hub.v1.HubService/GetStatus", "hub.v1.HubService/EncodeRoleKey",
                   "hub.v1.HubService/DecodeRoleKey", "grpc.health.v1.Health/Check",
                   "grpc.health.v1.Health/Watch"):
@@ -191,6 +197,75 @@ class PresenceOverBufCurlTest(unittest.TestCase):
         self.assertEqual((status, info["reason"]), ("failed_precondition", "STALE_HUB_INSTANCE"))
         self.call("Heartbeat", {"agentId": "agent-r", "presenceGeneration": "1",
                                 "hubInstanceId": self.hubd.instance_id})
+
+
+class ActivationOverTmuxTest(unittest.TestCase):
+    """EnsureRole on the real hubd wakes a candidate through the real tmux
+    adapter (the activation envelope is typed into its session), and the
+    candidate's AckRoleActivation makes the role active."""
+
+    PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
+
+    def setUp(self):
+        self.server = "hub-e2e-%d" % os.getpid()
+        self.dir = tempfile.mkdtemp(prefix="hubtmux.", dir="/tmp")
+        self.out = os.path.join(self.dir, "out.txt")
+        subprocess.run(["tmux", "-L", self.server, "new-session", "-d", "-s", "work",
+                        "stty -echo; cat > %s" % self.out], check=True, timeout=30)
+        self.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "tmux.sqlite"))
+
+    def tearDown(self):
+        self.hubd.stop()
+        subprocess.run(["tmux", "-L", self.server, "kill-server"], timeout=30)
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def call(self, service, method, body):
+        code, out, err = hubtest.buf_curl(self.hubd.address, "hub.v1.%s/%s" % (service, method), body)
+        self.assertEqual(code, 0, "%s failed: %s" % (method, err))
+        return json.loads(out)
+
+    def test_ensure_wakes_the_candidate_in_tmux_and_its_ack_makes_the_role_active(self):
+        expires = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() + 50))
+        self.call("PresenceService", "RegisterAgent", {
+            "agentId": "session:tmux", "cli": "AGENT_CLI_CLAUDE", "projectId": self.PROJECT,
+            "capabilities": ["role:cto:candidate"], "heartbeatTtl": "60s",
+            "transportLocators": [{
+                "schemaVersion": "tfx.transport-locator.v1", "transportId": "trn_tmux",
+                "kind": "TRANSPORT_KIND_TMUX", "hostId": "hst_e2e",
+                "capabilities": ["TRANSPORT_CAPABILITY_PROBE", "TRANSPORT_CAPABILITY_WAKE",
+                                 "TRANSPORT_CAPABILITY_ACTIVATE"],
+                "priority": "100", "expiresAt": expires,
+                "tmux": {"sessionName": "work", "muxServerId": self.server}}]})
+        key = {"projectId": self.PROJECT, "kind": "ROLE_KIND_CTO"}
+        self.call("RoleService", "UpsertRoleCandidate", {"roleKey": key, "agentId": "session:tmux"})
+        receipt = self.call("RoleService", "EnsureRole", {
+            "roleKey": key, "trigger": "ENSURE_ROLE_TRIGGER_MANUAL", "causeId": "e2e"})["receipt"]
+        self.assertEqual(receipt["disposition"], "ENSURE_ROLE_DISPOSITION_STARTED")
+        self.assertEqual(receipt["holderAgentId"], "session:tmux")
+
+        deadline = time.monotonic() + 30
+        line = ""
+        while time.monotonic() < deadline and not line.endswith("\n"):
+            time.sleep(0.05)
+            if os.path.exists(self.out):
+                with open(self.out) as f:
+                    line = f.read()
+        activation = json.loads(line)
+        self.assertEqual(activation["schema"], "tfx.role-activation.v1")
+        self.assertEqual(activation["epoch"], int(receipt["epoch"]))
+
+        wire = activation["role_key_wire"]
+        result = self.call("RoleService", "AckRoleActivation", {"agentId": "session:tmux", "ack": {
+            "schema": "tfx.role-activation-ack.v1", "activationId": activation["activation_id"],
+            "roleKeyWire": wire, "epoch": str(activation["epoch"]),
+            "activationSeq": str(activation["activation_seq"]),
+            "holderAgentId": "session:tmux", "reachable": True,
+            "charterAck": {"roleKeyWire": wire, "epoch": str(activation["epoch"]),
+                           "charterVersion": activation["charter_version"]}}})["result"]
+        self.assertEqual(result["role"]["state"], "ROLE_STATE_ACTIVE")
+        role = self.call("RoleService", "GetRole", {"roleKeyWire": wire})["role"]
+        self.assertEqual(role["state"], "ROLE_STATE_ACTIVE")
+        self.assertEqual(role["holderAgentId"], "session:tmux")
 
 
 class HubdLifecycleTest(unittest.TestCase):

@@ -1,0 +1,61 @@
+// Mapping between hub.v1 role and candidate messages and the role registry's
+// domain types. Pure functions: no validation beyond what a type change
+// needs (the registry validates and assigns every reason code).
+#ifndef HUB_HUB_ROLE_MAPPING_H_
+#define HUB_HUB_ROLE_MAPPING_H_
+
+#include <string>
+
+#include "google/protobuf/field_mask.pb.h"
+#include "hub/v1/role.pb.h"
+#include "hub/v1/role_activation.pb.h"
+#include "hub/v1/role_candidate.pb.h"
+#include "hub/v1/role_key.pb.h"
+#include "hub/v1/role_service.pb.h"
+#include "registry/activator.h"
+#include "registry/role_registry.h"
+#include "storage/store.h"
+
+namespace hub {
+
+// The role named by a request (role_key if the message is present, the wire
+// if non-empty).
+RoleKeyRef ToRoleKeyRef(bool has_key, const hub::v1::RoleKey& key,
+                        const std::string& wire);
+
+// "electable" for ROLE_STATE_ELECTABLE ...; for UNSPECIFIED or an unknown
+// number a word that is not a state (the registry refuses it).
+std::string StateWord(int state);
+hub::v1::RoleState StateFromWord(const std::string& word);
+// nullopt for UNSPECIFIED; otherwise the domain kind, or an error for an
+// unknown number (ROLE_KIND_UNSUPPORTED, field `field`).
+absl::StatusOr<std::optional<RoleKind>> KindFilter(int kind,
+                                                   absl::string_view field);
+
+RolePatchInput ToRolePatchInput(const hub::v1::RolePatch& patch,
+                                const google::protobuf::FieldMask& mask);
+ReserveInput ToReserveInput(const hub::v1::ReserveRoleRequest& request);
+// INVALID_CAS for an ActivationIdGuard that is present but unusable (none =
+// false, or an empty activation_id).
+absl::StatusOr<CasInput> ToCasInput(
+    const hub::v1::CompareAndSetRoleRequest& request);
+
+hub::v1::Role ToRoleProto(const storage::RoleRecord& role);
+
+// The activator's form of an activation ACK; `principal` is the agent the
+// call acts as (the stream's agent or the unary call's agent_id).
+ActivationAck ToActivationAck(const hub::v1::RoleActivationAck& ack,
+                              const std::string& principal);
+
+// Structured locators become triflux JSON objects, one text per locator.
+CandidatePatchInput ToCandidatePatchInput(
+    const hub::v1::RoleCandidatePatch& patch,
+    const google::protobuf::FieldMask& mask);
+hub::v1::RoleCandidate ToCandidateProto(const storage::CandidateRecord& c);
+
+// "ok" for PROBE_CODE_OK ...; "" for UNSPECIFIED or unknown numbers.
+std::string ProbeCodeWord(int code);
+
+}  // namespace hub
+
+#endif  // HUB_HUB_ROLE_MAPPING_H_

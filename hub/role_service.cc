@@ -1,0 +1,170 @@
+// RoleService unary handlers. WatchRoles is in role_service_watch.cc.
+#include "hub/role_service.h"
+
+#include <utility>
+
+#include "hub/error_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/role_mapping.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
+                                 const absl::Status& status) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  reactor->Finish(ToGrpcStatus(status));
+  return reactor;
+}
+
+}  // namespace
+
+RoleServiceImpl::RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
+                                 BlockingPool* pool)
+    : registry_(registry), clock_(clock), pool_(pool) {}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ReserveRoleRequest* request,
+    hub::v1::ReserveRoleResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The durable write waits for its group commit on the pool, so that
+  // concurrent reservations share one sync.
+  pool_->Schedule([this, reactor, request, response] {
+    absl::StatusOr<ReserveResult> result =
+        registry_->Reserve(ToReserveInput(*request));
+    if (result.ok()) {
+      *response->mutable_role() = ToRoleProto(result->role);
+      response->set_created(result->created);
+    }
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
+    grpc::CallbackServerContext* context,
+    const hub::v1::CompareAndSetRoleRequest* request,
+    hub::v1::CompareAndSetRoleResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    absl::StatusOr<CasInput> input = ToCasInput(*request);
+    absl::StatusOr<storage::RoleRecord> role =
+        input.ok() ? registry_->CompareAndSet(*input)
+                   : absl::StatusOr<storage::RoleRecord>(input.status());
+    if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
+    reactor->Finish(ToGrpcStatus(role.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
+    grpc::CallbackServerContext* context,
+    const hub::v1::GetRoleRequest* request,
+    hub::v1::GetRoleResponse* response) {
+  absl::StatusOr<storage::RoleRecord> role = registry_->Get(ToRoleKeyRef(
+      request->has_role_key(), request->role_key(), request->role_key_wire()));
+  if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
+  return Finish(context, role.status());
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListRolesRequest* request,
+    hub::v1::ListRolesResponse* response) {
+  RoleListFilter filter;
+  if (!request->project_id().empty()) filter.project_id = request->project_id();
+  if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
+  absl::StatusOr<std::optional<RoleKind>> kind =
+      KindFilter(request->kind(), "kind");
+  if (!kind.ok()) return Finish(context, kind.status());
+  filter.kind = *kind;
+  for (int state : request->states()) filter.states.push_back(StateWord(state));
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<RolePage> page =
+      registry_->List(filter, request->page_size(), request->page_token());
+  if (!page.ok()) return Finish(context, page.status());
+  for (const storage::RoleRecord& role : page->roles) {
+    *response->add_roles() = ToRoleProto(role);
+  }
+  response->set_next_page_token(page->next_page_token);
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
+    grpc::CallbackServerContext* context,
+    const hub::v1::UpsertRoleCandidateRequest* request,
+    hub::v1::UpsertRoleCandidateResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    CandidateUpsertInput input;
+    input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                              request->role_key_wire());
+    input.agent_id = request->agent_id();
+    input.patch =
+        ToCandidatePatchInput(request->candidate(), request->update_mask());
+    absl::StatusOr<CandidateUpsertResult> result =
+        registry_->UpsertCandidate(input);
+    if (result.ok()) {
+      *response->mutable_candidate() = ToCandidateProto(result->candidate);
+      response->set_created(result->created);
+    }
+    reactor->Finish(ToGrpcStatus(result.status()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListRoleCandidatesRequest* request,
+    hub::v1::ListRoleCandidatesResponse* response) {
+  CandidateListInput input;
+  if (request->has_role_key() || !request->role_key_wire().empty()) {
+    input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                              request->role_key_wire());
+  }
+  if (!request->agent_id().empty()) input.agent_id = request->agent_id();
+  input.page_size = request->page_size();
+  input.page_token = request->page_token();
+  absl::StatusOr<CandidatePage> page = registry_->ListCandidates(input);
+  if (!page.ok()) return Finish(context, page.status());
+  for (const storage::CandidateRecord& c : page->candidates) {
+    *response->add_candidates() = ToCandidateProto(c);
+  }
+  response->set_next_page_token(page->next_page_token);
+  return Finish(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ReportCandidateProbeRequest* request,
+    hub::v1::ReportCandidateProbeResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    ProbeReportInput input;
+    input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                              request->role_key_wire());
+    input.agent_id = request->agent_id();
+    input.code = ProbeCodeWord(request->code());
+    input.transport_id = request->transport_id();
+    if (request->has_probed_at()) {
+      input.probed_at_ms = UnixMillis(FromProtoTimestamp(request->probed_at()));
+    }
+    if (request->has_consecutive_probe_failures()) {
+      input.consecutive_probe_failures = request->consecutive_probe_failures();
+    }
+    if (request->has_excluded_until()) {
+      input.excluded_until_ms =
+          UnixMillis(FromProtoTimestamp(request->excluded_until()));
+    }
+    absl::StatusOr<storage::CandidateRecord> row =
+        registry_->ReportProbe(input);
+    if (row.ok()) *response->mutable_candidate() = ToCandidateProto(*row);
+    reactor->Finish(ToGrpcStatus(row.status()));
+  });
+  return reactor;
+}
+
+}  // namespace hub

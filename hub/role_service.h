@@ -1,0 +1,101 @@
+// hub.v1.RoleService over the RoleRegistry: the fenced primitives
+// (ReserveRole, CompareAndSetRole), reads (GetRole, ListRoles), candidates,
+// and the WatchRoles stream (one callback reactor per stream). EnsureRole and
+// AckRoleActivation are answered by the activator (role_service_activation.cc).
+#ifndef HUB_HUB_ROLE_SERVICE_H_
+#define HUB_HUB_ROLE_SERVICE_H_
+
+#include <atomic>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/synchronization/mutex.h"
+#include "hub/blocking_pool.h"
+#include "hub/v1/role_service.grpc.pb.h"
+#include "registry/activator.h"
+#include "registry/clock.h"
+#include "registry/role_registry.h"
+
+namespace hub {
+
+class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
+ public:
+  // `registry`, `clock` and `pool` must outlive the service. Calls that wait
+  // for a durable write run on `pool`.
+  RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
+                  BlockingPool* pool);
+  // REQUIRES: Shutdown() was called and the server is shut down.
+  ~RoleServiceImpl() override;
+
+  // Ends every WatchRoles stream with UNAVAILABLE / HUB_SHUTTING_DOWN and
+  // refuses new ones. Call before grpc::Server::Shutdown (watch streams
+  // never end on their own).
+  void Shutdown();
+
+  // The activator that answers EnsureRole and AckRoleActivation; must
+  // outlive the service. Without one, EnsureRole reports MANAGER_DISABLED
+  // (blocked_reason activator_unavailable) and AckRoleActivation fails with
+  // UNAVAILABLE / ROLE_ACTIVATOR_UNAVAILABLE, as triflux does.
+  void SetActivator(Activator* activator);
+
+  // Open WatchRoles streams (for tests and metrics).
+  int ActiveWatches();
+
+  grpc::ServerUnaryReactor* ReserveRole(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ReserveRoleRequest* request,
+      hub::v1::ReserveRoleResponse* response) override;
+  grpc::ServerUnaryReactor* CompareAndSetRole(
+      grpc::CallbackServerContext* context,
+      const hub::v1::CompareAndSetRoleRequest* request,
+      hub::v1::CompareAndSetRoleResponse* response) override;
+  grpc::ServerUnaryReactor* GetRole(
+      grpc::CallbackServerContext* context,
+      const hub::v1::GetRoleRequest* request,
+      hub::v1::GetRoleResponse* response) override;
+  grpc::ServerUnaryReactor* ListRoles(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ListRolesRequest* request,
+      hub::v1::ListRolesResponse* response) override;
+  grpc::ServerWriteReactor<hub::v1::WatchRolesResponse>* WatchRoles(
+      grpc::CallbackServerContext* context,
+      const hub::v1::WatchRolesRequest* request) override;
+  grpc::ServerUnaryReactor* EnsureRole(
+      grpc::CallbackServerContext* context,
+      const hub::v1::EnsureRoleRequest* request,
+      hub::v1::EnsureRoleResponse* response) override;
+  grpc::ServerUnaryReactor* AckRoleActivation(
+      grpc::CallbackServerContext* context,
+      const hub::v1::AckRoleActivationRequest* request,
+      hub::v1::AckRoleActivationResponse* response) override;
+  grpc::ServerUnaryReactor* UpsertRoleCandidate(
+      grpc::CallbackServerContext* context,
+      const hub::v1::UpsertRoleCandidateRequest* request,
+      hub::v1::UpsertRoleCandidateResponse* response) override;
+  grpc::ServerUnaryReactor* ListRoleCandidates(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ListRoleCandidatesRequest* request,
+      hub::v1::ListRoleCandidatesResponse* response) override;
+  grpc::ServerUnaryReactor* ReportCandidateProbe(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ReportCandidateProbeRequest* request,
+      hub::v1::ReportCandidateProbeResponse* response) override;
+
+ private:
+  class WatchReactor;
+
+  void Untrack(WatchReactor* reactor);
+
+  RoleRegistry* const registry_;
+  const Clock* const clock_;
+  BlockingPool* const pool_;
+  std::atomic<Activator*> activator_{nullptr};
+
+  absl::Mutex mu_;
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
+  absl::flat_hash_set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hub
+
+#endif  // HUB_HUB_ROLE_SERVICE_H_

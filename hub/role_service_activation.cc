@@ -1,0 +1,155 @@
+// RoleService: EnsureRole and AckRoleActivation, answered by the activator.
+#include <string>
+
+#include "absl/strings/ascii.h"
+#include "hub/error_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/role_mapping.h"
+#include "hub/role_service.h"
+#include "hub/v1/role_activation.pb.h"
+#include "registry/agent_validation.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+// "session_start" for ENSURE_ROLE_TRIGGER_SESSION_START ...; "" otherwise
+// (the activator refuses it with ENSURE_ROLE_REQUEST_INVALID).
+std::string TriggerWord(hub::v1::EnsureRoleTrigger trigger) {
+  if (trigger == hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED) return "";
+  const std::string& name = hub::v1::EnsureRoleTrigger_Name(trigger);
+  constexpr absl::string_view kPrefix = "ENSURE_ROLE_TRIGGER_";
+  if (name.size() <= kPrefix.size()) return "";
+  return absl::AsciiStrToLower(name.substr(kPrefix.size()));
+}
+
+hub::v1::EnsureRoleDisposition DispositionProto(EnsureDisposition d) {
+  switch (d) {
+    case EnsureDisposition::kStarted:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_STARTED;
+    case EnsureDisposition::kJoined:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_JOINED;
+    case EnsureDisposition::kAlreadyActive:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_ALREADY_ACTIVE;
+    case EnsureDisposition::kManagerDisabled:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_MANAGER_DISABLED;
+    case EnsureDisposition::kScopeClosed:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_SCOPE_CLOSED;
+    case EnsureDisposition::kNoCandidate:
+      return hub::v1::ENSURE_ROLE_DISPOSITION_NO_CANDIDATE;
+  }
+  return hub::v1::ENSURE_ROLE_DISPOSITION_UNSPECIFIED;
+}
+
+void FillReceipt(const EnsureReceipt& receipt,
+                 const hub::v1::EnsureRoleRequest& request,
+                 hub::v1::EnsureRoleReceipt* out) {
+  const hub::v1::Role role = ToRoleProto(receipt.role);
+  out->set_accepted(receipt.accepted);
+  out->set_disposition(DispositionProto(receipt.disposition));
+  *out->mutable_role_key() = role.role_key();
+  out->set_role_key_wire(role.role_key_wire());
+  out->set_state(role.state());
+  out->set_epoch(role.epoch());
+  if (receipt.role.activation_id) {
+    out->set_activation_id(*receipt.role.activation_id);
+  }
+  if (receipt.role.holder_agent_id) {
+    out->set_holder_agent_id(*receipt.role.holder_agent_id);
+  }
+  if (receipt.role.activation_deadline_ms) {
+    *out->mutable_activation_deadline() = ToProtoTimestamp(
+        absl::FromUnixMillis(*receipt.role.activation_deadline_ms));
+  }
+  if (receipt.role.blocked_reason) {
+    out->set_blocked_reason(*receipt.role.blocked_reason);
+  }
+  out->set_trigger(request.trigger());
+  out->set_cause_id(request.cause_id());
+}
+
+}  // namespace
+
+void RoleServiceImpl::SetActivator(Activator* activator) {
+  activator_.store(activator);
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
+    grpc::CallbackServerContext* context,
+    const hub::v1::EnsureRoleRequest* request,
+    hub::v1::EnsureRoleResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    EnsureRequest in;
+    in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                           request->role_key_wire());
+    in.trigger = TriggerWord(request->trigger());
+    in.cause_id = request->cause_id();
+    if (!request->agent_id().empty()) {
+      if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
+        reactor->Finish(ToGrpcStatus(s));
+        return;
+      }
+    }
+    Activator* activator = activator_.load();
+    if (activator == nullptr) {
+      absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+      if (!key.ok()) {
+        reactor->Finish(ToGrpcStatus(key.status()));
+        return;
+      }
+      EnsureReceipt receipt;
+      receipt.accepted = false;
+      receipt.disposition = EnsureDisposition::kManagerDisabled;
+      receipt.role.role_key_wire = key->wire;
+      receipt.role.project_id = key->key.project_id;
+      receipt.role.role_kind = std::string(RoleKindName(key->key.kind));
+      receipt.role.scope_id = key->key.scope_id;
+      receipt.role.state = "electable";
+      receipt.role.blocked_reason = "activator_unavailable";
+      FillReceipt(receipt, *request, response->mutable_receipt());
+      reactor->Finish(grpc::Status::OK);
+      return;
+    }
+    absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(in);
+    if (!receipt.ok()) {
+      reactor->Finish(ToGrpcStatus(receipt.status()));
+      return;
+    }
+    FillReceipt(*receipt, *request, response->mutable_receipt());
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
+    grpc::CallbackServerContext* context,
+    const hub::v1::AckRoleActivationRequest* request,
+    hub::v1::AckRoleActivationResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response] {
+    Activator* activator = activator_.load();
+    if (activator == nullptr) {
+      reactor->Finish(ToGrpcStatus(UnavailableError(
+          "ROLE_ACTIVATOR_UNAVAILABLE", "this hub runs no activator")));
+      return;
+    }
+    if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return;
+    }
+    absl::StatusOr<AckOutcome> outcome =
+        activator->Ack(ToActivationAck(request->ack(), request->agent_id()));
+    if (!outcome.ok()) {
+      reactor->Finish(ToGrpcStatus(outcome.status()));
+      return;
+    }
+    hub::v1::RoleActivationAckResult* result = response->mutable_result();
+    result->set_idempotent(outcome->idempotent);
+    *result->mutable_role() = ToRoleProto(outcome->role);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+}  // namespace hub

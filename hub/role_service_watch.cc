@@ -1,0 +1,282 @@
+// RoleService.WatchRoles: one write reactor per stream.
+//
+// The reactor registers with the registry before it reads the snapshot, so
+// no change is lost between the two; changes that arrive before the
+// snapshot is queued wait in `early_`, and any version the receiver already
+// has (snapshot or sent) is dropped. After the snapshot, changes wait in a
+// per-role pending slot while a write is in flight: a second change of the
+// same role replaces the first (coalescing), so a slow receiver costs one
+// slot per role, never an unbounded queue, and never blocks a writer.
+#include <deque>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "hub/error_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/role_mapping.h"
+#include "hub/role_service.h"
+#include "registry/status.h"
+
+namespace hub {
+
+using hub::v1::WatchRolesResponse;
+
+namespace {
+
+hub::v1::RoleChangeKind KindOf(RoleChangeKind kind) {
+  switch (kind) {
+    case RoleChangeKind::kSnapshot:
+      return hub::v1::ROLE_CHANGE_KIND_SNAPSHOT;
+    case RoleChangeKind::kCreated:
+      return hub::v1::ROLE_CHANGE_KIND_CREATED;
+    case RoleChangeKind::kUpdated:
+      return hub::v1::ROLE_CHANGE_KIND_UPDATED;
+    case RoleChangeKind::kRemoved:
+      return hub::v1::ROLE_CHANGE_KIND_REMOVED;
+  }
+  return hub::v1::ROLE_CHANGE_KIND_UNSPECIFIED;
+}
+
+// The registry filter of a request (validated as role_service.proto says).
+absl::StatusOr<RoleWatchFilter> WatchFilterOf(
+    const hub::v1::WatchRolesRequest& request) {
+  RoleWatchFilter f;
+  const bool has_key =
+      request.has_role_key() || !request.role_key_wire().empty();
+  if (has_key && (!request.project_id().empty() ||
+                  request.kind() != hub::v1::ROLE_KIND_UNSPECIFIED)) {
+    return WithMetadata(
+        InvalidArgumentError("REQUEST_INVALID",
+                             "a role key filter excludes project_id and kind"),
+        "field", "project_id");
+  }
+  if (has_key) {
+    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ToRoleKeyRef(
+        request.has_role_key(), request.role_key(), request.role_key_wire()));
+    if (!key.ok()) return key.status();
+    f.wire = key->wire;
+  }
+  if (!request.project_id().empty()) f.project_id = request.project_id();
+  absl::StatusOr<std::optional<RoleKind>> kind =
+      KindFilter(request.kind(), "kind");
+  if (!kind.ok()) return kind.status();
+  f.kind = *kind;
+  return f;
+}
+
+absl::Status ShuttingDown() {
+  return UnavailableError("HUB_SHUTTING_DOWN", "the hub is shutting down");
+}
+
+}  // namespace
+
+class RoleServiceImpl::WatchReactor final
+    : public grpc::ServerWriteReactor<WatchRolesResponse> {
+ public:
+  explicit WatchReactor(RoleServiceImpl* service) : service_(service) {}
+
+  // Registers the watch and queues the snapshot. Called once, from the
+  // handler, before any other method.
+  void Start(const RoleWatchFilter& filter) {
+    absl::StatusOr<RoleWatchStart> start = service_->registry_->Watch(
+        filter, [this](const RoleEvent& event) { OnEvent(event); });
+    absl::MutexLock lock(&mu_);
+    if (!start.ok()) {
+      FinishLocked(start.status());
+      return;
+    }
+    watch_ = std::move(start->watch);
+    if (finishing_) return;  // ended (shutdown) while registering
+    for (const storage::RoleRecord& row : start->snapshot) {
+      RoleEvent event;
+      event.kind = RoleChangeKind::kSnapshot;
+      event.role = row;
+      event.changed_at_ms = start->read_at_ms;
+      known_version_[row.role_key_wire] = row.version;
+      QueueChangeLocked(event);
+    }
+    WatchRolesResponse end;
+    end.mutable_snapshot_end()->set_role_count(
+        static_cast<int64_t>(start->snapshot.size()));
+    *end.mutable_snapshot_end()->mutable_server_time() =
+        ToProtoTimestamp(absl::FromUnixMillis(start->read_at_ms));
+    outbox_.push_back(std::move(end));
+    snapshot_done_ = true;
+    for (const RoleEvent& event : early_) AcceptLocked(event);
+    early_.clear();
+    PumpLocked();
+  }
+
+  // Ends the stream (hub shutdown).
+  void End(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) FinishLocked(absl::CancelledError("watch stream broken"));
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(absl::CancelledError("watch cancelled"));
+  }
+
+  void OnDone() override {
+    service_->Untrack(this);
+    // Waits for a callback in progress; none runs afterwards.
+    if (watch_ != nullptr) watch_->Cancel();
+    delete this;
+  }
+
+ private:
+  // Called by the registry (its dispatcher thread).
+  void OnEvent(const RoleEvent& event) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (!snapshot_done_) {
+      early_.push_back(event);
+      return;
+    }
+    AcceptLocked(event);
+    PumpLocked();
+  }
+
+  void AcceptLocked(const RoleEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const std::string& wire = event.role.role_key_wire;
+    auto [known, inserted] =
+        known_version_.try_emplace(wire, event.role.version);
+    if (!inserted) {
+      if (known->second >= event.role.version) return;  // already have it
+      known->second = event.role.version;
+    }
+    auto pending = pending_.find(wire);
+    if (pending != pending_.end()) {
+      // Coalesce: keep the slot's place and kind, take the newest row.
+      pending->second.role = event.role;
+      pending->second.changed_at_ms = event.changed_at_ms;
+      return;
+    }
+    pending_.emplace(wire, event);
+    order_.push_back(wire);
+  }
+
+  void QueueChangeLocked(const RoleEvent& event)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    WatchRolesResponse response;
+    hub::v1::RoleChange* change = response.mutable_change();
+    change->set_kind(KindOf(event.kind));
+    *change->mutable_role() = ToRoleProto(event.role);
+    const std::string& wire = event.role.role_key_wire;
+    auto last = sent_state_.find(wire);
+    if (event.kind == RoleChangeKind::kUpdated && last != sent_state_.end()) {
+      change->set_previous_state(StateFromWord(last->second));
+    }
+    *change->mutable_changed_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(event.changed_at_ms));
+    sent_state_[wire] = event.role.state;
+    outbox_.push_back(std::move(response));
+  }
+
+  // Issues the next write (snapshot items first, then pending changes in
+  // arrival order), or Finish once everything is written.
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writing_ || finished_) return;
+    if (!finishing_ && outbox_.empty() && !order_.empty()) {
+      std::string wire = std::move(order_.front());
+      order_.pop_front();
+      auto it = pending_.find(wire);
+      QueueChangeLocked(it->second);
+      pending_.erase(it);
+    }
+    if (!finishing_ && !outbox_.empty()) {
+      current_ = std::move(outbox_.front());
+      outbox_.pop_front();
+      writing_ = true;
+      StartWrite(&current_);
+      return;
+    }
+    if (finishing_) {
+      finished_ = true;
+      Finish(ToGrpcStatus(final_status_));
+    }
+  }
+
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    final_status_ = status;
+    outbox_.clear();
+    pending_.clear();
+    order_.clear();
+    early_.clear();
+    PumpLocked();
+  }
+
+  RoleServiceImpl* const service_;
+  // Set once in Start (under mu_), read in OnDone after every reaction.
+  std::unique_ptr<RoleWatch> watch_;
+
+  absl::Mutex mu_;
+  bool snapshot_done_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<RoleEvent> early_ ABSL_GUARDED_BY(mu_);
+  // Per role: the newest version accepted (sent or pending).
+  absl::flat_hash_map<std::string, int64_t> known_version_ ABSL_GUARDED_BY(mu_);
+  // Per role: the state last sent (for previous_state).
+  absl::flat_hash_map<std::string, std::string> sent_state_
+      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, RoleEvent> pending_ ABSL_GUARDED_BY(mu_);
+  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
+  std::deque<WatchRolesResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  WatchRolesResponse current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+RoleServiceImpl::~RoleServiceImpl() = default;
+
+void RoleServiceImpl::Untrack(WatchReactor* reactor) {
+  absl::MutexLock lock(&mu_);
+  watches_.erase(reactor);
+}
+
+int RoleServiceImpl::ActiveWatches() {
+  absl::MutexLock lock(&mu_);
+  return static_cast<int>(watches_.size());
+}
+
+void RoleServiceImpl::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  // A reactor's OnDone waits on mu_ (Untrack) before it deletes itself, so
+  // every reactor in the set stays alive while it is ended here.
+  for (WatchReactor* reactor : watches_) reactor->End(ShuttingDown());
+}
+
+grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
+    grpc::CallbackServerContext* context,
+    const hub::v1::WatchRolesRequest* request) {
+  auto* reactor = new WatchReactor(this);
+  absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
+  {
+    absl::MutexLock lock(&mu_);
+    if (shutting_down_) filter = ShuttingDown();
+    if (filter.ok()) watches_.insert(reactor);
+  }
+  if (!filter.ok()) {
+    reactor->End(filter.status());
+    return reactor;
+  }
+  reactor->Start(*filter);
+  return reactor;
+}
+
+}  // namespace hub

@@ -1,0 +1,726 @@
+#include "registry/activator.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+using storage::RoleRecord;
+
+constexpr char kAckSchema[] = "tfx.role-activation-ack.v1";
+constexpr char kActivationSchema[] = "tfx.role-activation.v1";
+
+const std::set<std::string>& KnownTriggers() {
+  static const auto* triggers = new std::set<std::string>{
+      "session_start",    "publish_no_holder", "lease_expired",
+      "restart_recovery", "hygiene_changed",   "charter_issued",
+      "manual",           "holder_offline",    "candidate_changed"};
+  return *triggers;
+}
+
+RoleKeyRef WireRef(const std::string& wire) {
+  RoleKeyRef ref;
+  ref.wire = wire;
+  return ref;
+}
+
+absl::Status StaleEpoch(const RoleRecord& row, absl::string_view why) {
+  absl::Status s = FailedPreconditionError(
+      "STALE_EPOCH", absl::StrCat("activation is not current: ", why));
+  s = WithMetadata(std::move(s), "role_key_wire", row.role_key_wire);
+  s = WithMetadata(std::move(s), "epoch", absl::StrCat(row.epoch));
+  s = WithMetadata(std::move(s), "activation_seq",
+                   absl::StrCat(row.activation_seq));
+  s = WithMetadata(std::move(s), "activation_id",
+                   row.activation_id.value_or(""));
+  return WithMetadata(std::move(s), "state", row.state);
+}
+
+// Locators as hub stored them (validated at registration): read back
+// leniently; the usability filter decides what the activator may use.
+std::vector<TransportLocator> StoredLocators(const std::string& json_text) {
+  std::vector<TransportLocator> out;
+  nlohmann::json value = nlohmann::json::parse(json_text, nullptr, false);
+  if (!value.is_array()) return out;
+  for (const auto& v : value) {
+    if (!v.is_object()) continue;
+    TransportLocator l;
+    l.schema_version = v.value("schema_version", "");
+    l.transport_id = v.value("transport_id", "");
+    l.kind = v.value("kind", "");
+    l.host_id = v.value("host_id", "");
+    if (v.contains("capabilities") && v["capabilities"].is_array()) {
+      for (const auto& c : v["capabilities"]) {
+        if (c.is_string()) l.capabilities.push_back(c.get<std::string>());
+      }
+    }
+    if (v.contains("priority") && v["priority"].is_number_integer()) {
+      l.priority = v["priority"].get<int64_t>();
+    }
+    if (v.contains("expires_at_ms") && v["expires_at_ms"].is_number_integer()) {
+      l.expires_at_ms = v["expires_at_ms"].get<int64_t>();
+    }
+    const nlohmann::json loc = v.contains("locator") && v["locator"].is_object()
+                                   ? v["locator"]
+                                   : nlohmann::json::object();
+    if (l.kind == kKindTmux) {
+      l.locator = TmuxLocator{loc.value("session_name", ""),
+                              loc.value("mux_server_id", "")};
+    } else {
+      ClaudeUdsLocator uds;
+      if (loc.contains("session_id") && loc["session_id"].is_string()) {
+        uds.session_id = loc["session_id"].get<std::string>();
+      }
+      if (loc.contains("short") && loc["short"].is_string()) {
+        uds.short_id = loc["short"].get<std::string>();
+      }
+      uds.bridge_id = loc.value("bridge_id", "");
+      l.locator = uds;
+    }
+    out.push_back(std::move(l));
+  }
+  return out;
+}
+
+std::vector<std::string> JsonStrings(const std::string& json_text) {
+  std::vector<std::string> out;
+  nlohmann::json value = nlohmann::json::parse(json_text, nullptr, false);
+  if (!value.is_array()) return out;
+  for (const auto& v : value) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+}  // namespace
+
+absl::string_view EnsureDispositionName(EnsureDisposition disposition) {
+  switch (disposition) {
+    case EnsureDisposition::kStarted:
+      return "started";
+    case EnsureDisposition::kJoined:
+      return "joined";
+    case EnsureDisposition::kAlreadyActive:
+      return "already_active";
+    case EnsureDisposition::kManagerDisabled:
+      return "manager_disabled";
+    case EnsureDisposition::kScopeClosed:
+      return "scope_closed";
+    case EnsureDisposition::kNoCandidate:
+      return "no_candidate";
+  }
+  return "unknown";
+}
+
+std::string ActivationEnvelopeJson(const ActivationEnvelope& e) {
+  nlohmann::ordered_json key;
+  key["project_id"] = e.role_key.project_id;
+  key["role_kind"] = std::string(RoleKindName(e.role_key.kind));
+  if (e.role_key.kind == RoleKind::kLead) key["scope_id"] = e.role_key.scope_id;
+  nlohmann::ordered_json j;
+  j["schema"] = kActivationSchema;
+  j["role_key"] = key;
+  j["role_key_wire"] = e.role_key_wire;
+  j["epoch"] = e.epoch;
+  j["activation_seq"] = e.activation_seq;
+  j["activation_id"] = e.activation_id;
+  j["charter_version"] = e.charter_version;
+  j["holder_cli"] = e.holder_cli;
+  j["holder_agent_id"] = e.holder_agent_id;
+  j["ack_deadline_ms"] = e.ack_deadline_ms;
+  return j.dump();
+}
+
+Activator::Activator(RoleRegistry* roles, PresenceRegistry* presence,
+                     StreamReach* streams, const Clock* clock,
+                     ActivatorOptions options)
+    : roles_(roles),
+      presence_(presence),
+      streams_(streams),
+      clock_(clock),
+      options_(std::move(options)) {
+  if (!options_.executor) {
+    options_.executor = [](std::function<void()> work) { work(); };
+  }
+  if (!options_.random_unit) options_.random_unit = [] { return 0.5; };
+}
+
+Activator::~Activator() = default;
+
+void Activator::AddAdapter(std::unique_ptr<TransportAdapter> adapter) {
+  absl::MutexLock lock(&mu_);
+  const std::string kind(adapter->kind());
+  adapters_[kind] = std::move(adapter);
+}
+
+std::string Activator::CharterVersion(RoleKind kind) const {
+  return kind == RoleKind::kCto ? options_.config.cto_charter_version
+                                : options_.config.lead_charter_version;
+}
+
+bool Activator::ManagerEnabled(RoleKind kind) const {
+  return kind == RoleKind::kCto ? options_.cto_manager_enabled
+                                : options_.lead_manager_enabled;
+}
+
+void Activator::Land(const std::string& wire) {
+  absl::MutexLock lock(&mu_);
+  flying_.erase(wire);
+}
+
+absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
+  if (KnownTriggers().count(request.trigger) == 0 || request.cause_id.empty()) {
+    return InvalidArgumentError(
+        "ENSURE_ROLE_REQUEST_INVALID",
+        "an ensure needs a known trigger and a non-empty cause_id");
+  }
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(request.role);
+  if (!key.ok()) return key.status();
+  bool joined = false;
+  {
+    absl::MutexLock lock(&mu_);
+    joined = !flying_.insert(key->wire).second;
+  }
+  if (joined) {
+    EnsureReceipt receipt;
+    receipt.accepted = true;
+    receipt.disposition = EnsureDisposition::kJoined;
+    receipt.trigger = request.trigger;
+    receipt.cause_id = request.cause_id;
+    absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key->wire));
+    if (row.ok()) receipt.role = *row;
+    return receipt;
+  }
+  absl::StatusOr<EnsureReceipt> receipt = Decide(*key, request);
+  // A started flight lands itself; every other outcome lands here.
+  if (!receipt.ok() || receipt->disposition != EnsureDisposition::kStarted) {
+    Land(key->wire);
+  }
+  return receipt;
+}
+
+absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
+                                                const EnsureRequest& request) {
+  const int64_t now = UnixMillis(clock_->Now());
+  absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key.wire));
+  if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
+    ReserveInput create;
+    create.role = WireRef(key.wire);
+    create.patch.state = "electable";
+    create.patch.last_reason = "role_created";
+    absl::StatusOr<ReserveResult> created = roles_->Reserve(create);
+    if (!created.ok()) return created.status();
+    row = created->role;
+  }
+  if (!row.ok()) return row.status();
+
+  EnsureReceipt receipt;
+  receipt.trigger = request.trigger;
+  receipt.cause_id = request.cause_id;
+  receipt.accepted = true;
+  receipt.role = *row;
+
+  if (!ManagerEnabled(key.key.kind)) {
+    receipt.accepted = false;
+    receipt.disposition = EnsureDisposition::kManagerDisabled;
+    if (row->holder_agent_id || row->activation_id || row->state == "active" ||
+        row->state == "elected-probing") {
+      absl::StatusOr<RoleRecord> fenced =
+          Fence(key, *row, "manager_disabled", "manager_disabled");
+      if (fenced.ok()) receipt.role = *fenced;
+    }
+    return receipt;
+  }
+  if (row->state == "active" && row->holder_agent_id.has_value() &&
+      row->charter_acked_epoch == row->epoch &&
+      row->charter_version == CharterVersion(key.key.kind) &&
+      request.trigger != "charter_issued") {
+    absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
+    if (holder.ok() && holder->record.status == "online" &&
+        holder->record.lease_expires_ms > now) {
+      receipt.disposition = EnsureDisposition::kAlreadyActive;
+      return receipt;
+    }
+  }
+  if (row->state == "elected-probing" && row->activation_id.has_value() &&
+      row->activation_deadline_ms.value_or(0) > now) {
+    receipt.disposition = EnsureDisposition::kJoined;
+    return receipt;
+  }
+  if ((row->state == "unreachable" || row->state == "quarantined") &&
+      row->next_probe_ms.value_or(0) > now) {
+    receipt.disposition = EnsureDisposition::kJoined;
+    return receipt;
+  }
+  return ReserveNext(key, *row, request, {});
+}
+
+std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {
+  std::vector<CandidateFacts> facts;
+  CandidateListInput list;
+  list.role = WireRef(key.wire);
+  list.page_size = 1000;
+  std::set<std::string> kinds;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [kind, adapter] : adapters_) {
+      if (disabled_kinds_.count(kind) == 0) kinds.insert(kind);
+    }
+  }
+  const int64_t now = UnixMillis(clock_->Now());
+  while (true) {
+    absl::StatusOr<CandidatePage> page = roles_->ListCandidates(list);
+    if (!page.ok()) break;
+    for (const storage::CandidateRecord& c : page->candidates) {
+      CandidateFacts f;
+      f.agent_id = c.agent_id;
+      f.excluded_until_ms = c.excluded_until_ms;
+      absl::StatusOr<AgentView> agent = presence_->Get(c.agent_id);
+      if (agent.ok()) {
+        f.agent_exists = true;
+        f.agent_live = agent->record.status == "online" &&
+                       agent->record.lease_expires_ms > now;
+        f.agent_project_id = agent->record.project_id;
+        f.agent_capabilities = JsonStrings(agent->record.capabilities_json);
+        f.stream_attached = streams_->Attached(c.agent_id);
+        for (TransportLocator& l :
+             StoredLocators(agent->record.transport_locators_json)) {
+          if (LocatorUsable(l, now, options_.local_host_id, kinds)) {
+            f.usable_locators.push_back(std::move(l));
+          }
+        }
+      }
+      facts.push_back(std::move(f));
+    }
+    if (page->next_page_token.empty()) break;
+    list.page_token = page->next_page_token;
+  }
+  return facts;
+}
+
+absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
+    const ResolvedRoleKey& key, const RoleRecord& row,
+    const EnsureRequest& request, const std::set<std::string>& tried) {
+  const int64_t now = UnixMillis(clock_->Now());
+  EnsureReceipt receipt;
+  receipt.trigger = request.trigger;
+  receipt.cause_id = request.cause_id;
+  receipt.accepted = true;
+  std::vector<CandidateFacts> facts = Candidates(key);
+  std::optional<size_t> pick = FirstEligible(facts, now, key.key.project_id,
+                                             RoleKindName(key.key.kind), tried);
+  if (!pick.has_value()) {
+    // Nobody can take it: no authority may remain, and the row says why.
+    absl::StatusOr<RoleRecord> blocked =
+        Fence(key, row, "no_candidate", "no_candidate");
+    if (!blocked.ok()) return blocked.status();
+    receipt.role = *blocked;
+    receipt.disposition = EnsureDisposition::kNoCandidate;
+    return receipt;
+  }
+  const std::string holder = facts[*pick].agent_id;
+  absl::StatusOr<AgentView> agent = presence_->Get(holder);
+  ReserveInput reserve;
+  reserve.role = WireRef(key.wire);
+  reserve.expected_version = row.version;
+  reserve.expected_epoch = row.epoch;
+  RolePatchInput& p = reserve.patch;
+  p.state = "elected-probing";
+  p.holder_agent_id = holder;
+  if (row.holder_agent_id.has_value() && row.holder_agent_id != holder) {
+    p.previous_holder_agent_id = row.holder_agent_id;
+  } else {
+    p.previous_holder_agent_id = row.previous_holder_agent_id;
+  }
+  p.activation_deadline_ms =
+      now + absl::ToInt64Milliseconds(options_.config.activation_ack_timeout);
+  if (agent.ok()) p.holder_lease_expires_ms = agent->record.lease_expires_ms;
+  p.charter_version = CharterVersion(key.key.kind);
+  p.retry_count = row.retry_count;
+  p.last_reason = "candidate_selected";
+  // Written: the fields above; cleared: the old activation's leftovers.
+  // activation_id is left out so the store mints a new one for the holder.
+  p.update_mask = {"state",
+                   "holder_agent_id",
+                   "previous_holder_agent_id",
+                   "activation_deadline",
+                   "holder_lease_expires_at",
+                   "charter_version",
+                   "charter_acked_epoch",
+                   "retry_count",
+                   "next_probe_at",
+                   "blocked_reason",
+                   "last_reason"};
+  absl::StatusOr<ReserveResult> reserved = roles_->Reserve(reserve);
+  if (!reserved.ok()) {
+    if (reserved.status().code() == absl::StatusCode::kAborted ||
+        reserved.status().code() == absl::StatusCode::kFailedPrecondition) {
+      return ReasonError(absl::StatusCode::kAborted,
+                         "ROLE_RESERVATION_CONFLICT",
+                         absl::StrCat("role ", key.wire,
+                                      " changed while it was being reserved"));
+    }
+    return reserved.status();
+  }
+  receipt.role = reserved->role;
+  receipt.disposition = EnsureDisposition::kStarted;
+  std::set<std::string> now_tried = tried;
+  now_tried.insert(holder);
+  options_.executor(
+      [this, key, role = reserved->role, now_tried, trigger = request.trigger] {
+        Fly(key, role, now_tried, trigger);
+      });
+  return receipt;
+}
+
+bool Activator::Gate(const RoleRecord& reserved) {
+  absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(reserved.role_key_wire));
+  return row.ok() && row->version == reserved.version &&
+         row->epoch == reserved.epoch &&
+         row->activation_seq == reserved.activation_seq &&
+         row->activation_id == reserved.activation_id;
+}
+
+void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
+                    std::set<std::string> tried, std::string trigger) {
+  const std::string holder = reserved.holder_agent_id.value_or("");
+  ActivationEnvelope envelope;
+  envelope.role_key = key.key;
+  envelope.role_key_wire = key.wire;
+  envelope.epoch = reserved.epoch;
+  envelope.activation_seq = reserved.activation_seq;
+  envelope.activation_id = reserved.activation_id.value_or("");
+  envelope.charter_version = reserved.charter_version.value_or("");
+  envelope.holder_agent_id = holder;
+  envelope.ack_deadline_ms = reserved.activation_deadline_ms.value_or(0);
+  absl::StatusOr<AgentView> agent = presence_->Get(holder);
+  if (agent.ok()) envelope.holder_cli = agent->record.cli;
+
+  // The presence stream first: an attached stream is a live, answering
+  // peer (HTTP/2 keepalive), so delivery is both probe and wake.
+  if (streams_->Attached(holder)) {
+    if (!Gate(reserved)) return Land(key.wire);
+    if (streams_->Deliver(holder, envelope)) return Land(key.wire);
+  }
+  std::string code = "target_not_found";
+  const int64_t now = UnixMillis(clock_->Now());
+  std::set<std::string> kinds;
+  {
+    absl::MutexLock lock(&mu_);
+    for (const auto& [kind, adapter] : adapters_) {
+      if (disabled_kinds_.count(kind) == 0) kinds.insert(kind);
+    }
+  }
+  const std::vector<TransportLocator> locators =
+      agent.ok() ? StoredLocators(agent->record.transport_locators_json)
+                 : std::vector<TransportLocator>();
+  const std::string json = ActivationEnvelopeJson(envelope);
+  for (const TransportLocator& locator : locators) {
+    if (!LocatorUsable(locator, now, options_.local_host_id, kinds)) continue;
+    TransportAdapter* adapter = nullptr;
+    {
+      absl::MutexLock lock(&mu_);
+      if (disabled_kinds_.count(locator.kind) > 0) continue;
+      adapter = adapters_[locator.kind].get();
+    }
+    if (!Gate(reserved)) return Land(key.wire);
+    TransportResult probe =
+        adapter->Probe(locator, options_.config.probe_timeout);
+    if (probe.code == kProbeAdapterUnavailable) {
+      absl::MutexLock lock(&mu_);
+      disabled_kinds_.insert(locator.kind);  // only this kind, not the agent
+      continue;
+    }
+    if (!probe.ok()) {
+      code = probe.code;
+      continue;
+    }
+    if (!Gate(reserved)) return Land(key.wire);
+    TransportResult wake =
+        adapter->Wake(locator, json, options_.config.probe_timeout);
+    if (wake.ok()) {
+      ProbeReportInput ok;
+      ok.role = WireRef(key.wire);
+      ok.agent_id = holder;
+      ok.code = "ok";
+      ok.transport_id = locator.transport_id;
+      (void)roles_->ReportProbe(ok);
+      return Land(key.wire);  // awaiting the ACK
+    }
+    code = wake.code;
+  }
+  CandidateFailed(key, reserved, code, std::move(tried), trigger);
+}
+
+void Activator::CandidateFailed(const ResolvedRoleKey& key,
+                                const RoleRecord& reserved,
+                                const std::string& code,
+                                std::set<std::string> tried,
+                                const std::string& trigger) {
+  const std::string holder = reserved.holder_agent_id.value_or("");
+  ProbeReportInput report;
+  report.role = WireRef(key.wire);
+  report.agent_id = holder;
+  report.code = code;
+  absl::StatusOr<storage::CandidateRecord> candidate =
+      roles_->ReportProbe(report);
+  CasInput cas;
+  cas.role = WireRef(key.wire);
+  cas.expected_version = reserved.version;
+  cas.expected_epoch = reserved.epoch;
+  cas.expected_activation_seq = reserved.activation_seq;
+  cas.expected_activation_id = reserved.activation_id;
+  RolePatchInput& p = cas.patch;
+  p.state = "unreachable";
+  p.previous_holder_agent_id = holder;
+  p.retry_count = reserved.retry_count + 1;
+  if (candidate.ok()) p.next_probe_ms = candidate->excluded_until_ms;
+  p.last_reason = code;
+  p.update_mask = {"state",
+                   "holder_agent_id",
+                   "previous_holder_agent_id",
+                   "activation_id",
+                   "activation_deadline",
+                   "holder_lease_expires_at",
+                   "charter_acked_epoch",
+                   "retry_count",
+                   "next_probe_at",
+                   "last_reason"};
+  absl::StatusOr<RoleRecord> unreachable = roles_->CompareAndSet(cas);
+  if (!unreachable.ok()) return Land(key.wire);  // someone newer owns it
+  // Fail over to the next eligible candidate with a new reservation.
+  EnsureRequest again;
+  again.role = WireRef(key.wire);
+  again.trigger = trigger;
+  again.cause_id = absl::StrCat("failover:", key.wire, ":", unreachable->epoch);
+  std::vector<CandidateFacts> facts = Candidates(key);
+  if (FirstEligible(facts, UnixMillis(clock_->Now()), key.key.project_id,
+                    RoleKindName(key.key.kind), tried)
+          .has_value()) {
+    absl::StatusOr<EnsureReceipt> next =
+        ReserveNext(key, *unreachable, again, tried);
+    if (next.ok() && next->disposition == EnsureDisposition::kStarted) return;
+    return Land(key.wire);
+  }
+  if (candidate.ok() && candidate->consecutive_probe_failures >=
+                            options_.config.max_probe_failures) {
+    CasInput quarantine;
+    quarantine.role = WireRef(key.wire);
+    quarantine.expected_version = unreachable->version;
+    quarantine.expected_epoch = unreachable->epoch;
+    quarantine.expected_activation_seq = unreachable->activation_seq;
+    quarantine.expected_activation_id = unreachable->activation_id;
+    quarantine.patch.state = "quarantined";
+    quarantine.patch.last_reason = "candidates_excluded";
+    (void)roles_->CompareAndSet(quarantine);
+  }
+  Land(key.wire);
+}
+
+absl::StatusOr<RoleRecord> Activator::Fence(
+    const ResolvedRoleKey& key, const RoleRecord& row,
+    const std::string& reason, std::optional<std::string> blocked) {
+  const bool has_authority = row.holder_agent_id || row.activation_id ||
+                             row.state == "active" ||
+                             row.state == "elected-probing";
+  if (!has_authority) {
+    if (row.blocked_reason == blocked) return row;
+    CasInput cas;
+    cas.role = WireRef(key.wire);
+    cas.expected_version = row.version;
+    cas.expected_epoch = row.epoch;
+    cas.expected_activation_seq = row.activation_seq;
+    cas.expected_activation_id = row.activation_id;
+    cas.patch.blocked_reason = blocked;
+    cas.patch.last_reason = reason;
+    cas.patch.update_mask = {"blocked_reason", "last_reason"};
+    return roles_->CompareAndSet(cas);
+  }
+  ReserveInput fence;
+  fence.role = WireRef(key.wire);
+  fence.expected_version = row.version;
+  fence.expected_epoch = row.epoch;
+  RolePatchInput& p = fence.patch;
+  p.state = "electable";
+  p.previous_holder_agent_id =
+      row.holder_agent_id ? row.holder_agent_id : row.previous_holder_agent_id;
+  p.blocked_reason = blocked;
+  p.last_reason = reason;
+  p.update_mask = {"state",
+                   "holder_agent_id",
+                   "previous_holder_agent_id",
+                   "activation_id",
+                   "activation_deadline",
+                   "holder_lease_expires_at",
+                   "charter_acked_epoch",
+                   "next_probe_at",
+                   "blocked_reason",
+                   "last_reason"};
+  absl::StatusOr<ReserveResult> fenced = roles_->Reserve(fence);
+  if (!fenced.ok()) return fenced.status();
+  return fenced->role;
+}
+
+absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
+  auto invalid = [](absl::string_view why) {
+    return InvalidArgumentError("ACTIVATION_ACK_INVALID", why);
+  };
+  if (ack.schema != kAckSchema)
+    return invalid("schema must be tfx.role-activation-ack.v1");
+  if (!ack.reachable) return invalid("reachable must be true");
+  if (!ack.has_charter_ack) return invalid("charter_ack is required");
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ack.role);
+  if (!key.ok()) return invalid(key.status().message());
+  absl::StatusOr<ResolvedRoleKey> charter_key =
+      ResolveRoleKey(ack.charter_role);
+  if (!charter_key.ok()) return invalid(charter_key.status().message());
+
+  absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key->wire));
+  if (charter_key->wire != key->wire || !row.ok()) {
+    if (row.ok()) return StaleEpoch(*row, "the charter names another role");
+    return FailedPreconditionError("STALE_EPOCH", "the role does not exist");
+  }
+  if (!ManagerEnabled(key->key.kind)) {
+    (void)Fence(*key, *row, "manager_disabled", "manager_disabled");
+    return StaleEpoch(*row, "the role's manager is disabled");
+  }
+  if (ack.epoch != row->epoch || ack.activation_seq != row->activation_seq ||
+      ack.activation_id != row->activation_id.value_or("") ||
+      ack.charter_epoch != row->epoch) {
+    return StaleEpoch(*row, "epoch, activation_seq or activation_id moved on");
+  }
+  if (ack.holder_agent_id != row->holder_agent_id.value_or("") ||
+      ack.principal_agent_id != row->holder_agent_id.value_or("")) {
+    absl::Status s = FailedPreconditionError(
+        "HOLDER_MISMATCH", "only the reserved holder may acknowledge");
+    return WithMetadata(std::move(s), "holder_agent_id",
+                        row->holder_agent_id.value_or(""));
+  }
+  if (ack.charter_version != row->charter_version.value_or("") ||
+      ack.charter_version != CharterVersion(key->key.kind)) {
+    return FailedPreconditionError(
+        "CHARTER_VERSION_MISMATCH",
+        absl::StrCat("the current charter is ", CharterVersion(key->key.kind)));
+  }
+  const int64_t now = UnixMillis(clock_->Now());
+  absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
+  if (!holder.ok() || holder->record.status != "online" ||
+      holder->record.lease_expires_ms <= now) {
+    return FailedPreconditionError("HOLDER_LEASE_EXPIRED",
+                                   "the holder is not present");
+  }
+  if (row->state == "active" && row->charter_acked_epoch == row->epoch) {
+    return AckOutcome{true, *row};
+  }
+  if (row->state != "elected-probing") {
+    return StaleEpoch(*row, "the role is not awaiting an activation");
+  }
+  CasInput cas;
+  cas.role = WireRef(key->wire);
+  cas.expected_version = row->version;
+  cas.expected_epoch = row->epoch;
+  cas.expected_activation_seq = row->activation_seq;
+  cas.expected_activation_id = row->activation_id;
+  cas.patch.state = "active";
+  cas.patch.charter_acked_epoch = row->epoch;
+  cas.patch.holder_lease_expires_ms = holder->record.lease_expires_ms;
+  cas.patch.retry_count = 0;
+  cas.patch.last_reason = "activation_acked";
+  cas.patch.update_mask = {"state",
+                           "charter_acked_epoch",
+                           "holder_lease_expires_at",
+                           "activation_deadline",
+                           "blocked_reason",
+                           "next_probe_at",
+                           "retry_count",
+                           "last_reason"};
+  absl::StatusOr<RoleRecord> active = roles_->CompareAndSet(cas);
+  if (!active.ok()) return StaleEpoch(*row, "lost the race to another change");
+  return AckOutcome{false, *active};
+}
+
+void Activator::OnAgentGone(const std::string& agent_id,
+                            AgentGoneReason reason) {
+  RoleListFilter filter;
+  filter.states = {"active", "elected-probing"};
+  std::string token;
+  std::vector<RoleRecord> held;
+  while (true) {
+    absl::StatusOr<RolePage> page = roles_->List(filter, 1000, token);
+    if (!page.ok()) break;
+    for (const RoleRecord& r : page->roles) {
+      if (r.holder_agent_id == agent_id) held.push_back(r);
+    }
+    if (page->next_page_token.empty()) break;
+    token = page->next_page_token;
+  }
+  for (const RoleRecord& r : held) {
+    RoleKeyRef ref = WireRef(r.role_key_wire);
+    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
+    if (!key.ok()) continue;
+    if (!Fence(*key, r, "holder_offline", std::nullopt).ok()) continue;
+    EnsureRequest again;
+    again.role = ref;
+    again.trigger = "holder_offline";
+    again.cause_id =
+        absl::StrCat("gone:", agent_id, ":", AgentGoneReasonName(reason));
+    (void)Ensure(again);
+  }
+}
+
+void Activator::Tick() {
+  const int64_t now = UnixMillis(clock_->Now());
+  RoleListFilter filter;
+  filter.states = {"elected-probing", "active", "unreachable", "quarantined"};
+  std::string token;
+  std::vector<RoleRecord> rows;
+  while (true) {
+    absl::StatusOr<RolePage> page = roles_->List(filter, 1000, token);
+    if (!page.ok()) return;
+    rows.insert(rows.end(), page->roles.begin(), page->roles.end());
+    if (page->next_page_token.empty()) break;
+    token = page->next_page_token;
+  }
+  for (const RoleRecord& r : rows) {
+    absl::StatusOr<ResolvedRoleKey> key =
+        ResolveRoleKey(WireRef(r.role_key_wire));
+    if (!key.ok()) continue;
+    {
+      absl::MutexLock lock(&mu_);
+      if (flying_.count(r.role_key_wire) > 0) continue;
+    }
+    if (r.state == "elected-probing" && r.activation_deadline_ms.has_value() &&
+        *r.activation_deadline_ms <= now) {
+      bool mine = false;
+      {
+        absl::MutexLock lock(&mu_);
+        mine = flying_.insert(r.role_key_wire).second;
+      }
+      if (mine) CandidateFailed(*key, r, "ack_timeout", {}, "hygiene_changed");
+      continue;
+    }
+    if ((r.state == "unreachable" || r.state == "quarantined") &&
+        r.next_probe_ms.value_or(0) <= now) {
+      EnsureRequest retry;
+      retry.role = WireRef(r.role_key_wire);
+      retry.trigger = "hygiene_changed";
+      retry.cause_id = absl::StrCat("retry:", r.role_key_wire, ":", r.epoch);
+      (void)Ensure(retry);
+      continue;
+    }
+    if ((r.state == "active" || r.state == "elected-probing") &&
+        r.holder_agent_id.has_value()) {
+      absl::StatusOr<AgentView> holder = presence_->Get(*r.holder_agent_id);
+      const bool live = holder.ok() && holder->record.status == "online" &&
+                        holder->record.lease_expires_ms > now;
+      if (!live) OnAgentGone(*r.holder_agent_id, AgentGoneReason::kOffline);
+    }
+  }
+}
+
+}  // namespace hub

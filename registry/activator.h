@@ -1,0 +1,190 @@
+// Activator: makes a role active under exactly one holder, and keeps it so.
+//
+// Responsible for EnsureRole (singleflight per role, the dispositions of
+// TRIFLUX-HUB §5.8), choosing an eligible candidate, reserving the role (a
+// new epoch), reaching the holder (its presence stream first, else its
+// transport locators through adapters), the activation ACK and its checks,
+// ACK timeouts, candidate failure accounting with backoff and quarantine,
+// and failover when a holder is gone. Not responsible for the fences (the
+// store's SQL), validation of role writes (RoleRegistry, through which every
+// write goes so watchers see it), or gRPC. See docs/design/activator.md.
+//
+// Nothing here sleeps or owns a thread: I/O runs on the injected executor and
+// time-driven work runs in Tick(), so tests drive it with a FakeClock and an
+// inline executor, step by step. Thread-safe.
+#ifndef HUB_REGISTRY_ACTIVATOR_H_
+#define HUB_REGISTRY_ACTIVATOR_H_
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "registry/activation_envelope.h"
+#include "registry/activation_policy.h"
+#include "registry/clock.h"
+#include "registry/presence.h"
+#include "registry/role_registry.h"
+#include "registry/transport_adapter.h"
+
+namespace hub {
+
+enum class EnsureDisposition {
+  kStarted,
+  kJoined,
+  kAlreadyActive,
+  kManagerDisabled,
+  kScopeClosed,
+  kNoCandidate,
+};
+absl::string_view EnsureDispositionName(EnsureDisposition disposition);
+
+struct EnsureRequest {
+  RoleKeyRef role;
+  // session_start, publish_no_holder, lease_expired, restart_recovery,
+  // hygiene_changed, charter_issued, manual, holder_offline,
+  // candidate_changed (ENSURE_ROLE_REQUEST_INVALID otherwise).
+  std::string trigger;
+  std::string cause_id;  // non-empty (ENSURE_ROLE_REQUEST_INVALID)
+};
+
+struct EnsureReceipt {
+  bool accepted = false;
+  EnsureDisposition disposition = EnsureDisposition::kJoined;
+  storage::RoleRecord role;  // the row after the decision
+  std::string trigger;
+  std::string cause_id;
+};
+
+// `tfx.role-activation-ack.v1`, as the holder sends it.
+struct ActivationAck {
+  std::string schema;  // "tfx.role-activation-ack.v1"
+  std::string activation_id;
+  RoleKeyRef role;
+  int64_t epoch = 0;
+  int64_t activation_seq = 0;
+  std::string holder_agent_id;
+  bool reachable = false;
+  bool has_charter_ack = false;
+  RoleKeyRef charter_role;
+  int64_t charter_epoch = 0;
+  std::string charter_version;
+  // The agent the call is authenticated as (the stream's agent, or the
+  // unary call's agent_id).
+  std::string principal_agent_id;
+};
+
+struct AckOutcome {
+  bool idempotent = false;
+  storage::RoleRecord role;
+};
+
+// How the activator reaches an agent over its presence stream.
+class StreamReach {
+ public:
+  virtual ~StreamReach() = default;
+  // Whether `agent_id` has a presence stream attached.
+  virtual bool Attached(const std::string& agent_id) = 0;
+  // Pushes the activation to the agent's stream; false if it is not there.
+  virtual bool Deliver(const std::string& agent_id,
+                       const ActivationEnvelope& envelope) = 0;
+};
+
+// StreamReach over the presence registry's attached streams.
+class PresenceStreamReach final : public StreamReach {
+ public:
+  explicit PresenceStreamReach(PresenceRegistry* presence)
+      : presence_(presence) {}
+  bool Attached(const std::string& agent_id) override {
+    return presence_->StreamAttached(agent_id);
+  }
+  bool Deliver(const std::string& agent_id,
+               const ActivationEnvelope& envelope) override {
+    return presence_->DeliverActivation(agent_id, envelope);
+  }
+
+ private:
+  PresenceRegistry* const presence_;
+};
+
+struct ActivatorOptions {
+  ActivatorConfig config;
+  // This host's id: locators of other hosts are not usable here. nullopt:
+  // accept any host (single-host deployments).
+  std::optional<std::string> local_host_id;
+  // Runs I/O work (probes, wakes) off the caller's thread. Default: inline.
+  std::function<void(std::function<void()>)> executor;
+  // Uniform in [0, 1] for backoff jitter. Default: 0.5 (no jitter).
+  std::function<double()> random_unit;
+  // Per-kind managers (the kill switch): a disabled kind's ensures fence
+  // the role and report manager_disabled.
+  bool cto_manager_enabled = true;
+  bool lead_manager_enabled = true;
+};
+
+class Activator {
+ public:
+  // Everything injected must outlive the activator.
+  Activator(RoleRegistry* roles, PresenceRegistry* presence,
+            StreamReach* streams, const Clock* clock, ActivatorOptions options);
+  ~Activator();
+
+  // Registers a transport adapter for its kind (tmux, claude-uds).
+  void AddAdapter(std::unique_ptr<TransportAdapter> adapter);
+
+  absl::StatusOr<EnsureReceipt> Ensure(const EnsureRequest& request);
+  absl::StatusOr<AckOutcome> Ack(const ActivationAck& ack);
+  // The presence registry's gone signal: fences every role the agent holds
+  // (at that generation or older) and ensures it again.
+  void OnAgentGone(const std::string& agent_id, AgentGoneReason reason);
+  // ACK timeouts, due retries, holders whose lease ran out.
+  void Tick();
+
+ private:
+  struct Flight;
+
+  std::string CharterVersion(RoleKind kind) const;
+  bool ManagerEnabled(RoleKind kind) const;
+  absl::StatusOr<EnsureReceipt> Decide(const ResolvedRoleKey& key,
+                                       const EnsureRequest& request);
+  absl::StatusOr<EnsureReceipt> ReserveNext(const ResolvedRoleKey& key,
+                                            const storage::RoleRecord& row,
+                                            const EnsureRequest& request,
+                                            const std::set<std::string>& tried);
+  std::vector<CandidateFacts> Candidates(const ResolvedRoleKey& key);
+  void Fly(ResolvedRoleKey key, storage::RoleRecord reserved,
+           std::set<std::string> tried, std::string trigger);
+  bool Gate(const storage::RoleRecord& reserved);
+  void CandidateFailed(const ResolvedRoleKey& key,
+                       const storage::RoleRecord& reserved,
+                       const std::string& code, std::set<std::string> tried,
+                       const std::string& trigger);
+  absl::StatusOr<storage::RoleRecord> Fence(const ResolvedRoleKey& key,
+                                            const storage::RoleRecord& row,
+                                            const std::string& reason,
+                                            std::optional<std::string> blocked);
+  void Land(const std::string& wire);
+
+  RoleRegistry* const roles_;
+  PresenceRegistry* const presence_;
+  StreamReach* const streams_;
+  const Clock* const clock_;
+  ActivatorOptions options_;
+
+  absl::Mutex mu_;
+  // Roles with a flight in the air (singleflight).
+  std::set<std::string> flying_ ABSL_GUARDED_BY(mu_);
+  std::set<std::string> disabled_kinds_ ABSL_GUARDED_BY(mu_);
+  std::map<std::string, std::unique_ptr<TransportAdapter>> adapters_
+      ABSL_GUARDED_BY(mu_);
+};
+
+}  // namespace hub
+
+#endif  // HUB_REGISTRY_ACTIVATOR_H_

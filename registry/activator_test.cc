@@ -1,0 +1,477 @@
+#include "registry/activator.h"
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "registry/status.h"
+#include "storage/sqlite_store.h"
+#include "storage/test_util.h"
+
+namespace hub {
+namespace {
+
+using storage::RoleRecord;
+using storage::testing::FreshDbPath;
+using storage::testing::OpenOrDie;
+
+constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+
+// A presence stream that records what it is sent.
+class RecordingStream : public PresenceStream {
+ public:
+  void Fence(const absl::Status& status) override {
+    absl::MutexLock lock(&mu_);
+    fences_.push_back(status);
+  }
+  bool DeliverActivation(const ActivationEnvelope& envelope) override {
+    absl::MutexLock lock(&mu_);
+    activations_.push_back(envelope);
+    return true;
+  }
+  std::vector<ActivationEnvelope> activations() {
+    absl::MutexLock lock(&mu_);
+    return activations_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  std::vector<absl::Status> fences_;
+  std::vector<ActivationEnvelope> activations_;
+};
+
+// A transport adapter whose answers the test scripts.
+class ScriptedAdapter : public TransportAdapter {
+ public:
+  explicit ScriptedAdapter(std::string kind) : kind_(std::move(kind)) {}
+  absl::string_view kind() const override { return kind_; }
+  TransportResult Probe(const TransportLocator& l, absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    calls.push_back("probe " + l.transport_id);
+    return {probe_code, ""};
+  }
+  TransportResult Wake(const TransportLocator& l, absl::string_view json,
+                       absl::Duration) override {
+    absl::MutexLock lock(&mu_);
+    calls.push_back("wake " + l.transport_id);
+    woken_with = std::string(json);
+    return {wake_code, ""};
+  }
+  absl::Mutex mu_;
+  std::string probe_code = "ok";
+  std::string wake_code = "ok";
+  std::vector<std::string> calls;
+  std::string woken_with;
+
+ private:
+  std::string kind_;
+};
+
+class ActivatorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = OpenOrDie(FreshDbPath());
+    presence_ = std::make_unique<PresenceRegistry>(
+        store_.get(), &clock_, PresenceConfig(), "instance", "sqlite:test");
+    ASSERT_TRUE(presence_->Recover().ok());
+    roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_);
+    reach_ = std::make_unique<PresenceStreamReach>(presence_.get());
+    activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
+                                             reach_.get(), &clock_, options_);
+    presence_->SetGoneListener(
+        [this](const std::string& id, int64_t, AgentGoneReason reason) {
+          activator_->OnAgentGone(id, reason);
+        });
+  }
+
+  // A registered candidate agent; with a stream unless `stream` is false.
+  std::shared_ptr<RecordingStream> Candidate(const std::string& id,
+                                             bool stream = true,
+                                             const std::string& locators = "") {
+    RegisterInput in;
+    in.agent_id = id;
+    in.cli = "claude";
+    in.capabilities = {"role:cto:candidate"};
+    in.project_id = kProject;
+    in.ttl = absl::Seconds(60);
+    if (!locators.empty()) in.transport_locators_json = locators;
+    absl::StatusOr<AgentView> view = presence_->Register(in);
+    EXPECT_TRUE(view.ok()) << view.status();
+    CandidateUpsertInput c;
+    c.role.wire = Wire();
+    c.agent_id = id;
+    c.patch.source = "operator";
+    EXPECT_TRUE(roles_->UpsertCandidate(c).ok());
+    if (!stream) return nullptr;
+    auto s = std::make_shared<RecordingStream>();
+    EXPECT_TRUE(
+        presence_->Attach(id, view->record.presence_generation, {}, s).ok());
+    return s;
+  }
+
+  std::string Wire() {
+    RoleKeyInput in;
+    in.project_id = kProject;
+    in.role_kind = "cto";
+    return *EncodeRoleKey(*NormalizeRoleKey(in));
+  }
+
+  absl::StatusOr<EnsureReceipt> Ensure(const std::string& trigger = "manual") {
+    EnsureRequest r;
+    r.role.wire = Wire();
+    r.trigger = trigger;
+    r.cause_id = "test";
+    return activator_->Ensure(r);
+  }
+
+  bool Heartbeat(const std::string& id) {
+    HeartbeatInput in;
+    in.agent_id = id;
+    return presence_->Heartbeat(in).ok();
+  }
+
+  RoleRecord Row() { return *roles_->Get(RoleKeyRef{std::nullopt, Wire()}); }
+
+  ActivationAck AckFor(const ActivationEnvelope& e,
+                       const std::string& principal) {
+    ActivationAck a;
+    a.schema = "tfx.role-activation-ack.v1";
+    a.activation_id = e.activation_id;
+    a.role.wire = e.role_key_wire;
+    a.epoch = e.epoch;
+    a.activation_seq = e.activation_seq;
+    a.holder_agent_id = e.holder_agent_id;
+    a.reachable = true;
+    a.has_charter_ack = true;
+    a.charter_role.wire = e.role_key_wire;
+    a.charter_epoch = e.epoch;
+    a.charter_version = e.charter_version;
+    a.principal_agent_id = principal;
+    return a;
+  }
+
+  FakeClock clock_;
+  ActivatorOptions options_;
+  std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<PresenceRegistry> presence_;
+  std::unique_ptr<RoleRegistry> roles_;
+  std::unique_ptr<PresenceStreamReach> reach_;
+  std::unique_ptr<Activator> activator_;
+};
+
+TEST_F(ActivatorTest,
+       WithoutACandidateTheRoleWaitsBlockedAndNothingIsReserved) {
+  absl::StatusOr<EnsureReceipt> r = Ensure();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kNoCandidate);
+  EXPECT_EQ(Row().state, "electable");
+  EXPECT_EQ(Row().blocked_reason, "no_candidate");
+  EXPECT_EQ(Row().epoch, 0);
+}
+
+TEST_F(ActivatorTest,
+       AnAttachedCandidateIsReservedWokenOverItsStreamAndActivatedByItsAck) {
+  auto stream = Candidate("agent-a");
+  absl::StatusOr<EnsureReceipt> r = Ensure("session_start");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.holder_agent_id, "agent-a");
+  EXPECT_EQ(row.epoch, 1);
+  ASSERT_EQ(stream->activations().size(), 1u);
+  const ActivationEnvelope e = stream->activations()[0];
+  EXPECT_EQ(e.epoch, 1);
+  EXPECT_EQ(e.activation_id, row.activation_id.value_or(""));
+  EXPECT_EQ(e.charter_version, "tfx.cto-charter.v1");
+
+  absl::StatusOr<AckOutcome> ack = activator_->Ack(AckFor(e, "agent-a"));
+  ASSERT_TRUE(ack.ok()) << ack.status();
+  EXPECT_FALSE(ack->idempotent);
+  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().charter_acked_epoch, 1);
+  // A repeated ACK changes nothing.
+  absl::StatusOr<AckOutcome> again = activator_->Ack(AckFor(e, "agent-a"));
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->idempotent);
+  EXPECT_EQ(again->role.version, ack->role.version);
+  // And the role is now simply active.
+  EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kAlreadyActive);
+}
+
+TEST_F(ActivatorTest, AckChecksRejectWrongSchemaHolderEpochAndCharter) {
+  auto stream = Candidate("agent-a");
+  Candidate("agent-b");
+  ASSERT_TRUE(Ensure().ok());
+  const ActivationEnvelope e = stream->activations().at(0);
+  ActivationAck bad = AckFor(e, "agent-a");
+  bad.schema = "v0";
+  EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()), "ACTIVATION_ACK_INVALID");
+  bad = AckFor(e, "agent-a");
+  bad.reachable = false;
+  EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()), "ACTIVATION_ACK_INVALID");
+  bad = AckFor(e, "agent-a");
+  bad.epoch = e.epoch + 1;
+  EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()), "STALE_EPOCH");
+  bad = AckFor(e, "agent-a");
+  bad.activation_id = "someone-else";
+  EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()), "STALE_EPOCH");
+  EXPECT_EQ(ReasonOf(activator_->Ack(AckFor(e, "agent-b")).status()),
+            "HOLDER_MISMATCH");
+  bad = AckFor(e, "agent-a");
+  bad.charter_version = "tfx.cto-charter.v0";
+  EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()),
+            "CHARTER_VERSION_MISMATCH");
+  EXPECT_EQ(Row().state, "elected-probing");
+}
+
+TEST_F(ActivatorTest, FiftyConcurrentEnsuresMakeExactlyOneReservation) {
+  auto stream = Candidate("agent-a");
+  std::vector<std::thread> threads;
+  absl::Mutex mu;
+  int started = 0, joined = 0;
+  for (int i = 0; i < 50; ++i) {
+    threads.emplace_back([&] {
+      absl::StatusOr<EnsureReceipt> r = Ensure();
+      ASSERT_TRUE(r.ok()) << r.status();
+      absl::MutexLock lock(&mu);
+      if (r->disposition == EnsureDisposition::kStarted) ++started;
+      if (r->disposition == EnsureDisposition::kJoined) ++joined;
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(started, 1);
+  EXPECT_EQ(joined, 49);
+  EXPECT_EQ(stream->activations().size(), 1u);
+  EXPECT_EQ(Row().epoch, 1);
+}
+
+TEST_F(ActivatorTest, AnAckTimeoutExcludesTheCandidateAndALateAckIsStale) {
+  auto stream = Candidate("agent-a");
+  ASSERT_TRUE(Ensure().ok());
+  const ActivationEnvelope first = stream->activations().at(0);
+  clock_.Advance(absl::Seconds(46));
+  ASSERT_TRUE(Heartbeat("agent-a"));
+  activator_->Tick();
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "unreachable");
+  EXPECT_EQ(row.last_reason, "ack_timeout");
+  EXPECT_EQ(row.retry_count, 1);
+  EXPECT_FALSE(row.activation_id.has_value());
+  ASSERT_TRUE(row.next_probe_ms.has_value());
+  EXPECT_EQ(ReasonOf(activator_->Ack(AckFor(first, "agent-a")).status()),
+            "STALE_EPOCH");
+  // Before the exclusion ends the role waits; after it, a new epoch.
+  EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kJoined);
+  clock_.Set(absl::FromUnixMillis(*row.next_probe_ms));
+  ASSERT_TRUE(Heartbeat("agent-a"));
+  activator_->Tick();
+  ASSERT_EQ(stream->activations().size(), 2u);
+  const ActivationEnvelope second = stream->activations()[1];
+  EXPECT_GT(second.epoch, first.epoch);
+  EXPECT_NE(second.activation_id, first.activation_id);
+  EXPECT_TRUE(activator_->Ack(AckFor(second, "agent-a")).ok());
+  EXPECT_EQ(Row().state, "active");
+}
+
+TEST_F(ActivatorTest,
+       WhenTheHolderIsGoneTheNextCandidateTakesOverWithANewEpoch) {
+  auto a = Candidate("agent-a");
+  auto b = Candidate("agent-b");
+  ASSERT_TRUE(Ensure().ok());
+  ASSERT_EQ(a->activations().size(), 1u);
+  ASSERT_TRUE(activator_->Ack(AckFor(a->activations()[0], "agent-a")).ok());
+  const int64_t active_epoch = Row().epoch;
+  // agent-a deregisters: the presence registry says it is gone.
+  ASSERT_TRUE(presence_->Deregister("agent-a", std::nullopt, {}).ok());
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.holder_agent_id, "agent-b");
+  EXPECT_GT(row.epoch, active_epoch);
+  ASSERT_EQ(b->activations().size(), 1u);
+  // The old holder's late ACK is fenced; the new holder's is accepted.
+  EXPECT_EQ(
+      ReasonOf(
+          activator_->Ack(AckFor(a->activations()[0], "agent-a")).status()),
+      "STALE_EPOCH");
+  EXPECT_TRUE(activator_->Ack(AckFor(b->activations()[0], "agent-b")).ok());
+  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().holder_agent_id, "agent-b");
+}
+
+TEST_F(ActivatorTest, ALocatorCandidateIsProbedAndWokenThroughItsAdapter) {
+  auto tmux = std::make_unique<ScriptedAdapter>("tmux");
+  ScriptedAdapter* adapter = tmux.get();
+  activator_->AddAdapter(std::move(tmux));
+  const int64_t expires = UnixMillis(clock_.Now()) + 50'000;
+  Candidate("agent-t", /*stream=*/false,
+            absl::StrCat(
+                R"([{"schema_version":"tfx.transport-locator.v1",)",
+                R"("transport_id":"trn_t","kind":"tmux","host_id":"hst_h",)",
+                R"("capabilities":["probe","wake","activate"],"priority":1,)",
+                R"("expires_at_ms":)", expires,
+                R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])"));
+  absl::StatusOr<EnsureReceipt> r = Ensure();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
+  EXPECT_EQ(adapter->calls,
+            (std::vector<std::string>{"probe trn_t", "wake trn_t"}));
+  EXPECT_NE(adapter->woken_with.find("\"schema\":\"tfx.role-activation.v1\""),
+            std::string::npos);
+  EXPECT_EQ(Row().state, "elected-probing");
+}
+
+TEST_F(ActivatorTest,
+       AFailedProbeCountsAgainstTheCandidateAndLeavesTheRoleUnreachable) {
+  auto tmux = std::make_unique<ScriptedAdapter>("tmux");
+  tmux->probe_code = "target_not_found";
+  activator_->AddAdapter(std::move(tmux));
+  const int64_t expires = UnixMillis(clock_.Now()) + 50'000;
+  Candidate("agent-t", /*stream=*/false,
+            absl::StrCat(
+                R"([{"schema_version":"tfx.transport-locator.v1",)",
+                R"("transport_id":"trn_t","kind":"tmux","host_id":"hst_h",)",
+                R"("capabilities":["probe","wake","activate"],"priority":1,)",
+                R"("expires_at_ms":)", expires,
+                R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])"));
+  ASSERT_TRUE(Ensure().ok());
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "unreachable");
+  EXPECT_EQ(row.last_reason, "target_not_found");
+  EXPECT_FALSE(row.holder_agent_id.has_value());
+  CandidateListInput list;
+  list.role = RoleKeyRef{std::nullopt, Wire()};
+  absl::StatusOr<CandidatePage> page = roles_->ListCandidates(list);
+  ASSERT_TRUE(page.ok());
+  EXPECT_EQ(page->candidates.at(0).consecutive_probe_failures, 1);
+}
+
+TEST_F(ActivatorTest,
+       ADisabledManagerFencesTheHolderAndReportsManagerDisabled) {
+  auto stream = Candidate("agent-a");
+  ASSERT_TRUE(Ensure().ok());
+  ASSERT_TRUE(
+      activator_->Ack(AckFor(stream->activations()[0], "agent-a")).ok());
+  options_.cto_manager_enabled = false;
+  activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
+                                           reach_.get(), &clock_, options_);
+  absl::StatusOr<EnsureReceipt> r = Ensure();
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->disposition, EnsureDisposition::kManagerDisabled);
+  EXPECT_FALSE(r->accepted);
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "electable");
+  EXPECT_FALSE(row.holder_agent_id.has_value());
+  EXPECT_EQ(row.blocked_reason, "manager_disabled");
+  EXPECT_EQ(stream->activations().size(), 1u);
+}
+
+// Thousands of random steps (ensures, ACKs old and new, deregistrations,
+// re-registrations, stream drops, clock jumps, ticks) with the invariants
+// checked after every step: epochs never go back, an ACK is accepted only for
+// the current epoch and activation, an active role has its holder's ACK for
+// that epoch, and no epoch is ever activated twice.
+TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
+  std::mt19937 random(20261130);
+  const std::vector<std::string> agents = {"agent-0", "agent-1", "agent-2"};
+  std::map<std::string, std::shared_ptr<RecordingStream>> streams;
+  std::map<std::string, int64_t> generations;
+  std::map<std::string, uint64_t> stream_ids;
+  for (const std::string& id : agents) {
+    streams[id] = Candidate(id);
+    generations[id] = store_->GetAgent(id)->presence_generation;
+  }
+  std::vector<ActivationEnvelope> seen;  // every activation ever sent
+  int64_t last_epoch = 0;
+  std::map<int64_t, std::string> activated;  // epoch -> agent
+  int accepted = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const std::string agent = agents[random() % agents.size()];
+    switch (random() % 7) {
+      case 0:
+      case 1:
+        ASSERT_TRUE(Ensure().ok());
+        break;
+      case 2: {  // some activation ever sent is acknowledged by its holder
+        seen.clear();
+        for (const auto& [id, s] : streams) {
+          for (const ActivationEnvelope& e : s->activations())
+            seen.push_back(e);
+        }
+        std::sort(seen.begin(), seen.end(),
+                  [](const ActivationEnvelope& a, const ActivationEnvelope& b) {
+                    return a.epoch < b.epoch;
+                  });
+        if (seen.empty()) break;
+        // Mostly the newest activation (a holder answering), sometimes any
+        // older one (a late or replayed ACK).
+        const ActivationEnvelope e =
+            random() % 4 != 0 ? seen.back() : seen[random() % seen.size()];
+        const RoleRecord before = Row();
+        absl::StatusOr<AckOutcome> ack =
+            activator_->Ack(AckFor(e, e.holder_agent_id));
+        if (ack.ok() && !ack->idempotent) {
+          ++accepted;
+          ASSERT_EQ(e.epoch, before.epoch) << "step " << step;
+          ASSERT_EQ(e.activation_id, before.activation_id.value_or(""));
+          ASSERT_EQ(activated.count(e.epoch), 0u) << "epoch activated twice";
+          activated[e.epoch] = e.holder_agent_id;
+        }
+        if (!ack.ok()) {
+          ASSERT_NE(ReasonOf(ack.status()), "") << ack.status();
+        }
+        break;
+      }
+      case 3:  // the agent leaves, then comes back as a new registration
+        (void)presence_->Deregister(agent, std::nullopt, {});
+        if (random() % 2 == 0) {
+          streams[agent] = Candidate(agent);
+          generations[agent] = store_->GetAgent(agent)->presence_generation;
+        }
+        break;
+      case 4: {  // its stream drops; sometimes it re-attaches within grace
+        absl::StatusOr<uint64_t> id =
+            presence_->Attach(agent, generations[agent], {}, streams[agent]);
+        if (!id.ok()) break;
+        presence_->Detach(agent, *id);
+        if (random() % 2 == 0) {
+          (void)presence_->Attach(agent, generations[agent], {},
+                                  streams[agent]);
+        }
+        break;
+      }
+      case 5:
+        clock_.Advance(absl::Milliseconds(random() % 5000));
+        presence_->Tick();
+        activator_->Tick();
+        break;
+      case 6:
+        clock_.Advance(absl::Seconds(random() % 60));
+        for (const std::string& id : agents) (void)Heartbeat(id);
+        presence_->Tick();
+        activator_->Tick();
+        break;
+    }
+    const RoleRecord row = Row();
+    ASSERT_GE(row.epoch, last_epoch) << "epoch went back at step " << step;
+    last_epoch = row.epoch;
+    if (row.state == "active") {
+      ASSERT_TRUE(row.holder_agent_id.has_value());
+      ASSERT_EQ(row.charter_acked_epoch, row.epoch);
+      ASSERT_EQ(activated[row.epoch], *row.holder_agent_id)
+          << "active holder without its own ACK at step " << step;
+    }
+  }
+  EXPECT_GT(accepted, 10);  // the walk did exercise activations
+  EXPECT_GT(last_epoch, 10);
+}
+
+}  // namespace
+}  // namespace hub

@@ -1,0 +1,386 @@
+// RoleRegistry: role keys, reservation, compare-and-set, reads and watches.
+// Candidates are in role_registry_candidates.cc.
+#include "registry/role_registry.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "registry/agent_validation.h"
+#include "registry/role_registry_internal.h"
+#include "registry/status.h"
+
+namespace hub {
+
+using role_internal::CheckText;
+using role_internal::FieldError;
+using role_internal::RequestInvalid;
+using role_internal::RoleWriteError;
+using storage::Patch;
+using storage::RoleOutcome;
+using storage::RoleRecord;
+
+namespace {
+
+constexpr absl::string_view kRoleStates[] = {
+    "electable", "elected-probing", "active", "unreachable", "quarantined"};
+
+// The paths an update_mask may name (hub.v1.RolePatch field names).
+const std::vector<absl::string_view>& RolePatchFields() {
+  static const auto* fields = new std::vector<absl::string_view>{
+      "state",           "holder_agent_id",     "previous_holder_agent_id",
+      "activation_id",   "activation_deadline", "holder_lease_expires_at",
+      "charter_version", "charter_acked_epoch", "retry_count",
+      "next_probe_at",   "blocked_reason",      "last_transition_at",
+      "last_reason"};
+  return *fields;
+}
+
+// Where a role-key failure points: the structured field it names, or the
+// wire.
+std::string RoleKeyField(const absl::Status& s, bool structured) {
+  if (!structured) return "role_key_wire";
+  const std::string reason = ReasonOf(s);
+  if (reason == "PROJECT_ID_INVALID") return "role_key.project_id";
+  if (reason == "ROLE_KIND_UNSUPPORTED") return "role_key.kind";
+  if (reason == "ROLE_SCOPE_FORBIDDEN" || reason == "SCOPE_REQUIRED" ||
+      reason == "SCOPE_ID_INVALID") {
+    return "role_key.scope_id";
+  }
+  return "role_key";
+}
+
+// Checks the values a RolePatchInput sets. `max_acked_epoch` bounds
+// charter_acked_epoch when the row's epoch is known.
+absl::Status ValidateRolePatchValues(const RolePatchInput& p,
+                                     std::optional<int64_t> max_acked_epoch) {
+  if (p.state.has_value() && !IsRoleState(*p.state)) {
+    return FieldError(
+        InvalidArgumentError("ROLE_REACHABILITY_STATE_INVALID",
+                             "patch.state is not one of the five role states"),
+        "patch.state");
+  }
+  for (const auto& [value, field] :
+       {std::pair(&p.holder_agent_id, "patch.holder_agent_id"),
+        std::pair(&p.previous_holder_agent_id,
+                  "patch.previous_holder_agent_id")}) {
+    if (!value->has_value()) continue;
+    absl::Status s = ValidateAgentId(**value);
+    if (!s.ok()) return FieldError(std::move(s), field);
+  }
+  absl::Status s;
+  if (p.activation_id)
+    s = CheckText(*p.activation_id, 64, "patch.activation_id");
+  if (s.ok() && p.charter_version) {
+    s = CheckText(*p.charter_version, 128, "patch.charter_version");
+  }
+  if (s.ok() && p.blocked_reason) {
+    s = CheckText(*p.blocked_reason, 128, "patch.blocked_reason");
+  }
+  if (s.ok() && p.last_reason) {
+    s = CheckText(*p.last_reason, 128, "patch.last_reason");
+  }
+  if (!s.ok()) return s;
+  if (p.retry_count && *p.retry_count < 0) {
+    return RequestInvalid("patch.retry_count", "retry_count must be >= 0");
+  }
+  if (p.charter_acked_epoch &&
+      (*p.charter_acked_epoch < 0 ||
+       *p.charter_acked_epoch > max_acked_epoch.value_or(INT64_MAX))) {
+    return RequestInvalid("patch.charter_acked_epoch",
+                          "charter_acked_epoch must be within 0..epoch");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<storage::RolePatch> BuildRolePatch(
+    const RolePatchInput& p, std::optional<int64_t> max_acked_epoch) {
+  absl::StatusOr<absl::flat_hash_set<std::string>> mask =
+      role_internal::ParseMask(p.update_mask, RolePatchFields());
+  if (!mask.ok()) return mask.status();
+  storage::RolePatch out;
+  absl::Status s;
+  auto take = [&](auto& dst, const auto& value, absl::string_view name,
+                  bool nullable) {
+    if (!s.ok()) return;
+    auto field =
+        role_internal::MaskedField(value, "patch", name, *mask, nullable);
+    if (field.ok()) dst = std::move(*field);
+    s = field.status();
+  };
+  take(out.state, p.state, "state", false);
+  take(out.holder_agent_id, p.holder_agent_id, "holder_agent_id", true);
+  take(out.previous_holder_agent_id, p.previous_holder_agent_id,
+       "previous_holder_agent_id", true);
+  take(out.activation_id, p.activation_id, "activation_id", true);
+  take(out.activation_deadline_ms, p.activation_deadline_ms,
+       "activation_deadline", true);
+  take(out.holder_lease_expires_ms, p.holder_lease_expires_ms,
+       "holder_lease_expires_at", true);
+  take(out.charter_version, p.charter_version, "charter_version", true);
+  take(out.charter_acked_epoch, p.charter_acked_epoch, "charter_acked_epoch",
+       true);
+  take(out.retry_count, p.retry_count, "retry_count", false);
+  take(out.next_probe_ms, p.next_probe_ms, "next_probe_at", true);
+  take(out.blocked_reason, p.blocked_reason, "blocked_reason", true);
+  Patch<int64_t> last_transition;
+  take(last_transition, p.last_transition_ms, "last_transition_at", false);
+  take(out.last_reason, p.last_reason, "last_reason", false);
+  if (!s.ok()) return s;
+  if (last_transition.set()) out.last_transition_ms = last_transition.value();
+  if (s = ValidateRolePatchValues(p, max_acked_epoch); !s.ok()) return s;
+  if (out.state.set() && out.state.value() == "active" &&
+      out.holder_agent_id.clear()) {
+    return RequestInvalid("patch.state", "state active requires a holder");
+  }
+  return out;
+}
+
+// Whether the "active requires a holder" rule depends on the stored row. A
+// reservation never keeps the state (it defaults from the holder), so only an
+// explicit active matters there.
+bool NeedsRowForActiveRule(const storage::RolePatch& p, bool reservation) {
+  const bool to_active = p.state.set() && p.state.value() == "active";
+  if (reservation) return to_active && p.holder_agent_id.keep();
+  return (to_active && p.holder_agent_id.keep()) ||
+         (p.state.keep() && p.holder_agent_id.clear());
+}
+
+absl::Status CheckActiveRule(const storage::RolePatch& p,
+                             const std::optional<RoleRecord>& row) {
+  const std::string state =
+      p.state.set() ? p.state.value() : (row ? row->state : "electable");
+  std::optional<std::string> holder = p.holder_agent_id.ApplyTo(
+      row ? row->holder_agent_id : std::optional<std::string>());
+  if (state == "active" && !holder.has_value()) {
+    return RequestInvalid("patch.state", "state active requires a holder");
+  }
+  return absl::OkStatus();
+}
+
+// The row, or nullopt when absent.
+absl::StatusOr<std::optional<RoleRecord>> LoadRow(storage::Store* store,
+                                                  const std::string& wire) {
+  absl::StatusOr<RoleRecord> row = store->GetRole(wire);
+  if (row.ok()) return std::optional<RoleRecord>(std::move(*row));
+  if (row.status().code() == absl::StatusCode::kNotFound) {
+    return std::optional<RoleRecord>();
+  }
+  return row.status();
+}
+
+// §5.3 on a row that does not exist: guards must name the zero row.
+std::optional<RoleOutcome> ZeroRowGuards(const ReserveInput& in) {
+  if (in.expected_version.value_or(0) != 0) return RoleOutcome::kStaleVersion;
+  if (in.expected_epoch.value_or(0) != 0 || in.next_epoch.value_or(0) != 0) {
+    return RoleOutcome::kStaleEpoch;
+  }
+  if (in.next_activation_seq.value_or(0) != 0) {
+    return RoleOutcome::kStaleActivationSeq;
+  }
+  return std::nullopt;
+}
+
+absl::Status InvalidCas(absl::string_view field) {
+  return FieldError(
+      InvalidArgumentError(
+          "INVALID_CAS", absl::StrCat("compare-and-set needs all four guards; ",
+                                      field, " is missing")),
+      field);
+}
+
+}  // namespace
+
+bool IsRoleState(absl::string_view state) {
+  return std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
+         std::end(kRoleStates);
+}
+
+absl::StatusOr<ResolvedRoleKey> ResolveRoleKey(const RoleKeyRef& ref) {
+  if (!ref.key.has_value() && !ref.wire.has_value()) {
+    return FieldError(
+        InvalidArgumentError("ROLE_KEY_INVALID",
+                             "a role key is required (role_key or "
+                             "role_key_wire)"),
+        "role_key");
+  }
+  std::optional<ResolvedRoleKey> structured;
+  if (ref.key.has_value()) {
+    absl::StatusOr<RoleKey> key = NormalizeRoleKey(*ref.key);
+    if (!key.ok())
+      return FieldError(key.status(), RoleKeyField(key.status(), true));
+    absl::StatusOr<std::string> wire = EncodeRoleKey(*key);
+    if (!wire.ok()) return FieldError(wire.status(), "role_key");
+    structured = ResolvedRoleKey{*key, *wire};
+  }
+  if (!ref.wire.has_value()) return *structured;
+  absl::StatusOr<RoleKey> decoded = DecodeRoleKey(*ref.wire);
+  if (!decoded.ok()) return FieldError(decoded.status(), "role_key_wire");
+  if (structured.has_value() && structured->wire != *ref.wire) {
+    return FieldError(
+        InvalidArgumentError("ROLE_KEY_MISMATCH",
+                             "role_key and role_key_wire name different roles"),
+        "role_key_wire");
+  }
+  return ResolvedRoleKey{*decoded, *ref.wire};
+}
+
+RoleRegistry::RoleRegistry(storage::Store* store, const Clock* clock,
+                           RoleRegistryOptions options)
+    : store_(store),
+      clock_(clock),
+      options_(std::move(options)),
+      random_state_(static_cast<uint64_t>(absl::ToUnixNanos(absl::Now()))) {}
+
+RoleRegistry::~RoleRegistry() = default;
+
+absl::StatusOr<ReserveResult> RoleRegistry::Reserve(const ReserveInput& in) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<storage::RolePatch> patch =
+      BuildRolePatch(in.patch, std::nullopt);
+  if (!patch.ok()) return patch.status();
+  const bool guarded = in.expected_version || in.expected_epoch ||
+                       in.next_epoch || in.next_activation_seq;
+  const bool active_rule = NeedsRowForActiveRule(*patch, true);
+  if (guarded || active_rule) {
+    absl::StatusOr<std::optional<RoleRecord>> row = LoadRow(store_, key->wire);
+    if (!row.ok()) return row.status();
+    if (!row->has_value()) {
+      if (std::optional<RoleOutcome> refused = ZeroRowGuards(in)) {
+        return RoleWriteError(*refused, std::nullopt, key->wire);
+      }
+    }
+    if (active_rule) {
+      if (absl::Status s = CheckActiveRule(*patch, *row); !s.ok()) return s;
+    }
+  }
+  storage::RoleReservation r;
+  r.role_key_wire = key->wire;
+  r.project_id = key->key.project_id;
+  r.role_kind = std::string(RoleKindName(key->key.kind));
+  r.scope_id = key->key.scope_id;
+  r.expected_version = in.expected_version;
+  r.expected_epoch = in.expected_epoch;
+  r.next_epoch = in.next_epoch;
+  r.next_activation_seq = in.next_activation_seq;
+  r.patch = std::move(*patch);
+  r.now_ms = UnixMillis(clock_->Now());
+  return ReserveStorePatch(r);
+}
+
+absl::StatusOr<ReserveResult> RoleRegistry::ReserveStorePatch(
+    const storage::RoleReservation& r) {
+  absl::StatusOr<storage::RoleWrite> w = store_->ReserveRole(r);
+  if (!w.ok()) return w.status();
+  if (w->outcome != RoleOutcome::kApplied || !w->role.has_value()) {
+    return RoleWriteError(w->outcome, w->role, r.role_key_wire);
+  }
+  Publish(*w->role);
+  return ReserveResult{*w->role, w->role->version == 0};
+}
+
+absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSet(const CasInput& in) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (!in.expected_version) return InvalidCas("expected_version");
+  if (!in.expected_epoch) return InvalidCas("expected_epoch");
+  if (!in.expected_activation_seq) return InvalidCas("expected_activation_seq");
+  if (!in.expected_activation_id) return InvalidCas("expected_activation_id");
+  absl::StatusOr<storage::RolePatch> patch =
+      BuildRolePatch(in.patch, *in.expected_epoch);
+  if (!patch.ok()) return patch.status();
+  if (NeedsRowForActiveRule(*patch, false)) {
+    absl::StatusOr<std::optional<RoleRecord>> row = LoadRow(store_, key->wire);
+    if (!row.ok()) return row.status();
+    // A missing row is reported by the store (ROLE_NOT_FOUND) below.
+    if (row->has_value()) {
+      if (absl::Status s = CheckActiveRule(*patch, *row); !s.ok()) return s;
+    }
+  }
+  storage::RoleCas cas;
+  cas.role_key_wire = key->wire;
+  cas.expected_version = in.expected_version;
+  cas.expected_epoch = in.expected_epoch;
+  cas.expected_activation_seq =
+      std::optional<std::optional<int64_t>>(in.expected_activation_seq);
+  cas.expected_activation_id = in.expected_activation_id;
+  cas.patch = std::move(*patch);
+  cas.now_ms = UnixMillis(clock_->Now());
+  return CompareAndSetStorePatch(cas);
+}
+
+absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSetStorePatch(
+    const storage::RoleCas& cas) {
+  absl::StatusOr<storage::RoleWrite> w = store_->CompareAndSetRole(cas);
+  if (!w.ok()) return w.status();
+  if (w->outcome != RoleOutcome::kApplied || !w->role.has_value()) {
+    return RoleWriteError(w->outcome, w->role, cas.role_key_wire);
+  }
+  Publish(*w->role);
+  return *w->role;
+}
+
+absl::StatusOr<RoleRecord> RoleRegistry::Get(const RoleKeyRef& role) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(role);
+  if (!key.ok()) return key.status();
+  absl::StatusOr<RoleRecord> row = store_->GetRole(key->wire);
+  if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
+    return RoleWriteError(RoleOutcome::kNotFound, std::nullopt, key->wire);
+  }
+  return row;
+}
+
+absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
+                                            int page_size,
+                                            const std::string& page_token) {
+  if (filter.project_id && !IsProjectId(*filter.project_id)) {
+    return FieldError(InvalidArgumentError("PROJECT_ID_INVALID",
+                                           "project_id must match "
+                                           "^prj_[A-Za-z0-9_-]{22}$"),
+                      "project_id");
+  }
+  if (filter.scope_id && !IsScopeId(*filter.scope_id)) {
+    return FieldError(InvalidArgumentError("SCOPE_ID_INVALID",
+                                           "scope_id must match "
+                                           "^scp_[A-Za-z0-9_-]{22}$"),
+                      "scope_id");
+  }
+  for (const std::string& state : filter.states) {
+    if (!IsRoleState(state)) {
+      return FieldError(
+          InvalidArgumentError("ROLE_REACHABILITY_STATE_INVALID",
+                               "states holds an unknown role state"),
+          "states");
+    }
+  }
+  absl::StatusOr<int> size = role_internal::EffectivePageSize(page_size);
+  if (!size.ok()) return size.status();
+  storage::RoleFilter f;
+  f.project_id = filter.project_id;
+  if (filter.kind) f.role_kind = std::string(RoleKindName(*filter.kind));
+  f.scope_id = filter.scope_id;
+  f.states = filter.states;
+  const std::string filter_text = absl::StrCat(
+      f.project_id.value_or(""), "|", f.role_kind.value_or(""), "|",
+      f.scope_id.value_or(""), "|", absl::StrJoin(f.states, ","));
+  absl::StatusOr<std::string> after =
+      role_internal::DecodePageToken(page_token, "roles", filter_text);
+  if (!after.ok()) return after.status();
+  absl::StatusOr<std::vector<RoleRecord>> rows = store_->ListRoles(f);
+  if (!rows.ok()) return rows.status();
+  RolePage page;
+  for (RoleRecord& row : *rows) {
+    if (!after->empty() && row.role_key_wire <= *after) continue;
+    if (static_cast<int>(page.roles.size()) == *size) {
+      page.next_page_token = role_internal::EncodePageToken(
+          "roles", filter_text, page.roles.back().role_key_wire);
+      break;
+    }
+    page.roles.push_back(std::move(row));
+  }
+  return page;
+}
+
+}  // namespace hub

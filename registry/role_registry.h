@@ -1,0 +1,315 @@
+// RoleRegistry: the domain layer over the Store for fenced roles and their
+// candidates (TRIFLUX-HUB §5.3-§5.6).
+//
+// Responsible for validating what a caller asks (role keys given structured
+// and/or as a wire, states, holder ids, field-mask patches, the four-part CAS
+// guard), turning it into the store's fenced primitives, surfacing every fence
+// outcome as a reason-coded status that carries the row's current fence, and
+// publishing every committed role change to watchers. Not responsible for the
+// fences themselves (they live in the store's SQL), for choosing a holder or
+// probing it (the activator, which reserves and CASes through this class so
+// that watchers see everything), nor for gRPC.
+//
+// Time comes from the injected Clock. Thread-safe.
+#ifndef HUB_REGISTRY_ROLE_REGISTRY_H_
+#define HUB_REGISTRY_ROLE_REGISTRY_H_
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "registry/clock.h"
+#include "registry/role_key.h"
+#include "storage/store.h"
+
+namespace hub {
+
+// A role as a request names it: structured, as a wire, or both (then both
+// must name the same role: ROLE_KEY_MISMATCH). Neither: ROLE_KEY_INVALID.
+struct RoleKeyRef {
+  std::optional<RoleKeyInput> key;
+  std::optional<std::string> wire;
+};
+
+// A validated role key with its canonical wire.
+struct ResolvedRoleKey {
+  RoleKey key;
+  std::string wire;
+};
+
+// Applies the role_key.proto rule. Reasons: the role-key codes, with metadata
+// "field" = "role_key" or "role_key_wire"; ROLE_KEY_MISMATCH; ROLE_KEY_INVALID.
+absl::StatusOr<ResolvedRoleKey> ResolveRoleKey(const RoleKeyRef& ref);
+
+// True for the five stored state words (electable, elected-probing, active,
+// unreachable, quarantined).
+bool IsRoleState(absl::string_view state);
+
+// A role write as a caller expresses it (role.proto "Patch semantics"): a
+// field that has a value is "set"; `update_mask` lists field names. With an
+// empty mask every set field is written and nothing is cleared; with a
+// non-empty mask exactly the listed fields are written and a listed unset
+// field is cleared. Field names are those of hub.v1.RolePatch.
+struct RolePatchInput {
+  std::optional<std::string> state;  // a state word; others are invalid
+  std::optional<std::string> holder_agent_id;
+  std::optional<std::string> previous_holder_agent_id;
+  std::optional<std::string> activation_id;
+  std::optional<int64_t> activation_deadline_ms;
+  std::optional<int64_t> holder_lease_expires_ms;
+  std::optional<std::string> charter_version;
+  std::optional<int64_t> charter_acked_epoch;
+  std::optional<int64_t> retry_count;
+  std::optional<int64_t> next_probe_ms;
+  std::optional<std::string> blocked_reason;
+  std::optional<int64_t> last_transition_ms;
+  std::optional<std::string> last_reason;
+  std::vector<std::string> update_mask;
+};
+
+// ReserveRole (§5.3). Absent guards are not checked; present ones must match
+// the row (0 for a row that does not exist yet).
+struct ReserveInput {
+  RoleKeyRef role;
+  std::optional<int64_t> expected_version;
+  std::optional<int64_t> expected_epoch;
+  std::optional<int64_t> next_epoch;
+  std::optional<int64_t> next_activation_seq;
+  RolePatchInput patch;
+};
+
+// CompareAndSetRole (§5.4). All four guards are required (INVALID_CAS).
+// expected_activation_id: nullopt = guard absent; a nullopt inside = "the
+// row has no activation_id".
+struct CasInput {
+  RoleKeyRef role;
+  std::optional<int64_t> expected_version;
+  std::optional<int64_t> expected_epoch;
+  std::optional<int64_t> expected_activation_seq;
+  std::optional<std::optional<std::string>> expected_activation_id;
+  RolePatchInput patch;
+};
+
+struct ReserveResult {
+  storage::RoleRecord role;
+  bool created = false;
+};
+
+// ListRoles filters (§5.5); they combine with AND, empty matches everything.
+struct RoleListFilter {
+  std::optional<std::string> project_id;
+  std::optional<RoleKind> kind;
+  std::optional<std::string> scope_id;
+  std::vector<std::string> states;
+};
+
+struct RolePage {
+  std::vector<storage::RoleRecord> roles;  // by wire ascending
+  std::string next_page_token;             // "" on the last page
+};
+
+// A candidate write (role_candidate.proto RoleCandidatePatch, same mask
+// rules as RolePatchInput). Locators come as JSON text or as a list of JSON
+// objects (structured locators already converted); not both.
+struct CandidatePatchInput {
+  std::optional<std::string> source;  // grant | standup | operator
+  std::optional<int64_t> priority;
+  std::optional<std::vector<std::string>> transport_locator_objects;
+  std::optional<std::string> transport_locators_json;
+  std::optional<int64_t> consecutive_probe_failures;
+  std::optional<int64_t> excluded_until_ms;
+  std::optional<int64_t> last_probe_ms;
+  std::optional<std::string> last_probe_code;
+  std::vector<std::string> update_mask;
+};
+
+struct CandidateUpsertInput {
+  RoleKeyRef role;
+  std::string agent_id;
+  CandidatePatchInput patch;
+};
+
+struct CandidateUpsertResult {
+  storage::CandidateRecord candidate;
+  bool created = false;
+};
+
+// A probe result reported for a candidate (§5.6, ReportCandidateProbe).
+struct ProbeReportInput {
+  RoleKeyRef role;
+  std::string agent_id;
+  std::string code;  // "ok", "timeout", ... (ProbeCode's lower-case words)
+  std::string transport_id;
+  std::optional<int64_t> probed_at_ms;  // default: now
+  std::optional<int64_t> consecutive_probe_failures;
+  std::optional<int64_t> excluded_until_ms;
+};
+
+struct CandidateListInput {
+  std::optional<RoleKeyRef> role;  // nullopt: every role, by wire
+  std::optional<std::string> agent_id;
+  int page_size = 0;  // 0: 100; capped at 1000; negative: REQUEST_INVALID
+  std::string page_token;
+};
+
+struct CandidatePage {
+  std::vector<storage::CandidateRecord> candidates;
+  std::string next_page_token;
+};
+
+// ---- watching
+
+enum class RoleChangeKind { kSnapshot, kCreated, kUpdated, kRemoved };
+
+struct RoleEvent {
+  RoleChangeKind kind = RoleChangeKind::kUpdated;
+  storage::RoleRecord role;
+  int64_t changed_at_ms = 0;
+};
+
+// Which roles a watcher sees; fields combine with AND, unset matches all.
+struct RoleWatchFilter {
+  std::optional<std::string> project_id;
+  std::optional<RoleKind> kind;
+  std::optional<std::string> wire;
+};
+
+// Called for each matching committed change, with no registry lock held,
+// in version order per role (a change superseded before it was dispatched
+// is skipped: watchers always get the newest state). Must not block and
+// must not cancel its own watch.
+using RoleWatchCallback = std::function<void(const RoleEvent&)>;
+
+// A registered watch. Destroying it (or Cancel) unregisters it; after
+// Cancel returns the callback is not running and never runs again.
+class RoleWatch {
+ public:
+  virtual ~RoleWatch() = default;
+  virtual void Cancel() = 0;
+};
+
+struct RoleWatchStart {
+  std::unique_ptr<RoleWatch> watch;
+  // The matching rows read after the watch was registered, by wire. A change
+  // may be delivered to the callback before this is returned, or describe a
+  // version the snapshot already holds: consumers drop versions they have.
+  std::vector<storage::RoleRecord> snapshot;
+  int64_t read_at_ms = 0;
+};
+
+struct RoleRegistryOptions {
+  // A uniform random number in [0, 1) for the probe backoff jitter; default:
+  // a process-wide generator.
+  std::function<double()> random_unit;
+};
+
+class RoleRegistry {
+ public:
+  // `store` and `clock` must outlive the registry.
+  RoleRegistry(storage::Store* store, const Clock* clock,
+               RoleRegistryOptions options = {});
+  ~RoleRegistry();
+  RoleRegistry(const RoleRegistry&) = delete;
+  RoleRegistry& operator=(const RoleRegistry&) = delete;
+
+  // §5.3: creates the row (epoch 0, activation_seq 0, version 0) or fences
+  // the current authority (epoch and activation_seq exactly +1). Errors:
+  // validation (INVALID_ARGUMENT); STALE_VERSION, CAS_CONFLICT (ABORTED);
+  // STALE_EPOCH, STALE_ACTIVATION_SEQ (FAILED_PRECONDITION), with the row's
+  // fence in metadata; store errors.
+  absl::StatusOr<ReserveResult> Reserve(const ReserveInput& input);
+  // §5.4: writes the patch only if version, epoch, activation_seq and
+  // activation_id (null-safe) match; version +1, epoch and seq unchanged.
+  // Errors: validation incl. INVALID_CAS; ROLE_NOT_FOUND; STALE_VERSION,
+  // CAS_CONFLICT (ABORTED); STALE_EPOCH, STALE_ACTIVATION_SEQ,
+  // STALE_ACTIVATION_ID (FAILED_PRECONDITION), with the row's fence.
+  absl::StatusOr<storage::RoleRecord> CompareAndSet(const CasInput& input);
+  // For in-hub callers (the activator) that build store patches directly:
+  // the same fenced write, reason mapping and publication as Reserve and
+  // CompareAndSet, without request validation. REQUIRES: a canonical wire
+  // (and matching identity fields) and valid patch values.
+  absl::StatusOr<ReserveResult> ReserveStorePatch(
+      const storage::RoleReservation& reservation);
+  absl::StatusOr<storage::RoleRecord> CompareAndSetStorePatch(
+      const storage::RoleCas& cas);
+
+  // ROLE_NOT_FOUND when absent.
+  absl::StatusOr<storage::RoleRecord> Get(const RoleKeyRef& role);
+  // §5.5 filters, by wire, paged (0: 100 per page, at most 1000).
+  // PROJECT_ID_INVALID, SCOPE_ID_INVALID, ROLE_REACHABILITY_STATE_INVALID,
+  // REQUEST_INVALID, PAGE_TOKEN_INVALID.
+  absl::StatusOr<RolePage> List(const RoleListFilter& filter, int page_size,
+                                const std::string& page_token);
+
+  // §5.6 merge upsert. Creates the role row first when absent (electable,
+  // epoch 0). Creating a candidate or changing its locators resets its
+  // failures and exclusion (unless the call sets them) and releases a
+  // quarantined role to electable by a reservation.
+  absl::StatusOr<CandidateUpsertResult> UpsertCandidate(
+      const CandidateUpsertInput& input);
+  // Activator order: priority DESC, updated_at DESC, agent_id ASC.
+  absl::StatusOr<CandidatePage> ListCandidates(const CandidateListInput& input);
+  // §5.6 reachability update: ok resets failures and exclusion;
+  // adapter_unavailable keeps both; anything else counts one failure and
+  // excludes for the backoff (120 s from the third failure).
+  // CANDIDATE_NOT_FOUND when absent.
+  absl::StatusOr<storage::CandidateRecord> ReportProbe(
+      const ProbeReportInput& input);
+
+  // Registers `callback` for changes matching `filter`, then reads the
+  // matching rows. Validation: PROJECT_ID_INVALID.
+  absl::StatusOr<RoleWatchStart> Watch(const RoleWatchFilter& filter,
+                                       RoleWatchCallback callback);
+
+  // Registered watches (for tests and metrics).
+  int WatchCount();
+
+  // The exclusion after `failures` consecutive failures (>= 1), before
+  // jitter is applied by ReportProbe: 1 s * 2^(failures-1) capped at 30 s,
+  // 120 s from 3 failures on.
+  static int64_t ProbeBackoffMs(int64_t failures);
+
+ private:
+  class Watcher;
+  class WatchHandle;
+
+  // Tells watchers about a committed row (kind derived from its version).
+  void Publish(const storage::RoleRecord& role);
+  void Dispatch(RoleEvent event);
+  void Unregister(uint64_t id);
+  absl::Status EnsureRoleRow(const ResolvedRoleKey& key);
+  absl::Status ReleaseQuarantine(const std::string& wire);
+  double RandomUnit();
+
+  storage::Store* const store_;
+  const Clock* const clock_;
+  RoleRegistryOptions options_;
+
+  absl::Mutex watch_mu_;
+  uint64_t next_watch_id_ ABSL_GUARDED_BY(watch_mu_) = 1;
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Watcher>> watchers_
+      ABSL_GUARDED_BY(watch_mu_);
+
+  // Dispatch queue: events are delivered by one thread at a time, in queue
+  // order; a version older than one already queued for the role is skipped.
+  absl::Mutex dispatch_mu_;
+  std::vector<RoleEvent> queue_ ABSL_GUARDED_BY(dispatch_mu_);
+  bool dispatching_ ABSL_GUARDED_BY(dispatch_mu_) = false;
+  absl::flat_hash_map<std::string, int64_t> queued_version_
+      ABSL_GUARDED_BY(dispatch_mu_);
+
+  absl::Mutex random_mu_;
+  uint64_t random_state_ ABSL_GUARDED_BY(random_mu_);
+};
+
+}  // namespace hub
+
+#endif  // HUB_REGISTRY_ROLE_REGISTRY_H_

@@ -1,0 +1,408 @@
+// RoleRegistry: role candidates (TRIFLUX-HUB §5.6): merge upsert, listing
+// in activator order, and probe reports with backoff and quarantine.
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "registry/agent_validation.h"
+#include "registry/role_registry.h"
+#include "registry/role_registry_internal.h"
+#include "registry/status.h"
+#include "registry/transport_locator.h"
+
+namespace hub {
+
+using role_internal::CheckText;
+using role_internal::FieldError;
+using role_internal::MaskedField;
+using role_internal::RequestInvalid;
+using storage::CandidateRecord;
+using storage::Patch;
+
+namespace {
+
+constexpr int64_t kQuarantineMs = 120'000;
+constexpr int64_t kMaxBackoffMs = 30'000;
+constexpr int64_t kProbeClockSkewMs = 1'000;
+
+const std::vector<absl::string_view>& CandidatePatchFields() {
+  static const auto* fields =
+      new std::vector<absl::string_view>{"source",
+                                         "priority",
+                                         "transport_locators",
+                                         "transport_locators_json",
+                                         "consecutive_probe_failures",
+                                         "excluded_until",
+                                         "last_probe_at",
+                                         "last_probe_code"};
+  return *fields;
+}
+
+constexpr absl::string_view kProbeCodes[] = {"ok",
+                                             "target_not_found",
+                                             "adapter_unavailable",
+                                             "timeout",
+                                             "permission_denied",
+                                             "protocol_mismatch",
+                                             "transport_error",
+                                             "ack_timeout"};
+
+bool IsCandidateSource(absl::string_view s) {
+  return s == "grant" || s == "standup" || s == "operator";
+}
+
+// The stored form of a locator list given as text, validated as a
+// registration's would be, except that a candidate has no lease: expires_at
+// need only be in the future.
+absl::StatusOr<std::string> NormalizeLocators(absl::string_view json_text,
+                                              int64_t now_ms) {
+  LocatorContext context;
+  context.now_ms = now_ms;
+  context.heartbeat_ttl_ms = kMaxSafeInteger - now_ms;
+  absl::StatusOr<std::vector<TransportLocator>> locators =
+      ParseTransportLocatorsJson(json_text, context);
+  if (!locators.ok()) {
+    return FieldError(locators.status(), "candidate.transport_locators");
+  }
+  return TransportLocatorsToJson(*locators);
+}
+
+// Locators of an upsert: kept, cleared ("[]") or replaced (normalized).
+absl::StatusOr<std::optional<std::string>> LocatorsOf(
+    const CandidatePatchInput& p, const absl::flat_hash_set<std::string>& mask,
+    int64_t now_ms) {
+  std::optional<std::string> objects_text;
+  if (p.transport_locator_objects) {
+    objects_text = absl::StrCat(
+        "[", absl::StrJoin(*p.transport_locator_objects, ","), "]");
+  }
+  absl::StatusOr<Patch<std::string>> structured =
+      MaskedField(objects_text, "candidate", "transport_locators", mask, true);
+  if (!structured.ok()) return structured.status();
+  absl::StatusOr<Patch<std::string>> text =
+      MaskedField(p.transport_locators_json, "candidate",
+                  "transport_locators_json", mask, true);
+  if (!text.ok()) return text.status();
+  if (!structured->keep() && !text->keep()) {
+    return FieldError(InvalidArgumentError("TRANSPORT_LOCATORS_INVALID",
+                                           "give transport_locators or "
+                                           "transport_locators_json, not both"),
+                      "candidate.transport_locators");
+  }
+  const Patch<std::string>& chosen = structured->keep() ? *text : *structured;
+  if (chosen.keep()) return std::optional<std::string>();
+  if (chosen.clear()) return std::optional<std::string>("[]");
+  absl::StatusOr<std::string> normalized =
+      NormalizeLocators(chosen.value(), now_ms);
+  if (!normalized.ok()) return normalized.status();
+  return std::optional<std::string>(*normalized);
+}
+
+// The store upsert for a validated request, without the registration-event
+// resets (applied by the caller once it knows whether the row exists).
+absl::StatusOr<storage::CandidateUpsert> BuildCandidateUpsert(
+    const std::string& wire, const CandidateUpsertInput& in, int64_t now_ms) {
+  const CandidatePatchInput& p = in.patch;
+  absl::StatusOr<absl::flat_hash_set<std::string>> mask =
+      role_internal::ParseMask(p.update_mask, CandidatePatchFields());
+  if (!mask.ok()) return mask.status();
+  storage::CandidateUpsert u;
+  u.role_key_wire = wire;
+  u.agent_id = in.agent_id;
+  u.now_ms = now_ms;
+  absl::Status s;
+  auto required = [&](auto& dst, const auto& value, absl::string_view name) {
+    if (!s.ok()) return;
+    auto field = MaskedField(value, "candidate", name, *mask, false);
+    s = field.status();
+    if (s.ok() && field->set()) dst = field->value();
+  };
+  auto nullable = [&](auto& dst, const auto& value, absl::string_view name) {
+    if (!s.ok()) return;
+    auto field = MaskedField(value, "candidate", name, *mask, true);
+    s = field.status();
+    if (s.ok()) dst = std::move(*field);
+  };
+  required(u.source, p.source, "source");
+  required(u.priority, p.priority, "priority");
+  required(u.consecutive_probe_failures, p.consecutive_probe_failures,
+           "consecutive_probe_failures");
+  nullable(u.excluded_until_ms, p.excluded_until_ms, "excluded_until");
+  nullable(u.last_probe_ms, p.last_probe_ms, "last_probe_at");
+  nullable(u.last_probe_code, p.last_probe_code, "last_probe_code");
+  if (!s.ok()) return s;
+  if (u.source && !IsCandidateSource(*u.source)) {
+    return RequestInvalid("candidate.source", "unknown candidate source");
+  }
+  if (u.consecutive_probe_failures && *u.consecutive_probe_failures < 0) {
+    return RequestInvalid("candidate.consecutive_probe_failures",
+                          "consecutive_probe_failures must be >= 0");
+  }
+  if (u.last_probe_code.set()) {
+    s = CheckText(u.last_probe_code.value(), 64, "candidate.last_probe_code");
+    if (!s.ok()) return s;
+  }
+  absl::StatusOr<std::optional<std::string>> locators =
+      LocatorsOf(p, *mask, now_ms);
+  if (!locators.ok()) return locators.status();
+  u.transport_locators_json = *locators;
+  return u;
+}
+
+absl::StatusOr<std::optional<CandidateRecord>> FindCandidate(
+    storage::Store* store, const std::string& wire,
+    const std::string& agent_id) {
+  absl::StatusOr<std::vector<CandidateRecord>> all =
+      store->ListCandidates(wire);
+  if (!all.ok()) return all.status();
+  for (CandidateRecord& c : *all) {
+    if (c.agent_id == agent_id) return std::optional(std::move(c));
+  }
+  return std::optional<CandidateRecord>();
+}
+
+// A storage failure, as opposed to a fence refusal of the write.
+bool IsStoreError(const absl::Status& s) {
+  return absl::StartsWith(ReasonOf(s), "STORE_");
+}
+
+absl::Status CandidateNotFound(const std::string& wire,
+                               const std::string& agent_id) {
+  absl::Status s = NotFoundError(
+      "CANDIDATE_NOT_FOUND",
+      absl::StrCat("agent '", agent_id, "' is not a candidate of this role"));
+  s = WithMetadata(std::move(s), "agent_id", agent_id);
+  return WithMetadata(std::move(s), "role_key_wire", wire);
+}
+
+}  // namespace
+
+int64_t RoleRegistry::ProbeBackoffMs(int64_t failures) {
+  if (failures >= 3) return kQuarantineMs;
+  if (failures <= 1) return 1'000;
+  return std::min<int64_t>(int64_t{1'000} << (failures - 1), kMaxBackoffMs);
+}
+
+double RoleRegistry::RandomUnit() {
+  if (options_.random_unit) return options_.random_unit();
+  absl::MutexLock lock(&random_mu_);
+  // xorshift64*: plenty for a backoff jitter.
+  random_state_ ^= random_state_ >> 12;
+  random_state_ ^= random_state_ << 25;
+  random_state_ ^= random_state_ >> 27;
+  const uint64_t r = random_state_ * 2685821657736338717ull;
+  return static_cast<double>(r >> 11) / static_cast<double>(uint64_t{1} << 53);
+}
+
+absl::Status RoleRegistry::EnsureRoleRow(const ResolvedRoleKey& key) {
+  absl::StatusOr<storage::RoleRecord> row = store_->GetRole(key.wire);
+  if (row.ok()) return absl::OkStatus();
+  if (row.status().code() != absl::StatusCode::kNotFound) return row.status();
+  // Insert-only: on a row created meanwhile, next_epoch 0 can never be
+  // current + 1, so the store refuses instead of fencing it.
+  storage::RoleReservation r;
+  r.role_key_wire = key.wire;
+  r.project_id = key.key.project_id;
+  r.role_kind = std::string(RoleKindName(key.key.kind));
+  r.scope_id = key.key.scope_id;
+  r.expected_version = 0;
+  r.expected_epoch = 0;
+  r.next_epoch = 0;
+  r.now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<storage::RoleWrite> w = store_->ReserveRole(r);
+  if (!w.ok()) return w.status();
+  if (w->outcome == storage::RoleOutcome::kApplied && w->role) {
+    Publish(*w->role);
+  }
+  return absl::OkStatus();
+}
+
+absl::Status RoleRegistry::ReleaseQuarantine(const std::string& wire) {
+  absl::StatusOr<storage::RoleRecord> row = store_->GetRole(wire);
+  if (!row.ok()) return row.status();
+  if (row->state != "quarantined") return absl::OkStatus();
+  storage::RoleReservation r;
+  r.role_key_wire = wire;
+  r.project_id = row->project_id;
+  r.role_kind = row->role_kind;
+  r.scope_id = row->scope_id;
+  r.expected_version = row->version;
+  r.expected_epoch = row->epoch;
+  r.patch.state = std::string("electable");
+  r.patch.holder_agent_id = Patch<std::string>::Clear();
+  r.patch.activation_id = Patch<std::string>::Clear();
+  r.patch.activation_deadline_ms = Patch<int64_t>::Clear();
+  r.patch.holder_lease_expires_ms = Patch<int64_t>::Clear();
+  r.patch.retry_count = int64_t{0};
+  r.patch.next_probe_ms = Patch<int64_t>::Clear();
+  r.patch.last_reason = std::string("candidate_registered");
+  r.now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<ReserveResult> released = ReserveStorePatch(r);
+  // A lost fence means someone else moved the role on: nothing to release.
+  if (!released.ok() && IsStoreError(released.status())) {
+    return released.status();
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<CandidateUpsertResult> RoleRegistry::UpsertCandidate(
+    const CandidateUpsertInput& in) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = ValidateAgentId(in.agent_id); !s.ok()) {
+    return FieldError(std::move(s), "agent_id");
+  }
+  const int64_t now = UnixMillis(clock_->Now());
+  absl::StatusOr<storage::CandidateUpsert> u =
+      BuildCandidateUpsert(key->wire, in, now);
+  if (!u.ok()) return u.status();
+  // Everything is validated: from here only storage can fail.
+  if (absl::Status s = EnsureRoleRow(*key); !s.ok()) return s;
+  absl::StatusOr<std::optional<CandidateRecord>> existing =
+      FindCandidate(store_, key->wire, in.agent_id);
+  if (!existing.ok()) return existing.status();
+  const bool created = !existing->has_value();
+  const bool registration =
+      created ||
+      (u->transport_locators_json.has_value() &&
+       *u->transport_locators_json != (*existing)->transport_locators_json);
+  if (registration) {
+    // A (re)registered candidate gets a clean slate unless the call says
+    // otherwise.
+    if (!u->consecutive_probe_failures) u->consecutive_probe_failures = 0;
+    if (u->excluded_until_ms.keep()) {
+      u->excluded_until_ms = Patch<int64_t>::Clear();
+    }
+  }
+  absl::StatusOr<CandidateRecord> row = store_->UpsertCandidate(*u);
+  if (!row.ok()) return row.status();
+  if (registration) {
+    // Best effort: the candidate is committed; a failed release leaves the
+    // role to the quarantine expiry.
+    ReleaseQuarantine(key->wire).IgnoreError();
+  }
+  return CandidateUpsertResult{*row, created};
+}
+
+absl::StatusOr<CandidatePage> RoleRegistry::ListCandidates(
+    const CandidateListInput& in) {
+  std::optional<std::string> wire;
+  if (in.role) {
+    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(*in.role);
+    if (!key.ok()) return key.status();
+    wire = key->wire;
+  }
+  if (in.agent_id) {
+    if (absl::Status s = ValidateAgentId(*in.agent_id); !s.ok()) {
+      return FieldError(std::move(s), "agent_id");
+    }
+  }
+  absl::StatusOr<int> size = role_internal::EffectivePageSize(in.page_size);
+  if (!size.ok()) return size.status();
+  const std::string filter_text =
+      absl::StrCat(wire.value_or(""), "|", in.agent_id.value_or(""));
+  absl::StatusOr<std::string> position =
+      role_internal::DecodePageToken(in.page_token, "candidates", filter_text);
+  if (!position.ok()) return position.status();
+  size_t offset = 0;
+  if (!position->empty() && !absl::SimpleAtoi(*position, &offset)) {
+    return FieldError(
+        InvalidArgumentError("PAGE_TOKEN_INVALID", "page_token is malformed"),
+        "page_token");
+  }
+  std::vector<std::string> wires;
+  if (wire) {
+    wires.push_back(*wire);
+  } else {
+    absl::StatusOr<std::vector<storage::RoleRecord>> roles =
+        store_->ListRoles({});
+    if (!roles.ok()) return roles.status();
+    for (const storage::RoleRecord& r : *roles)
+      wires.push_back(r.role_key_wire);
+  }
+  std::vector<CandidateRecord> all;
+  for (const std::string& w : wires) {
+    absl::StatusOr<std::vector<CandidateRecord>> rows =
+        store_->ListCandidates(w);
+    if (!rows.ok()) return rows.status();
+    for (CandidateRecord& c : *rows) {
+      if (!in.agent_id || c.agent_id == *in.agent_id)
+        all.push_back(std::move(c));
+    }
+  }
+  CandidatePage page;
+  for (size_t i = offset; i < all.size(); ++i) {
+    if (static_cast<int>(page.candidates.size()) == *size) {
+      page.next_page_token = role_internal::EncodePageToken(
+          "candidates", filter_text, absl::StrCat(i));
+      break;
+    }
+    page.candidates.push_back(std::move(all[i]));
+  }
+  return page;
+}
+
+absl::StatusOr<CandidateRecord> RoleRegistry::ReportProbe(
+    const ProbeReportInput& in) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = ValidateAgentId(in.agent_id); !s.ok()) {
+    return FieldError(std::move(s), "agent_id");
+  }
+  if (std::find(std::begin(kProbeCodes), std::end(kProbeCodes), in.code) ==
+      std::end(kProbeCodes)) {
+    return RequestInvalid("code", "code must be a known probe code");
+  }
+  const int64_t now = UnixMillis(clock_->Now());
+  const int64_t probed_at = in.probed_at_ms.value_or(now);
+  if (probed_at > now + kProbeClockSkewMs) {
+    return RequestInvalid("probed_at", "probed_at is in the future");
+  }
+  if (in.consecutive_probe_failures && *in.consecutive_probe_failures < 0) {
+    return RequestInvalid("consecutive_probe_failures",
+                          "consecutive_probe_failures must be >= 0");
+  }
+  absl::StatusOr<std::optional<CandidateRecord>> current =
+      FindCandidate(store_, key->wire, in.agent_id);
+  if (!current.ok()) return current.status();
+  if (!current->has_value()) return CandidateNotFound(key->wire, in.agent_id);
+
+  storage::ReachabilityUpdate u;
+  u.role_key_wire = key->wire;
+  u.agent_id = in.agent_id;
+  u.now_ms = now;
+  u.last_probe_ms = probed_at;
+  u.last_probe_code = in.code;
+  using Failures = storage::ReachabilityUpdate::Failures;
+  int64_t failures_after = (*current)->consecutive_probe_failures;
+  if (in.code == "ok") {
+    u.failures = Failures::kReset;
+    u.excluded_until_ms = Patch<int64_t>::Clear();
+    failures_after = 0;
+  } else if (in.code != "adapter_unavailable") {
+    // Counted by the store inside its write, so concurrent reports never
+    // lose a failure.
+    u.failures = Failures::kIncrement;
+    ++failures_after;
+    int64_t backoff = ProbeBackoffMs(failures_after);
+    if (failures_after < 3) {
+      backoff += static_cast<int64_t>(backoff * 0.4 * (RandomUnit() - 0.5));
+    }
+    u.excluded_until_ms = probed_at + backoff;
+  }
+  if (in.consecutive_probe_failures) {
+    u.failures = Failures::kSet;
+    u.failures_value = *in.consecutive_probe_failures;
+  }
+  if (in.excluded_until_ms) u.excluded_until_ms = *in.excluded_until_ms;
+  absl::StatusOr<CandidateRecord> row = store_->UpdateCandidateReachability(u);
+  if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
+    return CandidateNotFound(key->wire, in.agent_id);
+  }
+  return row;
+}
+
+}  // namespace hub

@@ -1,0 +1,463 @@
+#include "registry/role_registry.h"
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "absl/synchronization/mutex.h"
+#include "gtest/gtest.h"
+#include "registry/clock.h"
+#include "registry/status.h"
+#include "storage/test_util.h"
+
+namespace hub {
+namespace {
+
+using storage::RoleRecord;
+using storage::testing::FreshDbPath;
+using storage::testing::OpenOrDie;
+
+constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+constexpr char kOtherProject[] = "prj_BBBBBBBBBBBBBBBBBBBBBB";
+constexpr char kScope[] = "scp_CCCCCCCCCCCCCCCCCCCCCC";
+
+RoleKeyRef Cto(const std::string& project = kProject) {
+  RoleKeyRef ref;
+  ref.key = RoleKeyInput{project, "cto", std::nullopt};
+  return ref;
+}
+
+RoleKeyRef Lead(const std::string& project = kProject) {
+  RoleKeyRef ref;
+  ref.key = RoleKeyInput{project, "lead", std::string(kScope)};
+  return ref;
+}
+
+std::string WireOf(const RoleKeyRef& ref) { return ResolveRoleKey(ref)->wire; }
+
+class RoleRegistryTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    store_ = OpenOrDie(FreshDbPath());
+    registry_ = std::make_unique<RoleRegistry>(
+        store_.get(), &clock_, RoleRegistryOptions{[] { return 0.5; }});
+  }
+
+  RoleRecord ReserveOk(const RoleKeyRef& role,
+                       std::optional<std::string> holder = std::nullopt) {
+    ReserveInput in;
+    in.role = role;
+    in.patch.holder_agent_id = holder;
+    absl::StatusOr<ReserveResult> r = registry_->Reserve(in);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->role : RoleRecord();
+  }
+
+  CasInput CasFrom(const RoleRecord& row) {
+    CasInput in;
+    in.role = Cto();
+    in.role.key->project_id = row.project_id;
+    in.expected_version = row.version;
+    in.expected_epoch = row.epoch;
+    in.expected_activation_seq = row.activation_seq;
+    in.expected_activation_id = row.activation_id;
+    return in;
+  }
+
+  FakeClock clock_;
+  std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<RoleRegistry> registry_;
+};
+
+TEST_F(RoleRegistryTest, FirstReservationCreatesTheRowAtEpochZero) {
+  ReserveInput in;
+  in.role = Cto();
+  absl::StatusOr<ReserveResult> r = registry_->Reserve(in);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->created);
+  EXPECT_EQ(r->role.epoch, 0);
+  EXPECT_EQ(r->role.activation_seq, 0);
+  EXPECT_EQ(r->role.version, 0);
+  EXPECT_EQ(r->role.state, "electable");
+  EXPECT_EQ(r->role.last_reason, "role_reserved");
+}
+
+TEST_F(RoleRegistryTest, EveryReReservationAdvancesEpochAndSeqByExactlyOne) {
+  ReserveOk(Cto());
+  for (int i = 1; i <= 3; ++i) {
+    RoleRecord row = ReserveOk(Cto(), "agent-" + std::to_string(i));
+    EXPECT_EQ(row.epoch, i);
+    EXPECT_EQ(row.activation_seq, i);
+    EXPECT_EQ(row.version, i);
+    EXPECT_EQ(row.state, "elected-probing");
+    EXPECT_TRUE(row.activation_id.has_value());
+  }
+}
+
+TEST_F(RoleRegistryTest, StaleVersionIsAbortedAndCarriesTheRowsFence) {
+  ReserveOk(Cto());
+  RoleRecord row = ReserveOk(Cto(), "agent-a");
+  ReserveInput in;
+  in.role = Cto();
+  in.expected_version = row.version - 1;
+  absl::StatusOr<ReserveResult> r = registry_->Reserve(in);
+  ASSERT_EQ(r.status().code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ReasonOf(r.status()), "STALE_VERSION");
+  auto md = MetadataOf(r.status());
+  EXPECT_EQ(md["version"], "1");
+  EXPECT_EQ(md["epoch"], "1");
+  EXPECT_EQ(md["activation_seq"], "1");
+  EXPECT_EQ(md["activation_id"], *row.activation_id);
+  EXPECT_EQ(md["state"], "elected-probing");
+  EXPECT_EQ(md["holder_agent_id"], "agent-a");
+}
+
+TEST_F(RoleRegistryTest, StaleEpochAndWrongNextValuesAreFailedPrecondition) {
+  ReserveOk(Cto());
+  ReserveOk(Cto());  // epoch 1
+  ReserveInput in;
+  in.role = Cto();
+  in.expected_epoch = 0;
+  EXPECT_EQ(ReasonOf(registry_->Reserve(in).status()), "STALE_EPOCH");
+  in.expected_epoch.reset();
+  in.next_epoch = 5;
+  EXPECT_EQ(ReasonOf(registry_->Reserve(in).status()), "STALE_EPOCH");
+  in.next_epoch = 2;
+  in.next_activation_seq = 7;
+  absl::Status s = registry_->Reserve(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(s), "STALE_ACTIVATION_SEQ");
+  in.next_activation_seq = 2;
+  EXPECT_TRUE(registry_->Reserve(in).ok());
+}
+
+TEST_F(RoleRegistryTest, GuardsOnARowThatDoesNotExistMustNameTheZeroRow) {
+  ReserveInput in;
+  in.role = Cto();
+  in.expected_version = 3;
+  EXPECT_EQ(ReasonOf(registry_->Reserve(in).status()), "STALE_VERSION");
+  in.expected_version = 0;
+  in.next_epoch = 1;
+  EXPECT_EQ(ReasonOf(registry_->Reserve(in).status()), "STALE_EPOCH");
+  EXPECT_EQ(registry_->Get(Cto()).status().code(), absl::StatusCode::kNotFound);
+  in.next_epoch = 0;
+  EXPECT_TRUE(registry_->Reserve(in).ok());
+}
+
+TEST_F(RoleRegistryTest, KeyGivenBothWaysMustNameOneRole) {
+  RoleKeyRef both = Cto();
+  both.wire = WireOf(Lead());
+  EXPECT_EQ(ReasonOf(ResolveRoleKey(both).status()), "ROLE_KEY_MISMATCH");
+  both.wire = WireOf(Cto());
+  EXPECT_TRUE(ResolveRoleKey(both).ok());
+  EXPECT_EQ(ReasonOf(ResolveRoleKey(RoleKeyRef{}).status()),
+            "ROLE_KEY_INVALID");
+  RoleKeyRef bad_wire;
+  bad_wire.wire = "rk1.xyz";
+  EXPECT_EQ(ReasonOf(ResolveRoleKey(bad_wire).status()),
+            "ROLE_KEY_WIRE_PREFIX");
+  RoleKeyRef bad_scope = Cto();
+  bad_scope.key->scope_id = kScope;
+  absl::Status s = ResolveRoleKey(bad_scope).status();
+  EXPECT_EQ(ReasonOf(s), "ROLE_SCOPE_FORBIDDEN");
+  EXPECT_EQ(MetadataOf(s)["field"], "role_key.scope_id");
+}
+
+TEST_F(RoleRegistryTest, CompareAndSetNeedsAllFourGuards) {
+  RoleRecord row = ReserveOk(Cto());
+  CasInput in = CasFrom(row);
+  in.expected_activation_id.reset();
+  absl::Status s = registry_->CompareAndSet(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(s), "INVALID_CAS");
+  in = CasFrom(row);
+  in.expected_activation_seq.reset();
+  EXPECT_EQ(ReasonOf(registry_->CompareAndSet(in).status()), "INVALID_CAS");
+}
+
+TEST_F(RoleRegistryTest, CompareAndSetOnAMissingRoleIsRoleNotFound) {
+  CasInput in = CasFrom(RoleRecord{});
+  in.role = Lead();
+  absl::Status s = registry_->CompareAndSet(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReasonOf(s), "ROLE_NOT_FOUND");
+}
+
+TEST_F(RoleRegistryTest, CompareAndSetReportsEachStaleGuardInOrder) {
+  ReserveOk(Cto());
+  RoleRecord row = ReserveOk(Cto(), "agent-a");
+  CasInput in = CasFrom(row);
+  in.expected_version = row.version + 1;
+  in.expected_epoch = row.epoch + 1;
+  absl::Status s = registry_->CompareAndSet(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ReasonOf(s), "STALE_VERSION");
+  in.expected_version = row.version;
+  EXPECT_EQ(ReasonOf(registry_->CompareAndSet(in).status()), "STALE_EPOCH");
+  in.expected_epoch = row.epoch;
+  in.expected_activation_seq = 0;
+  EXPECT_EQ(ReasonOf(registry_->CompareAndSet(in).status()),
+            "STALE_ACTIVATION_SEQ");
+  in.expected_activation_seq = row.activation_seq;
+  in.expected_activation_id = std::optional<std::string>();  // "none"
+  s = registry_->CompareAndSet(in).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(s), "STALE_ACTIVATION_ID");
+  in.expected_activation_id = row.activation_id;
+  in.patch.state = "active";
+  absl::StatusOr<RoleRecord> done = registry_->CompareAndSet(in);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_EQ(done->version, row.version + 1);
+  EXPECT_EQ(done->epoch, row.epoch);
+  EXPECT_EQ(done->activation_seq, row.activation_seq);
+}
+
+TEST_F(RoleRegistryTest, MaskClearsListedFieldsAndAbsentFieldsAreKept) {
+  RoleRecord row = ReserveOk(Cto(), "agent-a");
+  CasInput keep = CasFrom(row);
+  keep.patch.blocked_reason = "no_candidate";
+  absl::StatusOr<RoleRecord> kept = registry_->CompareAndSet(keep);
+  ASSERT_TRUE(kept.ok()) << kept.status();
+  EXPECT_EQ(kept->activation_id, row.activation_id);
+  CasInput clear = CasFrom(*kept);
+  clear.patch.update_mask = {"activation_id", "state"};
+  clear.patch.state = "electable";
+  absl::StatusOr<RoleRecord> cleared = registry_->CompareAndSet(clear);
+  ASSERT_TRUE(cleared.ok()) << cleared.status();
+  EXPECT_FALSE(cleared->activation_id.has_value());
+  EXPECT_EQ(cleared->blocked_reason, "no_candidate");
+  // The "none" guard now matches.
+  CasInput none = CasFrom(*cleared);
+  none.expected_activation_id = std::optional<std::string>();
+  EXPECT_TRUE(registry_->CompareAndSet(none).ok());
+}
+
+TEST_F(RoleRegistryTest, BadMasksAndValuesAreRefusedWithStableReasons) {
+  RoleRecord row = ReserveOk(Cto(), "agent-a");
+  auto reason = [&](auto edit) {
+    CasInput in = CasFrom(row);
+    edit(in.patch);
+    return ReasonOf(registry_->CompareAndSet(in).status());
+  };
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.update_mask = {"epoch"}; }),
+            "UPDATE_MASK_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) {
+              p.update_mask = {"state", "state"};
+              p.state = "active";
+            }),
+            "UPDATE_MASK_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) {
+              p.update_mask = {"blocked_reason"};
+              p.state = "active";
+            }),
+            "UPDATE_MASK_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.update_mask = {"retry_count"}; }),
+            "REQUEST_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.state = "offline"; }),
+            "ROLE_REACHABILITY_STATE_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.holder_agent_id = "x"; }),
+            "AGENT_ID_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.charter_acked_epoch = 9; }),
+            "REQUEST_INVALID");
+  EXPECT_EQ(reason([](RolePatchInput& p) {
+              p.state = "active";
+              p.update_mask = {"state", "holder_agent_id"};
+            }),
+            "REQUEST_INVALID");
+  // Nothing of the refused requests was written.
+  EXPECT_EQ(registry_->Get(Cto())->version, row.version);
+}
+
+TEST_F(RoleRegistryTest, ActiveWithoutAHolderIsRefusedBeforeTheStore) {
+  RoleRecord row = ReserveOk(Cto());
+  CasInput in = CasFrom(row);
+  in.patch.state = "active";
+  absl::Status s = registry_->CompareAndSet(in).status();
+  EXPECT_EQ(ReasonOf(s), "REQUEST_INVALID");
+  EXPECT_EQ(MetadataOf(s)["field"], "patch.state");
+}
+
+TEST_F(RoleRegistryTest, ListFiltersAndPagesByWire) {
+  ReserveOk(Cto());
+  ReserveOk(Lead());
+  ReserveOk(Cto(kOtherProject), "agent-a");
+  RoleListFilter all;
+  absl::StatusOr<RolePage> page = registry_->List(all, 2, "");
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->roles.size(), 2u);
+  EXPECT_LT(page->roles[0].role_key_wire, page->roles[1].role_key_wire);
+  ASSERT_FALSE(page->next_page_token.empty());
+  absl::StatusOr<RolePage> rest =
+      registry_->List(all, 2, page->next_page_token);
+  ASSERT_TRUE(rest.ok());
+  ASSERT_EQ(rest->roles.size(), 1u);
+  EXPECT_TRUE(rest->next_page_token.empty());
+  RoleListFilter lead;
+  lead.kind = RoleKind::kLead;
+  EXPECT_EQ(registry_->List(lead, 0, "")->roles.size(), 1u);
+  EXPECT_EQ(ReasonOf(registry_->List(lead, 2, page->next_page_token).status()),
+            "PAGE_TOKEN_INVALID");
+  RoleListFilter probing;
+  probing.states = {"elected-probing"};
+  EXPECT_EQ(registry_->List(probing, 0, "")->roles.size(), 1u);
+  probing.states = {"nope"};
+  EXPECT_EQ(ReasonOf(registry_->List(probing, 0, "").status()),
+            "ROLE_REACHABILITY_STATE_INVALID");
+  EXPECT_EQ(ReasonOf(registry_->List(all, -1, "").status()), "REQUEST_INVALID");
+}
+
+TEST_F(RoleRegistryTest, WatchersSeeEachRolesVersionsInAscendingOrder) {
+  ReserveOk(Cto());
+  absl::Mutex mu;
+  std::vector<int64_t> versions;
+  RoleWatchFilter filter;
+  filter.project_id = kProject;
+  absl::StatusOr<RoleWatchStart> start =
+      registry_->Watch(filter, [&](const RoleEvent& e) {
+        absl::MutexLock lock(&mu);
+        versions.push_back(e.role.version);
+      });
+  ASSERT_TRUE(start.ok()) << start.status();
+  ASSERT_EQ(start->snapshot.size(), 1u);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&] {
+      for (int i = 0; i < 10; ++i) ReserveOk(Cto());
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ReserveOk(Cto(kOtherProject));  // filtered out
+  absl::MutexLock lock(&mu);
+  ASSERT_FALSE(versions.empty());
+  for (size_t i = 1; i < versions.size(); ++i) {
+    EXPECT_LT(versions[i - 1], versions[i]);
+  }
+  EXPECT_EQ(versions.back(), 40);
+}
+
+TEST_F(RoleRegistryTest, ACancelledWatchIsNeverCalledAgain) {
+  std::atomic<int> calls{0};
+  absl::StatusOr<RoleWatchStart> start = registry_->Watch(
+      RoleWatchFilter{}, [&](const RoleEvent&) { calls.fetch_add(1); });
+  ASSERT_TRUE(start.ok());
+  ReserveOk(Cto());
+  EXPECT_EQ(calls.load(), 1);
+  start->watch->Cancel();
+  ReserveOk(Cto());
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST_F(RoleRegistryTest, UpsertCreatesTheRoleAndMergesLaterWrites) {
+  CandidateUpsertInput in;
+  in.role = Lead();
+  in.agent_id = "agent-a";
+  in.patch.priority = 5;
+  in.patch.excluded_until_ms = 1'700'000'100'000;
+  absl::StatusOr<CandidateUpsertResult> first = registry_->UpsertCandidate(in);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_TRUE(first->created);
+  EXPECT_EQ(first->candidate.source, "operator");
+  EXPECT_EQ(first->candidate.excluded_until_ms, 1'700'000'100'000);
+  EXPECT_EQ(registry_->Get(Lead())->state, "electable");
+  CandidateUpsertInput merge;
+  merge.role = Lead();
+  merge.agent_id = "agent-a";
+  merge.patch.source = "grant";
+  absl::StatusOr<CandidateUpsertResult> second =
+      registry_->UpsertCandidate(merge);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->created);
+  EXPECT_EQ(second->candidate.priority, 5);
+  EXPECT_EQ(second->candidate.excluded_until_ms, 1'700'000'100'000);
+  merge.patch.source.reset();
+  merge.patch.update_mask = {"excluded_until"};
+  second = registry_->UpsertCandidate(merge);
+  ASSERT_TRUE(second.ok());
+  EXPECT_FALSE(second->candidate.excluded_until_ms.has_value());
+  EXPECT_EQ(registry_->Get(Lead())->version, 0);  // the role was not touched
+}
+
+TEST_F(RoleRegistryTest, ProbeFailuresBackOffThenQuarantineAndOkResets) {
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+  ProbeReportInput probe;
+  probe.role = Cto();
+  probe.agent_id = "agent-a";
+  probe.code = "timeout";
+  const int64_t now = UnixMillis(clock_.Now());
+  absl::StatusOr<storage::CandidateRecord> c = registry_->ReportProbe(probe);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->consecutive_probe_failures, 1);
+  EXPECT_EQ(c->excluded_until_ms, now + 1'000);  // jitter 0.5 = none
+  EXPECT_EQ(c->last_probe_code, "timeout");
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->excluded_until_ms, now + 2'000);
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 3);
+  EXPECT_EQ(c->excluded_until_ms, now + 120'000);
+  probe.code = "adapter_unavailable";
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 3);
+  probe.code = "ok";
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 0);
+  EXPECT_FALSE(c->excluded_until_ms.has_value());
+  probe.agent_id = "agent-b";
+  EXPECT_EQ(ReasonOf(registry_->ReportProbe(probe).status()),
+            "CANDIDATE_NOT_FOUND");
+  probe.code = "";
+  EXPECT_EQ(ReasonOf(registry_->ReportProbe(probe).status()),
+            "REQUEST_INVALID");
+}
+
+TEST_F(RoleRegistryTest, ANewCandidateReleasesAQuarantinedRole) {
+  RoleRecord row = ReserveOk(Cto());
+  CasInput q = CasFrom(row);
+  q.patch.state = "quarantined";
+  q.patch.retry_count = 4;
+  ASSERT_TRUE(registry_->CompareAndSet(q).ok());
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-new";
+  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+  absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
+  EXPECT_EQ(after->state, "electable");
+  EXPECT_EQ(after->epoch, row.epoch + 1);
+  EXPECT_EQ(after->retry_count, 0);
+  EXPECT_EQ(after->last_reason, "candidate_registered");
+}
+
+TEST_F(RoleRegistryTest, StorePatchWritesAreFencedMappedAndPublished) {
+  RoleRecord row = ReserveOk(Cto(), "agent-a");
+  std::vector<int64_t> seen;
+  absl::StatusOr<RoleWatchStart> start = registry_->Watch(
+      RoleWatchFilter{},
+      [&](const RoleEvent& e) { seen.push_back(e.role.version); });
+  ASSERT_TRUE(start.ok());
+  storage::RoleCas cas;
+  cas.role_key_wire = row.role_key_wire;
+  cas.expected_version = row.version;
+  cas.expected_epoch = row.epoch;
+  cas.expected_activation_seq = std::optional<int64_t>(row.activation_seq);
+  cas.expected_activation_id = row.activation_id;
+  cas.patch.activation_id = storage::Patch<std::string>::Clear();
+  absl::StatusOr<RoleRecord> done = registry_->CompareAndSetStorePatch(cas);
+  ASSERT_TRUE(done.ok()) << done.status();
+  EXPECT_FALSE(done->activation_id.has_value());
+  absl::Status stale = registry_->CompareAndSetStorePatch(cas).status();
+  EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
+  EXPECT_EQ(ReasonOf(stale), "STALE_VERSION");
+  EXPECT_EQ(seen, std::vector<int64_t>{done->version});
+}
+
+TEST(RoleRegistryBackoff, DoublesFromOneSecondAndQuarantinesAtThree) {
+  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(1), 1'000);
+  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(2), 2'000);
+  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(3), 120'000);
+  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(50), 120'000);
+}
+
+}  // namespace
+}  // namespace hub

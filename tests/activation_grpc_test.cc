@@ -1,0 +1,228 @@
+// The activator through gRPC against an in-process HubServer: a candidate
+// attached over its presence stream is activated by EnsureRole, ACKs on the
+// stream, and loses the role to the next candidate when its stream ends.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+#include "hub/server.h"
+#include "hub/v1/hub.grpc.pb.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/role_service.grpc.pb.h"
+
+namespace hub {
+namespace {
+
+using hub::v1::AttachRequest;
+using hub::v1::AttachResponse;
+
+constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+
+std::string Reason(const grpc::Status& status) {
+  google::rpc::Status details;
+  if (!details.ParseFromString(status.error_details())) return "";
+  for (const auto& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    if (any.UnpackTo(&info)) return info.reason();
+  }
+  return "";
+}
+
+hub::v1::RoleKey Cto() {
+  hub::v1::RoleKey key;
+  key.set_project_id(kProject);
+  key.set_kind(hub::v1::ROLE_KIND_CTO);
+  return key;
+}
+
+class ActivationGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    const std::string db = absl::StrCat(
+        dir != nullptr ? dir : "/tmp", "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        ".sqlite");
+    for (const char* ext : {"", "-wal", "-shm"}) {
+      std::remove(absl::StrCat(db, ext).c_str());
+    }
+    HubServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_path = db;
+    options.presence.detach_grace = absl::Milliseconds(200);
+    options.tick_interval = absl::Milliseconds(20);
+    auto server = HubServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto channel = grpc::CreateChannel(server_->address(),
+                                       grpc::InsecureChannelCredentials());
+    presence_ = hub::v1::PresenceService::NewStub(channel);
+    roles_ = hub::v1::RoleService::NewStub(channel);
+  }
+
+  // A registered cto candidate of the project, attached over a stream.
+  struct Agent {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReaderWriter<AttachRequest, AttachResponse>>
+        stream;
+  };
+  // Higher `priority` candidates are chosen first.
+  Agent Candidate(const std::string& id, int64_t priority = 0) {
+    grpc::ClientContext context;
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id(id);
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    request.set_project_id(kProject);
+    request.add_capabilities("role:cto:candidate");
+    hub::v1::RegisterAgentResponse registered;
+    EXPECT_TRUE(presence_->RegisterAgent(&context, request, &registered).ok());
+    Agent agent;
+    agent.context = std::make_unique<grpc::ClientContext>();
+    agent.stream = presence_->Attach(agent.context.get());
+    AttachRequest hello;
+    hello.mutable_hello()->set_agent_id(id);
+    hello.mutable_hello()->set_presence_generation(
+        registered.presence_generation());
+    EXPECT_TRUE(agent.stream->Write(hello));
+    AttachResponse attached;
+    EXPECT_TRUE(agent.stream->Read(&attached));
+    EXPECT_TRUE(attached.has_attached());
+    grpc::ClientContext upsert_context;
+    hub::v1::UpsertRoleCandidateRequest upsert;
+    *upsert.mutable_role_key() = Cto();
+    upsert.set_agent_id(id);
+    upsert.mutable_candidate()->set_priority(priority);
+    hub::v1::UpsertRoleCandidateResponse upserted;
+    grpc::Status s =
+        roles_->UpsertRoleCandidate(&upsert_context, upsert, &upserted);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return agent;
+  }
+
+  hub::v1::EnsureRoleReceipt Ensure() {
+    grpc::ClientContext context;
+    hub::v1::EnsureRoleRequest request;
+    *request.mutable_role_key() = Cto();
+    request.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_MANUAL);
+    request.set_cause_id("test");
+    hub::v1::EnsureRoleResponse response;
+    grpc::Status s = roles_->EnsureRole(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.receipt();
+  }
+
+  hub::v1::Role GetRole() {
+    grpc::ClientContext context;
+    hub::v1::GetRoleRequest request;
+    *request.mutable_role_key() = Cto();
+    hub::v1::GetRoleResponse response;
+    EXPECT_TRUE(roles_->GetRole(&context, request, &response).ok());
+    return response.role();
+  }
+
+  // Reads frames until a role activation arrives.
+  hub::v1::RoleActivation NextActivation(Agent& agent) {
+    AttachResponse frame;
+    while (agent.stream->Read(&frame)) {
+      if (frame.event().has_role_activation())
+        return frame.event().role_activation();
+    }
+    ADD_FAILURE() << "the stream ended without an activation";
+    return {};
+  }
+
+  static AttachRequest AckFrame(const hub::v1::RoleActivation& a) {
+    AttachRequest frame;
+    frame.set_frame_id(42);
+    hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
+    ack->set_schema("tfx.role-activation-ack.v1");
+    ack->set_activation_id(a.activation_id());
+    ack->set_role_key_wire(a.role_key_wire());
+    ack->set_epoch(a.epoch());
+    ack->set_activation_seq(a.activation_seq());
+    ack->set_holder_agent_id(a.holder_agent_id());
+    ack->set_reachable(true);
+    ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
+    ack->mutable_charter_ack()->set_epoch(a.epoch());
+    ack->mutable_charter_ack()->set_charter_version(a.charter_version());
+    return frame;
+  }
+
+  std::unique_ptr<HubServer> server_;
+  std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
+  std::unique_ptr<hub::v1::RoleService::Stub> roles_;
+};
+
+TEST_F(ActivationGrpcTest,
+       AnAttachedCandidateIsActivatedOverItsStreamAndAcksThere) {
+  Agent a = Candidate("agent-a");
+  hub::v1::EnsureRoleReceipt receipt = Ensure();
+  EXPECT_EQ(receipt.disposition(), hub::v1::ENSURE_ROLE_DISPOSITION_STARTED);
+  EXPECT_EQ(receipt.holder_agent_id(), "agent-a");
+  const hub::v1::RoleActivation activation = NextActivation(a);
+  EXPECT_EQ(activation.epoch(), receipt.epoch());
+  EXPECT_EQ(activation.schema(), "tfx.role-activation.v1");
+  ASSERT_TRUE(a.stream->Write(AckFrame(activation)));
+  AttachResponse answer;
+  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
+  EXPECT_EQ(answer.frame_id(), 42);
+  EXPECT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
+  EXPECT_EQ(Ensure().disposition(),
+            hub::v1::ENSURE_ROLE_DISPOSITION_ALREADY_ACTIVE);
+}
+
+TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
+  Agent a = Candidate("agent-a", /*priority=*/10);
+  Agent b = Candidate("agent-b", /*priority=*/5);
+  EXPECT_EQ(Ensure().holder_agent_id(), "agent-a");
+  const hub::v1::RoleActivation first = NextActivation(a);
+  ASSERT_TRUE(a.stream->Write(AckFrame(first)));
+  AttachResponse answer;
+  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
+
+  // agent-a's process dies: its stream ends and the grace runs out.
+  a.context->TryCancel();
+  const hub::v1::RoleActivation second = NextActivation(b);
+  EXPECT_EQ(second.holder_agent_id(), "agent-b");
+  EXPECT_GT(second.epoch(), first.epoch());
+  ASSERT_TRUE(b.stream->Write(AckFrame(second)));
+  ASSERT_TRUE(b.stream->Read(&answer));
+  ASSERT_TRUE(answer.has_activation_ack_result());
+  hub::v1::Role role = GetRole();
+  EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
+  EXPECT_EQ(role.holder_agent_id(), "agent-b");
+
+  // The old holder's ACK, sent late over the unary RPC, is fenced.
+  grpc::ClientContext context;
+  hub::v1::AckRoleActivationRequest late;
+  *late.mutable_ack() = AckFrame(first).activation_ack();
+  late.set_agent_id("agent-a");
+  hub::v1::AckRoleActivationResponse response;
+  grpc::Status s = roles_->AckRoleActivation(&context, late, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(s), "STALE_EPOCH");
+}
+
+TEST_F(ActivationGrpcTest, GetStatusCountsRolesByState) {
+  Agent a = Candidate("agent-a");
+  Ensure();
+  grpc::ClientContext context;
+  auto hub_stub = hub::v1::HubService::NewStub(grpc::CreateChannel(
+      server_->address(), grpc::InsecureChannelCredentials()));
+  hub::v1::GetStatusResponse status;
+  ASSERT_TRUE(hub_stub->GetStatus(&context, {}, &status).ok());
+  EXPECT_EQ(status.roles().elected_probing(), 1);
+  EXPECT_EQ(status.open_presence_streams(), 1);
+}
+
+}  // namespace
+}  // namespace hub
