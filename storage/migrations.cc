@@ -152,7 +152,9 @@ absl::Status MigrateInTransaction(Connection& conn, int64_t now_ms,
   if (*cookie_before != *cookie_after) changed = true;
   const std::optional<std::string>& from = report->from_schema_version;
   int from_version = kTrifluxSchemaVersion;
-  if (from.has_value()) absl::SimpleAtoi(*from, &from_version);
+  if (from.has_value() && !absl::SimpleAtoi(*from, &from_version)) {
+    from_version = kTrifluxSchemaVersion;  // unreadable: treat as current
+  }
   if (*had_roles && from_version < kTrifluxSchemaVersion) {
     absl::StatusOr<int> repaired = RepairPhantomRoles(conn, now_ms);
     if (!repaired.ok()) return repaired.status();
