@@ -5,7 +5,8 @@
 #
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
-#        tmux (the tmux transport adapter and its tests).
+#        tmux (the tmux transport adapter and its tests), etcd 3.4 (server,
+#        client and .proto files: tools/hubbench's reference).
 #   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, outside the
 #        checkout.
 set -euo pipefail
@@ -19,6 +20,8 @@ APT_PACKAGES=(
   libabsl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev
   golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
   googletest libgtest-dev libbenchmark-dev
+  # tools/hubbench: etcd 3.4 as a reference, and its .proto files for codegen
+  etcd-server etcd-client golang-etcd-server-dev
   # checks and tools
   clang-format sqlite3
   tmux  # the tmux transport adapter and its tests

@@ -1,0 +1,180 @@
+#include "tools/hubbench/bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/string_view.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+
+namespace hubbench {
+namespace {
+
+// JSON string literal: quotes, backslashes and control characters escaped.
+std::string Quote(absl::string_view s) {
+  std::string out = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') {
+      absl::StrAppend(&out, "\\", std::string(1, c));
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      absl::StrAppend(&out, " ");
+    } else {
+      out.push_back(c);
+    }
+  }
+  return out + "\"";
+}
+
+std::string Number(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+}  // namespace
+
+Window Window::FromNow(absl::Duration warmup, absl::Duration duration) {
+  const absl::Time start = absl::Now() + warmup;
+  return Window{start, start + duration};
+}
+
+std::string Result::ToJson() const {
+  std::vector<std::string> f;
+  f.push_back(absl::StrCat("\"target\":", Quote(target)));
+  f.push_back(absl::StrCat("\"workload\":", Quote(workload)));
+  f.push_back(absl::StrCat("\"layout\":", Quote(layout)));
+  f.push_back(absl::StrCat("\"status\":", Quote(status)));
+  if (!error.empty()) f.push_back(absl::StrCat("\"error\":", Quote(error)));
+  auto add_int = [&f](const char* name, int64_t v, int64_t absent) {
+    if (v != absent) f.push_back(absl::StrCat("\"", name, "\":", v));
+  };
+  auto add_double = [&f](const char* name, double v) {
+    if (v >= 0) f.push_back(absl::StrCat("\"", name, "\":", Number(v)));
+  };
+  add_int("clients", clients, 0);
+  add_int("streams", streams, 0);
+  add_int("connections", connections, 0);
+  add_double("duration_s", duration_s);
+  if (ops_per_s >= 0) add_int("ops", ops, -1);
+  add_double("ops_per_s", ops_per_s);
+  add_int("attempts", attempts, 0);
+  if (attempts > 0) add_int("lost", lost, -1);
+  add_int("dup_versions", dup_versions, -1);
+  add_int("errors", errors, -1);
+  add_double("p50_us", p50_us);
+  add_double("p99_us", p99_us);
+  add_int("rss_before_kib", rss_before_kib, -1);
+  add_int("rss_kib", rss_kib, -1);
+  add_double("per_stream_kib", per_stream_kib);
+  add_double("cpu_pct", cpu_pct);
+  std::string out = "{";
+  for (size_t i = 0; i < f.size(); ++i) {
+    absl::StrAppend(&out, i ? "," : "", f[i]);
+  }
+  return out + "}";
+}
+
+void LatencySamples::Merge(const LatencySamples& other) {
+  samples_.insert(samples_.end(), other.samples_.begin(), other.samples_.end());
+}
+
+double LatencySamples::Quantile(double q) {
+  if (samples_.empty()) return -1;
+  size_t rank = static_cast<size_t>(std::ceil(q * samples_.size()));
+  rank = std::min(std::max<size_t>(rank, 1), samples_.size()) - 1;
+  std::nth_element(samples_.begin(), samples_.begin() + rank, samples_.end());
+  return samples_[rank];
+}
+
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
+    const std::string& address, int n, absl::Time deadline) {
+  std::vector<std::shared_ptr<grpc::Channel>> channels;
+  channels.reserve(n);
+  for (int i = 0; i < n; ++i) {
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    args.SetInt("hubbench.connection_index", i);
+    channels.push_back(grpc::CreateCustomChannel(
+        address, grpc::InsecureChannelCredentials(), args));
+    channels.back()->GetState(/*try_to_connect=*/true);
+  }
+  for (int i = 0; i < n; ++i) {
+    if (!channels[i]->WaitForConnected(absl::ToChronoTime(deadline))) {
+      return absl::DeadlineExceededError(absl::StrCat(
+          "connection ", i, " of ", n, " to ", address, " not up in time"));
+    }
+  }
+  return channels;
+}
+
+absl::StatusOr<int64_t> ReadRssKib(int pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/status");
+  std::ifstream in(path);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (!absl::StartsWith(line, "VmRSS:")) continue;
+    std::vector<absl::string_view> parts =
+        absl::StrSplit(line, ' ', absl::SkipWhitespace());
+    int64_t kib = 0;
+    if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kib)) return kib;
+  }
+  return absl::NotFoundError(absl::StrCat("no VmRSS in ", path));
+}
+
+absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
+  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  // The command name (field 2) may hold spaces: count fields after ')'.
+  const std::string stat = text.str();
+  const size_t paren = stat.rfind(')');
+  if (paren == std::string::npos) {
+    return absl::NotFoundError(absl::StrCat("cannot read ", path));
+  }
+  std::vector<absl::string_view> fields = absl::StrSplit(
+      absl::string_view(stat).substr(paren + 1), ' ', absl::SkipWhitespace());
+  // fields[0] is field 3 (state); utime and stime are fields 14 and 15.
+  int64_t utime = 0, stime = 0;
+  if (fields.size() < 13 || !absl::SimpleAtoi(fields[11], &utime) ||
+      !absl::SimpleAtoi(fields[12], &stime)) {
+    return absl::NotFoundError(absl::StrCat("malformed ", path));
+  }
+  const double ticks_per_second = sysconf(_SC_CLK_TCK);
+  return absl::Seconds((utime + stime) / ticks_per_second);
+}
+
+absl::Status ParallelFor(int n, int threads,
+                         const std::function<absl::Status(int)>& fn) {
+  std::atomic<int> next{0};
+  absl::Mutex mu;
+  absl::Status first_error;
+  std::vector<std::thread> pool;
+  for (int t = 0; t < std::min(n, threads); ++t) {
+    pool.emplace_back([&] {
+      for (int i = next++; i < n; i = next++) {
+        absl::Status status = fn(i);
+        if (status.ok()) continue;
+        absl::MutexLock lock(&mu);
+        if (first_error.ok()) first_error = status;
+        next = n;  // Stop handing out work.
+      }
+    });
+  }
+  for (std::thread& thread : pool) thread.join();
+  return first_error;
+}
+
+}  // namespace hubbench

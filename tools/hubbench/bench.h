@@ -1,0 +1,99 @@
+// Measurement plumbing shared by every hubbench workload: the time window a
+// run counts, latency samples and their percentiles, one machine-readable
+// result line, per-connection channels, and a server process's memory and
+// CPU read from /proc. Knows nothing of any target's protocol.
+#ifndef TOOLS_HUBBENCH_BENCH_H_
+#define TOOLS_HUBBENCH_BENCH_H_
+
+#include <grpcpp/grpcpp.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+
+namespace hubbench {
+
+// The part of a closed-loop run that counts: completions in [start, end).
+// The warm-up before `start` lets connections and caches settle.
+struct Window {
+  absl::Time start;
+  absl::Time end;
+
+  // A window of `duration` that opens `warmup` from now.
+  static Window FromNow(absl::Duration warmup, absl::Duration duration);
+  bool Contains(absl::Time t) const { return t >= start && t < end; }
+  double Seconds() const { return absl::ToDoubleSeconds(end - start); }
+};
+
+// One result line. Fields left at their defaults are not printed.
+struct Result {
+  std::string target;    // "hub", "noop" or "etcd"
+  std::string workload;  // "register", "heartbeat", "idle" or "cas"
+  std::string layout;    // e.g. "c64", "s1000/c64", "distinct/c16"
+  // "ok"; "not_served" (the target answered UNIMPLEMENTED); "error".
+  std::string status = "ok";
+  std::string error;  // First error seen, when any.
+  int clients = 0;
+  int streams = 0;
+  int connections = 0;
+  double duration_s = -1;
+  int64_t ops = 0;            // Successful operations in the window.
+  double ops_per_s = -1;      // ops / duration_s.
+  int64_t attempts = 0;       // cas: attempts (successes + lost races).
+  int64_t lost = 0;           // cas: attempts that lost a race.
+  int64_t dup_versions = -1;  // cas: successes that reused a version.
+  int64_t errors = 0;         // Failed calls or streams.
+  double p50_us = -1;
+  double p99_us = -1;
+  int64_t rss_before_kib = -1;  // idle: server VmRSS before opening streams.
+  int64_t rss_kib = -1;         // idle: server VmRSS holding them.
+  double per_stream_kib = -1;   // idle: (rss - rss_before) / streams.
+  double cpu_pct = -1;  // idle: server CPU over the window, % of one core.
+
+  // One line of JSON, no trailing newline.
+  std::string ToJson() const;
+};
+
+// Latency samples in microseconds. Not thread-safe: one per client or
+// stream, merged after the run.
+class LatencySamples {
+ public:
+  void Add(absl::Duration latency) {
+    samples_.push_back(absl::ToDoubleMicroseconds(latency));
+  }
+  void Merge(const LatencySamples& other);
+  size_t size() const { return samples_.size(); }
+  // The q-quantile (0 < q < 1) by nearest rank, or -1 with no samples.
+  // Sorts the samples.
+  double Quantile(double q);
+
+ private:
+  std::vector<double> samples_;
+};
+
+// `n` channels to `address`, each with its own TCP connection: a local
+// subchannel pool and a channel argument unique to the channel keep gRPC from
+// sharing one connection between them. Waits until every channel is
+// connected or `deadline` passes (an error then).
+absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
+    const std::string& address, int n, absl::Time deadline);
+
+// Resident memory of process `pid` (VmRSS in /proc/<pid>/status), KiB.
+absl::StatusOr<int64_t> ReadRssKib(int pid);
+
+// CPU time process `pid` has used (utime + stime in /proc/<pid>/stat).
+absl::StatusOr<absl::Duration> ReadCpuTime(int pid);
+
+// Runs fn(i) for i in [0, n) on up to `threads` threads; returns the first
+// error. For setup that is a blocking RPC per client or stream.
+absl::Status ParallelFor(int n, int threads,
+                         const std::function<absl::Status(int)>& fn);
+
+}  // namespace hubbench
+
+#endif  // TOOLS_HUBBENCH_BENCH_H_

@@ -1,0 +1,82 @@
+// The ceiling: the same loops against noop_server, which answers at once.
+#include "noop.grpc.pb.h"
+#include "tools/hubbench/targets.h"
+
+namespace hubbench {
+namespace {
+
+using hubbench::v1::NoopService;
+using hubbench::v1::Ping;
+using hubbench::v1::Pong;
+
+// One Unary echo per op: what any unary RPC costs at the least.
+class EchoOp : public UnaryOp {
+ public:
+  explicit EchoOp(std::shared_ptr<grpc::Channel> channel)
+      : stub_(NoopService::NewStub(channel)) {}
+
+  void Start(DoneFn done) override {
+    context_ = NewCallContext();
+    request_.set_seq(request_.seq() + 1);
+    stub_->async()->Unary(
+        context_.get(), &request_, &reply_, [done](grpc::Status status) {
+          done(status.ok() ? Outcome::kDone : Outcome::kFailed, status, -1);
+        });
+  }
+
+ private:
+  std::unique_ptr<NoopService::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  Ping request_;
+  Pong reply_;
+};
+
+// The stream echo. Message types are spelled in full below: inside the class
+// `Ping` names the protocol's method.
+class EchoProtocol : public StreamProtocol<Ping, Pong> {
+ public:
+  void Start(std::shared_ptr<grpc::Channel> channel,
+             grpc::ClientContext* context,
+             grpc::ClientBidiReactor<hubbench::v1::Ping, hubbench::v1::Pong>*
+                 reactor) override {
+    stub_ = NoopService::NewStub(channel);
+    stub_->async()->Stream(context, reactor);
+  }
+  void Ping(hubbench::v1::Ping* request) override { request->set_seq(++seq_); }
+  Answer Classify(const Pong& reply, std::string* error) override {
+    return Answer::kAck;
+  }
+
+ private:
+  std::unique_ptr<NoopService::Stub> stub_;
+  int64_t seq_ = 0;  // Only the stream's claimed write touches it.
+};
+
+class NoopTarget : public Target {
+ public:
+  std::unique_ptr<UnaryOp> NewRegisterOp(std::shared_ptr<grpc::Channel> channel,
+                                         int client) override {
+    return std::make_unique<EchoOp>(channel);
+  }
+
+  // The unary ceiling beside a compare-and-set: there is no key to contend.
+  absl::StatusOr<std::unique_ptr<UnaryOp>> NewCasOp(
+      std::shared_ptr<grpc::Channel> channel, int client, int key) override {
+    return std::make_unique<EchoOp>(channel);
+  }
+
+  absl::StatusOr<std::unique_ptr<PingStreamBase>> NewStream(
+      std::shared_ptr<grpc::Channel> setup, int index, StreamBoard* board,
+      bool hold, absl::Duration max_life) override {
+    return std::make_unique<PingStream<Ping, Pong>>(
+        std::make_unique<EchoProtocol>(), board, hold, max_life);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Target> NewNoopTarget() {
+  return std::make_unique<NoopTarget>();
+}
+
+}  // namespace hubbench

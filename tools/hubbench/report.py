@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Side-by-side tables from hubbench's JSON result lines.
+
+    report.py RESULTS.jsonl
+
+One table per workload: a row per layout, hub, the no-op ceiling and etcd in
+columns, then hub/ceiling and hub/etcd. With several runs of a row (run.sh
+--repeat=N) every figure is the median of the runs. A row the hub does not
+serve yet shows "n/a".
+"""
+import json
+import statistics
+import sys
+
+TARGETS = ("hub", "noop", "etcd")
+WORKLOADS = (
+    ("register", "registrations/s (hub RegisterAgent, noop Unary, "
+                 "etcd LeaseGrant)"),
+    ("heartbeat", "round trips/s, p50/p99 ms (hub Attach heartbeat, "
+                  "noop Stream echo, etcd LeaseKeepAlive)"),
+    ("idle", "server memory per idle stream KiB, server CPU % of one core"),
+    ("cas", "successful compare-and-set/s (hub CompareAndSetRole, "
+            "noop Unary, etcd Txn on mod_revision)"),
+)
+
+
+def median(rows, field):
+    values = [r[field] for r in rows if r.get("status") == "ok" and field in r]
+    return statistics.median(values) if values else None
+
+
+def cell(rows, workload):
+    """Text of one target's cell and its main figure (None when absent)."""
+    if not rows:
+        return "-", None
+    ok = [r for r in rows if r.get("status") == "ok"]
+    if not ok:
+        status = rows[0].get("status", "error")
+        return ("n/a" if status == "not_served" else status), None
+    runs = f" x{len(ok)}" if len(ok) > 1 else ""
+    if workload == "idle":
+        kib, cpu = median(ok, "per_stream_kib"), median(ok, "cpu_pct")
+        return f"{kib:.1f} KiB {cpu:.2f}%{runs}", kib
+    ops = median(ok, "ops_per_s")
+    text = f"{ops:,.0f}"
+    p50, p99 = median(ok, "p50_us"), median(ok, "p99_us")
+    if workload == "heartbeat" and p50 is not None:
+        text += f" ({p50 / 1000:.2f}/{p99 / 1000:.2f})"
+    if workload == "cas" and median(ok, "lost"):
+        text += f" lost {median(ok, 'lost') / median(ok, 'duration_s'):,.0f}/s"
+    return text + runs, ops
+
+
+def ratio(a, b):
+    return f"{a / b:.2f}" if a is not None and b else "n/a"
+
+
+def main(path):
+    results = [json.loads(line) for line in open(path) if line.startswith("{")]
+    for workload, title in WORKLOADS:
+        rows = [r for r in results if r.get("workload") == workload]
+        if not rows:
+            continue
+        layouts = []
+        for r in rows:
+            if r["layout"] not in layouts:
+                layouts.append(r["layout"])
+        table = [("layout", "hub", "ceiling (noop)", "etcd", "hub/ceiling",
+                  "hub/etcd")]
+        for layout in layouts:
+            cells = {}
+            for target in TARGETS:
+                cells[target] = cell([r for r in rows if r["layout"] == layout
+                                      and r["target"] == target], workload)
+            hub, noop, etcd = (cells[t][1] for t in TARGETS)
+            table.append((layout, cells["hub"][0], cells["noop"][0],
+                          cells["etcd"][0], ratio(hub, noop), ratio(hub, etcd)))
+        widths = [max(len(row[i]) for row in table) for i in range(6)]
+        print(f"\n{workload}: {title}")
+        for row in table:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        errors = [r for r in rows if r.get("status") == "error"]
+        for r in errors:
+            print(f"  error: {r['target']} {r['layout']}: {r.get('error', '')}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
