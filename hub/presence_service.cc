@@ -4,12 +4,14 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "hub/error_mapping.h"
+#include "hub/message_mapping.h"
 #include "hub/presence_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -134,6 +136,20 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // Pushes a message event; false once the stream is closing.
+  bool DeliverMessage(const MessageDelivery& delivery) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(delivery.message.id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_message() = ToDeliveryProto(delivery);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -157,6 +173,10 @@ class PresenceServiceImpl::AttachReactor final
     bool DeliverActivation(const ActivationEnvelope& envelope) override {
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverActivation(envelope);
+    }
+    bool DeliverMessage(const MessageDelivery& delivery) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverMessage(delivery);
     }
     void Release() {
       absl::MutexLock lock(&mu_);
@@ -191,9 +211,11 @@ class PresenceServiceImpl::AttachReactor final
       case AttachRequest::kActivationAck:
         ActivationAckLocked(frame_id);
         return;
+      case AttachRequest::kMessageAck:
+        MessageAckLocked(frame_id);
+        return;
       default:
-        // Message acknowledgements and probe replies arrive with the
-        // messages service; until then the frame is refused in-band.
+        // Probe replies are not served yet: the frame is refused in-band.
         AnswerErrorLocked(
             frame_id, absl::UnimplementedError(
                           "this frame kind is not served by this hub version"));
@@ -240,6 +262,12 @@ class PresenceServiceImpl::AttachReactor final
     attached->set_store_fingerprint(service_->store_fingerprint_);
     *attached->mutable_server_time() = ToProtoTimestamp(now);
     QueueLocked(std::move(response));
+    // Pending messages follow `attached`. They are pushed from the pool: a
+    // push comes back into this reactor, whose lock is held here.
+    if (Messaging* messaging = service_->messaging_.load()) {
+      service_->pool_->Schedule(
+          [messaging, agent = agent_id_] { messaging->PushPending(agent); });
+    }
   }
 
   void HeartbeatLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
@@ -302,6 +330,29 @@ class PresenceServiceImpl::AttachReactor final
         outcome->idempotent);
     *response.mutable_activation_ack_result()->mutable_role() =
         ToRoleProto(outcome->role);
+    QueueLocked(std::move(response));
+  }
+
+  // The acknowledging agent of a message_ack frame is the stream's agent.
+  void MessageAckLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    Messaging* messaging = service_->messaging_.load();
+    if (messaging == nullptr) {
+      AnswerErrorLocked(
+          frame_id,
+          absl::UnimplementedError("this hub version does not serve messages"));
+      return;
+    }
+    std::vector<std::string> ids(request_.message_ack().message_ids().begin(),
+                                 request_.message_ack().message_ids().end());
+    absl::StatusOr<AckResult> result =
+        messaging->Ack(agent_id_, ids, generation_);
+    if (!result.ok()) {
+      AnswerErrorLocked(frame_id, result.status());
+      return;
+    }
+    AttachResponse response;
+    response.set_frame_id(frame_id);
+    *response.mutable_message_ack_result() = ToAckResultProto(*result);
     QueueLocked(std::move(response));
   }
 

@@ -11,6 +11,7 @@
 #include "hub/v1/presence.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/messaging.h"
 #include "registry/presence.h"
 
 namespace hub {
@@ -34,6 +35,10 @@ class PresenceServiceImpl final
   // outlive the service. Without one such frames get
   // ROLE_ACTIVATOR_UNAVAILABLE.
   void SetActivator(Activator* activator) { activator_.store(activator); }
+  // The messaging that takes message_ack frames and pushes an agent's
+  // pending messages right after it attaches; must outlive the service.
+  // Without one, message_ack frames get UNIMPLEMENTED in-band.
+  void SetMessaging(Messaging* messaging) { messaging_.store(messaging); }
 
   grpc::ServerUnaryReactor* RegisterAgent(
       grpc::CallbackServerContext* context,
@@ -65,6 +70,7 @@ class PresenceServiceImpl final
   const Clock* const clock_;
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
+  std::atomic<Messaging*> messaging_{nullptr};
   const PresenceServiceOptions options_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;

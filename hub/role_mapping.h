@@ -53,6 +53,8 @@ CandidatePatchInput ToCandidatePatchInput(
     const google::protobuf::FieldMask& mask);
 hub::v1::RoleCandidate ToCandidateProto(const storage::CandidateRecord& c);
 
+hub::v1::EnsureRoleDisposition DispositionProto(EnsureDisposition d);
+
 // "ok" for PROBE_CODE_OK ...; "" for UNSPECIFIED or unknown numbers.
 std::string ProbeCodeWord(int code);
 

@@ -23,24 +23,6 @@ std::string TriggerWord(hub::v1::EnsureRoleTrigger trigger) {
   return absl::AsciiStrToLower(name.substr(kPrefix.size()));
 }
 
-hub::v1::EnsureRoleDisposition DispositionProto(EnsureDisposition d) {
-  switch (d) {
-    case EnsureDisposition::kStarted:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_STARTED;
-    case EnsureDisposition::kJoined:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_JOINED;
-    case EnsureDisposition::kAlreadyActive:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_ALREADY_ACTIVE;
-    case EnsureDisposition::kManagerDisabled:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_MANAGER_DISABLED;
-    case EnsureDisposition::kScopeClosed:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_SCOPE_CLOSED;
-    case EnsureDisposition::kNoCandidate:
-      return hub::v1::ENSURE_ROLE_DISPOSITION_NO_CANDIDATE;
-  }
-  return hub::v1::ENSURE_ROLE_DISPOSITION_UNSPECIFIED;
-}
-
 void FillReceipt(const EnsureReceipt& receipt,
                  const hub::v1::EnsureRoleRequest& request,
                  hub::v1::EnsureRoleReceipt* out) {

@@ -100,6 +100,15 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       std::make_unique<BlockingPool>(options.activator_threads);
   ActivatorOptions activator_options = options.activator;
   BlockingPool* activator_pool = server->activator_pool_.get();
+  HubServer* raw = server.get();
+  // A role that became active gets its backlog. The ACK may arrive on the
+  // holder's own presence stream, whose reactor lock is held during the
+  // call, so the hand-off (which pushes on that stream) runs on the pool.
+  activator_options.on_role_active = [raw](const storage::RoleRecord& row) {
+    Messaging* messaging = raw->messaging_.get();
+    raw->write_pool_->Schedule(
+        [messaging, row] { messaging->OnRoleActive(row); });
+  };
   activator_options.executor = [activator_pool](std::function<void()> work) {
     activator_pool->Schedule(std::move(work));
   };
@@ -122,11 +131,24 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   presence_options.detach_grace = options.presence.detach_grace;
   presence_options.keepalive_interval = options.keepalive_interval;
   server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
+  server->ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
+  server->messaging_ =
+      std::make_unique<Messaging>(server->store_.get(), server->presence_.get(),
+                                  server->roles_.get(), activator, ids, clock);
+  // Messages that expired while the hub was down are dead-lettered first.
+  if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
+      !swept.ok()) {
+    return swept.status();
+  }
+  server->message_service_ = std::make_unique<MessageServiceImpl>(
+      server->messaging_.get(), server->write_pool_.get(),
+      server->ask_pool_.get());
   server->presence_service_ = std::make_unique<PresenceServiceImpl>(
       server->presence_.get(), clock, server->write_pool_.get(),
       presence_options, server->identity_.hub_instance_id,
       server->identity_.store_fingerprint);
   server->presence_service_->SetActivator(activator);
+  server->presence_service_->SetMessaging(server->messaging_.get());
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
@@ -156,6 +178,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.RegisterService(server->hub_service_.get());
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());
+  builder.RegisterService(server->message_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -165,7 +188,6 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   }
   server->address_ = WithPort(options.listen, server->port_);
   server->server_->GetHealthCheckService()->SetServingStatus(true);
-  HubServer* raw = server.get();
   server->ticker_ =
       std::thread([raw, interval = options.tick_interval,
                    activator_interval = options.presence.sweep_interval] {
@@ -180,6 +202,7 @@ void HubServer::RunTicker(absl::Duration interval,
   absl::Time next_activator_tick = absl::Now() + activator_interval;
   while (!stop_ticker_.WaitForNotificationWithTimeout(interval)) {
     presence_->Tick();
+    messaging_->Tick();
     if (absl::Now() >= next_activator_tick) {
       activator_->Tick();
       next_activator_tick = absl::Now() + activator_interval;
@@ -217,6 +240,7 @@ void HubServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();
+    messaging_->Shutdown();  // waiting asks answer now
     presence_->Shutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
@@ -226,7 +250,8 @@ void HubServer::Shutdown(absl::Duration grace) {
     ticker_.join();
   }
   activator_pool_.reset();  // finishes the flights it holds
-  write_pool_.reset();      // finishes the writes it holds
+  ask_pool_.reset();
+  write_pool_.reset();  // finishes the writes it holds
   if (store_ != nullptr) {
     const storage::GroupCommitWriter::Stats stats = store_->write_stats();
     std::fprintf(stderr, "hubd: %lld writes committed in %lld groups\n",

@@ -21,10 +21,12 @@
 #include "absl/time/time.h"
 #include "hub/blocking_pool.h"
 #include "hub/hub_service.h"
+#include "hub/message_service.h"
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/role_registry.h"
 #include "storage/sqlite_store.h"
@@ -47,6 +49,9 @@ struct HubServerOptions {
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;
+  // Threads on which Ask calls wait for their answer (up to 30 s each): at
+  // most this many asks wait at once, the rest queue.
+  int ask_threads = 16;
   // The activator: its settings and kill switches, and the threads its
   // probes and wakes run on.
   ActivatorOptions activator;
@@ -77,6 +82,7 @@ class HubServer {
   PresenceRegistry* presence() { return presence_.get(); }
   RoleRegistry* roles() { return roles_.get(); }
   Activator* activator() { return activator_.get(); }
+  Messaging* messaging() { return messaging_.get(); }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -98,6 +104,9 @@ class HubServer {
   std::unique_ptr<BlockingPool> activator_pool_;
   std::unique_ptr<Activator> activator_;
   std::unique_ptr<RoleServiceImpl> role_service_;
+  std::unique_ptr<BlockingPool> ask_pool_;
+  std::unique_ptr<Messaging> messaging_;
+  std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<grpc::Server> server_;

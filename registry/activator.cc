@@ -641,6 +641,7 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
                            "last_reason"};
   absl::StatusOr<RoleRecord> active = roles_->CompareAndSet(cas);
   if (!active.ok()) return StaleEpoch(*row, "lost the race to another change");
+  if (options_.on_role_active) options_.on_role_active(*active);
   return AckOutcome{false, *active};
 }
 

@@ -126,6 +126,10 @@ struct ActivatorOptions {
   // the role and report manager_disabled.
   bool cto_manager_enabled = true;
   bool lead_manager_enabled = true;
+  // Called after an activation ACK moved a role to active (the CAS
+  // applied), with the active row and no activator lock held. Messaging hands
+  // the role's backlog to the new holder here. Default: nothing.
+  std::function<void(const storage::RoleRecord& active)> on_role_active;
 };
 
 class Activator {

@@ -518,6 +518,20 @@ bool PresenceRegistry::DeliverActivation(const std::string& agent_id,
   return stream != nullptr && stream->DeliverActivation(envelope);
 }
 
+bool PresenceRegistry::DeliverMessage(const std::string& agent_id,
+                                      const MessageDelivery& delivery) {
+  std::shared_ptr<PresenceStream> stream;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.status == "offline")
+      return false;
+    stream = it->second.stream;
+  }
+  return stream != nullptr && stream->DeliverMessage(delivery);
+}
+
 void PresenceRegistry::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);
   const int64_t now = UnixMillis(clock_->Now());

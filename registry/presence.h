@@ -30,6 +30,7 @@
 #include "absl/time/time.h"
 #include "registry/activation_envelope.h"
 #include "registry/clock.h"
+#include "registry/message_delivery.h"
 #include "storage/store.h"
 
 namespace hub {
@@ -81,6 +82,12 @@ class PresenceStream {
   // Pushes a role activation to the agent; false if the stream is closing.
   // Must not block.
   virtual bool DeliverActivation(const ActivationEnvelope& envelope) = 0;
+  // Pushes a message to the agent; false if the stream is closing or does
+  // not carry messages (then the message stays pending). Must not block.
+  virtual bool DeliverMessage(const MessageDelivery& delivery) {
+    (void)delivery;
+    return false;
+  }
 };
 
 struct RegisterInput {
@@ -193,6 +200,9 @@ class PresenceRegistry {
   // Pushes `envelope` on the agent's attached stream; false when none.
   bool DeliverActivation(const std::string& agent_id,
                          const ActivationEnvelope& envelope);
+  // Pushes `delivery` on the agent's attached stream; false when none.
+  bool DeliverMessage(const std::string& agent_id,
+                      const MessageDelivery& delivery);
 
   // Runs what is due: detach graces, lease renewal for attached streams,
   // the lease checkpoint and the stale/offline sweep.

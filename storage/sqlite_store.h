@@ -114,6 +114,9 @@ class SqliteStore final : public Store {
       std::optional<std::string> last_error) override;
   absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
+      absl::string_view trace_id) override;
+  absl::StatusOr<std::vector<DeadLetterRecord>> ListDeadLetters() override;
 
  private:
   explicit SqliteStore(SqliteStoreOptions options)

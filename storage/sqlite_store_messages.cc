@@ -312,6 +312,43 @@ absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
   });
 }
 
+namespace {
+
+DeadLetterRecord ReadDeadLetter(const Stmt& s) {
+  DeadLetterRecord d;
+  d.message_id = s.Text(0);
+  d.reason = s.Text(1);
+  d.failed_at_ms = s.Int(2);
+  d.last_error = s.OptText(3);
+  return d;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListTraceMessages(
+    absl::string_view trace_id) {
+  using Result = std::vector<MessageRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT " HUB_MESSAGE_COLUMNS
+        " FROM messages WHERE trace_id = ? ORDER BY created_at_ms, id");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, trace_id);
+    return rows::ReadAll<MessageRecord>(*stmt, rows::ReadMessage);
+  });
+}
+
+absl::StatusOr<std::vector<DeadLetterRecord>> SqliteStore::ListDeadLetters() {
+  using Result = std::vector<DeadLetterRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT message_id, reason, failed_at_ms, last_error "
+        "FROM dead_letters ORDER BY failed_at_ms DESC, message_id ASC");
+    if (!stmt.ok()) return stmt.status();
+    return rows::ReadAll<DeadLetterRecord>(*stmt, ReadDeadLetter);
+  });
+}
+
 absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
     absl::string_view message_id) {
   return Read<DeadLetterRecord>(
@@ -322,14 +359,7 @@ absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
         if (!stmt.ok()) return stmt.status();
         stmt->Bind(1, message_id);
         absl::StatusOr<std::optional<DeadLetterRecord>> row =
-            rows::ReadOne<DeadLetterRecord>(*stmt, [](const Stmt& s) {
-              DeadLetterRecord d;
-              d.message_id = s.Text(0);
-              d.reason = s.Text(1);
-              d.failed_at_ms = s.Int(2);
-              d.last_error = s.OptText(3);
-              return d;
-            });
+            rows::ReadOne<DeadLetterRecord>(*stmt, ReadDeadLetter);
         if (!row.ok()) return row.status();
         if (!row->has_value()) {
           return NotFoundError(

@@ -453,6 +453,11 @@ class Store {
   // NotFound (DEAD_LETTER_NOT_FOUND) when absent.
   virtual absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) = 0;
+  // Every message of a trace, any status: created ASC, id ASC.
+  virtual absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
+      absl::string_view trace_id) = 0;
+  // Every dead letter: failed_at DESC, message_id ASC.
+  virtual absl::StatusOr<std::vector<DeadLetterRecord>> ListDeadLetters() = 0;
 };
 
 // The reason-coded status for a fence outcome, for callers that only need

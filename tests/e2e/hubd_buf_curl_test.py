@@ -46,6 +46,9 @@ class HubdOverBufCurlTest(unittest.TestCase):
                   "hub.v1.RoleService/ReserveRole", "hub.v1.RoleService/CompareAndSetRole",
                   "hub.v1.RoleService/EnsureRole", "hub.v1.RoleService/AckRoleActivation",
                   "hub.v1.RoleService/WatchRoles",
+                  "hub.v1.MessageService/Publish", "hub.v1.MessageService/Ack",
+                  "hub.v1.MessageService/ListPending", "hub.v1.MessageService/ListDeadLetters",
+                  "hub.v1.MessageService/Ask", "hub.v1.MessageService/ListTrace",
                   "hub.v1.HubService/GetStatus", "hub.v1.HubService/EncodeRoleKey",
                   "hub.v1.HubService/DecodeRoleKey", "grpc.health.v1.Health/Check",
                   "grpc.health.v1.Health/Watch"):
@@ -109,6 +112,63 @@ class HubdOverBufCurlTest(unittest.TestCase):
         self.assertEqual(st["storeType"], "sqlite")
         self.assertTrue(st["storeFingerprint"].startswith("sqlite:"))
         self.assertIn("uptime", st)
+
+
+class MessagesOverBufCurlTest(unittest.TestCase):
+    """Publish, ListPending, Ack, ListTrace and ListDeadLetters on the real
+    hubd, as the README shows them."""
+
+    def setUp(self):
+        self.db = os.path.join(hubtest.tmpdir(), "messages-%s.sqlite" % self._testMethodName)
+        self.hubd = hubtest.Hubd(self.db)
+
+    def tearDown(self):
+        self.hubd.stop()
+
+    def call(self, service, method, body):
+        code, out, err = hubtest.buf_curl(self.hubd.address, "hub.v1.%s/%s" % (service, method),
+                                          body)
+        self.assertEqual(code, 0, "%s failed: %s" % (method, err))
+        return json.loads(out)
+
+    def test_publish_list_pending_and_ack(self):
+        self.call("PresenceService", "RegisterAgent", {"agentId": "agent-b",
+                                                       "cli": "AGENT_CLI_CLAUDE"})
+        pub = self.call("MessageService", "Publish", {
+            "fromAgentId": "agent-a", "to": "agent-b", "type": "MESSAGE_TYPE_HANDOFF",
+            "priority": 7, "ttl": "600s", "payload": {"task": "review"},
+            "traceId": "trace-e2e"})
+        self.assertEqual(pub["recipientCount"], 1)
+        self.assertEqual(pub["type"], "MESSAGE_TYPE_HANDOFF")
+        pending = self.call("MessageService", "ListPending", {"agentId": "agent-b"})
+        [d] = pending["deliveries"]
+        self.assertEqual(d["message"]["messageId"], pub["messageId"])
+        self.assertEqual(d["message"]["payload"], {"task": "review"})
+        self.assertEqual(d["state"], "DELIVERY_STATE_DELIVERED")
+        ack = self.call("MessageService", "Ack", {"agentId": "agent-b",
+                                                  "messageIds": [pub["messageId"], "nope"]})
+        self.assertEqual(ack["result"]["ackedMessageIds"], [pub["messageId"]])
+        self.assertEqual(ack["result"]["ignoredMessageIds"], ["nope"])
+        after = self.call("MessageService", "ListPending", {"agentId": "agent-b"})
+        self.assertNotIn("deliveries", after)
+        trace = self.call("MessageService", "ListTrace", {"traceId": "trace-e2e"})
+        self.assertEqual([m["status"] for m in trace["messages"]], ["MESSAGE_STATUS_ACKED"])
+        self.assertEqual(self.call("MessageService", "ListDeadLetters", {}), {})
+
+    def test_a_bad_priority_is_invalid_argument_and_writes_nothing(self):
+        code, _, err = hubtest.buf_curl(self.hubd.address, "hub.v1.MessageService/Publish",
+                                        {"fromAgentId": "agent-a", "to": "agent-b",
+                                         "priority": 12, "traceId": "trace-bad"})
+        self.assertNotEqual(code, 0)
+        status, info = hubtest.error_info(err)
+        self.assertEqual((status, info["reason"]), ("invalid_argument", "PRIORITY_INVALID"))
+        self.assertEqual(self.call("MessageService", "ListTrace", {"traceId": "trace-bad"}), {})
+
+    def test_ask_without_a_responder_returns_queued_after_its_timeout(self):
+        ask = self.call("MessageService", "Ask", {"fromAgentId": "agent-a", "to": "agent-b",
+                                                   "awaitTimeout": "0.2s"})
+        self.assertEqual(ask["state"], "ASK_STATE_QUEUED")
+        self.assertEqual(ask["recipientCount"], 1)
 
 
 class PresenceOverBufCurlTest(unittest.TestCase):

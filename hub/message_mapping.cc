@@ -1,0 +1,240 @@
+#include "hub/message_mapping.h"
+
+#include <google/protobuf/util/json_util.h>
+
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "hub/proto_time.h"
+#include "hub/role_mapping.h"
+#include "nlohmann/json.hpp"
+#include "registry/role_key.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+using google::protobuf::util::JsonStringToMessage;
+using google::protobuf::util::MessageToJsonString;
+
+constexpr absl::string_view kTypePrefix = "MESSAGE_TYPE_";
+
+void FillRoleKey(const std::string& wire, hub::v1::RoleKey* key) {
+  absl::StatusOr<RoleKey> decoded = DecodeRoleKey(wire);
+  if (!decoded.ok()) return;
+  key->set_project_id(decoded->project_id);
+  key->set_kind(decoded->kind == RoleKind::kCto ? hub::v1::ROLE_KIND_CTO
+                                                : hub::v1::ROLE_KIND_LEAD);
+  key->set_scope_id(decoded->scope_id);
+}
+
+absl::StatusOr<std::string> PayloadJson(bool has_payload,
+                                        const google::protobuf::Struct& s) {
+  if (!has_payload) return std::string();
+  std::string json;
+  if (!MessageToJsonString(s, &json).ok()) {
+    return WithMetadata(
+        InvalidArgumentError("REQUEST_INVALID",
+                             "payload is not representable as JSON"),
+        "field", "payload");
+  }
+  return json;
+}
+
+}  // namespace
+
+std::string MessageTypeWord(int type) {
+  if (type == hub::v1::MESSAGE_TYPE_UNSPECIFIED) return "";
+  if (!hub::v1::MessageType_IsValid(type)) return absl::StrCat("#", type);
+  const std::string& name =
+      hub::v1::MessageType_Name(static_cast<hub::v1::MessageType>(type));
+  return absl::AsciiStrToLower(name.substr(kTypePrefix.size()));
+}
+
+hub::v1::MessageType MessageTypeFromWord(const std::string& word) {
+  hub::v1::MessageType type = hub::v1::MESSAGE_TYPE_UNSPECIFIED;
+  hub::v1::MessageType_Parse(
+      absl::StrCat(kTypePrefix, absl::AsciiStrToUpper(word)), &type);
+  return type;
+}
+
+hub::v1::MessageStatus MessageStatusFromWord(const std::string& word) {
+  hub::v1::MessageStatus status = hub::v1::MESSAGE_STATUS_UNSPECIFIED;
+  hub::v1::MessageStatus_Parse(
+      absl::StrCat("MESSAGE_STATUS_", absl::AsciiStrToUpper(word)), &status);
+  return status;
+}
+
+absl::StatusOr<PublishInput> ToPublishInput(
+    const hub::v1::PublishRequest& request) {
+  PublishInput in;
+  in.from_agent_id = request.from_agent_id();
+  in.to = request.to();
+  in.topic = request.topic();
+  in.type = MessageTypeWord(request.type());
+  in.priority = request.priority();
+  if (request.has_ttl()) in.ttl = FromProtoDuration(request.ttl());
+  absl::StatusOr<std::string> payload =
+      PayloadJson(request.has_payload(), request.payload());
+  if (!payload.ok()) return payload.status();
+  in.payload_json = std::move(*payload);
+  in.correlation_id = request.correlation_id();
+  in.trace_id = request.trace_id();
+  in.project_id = request.project_id();
+  return in;
+}
+
+absl::StatusOr<PublishInput> ToPublishInput(
+    const hub::v1::AskRequest& request) {
+  PublishInput in;
+  in.from_agent_id = request.from_agent_id();
+  in.to = request.to();
+  in.topic = request.topic();
+  in.type = "request";
+  in.priority = request.priority();
+  if (request.has_ttl()) in.ttl = FromProtoDuration(request.ttl());
+  absl::StatusOr<std::string> payload =
+      PayloadJson(request.has_payload(), request.payload());
+  if (!payload.ok()) return payload.status();
+  in.payload_json = std::move(*payload);
+  in.correlation_id = request.correlation_id();
+  in.trace_id = request.trace_id();
+  in.project_id = request.project_id();
+  return in;
+}
+
+hub::v1::Message ToMessageProto(const storage::MessageRecord& m) {
+  hub::v1::Message out;
+  out.set_message_id(m.id);
+  out.set_type(MessageTypeFromWord(m.type));
+  out.set_from_agent_id(m.from_agent);
+  out.set_to(m.to_agent);
+  out.set_topic(m.topic);
+  out.set_priority(static_cast<int32_t>(m.priority));
+  *out.mutable_ttl() = ToProtoDuration(absl::Milliseconds(m.ttl_ms));
+  *out.mutable_created_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(m.created_at_ms));
+  *out.mutable_expires_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
+  out.set_correlation_id(m.correlation_id);
+  out.set_trace_id(m.trace_id);
+  nlohmann::json payload =
+      nlohmann::json::parse(m.payload_json, nullptr, false);
+  std::string object = m.payload_json;
+  if (!payload.is_object()) {
+    // A payload triflux stored that is not an object reads back wrapped.
+    nlohmann::json wrapped = nlohmann::json::object();
+    wrapped["value"] =
+        payload.is_discarded() ? nlohmann::json(m.payload_json) : payload;
+    object = wrapped.dump();
+  }
+  if (!JsonStringToMessage(object, out.mutable_payload()).ok()) {
+    out.clear_payload();
+  }
+  out.mutable_payload();
+  out.set_status(MessageStatusFromWord(m.status));
+  if (m.role_key_wire.has_value()) {
+    out.set_role_key_wire(*m.role_key_wire);
+    FillRoleKey(*m.role_key_wire, out.mutable_role_key());
+  }
+  return out;
+}
+
+hub::v1::MessageDelivery ToDeliveryProto(const MessageDelivery& d) {
+  hub::v1::MessageDelivery out;
+  *out.mutable_message() = ToMessageProto(d.message);
+  out.set_recipient_agent_id(d.inbox.agent_id);
+  if (d.inbox.acked_at_ms.has_value()) {
+    out.set_state(hub::v1::DELIVERY_STATE_ACKED);
+  } else if (d.message.status == "dead_letter") {
+    out.set_state(hub::v1::DELIVERY_STATE_DEAD_LETTER);
+  } else if (d.inbox.delivered_at_ms.has_value()) {
+    out.set_state(hub::v1::DELIVERY_STATE_DELIVERED);
+  } else {
+    out.set_state(hub::v1::DELIVERY_STATE_PENDING);
+  }
+  if (d.inbox.delivered_at_ms.has_value()) {
+    *out.mutable_delivered_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(*d.inbox.delivered_at_ms));
+  }
+  if (d.inbox.acked_at_ms.has_value()) {
+    *out.mutable_acked_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(*d.inbox.acked_at_ms));
+  }
+  out.set_attempts(d.inbox.attempts);
+  if (d.role_epoch.has_value()) out.set_role_epoch(*d.role_epoch);
+  if (d.activation_id.has_value()) out.set_activation_id(*d.activation_id);
+  return out;
+}
+
+hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d) {
+  hub::v1::DeadLetter out;
+  out.set_message_id(d.dead_letter.message_id);
+  out.set_reason(d.dead_letter.reason);
+  *out.mutable_failed_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(d.dead_letter.failed_at_ms));
+  if (d.dead_letter.last_error.has_value()) {
+    out.set_last_error(*d.dead_letter.last_error);
+  }
+  if (d.message.has_value())
+    *out.mutable_message() = ToMessageProto(*d.message);
+  return out;
+}
+
+hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt) {
+  hub::v1::EnsureRoleReceipt out;
+  const hub::v1::Role role = ToRoleProto(receipt.role);
+  out.set_accepted(receipt.accepted);
+  out.set_disposition(DispositionProto(receipt.disposition));
+  *out.mutable_role_key() = role.role_key();
+  out.set_role_key_wire(role.role_key_wire());
+  out.set_state(role.state());
+  out.set_epoch(role.epoch());
+  if (receipt.role.activation_id) {
+    out.set_activation_id(*receipt.role.activation_id);
+  }
+  if (receipt.role.holder_agent_id) {
+    out.set_holder_agent_id(*receipt.role.holder_agent_id);
+  }
+  if (receipt.role.activation_deadline_ms) {
+    *out.mutable_activation_deadline() = ToProtoTimestamp(
+        absl::FromUnixMillis(*receipt.role.activation_deadline_ms));
+  }
+  if (receipt.role.blocked_reason) {
+    out.set_blocked_reason(*receipt.role.blocked_reason);
+  }
+  out.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_PUBLISH_NO_HOLDER);
+  out.set_cause_id(receipt.cause_id);
+  return out;
+}
+
+void FillPublishResponse(const PublishResult& result,
+                         hub::v1::PublishResponse* out) {
+  const storage::MessageRecord& m = result.message;
+  out->set_message_id(m.id);
+  out->set_recipient_count(result.recipient_count);
+  *out->mutable_created_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(m.created_at_ms));
+  *out->mutable_expires_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
+  out->set_type(MessageTypeFromWord(m.type));
+  out->set_correlation_id(m.correlation_id);
+  out->set_trace_id(m.trace_id);
+  if (result.role.has_value()) {
+    out->set_role_key_wire(result.role->wire);
+    FillRoleKey(result.role->wire, out->mutable_role_key());
+  }
+  if (result.activation.has_value()) {
+    *out->mutable_activation() = ToReceiptProto(*result.activation);
+  }
+}
+
+hub::v1::MessageAckResult ToAckResultProto(const AckResult& result) {
+  hub::v1::MessageAckResult out;
+  for (const std::string& id : result.acked) out.add_acked_message_ids(id);
+  for (const std::string& id : result.ignored) out.add_ignored_message_ids(id);
+  return out;
+}
+
+}  // namespace hub

@@ -1,0 +1,191 @@
+#include "hub/message_service.h"
+
+#include <algorithm>
+#include <chrono>
+#include <utility>
+#include <vector>
+
+#include "absl/time/clock.h"
+#include "hub/error_mapping.h"
+#include "hub/message_mapping.h"
+#include "hub/proto_time.h"
+#include "registry/status.h"
+
+namespace hub {
+namespace {
+
+hub::v1::AskState AskStateProto(AskState state) {
+  switch (state) {
+    case AskState::kAnswered:
+      return hub::v1::ASK_STATE_ANSWERED;
+    case AskState::kDelivered:
+      return hub::v1::ASK_STATE_DELIVERED;
+    case AskState::kQueued:
+      return hub::v1::ASK_STATE_QUEUED;
+  }
+  return hub::v1::ASK_STATE_UNSPECIFIED;
+}
+
+}  // namespace
+
+MessageServiceImpl::MessageServiceImpl(Messaging* messaging,
+                                       BlockingPool* write_pool,
+                                       BlockingPool* ask_pool)
+    : messaging_(messaging), write_pool_(write_pool), ask_pool_(ask_pool) {}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
+    grpc::CallbackServerContext* context,
+    const hub::v1::PublishRequest* request,
+    hub::v1::PublishResponse* response) {
+  absl::StatusOr<PublishInput> input = ToPublishInput(*request);
+  if (!input.ok()) return FinishUnary(context, input.status());
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  write_pool_->Schedule([this, reactor, response, in = std::move(*input)] {
+    absl::StatusOr<PublishResult> result = messaging_->Publish(in);
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    FillPublishResponse(*result, response);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
+    grpc::CallbackServerContext* context, const hub::v1::AckRequest* request,
+    hub::v1::AckResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  write_pool_->Schedule([this, reactor, request, response] {
+    std::vector<std::string> ids(request->message_ids().begin(),
+                                 request->message_ids().end());
+    std::optional<int64_t> generation;
+    if (request->has_presence_generation()) {
+      generation = request->presence_generation();
+    }
+    absl::StatusOr<AckResult> result =
+        messaging_->Ack(request->agent_id(), ids, generation);
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    *response->mutable_result() = ToAckResultProto(*result);
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListPendingRequest* request,
+    hub::v1::ListPendingResponse* response) {
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Not a peek: marking deliveries is a durable write.
+  write_pool_->Schedule([this, reactor, request, response] {
+    PendingQuery query;
+    query.agent_id = request->agent_id();
+    query.topic = request->topic();
+    query.page_size = request->page_size();
+    query.page_token = request->page_token();
+    query.peek = request->peek();
+    if (request->has_presence_generation()) {
+      query.presence_generation = request->presence_generation();
+    }
+    absl::StatusOr<PendingPage> page = messaging_->ListPending(query);
+    if (!page.ok()) {
+      reactor->Finish(ToGrpcStatus(page.status()));
+      return;
+    }
+    for (const MessageDelivery& d : page->deliveries) {
+      *response->add_deliveries() = ToDeliveryProto(d);
+    }
+    response->set_next_page_token(page->next_page_token);
+    *response->mutable_server_time() =
+        ToProtoTimestamp(absl::FromUnixMillis(page->server_time_ms));
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListDeadLettersRequest* request,
+    hub::v1::ListDeadLettersResponse* response) {
+  DeadLetterQuery query;
+  query.reason = request->reason();
+  query.from_agent_id = request->from_agent_id();
+  query.page_size = request->page_size();
+  query.page_token = request->page_token();
+  absl::StatusOr<DeadLetterPage> page = messaging_->ListDeadLetters(query);
+  if (!page.ok()) return FinishUnary(context, page.status());
+  for (const DeadLetterView& d : page->dead_letters) {
+    *response->add_dead_letters() = ToDeadLetterProto(d);
+  }
+  response->set_next_page_token(page->next_page_token);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
+    grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
+    hub::v1::AskResponse* response) {
+  absl::StatusOr<PublishInput> input = ToPublishInput(*request);
+  if (!input.ok()) return FinishUnary(context, input.status());
+  absl::Duration wait = absl::Seconds(30);
+  if (request->has_await_timeout()) {
+    wait = FromProtoDuration(request->await_timeout());
+    if (wait < absl::ZeroDuration() || wait > absl::Seconds(30)) {
+      return FinishUnary(
+          context,
+          WithMetadata(InvalidArgumentError("REQUEST_INVALID",
+                                            "await_timeout must be 0 .. 30 s"),
+                       "field", "await_timeout"));
+    }
+  }
+  // The wait ends 50 ms before the call's deadline when that comes first.
+  const absl::Time deadline = absl::FromChrono(context->deadline());
+  if (deadline != absl::InfiniteFuture()) {
+    const absl::Duration left = deadline - absl::Now() - absl::Milliseconds(50);
+    wait = std::max(absl::ZeroDuration(), std::min(wait, left));
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  ask_pool_->Schedule([this, reactor, response, wait, in = std::move(*input)] {
+    absl::StatusOr<AskResult> result = messaging_->Ask(in, wait);
+    if (!result.ok()) {
+      reactor->Finish(ToGrpcStatus(result.status()));
+      return;
+    }
+    const storage::MessageRecord& m = result->request.message;
+    response->set_state(AskStateProto(result->state));
+    response->set_request_message_id(m.id);
+    response->set_correlation_id(m.correlation_id);
+    response->set_trace_id(m.trace_id);
+    if (result->response.has_value()) {
+      *response->mutable_response() = ToMessageProto(*result->response);
+    }
+    response->set_recipient_count(result->request.recipient_count);
+    *response->mutable_expires_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
+    if (result->request.activation.has_value()) {
+      *response->mutable_activation() =
+          ToReceiptProto(*result->request.activation);
+    }
+    reactor->Finish(grpc::Status::OK);
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListTraceRequest* request,
+    hub::v1::ListTraceResponse* response) {
+  absl::StatusOr<TracePage> page = messaging_->ListTrace(
+      request->trace_id(), request->page_size(), request->page_token());
+  if (!page.ok()) return FinishUnary(context, page.status());
+  for (const storage::MessageRecord& m : page->messages) {
+    *response->add_messages() = ToMessageProto(m);
+  }
+  response->set_next_page_token(page->next_page_token);
+  return FinishUnary(context, absl::OkStatus());
+}
+
+}  // namespace hub

@@ -1,0 +1,393 @@
+// Messaging: publish, deliver, acknowledge (TRIFLUX-HUB §6). The reads and
+// pages are in messaging_queries.cc.
+#include "registry/messaging.h"
+
+#include <algorithm>
+#include <set>
+#include <utility>
+
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
+#include "nlohmann/json.hpp"
+#include "registry/agent_validation.h"
+#include "registry/messaging_internal.h"
+#include "registry/role_key.h"
+#include "registry/status.h"
+
+namespace hub {
+
+using storage::MessageRecord;
+using storage::RoleRecord;
+
+namespace {
+
+constexpr absl::string_view kTopicPrefix = "topic:";
+constexpr absl::string_view kRoleTopicPrefix = "topic:role:";
+constexpr absl::string_view kCtoAddress = "topic:cto";
+
+absl::Status Invalid(absl::string_view reason, absl::string_view field,
+                     absl::string_view message) {
+  return WithMetadata(InvalidArgumentError(reason, message), "field", field);
+}
+
+}  // namespace
+
+bool IsPublishableMessageType(absl::string_view type) {
+  static const std::set<absl::string_view>* const kTypes =
+      new std::set<absl::string_view>{"request",       "response",
+                                      "event",         "handoff",
+                                      "human_request", "human_response"};
+  return kTypes->count(type) > 0;
+}
+
+Messaging::Messaging(storage::Store* store, PresenceRegistry* presence,
+                     RoleRegistry* roles, Activator* activator,
+                     UuidV7Generator* ids, const Clock* clock,
+                     MessagingConfig config)
+    : store_(store),
+      presence_(presence),
+      roles_(roles),
+      activator_(activator),
+      ids_(ids),
+      clock_(clock),
+      config_(config) {}
+
+absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
+                                                  int64_t now_ms) {
+  if (absl::Status s = ValidateAgentId(input.from_agent_id); !s.ok())
+    return WithMetadata(s, "field", "from_agent_id");
+  if (!input.topic.empty() && !messaging_internal::IsLabel(input.topic)) {
+    return Invalid("TOPIC_INVALID", "topic",
+                   "topic must be 1..128 characters of [A-Za-z0-9._:-]");
+  }
+  MessageRecord m;
+  if (input.type.empty()) {
+    m.type = input.correlation_id.empty() ? "event" : "response";
+  } else if (IsPublishableMessageType(input.type)) {
+    m.type = input.type;
+  } else {
+    return Invalid("MESSAGE_TYPE_INVALID", "type",
+                   absl::StrCat("type '", input.type,
+                                "' cannot be published (system is reserved)"));
+  }
+  if (input.priority < 0 || input.priority > 9) {
+    return Invalid("PRIORITY_INVALID", "priority", "priority must be 1..9");
+  }
+  m.priority = input.priority == 0 ? 5 : input.priority;
+  const absl::Duration ttl = absl::Milliseconds(
+      absl::ToInt64Milliseconds(input.ttl.value_or(config_.default_ttl)));
+  if (ttl < config_.min_ttl || ttl > config_.max_ttl) {
+    return Invalid("TTL_INVALID", "ttl", "ttl must be 1 s .. 24 h");
+  }
+  for (const auto& [value, field] :
+       {std::pair<const std::string&, absl::string_view>{input.correlation_id,
+                                                         "correlation_id"},
+        {input.trace_id, "trace_id"}}) {
+    if (!value.empty() && !messaging_internal::IsLabel(value)) {
+      return Invalid("REQUEST_INVALID", field,
+                     absl::StrCat(field,
+                                  " must be 1..128 characters of "
+                                  "[A-Za-z0-9._:-]"));
+    }
+  }
+  if (input.payload_json.size() > config_.max_payload_bytes) {
+    return WithMetadata(ResourceExhaustedError(
+                            "LIMIT_EXCEEDED",
+                            absl::StrCat("payload exceeds ",
+                                         config_.max_payload_bytes, " bytes")),
+                        "field", "payload");
+  }
+  if (input.payload_json.empty()) {
+    m.payload_json = "{}";
+  } else {
+    nlohmann::json payload =
+        nlohmann::json::parse(input.payload_json, nullptr, false);
+    if (!payload.is_object()) {
+      return Invalid("REQUEST_INVALID", "payload",
+                     "payload must be a JSON object");
+    }
+    m.payload_json = input.payload_json;
+  }
+  m.from_agent = input.from_agent_id;
+  m.to_agent = input.to;
+  m.topic = input.topic;
+  m.ttl_ms = absl::ToInt64Milliseconds(ttl);
+  m.created_at_ms = now_ms;
+  m.expires_at_ms = now_ms + m.ttl_ms;
+  m.correlation_id = input.correlation_id;
+  m.trace_id = input.trace_id;
+  m.status = "queued";
+  return m;
+}
+
+absl::StatusOr<std::vector<std::string>> Messaging::TopicSubscribers(
+    const std::string& topic) {
+  AgentFilter filter;
+  filter.topic = topic;
+  filter.statuses = {"online", "stale"};
+  std::vector<std::string> out;
+  std::string token;
+  do {
+    absl::StatusOr<AgentPage> page = presence_->List(filter, 1000, token);
+    if (!page.ok()) return page.status();
+    for (const AgentView& a : page->agents) out.push_back(a.record.agent_id);
+    token = page->next_page_token;
+  } while (!token.empty());
+  return out;
+}
+
+std::optional<RoleRecord> Messaging::LiveHolder(const std::string& wire,
+                                                int64_t now_ms) {
+  RoleKeyRef ref;
+  ref.wire = wire;
+  absl::StatusOr<RoleRecord> row = roles_->Get(ref);
+  if (!row.ok() || row->state != "active" || !row->holder_agent_id ||
+      row->charter_acked_epoch != row->epoch ||
+      row->holder_lease_expires_ms.value_or(0) <= now_ms) {
+    return std::nullopt;
+  }
+  absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
+  if (!holder.ok() || holder->record.status != "online" ||
+      holder->record.lease_expires_ms <= now_ms) {
+    return std::nullopt;
+  }
+  return *row;
+}
+
+absl::StatusOr<Messaging::Address> Messaging::Resolve(
+    const PublishInput& input, const std::string& payload_json,
+    int64_t now_ms) {
+  Address address;
+  const std::string& to = input.to;
+  std::optional<std::string> role_wire;
+  if (to == kCtoAddress) {
+    std::string project = input.project_id;
+    nlohmann::json payload =
+        nlohmann::json::parse(payload_json, nullptr, false);
+    std::string payload_project;
+    if (payload.is_object() && payload.contains("project_id") &&
+        payload["project_id"].is_string()) {
+      payload_project = payload["project_id"].get<std::string>();
+    }
+    if (!project.empty()) {
+      if (!IsProjectId(project)) {
+        return Invalid("PROJECT_ID_INVALID", "project_id",
+                       "project_id must match ^prj_[A-Za-z0-9_-]{22}$");
+      }
+      if (!payload_project.empty() && payload_project != project) {
+        return Invalid("SCOPE_MISMATCH", "project_id",
+                       "project_id differs from payload.project_id");
+      }
+    } else if (!payload_project.empty()) {
+      project = payload_project;
+    } else {
+      absl::StatusOr<AgentView> sender = presence_->Get(input.from_agent_id);
+      if (sender.ok() && sender->record.project_id.has_value())
+        project = *sender->record.project_id;
+    }
+    if (project.empty()) {
+      return Invalid("SCOPE_REQUIRED", "project_id",
+                     "topic:cto needs a project (project_id, "
+                     "payload.project_id or the sender's)");
+    }
+    RoleKeyRef ref;
+    ref.key = RoleKeyInput{project, "cto", std::nullopt};
+    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
+    if (!key.ok()) return WithMetadata(key.status(), "field", "to");
+    role_wire = key->wire;
+  } else if (absl::StartsWith(to, kRoleTopicPrefix)) {
+    role_wire = to.substr(kRoleTopicPrefix.size());
+  } else if (absl::StartsWith(to, kTopicPrefix)) {
+    const std::string name = to.substr(kTopicPrefix.size());
+    if (absl::Status s = ValidateTopic(name); !s.ok())
+      return WithMetadata(s, "field", "to");
+    absl::StatusOr<std::vector<std::string>> subs = TopicSubscribers(name);
+    if (!subs.ok()) return subs.status();
+    address.recipients = std::move(*subs);
+    address.default_topic = name;
+    return address;
+  } else {
+    if (!ValidateAgentId(to).ok()) {
+      return Invalid("MESSAGE_ADDRESS_INVALID", "to",
+                     "to must be an agent id, topic:<name> or "
+                     "topic:role:<wire>");
+    }
+    address.recipients = {to};
+    return address;
+  }
+  RoleKeyRef ref;
+  ref.wire = *role_wire;
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
+  if (!key.ok()) return WithMetadata(key.status(), "field", "to");
+  address.role = *key;
+  address.default_topic = "role";
+  address.holder_role = LiveHolder(key->wire, now_ms);
+  if (address.holder_role.has_value())
+    address.recipients = {*address.holder_role->holder_agent_id};
+  return address;
+}
+
+absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  if (input.to.empty()) {
+    return Invalid("MESSAGE_ADDRESS_INVALID", "to", "to is required");
+  }
+  absl::StatusOr<MessageRecord> message = Validate(input, now_ms);
+  if (!message.ok()) return message.status();
+  absl::StatusOr<Address> address =
+      Resolve(input, message->payload_json, now_ms);
+  if (!address.ok()) return address.status();
+  MessageRecord& m = *message;
+  m.id = ids_->Next();
+  if (m.correlation_id.empty()) m.correlation_id = ids_->Next();
+  if (m.trace_id.empty()) m.trace_id = ids_->Next();
+  if (m.topic.empty()) m.topic = address->default_topic;
+  if (address->role.has_value()) {
+    m.to_agent = RoleTopic(address->role->wire);
+    m.role_key_wire = address->role->wire;
+  }
+  std::vector<std::string> recipients = address->recipients;
+  std::sort(recipients.begin(), recipients.end());
+  recipients.erase(std::unique(recipients.begin(), recipients.end()),
+                   recipients.end());
+  if (absl::Status s = store_->InsertMessage(m, recipients); !s.ok()) return s;
+
+  PublishResult result;
+  result.message = m;
+  result.recipient_count = static_cast<int>(recipients.size());
+  result.role = address->role;
+  if (m.type == "response") WakeAskers(m);
+  for (const std::string& agent : recipients) {
+    if (Push(m, agent, address->holder_role))
+      result.message.status = "delivered";
+  }
+  if (address->role.has_value() && recipients.empty() &&
+      activator_ != nullptr) {
+    EnsureRequest ensure;
+    ensure.role.wire = address->role->wire;
+    ensure.trigger = "publish_no_holder";
+    ensure.cause_id = m.id;
+    // The message is durable backlog whatever the ensure does.
+    absl::StatusOr<EnsureReceipt> receipt = activator_->Ensure(ensure);
+    if (receipt.ok()) result.activation = *receipt;
+  }
+  return result;
+}
+
+bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
+                     const std::optional<RoleRecord>& role) {
+  MessageDelivery delivery;
+  delivery.message = message;
+  delivery.inbox.message_id = message.id;
+  delivery.inbox.agent_id = agent_id;
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  if (role.has_value() && message.role_key_wire.has_value()) {
+    delivery.role_epoch = role->epoch;
+    delivery.activation_id = role->activation_id;
+  }
+  // Mark first, so the pushed copy carries its attempt; if the push then
+  // fails the row merely counts one attempt more (it stays pending).
+  if (!presence_->StreamAttached(agent_id)) return false;
+  if (!store_->MarkDelivered(message.id, agent_id, now_ms).ok()) return false;
+  absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+      store_->ListInbox(message.id);
+  if (inbox.ok()) {
+    for (const auto& row : *inbox) {
+      if (row.agent_id == agent_id) delivery.inbox = row;
+    }
+  }
+  delivery.message.status = "delivered";
+  return presence_->DeliverMessage(agent_id, delivery);
+}
+
+absl::Status Messaging::CheckAgent(const std::string& agent_id,
+                                   std::optional<int64_t> generation) {
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok())
+    return WithMetadata(s, "field", "agent_id");
+  absl::StatusOr<AgentView> agent = presence_->Get(agent_id);
+  if (!agent.ok()) return agent.status();
+  if (generation.has_value() &&
+      *generation != agent->record.presence_generation) {
+    return FailedPreconditionError(
+        "STALE_PRESENCE_OWNER",
+        absl::StrCat("presence_generation ", *generation, " is not current (",
+                     agent->record.presence_generation, ")"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<AckResult> Messaging::Ack(
+    const std::string& agent_id, const std::vector<std::string>& message_ids,
+    std::optional<int64_t> presence_generation) {
+  if (message_ids.empty()) {
+    return Invalid("REQUEST_INVALID", "message_ids",
+                   "message_ids must not be empty");
+  }
+  if (message_ids.size() > 100) {
+    return WithMetadata(
+        ResourceExhaustedError("LIMIT_EXCEEDED", "at most 100 message ids"),
+        "field", "message_ids");
+  }
+  for (const std::string& id : message_ids) {
+    if (id.empty() || id.size() > 64) {
+      return Invalid("MESSAGE_ID_INVALID", "message_ids",
+                     "each message id must be 1..64 characters");
+    }
+  }
+  if (absl::Status s = CheckAgent(agent_id, presence_generation); !s.ok())
+    return s;
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  AckResult result;
+  std::set<std::string> seen;
+  for (const std::string& id : message_ids) {
+    if (!seen.insert(id).second) continue;
+    absl::StatusOr<bool> acked = store_->AckMessage(id, agent_id, now_ms);
+    if (!acked.ok()) return acked.status();
+    bool ok = *acked;
+    if (!ok) {  // idempotent: already acknowledged by this agent
+      absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+          store_->ListInbox(id);
+      if (!inbox.ok()) return inbox.status();
+      for (const auto& row : *inbox) {
+        if (row.agent_id == agent_id && row.acked_at_ms.has_value()) ok = true;
+      }
+    }
+    (ok ? result.acked : result.ignored).push_back(id);
+  }
+  return result;
+}
+
+int Messaging::PushPending(const std::string& agent_id) {
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<std::vector<MessageRecord>> pending =
+      store_->ListPendingForAgent(agent_id, now_ms,
+                                  messaging_internal::kMaxScan);
+  if (!pending.ok()) return 0;
+  int pushed = 0;
+  for (const MessageRecord& m : *pending) {
+    std::optional<RoleRecord> role;
+    if (m.role_key_wire.has_value())
+      role = LiveHolder(*m.role_key_wire, now_ms);
+    if (!Push(m, agent_id, role)) break;
+    ++pushed;
+  }
+  return pushed;
+}
+
+void Messaging::OnRoleActive(const RoleRecord& active) {
+  if (!active.holder_agent_id.has_value()) return;
+  const std::string& holder = *active.holder_agent_id;
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<std::vector<MessageRecord>> backlog =
+      store_->ListPendingRoleMessages(active.role_key_wire, now_ms);
+  if (!backlog.ok()) return;
+  bool pushing = true;
+  for (const MessageRecord& m : *backlog) {
+    // Durable first: once the holder is a recipient the message is in its
+    // inbox (ListPending, re-attach) even if the push below fails.
+    if (!store_->AddRecipient(m.id, holder).ok()) return;
+    if (pushing) pushing = Push(m, holder, active);
+  }
+}
+
+}  // namespace hub

@@ -1,0 +1,220 @@
+// Messaging: messages between agents (TRIFLUX-HUB §6).
+//
+// Responsible for Publish (validation, the recipients an address names, the
+// durable insert of the message and its inbox rows before the reply, the push
+// to attached recipients), Ack, ListPending, role backlog (an EnsureRole when
+// a role has no holder, the hand-off to the next holder), the expiry sweep
+// with its dead-letter notices, dead letters, traces and Ask. Not responsible
+// for gRPC, presence or who holds a role: it reads those and never decides
+// them. Delivery is at-least-once: nothing is pushed before it is durable,
+// and a message stays pending until its recipient acknowledges it.
+//
+// Time comes from the injected Clock; the owner calls Tick() (hubd: every
+// 100 ms; the sweep runs at most once a second). Thread-safe.
+#ifndef HUB_REGISTRY_MESSAGING_H_
+#define HUB_REGISTRY_MESSAGING_H_
+
+#include <cstdint>
+#include <list>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "registry/activator.h"
+#include "registry/clock.h"
+#include "registry/message_delivery.h"
+#include "registry/presence.h"
+#include "registry/role_registry.h"
+#include "registry/uuid.h"
+#include "storage/store.h"
+
+namespace hub {
+
+struct MessagingConfig {
+  absl::Duration default_ttl = absl::Minutes(5);
+  absl::Duration min_ttl = absl::Seconds(1);
+  absl::Duration max_ttl = absl::Hours(24);
+  size_t max_payload_bytes = 1024 * 1024;
+  absl::Duration sweep_interval = absl::Seconds(1);
+  absl::Duration max_ask_wait = absl::Seconds(30);
+};
+
+// Publish input, as the gRPC edge decodes it.
+struct PublishInput {
+  std::string from_agent_id;
+  std::string to;
+  std::string topic;  // "": the address's default
+  // request | response | event | handoff | human_request | human_response;
+  // "": response when correlation_id is set, else event. Anything else
+  // (system included): MESSAGE_TYPE_INVALID.
+  std::string type;
+  int priority = 0;                   // 0: 5
+  std::optional<absl::Duration> ttl;  // absent: 5 min
+  std::string payload_json;           // "": {}
+  std::string correlation_id;         // "": a new UUIDv7
+  std::string trace_id;               // "": a new UUIDv7
+  std::string project_id;             // for topic:cto only
+};
+
+struct PublishResult {
+  storage::MessageRecord message;  // as stored
+  int recipient_count = 0;
+  std::optional<ResolvedRoleKey> role;      // role addresses
+  std::optional<EnsureReceipt> activation;  // role backlog, ensure accepted
+};
+
+struct AckResult {
+  std::vector<std::string> acked;    // request order, de-duplicated
+  std::vector<std::string> ignored;  // request order, de-duplicated
+};
+
+struct PendingQuery {
+  std::string agent_id;
+  std::string topic;  // "": any
+  int page_size = 0;  // 0: 20; above 100: 100; negative: REQUEST_INVALID
+  std::string page_token;
+  bool peek = false;
+  std::optional<int64_t> presence_generation;
+};
+
+struct PendingPage {
+  std::vector<MessageDelivery> deliveries;
+  std::string next_page_token;
+  int64_t server_time_ms = 0;
+};
+
+struct DeadLetterView {
+  storage::DeadLetterRecord dead_letter;
+  std::optional<storage::MessageRecord> message;
+};
+
+struct DeadLetterQuery {
+  std::string reason;         // "": any
+  std::string from_agent_id;  // "": any
+  int page_size = 0;          // 0: 50; above 1000: 1000
+  std::string page_token;
+};
+
+struct DeadLetterPage {
+  std::vector<DeadLetterView> dead_letters;
+  std::string next_page_token;
+};
+
+struct TracePage {
+  std::vector<storage::MessageRecord> messages;
+  std::string next_page_token;
+};
+
+enum class AskState { kAnswered, kDelivered, kQueued };
+
+struct AskResult {
+  AskState state = AskState::kQueued;
+  PublishResult request;
+  std::optional<storage::MessageRecord> response;
+};
+
+class Messaging {
+ public:
+  // Everything injected must outlive the messaging. `activator` may be null
+  // (role backlog then waits without an ensure).
+  Messaging(storage::Store* store, PresenceRegistry* presence,
+            RoleRegistry* roles, Activator* activator, UuidV7Generator* ids,
+            const Clock* clock, MessagingConfig config = {});
+  Messaging(const Messaging&) = delete;
+  Messaging& operator=(const Messaging&) = delete;
+
+  // Validates, writes the message and its inbox rows durably, then pushes it
+  // to attached recipients. Reasons: see message.proto Publish.
+  absl::StatusOr<PublishResult> Publish(const PublishInput& input);
+  // Acknowledges what was delivered to `agent_id`; ids not delivered to it
+  // are ignored. AGENT_ID_INVALID, MESSAGE_ID_INVALID, REQUEST_INVALID,
+  // LIMIT_EXCEEDED, AGENT_NOT_FOUND, STALE_PRESENCE_OWNER.
+  absl::StatusOr<AckResult> Ack(const std::string& agent_id,
+                                const std::vector<std::string>& message_ids,
+                                std::optional<int64_t> presence_generation);
+  // The agent's pending messages, priority DESC, created ASC, id ASC; unless
+  // peek, each returned delivery is marked delivered.
+  absl::StatusOr<PendingPage> ListPending(const PendingQuery& query);
+  // Pushes every pending message of `agent_id` on its stream, in pending
+  // order (called right after a presence stream attaches). Returns how many
+  // were pushed.
+  int PushPending(const std::string& agent_id);
+  // Hands the role's backlog to its new holder (the activator's
+  // on_role_active): adds the holder as a recipient of each pending role
+  // message and pushes them in order, fenced by `active`'s epoch.
+  void OnRoleActive(const storage::RoleRecord& active);
+  absl::StatusOr<DeadLetterPage> ListDeadLetters(const DeadLetterQuery& query);
+  // REQUEST_INVALID (trace_id), PAGE_TOKEN_INVALID.
+  absl::StatusOr<TracePage> ListTrace(const std::string& trace_id,
+                                      int page_size,
+                                      const std::string& page_token);
+  // Publishes a REQUEST, then waits up to `wait` (0 .. 30 s, else
+  // REQUEST_INVALID) for the first RESPONSE with its correlation id.
+  absl::StatusOr<AskResult> Ask(PublishInput input, absl::Duration wait);
+  // The expiry sweep (§6.6 B0): dead-letters expired messages and sends one
+  // handoff.dead_letter notice per claimed request or handoff. Returns how
+  // many messages it claimed.
+  absl::StatusOr<int> SweepExpired();
+  // Runs the sweep when due.
+  void Tick();
+  // Ends every waiting Ask now (as if its wait ran out) and every later one
+  // at once. For hub shutdown.
+  void Shutdown();
+
+ private:
+  struct Waiter {
+    std::optional<storage::MessageRecord> response;
+  };
+  struct Address {
+    std::vector<std::string> recipients;
+    std::optional<ResolvedRoleKey> role;
+    std::optional<storage::RoleRecord> holder_role;  // an active holder
+    std::string default_topic;
+  };
+
+  absl::StatusOr<storage::MessageRecord> Validate(const PublishInput& input,
+                                                  int64_t now_ms);
+  absl::StatusOr<Address> Resolve(const PublishInput& input,
+                                  const std::string& payload_json,
+                                  int64_t now_ms);
+  absl::StatusOr<std::vector<std::string>> TopicSubscribers(
+      const std::string& topic);
+  std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
+                                                int64_t now_ms);
+  absl::Status CheckAgent(const std::string& agent_id,
+                          std::optional<int64_t> generation);
+  // Pushes the message to `agent_id` if attached and marks it delivered.
+  bool Push(const storage::MessageRecord& message, const std::string& agent_id,
+            const std::optional<storage::RoleRecord>& role);
+  void WakeAskers(const storage::MessageRecord& response);
+  void SendDeadLetterNotice(const storage::MessageRecord& expired,
+                            const storage::ExpiryTransition& transition);
+
+  storage::Store* const store_;
+  PresenceRegistry* const presence_;
+  RoleRegistry* const roles_;
+  Activator* const activator_;
+  UuidV7Generator* const ids_;
+  const Clock* const clock_;
+  const MessagingConfig config_;
+
+  absl::Mutex ask_mu_;
+  absl::CondVar ask_cv_;
+  std::map<std::string, std::list<Waiter*>> waiters_ ABSL_GUARDED_BY(ask_mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(ask_mu_) = false;
+
+  absl::Mutex tick_mu_;
+  int64_t last_sweep_ms_ ABSL_GUARDED_BY(tick_mu_) = -1;
+};
+
+// The lower-case type words Publish accepts (system excluded).
+bool IsPublishableMessageType(absl::string_view type);
+
+}  // namespace hub
+
+#endif  // HUB_REGISTRY_MESSAGING_H_

@@ -1,0 +1,387 @@
+// Messaging: pending lists, dead letters, traces, Ask and the expiry sweep.
+#include <algorithm>
+#include <tuple>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "nlohmann/json.hpp"
+#include "registry/agent_validation.h"
+#include "registry/messaging.h"
+#include "registry/messaging_internal.h"
+#include "registry/role_key.h"
+#include "registry/status.h"
+
+namespace hub {
+
+using storage::MessageRecord;
+using storage::RoleRecord;
+
+namespace messaging_internal {
+
+bool IsLabel(absl::string_view text) {
+  if (text.empty() || text.size() > 128) return false;
+  for (char c : text) {
+    const bool ok = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                    (c >= '0' && c <= '9') || c == '.' || c == '_' ||
+                    c == ':' || c == '-';
+    if (!ok) return false;
+  }
+  return true;
+}
+
+std::string EncodePageToken(absl::string_view kind, absl::string_view scope,
+                            const std::vector<std::string>& fields) {
+  nlohmann::json doc = {
+      {"k", std::string(kind)}, {"s", std::string(scope)}, {"f", fields}};
+  return Base64UrlEncode(doc.dump());
+}
+
+absl::StatusOr<std::vector<std::string>> DecodePageToken(
+    absl::string_view token, absl::string_view kind, absl::string_view scope,
+    size_t arity) {
+  if (token.empty()) return std::vector<std::string>();
+  const absl::Status invalid = WithMetadata(
+      InvalidArgumentError("PAGE_TOKEN_INVALID",
+                           "page_token is not a token from this query"),
+      "field", "page_token");
+  std::optional<std::string> raw = Base64UrlDecodeStrict(token);
+  if (!raw.has_value()) return invalid;
+  nlohmann::json doc = nlohmann::json::parse(*raw, nullptr, false);
+  if (!doc.is_object() || doc.value("k", "") != kind ||
+      doc.value("s", "") != scope || !doc.contains("f") ||
+      !doc["f"].is_array() || doc["f"].size() != arity) {
+    return invalid;
+  }
+  std::vector<std::string> fields;
+  for (const auto& f : doc["f"]) {
+    if (!f.is_string()) return invalid;
+    fields.push_back(f.get<std::string>());
+  }
+  return fields;
+}
+
+}  // namespace messaging_internal
+
+namespace {
+
+using messaging_internal::DecodePageToken;
+using messaging_internal::EncodePageToken;
+
+absl::Status BadPageSize() {
+  return WithMetadata(
+      InvalidArgumentError("REQUEST_INVALID", "page_size must not be negative"),
+      "field", "page_size");
+}
+
+int EffectivePageSize(int requested, int fallback, int max) {
+  if (requested == 0) return fallback;
+  return std::min(requested, max);
+}
+
+// Parses "a" of a page-token field as an int64, or fails the token.
+absl::StatusOr<int64_t> TokenInt(const std::string& field) {
+  int64_t v = 0;
+  if (!absl::SimpleAtoi(field, &v)) {
+    return WithMetadata(
+        InvalidArgumentError("PAGE_TOKEN_INVALID", "page_token is malformed"),
+        "field", "page_token");
+  }
+  return v;
+}
+
+}  // namespace
+
+absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
+  if (absl::Status s = ValidateAgentId(query.agent_id); !s.ok())
+    return WithMetadata(s, "field", "agent_id");
+  if (!query.topic.empty() && !messaging_internal::IsLabel(query.topic)) {
+    return WithMetadata(
+        InvalidArgumentError("TOPIC_INVALID",
+                             "topic must be 1..128 characters of "
+                             "[A-Za-z0-9._:-]"),
+        "field", "topic");
+  }
+  if (query.page_size < 0) return BadPageSize();
+  const size_t page_size =
+      static_cast<size_t>(EffectivePageSize(query.page_size, 20, 100));
+  const std::string scope = absl::StrCat(query.agent_id, "\n", query.topic);
+  absl::StatusOr<std::vector<std::string>> after =
+      DecodePageToken(query.page_token, "pending", scope, 3);
+  if (!after.ok()) return after.status();
+  if (absl::Status s = CheckAgent(query.agent_id, query.presence_generation);
+      !s.ok()) {
+    return s;
+  }
+  // Keyset position (priority DESC, created ASC, id ASC) of the last row.
+  std::optional<std::tuple<int64_t, int64_t, std::string>> last;
+  if (!after->empty()) {
+    absl::StatusOr<int64_t> priority = TokenInt((*after)[0]);
+    absl::StatusOr<int64_t> created = TokenInt((*after)[1]);
+    if (!priority.ok()) return priority.status();
+    if (!created.ok()) return created.status();
+    last.emplace(-*priority, *created, (*after)[2]);
+  }
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<std::vector<MessageRecord>> pending =
+      store_->ListPendingForAgent(query.agent_id, now_ms,
+                                  messaging_internal::kMaxScan);
+  if (!pending.ok()) return pending.status();
+  PendingPage page;
+  page.server_time_ms = now_ms;
+  bool more = false;
+  for (const MessageRecord& m : *pending) {
+    if (!query.topic.empty() && m.topic != query.topic) continue;
+    if (last.has_value() &&
+        std::make_tuple(-m.priority, m.created_at_ms, m.id) <= *last) {
+      continue;
+    }
+    if (page.deliveries.size() == page_size) {
+      more = true;
+      break;
+    }
+    if (!query.peek) {
+      absl::Status s = store_->MarkDelivered(m.id, query.agent_id, now_ms);
+      if (!s.ok()) return s;
+    }
+    MessageDelivery d;
+    d.message = m;
+    if (!query.peek) d.message.status = "delivered";
+    absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+        store_->ListInbox(m.id);
+    if (!inbox.ok()) return inbox.status();
+    for (const auto& row : *inbox) {
+      if (row.agent_id == query.agent_id) d.inbox = row;
+    }
+    page.deliveries.push_back(std::move(d));
+  }
+  if (more && !page.deliveries.empty()) {
+    const MessageRecord& m = page.deliveries.back().message;
+    page.next_page_token = EncodePageToken(
+        "pending", scope,
+        {absl::StrCat(m.priority), absl::StrCat(m.created_at_ms), m.id});
+  }
+  return page;
+}
+
+absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
+    const DeadLetterQuery& query) {
+  if (query.page_size < 0) return BadPageSize();
+  const size_t page_size =
+      static_cast<size_t>(EffectivePageSize(query.page_size, 50, 1000));
+  const std::string scope =
+      absl::StrCat(query.reason, "\n", query.from_agent_id);
+  absl::StatusOr<std::vector<std::string>> after =
+      DecodePageToken(query.page_token, "dead_letters", scope, 2);
+  if (!after.ok()) return after.status();
+  std::optional<std::pair<int64_t, std::string>> last;
+  if (!after->empty()) {
+    absl::StatusOr<int64_t> failed = TokenInt((*after)[0]);
+    if (!failed.ok()) return failed.status();
+    last.emplace(-*failed, (*after)[1]);
+  }
+  absl::StatusOr<std::vector<storage::DeadLetterRecord>> all =
+      store_->ListDeadLetters();
+  if (!all.ok()) return all.status();
+  DeadLetterPage page;
+  bool more = false;
+  for (const storage::DeadLetterRecord& d : *all) {
+    if (!query.reason.empty() && d.reason != query.reason) continue;
+    if (last.has_value() &&
+        std::make_pair(-d.failed_at_ms, d.message_id) <= *last) {
+      continue;
+    }
+    DeadLetterView view;
+    view.dead_letter = d;
+    absl::StatusOr<MessageRecord> m = store_->GetMessage(d.message_id);
+    if (m.ok()) {
+      view.message = *m;
+    } else if (!absl::IsNotFound(m.status())) {
+      return m.status();
+    }
+    if (!query.from_agent_id.empty() &&
+        (!view.message || view.message->from_agent != query.from_agent_id)) {
+      continue;
+    }
+    if (page.dead_letters.size() == page_size) {
+      more = true;
+      break;
+    }
+    page.dead_letters.push_back(std::move(view));
+  }
+  if (more && !page.dead_letters.empty()) {
+    const storage::DeadLetterRecord& d = page.dead_letters.back().dead_letter;
+    page.next_page_token = EncodePageToken(
+        "dead_letters", scope, {absl::StrCat(d.failed_at_ms), d.message_id});
+  }
+  return page;
+}
+
+absl::StatusOr<TracePage> Messaging::ListTrace(const std::string& trace_id,
+                                               int page_size,
+                                               const std::string& page_token) {
+  if (trace_id.empty() || trace_id.size() > 128) {
+    return WithMetadata(InvalidArgumentError("REQUEST_INVALID",
+                                             "trace_id must be 1..128 "
+                                             "characters"),
+                        "field", "trace_id");
+  }
+  if (page_size < 0) return BadPageSize();
+  const size_t size =
+      static_cast<size_t>(EffectivePageSize(page_size, 100, 1000));
+  absl::StatusOr<std::vector<std::string>> after =
+      DecodePageToken(page_token, "trace", trace_id, 2);
+  if (!after.ok()) return after.status();
+  std::optional<std::pair<int64_t, std::string>> last;
+  if (!after->empty()) {
+    absl::StatusOr<int64_t> created = TokenInt((*after)[0]);
+    if (!created.ok()) return created.status();
+    last.emplace(*created, (*after)[1]);
+  }
+  absl::StatusOr<std::vector<MessageRecord>> all =
+      store_->ListTraceMessages(trace_id);
+  if (!all.ok()) return all.status();
+  TracePage page;
+  bool more = false;
+  for (const MessageRecord& m : *all) {
+    if (last.has_value() && std::make_pair(m.created_at_ms, m.id) <= *last)
+      continue;
+    if (page.messages.size() == size) {
+      more = true;
+      break;
+    }
+    page.messages.push_back(m);
+  }
+  if (more && !page.messages.empty()) {
+    const MessageRecord& m = page.messages.back();
+    page.next_page_token = EncodePageToken(
+        "trace", trace_id, {absl::StrCat(m.created_at_ms), m.id});
+  }
+  return page;
+}
+
+void Messaging::WakeAskers(const MessageRecord& response) {
+  absl::MutexLock lock(&ask_mu_);
+  auto it = waiters_.find(response.correlation_id);
+  if (it == waiters_.end()) return;
+  for (Waiter* w : it->second) {
+    if (!w->response.has_value()) w->response = response;
+  }
+  ask_cv_.SignalAll();
+}
+
+absl::StatusOr<AskResult> Messaging::Ask(PublishInput input,
+                                         absl::Duration wait) {
+  if (wait < absl::ZeroDuration() || wait > config_.max_ask_wait) {
+    return WithMetadata(InvalidArgumentError("REQUEST_INVALID",
+                                             "await_timeout must be 0 .. 30 s"),
+                        "field", "await_timeout");
+  }
+  input.type = "request";
+  // The correlation id is fixed before publishing so the waiter is in place
+  // before any answer can be published.
+  if (input.correlation_id.empty()) input.correlation_id = ids_->Next();
+  const std::string correlation = input.correlation_id;
+  Waiter waiter;
+  {
+    absl::MutexLock lock(&ask_mu_);
+    waiters_[correlation].push_back(&waiter);
+  }
+  absl::StatusOr<PublishResult> published = Publish(input);
+  AskResult result;
+  {
+    absl::MutexLock lock(&ask_mu_);
+    if (published.ok() && wait > absl::ZeroDuration()) {
+      const absl::Time deadline = absl::Now() + wait;
+      while (!waiter.response.has_value() && !shutting_down_ &&
+             !ask_cv_.WaitWithDeadline(&ask_mu_, deadline)) {
+      }
+    }
+    result.response = waiter.response;
+    auto& list = waiters_[correlation];
+    list.remove(&waiter);
+    if (list.empty()) waiters_.erase(correlation);
+  }
+  if (!published.ok()) return published.status();
+  result.request = *published;
+  if (result.response.has_value() && wait > absl::ZeroDuration()) {
+    result.state = AskState::kAnswered;
+  } else {
+    result.response.reset();
+    absl::StatusOr<MessageRecord> now =
+        store_->GetMessage(published->message.id);
+    const bool delivered = now.ok() ? now->status != "queued"
+                                    : published->message.status != "queued";
+    result.state = (wait > absl::ZeroDuration() && delivered)
+                       ? AskState::kDelivered
+                       : AskState::kQueued;
+  }
+  return result;
+}
+
+void Messaging::Shutdown() {
+  absl::MutexLock lock(&ask_mu_);
+  shutting_down_ = true;
+  ask_cv_.SignalAll();
+}
+
+void Messaging::SendDeadLetterNotice(
+    const MessageRecord& expired, const storage::ExpiryTransition& transition) {
+  if (expired.type != "request" && expired.type != "handoff") return;
+  if (!ValidateAgentId(expired.from_agent).ok()) return;
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  MessageRecord notice;
+  notice.id = ids_->Next();
+  notice.type = "system";
+  notice.from_agent = "hub";
+  notice.to_agent = expired.from_agent;
+  notice.topic = "handoff.dead_letter";
+  notice.priority = 7;
+  notice.ttl_ms = 5 * 60 * 1000;
+  notice.created_at_ms = now_ms;
+  notice.expires_at_ms = now_ms + notice.ttl_ms;
+  notice.correlation_id = expired.correlation_id;
+  notice.trace_id = expired.trace_id;
+  nlohmann::json payload = {{"event", "handoff.dead_letter"},
+                            {"message_id", expired.id},
+                            {"type", expired.type},
+                            {"to", expired.to_agent},
+                            {"reason", transition.reason},
+                            {"failed_at_ms", transition.failed_at_ms}};
+  notice.payload_json = payload.dump();
+  notice.status = "queued";
+  if (!store_->InsertMessage(notice, {expired.from_agent}).ok()) return;
+  Push(notice, expired.from_agent, std::nullopt);
+}
+
+absl::StatusOr<int> Messaging::SweepExpired() {
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<std::vector<storage::ExpiryTransition>> claimed =
+      store_->SweepExpiredMessages(now_ms);
+  if (!claimed.ok()) return claimed.status();
+  // Each transition is one claim (fenced by the row's previous status), so a
+  // racing sweep never sees the same row: one notice per claimed row.
+  for (const storage::ExpiryTransition& t : *claimed) {
+    absl::StatusOr<MessageRecord> m = store_->GetMessage(t.message_id);
+    if (m.ok()) SendDeadLetterNotice(*m, t);
+  }
+  return static_cast<int>(claimed->size());
+}
+
+void Messaging::Tick() {
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  {
+    absl::MutexLock lock(&tick_mu_);
+    if (last_sweep_ms_ >= 0 &&
+        now_ms - last_sweep_ms_ <
+            absl::ToInt64Milliseconds(config_.sweep_interval)) {
+      return;
+    }
+    last_sweep_ms_ = now_ms;
+  }
+  (void)SweepExpired();
+}
+
+}  // namespace hub

@@ -1,0 +1,403 @@
+// MessageService and the message events of the presence stream, against an
+// in-process HubServer: publishes to agents, topics and roles, pushes and
+// acknowledgements on the stream, ListPending paging, role backlog, bad
+// input, expiry and dead letters, Ask and traces.
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "google/rpc/error_details.pb.h"
+#include "google/rpc/status.pb.h"
+#include "gtest/gtest.h"
+#include "hub/server.h"
+#include "hub/v1/message.grpc.pb.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/role_service.grpc.pb.h"
+
+namespace hub {
+namespace {
+
+using hub::v1::AttachRequest;
+using hub::v1::AttachResponse;
+
+constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+
+std::string Reason(const grpc::Status& status) {
+  google::rpc::Status details;
+  if (!details.ParseFromString(status.error_details())) return "";
+  for (const auto& any : details.details()) {
+    google::rpc::ErrorInfo info;
+    if (any.UnpackTo(&info)) return info.reason();
+  }
+  return "";
+}
+
+class MessageGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    const char* dir = std::getenv("TEST_TMPDIR");
+    const std::string db = absl::StrCat(
+        dir != nullptr ? dir : "/tmp", "/",
+        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
+        ".sqlite");
+    for (const char* ext : {"", "-wal", "-shm"}) {
+      std::remove(absl::StrCat(db, ext).c_str());
+    }
+    HubServerOptions options;
+    options.listen = "127.0.0.1:0";
+    options.db_path = db;
+    options.presence.detach_grace = absl::Milliseconds(200);
+    options.tick_interval = absl::Milliseconds(20);
+    auto server = HubServer::Start(options);
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = std::move(*server);
+    auto channel = grpc::CreateChannel(server_->address(),
+                                       grpc::InsecureChannelCredentials());
+    presence_ = hub::v1::PresenceService::NewStub(channel);
+    roles_ = hub::v1::RoleService::NewStub(channel);
+    messages_ = hub::v1::MessageService::NewStub(channel);
+  }
+
+  struct Agent {
+    std::unique_ptr<grpc::ClientContext> context;
+    std::unique_ptr<grpc::ClientReaderWriter<AttachRequest, AttachResponse>>
+        stream;
+  };
+
+  int64_t Register(const std::string& id,
+                   const std::vector<std::string>& topics = {}) {
+    grpc::ClientContext context;
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id(id);
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    request.set_project_id(kProject);
+    request.add_capabilities("role:cto:candidate");
+    for (const std::string& t : topics) request.add_topics(t);
+    hub::v1::RegisterAgentResponse registered;
+    EXPECT_TRUE(presence_->RegisterAgent(&context, request, &registered).ok());
+    return registered.presence_generation();
+  }
+
+  Agent Attach(const std::string& id, int64_t generation) {
+    Agent agent;
+    agent.context = std::make_unique<grpc::ClientContext>();
+    agent.stream = presence_->Attach(agent.context.get());
+    AttachRequest hello;
+    hello.mutable_hello()->set_agent_id(id);
+    hello.mutable_hello()->set_presence_generation(generation);
+    EXPECT_TRUE(agent.stream->Write(hello));
+    AttachResponse attached;
+    EXPECT_TRUE(agent.stream->Read(&attached));
+    EXPECT_TRUE(attached.has_attached());
+    return agent;
+  }
+
+  grpc::Status Publish(const hub::v1::PublishRequest& request,
+                       hub::v1::PublishResponse* response) {
+    grpc::ClientContext context;
+    return messages_->Publish(&context, request, response);
+  }
+
+  hub::v1::PublishResponse MustPublish(const std::string& to,
+                                       int priority = 0) {
+    hub::v1::PublishRequest request;
+    request.set_from_agent_id("sender-1");
+    request.set_to(to);
+    request.set_priority(priority);
+    hub::v1::PublishResponse response;
+    grpc::Status s = Publish(request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response;
+  }
+
+  hub::v1::ListPendingResponse Pending(const std::string& agent,
+                                       bool peek = true, int page_size = 0,
+                                       const std::string& token = "") {
+    grpc::ClientContext context;
+    hub::v1::ListPendingRequest request;
+    request.set_agent_id(agent);
+    request.set_peek(peek);
+    request.set_page_size(page_size);
+    request.set_page_token(token);
+    hub::v1::ListPendingResponse response;
+    grpc::Status s = messages_->ListPending(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response;
+  }
+
+  // Reads frames until a message event arrives.
+  static hub::v1::MessageDelivery NextMessage(Agent& agent) {
+    AttachResponse frame;
+    while (agent.stream->Read(&frame)) {
+      if (frame.event().has_message()) return frame.event().message();
+    }
+    ADD_FAILURE() << "the stream ended without a message";
+    return {};
+  }
+
+  static hub::v1::RoleActivation NextActivation(Agent& agent) {
+    AttachResponse frame;
+    while (agent.stream->Read(&frame)) {
+      if (frame.event().has_role_activation())
+        return frame.event().role_activation();
+    }
+    ADD_FAILURE() << "the stream ended without an activation";
+    return {};
+  }
+
+  std::unique_ptr<HubServer> server_;
+  std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
+  std::unique_ptr<hub::v1::RoleService::Stub> roles_;
+  std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+};
+
+TEST_F(MessageGrpcTest, APublishIsPushedOnTheStreamAndAckedThere) {
+  Agent b = Attach("agent-b", Register("agent-b"));
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("agent-b");
+  (*request.mutable_payload()->mutable_fields())["task"].set_string_value(
+      "build");
+  hub::v1::PublishResponse published;
+  ASSERT_TRUE(Publish(request, &published).ok());
+  EXPECT_EQ(published.recipient_count(), 1);
+  EXPECT_EQ(published.type(), hub::v1::MESSAGE_TYPE_EVENT);
+
+  const hub::v1::MessageDelivery d = NextMessage(b);
+  EXPECT_EQ(d.message().message_id(), published.message_id());
+  EXPECT_EQ(d.message().payload().fields().at("task").string_value(), "build");
+  EXPECT_EQ(d.state(), hub::v1::DELIVERY_STATE_DELIVERED);
+  EXPECT_EQ(d.attempts(), 1);
+
+  AttachRequest ack;
+  ack.set_frame_id(7);
+  ack.mutable_message_ack()->add_message_ids(published.message_id());
+  ASSERT_TRUE(b.stream->Write(ack));
+  AttachResponse answer;
+  ASSERT_TRUE(b.stream->Read(&answer));
+  ASSERT_TRUE(answer.has_message_ack_result()) << answer.DebugString();
+  EXPECT_EQ(answer.frame_id(), 7);
+  ASSERT_EQ(answer.message_ack_result().acked_message_ids_size(), 1);
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, ATopicPublishReachesEverySubscriber) {
+  Register("sub-1", {"build"});
+  Register("sub-2", {"build"});
+  Register("other-1", {"test"});
+  hub::v1::PublishResponse r = MustPublish("topic:build");
+  EXPECT_EQ(r.recipient_count(), 2);
+  EXPECT_EQ(Pending("sub-1").deliveries_size(), 1);
+  EXPECT_EQ(Pending("sub-2").deliveries_size(), 1);
+  EXPECT_EQ(Pending("other-1").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, ListPendingPagesInPriorityThenAgeOrder) {
+  Register("agent-b");
+  const std::string low = MustPublish("agent-b", 2).message_id();
+  const std::string high = MustPublish("agent-b", 9).message_id();
+  const std::string mid1 = MustPublish("agent-b", 5).message_id();
+  const std::string mid2 = MustPublish("agent-b", 5).message_id();
+  std::vector<std::string> got;
+  std::string token;
+  do {
+    hub::v1::ListPendingResponse page =
+        Pending("agent-b", /*peek=*/false, 3, token);
+    for (const auto& d : page.deliveries()) {
+      got.push_back(d.message().message_id());
+      EXPECT_EQ(d.state(), hub::v1::DELIVERY_STATE_DELIVERED);
+    }
+    token = page.next_page_token();
+  } while (!token.empty());
+  EXPECT_EQ(got, (std::vector<std::string>{high, mid1, mid2, low}));
+}
+
+TEST_F(MessageGrpcTest, OnlyTheRecipientCanAcknowledge) {
+  Register("agent-b");
+  Register("agent-c");
+  const std::string id = MustPublish("agent-b").message_id();
+  Pending("agent-b", /*peek=*/false);  // delivered to agent-b
+  grpc::ClientContext context;
+  hub::v1::AckRequest request;
+  request.set_agent_id("agent-c");
+  request.add_message_ids(id);
+  hub::v1::AckResponse response;
+  ASSERT_TRUE(messages_->Ack(&context, request, &response).ok());
+  EXPECT_EQ(response.result().ignored_message_ids_size(), 1);
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 1);
+
+  grpc::ClientContext context2;
+  request.set_agent_id("agent-b");
+  ASSERT_TRUE(messages_->Ack(&context2, request, &response).ok());
+  EXPECT_EQ(response.result().acked_message_ids_size(), 1);
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, RoleBacklogGoesToTheNextHolderAfterItsAck) {
+  Agent h = Attach("holder-1", Register("holder-1"));
+  grpc::ClientContext upsert_context;
+  hub::v1::UpsertRoleCandidateRequest upsert;
+  upsert.mutable_role_key()->set_project_id(kProject);
+  upsert.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
+  upsert.set_agent_id("holder-1");
+  hub::v1::UpsertRoleCandidateResponse upserted;
+  ASSERT_TRUE(
+      roles_->UpsertRoleCandidate(&upsert_context, upsert, &upserted).ok());
+
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("topic:cto");
+  request.set_project_id(kProject);
+  hub::v1::PublishResponse published;
+  ASSERT_TRUE(Publish(request, &published).ok());
+  EXPECT_EQ(published.recipient_count(), 0);
+  EXPECT_EQ(published.role_key().project_id(), kProject);
+  ASSERT_TRUE(published.has_activation());
+  EXPECT_EQ(published.activation().trigger(),
+            hub::v1::ENSURE_ROLE_TRIGGER_PUBLISH_NO_HOLDER);
+  EXPECT_EQ(published.activation().cause_id(), published.message_id());
+
+  const hub::v1::RoleActivation a = NextActivation(h);
+  AttachRequest frame;
+  hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
+  ack->set_schema("tfx.role-activation-ack.v1");
+  ack->set_activation_id(a.activation_id());
+  ack->set_role_key_wire(a.role_key_wire());
+  ack->set_epoch(a.epoch());
+  ack->set_activation_seq(a.activation_seq());
+  ack->set_holder_agent_id(a.holder_agent_id());
+  ack->set_reachable(true);
+  ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
+  ack->mutable_charter_ack()->set_epoch(a.epoch());
+  ack->mutable_charter_ack()->set_charter_version(a.charter_version());
+  ASSERT_TRUE(h.stream->Write(frame));
+
+  const hub::v1::MessageDelivery d = NextMessage(h);
+  EXPECT_EQ(d.message().message_id(), published.message_id());
+  EXPECT_EQ(d.role_epoch(), a.epoch());
+  EXPECT_EQ(d.activation_id(), a.activation_id());
+}
+
+TEST_F(MessageGrpcTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
+  struct Case {
+    std::string name;
+    std::function<void(hub::v1::PublishRequest&)> edit;
+    std::string reason;
+  };
+  const std::vector<Case> cases = {
+      {"sender", [](auto& r) { r.set_from_agent_id(""); }, "AGENT_ID_INVALID"},
+      {"address", [](auto& r) { r.set_to("no spaces"); },
+       "MESSAGE_ADDRESS_INVALID"},
+      {"topic", [](auto& r) { r.set_to("topic:"); }, "TOPIC_INVALID"},
+      {"wire", [](auto& r) { r.set_to("topic:role:rk2.x"); },
+       "ROLE_KEY_NON_CANONICAL"},
+      {"type", [](auto& r) { r.set_type(hub::v1::MESSAGE_TYPE_SYSTEM); },
+       "MESSAGE_TYPE_INVALID"},
+      {"unknown type",
+       [](auto& r) { r.set_type(static_cast<hub::v1::MessageType>(99)); },
+       "MESSAGE_TYPE_INVALID"},
+      {"priority", [](auto& r) { r.set_priority(10); }, "PRIORITY_INVALID"},
+      {"ttl", [](auto& r) { r.mutable_ttl()->set_seconds(86401); },
+       "TTL_INVALID"},
+      {"short ttl", [](auto& r) { r.mutable_ttl()->set_nanos(999000000); },
+       "TTL_INVALID"},
+      {"trace", [](auto& r) { r.set_trace_id("a/b"); }, "REQUEST_INVALID"},
+  };
+  for (const Case& c : cases) {
+    hub::v1::PublishRequest request;
+    request.set_from_agent_id("sender-1");
+    request.set_to("agent-b");
+    c.edit(request);
+    hub::v1::PublishResponse response;
+    grpc::Status s = Publish(request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.name;
+    EXPECT_EQ(Reason(s), c.reason) << c.name;
+  }
+  Register("agent-b");
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, AnExpiredRequestIsDeadLetteredOnceAndItsSenderTold) {
+  Register("sender-1");
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("agent-b");
+  request.set_type(hub::v1::MESSAGE_TYPE_REQUEST);
+  request.mutable_ttl()->set_seconds(1);
+  hub::v1::PublishResponse published;
+  ASSERT_TRUE(Publish(request, &published).ok());
+  absl::SleepFor(absl::Milliseconds(2300));  // the ticker sweeps each second
+
+  grpc::ClientContext context;
+  hub::v1::ListDeadLettersResponse dead;
+  ASSERT_TRUE(messages_->ListDeadLetters(&context, {}, &dead).ok());
+  ASSERT_EQ(dead.dead_letters_size(), 1);
+  EXPECT_EQ(dead.dead_letters(0).message_id(), published.message_id());
+  EXPECT_EQ(dead.dead_letters(0).reason(), "ttl_expired");
+  EXPECT_EQ(dead.dead_letters(0).message().status(),
+            hub::v1::MESSAGE_STATUS_DEAD_LETTER);
+
+  hub::v1::ListPendingResponse notices = Pending("sender-1");
+  ASSERT_EQ(notices.deliveries_size(), 1);
+  EXPECT_EQ(notices.deliveries(0).message().type(),
+            hub::v1::MESSAGE_TYPE_SYSTEM);
+  EXPECT_EQ(notices.deliveries(0).message().topic(), "handoff.dead_letter");
+}
+
+TEST_F(MessageGrpcTest, AReattachedAgentGetsItsUnacknowledgedMessagesAgain) {
+  const int64_t generation = Register("agent-b");
+  const std::string id = MustPublish("agent-b").message_id();
+  {
+    Agent first = Attach("agent-b", generation);
+    EXPECT_EQ(NextMessage(first).message().message_id(), id);
+    first.context->TryCancel();  // crashed before acknowledging
+  }
+  Agent second = Attach("agent-b", generation);
+  const hub::v1::MessageDelivery again = NextMessage(second);
+  EXPECT_EQ(again.message().message_id(), id);
+  EXPECT_EQ(again.attempts(), 2);
+}
+
+TEST_F(MessageGrpcTest, AskReturnsTheResponseWithItsCorrelationId) {
+  Agent b = Attach("agent-b", Register("agent-b"));
+  std::thread answerer([&] {
+    const hub::v1::MessageDelivery d = NextMessage(b);
+    hub::v1::PublishRequest reply;
+    reply.set_from_agent_id("agent-b");
+    reply.set_to(d.message().from_agent_id());
+    reply.set_correlation_id(d.message().correlation_id());
+    reply.set_trace_id(d.message().trace_id());
+    hub::v1::PublishResponse published;
+    EXPECT_TRUE(Publish(reply, &published).ok());
+    EXPECT_EQ(published.type(), hub::v1::MESSAGE_TYPE_RESPONSE);
+  });
+  grpc::ClientContext context;
+  hub::v1::AskRequest ask;
+  ask.set_from_agent_id("sender-1");
+  ask.set_to("agent-b");
+  ask.mutable_await_timeout()->set_seconds(10);
+  hub::v1::AskResponse response;
+  grpc::Status s = messages_->Ask(&context, ask, &response);
+  answerer.join();
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_EQ(response.state(), hub::v1::ASK_STATE_ANSWERED);
+  EXPECT_EQ(response.response().correlation_id(), response.correlation_id());
+
+  grpc::ClientContext trace_context;
+  hub::v1::ListTraceRequest trace;
+  trace.set_trace_id(response.trace_id());
+  hub::v1::ListTraceResponse traced;
+  ASSERT_TRUE(messages_->ListTrace(&trace_context, trace, &traced).ok());
+  ASSERT_EQ(traced.messages_size(), 2);
+  EXPECT_EQ(traced.messages(0).message_id(), response.request_message_id());
+  EXPECT_EQ(traced.messages(1).type(), hub::v1::MESSAGE_TYPE_RESPONSE);
+}
+
+}  // namespace
+}  // namespace hub
