@@ -16,24 +16,17 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
+#include "tests/hub_test_util.h"
 
 namespace hub {
 namespace {
+
+using testing::Reason;
 
 using hub::v1::AttachRequest;
 using hub::v1::AttachResponse;
 
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
-
-std::string Reason(const grpc::Status& status) {
-  google::rpc::Status details;
-  if (!details.ParseFromString(status.error_details())) return "";
-  for (const auto& any : details.details()) {
-    google::rpc::ErrorInfo info;
-    if (any.UnpackTo(&info)) return info.reason();
-  }
-  return "";
-}
 
 hub::v1::RoleKey Cto() {
   hub::v1::RoleKey key;
@@ -45,22 +38,8 @@ hub::v1::RoleKey Cto() {
 class ActivationGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    const char* dir = std::getenv("TEST_TMPDIR");
-    const std::string db = absl::StrCat(
-        dir != nullptr ? dir : "/tmp", "/",
-        ::testing::UnitTest::GetInstance()->current_test_info()->name(),
-        ".sqlite");
-    for (const char* ext : {"", "-wal", "-shm"}) {
-      std::remove(absl::StrCat(db, ext).c_str());
-    }
-    HubServerOptions options;
-    options.listen = "127.0.0.1:0";
-    options.db_path = db;
-    options.presence.detach_grace = absl::Milliseconds(200);
-    options.tick_interval = absl::Milliseconds(20);
-    auto server = HubServer::Start(options);
-    ASSERT_TRUE(server.ok()) << server.status();
-    server_ = std::move(*server);
+    server_ = testing::StartTestHub(testing::FreshTestDbPath());
+    ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
     presence_ = hub::v1::PresenceService::NewStub(channel);

@@ -18,9 +18,12 @@
 #include "gtest/gtest.h"
 #include "hub/server.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "tests/hub_test_util.h"
 
 namespace hub {
 namespace {
+
+using testing::Reason;
 
 using hub::v1::AttachRequest;
 using hub::v1::AttachResponse;
@@ -28,17 +31,6 @@ using hub::v1::AttachResponse;
 std::string TmpPath(const std::string& name) {
   const char* dir = std::getenv("TEST_TMPDIR");
   return absl::StrCat(dir != nullptr ? dir : "/tmp", "/", name);
-}
-
-// The ErrorInfo.reason of a failed call ("" if none).
-std::string Reason(const grpc::Status& status) {
-  google::rpc::Status details;
-  if (!details.ParseFromString(status.error_details())) return "";
-  for (const auto& any : details.details()) {
-    google::rpc::ErrorInfo info;
-    if (any.UnpackTo(&info)) return info.reason();
-  }
-  return "";
 }
 
 int64_t NowMs() { return absl::ToUnixMillis(absl::Now()); }

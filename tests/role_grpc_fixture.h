@@ -23,6 +23,7 @@
 #include "registry/role_registry.h"
 #include "storage/sqlite_store.h"
 #include "storage/test_util.h"
+#include "tests/hub_test_util.h"
 
 namespace hub::testing {
 
@@ -34,16 +35,8 @@ inline constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 inline constexpr char kScope[] = "scp_CCCCCCCCCCCCCCCCCCCCCC";
 
 inline google::rpc::ErrorInfo InfoOf(const grpc::Status& status) {
-  google::rpc::Status details;
-  google::rpc::ErrorInfo info;
-  if (!details.ParseFromString(status.error_details())) return info;
-  for (const auto& any : details.details()) {
-    if (any.UnpackTo(&info)) return info;
-  }
-  return info;
+  return ErrorInfoOf(status);
 }
-
-inline std::string Reason(const grpc::Status& s) { return InfoOf(s).reason(); }
 
 inline hub::v1::RoleKey CtoKey(const std::string& project = kProject) {
   hub::v1::RoleKey key;
