@@ -238,7 +238,13 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
 }
 
 SqliteStore::~SqliteStore() {
-  writer_.reset();  // drains queued writes
+  // Readers first: the last connection to close checkpoints the WAL and
+  // removes the -wal/-shm files, which a read-only connection cannot do.
+  {
+    absl::MutexLock lock(&readers_mu_);
+    idle_readers_.clear();
+  }
+  writer_.reset();
 }
 
 absl::StatusOr<std::unique_ptr<Connection>> SqliteStore::AcquireReader() {

@@ -1,4 +1,6 @@
 // Agents: registration, generation-fenced presence writes, the sweep.
+#include <unistd.h>
+
 #include <memory>
 #include <vector>
 
@@ -227,6 +229,18 @@ TEST(AgentStore, TheLeaseTtlIsStoredByRegistrationHeartbeatAndCheckpoint) {
       store->CheckpointLeases({{"a1", 1, kNow + 20, kNow + 80'020, 80'000}})
           .ok());
   EXPECT_EQ(store->GetAgent("a1")->lease_ttl_ms, 80'000);
+}
+
+TEST(AgentStore, ClosingTheStoreCheckpointsAndRemovesTheWal) {
+  const std::string path = FreshDbPath();
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(store->RegisterAgent(Reg("a1")).ok());
+    ASSERT_TRUE(store->GetAgent("a1").ok());  // opens a reader connection
+  }
+  EXPECT_NE(access((path + "-wal").c_str(), F_OK), 0);
+  auto reopened = OpenOrDie(path);
+  EXPECT_EQ(reopened->GetAgent("a1")->presence_generation, 1);
 }
 
 TEST(AgentStore, GetAgentOfUnknownIdIsNotFound) {
