@@ -171,6 +171,56 @@ class MessagesOverBufCurlTest(unittest.TestCase):
         self.assertEqual(ask["recipientCount"], 1)
 
 
+class HungAgentTest(unittest.TestCase):
+    """An agent that stops answering (SIGSTOP: its process is alive but hung,
+    so the kernel keeps the TCP connection open) is found by HTTP/2 keepalive:
+    its presence stream ends within keepalive interval + timeout."""
+
+    def test_a_hung_agent_loses_its_stream_within_the_keepalive_window(self):
+        hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "hung.sqlite"),
+                            "--keepalive_interval=1s", "--keepalive_timeout=1s")
+        try:
+            code, _, err = hubtest.buf_curl(hubd.address, "hub.v1.PresenceService/RegisterAgent",
+                                            {"agentId": "agent-hung", "cli": "AGENT_CLI_OTHER"})
+            self.assertEqual(code, 0, err)
+            # The client keeps its stream open (stdin stays open) until stopped.
+            client = subprocess.Popen(
+                [hubtest.buf_path(), "curl", "--protocol", "grpc", "--http2-prior-knowledge",
+                 "-d", "@-", "http://%s/hub.v1.PresenceService/Attach" % hubd.address],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                text=True)
+            client.stdin.write(json.dumps({"hello": {"agentId": "agent-hung",
+                                                     "presenceGeneration": "1"}}) + "\n")
+            client.stdin.flush()
+
+            def open_streams():
+                code, out, err = hubtest.buf_curl(hubd.address, "hub.v1.HubService/GetStatus", {})
+                self.assertEqual(code, 0, err)
+                return int(json.loads(out).get("openPresenceStreams", "0"))
+
+            deadline = time.monotonic() + 20
+            while open_streams() != 1:
+                self.assertLess(time.monotonic(), deadline, "the stream never attached")
+                time.sleep(0.1)
+            client.send_signal(signal.SIGSTOP)
+            stopped = time.monotonic()
+            try:
+                while open_streams() != 0:
+                    self.assertLess(time.monotonic() - stopped, 15,
+                                    "the hung client's stream was never dropped")
+                    time.sleep(0.1)
+                # interval + timeout = 2 s; allow for ping scheduling on a busy machine
+                elapsed = time.monotonic() - stopped
+                print("hung client's stream dropped after %.2f s" % elapsed, file=sys.stderr)
+                self.assertLess(elapsed, 8)
+            finally:
+                client.send_signal(signal.SIGCONT)
+                client.kill()
+                client.wait(timeout=30)
+        finally:
+            hubd.stop()
+
+
 class PresenceOverBufCurlTest(unittest.TestCase):
     """RegisterAgent, Heartbeat, the Attach stream, lookups and Deregister on
     the real hubd, and agents surviving a restart of it."""
