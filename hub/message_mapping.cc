@@ -66,13 +66,17 @@ hub::v1::MessageStatus MessageStatusFromWord(const std::string& word) {
   return status;
 }
 
-absl::StatusOr<PublishInput> ToPublishInput(
-    const hub::v1::PublishRequest& request) {
+namespace {
+
+// The fields Publish and Ask share; `type` is the message type word.
+template <typename Request>
+absl::StatusOr<PublishInput> CommonPublishInput(const Request& request,
+                                                std::string type) {
   PublishInput in;
   in.from_agent_id = request.from_agent_id();
   in.to = request.to();
   in.topic = request.topic();
-  in.type = MessageTypeWord(request.type());
+  in.type = std::move(type);
   in.priority = request.priority();
   if (request.has_ttl()) in.ttl = FromProtoDuration(request.ttl());
   absl::StatusOr<std::string> payload =
@@ -85,23 +89,16 @@ absl::StatusOr<PublishInput> ToPublishInput(
   return in;
 }
 
+}  // namespace
+
+absl::StatusOr<PublishInput> ToPublishInput(
+    const hub::v1::PublishRequest& request) {
+  return CommonPublishInput(request, MessageTypeWord(request.type()));
+}
+
 absl::StatusOr<PublishInput> ToPublishInput(
     const hub::v1::AskRequest& request) {
-  PublishInput in;
-  in.from_agent_id = request.from_agent_id();
-  in.to = request.to();
-  in.topic = request.topic();
-  in.type = "request";
-  in.priority = request.priority();
-  if (request.has_ttl()) in.ttl = FromProtoDuration(request.ttl());
-  absl::StatusOr<std::string> payload =
-      PayloadJson(request.has_payload(), request.payload());
-  if (!payload.ok()) return payload.status();
-  in.payload_json = std::move(*payload);
-  in.correlation_id = request.correlation_id();
-  in.trace_id = request.trace_id();
-  in.project_id = request.project_id();
-  return in;
+  return CommonPublishInput(request, "request");
 }
 
 hub::v1::Message ToMessageProto(const storage::MessageRecord& m) {

@@ -240,9 +240,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
       row->charter_acked_epoch == row->epoch &&
       row->charter_version == CharterVersion(key.key.kind) &&
       request.trigger != "charter_issued") {
-    absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
-    if (holder.ok() && holder->record.status == "online" &&
-        holder->record.lease_expires_ms > now) {
+    if (presence_->LiveLease(*row->holder_agent_id, now).has_value()) {
       receipt.disposition = EnsureDisposition::kAlreadyActive;
       return receipt;
     }
@@ -283,8 +281,7 @@ std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {
       absl::StatusOr<AgentView> agent = presence_->Get(c.agent_id);
       if (agent.ok()) {
         f.agent_exists = true;
-        f.agent_live = agent->record.status == "online" &&
-                       agent->record.lease_expires_ms > now;
+        f.agent_live = presence_->LiveLease(c.agent_id, now).has_value();
         f.agent_project_id = agent->record.project_id;
         f.agent_capabilities = JsonStrings(agent->record.capabilities_json);
         f.stream_attached = streams_->Attached(c.agent_id);
@@ -608,9 +605,9 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
         absl::StrCat("the current charter is ", CharterVersion(key->key.kind)));
   }
   const int64_t now = UnixMillis(clock_->Now());
-  absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
-  if (!holder.ok() || holder->record.status != "online" ||
-      holder->record.lease_expires_ms <= now) {
+  const std::optional<int64_t> holder_lease =
+      presence_->LiveLease(*row->holder_agent_id, now);
+  if (!holder_lease.has_value()) {
     return FailedPreconditionError("HOLDER_LEASE_EXPIRED",
                                    "the holder is not present");
   }
@@ -628,7 +625,7 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
   cas.expected_activation_id = row->activation_id;
   cas.patch.state = "active";
   cas.patch.charter_acked_epoch = row->epoch;
-  cas.patch.holder_lease_expires_ms = holder->record.lease_expires_ms;
+  cas.patch.holder_lease_expires_ms = *holder_lease;
   cas.patch.retry_count = 0;
   cas.patch.last_reason = "activation_acked";
   cas.patch.update_mask = {"state",
@@ -716,10 +713,9 @@ void Activator::Tick() {
     }
     if ((r.state == "active" || r.state == "elected-probing") &&
         r.holder_agent_id.has_value()) {
-      absl::StatusOr<AgentView> holder = presence_->Get(*r.holder_agent_id);
-      const bool live = holder.ok() && holder->record.status == "online" &&
-                        holder->record.lease_expires_ms > now;
-      if (!live) OnAgentGone(*r.holder_agent_id, AgentGoneReason::kOffline);
+      if (!presence_->LiveLease(*r.holder_agent_id, now).has_value()) {
+        OnAgentGone(*r.holder_agent_id, AgentGoneReason::kOffline);
+      }
     }
   }
 }

@@ -146,9 +146,7 @@ std::optional<RoleRecord> Messaging::LiveHolder(const std::string& wire,
       row->holder_lease_expires_ms.value_or(0) <= now_ms) {
     return std::nullopt;
   }
-  absl::StatusOr<AgentView> holder = presence_->Get(*row->holder_agent_id);
-  if (!holder.ok() || holder->record.status != "online" ||
-      holder->record.lease_expires_ms <= now_ms) {
+  if (!presence_->LiveLease(*row->holder_agent_id, now_ms).has_value()) {
     return std::nullopt;
   }
   return *row;
@@ -288,14 +286,10 @@ bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
   // Mark first, so the pushed copy carries its attempt; if the push then
   // fails the row merely counts one attempt more (it stays pending).
   if (!presence_->StreamAttached(agent_id)) return false;
-  if (!store_->MarkDelivered(message.id, agent_id, now_ms).ok()) return false;
-  absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
-      store_->ListInbox(message.id);
-  if (inbox.ok()) {
-    for (const auto& row : *inbox) {
-      if (row.agent_id == agent_id) delivery.inbox = row;
-    }
-  }
+  absl::StatusOr<storage::InboxRecord> inbox =
+      store_->MarkDelivered(message.id, agent_id, now_ms);
+  if (!inbox.ok()) return false;
+  delivery.inbox = std::move(*inbox);
   delivery.message.status = "delivered";
   return presence_->DeliverMessage(agent_id, delivery);
 }

@@ -143,7 +143,8 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
       break;
     }
     if (!query.peek) {
-      absl::Status s = store_->MarkDelivered(m.id, query.agent_id, now_ms);
+      absl::Status s =
+          store_->MarkDelivered(m.id, query.agent_id, now_ms).status();
       if (!s.ok()) return s;
     }
     MessageDelivery d;

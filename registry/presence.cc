@@ -496,6 +496,18 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   return absl::OkStatus();
 }
 
+std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
+                                                   int64_t now_ms) {
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  if (it == shard.entries.end() || it->second.status != "online" ||
+      it->second.lease_expires_ms <= now_ms) {
+    return std::nullopt;
+  }
+  return it->second.lease_expires_ms;
+}
+
 bool PresenceRegistry::StreamAttached(const std::string& agent_id) {
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);

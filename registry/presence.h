@@ -195,6 +195,11 @@ class PresenceRegistry {
   absl::Status CheckStream(const std::string& agent_id, int64_t generation,
                            uint64_t stream_id);
 
+  // The agent's lease end if it is live at `now_ms` (online, lease after
+  // now): the predicate role decisions use. Read from memory, where leases
+  // are authoritative; nullopt for an unknown or not-live agent.
+  std::optional<int64_t> LiveLease(const std::string& agent_id, int64_t now_ms);
+
   // Whether the agent has a presence stream attached now.
   bool StreamAttached(const std::string& agent_id);
   // Pushes `envelope` on the agent's attached stream; false when none.

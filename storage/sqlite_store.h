@@ -94,9 +94,9 @@ class SqliteStore final : public Store {
       const std::vector<std::string>& recipients) override;
   absl::Status AddRecipient(absl::string_view message_id,
                             absl::string_view agent_id) override;
-  absl::Status MarkDelivered(absl::string_view message_id,
-                             absl::string_view agent_id,
-                             int64_t now_ms) override;
+  absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
+                                            absl::string_view agent_id,
+                                            int64_t now_ms) override;
   absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                   absl::string_view agent_id,
                                   int64_t now_ms) override;

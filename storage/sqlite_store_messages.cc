@@ -148,30 +148,42 @@ absl::Status SqliteStore::AddRecipient(absl::string_view message_id,
   });
 }
 
-absl::Status SqliteStore::MarkDelivered(absl::string_view message_id,
-                                        absl::string_view agent_id,
-                                        int64_t now_ms) {
-  return WriteStatus([&](Connection& conn) -> absl::Status {
-    absl::StatusOr<Stmt> inbox = conn.Prepare(
-        "UPDATE message_inbox SET "
-        "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
-        "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2");
-    if (!inbox.ok()) return inbox.status();
-    inbox->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
-    absl::Status s = inbox->Run();
-    if (!s.ok()) return s;
-    if (conn.Changes() != 1) {
-      return NotFoundError("DELIVERY_NOT_FOUND",
-                           absl::StrCat("message '", message_id,
-                                        "' has no recipient '", agent_id, "'"));
-    }
-    absl::StatusOr<Stmt> msg = conn.Prepare(
-        "UPDATE messages SET status = 'delivered' "
-        "WHERE id = ? AND status = 'queued'");
-    if (!msg.ok()) return msg.status();
-    msg->Bind(1, message_id);
-    return msg->Run();
-  });
+absl::StatusOr<InboxRecord> SqliteStore::MarkDelivered(
+    absl::string_view message_id, absl::string_view agent_id, int64_t now_ms) {
+  return Write<InboxRecord>(
+      [&](Connection& conn) -> absl::StatusOr<InboxRecord> {
+        absl::StatusOr<Stmt> inbox = conn.Prepare(
+            "UPDATE message_inbox SET "
+            "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
+            "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2 "
+            "RETURNING message_id, agent_id, delivered_at_ms, acked_at_ms, "
+            "attempts");
+        if (!inbox.ok()) return inbox.status();
+        inbox->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
+        absl::StatusOr<bool> row = inbox->Step();
+        if (!row.ok()) return row.status();
+        if (!*row) {
+          return NotFoundError(
+              "DELIVERY_NOT_FOUND",
+              absl::StrCat("message '", message_id, "' has no recipient '",
+                           agent_id, "'"));
+        }
+        InboxRecord delivered;
+        delivered.message_id = inbox->Text(0);
+        delivered.agent_id = inbox->Text(1);
+        delivered.delivered_at_ms = inbox->OptInt(2);
+        delivered.acked_at_ms = inbox->OptInt(3);
+        delivered.attempts = inbox->Int(4);
+        if (absl::Status s = inbox->Run(); !s.ok())
+          return s;  // finish the step
+        absl::StatusOr<Stmt> msg = conn.Prepare(
+            "UPDATE messages SET status = 'delivered' "
+            "WHERE id = ? AND status = 'queued'");
+        if (!msg.ok()) return msg.status();
+        msg->Bind(1, message_id);
+        if (absl::Status s = msg->Run(); !s.ok()) return s;
+        return delivered;
+      });
 }
 
 absl::StatusOr<bool> SqliteStore::AckMessage(absl::string_view message_id,

@@ -84,7 +84,7 @@ TEST(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
   ASSERT_TRUE(store->MarkDelivered("m1", "b", kNow + 5).ok());
   EXPECT_TRUE(*store->AckMessage("m1", "b", kNow + 6));
   EXPECT_EQ(store->GetMessage("m1")->status, "acked");
-  EXPECT_EQ(ReasonOf(store->MarkDelivered("m1", "zed", kNow)),
+  EXPECT_EQ(ReasonOf(store->MarkDelivered("m1", "zed", kNow).status()),
             "DELIVERY_NOT_FOUND");
 }
 

@@ -418,9 +418,9 @@ class Store {
                                     absl::string_view agent_id) = 0;
   // Records a delivery attempt (attempts +1, first delivered_at kept) and
   // moves the message queued -> delivered. NotFound (DELIVERY_NOT_FOUND).
-  virtual absl::Status MarkDelivered(absl::string_view message_id,
-                                     absl::string_view agent_id,
-                                     int64_t now_ms) = 0;
+  virtual absl::StatusOr<InboxRecord> MarkDelivered(
+      absl::string_view message_id, absl::string_view agent_id,
+      int64_t now_ms) = 0;
   // Acks a delivered inbox row; when every recipient has acked, the message
   // becomes acked. Returns false if there was nothing to ack (not delivered
   // to that agent, already acked, or the message is terminal).
