@@ -40,15 +40,21 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  write_pool_->Schedule([this, reactor, response, in = std::move(*input)] {
-    absl::StatusOr<PublishResult> result = messaging_->Publish(in);
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    FillPublishResponse(*result, response);
-    reactor->Finish(grpc::Status::OK);
-  });
+  // No thread waits for the group commit: the answer leaves from the
+  // store's completion thread once the message is durable.
+  messaging_->PublishAsync(
+      *input,
+      [reactor, response](absl::StatusOr<PublishResult> result) {
+        if (!result.ok()) {
+          reactor->Finish(ToGrpcStatus(result.status()));
+          return;
+        }
+        FillPublishResponse(*result, response);
+        reactor->Finish(grpc::Status::OK);
+      },
+      [this](std::function<void()> task) {
+        write_pool_->Schedule(std::move(task));
+      });
   return reactor;
 }
 

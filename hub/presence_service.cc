@@ -453,10 +453,10 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // The durable write waits for its group commit on the pool, not on a gRPC
-  // thread, so that concurrent registrations share one sync.
-  pool_->Schedule([this, reactor, response, input = std::move(*input)] {
-    absl::StatusOr<AgentView> view = registry_->Register(input);
+  // No thread waits for the group commit: the answer is sent from the
+  // store's completion thread once the registration is durable.
+  registry_->RegisterAsync(*input, [this, reactor,
+                                    response](absl::StatusOr<AgentView> view) {
     if (!view.ok()) {
       reactor->Finish(ToGrpcStatus(view.status()));
       return;

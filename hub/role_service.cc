@@ -29,17 +29,17 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
     const hub::v1::ReserveRoleRequest* request,
     hub::v1::ReserveRoleResponse* response) {
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // The durable write waits for its group commit on the pool, so that
-  // concurrent reservations share one sync.
-  pool_->Schedule([this, reactor, request, response] {
-    absl::StatusOr<ReserveResult> result =
-        registry_->Reserve(ToReserveInput(*request));
-    if (result.ok()) {
-      *response->mutable_role() = ToRoleProto(result->role);
-      response->set_created(result->created);
-    }
-    reactor->Finish(ToGrpcStatus(result.status()));
-  });
+  // No thread waits for the group commit: the answer leaves from the
+  // store's completion thread once the reservation is durable.
+  registry_->ReserveAsync(
+      ToReserveInput(*request),
+      [reactor, response](absl::StatusOr<ReserveResult> result) {
+        if (result.ok()) {
+          *response->mutable_role() = ToRoleProto(result->role);
+          response->set_created(result->created);
+        }
+        reactor->Finish(ToGrpcStatus(result.status()));
+      });
   return reactor;
 }
 
@@ -47,15 +47,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::CompareAndSetRoleRequest* request,
     hub::v1::CompareAndSetRoleResponse* response) {
+  absl::StatusOr<CasInput> input = ToCasInput(*request);
+  if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  pool_->Schedule([this, reactor, request, response] {
-    absl::StatusOr<CasInput> input = ToCasInput(*request);
-    absl::StatusOr<storage::RoleRecord> role =
-        input.ok() ? registry_->CompareAndSet(*input)
-                   : absl::StatusOr<storage::RoleRecord>(input.status());
-    if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
-    reactor->Finish(ToGrpcStatus(role.status()));
-  });
+  registry_->CompareAndSetAsync(
+      *input, [reactor, response](absl::StatusOr<storage::RoleRecord> role) {
+        if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
+        reactor->Finish(ToGrpcStatus(role.status()));
+      });
   return reactor;
 }
 

@@ -225,7 +225,8 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
   return address;
 }
 
-absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
+absl::StatusOr<Messaging::Prepared> Messaging::Prepare(
+    const PublishInput& input) {
   const int64_t now_ms = UnixMillis(clock_->Now());
   if (input.to.empty()) {
     return Invalid("MESSAGE_ADDRESS_INVALID", "to", "to is required");
@@ -235,7 +236,10 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
   absl::StatusOr<Address> address =
       Resolve(input, message->payload_json, now_ms);
   if (!address.ok()) return address.status();
-  MessageRecord& m = *message;
+  Prepared p;
+  p.now_ms = now_ms;
+  p.message = std::move(*message);
+  MessageRecord& m = p.message;
   m.id = ids_->Next();
   if (m.correlation_id.empty()) m.correlation_id = ids_->Next();
   if (m.trace_id.empty()) m.trace_id = ids_->Next();
@@ -244,25 +248,91 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
     m.to_agent = RoleTopic(address->role->wire);
     m.role_key_wire = address->role->wire;
   }
-  std::vector<std::string> recipients = address->recipients;
-  std::sort(recipients.begin(), recipients.end());
-  recipients.erase(std::unique(recipients.begin(), recipients.end()),
-                   recipients.end());
-  if (absl::Status s = store_->InsertMessage(m, recipients); !s.ok()) return s;
+  p.recipients = address->recipients;
+  std::sort(p.recipients.begin(), p.recipients.end());
+  p.recipients.erase(std::unique(p.recipients.begin(), p.recipients.end()),
+                     p.recipients.end());
+  // Recipients with a stream get the message pushed right after the write,
+  // which records their first delivery attempt in the same transaction.
+  for (const std::string& agent : p.recipients) {
+    if (presence_->StreamAttached(agent)) p.deliver_to.push_back(agent);
+  }
+  p.address = std::move(*address);
+  return p;
+}
 
+bool Messaging::NeedsEnsure(const Prepared& p) const {
+  return p.address.role.has_value() && p.recipients.empty() &&
+         activator_ != nullptr;
+}
+
+absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
+  absl::StatusOr<Prepared> p = Prepare(input);
+  if (!p.ok()) return p.status();
+  return PublishPrepared(std::move(*p));
+}
+
+absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
+  absl::StatusOr<std::vector<storage::InboxRecord>> delivered =
+      store_->InsertMessageDelivering(p.message, p.recipients, p.deliver_to,
+                                      p.now_ms);
+  return Published(std::move(p), std::move(delivered));
+}
+
+void Messaging::PublishAsync(const PublishInput& input,
+                             storage::Store::Callback<PublishResult> done,
+                             const BlockingExecutor& blocking) {
+  absl::StatusOr<Prepared> p = Prepare(input);
+  if (!p.ok()) {
+    std::move(done)(p.status());
+    return;
+  }
+  auto prepared = std::make_shared<Prepared>(std::move(*p));
+  if (NeedsEnsure(*prepared)) {
+    // EnsureRole writes and waits: not on a store thread.
+    auto callback = std::make_shared<storage::Store::Callback<PublishResult>>(
+        std::move(done));
+    blocking([this, prepared, callback] {
+      std::move (*callback)(PublishPrepared(std::move(*prepared)));
+    });
+    return;
+  }
+  store_->InsertMessageDeliveringAsync(
+      prepared->message, prepared->recipients, prepared->deliver_to,
+      prepared->now_ms,
+      [this, prepared, done = std::move(done)](
+          absl::StatusOr<std::vector<storage::InboxRecord>> delivered) mutable {
+        std::move(done)(Published(std::move(*prepared), std::move(delivered)));
+      });
+}
+
+absl::StatusOr<PublishResult> Messaging::Published(
+    Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered) {
+  if (!delivered.ok()) return delivered.status();
+  const MessageRecord& m = p.message;
   PublishResult result;
   result.message = m;
-  result.recipient_count = static_cast<int>(recipients.size());
-  result.role = address->role;
+  result.recipient_count = static_cast<int>(p.recipients.size());
+  result.role = p.address.role;
   if (m.type == "response") WakeAskers(m);
-  for (const std::string& agent : recipients) {
-    if (Push(m, agent, address->holder_role))
-      result.message.status = "delivered";
+  if (!delivered->empty()) result.message.status = "delivered";
+  for (storage::InboxRecord& inbox : *delivered) {
+    MessageDelivery delivery;
+    delivery.message = m;
+    delivery.message.status = "delivered";
+    if (p.address.holder_role.has_value() && m.role_key_wire.has_value()) {
+      delivery.role_epoch = p.address.holder_role->epoch;
+      delivery.activation_id = p.address.holder_role->activation_id;
+    }
+    const std::string agent_id = inbox.agent_id;
+    delivery.inbox = std::move(inbox);
+    // A push that fails leaves the row pending with its attempt counted:
+    // the agent gets it when it attaches again.
+    presence_->DeliverMessage(agent_id, delivery);
   }
-  if (address->role.has_value() && recipients.empty() &&
-      activator_ != nullptr) {
+  if (NeedsEnsure(p)) {
     EnsureRequest ensure;
-    ensure.role.wire = address->role->wire;
+    ensure.role.wire = p.address.role->wire;
     ensure.trigger = "publish_no_holder";
     ensure.cause_id = m.id;
     // The message is durable backlog whatever the ensure does.

@@ -15,6 +15,7 @@
 #define HUB_REGISTRY_MESSAGING_H_
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <optional>
@@ -131,6 +132,16 @@ class Messaging {
   // Validates, writes the message and its inbox rows durably, then pushes it
   // to attached recipients. Reasons: see message.proto Publish.
   absl::StatusOr<PublishResult> Publish(const PublishInput& input);
+  // Runs a task that may block (wait for writes) off the caller's thread.
+  using BlockingExecutor = std::function<void(std::function<void()>)>;
+  // Publish without parking the caller: `done` runs once, with what Publish
+  // would return, on the caller's thread when the request is refused before
+  // the write, else on a store thread once the message is durable. A role
+  // address without a live holder also starts an EnsureRole, which blocks:
+  // that publish runs on `blocking` instead.
+  void PublishAsync(const PublishInput& input,
+                    storage::Store::Callback<PublishResult> done,
+                    const BlockingExecutor& blocking);
   // Acknowledges what was delivered to `agent_id`; ids not delivered to it
   // are ignored. AGENT_ID_INVALID, MESSAGE_ID_INVALID, REQUEST_INVALID,
   // LIMIT_EXCEEDED, AGENT_NOT_FOUND, STALE_PRESENCE_OWNER.
@@ -177,6 +188,21 @@ class Messaging {
     std::string default_topic;
   };
 
+  // A validated publish, ready for its write.
+  struct Prepared {
+    int64_t now_ms = 0;
+    storage::MessageRecord message;
+    std::vector<std::string> recipients;  // sorted, unique
+    std::vector<std::string> deliver_to;  // the attached ones among them
+    Address address;
+  };
+
+  absl::StatusOr<Prepared> Prepare(const PublishInput& input);
+  bool NeedsEnsure(const Prepared& p) const;
+  absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
+  // After the write: pushes, wakes askers, starts the ensure if needed.
+  absl::StatusOr<PublishResult> Published(
+      Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered);
   absl::StatusOr<storage::MessageRecord> Validate(const PublishInput& input,
                                                   int64_t now_ms);
   absl::StatusOr<Address> Resolve(const PublishInput& input,

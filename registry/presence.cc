@@ -3,10 +3,12 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/hash/hash.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "nlohmann/json.hpp"
 #include "registry/agent_validation.h"
 #include "registry/status.h"
@@ -59,6 +61,10 @@ struct PresenceRegistry::Entry {
 struct PresenceRegistry::Shard {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
+  // Agents that may have a stream or a running detach grace: what Tick()
+  // visits, so its cost follows the streams, not every agent ever
+  // registered. Added on attach, dropped by Tick() once neither holds.
+  absl::flat_hash_set<std::string> watched ABSL_GUARDED_BY(mu);
 };
 
 PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
@@ -195,20 +201,45 @@ absl::Status PresenceRegistry::Recover() {
 
 absl::StatusOr<AgentView> PresenceRegistry::Register(
     const RegisterInput& input) {
-  if (absl::Status s = CheckFence(input.fence); !s.ok()) return s;
-  const absl::Time now_time = clock_->Now();
-  const int64_t now = UnixMillis(now_time);
+  absl::Notification done;
+  absl::StatusOr<AgentView> result;
+  RegisterAsync(input, [&](absl::StatusOr<AgentView> view) {
+    result = std::move(view);
+    done.Notify();
+  });
+  done.WaitForNotification();
+  return result;
+}
+
+void PresenceRegistry::RegisterAsync(const RegisterInput& input,
+                                     storage::Store::Callback<AgentView> done) {
+  if (absl::Status s = CheckFence(input.fence); !s.ok()) {
+    std::move(done)(s);
+    return;
+  }
+  const int64_t now = UnixMillis(clock_->Now());
   absl::StatusOr<storage::AgentRegistration> registration =
       BuildRegistration(input, config_, now);
-  if (!registration.ok()) return registration.status();
+  if (!registration.ok()) {
+    std::move(done)(registration.status());
+    return;
+  }
+  const int64_t ttl_ms = registration->lease_ttl_ms;
+  store_->RegisterAgentAsync(
+      *registration,
+      [this, agent_id = input.agent_id, now, ttl_ms, done = std::move(done)](
+          absl::StatusOr<storage::AgentRecord> record) mutable {
+        std::move(done)(Registered(agent_id, now, ttl_ms, std::move(record)));
+      });
+}
 
-  absl::StatusOr<storage::AgentRecord> record =
-      store_->RegisterAgent(*registration);
+absl::StatusOr<AgentView> PresenceRegistry::Registered(
+    const std::string& agent_id, int64_t now, int64_t ttl_ms,
+    absl::StatusOr<storage::AgentRecord> record) {
   if (!record.ok()) return record.status();
-  if (record->status != "online" ||
-      record->lease_expires_ms != now + registration->lease_ttl_ms) {
+  if (record->status != "online" || record->lease_expires_ms != now + ttl_ms) {
     return AbortedError("REGISTER_PRESENCE_NOT_UPDATED",
-                        absl::StrCat("registration of ", input.agent_id,
+                        absl::StrCat("registration of ", agent_id,
                                      " did not leave the agent online"));
   }
 
@@ -216,9 +247,9 @@ absl::StatusOr<AgentView> PresenceRegistry::Register(
   int64_t superseded_generation = 0;
   AgentView view;
   {
-    Shard& shard = ShardFor(input.agent_id);
+    Shard& shard = ShardFor(agent_id);
     absl::MutexLock lock(&shard.mu);
-    Entry& entry = shard.entries[input.agent_id];
+    Entry& entry = shard.entries[agent_id];
     // Two registrations may finish their writes in one order and reach
     // here in the other: the higher generation wins.
     if (record->presence_generation > entry.generation ||
@@ -230,17 +261,17 @@ absl::StatusOr<AgentView> PresenceRegistry::Register(
       entry.status = "online";
       entry.last_seen_ms = now;
       entry.lease_expires_ms = record->lease_expires_ms;
-      entry.ttl_ms = registration->lease_ttl_ms;
+      entry.ttl_ms = ttl_ms;
       entry.persisted_lease_ms = record->lease_expires_ms;
       entry.persisted_last_seen_ms = now;
     }
     view = ViewOf(*record, entry);
   }
   if (superseded != nullptr) {
-    superseded->Fence(StaleOwner(input.agent_id, record->presence_generation));
+    superseded->Fence(StaleOwner(agent_id, record->presence_generation));
   }
   if (superseded_generation > 0) {
-    Notify(input.agent_id, superseded_generation, AgentGoneReason::kSuperseded);
+    Notify(agent_id, superseded_generation, AgentGoneReason::kSuperseded);
   }
   return view;
 }
@@ -438,6 +469,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     replaced = std::move(entry.stream);
     entry.stream = std::move(stream);
     entry.stream_id = stream_id;
+    shard.watched.insert(agent_id);
     entry.detached_at_ms.reset();
     entry.last_seen_ms = now;
     entry.lease_expires_ms = now + entry.ttl_ms;
@@ -551,7 +583,15 @@ void PresenceRegistry::Tick() {
   std::vector<std::pair<std::string, int64_t>> gone;
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    for (auto& [agent_id, entry] : shard->entries) {
+    for (auto id = shard->watched.begin(); id != shard->watched.end();) {
+      auto found = shard->entries.find(*id);
+      if (found == shard->entries.end() ||
+          (found->second.stream == nullptr &&
+           !found->second.detached_at_ms.has_value())) {
+        shard->watched.erase(id++);
+        continue;
+      }
+      Entry& entry = found->second;
       if (entry.stream != nullptr && entry.status != "offline") {
         // An attached, healthy stream is the liveness signal.
         entry.last_seen_ms = now;
@@ -561,8 +601,9 @@ void PresenceRegistry::Tick() {
           now >= *entry.detached_at_ms + grace) {
         entry.detached_at_ms.reset();
         if (entry.status != "offline")
-          gone.emplace_back(agent_id, entry.generation);
+          gone.emplace_back(found->first, entry.generation);
       }
+      ++id;
     }
   }
   for (const auto& [agent_id, generation] : gone) {

@@ -168,6 +168,11 @@ class PresenceRegistry {
   // Registers or re-registers (generation + 1) durably. A previous
   // registration's stream is fenced with STALE_PRESENCE_OWNER.
   absl::StatusOr<AgentView> Register(const RegisterInput& input);
+  // Register() without parking the caller: `done` runs once, with what
+  // Register() would return, on the caller's thread for an invalid input and
+  // on a store thread once the write is durable otherwise.
+  void RegisterAsync(const RegisterInput& input,
+                     storage::Store::Callback<AgentView> done);
   // Renews the lease in memory (no disk sync unless it revives a stale
   // agent). AGENT_NOT_FOUND, STALE_PRESENCE_OWNER, AGENT_OFFLINE.
   absl::StatusOr<AgentView> Heartbeat(const HeartbeatInput& input);
@@ -229,6 +234,10 @@ class PresenceRegistry {
   void Notify(const std::string& agent_id, int64_t generation,
               AgentGoneReason reason);
   AgentView ViewOf(storage::AgentRecord record, const Entry& entry) const;
+  // The part of a registration after its write: memory, fencing, notices.
+  absl::StatusOr<AgentView> Registered(
+      const std::string& agent_id, int64_t now_ms, int64_t ttl_ms,
+      absl::StatusOr<storage::AgentRecord> record);
   absl::StatusOr<AgentView> Overlay(storage::AgentRecord record);
   void Checkpoint(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   void Sweep(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);

@@ -235,7 +235,8 @@ RoleRegistry::RoleRegistry(storage::Store* store, const Clock* clock,
 
 RoleRegistry::~RoleRegistry() = default;
 
-absl::StatusOr<ReserveResult> RoleRegistry::Reserve(const ReserveInput& in) {
+absl::StatusOr<storage::RoleReservation> RoleRegistry::BuildReservation(
+    const ReserveInput& in) {
   absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
   if (!key.ok()) return key.status();
   absl::StatusOr<storage::RolePatch> patch =
@@ -267,21 +268,45 @@ absl::StatusOr<ReserveResult> RoleRegistry::Reserve(const ReserveInput& in) {
   r.next_activation_seq = in.next_activation_seq;
   r.patch = std::move(*patch);
   r.now_ms = UnixMillis(clock_->Now());
-  return ReserveStorePatch(r);
+  return r;
+}
+
+absl::StatusOr<ReserveResult> RoleRegistry::Reserve(const ReserveInput& in) {
+  absl::StatusOr<storage::RoleReservation> r = BuildReservation(in);
+  if (!r.ok()) return r.status();
+  return ReserveStorePatch(*r);
+}
+
+void RoleRegistry::ReserveAsync(const ReserveInput& in,
+                                storage::Store::Callback<ReserveResult> done) {
+  absl::StatusOr<storage::RoleReservation> r = BuildReservation(in);
+  if (!r.ok()) {
+    std::move(done)(r.status());
+    return;
+  }
+  store_->ReserveRoleAsync(
+      *r, [this, wire = r->role_key_wire, done = std::move(done)](
+              absl::StatusOr<storage::RoleWrite> w) mutable {
+        std::move(done)(Reserved(wire, std::move(w)));
+      });
 }
 
 absl::StatusOr<ReserveResult> RoleRegistry::ReserveStorePatch(
     const storage::RoleReservation& r) {
-  absl::StatusOr<storage::RoleWrite> w = store_->ReserveRole(r);
+  return Reserved(r.role_key_wire, store_->ReserveRole(r));
+}
+
+absl::StatusOr<ReserveResult> RoleRegistry::Reserved(
+    const std::string& wire, absl::StatusOr<storage::RoleWrite> w) {
   if (!w.ok()) return w.status();
   if (w->outcome != RoleOutcome::kApplied || !w->role.has_value()) {
-    return RoleWriteError(w->outcome, w->role, r.role_key_wire);
+    return RoleWriteError(w->outcome, w->role, wire);
   }
   Publish(*w->role);
   return ReserveResult{*w->role, w->role->version == 0};
 }
 
-absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSet(const CasInput& in) {
+absl::StatusOr<storage::RoleCas> RoleRegistry::BuildCas(const CasInput& in) {
   absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
   if (!key.ok()) return key.status();
   if (!in.expected_version) return InvalidCas("expected_version");
@@ -308,15 +333,39 @@ absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSet(const CasInput& in) {
   cas.expected_activation_id = in.expected_activation_id;
   cas.patch = std::move(*patch);
   cas.now_ms = UnixMillis(clock_->Now());
-  return CompareAndSetStorePatch(cas);
+  return cas;
+}
+
+absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSet(const CasInput& in) {
+  absl::StatusOr<storage::RoleCas> cas = BuildCas(in);
+  if (!cas.ok()) return cas.status();
+  return CompareAndSetStorePatch(*cas);
+}
+
+void RoleRegistry::CompareAndSetAsync(
+    const CasInput& in, storage::Store::Callback<RoleRecord> done) {
+  absl::StatusOr<storage::RoleCas> cas = BuildCas(in);
+  if (!cas.ok()) {
+    std::move(done)(cas.status());
+    return;
+  }
+  store_->CompareAndSetRoleAsync(
+      *cas, [this, wire = cas->role_key_wire, done = std::move(done)](
+                absl::StatusOr<storage::RoleWrite> w) mutable {
+        std::move(done)(Written(wire, std::move(w)));
+      });
 }
 
 absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSetStorePatch(
     const storage::RoleCas& cas) {
-  absl::StatusOr<storage::RoleWrite> w = store_->CompareAndSetRole(cas);
+  return Written(cas.role_key_wire, store_->CompareAndSetRole(cas));
+}
+
+absl::StatusOr<RoleRecord> RoleRegistry::Written(
+    const std::string& wire, absl::StatusOr<storage::RoleWrite> w) {
   if (!w.ok()) return w.status();
   if (w->outcome != RoleOutcome::kApplied || !w->role.has_value()) {
-    return RoleWriteError(w->outcome, w->role, cas.role_key_wire);
+    return RoleWriteError(w->outcome, w->role, wire);
   }
   Publish(*w->role);
   return *w->role;

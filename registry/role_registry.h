@@ -232,6 +232,13 @@ class RoleRegistry {
   // CAS_CONFLICT (ABORTED); STALE_EPOCH, STALE_ACTIVATION_SEQ,
   // STALE_ACTIVATION_ID (FAILED_PRECONDITION), with the row's fence.
   absl::StatusOr<storage::RoleRecord> CompareAndSet(const CasInput& input);
+  // Reserve and CompareAndSet without parking the caller: `done` runs once,
+  // on the caller's thread for a request refused before the write, else on a
+  // store thread once the write is durable (or failed).
+  void ReserveAsync(const ReserveInput& input,
+                    storage::Store::Callback<ReserveResult> done);
+  void CompareAndSetAsync(const CasInput& input,
+                          storage::Store::Callback<storage::RoleRecord> done);
   // For in-hub callers (the activator) that build store patches directly:
   // the same fenced write, reason mapping and publication as Reserve and
   // CompareAndSet, without request validation. REQUIRES: a canonical wire
@@ -281,6 +288,15 @@ class RoleRegistry {
   class Watcher;
   class WatchHandle;
 
+  // Request validation (and the rule reads it needs) before a write.
+  absl::StatusOr<storage::RoleReservation> BuildReservation(
+      const ReserveInput& input);
+  absl::StatusOr<storage::RoleCas> BuildCas(const CasInput& input);
+  // After a write: reason mapping and publication.
+  absl::StatusOr<ReserveResult> Reserved(const std::string& wire,
+                                         absl::StatusOr<storage::RoleWrite> w);
+  absl::StatusOr<storage::RoleRecord> Written(
+      const std::string& wire, absl::StatusOr<storage::RoleWrite> w);
   // Tells watchers about a committed row (kind derived from its version).
   void Publish(const storage::RoleRecord& role);
   void Dispatch(RoleEvent event);

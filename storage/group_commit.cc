@@ -1,5 +1,6 @@
 #include "storage/group_commit.h"
 
+#include <algorithm>
 #include <utility>
 
 namespace hub::storage {
@@ -15,10 +16,14 @@ absl::Status Step(Connection& conn, const char* sql) {
 }  // namespace
 
 GroupCommitWriter::GroupCommitWriter(std::unique_ptr<Connection> conn,
-                                     int max_group_size)
+                                     int max_group_size, int completion_threads)
     : conn_(std::move(conn)),
       max_group_size_(max_group_size < 1 ? 1 : max_group_size),
-      thread_([this] { Loop(); }) {}
+      thread_([this] { Loop(); }) {
+  for (int i = 0; i < std::max(1, completion_threads); ++i) {
+    completion_threads_.emplace_back([this] { Complete(); });
+  }
+}
 
 GroupCommitWriter::~GroupCommitWriter() {
   {
@@ -26,19 +31,34 @@ GroupCommitWriter::~GroupCommitWriter() {
     stopping_ = true;
     work_.Signal();
   }
-  thread_.join();
+  thread_.join();  // every queued op has committed and been handed over
+  {
+    absl::MutexLock lock(&completion_mu_);
+    completion_stopping_ = true;
+    completion_ready_.SignalAll();
+  }
+  for (std::thread& t : completion_threads_) t.join();
+}
+
+void GroupCommitWriter::Enqueue(Pending* pending) {
+  absl::MutexLock lock(&mu_);
+  queue_.push_back(pending);
+  if (queue_.size() == 1) work_.Signal();
 }
 
 absl::Status GroupCommitWriter::Run(Op op) {
   Pending pending;
   pending.op = std::move(op);
-  {
-    absl::MutexLock lock(&mu_);
-    queue_.push_back(&pending);
-    if (queue_.size() == 1) work_.Signal();
-  }
+  Enqueue(&pending);
   pending.done.WaitForNotification();
   return pending.result;
+}
+
+void GroupCommitWriter::Submit(Op op, Done done) {
+  auto* pending = new Pending;
+  pending->op = std::move(op);
+  pending->callback = std::move(done);
+  Enqueue(pending);
 }
 
 GroupCommitWriter::Stats GroupCommitWriter::stats() const {
@@ -70,7 +90,38 @@ void GroupCommitWriter::Loop() {
       ++stats_.groups;
       stats_.ops += static_cast<int64_t>(group.size());
     }
-    for (Pending* p : group) p->done.Notify();  // p may be gone after this
+    std::vector<Pending*> submitted;
+    for (Pending* p : group) {
+      if (p->callback) {
+        submitted.push_back(p);
+      } else {
+        p->done.Notify();  // p may be gone after this
+      }
+    }
+    if (!submitted.empty()) {
+      absl::MutexLock lock(&completion_mu_);
+      completions_.push_back(std::move(submitted));
+      completion_ready_.Signal();
+    }
+  }
+}
+
+void GroupCommitWriter::Complete() {
+  while (true) {
+    std::vector<Pending*> batch;
+    {
+      absl::MutexLock lock(&completion_mu_);
+      while (completions_.empty() && !completion_stopping_) {
+        completion_ready_.Wait(&completion_mu_);
+      }
+      if (completions_.empty()) return;  // stopping and drained
+      batch = std::move(completions_.front());
+      completions_.pop_front();
+    }
+    for (Pending* p : batch) {
+      std::move(p->callback)(std::move(p->result));
+      delete p;
+    }
   }
 }
 

@@ -5,7 +5,10 @@
 // constraint, or any error it returns) is rolled back alone and the others in
 // its group still commit. Run() returns only after the group's COMMIT
 // returned: an OK reply means committed with the connection's durability.
-// It is not responsible for reads (readers use their own connections).
+// Submit() is the same without a waiting thread: its callback runs once the
+// group committed, so an RPC handler can answer from there (no thread parked
+// per write, no wake-up per write: one per group). It is not responsible for
+// reads (readers use their own connections).
 #ifndef HUB_STORAGE_GROUP_COMMIT_H_
 #define HUB_STORAGE_GROUP_COMMIT_H_
 
@@ -14,8 +17,10 @@
 #include <functional>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
@@ -28,6 +33,8 @@ class GroupCommitWriter {
   // An operation: runs on the writer thread inside a transaction and a
   // savepoint. A non-OK return rolls back what it wrote.
   using Op = std::function<absl::Status(Connection&)>;
+  // Receives what Run() would have returned.
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
 
   struct Stats {
     int64_t groups = 0;
@@ -35,9 +42,12 @@ class GroupCommitWriter {
   };
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
-  // Starts the writer thread; takes ownership of `conn`.
-  GroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size);
-  // Finishes every queued operation, then stops the thread.
+  // Starts the writer thread and `completion_threads` threads for Submit()
+  // callbacks; takes ownership of `conn`.
+  GroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
+                    int completion_threads = 2);
+  // Finishes every queued operation and runs every callback, then stops the
+  // threads.
   ~GroupCommitWriter();
 
   GroupCommitWriter(const GroupCommitWriter&) = delete;
@@ -49,6 +59,13 @@ class GroupCommitWriter {
   // was committed. Thread-safe.
   absl::Status Run(Op op);
 
+  // Enqueues `op` and returns at once. `done` runs exactly once, after the
+  // group has committed or failed, on a completion thread (never on the
+  // caller's thread and never on the writer thread, which moves on to the
+  // next group): the callbacks of one group run in order on one thread.
+  // Thread-safe.
+  void Submit(Op op, Done done);
+
   Stats stats() const;
   // Operations enqueued and not yet taken by the writer (for tests).
   int queued() const;
@@ -57,11 +74,14 @@ class GroupCommitWriter {
   struct Pending {
     Op op;
     absl::Status result;
-    absl::Notification done;  // each caller sleeps on its own
+    Done callback;            // Submit(): owned by the writer, deleted after
+    absl::Notification done;  // Run(): each caller sleeps on its own
   };
 
+  void Enqueue(Pending* pending);
   void Loop();
   void CommitGroup(std::deque<Pending*>& group);
+  void Complete();
 
   std::unique_ptr<Connection> conn_;  // used by the writer thread only
   const int max_group_size_;
@@ -71,6 +91,14 @@ class GroupCommitWriter {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
+
+  // Submit() callbacks of committed groups, one batch per group.
+  absl::Mutex completion_mu_;
+  absl::CondVar completion_ready_;
+  std::deque<std::vector<Pending*>> completions_
+      ABSL_GUARDED_BY(completion_mu_);
+  bool completion_stopping_ ABSL_GUARDED_BY(completion_mu_) = false;
+  std::vector<std::thread> completion_threads_;
 };
 
 }  // namespace hub::storage

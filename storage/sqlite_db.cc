@@ -135,7 +135,7 @@ absl::Status Connection::Exec(absl::string_view sql) {
 }
 
 absl::StatusOr<Stmt> Connection::Prepare(const char* sql) {
-  auto it = cache_.find(sql);
+  auto it = cache_.find(absl::string_view(sql));
   if (it == cache_.end()) {
     sqlite3_stmt* stmt = nullptr;
     int rc = sqlite3_prepare_v3(db_, sql, -1, SQLITE_PREPARE_PERSISTENT, &stmt,

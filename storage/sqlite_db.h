@@ -7,11 +7,11 @@
 #include <sqlite3.h>
 
 #include <cstdint>
-#include <map>
 #include <memory>
 #include <optional>
 #include <string>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -86,7 +86,9 @@ class Connection {
  private:
   explicit Connection(sqlite3* db) : db_(db) {}
   sqlite3* db_;
-  std::map<std::string, sqlite3_stmt*> cache_;
+  // By SQL text; looked up without copying it (a statement is prepared
+  // once per connection, then found on every use).
+  absl::flat_hash_map<std::string, sqlite3_stmt*> cache_;
 };
 
 }  // namespace hub::storage

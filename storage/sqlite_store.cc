@@ -343,58 +343,68 @@ absl::StatusOr<PresenceWrite> RunPresenceWrite(Connection& conn, Stmt& stmt,
   return w;
 }
 
+// The upsert of RegisterAgent, run by the writer.
+absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
+                                       const AgentRegistration& r) {
+  // The generation bump and the identity patch are one statement: no
+  // window where a new owner's row carries the old owner's identity.
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "INSERT INTO agents (agent_id, cli, pid, capabilities_json, "
+      "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
+      "status, metadata_json, project_id, session_id, host_id, "
+      "transport_locators_json, lease_ttl_ms) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, 'online', ?8, ?10, ?12, ?14, "
+      "COALESCE(?16, '[]'), ?17) "
+      "ON CONFLICT(agent_id) DO UPDATE SET cli = excluded.cli, "
+      "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
+      "topics_json = excluded.topics_json, "
+      "last_seen_ms = excluded.last_seen_ms, "
+      "lease_expires_ms = excluded.lease_expires_ms, "
+      "lease_ttl_ms = excluded.lease_ttl_ms, "
+      "presence_generation = agents.presence_generation + 1, "
+      "status = 'online', metadata_json = excluded.metadata_json, "
+      "project_id = CASE WHEN ?9 THEN ?10 ELSE agents.project_id END, "
+      "session_id = CASE WHEN ?11 THEN ?12 ELSE agents.session_id END, "
+      "host_id = CASE WHEN ?13 THEN ?14 ELSE agents.host_id END, "
+      "transport_locators_json = CASE WHEN ?15 THEN COALESCE(?16, '[]') "
+      "ELSE agents.transport_locators_json END "
+      "RETURNING " HUB_AGENT_COLUMNS);
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, absl::string_view(r.agent_id))
+      .Bind(2, absl::string_view(r.cli))
+      .Bind(3, r.pid)
+      .Bind(4, absl::string_view(r.capabilities_json))
+      .Bind(5, absl::string_view(r.topics_json))
+      .Bind(6, r.now_ms)
+      .Bind(7, r.now_ms + r.lease_ttl_ms)
+      .Bind(8, absl::string_view(r.metadata_json));
+  BindPatch(*stmt, 9, r.project_id);
+  BindPatch(*stmt, 11, r.session_id);
+  BindPatch(*stmt, 13, r.host_id);
+  BindPatch(*stmt, 15, r.transport_locators_json);
+  stmt->Bind(17, r.lease_ttl_ms);
+  absl::StatusOr<std::optional<AgentRecord>> row =
+      rows::ReadOne<AgentRecord>(*stmt, rows::ReadAgent);
+  if (!row.ok()) return row.status();
+  if (!row->has_value()) {
+    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                       "agent upsert returned no row");
+  }
+  return std::move(**row);
+}
+
 }  // namespace
 
 absl::StatusOr<AgentRecord> SqliteStore::RegisterAgent(
     const AgentRegistration& r) {
-  return Write<AgentRecord>([&](Connection& conn)
-                                -> absl::StatusOr<AgentRecord> {
-    // The generation bump and the identity patch are one statement: no
-    // window where a new owner's row carries the old owner's identity.
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "INSERT INTO agents (agent_id, cli, pid, capabilities_json, "
-        "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
-        "status, metadata_json, project_id, session_id, host_id, "
-        "transport_locators_json, lease_ttl_ms) "
-        "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, 'online', ?8, ?10, ?12, ?14, "
-        "COALESCE(?16, '[]'), ?17) "
-        "ON CONFLICT(agent_id) DO UPDATE SET cli = excluded.cli, "
-        "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
-        "topics_json = excluded.topics_json, "
-        "last_seen_ms = excluded.last_seen_ms, "
-        "lease_expires_ms = excluded.lease_expires_ms, "
-        "lease_ttl_ms = excluded.lease_ttl_ms, "
-        "presence_generation = agents.presence_generation + 1, "
-        "status = 'online', metadata_json = excluded.metadata_json, "
-        "project_id = CASE WHEN ?9 THEN ?10 ELSE agents.project_id END, "
-        "session_id = CASE WHEN ?11 THEN ?12 ELSE agents.session_id END, "
-        "host_id = CASE WHEN ?13 THEN ?14 ELSE agents.host_id END, "
-        "transport_locators_json = CASE WHEN ?15 THEN COALESCE(?16, '[]') "
-        "ELSE agents.transport_locators_json END "
-        "RETURNING " HUB_AGENT_COLUMNS);
-    if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, absl::string_view(r.agent_id))
-        .Bind(2, absl::string_view(r.cli))
-        .Bind(3, r.pid)
-        .Bind(4, absl::string_view(r.capabilities_json))
-        .Bind(5, absl::string_view(r.topics_json))
-        .Bind(6, r.now_ms)
-        .Bind(7, r.now_ms + r.lease_ttl_ms)
-        .Bind(8, absl::string_view(r.metadata_json));
-    BindPatch(*stmt, 9, r.project_id);
-    BindPatch(*stmt, 11, r.session_id);
-    BindPatch(*stmt, 13, r.host_id);
-    BindPatch(*stmt, 15, r.transport_locators_json);
-    stmt->Bind(17, r.lease_ttl_ms);
-    absl::StatusOr<std::optional<AgentRecord>> row =
-        rows::ReadOne<AgentRecord>(*stmt, rows::ReadAgent);
-    if (!row.ok()) return row.status();
-    if (!row->has_value()) {
-      return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
-                         "agent upsert returned no row");
-    }
-    return std::move(**row);
-  });
+  return Write<AgentRecord>(
+      [&](Connection& conn) { return RegisterIn(conn, r); });
+}
+
+void SqliteStore::RegisterAgentAsync(const AgentRegistration& r,
+                                     Callback<AgentRecord> done) {
+  WriteAsync<AgentRecord>([r](Connection& conn) { return RegisterIn(conn, r); },
+                          std::move(done));
 }
 
 absl::StatusOr<PresenceWrite> SqliteStore::RefreshLeaseForGeneration(

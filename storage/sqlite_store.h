@@ -59,6 +59,8 @@ class SqliteStore final : public Store {
 
   absl::StatusOr<AgentRecord> RegisterAgent(
       const AgentRegistration& registration) override;
+  void RegisterAgentAsync(const AgentRegistration& registration,
+                          Callback<AgentRecord> done) override;
   absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
       int64_t now_ms, int64_t lease_ttl_ms) override;
@@ -75,6 +77,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) override;
   absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
+  void ReserveRoleAsync(const RoleReservation& reservation,
+                        Callback<RoleWrite> done) override;
+  void CompareAndSetRoleAsync(const RoleCas& cas,
+                              Callback<RoleWrite> done) override;
   absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) override;
   absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) override;
   absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) override;
@@ -92,6 +98,13 @@ class SqliteStore final : public Store {
   absl::Status InsertMessage(
       const MessageRecord& message,
       const std::vector<std::string>& recipients) override;
+  absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms) override;
+  void InsertMessageDeliveringAsync(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      Callback<std::vector<InboxRecord>> done) override;
   absl::Status AddRecipient(absl::string_view message_id,
                             absl::string_view agent_id) override;
   absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
@@ -133,6 +146,25 @@ class SqliteStore final : public Store {
     });
     if (!s.ok()) return s;
     return std::move(*out);
+  }
+  // Write() without parking the caller: `done` gets the result on one of
+  // the writer's completion threads once the group committed.
+  template <typename T>
+  void WriteAsync(std::function<absl::StatusOr<T>(Connection&)> fn,
+                  Callback<T> done) {
+    auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
+    writer_->Submit(
+        [fn = std::move(fn), out](Connection& conn) {
+          out->emplace(fn(conn));
+          return (*out)->status();
+        },
+        [out, done = std::move(done)](absl::Status s) mutable {
+          if (!s.ok() || !out->has_value()) {
+            std::move(done)(s.ok() ? absl::InternalError("write not run") : s);
+            return;
+          }
+          std::move(done)(std::move(**out));
+        });
   }
   absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn) {
     return writer_->Run(std::move(fn));

@@ -73,6 +73,72 @@ absl::Status InsertInboxRow(Connection& conn, absl::string_view message_id,
   return stmt->Run();
 }
 
+// Inserts the message, its inbox rows and, for `deliver_to` (recipients
+// about to be pushed to), a first delivery attempt; the message then starts
+// out delivered. Returns the delivered inbox rows in `deliver_to` order.
+absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
+    Connection& conn, const MessageRecord& m,
+    const std::vector<std::string>& recipients,
+    const std::vector<std::string>& deliver_to, int64_t now_ms) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
+      ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
+      "?14)");
+  if (!stmt.ok()) return stmt.status();
+  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  stmt->Bind(1, absl::string_view(m.id))
+      .Bind(2, absl::string_view(m.type))
+      .Bind(3, absl::string_view(m.from_agent))
+      .Bind(4, absl::string_view(m.to_agent))
+      .Bind(5, absl::string_view(m.topic))
+      .Bind(6, m.priority)
+      .Bind(7, m.ttl_ms)
+      .Bind(8, m.created_at_ms)
+      .Bind(9, m.expires_at_ms)
+      .Bind(10, absl::string_view(m.correlation_id))
+      .Bind(11, absl::string_view(m.trace_id))
+      .Bind(12, absl::string_view(m.payload_json))
+      .Bind(13, delivering ? absl::string_view("delivered")
+                           : absl::string_view(m.status))
+      .Bind(14, m.role_key_wire);
+  absl::Status s = stmt->Run();
+  if (!s.ok() &&
+      sqlite3_extended_errcode(conn.raw()) == SQLITE_CONSTRAINT_PRIMARYKEY) {
+    return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
+                       absl::StrCat("message '", m.id, "' already exists"));
+  }
+  if (!s.ok()) return s;
+  for (const std::string& agent : recipients) {
+    s = InsertInboxRow(conn, m.id, agent);
+    if (!s.ok()) return s;
+  }
+  std::vector<InboxRecord> delivered;
+  delivered.reserve(deliver_to.size());
+  for (const std::string& agent : deliver_to) {
+    absl::StatusOr<Stmt> inbox = conn.Prepare(
+        "UPDATE message_inbox SET "
+        "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
+        "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2");
+    if (!inbox.ok()) return inbox.status();
+    inbox->Bind(1, absl::string_view(m.id))
+        .Bind(2, absl::string_view(agent))
+        .Bind(3, now_ms);
+    if (s = inbox->Run(); !s.ok()) return s;
+    if (conn.Changes() != 1) {
+      return NotFoundError(
+          "DELIVERY_NOT_FOUND",
+          absl::StrCat("message '", m.id, "' has no recipient '", agent, "'"));
+    }
+    InboxRecord row;
+    row.message_id = m.id;
+    row.agent_id = agent;
+    row.delivered_at_ms = now_ms;
+    row.attempts = 1;
+    delivered.push_back(std::move(row));
+  }
+  return delivered;
+}
+
 // Moves one message from `from_status` to dead_letter and inserts its dead
 // letter row if absent (first writer wins). Both or neither: the caller's
 // savepoint undoes the status change if the insert fails. Returns nullopt
@@ -103,38 +169,27 @@ absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
 absl::Status SqliteStore::InsertMessage(
     const MessageRecord& m, const std::vector<std::string>& recipients) {
   return WriteStatus([&](Connection& conn) -> absl::Status {
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
-        ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
-        "?14)");
-    if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, absl::string_view(m.id))
-        .Bind(2, absl::string_view(m.type))
-        .Bind(3, absl::string_view(m.from_agent))
-        .Bind(4, absl::string_view(m.to_agent))
-        .Bind(5, absl::string_view(m.topic))
-        .Bind(6, m.priority)
-        .Bind(7, m.ttl_ms)
-        .Bind(8, m.created_at_ms)
-        .Bind(9, m.expires_at_ms)
-        .Bind(10, absl::string_view(m.correlation_id))
-        .Bind(11, absl::string_view(m.trace_id))
-        .Bind(12, absl::string_view(m.payload_json))
-        .Bind(13, absl::string_view(m.status))
-        .Bind(14, m.role_key_wire);
-    absl::Status s = stmt->Run();
-    if (!s.ok() &&
-        sqlite3_extended_errcode(conn.raw()) == SQLITE_CONSTRAINT_PRIMARYKEY) {
-      return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
-                         absl::StrCat("message '", m.id, "' already exists"));
-    }
-    if (!s.ok()) return s;
-    for (const std::string& agent : recipients) {
-      s = InsertInboxRow(conn, m.id, agent);
-      if (!s.ok()) return s;
-    }
-    return absl::OkStatus();
+    return InsertMessageIn(conn, m, recipients, {}, 0).status();
   });
+}
+
+absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageDelivering(
+    const MessageRecord& m, const std::vector<std::string>& recipients,
+    const std::vector<std::string>& deliver_to, int64_t now_ms) {
+  return Write<std::vector<InboxRecord>>([&](Connection& conn) {
+    return InsertMessageIn(conn, m, recipients, deliver_to, now_ms);
+  });
+}
+
+void SqliteStore::InsertMessageDeliveringAsync(
+    const MessageRecord& m, const std::vector<std::string>& recipients,
+    const std::vector<std::string>& deliver_to, int64_t now_ms,
+    Callback<std::vector<InboxRecord>> done) {
+  WriteAsync<std::vector<InboxRecord>>(
+      [m, recipients, deliver_to, now_ms](Connection& conn) {
+        return InsertMessageIn(conn, m, recipients, deliver_to, now_ms);
+      },
+      std::move(done));
 }
 
 absl::Status SqliteStore::AddRecipient(absl::string_view message_id,

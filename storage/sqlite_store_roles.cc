@@ -315,6 +315,20 @@ absl::StatusOr<RoleWrite> SqliteStore::CompareAndSetRole(const RoleCas& cas) {
   return Write<RoleWrite>([&](Connection& conn) { return CasIn(conn, cas); });
 }
 
+void SqliteStore::ReserveRoleAsync(const RoleReservation& r,
+                                   Callback<RoleWrite> done) {
+  WriteAsync<RoleWrite>(
+      [this, r](Connection& conn) { return ReserveIn(conn, r); },
+      std::move(done));
+}
+
+void SqliteStore::CompareAndSetRoleAsync(const RoleCas& cas,
+                                         Callback<RoleWrite> done) {
+  WriteAsync<RoleWrite>(
+      [this, cas](Connection& conn) { return CasIn(conn, cas); },
+      std::move(done));
+}
+
 absl::StatusOr<std::vector<RoleRecord>> SqliteStore::RecoverIn(Connection& conn,
                                                                int64_t now_ms) {
   absl::StatusOr<Stmt> all = conn.Prepare(

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/functional/any_invocable.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -336,6 +337,10 @@ struct StoreInfo {
 
 class Store {
  public:
+  // Receives a write's result once it is durable (or failed).
+  template <typename T>
+  using Callback = absl::AnyInvocable<void(absl::StatusOr<T>) &&>;
+
   virtual ~Store() = default;
 
   virtual StoreInfo Info() const = 0;
@@ -346,6 +351,13 @@ class Store {
   // +1 on conflict; identity patched in the same statement. Returns the row.
   virtual absl::StatusOr<AgentRecord> RegisterAgent(
       const AgentRegistration& registration) = 0;
+  // RegisterAgent without parking the caller: `done` runs once, later, on
+  // a store thread. Stores without asynchronous writes keep this default,
+  // which runs the blocking call and then `done` on the caller's thread.
+  virtual void RegisterAgentAsync(const AgentRegistration& registration,
+                                  Callback<AgentRecord> done) {
+    std::move(done)(RegisterAgent(registration));
+  }
   // Sets last_seen = now, lease = now + ttl, status online, WHERE the row's
   // generation equals `generation`; an absent generation is triflux's legacy
   // unguarded call. Fence: a superseded owner cannot extend the new owner's
@@ -383,6 +395,15 @@ class Store {
   // §5.4: applies the patch WHERE version, epoch, activation_seq and
   // activation_id (IS) all match; version +1, epoch and seq unchanged.
   virtual absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) = 0;
+  // The two above without parking the caller (see RegisterAgentAsync).
+  virtual void ReserveRoleAsync(const RoleReservation& reservation,
+                                Callback<RoleWrite> done) {
+    std::move(done)(ReserveRole(reservation));
+  }
+  virtual void CompareAndSetRoleAsync(const RoleCas& cas,
+                                      Callback<RoleWrite> done) {
+    std::move(done)(CompareAndSetRole(cas));
+  }
   // §5.7 on every row, each update fenced by version and epoch; never
   // restores active. Also returns every row and the pending role messages.
   virtual absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) = 0;
@@ -413,6 +434,31 @@ class Store {
   virtual absl::Status InsertMessage(
       const MessageRecord& message,
       const std::vector<std::string>& recipients) = 0;
+  // InsertMessage and, in the same transaction, a first delivery attempt
+  // (MarkDelivered) for each of `deliver_to`, a subset of `recipients`: the
+  // ones the caller is about to push the message to. Returns their inbox
+  // rows in `deliver_to` order. One sync for the whole publish.
+  virtual absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms) {
+    if (absl::Status s = InsertMessage(message, recipients); !s.ok()) return s;
+    std::vector<InboxRecord> rows;
+    for (const std::string& agent : deliver_to) {
+      absl::StatusOr<InboxRecord> row =
+          MarkDelivered(message.id, agent, now_ms);
+      if (!row.ok()) return row.status();
+      rows.push_back(std::move(*row));
+    }
+    return rows;
+  }
+  // The above without parking the caller (see RegisterAgentAsync).
+  virtual void InsertMessageDeliveringAsync(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      Callback<std::vector<InboxRecord>> done) {
+    std::move(done)(
+        InsertMessageDelivering(message, recipients, deliver_to, now_ms));
+  }
   // Adds an inbox row if absent (role backlog handed to a new holder).
   virtual absl::Status AddRecipient(absl::string_view message_id,
                                     absl::string_view agent_id) = 0;
