@@ -79,6 +79,9 @@ std::string Result::ToJson() const {
   add_int("rss_kib", rss_kib, -1);
   add_double("per_stream_kib", per_stream_kib);
   add_double("cpu_pct", cpu_pct);
+  add_int("deliveries", deliveries, -1);
+  add_double("delivery_p50_us", delivery_p50_us);
+  add_double("delivery_p99_us", delivery_p99_us);
   std::string out = "{";
   for (size_t i = 0; i < f.size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", f[i]);

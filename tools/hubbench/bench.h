@@ -33,7 +33,7 @@ struct Window {
 // One result line. Fields left at their defaults are not printed.
 struct Result {
   std::string target;    // "hub", "noop" or "etcd"
-  std::string workload;  // "register", "heartbeat", "idle" or "cas"
+  std::string workload;  // register, heartbeat, idle, cas or publish
   std::string layout;    // e.g. "c64", "s1000/c64", "distinct/c16"
   // "ok"; "not_served" (the target answered UNIMPLEMENTED); "error".
   std::string status = "ok";
@@ -53,7 +53,10 @@ struct Result {
   int64_t rss_before_kib = -1;  // idle: server VmRSS before opening streams.
   int64_t rss_kib = -1;         // idle: server VmRSS holding them.
   double per_stream_kib = -1;   // idle: (rss - rss_before) / streams.
-  double cpu_pct = -1;  // idle: server CPU over the window, % of one core.
+  double cpu_pct = -1;      // idle: server CPU over the window, % of one core.
+  int64_t deliveries = -1;  // publish: messages that reached a stream.
+  double delivery_p50_us = -1;  // publish: publish-to-arrival latency.
+  double delivery_p99_us = -1;
 
   // One line of JSON, no trailing newline.
   std::string ToJson() const;

@@ -14,6 +14,10 @@
 //              before and after and its CPU over --duration.
 //   cas        compare-and-set/s at --clients on --keys=distinct|one (hub
 //              CompareAndSetRole, etcd Txn on mod_revision, noop Unary).
+//   publish    durable publishes/s at --clients to --to=agent|topic|role
+//              (topic: --fanout subscribers), and the publish-to-arrival
+//              latency on the recipients' presence streams (hub Publish;
+//              noop Unary as the ceiling; etcd: not served).
 // A target answering UNIMPLEMENTED yields status "not_served" (exit 0);
 // other failures status "error" (exit 2).
 #include <sys/resource.h>
@@ -33,6 +37,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
 #include "tools/hubbench/bench.h"
+#include "tools/hubbench/publish.h"
 #include "tools/hubbench/targets.h"
 
 ABSL_FLAG(std::string, target, "noop", "hub, noop or etcd");
@@ -49,6 +54,10 @@ ABSL_FLAG(absl::Duration, warmup, absl::Milliseconds(500),
           "closed-loop time before the window opens");
 ABSL_FLAG(absl::Duration, settle, absl::Seconds(1),
           "idle: wait between the last stream's answer and reading VmRSS");
+ABSL_FLAG(std::string, to, "agent",
+          "publish: agent (one recipient), topic (--fanout subscribers) or "
+          "role (its active holder)");
+ABSL_FLAG(int, fanout, 10, "publish --to=topic: subscribers");
 ABSL_FLAG(int, server_pid, 0, "idle: the server process to read in /proc");
 ABSL_FLAG(int, setup_threads, 16, "threads for blocking per-client setup");
 ABSL_FLAG(std::string, run_id, "",
@@ -106,7 +115,15 @@ void FillUnary(const Window& window, UnaryTotals* totals, Result* result) {
   }
 }
 
-// register and cas: a unary closed loop.
+// The publish row's layout, the same for every target.
+std::string PublishLayout(int clients) {
+  const std::string to = absl::GetFlag(FLAGS_to);
+  return absl::StrCat(
+      to, to == "topic" ? absl::StrCat("x", absl::GetFlag(FLAGS_fanout)) : "",
+      "/c", clients);
+}
+
+// register and cas (and publish on the ceiling): a unary closed loop.
 void RunUnary(const Config& config, Target* target, Result* result) {
   const int n = config.clients;
   const int c = config.connections > 0 ? config.connections : n;
@@ -116,6 +133,7 @@ void RunUnary(const Config& config, Target* target, Result* result) {
   const bool one_key = absl::GetFlag(FLAGS_keys) == "one";
   result->layout = cas ? absl::StrCat(one_key ? "one" : "distinct", "/c", n)
                        : absl::StrCat("c", n);
+  if (config.workload == "publish") result->layout = PublishLayout(n);
   auto channels = Channels(config, c);
   if (!channels.ok()) return SetFailure(channels.status(), result);
   std::vector<std::unique_ptr<UnaryOp>> ops(n);
@@ -273,13 +291,17 @@ int Main(const std::vector<char*>& args) {
   const std::string keys = absl::GetFlag(FLAGS_keys);
   const bool known = config.workload == "register" ||
                      config.workload == "heartbeat" ||
-                     config.workload == "idle" || config.workload == "cas";
+                     config.workload == "idle" || config.workload == "cas" ||
+                     config.workload == "publish";
+  const std::string to = absl::GetFlag(FLAGS_to);
   const bool run_id_ok =
       run_id.size() == 8 &&
       std::all_of(run_id.begin(), run_id.end(),
                   [](unsigned char ch) { return std::isalnum(ch) != 0; });
   if (!known || config.addr.empty() || !run_id_ok ||
-      (keys != "distinct" && keys != "one") || config.clients < 1 ||
+      (keys != "distinct" && keys != "one") ||
+      (to != "agent" && to != "topic" && to != "role") ||
+      absl::GetFlag(FLAGS_fanout) < 1 || config.clients < 1 ||
       config.streams < 1 || config.connections < 0 ||
       config.duration <= absl::ZeroDuration() ||
       config.duration > kMaxDuration || config.warmup < absl::ZeroDuration() ||
@@ -303,7 +325,22 @@ int Main(const std::vector<char*>& args) {
   Result result;
   result.target = config.target;
   result.workload = config.workload;
-  if (config.workload == "register" || config.workload == "cas") {
+  if (config.workload == "publish" && config.target == "hub") {
+    PublishConfig publish;
+    publish.addr = config.addr;
+    publish.run_id = run_id;
+    publish.to = to;
+    publish.fanout = absl::GetFlag(FLAGS_fanout);
+    publish.clients = config.clients;
+    publish.connections = config.connections;
+    publish.warmup = config.warmup;
+    publish.duration = config.duration;
+    RunHubPublish(publish, &result);
+  } else if (config.workload == "publish" && config.target == "etcd") {
+    result.layout = PublishLayout(config.clients);
+    SetFailure(absl::UnimplementedError("no publish in etcd"), &result);
+  } else if (config.workload == "register" || config.workload == "cas" ||
+             config.workload == "publish") {
     RunUnary(config, target.get(), &result);
   } else {
     RunStreams(config, target.get(), &result);
@@ -321,8 +358,9 @@ int main(int argc, char** argv) {
       "closed-loop gRPC benchmark of hub, the no-op ceiling and etcd.\n\n"
       "Usage: ",
       argv[0],
-      " register|heartbeat|idle|cas --target=hub|noop|etcd --addr=host:port "
-      "[--clients=N] [--streams=S --connections=C] [--keys=distinct|one] "
+      " register|heartbeat|idle|cas|publish --target=hub|noop|etcd "
+      "--addr=host:port [--clients=N] [--streams=S --connections=C] "
+      "[--keys=distinct|one] [--to=agent|topic|role --fanout=N] "
       "[--duration=3s] [--server_pid=PID]"));
   return hubbench::Main(absl::ParseCommandLine(argc, argv));
 }

@@ -21,6 +21,8 @@ WORKLOADS = (
     ("idle", "server memory per idle stream KiB, server CPU % of one core"),
     ("cas", "successful compare-and-set/s (hub CompareAndSetRole, "
             "noop Unary, etcd Txn on mod_revision)"),
+    ("publish", "durable publishes/s, publish-to-arrival p50/p99 ms on the "
+                "recipients' streams (hub Publish, noop Unary)"),
 )
 
 
@@ -46,6 +48,9 @@ def cell(rows, workload):
     p50, p99 = median(ok, "p50_us"), median(ok, "p99_us")
     if workload == "heartbeat" and p50 is not None:
         text += f" ({p50 / 1000:.2f}/{p99 / 1000:.2f})"
+    if workload == "publish" and median(ok, "delivery_p50_us") is not None:
+        d50, d99 = median(ok, "delivery_p50_us"), median(ok, "delivery_p99_us")
+        text += f" ({d50 / 1000:.2f}/{d99 / 1000:.2f})"
     if workload == "cas" and median(ok, "lost"):
         text += f" lost {median(ok, 'lost') / median(ok, 'duration_s'):,.0f}/s"
     return text + runs, ops

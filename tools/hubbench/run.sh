@@ -4,7 +4,8 @@
 # with the three side by side and the ratios hub/ceiling and hub/etcd.
 #
 #   tools/hubbench/run.sh [--duration=3s] [--idle_window=10s] [--repeat=1]
-#                         [--quick] [--only=register,heartbeat,idle,cas]
+#                         [--quick]
+#                         [--only=register,heartbeat,idle,cas,publish]
 #                         [--out=FILE]
 #
 #   --duration     measured window of each row; at most 120s. Each row also
@@ -27,7 +28,7 @@ duration=3s
 idle_window=10s
 repeat=1
 quick=0
-only=register,heartbeat,idle,cas
+only=register,heartbeat,idle,cas,publish
 out=""
 for arg in "$@"; do
   case "$arg" in
@@ -122,6 +123,8 @@ row() {
   local window="$duration"
   [[ "$workload" == idle ]] && window="$idle_window"
   for target in hub noop etcd; do
+    # etcd has no publish: the ceiling is the only reference there.
+    [[ "$workload" == publish && "$target" == etcd ]] && continue
     [[ "$target" == hub && "$have_hub" == 0 ]] && continue
     if ! start_server "$target"; then
       echo "run.sh: $target did not start:" >&2
@@ -174,6 +177,11 @@ for ((round = 1; round <= repeat; round++)); do
   done
   row cas distinct/c16 --clients=16 --keys=distinct
   row cas one/c16 --clients=16 --keys=one
+  for n in 1 64; do
+    row publish "agent/c$n" --clients="$n" --to=agent
+    row publish "topicx10/c$n" --clients="$n" --to=topic --fanout=10
+    row publish "role/c$n" --clients="$n" --to=role
+  done
 done
 echo "run.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 [[ -n "$out" ]] && cp "$results" "$out"
