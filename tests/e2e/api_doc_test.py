@@ -44,8 +44,9 @@ import hubtest  # noqa: E402
 
 PLACEHOLDERS = {
     "uuid": r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}",
-    "timestamp": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z",
-    "duration": r"\d+(?:\.\d{1,9})?s",
+    # Whole milliseconds: hub.v1 returns no finer times (hub.proto).
+    "timestamp": r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{3})?Z",
+    "duration": r"\d+(?:\.\d{3})?s",
     "fingerprint": r"sqlite:[0-9a-f]{64}",
     "path": r"/[^\s\"]*",
     "base64": r"[A-Za-z0-9+/_=-]+",
