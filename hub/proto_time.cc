@@ -5,20 +5,23 @@
 namespace hub {
 
 google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
-  const int64_t nanos = absl::ToUnixNanos(t);
+  // hub.v1 returns whole milliseconds; ToUnixMillis rounds toward the past.
+  const int64_t millis = absl::ToUnixMillis(t);
   google::protobuf::Timestamp out;
-  int64_t seconds = nanos / 1'000'000'000;
-  int64_t rem = nanos % 1'000'000'000;
+  int64_t seconds = millis / 1000;
+  int64_t rem = millis % 1000;
   if (rem < 0) {  // Timestamp wants non-negative nanos.
-    rem += 1'000'000'000;
+    rem += 1000;
     --seconds;
   }
   out.set_seconds(seconds);
-  out.set_nanos(static_cast<int32_t>(rem));
+  out.set_nanos(static_cast<int32_t>(rem * 1'000'000));
   return out;
 }
 
 google::protobuf::Duration ToProtoDuration(absl::Duration d) {
+  // hub.v1 returns whole milliseconds, truncated toward zero.
+  d = absl::Trunc(d, absl::Milliseconds(1));
   google::protobuf::Duration out;
   const int64_t seconds = absl::IDivDuration(d, absl::Seconds(1), &d);
   out.set_seconds(seconds);

@@ -9,6 +9,8 @@
 
 namespace hub {
 
+// Both return whole milliseconds, as every hub.v1 value is: a timestamp
+// rounded toward the past, a duration truncated toward zero.
 google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
 google::protobuf::Duration ToProtoDuration(absl::Duration d);
 absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t);

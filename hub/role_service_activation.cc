@@ -13,10 +13,15 @@
 namespace hub {
 namespace {
 
-// "session_start" for ENSURE_ROLE_TRIGGER_SESSION_START ...; "" otherwise
-// (the activator refuses it with ENSURE_ROLE_REQUEST_INVALID).
+// "session_start" for ENSURE_ROLE_TRIGGER_SESSION_START ...; "" for
+// UNSPECIFIED, unknown numbers and the hub-only triggers HOLDER_OFFLINE and
+// CANDIDATE_CHANGED, which clients may not send.
 std::string TriggerWord(hub::v1::EnsureRoleTrigger trigger) {
-  if (trigger == hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED) return "";
+  if (trigger == hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED ||
+      trigger == hub::v1::ENSURE_ROLE_TRIGGER_HOLDER_OFFLINE ||
+      trigger == hub::v1::ENSURE_ROLE_TRIGGER_CANDIDATE_CHANGED) {
+    return "";
+  }
   const std::string& name = hub::v1::EnsureRoleTrigger_Name(trigger);
   constexpr absl::string_view kPrefix = "ENSURE_ROLE_TRIGGER_";
   if (name.size() <= kPrefix.size()) return "";
@@ -91,6 +96,16 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
       receipt.role.blocked_reason = "activator_unavailable";
       FillReceipt(receipt, *request, response->mutable_receipt());
       reactor->Finish(grpc::Status::OK);
+      return;
+    }
+    // The activator refuses an empty trigger or cause_id itself; the rest of
+    // the client rules are checked here.
+    if (in.cause_id.size() > 256 ||
+        (!in.cause_id.empty() &&
+         absl::StripAsciiWhitespace(in.cause_id).empty())) {
+      reactor->Finish(ToGrpcStatus(InvalidArgumentError(
+          "ENSURE_ROLE_REQUEST_INVALID",
+          "cause_id must be 1..256 characters and not blank")));
       return;
     }
     absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(in);

@@ -191,6 +191,37 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
   EXPECT_EQ(Reason(s), "STALE_EPOCH");
 }
 
+TEST_F(ActivationGrpcTest,
+       HubOnlyTriggersAndBlankOrOverlongCauseIdsAreRefusedAndReserveNothing) {
+  struct Case {
+    hub::v1::EnsureRoleTrigger trigger;
+    std::string cause_id;
+  };
+  for (const Case& c :
+       {Case{hub::v1::ENSURE_ROLE_TRIGGER_HOLDER_OFFLINE, "cause"},
+        Case{hub::v1::ENSURE_ROLE_TRIGGER_CANDIDATE_CHANGED, "cause"},
+        Case{hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED, "cause"},
+        Case{hub::v1::ENSURE_ROLE_TRIGGER_MANUAL, "  \t"},
+        Case{hub::v1::ENSURE_ROLE_TRIGGER_MANUAL, std::string(257, 'c')}}) {
+    grpc::ClientContext context;
+    hub::v1::EnsureRoleRequest request;
+    *request.mutable_role_key() = Cto();
+    request.set_trigger(c.trigger);
+    request.set_cause_id(c.cause_id);
+    hub::v1::EnsureRoleResponse response;
+    grpc::Status s = roles_->EnsureRole(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT)
+        << c.trigger << " " << c.cause_id.size();
+    EXPECT_EQ(Reason(s), "ENSURE_ROLE_REQUEST_INVALID");
+  }
+  grpc::ClientContext context;
+  hub::v1::GetRoleRequest request;
+  *request.mutable_role_key() = Cto();
+  hub::v1::GetRoleResponse response;
+  EXPECT_EQ(roles_->GetRole(&context, request, &response).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
 TEST_F(ActivationGrpcTest, GetStatusCountsRolesByState) {
   Agent a = Candidate("agent-a");
   Ensure();

@@ -24,6 +24,7 @@ APT_PACKAGES=(
   etcd-server etcd-client golang-etcd-server-dev
   # checks and tools
   clang-format sqlite3
+  jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
 )
 # Commands that may come from elsewhere than Debian's packages (the machine's
