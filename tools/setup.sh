@@ -25,6 +25,7 @@ APT_PACKAGES=(
   # checks and tools
   clang-format sqlite3
   tmux  # the tmux transport adapter and its tests
+  python3-grpcio  # tests/e2e/hubctl_test.py registers agents over raw gRPC
 )
 # Commands that may come from elsewhere than Debian's packages (the machine's
 # own Node.js, say): installed from apt only when the command is missing.

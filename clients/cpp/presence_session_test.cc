@@ -270,8 +270,15 @@ TEST_F(PresenceSessionTest, AnInvalidRegistrationFailsWithoutRetrying) {
   EXPECT_EQ(attached.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReasonOf(attached), "AGENT_ID_INVALID");
   EXPECT_EQ(session.state(), SessionState::kFailed);
+  // The callbacks run on the session thread, possibly after AwaitAttached
+  // returned.
+  ASSERT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !seen.authority_lost.empty();
+  }));
+  absl::SleepFor(absl::Milliseconds(300));
   absl::MutexLock lock(&seen.mu);
   EXPECT_EQ(seen.authority_lost.size(), 1u);
+  EXPECT_EQ(seen.states.back(), SessionState::kFailed);
 }
 
 TEST_F(PresenceSessionTest, StoppingDeregistersTheAgent) {
