@@ -91,7 +91,7 @@ absl::Status HubdProcess::Start() {
 
 void HubdProcess::Kill() {
   if (pid_ <= 0) return;
-  kill(pid_, SIGKILL);
+  kill(pid_, SIGKILL);  // also ends a paused process
   int status = 0;
   waitpid(pid_, &status, 0);
   pid_ = -1;
@@ -104,6 +104,14 @@ int HubdProcess::Terminate() {
   waitpid(pid_, &status, 0);
   pid_ = -1;
   return status;
+}
+
+void HubdProcess::Pause() {
+  if (pid_ > 0) kill(pid_, SIGSTOP);
+}
+
+void HubdProcess::Resume() {
+  if (pid_ > 0) kill(pid_, SIGCONT);
 }
 
 }  // namespace hub::testing

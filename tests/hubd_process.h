@@ -38,6 +38,10 @@ class HubdProcess {
   void Kill();
   // SIGTERM (clean shutdown), then reap; returns the exit status.
   int Terminate();
+  // SIGSTOP / SIGCONT: a hub that hangs (connections stay open, nothing is
+  // answered) and comes back.
+  void Pause();
+  void Resume();
 
   bool running() const { return pid_ > 0; }
   const std::string& address() const { return address_; }

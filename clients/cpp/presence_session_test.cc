@@ -3,6 +3,7 @@
 // second registration of the same agent id superseding the first session.
 #include "clients/cpp/presence_session.h"
 
+#include <atomic>
 #include <functional>
 #include <string>
 #include <vector>
@@ -207,6 +208,104 @@ TEST_F(PresenceSessionTest, ASecondRegistrationSupersedesTheFirstSession) {
   }));
   absl::MutexLock lock(&first_seen.mu);
   EXPECT_FALSE(Contains(first_seen.messages, id));
+}
+
+TEST_F(PresenceSessionTest,
+       ARivalRegisteringWhileTheHubWasDownSupersedesInsteadOfBeingOverwritten) {
+  Recorder seen;
+  PresenceSessionOptions options = Options("agent-v");
+  // A slow first retry: the hub restarts and the rival registers before the
+  // session comes back.
+  options.backoff.initial = absl::Seconds(4);
+  options.backoff.max = absl::Seconds(4);
+  options.backoff.jitter = 0;
+  PresenceSession session(client_.get(), options, seen.Callbacks());
+  ASSERT_TRUE(session.Start().ok());
+  ASSERT_TRUE(session.AwaitAttached(absl::Seconds(30)).ok());
+  const int64_t generation = session.generation();
+
+  hubd_->Kill();
+  ASSERT_TRUE(hubd_->Start().ok());
+  hub::v1::RegisterAgentRequest rival = options.registration;
+  CallOptions wait;
+  wait.wait_for_ready = true;
+  absl::StatusOr<hub::v1::RegisterAgentResponse> registered =
+      client_->RegisterAgent(rival, wait);
+  ASSERT_TRUE(registered.ok()) << registered.status();
+  ASSERT_GT(registered->presence_generation(), generation);
+
+  // The session finds STALE_HUB_INSTANCE, sees a generation it did not
+  // create, and stands down instead of registering over the rival.
+  ASSERT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !seen.authority_lost.empty();
+  }));
+  EXPECT_EQ(session.state(), SessionState::kSuperseded);
+  {
+    absl::MutexLock lock(&seen.mu);
+    EXPECT_EQ(ReasonOf(seen.authority_lost[0]), "STALE_PRESENCE_OWNER");
+  }
+  hub::v1::GetAgentRequest get;
+  get.set_agent_id("agent-v");
+  absl::StatusOr<hub::v1::GetAgentResponse> agent = client_->GetAgent(get);
+  ASSERT_TRUE(agent.ok()) << agent.status();
+  EXPECT_EQ(agent->agent().presence_generation(),
+            registered->presence_generation());
+}
+
+TEST_F(PresenceSessionTest, AHubThatStopsAnsweringIsLeftAndRejoinedWhenBack) {
+  Recorder seen;
+  PresenceSessionOptions options = Options("agent-h");
+  options.registration.mutable_heartbeat_ttl()->set_seconds(10);
+  options.heartbeat_fraction = 0.05;  // a heartbeat every 500 ms
+  options.reply_timeout = absl::Seconds(1);
+  PresenceSession session(client_.get(), options, seen.Callbacks());
+  ASSERT_TRUE(session.Start().ok());
+  ASSERT_TRUE(session.AwaitAttached(absl::Seconds(30)).ok());
+  const int64_t generation = session.generation();
+
+  hubd_->Pause();  // the connection stays open; nothing is answered
+  const bool noticed = seen.Await(
+      [&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+        return !seen.states.empty() &&
+               seen.states.back() == SessionState::kReconnecting;
+      },
+      absl::Seconds(20));
+  hubd_->Resume();
+  ASSERT_TRUE(noticed) << "the unanswered heartbeats went unnoticed";
+
+  // Same hub instance, same generation: the session simply re-attaches.
+  for (int i = 0; i < 600 && session.state() != SessionState::kAttached; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(session.state(), SessionState::kAttached);
+  EXPECT_EQ(session.generation(), generation);
+  const std::string id = Publish("agent-h");
+  EXPECT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return Contains(seen.messages, id);
+  }));
+}
+
+TEST_F(PresenceSessionTest, StopFromInsideACallbackEndsTheSessionCleanly) {
+  std::atomic<bool> called{false};
+  PresenceSession* self = nullptr;
+  PresenceCallbacks callbacks;
+  callbacks.on_message = [&](const hub::v1::MessageDelivery&) {
+    self->Stop();  // only requests the stop: this is the session thread
+    called = true;
+    return false;
+  };
+  auto session = std::make_unique<PresenceSession>(
+      client_.get(), Options("agent-c"), std::move(callbacks));
+  self = session.get();
+  ASSERT_TRUE(session->Start().ok());
+  ASSERT_TRUE(session->AwaitAttached(absl::Seconds(30)).ok());
+  Publish("agent-c");
+  for (int i = 0; i < 600 && session->state() != SessionState::kStopped; ++i) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_TRUE(called);
+  EXPECT_EQ(session->state(), SessionState::kStopped);
+  session.reset();  // joins the threads from this (another) thread
 }
 
 TEST_F(PresenceSessionTest, ARoleActivationIsDeliveredAckedAndFencedByEpoch) {
