@@ -274,6 +274,7 @@ void PresenceSession::Run() {
   Backoff backoff(options_.backoff);
   Next next = Next::kReregister;
   absl::Status why;
+  int registrations_since_attach = 0;
   while (!stopping()) {
     if (next == Next::kCheckOwner) {
       next = CheckOwner(&why);
@@ -285,6 +286,14 @@ void PresenceSession::Run() {
       }
     }
     if (next == Next::kReregister) {
+      // The first registration after a loss goes out at once; further ones
+      // that did not lead to an attach are paced, so a hub that keeps
+      // refusing the stream is not hammered.
+      if (registrations_since_attach > 0 &&
+          !SleepUnlessStopping(backoff.Next())) {
+        break;
+      }
+      ++registrations_since_attach;
       SetState(SessionState::kConnecting, why);
       absl::Status registered = Register();
       if (!registered.ok()) {
@@ -297,13 +306,14 @@ void PresenceSession::Run() {
         }
         why = registered;
         SetState(SessionState::kReconnecting, why);
-        if (!SleepUnlessStopping(backoff.Next())) break;
-        continue;
+        continue;  // the next registration waits out a backoff (above)
       }
     } else {
       SetState(SessionState::kConnecting, why);
     }
-    why = AttachOnce(backoff);
+    bool attached = false;
+    why = AttachOnce(backoff, &attached);
+    if (attached) registrations_since_attach = 0;
     if (stopping()) break;
     next = Classify(why);
     if (next == Next::kStop) break;
@@ -338,7 +348,7 @@ void PresenceSession::Run() {
   SetState(SessionState::kStopped, absl::OkStatus());
 }
 
-absl::Status PresenceSession::AttachOnce(Backoff& backoff) {
+absl::Status PresenceSession::AttachOnce(Backoff& backoff, bool* attached) {
   grpc::ClientContext context;
   hub::v1::AttachRequest hello;
   hello.set_frame_id(next_frame_id_++);
@@ -383,6 +393,7 @@ absl::Status PresenceSession::AttachOnce(Backoff& backoff) {
           ticker_wake_ = true;
         }
         backoff.Reset();
+        *attached = true;
         SetState(SessionState::kAttached, absl::OkStatus());
         RevalidateRoles();
         continue;

@@ -167,8 +167,9 @@ class PresenceSession {
   void Run();
   void Tick();
   absl::Status Register();
-  // One stream's life: hello, the read loop, Finish. Returns the end status.
-  absl::Status AttachOnce(Backoff& backoff);
+  // One stream's life: hello, the read loop, Finish. Returns the end status;
+  // `attached` tells whether the hub bound the stream.
+  absl::Status AttachOnce(Backoff& backoff, bool* attached);
   Next Classify(const absl::Status& status);
   // kReregister if the stored generation is still ours, kStop (superseded)
   // if not, kCheckOwner to try again later.

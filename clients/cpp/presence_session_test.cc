@@ -361,6 +361,22 @@ TEST_F(PresenceSessionTest, ARoleActivationIsDeliveredAckedAndFencedByEpoch) {
             std::optional<int64_t>(role->role().epoch()));
 }
 
+TEST_F(PresenceSessionTest, AttachesOnceAHubThatWasDownAtStartComesUp) {
+  hubd_->Kill();
+  Recorder seen;
+  PresenceSession session(client_.get(), Options("agent-u"), seen.Callbacks());
+  ASSERT_TRUE(session.Start().ok());
+  ASSERT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return std::count(seen.states.begin(), seen.states.end(),
+                      SessionState::kReconnecting) >= 2;
+  }));
+  EXPECT_EQ(ReasonOf(session.last_status()), "");
+  EXPECT_EQ(session.last_status().code(), absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(hubd_->Start().ok());
+  EXPECT_TRUE(session.AwaitAttached(absl::Seconds(30)).ok());
+  EXPECT_EQ(session.generation(), 1);
+}
+
 TEST_F(PresenceSessionTest, AnInvalidRegistrationFailsWithoutRetrying) {
   Recorder seen;
   PresenceSession session(client_.get(), Options("x"), seen.Callbacks());
