@@ -26,6 +26,7 @@ APT_PACKAGES=(
   clang-format sqlite3
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
+  python3-grpcio  # tests/e2e/hubctl_test.py registers agents over raw gRPC
 )
 # Commands that may come from elsewhere than Debian's packages (the machine's
 # own Node.js, say): installed from apt only when the command is missing.

@@ -1,0 +1,116 @@
+#include "clients/cpp/hub_client.h"
+
+#include <grpcpp/create_channel.h>
+#include <grpcpp/security/credentials.h>
+#include <grpcpp/support/channel_arguments.h>
+
+#include <algorithm>
+#include <chrono>
+#include <type_traits>
+#include <utility>
+
+namespace hub::client {
+
+std::shared_ptr<grpc::Channel> CreateHubChannel(
+    const HubClientOptions& options) {
+  grpc::ChannelArguments args;
+  const int max_backoff_ms = static_cast<int>(
+      absl::ToInt64Milliseconds(options.max_reconnect_backoff));
+  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
+  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
+              std::min(max_backoff_ms, 200));
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(max_backoff_ms, 200));
+  return grpc::CreateCustomChannel(options.address,
+                                   grpc::InsecureChannelCredentials(), args);
+}
+
+HubClient::HubClient(HubClientOptions options)
+    : HubClient(CreateHubChannel(options), options) {}
+
+HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
+                     HubClientOptions options)
+    : options_(std::move(options)),
+      channel_(std::move(channel)),
+      hub_(hub::v1::HubService::NewStub(channel_)),
+      presence_(hub::v1::PresenceService::NewStub(channel_)),
+      roles_(hub::v1::RoleService::NewStub(channel_)),
+      messages_(hub::v1::MessageService::NewStub(channel_)) {}
+
+template <typename Stub, typename Request, typename Response>
+absl::StatusOr<Response> HubClient::Unary(
+    Stub* stub,
+    grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                 Response*),
+    const Request& request, const CallOptions& call) const {
+  grpc::ClientContext context;
+  const absl::Duration deadline =
+      call.deadline.value_or(options_.default_deadline);
+  context.set_deadline(absl::ToChronoTime(absl::Now() + deadline));
+  context.set_wait_for_ready(call.wait_for_ready);
+  Response response;
+  absl::Status status =
+      FromGrpcStatus((stub->*method)(&context, request, &response));
+  if (!status.ok()) return status;
+  return response;
+}
+
+#define HUB_CLIENT_UNARY(stub, Rpc)                                          \
+  absl::StatusOr<hub::v1::Rpc##Response> HubClient::Rpc(                     \
+      const hub::v1::Rpc##Request& request, const CallOptions& call) const { \
+    return Unary(stub.get(), &std::remove_reference_t<decltype(*stub)>::Rpc, \
+                 request, call);                                             \
+  }
+
+HUB_CLIENT_UNARY(hub_, GetStatus)
+HUB_CLIENT_UNARY(hub_, EncodeRoleKey)
+HUB_CLIENT_UNARY(hub_, DecodeRoleKey)
+HUB_CLIENT_UNARY(presence_, RegisterAgent)
+HUB_CLIENT_UNARY(presence_, Heartbeat)
+HUB_CLIENT_UNARY(presence_, Deregister)
+HUB_CLIENT_UNARY(presence_, GetAgent)
+HUB_CLIENT_UNARY(presence_, ListAgents)
+HUB_CLIENT_UNARY(roles_, ReserveRole)
+HUB_CLIENT_UNARY(roles_, CompareAndSetRole)
+HUB_CLIENT_UNARY(roles_, GetRole)
+HUB_CLIENT_UNARY(roles_, ListRoles)
+HUB_CLIENT_UNARY(roles_, EnsureRole)
+HUB_CLIENT_UNARY(roles_, AckRoleActivation)
+HUB_CLIENT_UNARY(roles_, UpsertRoleCandidate)
+HUB_CLIENT_UNARY(roles_, ListRoleCandidates)
+HUB_CLIENT_UNARY(roles_, ReportCandidateProbe)
+HUB_CLIENT_UNARY(messages_, Publish)
+HUB_CLIENT_UNARY(messages_, Ack)
+HUB_CLIENT_UNARY(messages_, ListPending)
+HUB_CLIENT_UNARY(messages_, ListDeadLetters)
+HUB_CLIENT_UNARY(messages_, ListTrace)
+
+#undef HUB_CLIENT_UNARY
+
+absl::StatusOr<hub::v1::AskResponse> HubClient::Ask(
+    const hub::v1::AskRequest& request, const CallOptions& call) const {
+  CallOptions effective = call;
+  if (!effective.deadline.has_value()) {
+    const absl::Duration wait =
+        request.has_await_timeout()
+            ? absl::Seconds(request.await_timeout().seconds()) +
+                  absl::Nanoseconds(request.await_timeout().nanos())
+            : absl::Seconds(30);
+    effective.deadline = wait + absl::Seconds(5);
+  }
+  return Unary(messages_.get(), &hub::v1::MessageService::Stub::Ask, request,
+               effective);
+}
+
+std::unique_ptr<
+    grpc::ClientReaderWriter<hub::v1::AttachRequest, hub::v1::AttachResponse>>
+HubClient::Attach(grpc::ClientContext* context) const {
+  return presence_->Attach(context);
+}
+
+std::unique_ptr<grpc::ClientReader<hub::v1::WatchRolesResponse>>
+HubClient::WatchRoles(grpc::ClientContext* context,
+                      const hub::v1::WatchRolesRequest& request) const {
+  return roles_->WatchRoles(context, request);
+}
+
+}  // namespace hub::client

@@ -1,0 +1,174 @@
+// HubClient: a thin, typed, thread-safe wrapper over the four hub.v1
+// services (HubService, PresenceService, RoleService, MessageService).
+//
+// Every unary call gets a deadline (HubClientOptions::default_deadline unless
+// the call's CallOptions say otherwise) and returns absl::StatusOr; a failure
+// keeps the gRPC code and message and carries hub's google.rpc.ErrorInfo
+// (ReasonOf / ErrorMetadata in hub_error.h). The streams (Attach, WatchRoles)
+// are opened raw here; PresenceSession and RoleWatcher manage them.
+#ifndef HUB_CLIENTS_CPP_HUB_CLIENT_H_
+#define HUB_CLIENTS_CPP_HUB_CLIENT_H_
+
+#include <grpcpp/channel.h>
+#include <grpcpp/client_context.h>
+#include <grpcpp/support/sync_stream.h>
+
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "clients/cpp/hub_error.h"
+#include "hub/v1/hub.grpc.pb.h"
+#include "hub/v1/message.grpc.pb.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/role_service.grpc.pb.h"
+
+namespace hub::client {
+
+// The address every hub tool uses when none is given.
+inline constexpr char kDefaultHubAddress[] = "127.0.0.1:27889";
+
+struct HubClientOptions {
+  // host:port of hubd (plaintext gRPC).
+  std::string address = kDefaultHubAddress;
+  // Deadline of a unary call whose CallOptions give none. Must be positive.
+  absl::Duration default_deadline = absl::Seconds(10);
+  // Upper bound of gRPC's own reconnect backoff on the channel, so a client
+  // notices a restarted hub quickly (gRPC's default grows to 120 s).
+  absl::Duration max_reconnect_backoff = absl::Seconds(2);
+};
+
+// Per-call overrides.
+struct CallOptions {
+  // The call's deadline, counted from the call's start. Absent: the client's
+  // default_deadline.
+  std::optional<absl::Duration> deadline;
+  // Wait for the channel to become ready (within the deadline) instead of
+  // failing at once with UNAVAILABLE while the hub is unreachable.
+  bool wait_for_ready = false;
+};
+
+class HubClient {
+ public:
+  explicit HubClient(HubClientOptions options = {});
+  // Uses an existing channel; options.address is ignored.
+  HubClient(std::shared_ptr<grpc::Channel> channel, HubClientOptions options);
+
+  HubClient(const HubClient&) = delete;
+  HubClient& operator=(const HubClient&) = delete;
+
+  const HubClientOptions& options() const { return options_; }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+  // ---- HubService ----
+  absl::StatusOr<hub::v1::GetStatusResponse> GetStatus(
+      const hub::v1::GetStatusRequest& request = {},
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::EncodeRoleKeyResponse> EncodeRoleKey(
+      const hub::v1::EncodeRoleKeyRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::DecodeRoleKeyResponse> DecodeRoleKey(
+      const hub::v1::DecodeRoleKeyRequest& request,
+      const CallOptions& call = {}) const;
+
+  // ---- PresenceService ----
+  absl::StatusOr<hub::v1::RegisterAgentResponse> RegisterAgent(
+      const hub::v1::RegisterAgentRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::HeartbeatResponse> Heartbeat(
+      const hub::v1::HeartbeatRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::DeregisterResponse> Deregister(
+      const hub::v1::DeregisterRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::GetAgentResponse> GetAgent(
+      const hub::v1::GetAgentRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListAgentsResponse> ListAgents(
+      const hub::v1::ListAgentsRequest& request,
+      const CallOptions& call = {}) const;
+
+  // ---- RoleService ----
+  absl::StatusOr<hub::v1::ReserveRoleResponse> ReserveRole(
+      const hub::v1::ReserveRoleRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::CompareAndSetRoleResponse> CompareAndSetRole(
+      const hub::v1::CompareAndSetRoleRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::GetRoleResponse> GetRole(
+      const hub::v1::GetRoleRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListRolesResponse> ListRoles(
+      const hub::v1::ListRolesRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::EnsureRoleResponse> EnsureRole(
+      const hub::v1::EnsureRoleRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::AckRoleActivationResponse> AckRoleActivation(
+      const hub::v1::AckRoleActivationRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::UpsertRoleCandidateResponse> UpsertRoleCandidate(
+      const hub::v1::UpsertRoleCandidateRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListRoleCandidatesResponse> ListRoleCandidates(
+      const hub::v1::ListRoleCandidatesRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ReportCandidateProbeResponse> ReportCandidateProbe(
+      const hub::v1::ReportCandidateProbeRequest& request,
+      const CallOptions& call = {}) const;
+
+  // ---- MessageService ----
+  absl::StatusOr<hub::v1::PublishResponse> Publish(
+      const hub::v1::PublishRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::AckResponse> Ack(const hub::v1::AckRequest& request,
+                                           const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListPendingResponse> ListPending(
+      const hub::v1::ListPendingRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListDeadLettersResponse> ListDeadLetters(
+      const hub::v1::ListDeadLettersRequest& request,
+      const CallOptions& call = {}) const;
+  // Ask waits for an answer (up to request.await_timeout, default 30 s): with
+  // no explicit call deadline, the deadline is await_timeout + 5 s.
+  absl::StatusOr<hub::v1::AskResponse> Ask(const hub::v1::AskRequest& request,
+                                           const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListTraceResponse> ListTrace(
+      const hub::v1::ListTraceRequest& request,
+      const CallOptions& call = {}) const;
+
+  // ---- Streams (no deadline; cancel through `context`) ----
+  // Opens a presence stream. `context` must outlive the stream.
+  std::unique_ptr<
+      grpc::ClientReaderWriter<hub::v1::AttachRequest, hub::v1::AttachResponse>>
+  Attach(grpc::ClientContext* context) const;
+  // Opens a role watch. `context` must outlive the stream.
+  std::unique_ptr<grpc::ClientReader<hub::v1::WatchRolesResponse>> WatchRoles(
+      grpc::ClientContext* context,
+      const hub::v1::WatchRolesRequest& request) const;
+
+ private:
+  template <typename Stub, typename Request, typename Response>
+  absl::StatusOr<Response> Unary(
+      Stub* stub,
+      grpc::Status (Stub::*method)(grpc::ClientContext*, const Request&,
+                                   Response*),
+      const Request& request, const CallOptions& call) const;
+
+  HubClientOptions options_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<hub::v1::HubService::Stub> hub_;
+  std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
+  std::unique_ptr<hub::v1::RoleService::Stub> roles_;
+  std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+};
+
+// A channel to `options.address` with the client's channel arguments.
+std::shared_ptr<grpc::Channel> CreateHubChannel(
+    const HubClientOptions& options);
+
+}  // namespace hub::client
+
+#endif  // HUB_CLIENTS_CPP_HUB_CLIENT_H_
