@@ -183,3 +183,27 @@ test('a role activation is acknowledged on the stream and its epoch becomes the 
   assert.equal(role.epoch, s.roleEpoch());
   await s.stop();
 });
+
+test('while no hub answers the session retries with exponential backoff, capped and jittered', async () => {
+  // A port nothing listens on: every registration attempt fails UNAVAILABLE.
+  const down = new HubClient('127.0.0.1:1');
+  const jitters = [0.5, 1, 0, 0.5, 0.5, 0.5];  // Math.random values: 0, +20 %, -20 %, 0, ...
+  const s = new PresenceSession(down, {
+    agentId: 'node-backoff-1', cli: 'AGENT_CLI_GEMINI',
+    backoffInitialMs: 20, backoffMaxMs: 200, backoffMultiplier: 2, backoffJitter: 0.2,
+    random: () => jitters.shift() ?? 0.5,
+  });
+  const delays = [];
+  const sixth = new Promise((resolve) => s.on('disconnected', ({ error, retryInMs }) => {
+    assert.equal(error.code, status.UNAVAILABLE);
+    delays.push(retryInMs);
+    if (delays.length === 6) resolve();
+  }));
+  const started = s.start();
+  await sixth;
+  assert.deepEqual(delays, [20, 48, 64, 160, 200, 200]);
+  assert.equal(s.state, 'backoff');
+  await s.stop();
+  await assert.rejects(started, (e) => e.code === status.CANCELLED);
+  down.close();
+});
