@@ -124,7 +124,3 @@ def load(out_dir=None, proto_dir=None, include_dirs=None):
     _loaded[directory] = ns
     return ns
 
-
-if __name__ == "__main__":
-    # python3 -m hub_client.stubs [OUT_DIR]: generate and print the directory.
-    print(generate(sys.argv[1] if len(sys.argv) > 1 else None))
