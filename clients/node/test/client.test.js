@@ -1,6 +1,6 @@
 'use strict';
 // HubClient and PresenceSession against the real hubd ($HUBD).
-const test = require('node:test');
+const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const {
   HubClient, PresenceSession, HubError, status, toStruct, fromStruct, toDate,
@@ -13,12 +13,12 @@ const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
 let hubd;
 let client;
 
-test.before(async () => {
+before(async () => {
   hubd = await Hubd.start({ dbPath: freshDbPath('client') });
   client = new HubClient(hubd.address);
 });
 
-test.after(async () => {
+after(async () => {
   client.close();
   await hubd.stop();
 });

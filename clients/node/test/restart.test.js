@@ -1,7 +1,7 @@
 'use strict';
 // A PresenceSession survives hubd being killed (SIGKILL) and restarted on the
 // same port and database, without help from the application.
-const test = require('node:test');
+const { test } = require('node:test');
 const assert = require('node:assert/strict');
 const { HubClient, PresenceSession, toStruct } = require('../lib');
 const { Hubd, freshDbPath, once } = require('./hubd');
