@@ -5,5 +5,8 @@ HUB_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 HUB_CACHE_DIR="${HUB_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/hub}"
 HUB_BUF_VERSION="1.75.0"
 HUB_BUF="$HUB_CACHE_DIR/tools/node_modules/@bufbuild/buf-linux-x64/bin/buf"
+# The Node.js client's npm dependencies (clients/node/package-lock.json),
+# installed by setup.sh outside the checkout; node finds them via NODE_PATH.
+HUB_NODE_MODULES="$HUB_CACHE_DIR/node-client/node_modules"
 HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
-export HUB_ROOT HUB_CACHE_DIR HUB_BUF
+export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES

@@ -7,8 +7,12 @@
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
 #        tmux (the tmux transport adapter and its tests), etcd 3.4 (server,
 #        client and .proto files: tools/hubbench's reference).
-#   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, outside the
-#        checkout.
+#        Python's gRPC runtime (clients/python; stubs come from Debian's
+#        protoc and grpc_python_plugin).
+#   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, and the Node.js
+#        client's dependencies (@grpc/grpc-js, @grpc/proto-loader, exactly as
+#        clients/node/package-lock.json pins them) into
+#        $HUB_CACHE_DIR/node-client, both outside the checkout.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -26,7 +30,9 @@ APT_PACKAGES=(
   clang-format sqlite3
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
-  python3-grpcio  # tests/e2e/hubctl_test.py registers agents over raw gRPC
+  # clients/python and tests/e2e/hubctl_test.py: gRPC and protobuf
+  # runtimes for /usr/bin/python3
+  python3-grpcio python3-protobuf
 )
 # Commands that may come from elsewhere than Debian's packages (the machine's
 # own Node.js, say): installed from apt only when the command is missing.
@@ -56,3 +62,16 @@ if [[ ! -x "$HUB_BUF" ]] || [[ "$("$HUB_BUF" --version 2>/dev/null)" != "$HUB_BU
     "@bufbuild/buf@$HUB_BUF_VERSION" >/dev/null
 fi
 "$HUB_BUF" --version >/dev/null
+
+# The Node.js client's dependencies: `npm ci` of clients/node's lockfile in a
+# copy outside the checkout, redone only when the lockfile changes.
+node_client_dir="$HUB_CACHE_DIR/node-client"
+node_client_lock="$HUB_ROOT/clients/node/package-lock.json"
+if ! cmp -s "$node_client_lock" "$node_client_dir/package-lock.json" ||
+  [[ ! -f "$HUB_NODE_MODULES/@grpc/grpc-js/package.json" ]] ||
+  [[ ! -f "$HUB_NODE_MODULES/@grpc/proto-loader/package.json" ]]; then
+  echo "setup: installing the Node.js client's npm dependencies into $node_client_dir"
+  mkdir -p "$node_client_dir"
+  cp "$HUB_ROOT/clients/node/package.json" "$node_client_lock" "$node_client_dir/"
+  npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$node_client_dir" >/dev/null
+fi

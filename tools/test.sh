@@ -43,7 +43,7 @@ bazel_tests() {  # bazel_tests LABEL [bazel flags...]
   shift
   echo "== bazel test $* //..."
   bazel test "${HUB_BAZEL_FLAGS[@]}" "$@" --keep_going \
-    --test_env=HUB_BUF="$HUB_BUF" //... 2>&1 | tee "$log_dir/bazel-$label.log" |
+    --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" //... 2>&1 | tee "$log_dir/bazel-$label.log" |
     grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' || true
   local counts
   counts=$(/usr/bin/python3 tools/count_tests.py "$log_dir/bazel-$label.log" \

@@ -1,0 +1,102 @@
+'use strict';
+// HubClient: one channel to a hub, its four services as promise-returning
+// methods, and every failure as a HubError (gRPC code + hub reason code).
+const grpc = require('@grpc/grpc-js');
+const { loadProtos } = require('./protos');
+const { fromGrpcError } = require('./errors');
+
+const DEFAULT_DEADLINE_MS = 10000;
+
+// Channel defaults: find a dead hub within ~15 s even when idle, and retry a
+// lost connection quickly (the presence session adds its own backoff with
+// jitter on top). The hub accepts pings every second or slower.
+const DEFAULT_CHANNEL_OPTIONS = {
+  'grpc.keepalive_time_ms': 10000,
+  'grpc.keepalive_timeout_ms': 5000,
+  'grpc.initial_reconnect_backoff_ms': 200,
+  'grpc.max_reconnect_backoff_ms': 5000,
+};
+
+const SERVICES = {
+  hub: 'HubService',
+  presence: 'PresenceService',
+  roles: 'RoleService',
+  messages: 'MessageService',
+};
+
+class HubClient {
+  /**
+   * @param {string} address host:port of a hubd, e.g. "127.0.0.1:27889".
+   * @param {object} [options]
+   * @param {number} [options.deadlineMs=10000] default deadline of unary calls.
+   * @param {grpc.ChannelCredentials} [options.credentials] default: insecure.
+   * @param {object} [options.channelOptions] grpc-js channel options, merged
+   *   over the defaults above.
+   * @param {string} [options.protoDir] directory holding hub/v1/*.proto.
+   * @param {string[]} [options.includeDirs] directories holding google/...
+   */
+  constructor(address, options = {}) {
+    const { packageDefinition, rpcRoot } = loadProtos(options);
+    this.address = address;
+    this.deadlineMs = options.deadlineMs || DEFAULT_DEADLINE_MS;
+    this._rpcRoot = rpcRoot;
+    const credentials = options.credentials || grpc.credentials.createInsecure();
+    const channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...(options.channelOptions || {}) };
+    this._channel = new grpc.Channel(address, credentials, channelOptions);
+    const v1 = grpc.loadPackageDefinition(packageDefinition).hub.v1;
+    this._stubs = {};
+    for (const [ns, service] of Object.entries(SERVICES)) {
+      const Stub = v1[service];
+      const stub = new Stub(address, credentials, { channelOverride: this._channel });
+      this._stubs[ns] = stub;
+      // One promise-returning method per unary RPC, named in lowerCamelCase:
+      // client.presence.registerAgent(request, {deadlineMs, metadata}).
+      const methods = {};
+      for (const [name, def] of Object.entries(Stub.service)) {
+        if (def.requestStream || def.responseStream) continue;
+        const lower = def.originalName || name[0].toLowerCase() + name.slice(1);
+        methods[lower] = (request, callOptions) =>
+          this._unary(stub, name, request || {}, callOptions);
+      }
+      this[ns] = Object.freeze(methods);
+    }
+  }
+
+  _unary(stub, method, request, callOptions = {}) {
+    const deadlineMs = callOptions.deadlineMs || this.deadlineMs;
+    const metadata = callOptions.metadata || new grpc.Metadata();
+    return new Promise((resolve, reject) => {
+      stub[method](request, metadata, { deadline: Date.now() + deadlineMs }, (err, response) => {
+        if (err) reject(fromGrpcError(err, this._rpcRoot));
+        else resolve(response);
+      });
+    });
+  }
+
+  /**
+   * Opens a raw PresenceService.Attach stream (a grpc-js duplex stream of
+   * AttachRequest / AttachResponse objects). Most callers want
+   * PresenceSession instead.
+   */
+  attach(metadata) {
+    return this._stubs.presence.Attach(metadata || new grpc.Metadata());
+  }
+
+  /** Opens a raw RoleService.WatchRoles stream. */
+  watchRoles(request, metadata) {
+    return this._stubs.roles.WatchRoles(request || {}, metadata || new grpc.Metadata());
+  }
+
+  /** A HubError from an error or status a raw stream reported. */
+  toHubError(err) {
+    return fromGrpcError(err, this._rpcRoot);
+  }
+
+  /** Closes the channel; calls in flight fail with CANCELLED/UNAVAILABLE. */
+  close() {
+    for (const stub of Object.values(this._stubs)) stub.close();
+    this._channel.close();
+  }
+}
+
+module.exports = { HubClient, DEFAULT_CHANNEL_OPTIONS, DEFAULT_DEADLINE_MS };

@@ -1,0 +1,209 @@
+'use strict';
+// HubClient and PresenceSession against the real hubd ($HUBD).
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const {
+  HubClient, PresenceSession, HubError, status, toStruct, fromStruct, toDate,
+} = require('../lib');
+const { Hubd, freshDbPath, once } = require('./hubd');
+
+const PROJECT = 'prj_NODECLIENTAAAAAAAAAAAA';
+const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
+
+let hubd;
+let client;
+
+before(async () => {
+  hubd = await Hubd.start({ dbPath: freshDbPath('client') });
+  client = new HubClient(hubd.address);
+});
+
+after(async () => {
+  client.close();
+  await hubd.stop();
+});
+
+function session(agentId, extra = {}) {
+  return new PresenceSession(client, {
+    agentId,
+    cli: 'AGENT_CLI_CLAUDE',
+    heartbeatTtlMs: 10000,
+    backoffInitialMs: 100,
+    backoffMaxMs: 1000,
+    ...extra,
+  });
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+test('a session registers, attaches and renews its lease with heartbeat frames', async () => {
+  const s = session('node-presence-1', { heartbeatIntervalMs: 300 });
+  const registered = once(s, 'registered');
+  const attached = once(s, 'attached');
+  await s.start();
+  const [reg] = await registered;
+  const [att] = await attached;
+  assert.equal(reg.presenceGeneration, 1);
+  assert.equal(att.presenceGeneration, 1);
+  assert.equal(att.hubInstanceId, hubd.instanceId);
+  assert.equal(s.state, 'attached');
+  assert.equal(s.hubInstanceId, hubd.instanceId);
+
+  const [ack] = await once(s, 'heartbeat');
+  assert.equal(ack.status, 'AGENT_STATUS_ONLINE');
+  assert.equal(ack.presenceGeneration, 1);
+  assert.ok(toDate(ack.leaseExpiresAt) > toDate(ack.serverTime));
+
+  const { agent } = await client.presence.getAgent({ agentId: 'node-presence-1' });
+  assert.equal(agent.status, 'AGENT_STATUS_ONLINE');
+  assert.equal(agent.streamAttached, true);
+  assert.equal(agent.pid, process.pid);
+  await s.stop();
+  assert.equal(s.state, 'stopped');
+});
+
+test('a message published to the agent arrives as an event and its ack is recorded', async () => {
+  const s = session('node-inbox-1');
+  await s.start();
+  const received = once(s, 'message');
+  const published = await client.messages.publish({
+    fromAgentId: 'node-sender-1',
+    to: 'node-inbox-1',
+    payload: toStruct({ text: 'hello', n: 3, nested: { ok: true } }),
+  });
+  const [delivery, ack] = await received;
+  assert.equal(delivery.message.messageId, published.messageId);
+  assert.equal(delivery.recipientAgentId, 'node-inbox-1');
+  assert.deepEqual(fromStruct(delivery.message.payload), { text: 'hello', n: 3, nested: { ok: true } });
+
+  const result = await ack();
+  assert.deepEqual(result.ackedMessageIds, [published.messageId]);
+  const pending = await client.messages.listPending({ agentId: 'node-inbox-1', peek: true });
+  assert.deepEqual(pending.deliveries.map((d) => d.message.messageId), []);
+  await s.stop({ deregister: true });
+  const { agent } = await client.presence.getAgent({ agentId: 'node-inbox-1' });
+  assert.equal(agent.status, 'AGENT_STATUS_OFFLINE');
+});
+
+test('a rejected frame fails with its reason and leaves the stream attached', async () => {
+  const s = session('node-frames-1');
+  await s.start();
+  await assert.rejects(s.ackMessages(['']), (e) => {
+    assert.ok(e instanceof HubError);
+    assert.equal(e.code, status.INVALID_ARGUMENT);
+    assert.equal(e.reason, 'MESSAGE_ID_INVALID');
+    return true;
+  });
+  assert.equal(s.state, 'attached');
+  const lease = await s.heartbeat();
+  assert.equal(lease.presenceGeneration, s.presenceGeneration);
+  await s.stop();
+});
+
+test('a second registration of the same agent id makes the first session lose authority', async () => {
+  const first = session('node-owner-1');
+  await first.start();
+  const lost = once(first, 'authorityLost');
+  const stopped = once(first, 'stopped');
+  const second = session('node-owner-1');
+  await second.start();
+  const [info] = await lost;
+  await stopped;
+  assert.equal(info.reason, 'STALE_PRESENCE_OWNER');
+  assert.equal(info.error.code, status.FAILED_PRECONDITION);
+  assert.equal(info.currentPresenceGeneration, second.presenceGeneration);
+  assert.equal(first.state, 'lost');
+  assert.equal(second.presenceGeneration, first.presenceGeneration + 1);
+
+  // The superseded session does not fight back: the second keeps the agent.
+  await sleep(1500);
+  const { agent } = await client.presence.getAgent({ agentId: 'node-owner-1' });
+  assert.equal(agent.presenceGeneration, second.presenceGeneration);
+  assert.equal(agent.streamAttached, true);
+  assert.equal(second.state, 'attached');
+  await assert.rejects(first.start(), (e) => e.reason === 'STALE_PRESENCE_OWNER');
+  await second.stop();
+});
+
+test('failed calls carry the gRPC code and the hub reason code from ErrorInfo', async () => {
+  await assert.rejects(
+    client.presence.registerAgent({ agentId: 'x', cli: 'AGENT_CLI_CLAUDE' }),
+    (e) => {
+      assert.ok(e instanceof HubError);
+      assert.equal(e.code, status.INVALID_ARGUMENT);
+      assert.equal(e.codeName, 'INVALID_ARGUMENT');
+      assert.equal(e.reason, 'AGENT_ID_INVALID');
+      assert.equal(e.domain, 'hub.v1');
+      return true;
+    });
+  await assert.rejects(client.presence.heartbeat({ agentId: 'node-nobody' }),
+    (e) => e.code === status.NOT_FOUND && e.reason === 'AGENT_NOT_FOUND');
+  const reg = await client.presence.registerAgent({ agentId: 'node-fenced-1', cli: 'AGENT_CLI_OTHER' });
+  await assert.rejects(
+    client.presence.heartbeat({
+      agentId: 'node-fenced-1',
+      hubInstanceId: '00000000-0000-7000-8000-000000000000',
+    }),
+    (e) => {
+      assert.equal(e.code, status.FAILED_PRECONDITION);
+      assert.equal(e.reason, 'STALE_HUB_INSTANCE');
+      assert.equal(e.metadata.hub_instance_id, reg.hubInstanceId);
+      return true;
+    });
+});
+
+test('a session whose registration is invalid fails at once instead of retrying', async () => {
+  const s = new PresenceSession(client, { agentId: 'no', cli: 'AGENT_CLI_CLAUDE' });
+  const failed = once(s, 'failed');
+  await assert.rejects(s.start(), (e) => e.reason === 'AGENT_ID_INVALID');
+  const [error] = await failed;
+  assert.equal(error.code, status.INVALID_ARGUMENT);
+  assert.equal(s.state, 'failed');
+});
+
+test('a role activation is acknowledged on the stream and its epoch becomes the fencing token', async () => {
+  const s = session('node-cto-1', { projectId: PROJECT, capabilities: ['role:cto:candidate'] });
+  await s.start();
+  assert.equal(s.roleEpoch(), undefined);
+  await client.roles.upsertRoleCandidate({ roleKey: CTO, agentId: 'node-cto-1' });
+  const activated = once(s, 'roleActivated');
+  const { receipt } = await client.roles.ensureRole({
+    roleKey: CTO, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'node-client-test',
+  });
+  assert.equal(receipt.holderAgentId, 'node-cto-1');
+  const [{ activation, epoch }] = await activated;
+  assert.equal(activation.holderAgentId, 'node-cto-1');
+  assert.equal(epoch, receipt.epoch);
+  assert.equal(s.roleEpoch(activation.roleKeyWire), receipt.epoch);
+  assert.equal(s.roleEpoch(), receipt.epoch);
+
+  const { role } = await client.roles.getRole({ roleKey: CTO });
+  assert.equal(role.state, 'ROLE_STATE_ACTIVE');
+  assert.equal(role.holderAgentId, 'node-cto-1');
+  assert.equal(role.epoch, s.roleEpoch());
+  await s.stop();
+});
+
+test('while no hub answers the session retries with exponential backoff, capped and jittered', async () => {
+  // A port nothing listens on: every registration attempt fails UNAVAILABLE.
+  const down = new HubClient('127.0.0.1:1');
+  const jitters = [0.5, 1, 0, 0.5, 0.5, 0.5];  // Math.random values: 0, +20 %, -20 %, 0, ...
+  const s = new PresenceSession(down, {
+    agentId: 'node-backoff-1', cli: 'AGENT_CLI_GEMINI',
+    backoffInitialMs: 20, backoffMaxMs: 200, backoffMultiplier: 2, backoffJitter: 0.2,
+    random: () => jitters.shift() ?? 0.5,
+  });
+  const delays = [];
+  const sixth = new Promise((resolve) => s.on('disconnected', ({ error, retryInMs }) => {
+    assert.equal(error.code, status.UNAVAILABLE);
+    delays.push(retryInMs);
+    if (delays.length === 6) resolve();
+  }));
+  const started = s.start();
+  await sixth;
+  assert.deepEqual(delays, [20, 48, 64, 160, 200, 200]);
+  assert.equal(s.state, 'backoff');
+  await s.stop();
+  await assert.rejects(started, (e) => e.code === status.CANCELLED);
+  down.close();
+});
