@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "registry/claude_uds_adapter.h"
 #include "registry/status.h"
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
@@ -116,6 +117,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->roles_.get(), server->presence_.get(), server->reach_.get(),
       clock, activator_options);
   server->activator_->AddAdapter(std::make_unique<TmuxAdapter>());
+  server->activator_->AddAdapter(
+      std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
   Activator* activator = server->activator_.get();
   server->presence_->SetGoneListener(
       [activator, activator_pool](const std::string& agent_id, int64_t,

@@ -404,7 +404,10 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     if (!Gate(reserved)) return Land(key.wire);
     if (streams_->Deliver(holder, envelope)) return Land(key.wire);
   }
-  std::string code = "target_not_found";
+  // The failure recorded when no locator works: the last real failure, or
+  // adapter_unavailable when that is all the locators gave (it does not
+  // count against the candidate).
+  std::string code;
   const int64_t now = UnixMillis(clock_->Now());
   std::set<std::string> kinds;
   {
@@ -431,6 +434,7 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     if (probe.code == kProbeAdapterUnavailable) {
       absl::MutexLock lock(&mu_);
       disabled_kinds_.insert(locator.kind);  // only this kind, not the agent
+      if (code.empty()) code = std::string(kProbeAdapterUnavailable);
       continue;
     }
     if (!probe.ok()) {
@@ -451,6 +455,7 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     }
     code = wake.code;
   }
+  if (code.empty()) code = std::string(kProbeTargetNotFound);
   CandidateFailed(key, reserved, code, std::move(tried), trigger);
 }
 
