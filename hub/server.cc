@@ -94,7 +94,12 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   absl::StatusOr<storage::RecoveryResult> recovered =
       server->store_->RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
-  server->roles_ = std::make_unique<RoleRegistry>(server->store_.get(), clock);
+  // Candidate exclusions follow the activator's policy (backoff, jitter,
+  // quarantine).
+  RoleRegistryOptions role_options;
+  role_options.policy = options.activator.config;
+  server->roles_ =
+      std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
   server->reach_ =
       std::make_unique<PresenceStreamReach>(server->presence_.get());
   server->activator_pool_ =
