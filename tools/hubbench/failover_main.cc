@@ -87,11 +87,20 @@ bool Attach(hub::v1::PresenceService::Stub* presence,
   return s.ok() || Fail("UpsertRoleCandidate: " + s.error_message());
 }
 
-// Reads until an activation arrives, acknowledges it on the stream and
-// waits for the hub's answer. False if the stream ends first.
+// Reads until an activation arrives (answering the hub's probe before it),
+// acknowledges it on the stream and waits for the hub's answer. False if the
+// stream ends first.
 bool ActivateAndAck(Agent* agent) {
   AttachResponse frame;
   while (agent->stream->Read(&frame)) {
+    if (frame.event().has_role_probe()) {
+      AttachRequest reply;
+      reply.mutable_probe_reply()->set_probe_id(
+          frame.event().role_probe().probe_id());
+      reply.mutable_probe_reply()->set_ready(true);
+      if (!agent->stream->Write(reply)) return false;
+      continue;
+    }
     if (!frame.event().has_role_activation()) continue;
     const hub::v1::RoleActivation& a = frame.event().role_activation();
     AttachRequest ack_frame;
