@@ -6,6 +6,7 @@
 // the version. SIGINT or SIGTERM shut it down cleanly (exit 0); a taken port
 // or an unusable database is a clear message and exit 1.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -40,6 +41,14 @@ ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, sweep_interval, absl::Seconds(1),
           "how often leases are checked (online -> stale when the lease is "
           "past, stale -> offline 5 minutes later) and checkpointed");
+ABSL_FLAG(std::string, claude_uds_command, "",
+          "the program that reaches Claude sessions of claude-uds transport "
+          "locators (triflux's tfx-live interface: `<program> probe ...`, "
+          "`<program> ask ...`), run with an argv, never a shell; empty: "
+          "claude-uds locators report adapter_unavailable");
+ABSL_FLAG(std::string, claude_uds_bridge, "",
+          "the --bridge value passed to the claude-uds command; empty: each "
+          "locator's bridge_id");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
@@ -81,6 +90,24 @@ int main(int argc, char** argv) {
   options.presence.checkpoint_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.keepalive_interval = absl::GetFlag(FLAGS_keepalive_interval);
   options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  if (const std::string command = absl::GetFlag(FLAGS_claude_uds_command);
+      !command.empty()) {
+    // A path that is not executable is a configuration mistake: say so now
+    // rather than at the first activation. A bare name is looked up in PATH
+    // when it runs.
+    if (command.find('/') != std::string::npos &&
+        access(command.c_str(), X_OK) != 0) {
+      std::fprintf(stderr,
+                   "hubd: --claude_uds_command %s is not an executable file\n",
+                   command.c_str());
+      return 1;
+    }
+    options.claude_uds.command = {command};
+  }
+  if (const std::string bridge = absl::GetFlag(FLAGS_claude_uds_bridge);
+      !bridge.empty()) {
+    options.claude_uds.bridge = bridge;
+  }
   for (absl::Duration d :
        {options.presence.detach_grace, options.presence.sweep_interval,
         options.keepalive_interval, options.keepalive_timeout}) {

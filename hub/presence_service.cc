@@ -74,6 +74,27 @@ hub::v1::RoleActivation ToRoleActivationProto(const ActivationEnvelope& e) {
   return a;
 }
 
+hub::v1::RoleKey ToRoleKeyProto(const RoleKey& key) {
+  hub::v1::RoleKey out;
+  out.set_project_id(key.project_id);
+  out.set_kind(key.kind == RoleKind::kCto ? hub::v1::ROLE_KIND_CTO
+                                          : hub::v1::ROLE_KIND_LEAD);
+  out.set_scope_id(key.scope_id);
+  return out;
+}
+
+hub::v1::RoleProbe ToRoleProbeProto(const RoleProbeEnvelope& p) {
+  hub::v1::RoleProbe out;
+  out.set_probe_id(p.probe_id);
+  *out.mutable_role_key() = ToRoleKeyProto(p.role_key);
+  out.set_role_key_wire(p.role_key_wire);
+  out.set_epoch(p.epoch);
+  out.set_activation_id(p.activation_id);
+  *out.mutable_deadline() =
+      ToProtoTimestamp(absl::FromUnixMillis(p.deadline_ms));
+  return out;
+}
+
 }  // namespace
 
 // One presence stream. All state is guarded by `mu_`; gRPC calls the
@@ -136,6 +157,20 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // Pushes a role probe event; false once the stream is closing.
+  bool DeliverProbe(const RoleProbeEnvelope& probe) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(probe.probe_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_role_probe() = ToRoleProbeProto(probe);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Pushes a message event; false once the stream is closing.
   bool DeliverMessage(const MessageDelivery& delivery) {
     absl::MutexLock lock(&mu_);
@@ -178,6 +213,10 @@ class PresenceServiceImpl::AttachReactor final
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverMessage(delivery);
     }
+    bool DeliverProbe(const RoleProbeEnvelope& probe) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverProbe(probe);
+    }
     void Release() {
       absl::MutexLock lock(&mu_);
       reactor_ = nullptr;
@@ -214,11 +253,13 @@ class PresenceServiceImpl::AttachReactor final
       case AttachRequest::kMessageAck:
         MessageAckLocked(frame_id);
         return;
+      case AttachRequest::kProbeReply:
+        ProbeReplyLocked(frame_id);
+        return;
       default:
-        // Probe replies are not served yet: the frame is refused in-band.
         AnswerErrorLocked(
-            frame_id, absl::UnimplementedError(
-                          "this frame kind is not served by this hub version"));
+            frame_id, InvalidArgumentError("REQUEST_INVALID",
+                                           "the frame sets none of its cases"));
         return;
     }
   }
@@ -331,6 +372,23 @@ class PresenceServiceImpl::AttachReactor final
     *response.mutable_activation_ack_result()->mutable_role() =
         ToRoleProto(outcome->role);
     QueueLocked(std::move(response));
+  }
+
+  // A probe answer: hands it to the waiting prober and sends nothing back,
+  // unless no probe of this stream awaits it (frame_error).
+  void ProbeReplyLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const hub::v1::AttachProbeReply& reply = request_.probe_reply();
+    if (reply.probe_id().empty()) {
+      AnswerErrorLocked(
+          frame_id,
+          WithMetadata(InvalidArgumentError("REQUEST_INVALID",
+                                            "probe_reply needs the probe_id"),
+                       "field", "probe_id"));
+      return;
+    }
+    absl::Status answered = service_->registry_->AnswerProbe(
+        agent_id_, stream_id_, reply.probe_id(), reply.ready());
+    if (!answered.ok()) AnswerErrorLocked(frame_id, answered);
   }
 
   // The acknowledging agent of a message_ack frame is the stream's agent.

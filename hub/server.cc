@@ -13,6 +13,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "registry/claude_uds_adapter.h"
 #include "registry/status.h"
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
@@ -93,7 +94,12 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   absl::StatusOr<storage::RecoveryResult> recovered =
       server->store_->RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
-  server->roles_ = std::make_unique<RoleRegistry>(server->store_.get(), clock);
+  // Candidate exclusions follow the activator's policy (backoff, jitter,
+  // quarantine).
+  RoleRegistryOptions role_options;
+  role_options.policy = options.activator.config;
+  server->roles_ =
+      std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
   server->reach_ =
       std::make_unique<PresenceStreamReach>(server->presence_.get());
   server->activator_pool_ =
@@ -116,6 +122,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->roles_.get(), server->presence_.get(), server->reach_.get(),
       clock, activator_options);
   server->activator_->AddAdapter(std::make_unique<TmuxAdapter>());
+  server->activator_->AddAdapter(
+      std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
   Activator* activator = server->activator_.get();
   server->presence_->SetGoneListener(
       [activator, activator_pool](const std::string& agent_id, int64_t,

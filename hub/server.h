@@ -25,6 +25,7 @@
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
 #include "registry/activator.h"
+#include "registry/claude_uds_adapter.h"
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
@@ -56,6 +57,10 @@ struct HubServerOptions {
   // probes and wakes run on.
   ActivatorOptions activator;
   int activator_threads = 8;
+  // The claude-uds adapter's external command (triflux's `tfx-live`
+  // interface). Without a command, claude-uds locators report
+  // adapter_unavailable and only that adapter kind is disabled.
+  ClaudeUdsAdapterOptions claude_uds;
   // How often the presence registry's Tick() runs (the activator's runs
   // every presence.sweep_interval).
   absl::Duration tick_interval = absl::Milliseconds(100);

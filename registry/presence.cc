@@ -58,6 +58,13 @@ struct PresenceRegistry::Entry {
   std::optional<int64_t> detached_at_ms;
 };
 
+struct PresenceRegistry::PendingProbe {
+  std::string agent_id;
+  uint64_t stream_id = 0;
+  bool done = false;
+  StreamProbeResult result = StreamProbeResult::kTimeout;
+};
+
 struct PresenceRegistry::Shard {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
@@ -75,7 +82,8 @@ PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
       clock_(clock),
       config_(config),
       hub_instance_id_(std::move(hub_instance_id)),
-      store_fingerprint_(std::move(store_fingerprint)) {
+      store_fingerprint_(std::move(store_fingerprint)),
+      probe_ids_(clock) {
   for (int i = 0; i < kShards; ++i)
     shards_.push_back(std::make_unique<Shard>());
 }
@@ -500,6 +508,8 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
 }
 
 void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
+  // Whatever the stream was asked and did not answer, it never will.
+  EndProbes(stream_id);
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
@@ -574,6 +584,69 @@ bool PresenceRegistry::DeliverMessage(const std::string& agent_id,
     stream = it->second.stream;
   }
   return stream != nullptr && stream->DeliverMessage(delivery);
+}
+
+StreamProbeResult PresenceRegistry::ProbeStream(const std::string& agent_id,
+                                                RoleProbeEnvelope probe,
+                                                absl::Duration timeout) {
+  std::shared_ptr<PresenceStream> stream;
+  auto pending = std::make_shared<PendingProbe>();
+  pending->agent_id = agent_id;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.status == "offline" ||
+        it->second.stream == nullptr) {
+      return StreamProbeResult::kNotAttached;
+    }
+    stream = it->second.stream;
+    pending->stream_id = it->second.stream_id;
+  }
+  probe.probe_id = probe_ids_.Next();
+  probe.deadline_ms = UnixMillis(clock_->Now() + timeout);
+  {
+    absl::MutexLock lock(&probe_mu_);
+    probes_[probe.probe_id] = pending;
+  }
+  // Registered first: the agent may answer before DeliverProbe returns.
+  const bool sent = stream->DeliverProbe(probe);
+  absl::MutexLock lock(&probe_mu_);
+  if (sent)
+    probe_mu_.AwaitWithTimeout(absl::Condition(&pending->done), timeout);
+  probes_.erase(probe.probe_id);
+  if (!sent) return StreamProbeResult::kNotAttached;
+  return pending->done ? pending->result : StreamProbeResult::kTimeout;
+}
+
+absl::Status PresenceRegistry::AnswerProbe(const std::string& agent_id,
+                                           uint64_t stream_id,
+                                           const std::string& probe_id,
+                                           bool ready) {
+  absl::MutexLock lock(&probe_mu_);
+  auto it = probes_.find(probe_id);
+  if (it == probes_.end() || it->second->agent_id != agent_id ||
+      it->second->stream_id != stream_id || it->second->done) {
+    return WithMetadata(
+        InvalidArgumentError("REQUEST_INVALID",
+                             "no probe with this probe_id awaits an answer "
+                             "from this stream (unknown, answered or late)"),
+        "field", "probe_id");
+  }
+  it->second->done = true;
+  it->second->result =
+      ready ? StreamProbeResult::kReady : StreamProbeResult::kNotReady;
+  return absl::OkStatus();
+}
+
+void PresenceRegistry::EndProbes(uint64_t stream_id) {
+  absl::MutexLock lock(&probe_mu_);
+  for (auto& [id, pending] : probes_) {
+    if ((stream_id == 0 || pending->stream_id == stream_id) && !pending->done) {
+      pending->done = true;
+      pending->result = StreamProbeResult::kNotAttached;
+    }
+  }
 }
 
 void PresenceRegistry::Tick() {
@@ -718,6 +791,7 @@ void PresenceRegistry::Shutdown() {
     stream->Fence(UnavailableError("HUB_SHUTTING_DOWN",
                                    "the hub is shutting down; reconnect"));
   }
+  EndProbes(0);
   absl::MutexLock lock(&tick_mu_);
   Checkpoint(UnixMillis(clock_->Now()));
 }
