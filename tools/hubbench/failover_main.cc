@@ -40,6 +40,7 @@
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
+#include "tools/hubbench/activation_ack.h"
 
 ABSL_FLAG(std::string, target, "hub", "hub (hubd) or etcd (etcd 3.4)");
 ABSL_FLAG(std::string, addr, "", "the target's host:port");
@@ -120,17 +121,7 @@ bool ActivateAndAck(Agent* agent) {
     const hub::v1::RoleActivation& a = frame.event().role_activation();
     AttachRequest ack_frame;
     ack_frame.set_frame_id(1);
-    hub::v1::RoleActivationAck* ack = ack_frame.mutable_activation_ack();
-    ack->set_schema("tfx.role-activation-ack.v1");
-    ack->set_activation_id(a.activation_id());
-    ack->set_role_key_wire(a.role_key_wire());
-    ack->set_epoch(a.epoch());
-    ack->set_activation_seq(a.activation_seq());
-    ack->set_holder_agent_id(a.holder_agent_id());
-    ack->set_reachable(true);
-    ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
-    ack->mutable_charter_ack()->set_epoch(a.epoch());
-    ack->mutable_charter_ack()->set_charter_version(a.charter_version());
+    hubbench::FillActivationAck(a, ack_frame.mutable_activation_ack());
     if (!agent->stream->Write(ack_frame)) return false;
     while (agent->stream->Read(&frame)) {
       if (frame.has_activation_ack_result()) return true;
