@@ -516,6 +516,25 @@ TEST_F(AuthGrpcTest, ANonLoopbackAddressNeedsTlsAndTokensOrInsecure) {
   EXPECT_NE((*allowed)->security().find("INSECURE"), std::string::npos);
 }
 
+TEST_F(AuthGrpcTest, AKeyThatIsNotTheCertificatesIsRefusedAtStart) {
+  HubServerOptions options;
+  options.listen = "127.0.0.1:0";
+  options.db_path = testing::FreshTestDbPath();
+  options.tls.cert_file = *pki_ + "/server.pem";
+  options.tls.key_file = *pki_ + "/client.key";
+  auto refused = HubServer::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("client.key is not the key of"),
+            std::string::npos)
+      << refused.status();
+  options.tls.key_file = *pki_ + "/server.key";
+  options.tls.client_ca_file = *pki_ + "/missing.pem";
+  refused = HubServer::Start(options);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("missing.pem"), std::string::npos);
+}
+
 TEST_F(AuthGrpcTest, WithoutATokenFileLoopbackCallersAreAnonymousAdmins) {
   server_ = testing::StartTestHub(testing::FreshTestDbPath());
   ASSERT_NE(server_, nullptr);
