@@ -67,6 +67,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
     const hub::v1::GetStatusRequest* /*request*/,
     hub::v1::GetStatusResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   const absl::Time now = clock_->Now();
   response->set_version(kHubVersion);
   response->set_hub_instance_id(identity_.hub_instance_id);
@@ -107,6 +110,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::EncodeRoleKeyRequest* request,
     hub::v1::EncodeRoleKeyResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (!request->has_role_key()) {
     return FinishUnary(context, InvalidArgumentError("ROLE_KEY_INVALID",
                                                      "role_key is required"));
@@ -124,6 +130,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::DecodeRoleKeyRequest* request,
     hub::v1::DecodeRoleKeyResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
   if (!key.ok()) return FinishUnary(context, key.status());
   FillKey(*key, request->wire(), response);

@@ -2,9 +2,10 @@
 //
 //   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite]
 //
-// Prints one line when it serves, with the bound address, the database and
-// the version. SIGINT or SIGTERM shut it down cleanly (exit 0); a taken port
-// or an unusable database is a clear message and exit 1.
+// Prints one line when it serves, with the bound address, the database, the
+// version and the security settings. SIGINT or SIGTERM shut it down cleanly
+// (exit 0); SIGHUP reloads the token file; a taken port, an unusable database
+// or an insecure non-loopback address is a clear message and exit 1.
 #include <signal.h>
 #include <unistd.h>
 
@@ -53,6 +54,20 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
 
+// ---- identity and authority (docs/design/auth.md) ----
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain to serve TLS with (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s): when set, every client must present a "
+          "certificate signed by one of them (mutual TLS)");
+ABSL_FLAG(std::string, token_file, "",
+          "JSON file of bearer tokens (principal, kind, projects); reloaded "
+          "on SIGHUP and when it changes. Empty: every caller is an "
+          "anonymous admin");
+ABSL_FLAG(bool, insecure, false,
+          "allow a non-loopback --listen without TLS and tokens");
+
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(absl::StrCat(
       "hub ", hub::kHubVersion,
@@ -70,6 +85,7 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   hub::HubServerOptions options;
@@ -116,20 +132,29 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth.token_file = absl::GetFlag(FLAGS_token_file);
+  options.insecure = absl::GetFlag(FLAGS_insecure);
   auto server = hub::HubServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "hubd: %s\n",
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  std::printf("hubd %s serving on %s db=%s hub_instance_id=%s\n",
+  std::printf("hubd %s serving on %s db=%s hub_instance_id=%s %s\n",
               hub::kHubVersion, (*server)->address().c_str(),
               (*server)->identity().store_path.c_str(),
-              (*server)->identity().hub_instance_id.c_str());
+              (*server)->identity().hub_instance_id.c_str(),
+              (*server)->security().c_str());
   std::fflush(stdout);
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    // Failures are reported by the reload itself; the old tokens stay.
+    (*server)->ReloadTokens().IgnoreError();
+  }
   std::fprintf(stderr, "hubd: %s received, shutting down\n",
                signal_number == SIGINT ? "SIGINT" : "SIGTERM");
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));

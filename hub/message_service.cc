@@ -37,6 +37,14 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
     grpc::CallbackServerContext* context,
     const hub::v1::PublishRequest* request,
     hub::v1::PublishResponse* response) {
+  // Sending as an agent needs that agent's principal.
+  if (absl::Status s =
+          request->from_agent_id().empty()
+              ? CallPrincipal(authority_, *context).status()
+              : AuthorizeAgent(authority_, *context, request->from_agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -61,6 +69,11 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
     grpc::CallbackServerContext* context, const hub::v1::AckRequest* request,
     hub::v1::AckResponse* response) {
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, request, response] {
     std::vector<std::string> ids(request->message_ids().begin(),
@@ -85,6 +98,12 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
     grpc::CallbackServerContext* context,
     const hub::v1::ListPendingRequest* request,
     hub::v1::ListPendingResponse* response) {
+  // Reading an inbox marks deliveries: only as the agent's own principal.
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Not a peek: marking deliveries is a durable write.
   write_pool_->Schedule([this, reactor, request, response] {
@@ -117,6 +136,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
     grpc::CallbackServerContext* context,
     const hub::v1::ListDeadLettersRequest* request,
     hub::v1::ListDeadLettersResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   DeadLetterQuery query;
   query.reason = request->reason();
   query.from_agent_id = request->from_agent_id();
@@ -134,6 +156,13 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
     grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
     hub::v1::AskResponse* response) {
+  if (absl::Status s =
+          request->from_agent_id().empty()
+              ? CallPrincipal(authority_, *context).status()
+              : AuthorizeAgent(authority_, *context, request->from_agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   absl::Duration wait = absl::Seconds(30);
@@ -184,6 +213,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     grpc::CallbackServerContext* context,
     const hub::v1::ListTraceRequest* request,
     hub::v1::ListTraceResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   absl::StatusOr<TracePage> page = messaging_->ListTrace(
       request->trace_id(), request->page_size(), request->page_token());
   if (!page.ok()) return FinishUnary(context, page.status());

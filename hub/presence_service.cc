@@ -105,8 +105,16 @@ class PresenceServiceImpl::AttachReactor final
     : public grpc::ServerBidiReactor<AttachRequest, AttachResponse> {
  public:
   AttachReactor(PresenceServiceImpl* service,
-                grpc::CallbackServerContext* /*context*/)
+                grpc::CallbackServerContext* context)
       : service_(service), sink_(std::make_shared<Sink>(this)) {
+    absl::StatusOr<Principal> principal =
+        CallPrincipal(service_->authority_, *context);
+    if (!principal.ok()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(principal.status());
+      return;
+    }
+    principal_ = std::move(*principal);
     StartRead(&request_);
   }
 
@@ -266,6 +274,14 @@ class PresenceServiceImpl::AttachReactor final
 
   void HelloLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const hub::v1::AttachHello& hello = request_.hello();
+    if (service_->authority_ != nullptr) {
+      if (absl::Status s =
+              service_->authority_->CheckOwner(principal_, hello.agent_id());
+          !s.ok()) {
+        FinishLocked(s);
+        return;
+      }
+    }
     HubFence fence =
         FenceOf(hello.has_hub_instance_id(), hello.hub_instance_id(),
                 hello.has_store_fingerprint(), hello.store_fingerprint());
@@ -485,6 +501,8 @@ class PresenceServiceImpl::AttachReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set by the constructor: the stream's authenticated principal.
+  Principal principal_;
   // Set once by the hello; read in OnDone after every callback finished.
   bool attached_ = false;
   std::string agent_id_;
@@ -508,13 +526,47 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::RegisterAgentRequest* request,
     hub::v1::RegisterAgentResponse* response) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
+  if (absl::Status s = RequireProject(*principal, request->project_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (authority_ != nullptr && !principal->anonymous) {
+    if (!authority_->OwnerKnown(input->agent_id)) {
+      // The first registration of this agent id records its owner durably
+      // (on the pool: a blocking write) before registering.
+      pool_->Schedule([this, reactor, response, principal = *principal,
+                       input = *std::move(input)]() mutable {
+        if (absl::Status s = authority_->ClaimOwner(principal, input.agent_id);
+            !s.ok()) {
+          reactor->Finish(ToGrpcStatus(s));
+          return;
+        }
+        Register(reactor, std::move(input), response);
+      });
+      return reactor;
+    }
+    if (absl::Status s = authority_->CheckOwner(*principal, input->agent_id);
+        !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+  }
+  Register(reactor, *std::move(input), response);
+  return reactor;
+}
+
+void PresenceServiceImpl::Register(grpc::ServerUnaryReactor* reactor,
+                                   RegisterInput input,
+                                   hub::v1::RegisterAgentResponse* response) {
   // No thread waits for the group commit: the answer is sent from the
   // store's completion thread once the registration is durable.
-  registry_->RegisterAsync(*input, [this, reactor,
-                                    response](absl::StatusOr<AgentView> view) {
+  registry_->RegisterAsync(input, [this, reactor,
+                                   response](absl::StatusOr<AgentView> view) {
     if (!view.ok()) {
       reactor->Finish(ToGrpcStatus(view.status()));
       return;
@@ -530,13 +582,17 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     *response->mutable_server_time() = ToProtoTimestamp(now);
     reactor->Finish(grpc::Status::OK);
   });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
     grpc::CallbackServerContext* context,
     const hub::v1::HeartbeatRequest* request,
     hub::v1::HeartbeatResponse* response) {
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   HeartbeatInput input;
   input.agent_id = request->agent_id();
   if (request->has_presence_generation()) {
@@ -563,6 +619,16 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
     grpc::CallbackServerContext* context,
     const hub::v1::DeregisterRequest* request,
     hub::v1::DeregisterResponse* response) {
+  // An admin may deregister any agent (clean-up); others only their own.
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (authority_ != nullptr && principal->kind != PrincipalKind::kAdmin) {
+    if (absl::Status s =
+            authority_->CheckOwner(*principal, request->agent_id());
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     std::optional<int64_t> generation;
@@ -593,6 +659,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::GetAgentRequest* request,
     hub::v1::GetAgentResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
   if (!view.ok()) return FinishUnary(context, view.status());
   const absl::Time now = clock_->Now();
@@ -605,6 +674,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     grpc::CallbackServerContext* context,
     const hub::v1::ListAgentsRequest* request,
     hub::v1::ListAgentsResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   AgentFilter filter;
   for (int status : request->statuses()) {
     std::string name = StatusName(static_cast<hub::v1::AgentStatus>(status));

@@ -18,6 +18,13 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// The project a role key names, for the operator's project check; "" when
+// the key does not resolve (the request then fails its own validation).
+std::string ProjectOf(const RoleKeyRef& ref) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
+  return key.ok() ? key->key.project_id : "";
+}
+
 }  // namespace
 
 RoleServiceImpl::RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
@@ -28,11 +35,17 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
     grpc::CallbackServerContext* context,
     const hub::v1::ReserveRoleRequest* request,
     hub::v1::ReserveRoleResponse* response) {
+  ReserveInput input = ToReserveInput(*request);
+  if (absl::Status s = AuthorizeOperator(authority_, *context,
+                                         ProjectOf(input.role), "ReserveRole");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the reservation is durable.
   registry_->ReserveAsync(
-      ToReserveInput(*request),
+      std::move(input),
       [reactor, response](absl::StatusOr<ReserveResult> result) {
         if (result.ok()) {
           *response->mutable_role() = ToRoleProto(result->role);
@@ -48,6 +61,12 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     const hub::v1::CompareAndSetRoleRequest* request,
     hub::v1::CompareAndSetRoleResponse* response) {
   absl::StatusOr<CasInput> input = ToCasInput(*request);
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context, input.ok() ? ProjectOf(input->role) : "",
+          "CompareAndSetRole");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   registry_->CompareAndSetAsync(
@@ -62,6 +81,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::GetRoleRequest* request,
     hub::v1::GetRoleResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   absl::StatusOr<storage::RoleRecord> role = registry_->Get(ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire()));
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
@@ -72,6 +94,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRolesRequest* request,
     hub::v1::ListRolesResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   RoleListFilter filter;
   if (!request->project_id().empty()) filter.project_id = request->project_id();
   if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
@@ -96,6 +121,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
     grpc::CallbackServerContext* context,
     const hub::v1::UpsertRoleCandidateRequest* request,
     hub::v1::UpsertRoleCandidateResponse* response) {
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context,
+          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                                 request->role_key_wire())),
+          "UpsertRoleCandidate");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     CandidateUpsertInput input;
@@ -119,6 +152,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,
     hub::v1::ListRoleCandidatesResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   CandidateListInput input;
   if (request->has_role_key() || !request->role_key_wire().empty()) {
     input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
@@ -140,6 +176,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
     grpc::CallbackServerContext* context,
     const hub::v1::ReportCandidateProbeRequest* request,
     hub::v1::ReportCandidateProbeResponse* response) {
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context,
+          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                                 request->role_key_wire())),
+          "ReportCandidateProbe");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     ProbeReportInput input;

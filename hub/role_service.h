@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/activator.h"
@@ -37,6 +38,9 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // (blocked_reason activator_unavailable) and AckRoleActivation fails with
   // UNAVAILABLE / ROLE_ACTIVATOR_UNAVAILABLE, as triflux does.
   void SetActivator(Activator* activator);
+  // Who may call what (docs/design/auth.md); must outlive the service. Set
+  // before serving. Without one every call is allowed.
+  void SetAuthority(const Authority* authority) { authority_ = authority; }
 
   // Open WatchRoles streams (for tests and metrics).
   int ActiveWatches();
@@ -90,6 +94,7 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   const Clock* const clock_;
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
+  const Authority* authority_ = nullptr;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -266,6 +266,9 @@ grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
     const hub::v1::WatchRolesRequest* request) {
   auto* reactor = new WatchReactor(this);
   absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    filter = principal.status();
+  }
   {
     absl::MutexLock lock(&mu_);
     if (shutting_down_) filter = ShuttingDown();

@@ -71,6 +71,15 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         absl::StrCat("listen address must be host:port, got '", options.listen,
                      "'"));
   }
+  if (absl::Status s = CheckListenExposure(
+          options.listen, !options.tls.cert_file.empty(),
+          !options.auth.token_file.empty(), options.insecure);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(options.tls);
+  if (!credentials.ok()) return credentials.status();
   // Shared by the store (activation ids) and the hub identity; it lives as
   // long as the process.
   static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
@@ -83,6 +92,13 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   const storage::StoreInfo info = server->store_->Info();
   server->identity_ = HubIdentity{ids->Next(), info.store_type, info.db_path,
                                   info.fingerprint, clock->Now()};
+  absl::StatusOr<std::unique_ptr<Authority>> authority =
+      Authority::Create(options.auth, server->store_.get());
+  if (!authority.ok()) return authority.status();
+  server->authority_ = std::move(*authority);
+  server->security_ =
+      SecuritySummary(options.listen, options.tls,
+                      !options.auth.token_file.empty(), options.insecure);
 
   server->presence_ = std::make_unique<PresenceRegistry>(
       server->store_.get(), clock, options.presence,
@@ -160,6 +176,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
+  server->hub_service_->SetAuthority(server->authority_.get());
+  server->presence_service_->SetAuthority(server->authority_.get());
+  server->role_service_->SetAuthority(server->authority_.get());
+  server->message_service_->SetAuthority(server->authority_.get());
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -181,8 +201,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
   builder.RegisterService(server->hub_service_.get());
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());

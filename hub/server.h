@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
@@ -66,13 +67,22 @@ struct HubServerOptions {
   absl::Duration tick_interval = absl::Milliseconds(100);
   // Time source; nullptr means the real clock. Must outlive the server.
   const Clock* clock = nullptr;
+  // Identity and authority (docs/design/auth.md): TLS (off when
+  // tls.cert_file is empty), bearer tokens (off when auth.token_file is
+  // empty: every caller is an anonymous admin). A non-loopback `listen`
+  // needs both unless `insecure`.
+  TlsOptions tls;
+  AuthOptions auth;
+  bool insecure = false;
 };
 
 class HubServer {
  public:
   // Opens the database and starts serving. Fails with a clear status when
-  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED) or the
-  // database is unusable (the store's status, naming the file).
+  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED), the
+  // database is unusable (the store's status, naming the file), the TLS or
+  // token files are unusable (naming the file) or a non-loopback address
+  // lacks TLS and tokens (FAILED_PRECONDITION, INSECURE_LISTEN_REFUSED).
   static absl::StatusOr<std::unique_ptr<HubServer>> Start(
       const HubServerOptions& options);
 
@@ -88,6 +98,11 @@ class HubServer {
   RoleRegistry* roles() { return roles_.get(); }
   Activator* activator() { return activator_.get(); }
   Messaging* messaging() { return messaging_.get(); }
+  Authority* authority() { return authority_.get(); }
+  // The security part of the startup line (see SecuritySummary).
+  const std::string& security() const { return security_; }
+  // Re-reads the token file (SIGHUP); the old tokens stay on failure.
+  absl::Status ReloadTokens() { return authority_->Reload(); }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -102,6 +117,8 @@ class HubServer {
   std::string address_;
   int port_ = 0;
   std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<Authority> authority_;
+  std::string security_;
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<BlockingPool> write_pool_;
   std::unique_ptr<RoleRegistry> roles_;

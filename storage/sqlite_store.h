@@ -73,6 +73,11 @@ class SqliteStore final : public Store {
       const std::vector<LeaseCheckpoint>& leases) override;
   absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
+                                              absl::string_view principal,
+                                              int64_t now_ms) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListAgentOwners() override;
 
   absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) override;

@@ -5,7 +5,8 @@
 #
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
-#        tmux (the tmux transport adapter and its tests), etcd 3.4 (server,
+#        tmux (the tmux transport adapter and its tests), openssl (the TLS
+#        tests' throw-away certificates), etcd 3.4 (server,
 #        client and .proto files: tools/hubbench's reference).
 #        Python's gRPC runtime (clients/python; stubs come from Debian's
 #        protoc and grpc_python_plugin).
@@ -30,6 +31,7 @@ APT_PACKAGES=(
   clang-format sqlite3
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
+  openssl  # throw-away CA and certificates for the TLS tests (tests/make_test_pki.sh)
   # clients/python and tests/e2e/hubctl_test.py: gRPC and protobuf
   # runtimes for /usr/bin/python3
   python3-grpcio python3-protobuf
