@@ -18,6 +18,14 @@ namespace hub {
 
 namespace {
 
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(const std::string& agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent ", agent_id, " is not registered")),
+      "agent_id", agent_id);
+}
+
 constexpr int kShards = 16;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
@@ -295,9 +303,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(input.agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", input.agent_id, " is not registered"));
+      return AgentNotFound(input.agent_id);
     }
     Entry& entry = it->second;
     if (input.generation.has_value() && *input.generation != entry.generation) {
@@ -353,8 +359,7 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
       store_->SetAgentStatusForGeneration(agent_id, generation, "offline");
   if (!write.ok()) return write.status();
   if (write->outcome == storage::PresenceOutcome::kNotFound) {
-    return NotFoundError("AGENT_NOT_FOUND", absl::StrCat("agent ", agent_id,
-                                                         " is not registered"));
+    return AgentNotFound(agent_id);
   }
   if (write->outcome == storage::PresenceOutcome::kStaleGeneration) {
     return StaleOwner(agent_id, write->agent->presence_generation);
@@ -498,9 +503,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", agent_id, " is not registered"));
+      return AgentNotFound(agent_id);
     }
     Entry& entry = it->second;
     if (generation != entry.generation)
@@ -560,7 +563,7 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
   if (it == shard.entries.end()) {
-    return NotFoundError("AGENT_NOT_FOUND", "agent is not registered");
+    return AgentNotFound(agent_id);
   }
   if (it->second.generation != generation) {
     return StaleOwner(agent_id, it->second.generation);
