@@ -84,6 +84,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
                            request->role_key_wire());
     in.trigger = TriggerWord(request->trigger());
     in.cause_id = request->cause_id();
+    in.agent_id = request->agent_id();
     if (!request->agent_id().empty()) {
       if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
         reactor->Finish(ToGrpcStatus(s));

@@ -18,6 +18,14 @@ namespace hub {
 
 namespace {
 
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(const std::string& agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent ", agent_id, " is not registered")),
+      "agent_id", agent_id);
+}
+
 constexpr int kShards = 16;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
@@ -198,6 +206,8 @@ absl::Status PresenceRegistry::Recover() {
       // full TTL from now to reconnect (etcd does the same for leases).
       entry.lease_expires_ms = std::max(a.lease_expires_ms, now + ttl);
     }
+    IndexTopics(a.agent_id, a.presence_generation,
+                TopicsFromJson(a.topics_json));
     Shard& shard = ShardFor(a.agent_id);
     absl::MutexLock lock(&shard.mu);
     shard.entries[a.agent_id] = std::move(entry);
@@ -275,6 +285,8 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
     }
     view = ViewOf(*record, entry);
   }
+  IndexTopics(agent_id, record->presence_generation,
+              TopicsFromJson(record->topics_json));
   if (superseded != nullptr) {
     superseded->Fence(StaleOwner(agent_id, record->presence_generation));
   }
@@ -299,9 +311,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(input.agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", input.agent_id, " is not registered"));
+      return AgentNotFound(input.agent_id);
     }
     Entry& entry = it->second;
     if (input.generation.has_value() && *input.generation != entry.generation) {
@@ -357,8 +367,7 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
       store_->SetAgentStatusForGeneration(agent_id, generation, "offline");
   if (!write.ok()) return write.status();
   if (write->outcome == storage::PresenceOutcome::kNotFound) {
-    return NotFoundError("AGENT_NOT_FOUND", absl::StrCat("agent ", agent_id,
-                                                         " is not registered"));
+    return AgentNotFound(agent_id);
   }
   if (write->outcome == storage::PresenceOutcome::kStaleGeneration) {
     return StaleOwner(agent_id, write->agent->presence_generation);
@@ -398,6 +407,46 @@ absl::StatusOr<AgentView> PresenceRegistry::Get(const std::string& agent_id) {
   absl::StatusOr<storage::AgentRecord> record = store_->GetAgent(agent_id);
   if (!record.ok()) return record.status();
   return Overlay(std::move(*record));
+}
+
+void PresenceRegistry::IndexTopics(const std::string& agent_id,
+                                   int64_t generation,
+                                   std::vector<std::string> topics) {
+  absl::MutexLock lock(&topics_mu_);
+  Subscription& sub = subscriptions_[agent_id];
+  if (generation < sub.generation) return;  // a later one got here first
+  for (const std::string& old : sub.topics) {
+    auto it = subscribers_.find(old);
+    if (it == subscribers_.end()) continue;
+    it->second.erase(agent_id);
+    if (it->second.empty()) subscribers_.erase(it);
+  }
+  for (const std::string& topic : topics) subscribers_[topic].insert(agent_id);
+  sub.generation = generation;
+  sub.topics = std::move(topics);
+}
+
+std::vector<std::string> PresenceRegistry::TopicSubscribers(
+    const std::string& topic) {
+  std::vector<std::string> candidates;
+  {
+    absl::MutexLock lock(&topics_mu_);
+    auto it = subscribers_.find(topic);
+    if (it == subscribers_.end()) return {};
+    candidates.assign(it->second.begin(), it->second.end());
+  }
+  std::vector<std::string> out;
+  for (std::string& agent_id : candidates) {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end()) continue;
+    if (it->second.status == "online" || it->second.status == "stale") {
+      out.push_back(std::move(agent_id));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::StatusOr<AgentPage> PresenceRegistry::List(
@@ -462,9 +511,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", agent_id, " is not registered"));
+      return AgentNotFound(agent_id);
     }
     Entry& entry = it->second;
     if (generation != entry.generation)
@@ -526,7 +573,7 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
   if (it == shard.entries.end()) {
-    return NotFoundError("AGENT_NOT_FOUND", "agent is not registered");
+    return AgentNotFound(agent_id);
   }
   if (it->second.generation != generation) {
     return StaleOwner(agent_id, it->second.generation);

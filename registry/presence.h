@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -224,6 +225,10 @@ class PresenceRegistry {
 
   // Whether the agent has a presence stream attached now.
   bool StreamAttached(const std::string& agent_id);
+  // The agents subscribed to `topic` (their last registration listed it)
+  // whose status is online or stale, sorted. From memory: an index kept by
+  // registrations, not a scan of every agent.
+  std::vector<std::string> TopicSubscribers(const std::string& topic);
   // Pushes `envelope` on the agent's attached stream; false when none.
   bool DeliverActivation(const std::string& agent_id,
                          const ActivationEnvelope& envelope);
@@ -291,6 +296,23 @@ class PresenceRegistry {
   absl::Mutex probe_mu_;  // a leaf: nothing is locked while holding it
   absl::flat_hash_map<std::string, std::shared_ptr<PendingProbe>> probes_
       ABSL_GUARDED_BY(probe_mu_);
+
+  // Records `topics` as the agent's subscriptions at `generation` unless a
+  // later registration already did.
+  void IndexTopics(const std::string& agent_id, int64_t generation,
+                   std::vector<std::string> topics);
+
+  // Topic -> subscribed agents, and each agent's topics at the generation
+  // that set them.
+  struct Subscription {
+    int64_t generation = 0;
+    std::vector<std::string> topics;
+  };
+  absl::Mutex topics_mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>
+      subscribers_ ABSL_GUARDED_BY(topics_mu_);
+  absl::flat_hash_map<std::string, Subscription> subscriptions_
+      ABSL_GUARDED_BY(topics_mu_);
 
   absl::Mutex tick_mu_;  // one Tick at a time
   int64_t last_checkpoint_ms_ ABSL_GUARDED_BY(tick_mu_) = 0;

@@ -103,9 +103,12 @@ absl::Status ExplainOpenFailure(const std::string& path, absl::Status s) {
   return s;
 }
 
-absl::Status NotFound(absl::string_view reason, absl::string_view what,
-                      absl::string_view id) {
-  return NotFoundError(reason, absl::StrCat(what, " '", id, "' not found"));
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(absl::string_view agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent '", agent_id, "' not found")),
+      "agent_id", agent_id);
 }
 
 }  // namespace
@@ -186,7 +189,7 @@ absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
     case PresenceOutcome::kApplied:
       return absl::OkStatus();
     case PresenceOutcome::kNotFound:
-      return NotFound("AGENT_NOT_FOUND", "agent", agent_id);
+      return AgentNotFound(agent_id);
     case PresenceOutcome::kStaleGeneration:
       return FailedPreconditionError(
           "STALE_PRESENCE_OWNER",
@@ -489,8 +492,7 @@ absl::StatusOr<AgentRecord> SqliteStore::GetAgent(absl::string_view agent_id) {
         absl::StatusOr<std::optional<AgentRecord>> row =
             LoadAgent(conn, agent_id);
         if (!row.ok()) return row.status();
-        if (!row->has_value())
-          return NotFound("AGENT_NOT_FOUND", "agent", agent_id);
+        if (!row->has_value()) return AgentNotFound(agent_id);
         return std::move(**row);
       });
 }

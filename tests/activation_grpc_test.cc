@@ -321,6 +321,45 @@ TEST_F(ActivationGrpcTest,
             hub::v1::ERROR_REASON_REQUEST_INVALID);
 }
 
+TEST_F(ActivationGrpcTest,
+       EnsureOnBehalfOfAnAgentNeedsARegisteredAgentOfTheRolesProject) {
+  auto ensure_as = [&](const std::string& agent_id) {
+    grpc::ClientContext context;
+    hub::v1::EnsureRoleRequest request;
+    *request.mutable_role_key() = Cto();
+    request.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_SESSION_START);
+    request.set_cause_id("session-1");
+    request.set_agent_id(agent_id);
+    hub::v1::EnsureRoleResponse response;
+    return roles_->EnsureRole(&context, request, &response);
+  };
+  grpc::Status s = ensure_as("agent-nobody");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Reason(s), "AGENT_NOT_FOUND");
+  EXPECT_EQ(testing::ErrorInfoOf(s).metadata().at("agent_id"), "agent-nobody");
+
+  grpc::ClientContext context;
+  hub::v1::RegisterAgentRequest other;
+  other.set_agent_id("agent-elsewhere");
+  other.set_cli(hub::v1::AGENT_CLI_CODEX);
+  other.set_project_id("prj_ZZZZZZZZZZZZZZZZZZZZZZ");
+  hub::v1::RegisterAgentResponse registered;
+  ASSERT_TRUE(presence_->RegisterAgent(&context, other, &registered).ok());
+  s = ensure_as("agent-elsewhere");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "PROJECT_SCOPE_MISMATCH");
+  // Refused before anything was written.
+  grpc::ClientContext get_context;
+  hub::v1::GetRoleRequest get;
+  *get.mutable_role_key() = Cto();
+  hub::v1::GetRoleResponse got;
+  EXPECT_EQ(roles_->GetRole(&get_context, get, &got).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  Candidate("agent-a");
+  EXPECT_TRUE(ensure_as("agent-a").ok());
+}
+
 TEST_F(ActivationGrpcTest, GetStatusCountsRolesByState) {
   Agent a = Candidate("agent-a");
   Ensure();
