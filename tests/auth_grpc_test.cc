@@ -435,6 +435,13 @@ TEST_F(AuthGrpcTest, AnActivationAckIsAcceptedOnlyFromTheHoldersPrincipal) {
   AttachResponse frame;
   hub::v1::RoleActivation activation;
   while (alice.stream->Read(&frame)) {
+    if (frame.event().has_role_probe()) {  // ready to take the role
+      AttachRequest reply;
+      reply.mutable_probe_reply()->set_probe_id(
+          frame.event().role_probe().probe_id());
+      reply.mutable_probe_reply()->set_ready(true);
+      ASSERT_TRUE(alice.stream->Write(reply));
+    }
     if (frame.event().has_role_activation()) {
       activation = frame.event().role_activation();
       break;
