@@ -1,6 +1,7 @@
 // hubd: the hub server.
 //
 //   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite]
+//        [--metrics_listen=127.0.0.1:9464] [--log_level=info]
 //
 // Prints one line when it serves, with the bound address, the database and
 // the version. SIGINT or SIGTERM shut it down cleanly (exit 0); a taken port
@@ -16,6 +17,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "hub/log.h"
 #include "hub/server.h"
 #include "hub/version.h"
 
@@ -43,6 +45,12 @@ ABSL_FLAG(absl::Duration, sweep_interval, absl::Seconds(1),
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: "
+          "no metrics endpoint");
+ABSL_FLAG(std::string, log_level, "info",
+          "least severe structured log line written to stderr: debug, info, "
+          "warn, error or off");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(absl::StrCat(
@@ -63,7 +71,17 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  absl::StatusOr<hub::log::Level> level =
+      hub::log::ParseLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "hubd: --log_level: %s\n",
+                 std::string(level.status().message()).c_str());
+    return 1;
+  }
+  hub::log::SetLevel(*level);
+
   hub::HubServerOptions options;
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
   const std::string synchronous = absl::GetFlag(FLAGS_synchronous);
@@ -100,12 +118,18 @@ int main(int argc, char** argv) {
               (*server)->identity().store_path.c_str(),
               (*server)->identity().hub_instance_id.c_str());
   std::fflush(stdout);
+  hub::log::Info("hub_started",
+                 {{"version", hub::kHubVersion},
+                  {"address", (*server)->address()},
+                  {"metrics_address", (*server)->metrics_address()},
+                  {"db", (*server)->identity().store_path},
+                  {"hub_instance_id", (*server)->identity().hub_instance_id}});
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "hubd: %s received, shutting down\n",
-               signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  hub::log::Info("hub_stopping",
+                 {{"signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM"}});
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  std::fprintf(stderr, "hubd: stopped\n");
+  hub::log::Info("hub_stopped", {});
   return 0;
 }

@@ -20,8 +20,10 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "hub/blocking_pool.h"
+#include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
+#include "hub/metrics_http.h"
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
 #include "registry/activator.h"
@@ -61,6 +63,9 @@ struct HubServerOptions {
   absl::Duration tick_interval = absl::Milliseconds(100);
   // Time source; nullptr means the real clock. Must outlive the server.
   const Clock* clock = nullptr;
+  // host:port to serve Prometheus metrics on (GET /metrics); "" (default):
+  // no metrics endpoint. Port 0 picks a free port (metrics_address()).
+  std::string metrics_listen;
 };
 
 class HubServer {
@@ -83,6 +88,11 @@ class HubServer {
   RoleRegistry* roles() { return roles_.get(); }
   Activator* activator() { return activator_.get(); }
   Messaging* messaging() { return messaging_.get(); }
+  HubMetrics* metrics() { return metrics_.get(); }
+  // The metrics endpoint's bound address; "" when it is off.
+  std::string metrics_address() const {
+    return metrics_http_ != nullptr ? metrics_http_->address() : "";
+  }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -92,7 +102,12 @@ class HubServer {
   HubServer() = default;
   void RunTicker(absl::Duration interval, absl::Duration activator_interval);
   void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
+  // The role watch and scrape-time families of metrics_, and the HTTP
+  // endpoint when `listen` is not empty.
+  absl::Status StartMetrics(const std::string& listen);
 
+  // Declared first: destroyed last, after everything that reports to it.
+  std::unique_ptr<HubMetrics> metrics_;
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
@@ -110,6 +125,8 @@ class HubServer {
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
   bool shut_down_ = false;

@@ -232,8 +232,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   absl::StatusOr<std::unique_ptr<Connection>> reader = store->AcquireReader();
   if (!reader.ok()) return reader.status();
   store->ReleaseReader(std::move(*reader));
-  store->writer_ = std::make_unique<GroupCommitWriter>(std::move(*conn),
-                                                       opts.max_group_size);
+  store->writer_ = std::make_unique<GroupCommitWriter>(
+      std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
+      opts.on_group_committed);
   return store;
 }
 

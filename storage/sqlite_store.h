@@ -42,6 +42,8 @@ struct SqliteStoreOptions {
   std::function<std::string()> new_id;
   // Wall clock in ms, used to stamp migration repairs; default: system clock.
   std::function<int64_t()> now_ms;
+  // Told about every group commit (metrics); default: nothing.
+  GroupCommitWriter::CommitObserver on_group_committed;
 };
 
 class SqliteStore final : public Store {
