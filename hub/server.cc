@@ -198,6 +198,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());
   builder.RegisterService(server->message_service_.get());
+  server->admin_service_ = std::make_unique<AdminServiceImpl>(
+      server->store_.get(), server->write_pool_.get());
+  builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();

@@ -19,6 +19,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "hub/admin_service.h"
 #include "hub/blocking_pool.h"
 #include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
@@ -124,6 +125,7 @@ class HubServer {
   std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
   std::unique_ptr<MetricsHttpServer> metrics_http_;

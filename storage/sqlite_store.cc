@@ -264,6 +264,18 @@ absl::StatusOr<std::unique_ptr<Connection>> SqliteStore::AcquireReader() {
   return conn;
 }
 
+absl::Status SqliteStore::BackupTo(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+  if (!conn.ok()) return conn.status();
+  absl::Status status;
+  {
+    absl::StatusOr<Stmt> vacuum = (*conn)->Prepare("VACUUM INTO ?1");
+    status = vacuum.ok() ? vacuum->Bind(1, path).Run() : vacuum.status();
+  }
+  ReleaseReader(std::move(*conn));
+  return status;
+}
+
 void SqliteStore::ReleaseReader(std::unique_ptr<Connection> conn) {
   absl::MutexLock lock(&readers_mu_);
   if (idle_readers_.size() < 8) idle_readers_.push_back(std::move(conn));
