@@ -190,6 +190,7 @@ void Worker(Load* load, int index, uint64_t seed) {
   std::mt19937_64 random(seed);
   const std::string me = AgentName(index);
   int64_t generation = 0;
+  int64_t newcomers = 0;
   std::map<std::string, int64_t> epochs;  // last epoch seen, per project
 
   auto count = [load](OpCounts& c, bool ok) {
@@ -208,7 +209,18 @@ void Worker(Load* load, int index, uint64_t seed) {
     client::HubClient& hub = *client;
     const int dice = static_cast<int>(random() % 100);
     bool ok = false;
-    if (generation == 0 || dice < 10) {
+    if (generation != 0 && dice < 4) {
+      // A new agent: the set of agents that must survive grows.
+      v1::RegisterAgentRequest r;
+      r.set_agent_id(absl::StrCat(me, "-", ++newcomers));
+      r.set_cli(v1::AGENT_CLI_CLAUDE);
+      auto reply = hub.RegisterAgent(r);
+      ok = reply.ok();
+      if (!ok) load->Failed(reply.status());
+      if (ok)
+        load->ledger->Registered(r.agent_id(), reply->presence_generation());
+      count(load->registers, ok);
+    } else if (generation == 0 || dice < 10) {
       v1::RegisterAgentRequest r;
       r.set_agent_id(me);
       r.set_cli(v1::AGENT_CLI_CODEX);
