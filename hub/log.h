@@ -9,6 +9,12 @@
 // registration, fencing rejection, role transition, failover, dead letter)
 // and never given secrets: request metadata (where bearer tokens travel) is
 // not a field anywhere. Thread-safe.
+//
+// spdlog rather than glog: Debian's glog brings gflags, a second flag
+// registry beside the Abseil flags hubd parses (--v, --logtostderr, ...
+// would be unknown to absl::ParseCommandLine), and its line prefix is fixed,
+// while spdlog's pattern gives the logfmt prefix and its level is set at
+// run time.
 #ifndef HUB_HUB_LOG_H_
 #define HUB_HUB_LOG_H_
 

@@ -18,8 +18,7 @@ set -euo pipefail
 if [[ -z "${HUBD:-}" || -z "${CHAOS_DRIVER:-}" ]]; then
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
   source "$root/tools/env.sh"
-  (cd "$root" && bazel build --disk_cache="$HUB_CACHE_DIR/bazel-disk" \
-    //hub:hubd //tools/chaos:chaos_driver >&2)
+  (cd "$root" && bazel build "${HUB_BAZEL_FLAGS[@]}" //hub:hubd //tools/chaos:chaos_driver >&2)
   bin="$(cd "$root" && bazel info bazel-bin 2>/dev/null)"
   HUBD="$bin/hub/hubd"
   CHAOS_DRIVER="$bin/tools/chaos/chaos_driver"

@@ -339,5 +339,37 @@ class MetricsFlagTest(unittest.TestCase):
         self.assertIn("cannot serve metrics on 127.0.0.1:%d" % port, r.stderr)
 
 
+class SystemdUnitTest(unittest.TestCase):
+    def test_the_units_command_line_starts_hubd_and_sigterm_stops_it_cleanly(self):
+        with open(os.environ["HUBD_SERVICE"]) as f:
+            unit = f.read().replace("\\\n", " ")
+        service = {}
+        for line in unit.splitlines():
+            if "=" in line and not line.startswith("#"):
+                key, _, val = line.partition("=")
+                service[key.strip()] = val.strip()
+        self.assertEqual(service["KillSignal"], "SIGTERM")
+        argv = service["ExecStart"].split()
+        self.assertEqual(argv[0], "/usr/local/bin/hubd")
+        flags = dict(a[2:].split("=", 1) for a in argv[1:])
+        self.assertEqual(sorted(flags), ["db", "listen", "log_level",
+                                         "metrics_listen", "shutdown_grace"])
+        # The same flags, on free ports and a temporary database.
+        flags["db"] = os.path.join(hubtest.tmpdir(), "unit.sqlite")
+        flags["listen"] = "127.0.0.1:0"
+        flags["metrics_listen"] = "127.0.0.1:0"
+        hubd = hubtest.Hubd(flags["db"], *["--%s=%s" % kv for kv in flags.items()
+                                            if kv[0] != "db"])
+        deadline = time.monotonic() + 10
+        while not METRICS_ADDRESS.search(hubd.stderr()):
+            self.assertLess(time.monotonic(), deadline)
+            time.sleep(0.02)
+        metrics = METRICS_ADDRESS.search(hubd.stderr()).group(1)
+        with urllib.request.urlopen("http://%s/metrics" % metrics, timeout=10) as r:
+            self.assertIn("hub_build_info", r.read().decode())
+        self.assertEqual(hubd.stop(), 0)
+        self.assertIn("event=hub_stopped", hubd.stderr())
+
+
 if __name__ == "__main__":
     hubtest.run_tests()
