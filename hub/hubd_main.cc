@@ -127,8 +127,11 @@ int main(int argc, char** argv) {
 
   int signal_number = 0;
   sigwait(&signals, &signal_number);
-  hub::log::Info("hub_stopping",
-                 {{"signal", signal_number == SIGINT ? "SIGINT" : "SIGTERM"}});
+  const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+  hub::log::Info(
+      "hub_stopping",
+      {{"signal", signal_name},
+       {"message", absl::StrCat(signal_name, " received, shutting down")}});
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
   hub::log::Info("hub_stopped", {});
   return 0;

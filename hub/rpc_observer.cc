@@ -12,6 +12,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "hub/log.h"
+#include "hub/v1/errors.pb.h"
 #include "hub/v1/hub.pb.h"
 #include "hub/v1/message.pb.h"
 #include "hub/v1/presence.pb.h"
@@ -111,6 +112,8 @@ class RpcObserver final : public grpc::experimental::Interceptor {
       } else if (frame->has_message_ack_result()) {
         metrics_->messages_acked->Add(
             {}, frame->message_ack_result().acked_message_ids_size());
+      } else if (frame->has_frame_error()) {
+        FrameRejected(frame->frame_error());
       }
     } else if (Is(kMessage, "Publish") || Is(kMessage, "Ask")) {
       metrics_->messages_published->Add({});
@@ -134,6 +137,20 @@ class RpcObserver final : public grpc::experimental::Interceptor {
                  {"ttl_ms", reply->heartbeat_ttl().seconds() * 1000 +
                                 reply->heartbeat_ttl().nanos() / 1000000}});
     }
+  }
+
+  // A client frame on Attach that was refused while the stream stays open
+  // (e.g. a stale generation on a message_ack frame).
+  void FrameRejected(const v1::ErrorStatus& error) {
+    const std::string reason(absl::StripPrefix(
+        v1::ErrorReason_Name(error.reason()), "ERROR_REASON_"));
+    if (!IsFencingReason(reason)) return;
+    metrics_->fencing_rejections->Add({reason});
+    log::Info("fencing_rejected", {{"method", method_},
+                                   {"frame", "frame_error"},
+                                   {"reason", reason},
+                                   {"agent_id", agent_id_},
+                                   {"message", error.message()}});
   }
 
   void Finished(const grpc::Status& status) {

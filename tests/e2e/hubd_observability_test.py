@@ -224,6 +224,56 @@ class MetricsTest(unittest.TestCase):
         self.assertEqual(delta("hub_messages_dead_lettered_total", reason="ttl_expired"), 1)
         self.assertIn("event=message_dead_lettered", self.hub.hubd.stderr())
 
+    def test_presence_streams_deliveries_and_stream_acks(self):
+        import json
+        register = "hub.v1.PresenceService/RegisterAgent"
+        reply = json.loads(self.hub.ok(register, {"agentId": "session:streamer",
+                                                  "cli": "AGENT_CLI_CLAUDE"}))
+        before = self.hub.samples()
+        out_path = os.path.join(hubtest.tmpdir(), "attach.out")
+        out = open(out_path, "w")
+        attach = subprocess.Popen(
+            [hubtest.buf_path(), "curl", "--protocol", "grpc", "--http2-prior-knowledge",
+             "http://%s/hub.v1.PresenceService/Attach" % self.hub.hubd.address, "-d", "@-"],
+            stdin=subprocess.PIPE, stdout=out, stderr=subprocess.PIPE, text=True)
+        self.addCleanup(attach.kill)
+        attach.stdin.write(json.dumps({"frameId": "1", "hello": {
+            "agentId": "session:streamer",
+            "presenceGeneration": reply["presenceGeneration"]}}) + "\n")
+        attach.stdin.flush()
+
+        def wait_for(predicate, what):
+            deadline = time.monotonic() + 15
+            while True:
+                samples = self.hub.samples()
+                if predicate(samples):
+                    return samples
+                self.assertLess(time.monotonic(), deadline, what)
+                time.sleep(0.1)
+
+        attach_method = "hub.v1.PresenceService/Attach"
+        wait_for(lambda s: value(s, "hub_open_streams", method=attach_method) >= 1 and
+                 value(s, "hub_presence_streams_attached") >= 1, "stream never counted")
+        published = json.loads(self.hub.ok("hub.v1.MessageService/Publish", {
+            "fromAgentId": "session:streamer", "to": "session:streamer",
+            "payload": {"via": "stream"}}))
+        wait_for(lambda s: value(s, "hub_messages_delivered_total", via="stream") >
+                 value(before, "hub_messages_delivered_total", via="stream"),
+                 "the push was not counted")
+        attach.stdin.write(json.dumps({"frameId": "2", "messageAck": {
+            "messageIds": [published["messageId"]]}}) + "\n")
+        attach.stdin.flush()
+        wait_for(lambda s: value(s, "hub_messages_acked_total") ==
+                 value(before, "hub_messages_acked_total") + 1, "the ack was not counted")
+        attach.stdin.close()  # half-close: the hub ends the stream with OK
+        attach.wait(timeout=15)
+        out.close()
+        after = wait_for(lambda s: value(s, "hub_open_streams", method=attach_method) ==
+                         value(before, "hub_open_streams", method=attach_method),
+                         "the stream stayed counted as open")
+        self.assertEqual(value(after, "hub_rpc_handled_total", method=attach_method, code="OK") -
+                         value(before, "hub_rpc_handled_total", method=attach_method, code="OK"), 1)
+
     def test_roles_by_state_and_transitions(self):
         reserve = "hub.v1.RoleService/ReserveRole"
         before = self.hub.samples()
