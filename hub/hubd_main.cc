@@ -1,6 +1,7 @@
 // hubd: the hub server.
 //
 //   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite]
+//        [--metrics_listen=127.0.0.1:9464] [--log_level=info]
 //
 // Prints one line when it serves, with the bound address, the database, the
 // version and the security settings. SIGINT or SIGTERM shut it down cleanly
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "hub/log.h"
 #include "hub/server.h"
 #include "hub/version.h"
 
@@ -53,6 +55,12 @@ ABSL_FLAG(std::string, claude_uds_bridge, "",
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: "
+          "no metrics endpoint");
+ABSL_FLAG(std::string, log_level, "info",
+          "least severe structured log line written to stderr: debug, info, "
+          "warn, error or off");
 
 // ---- identity and authority (docs/design/auth.md) ----
 ABSL_FLAG(std::string, tls_cert, "",
@@ -88,7 +96,17 @@ int main(int argc, char** argv) {
   sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  absl::StatusOr<hub::log::Level> level =
+      hub::log::ParseLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "hubd: --log_level: %s\n",
+                 std::string(level.status().message()).c_str());
+    return 1;
+  }
+  hub::log::SetLevel(*level);
+
   hub::HubServerOptions options;
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
   const std::string synchronous = absl::GetFlag(FLAGS_synchronous);
@@ -149,15 +167,24 @@ int main(int argc, char** argv) {
               (*server)->identity().hub_instance_id.c_str(),
               (*server)->security().c_str());
   std::fflush(stdout);
+  hub::log::Info("hub_started",
+                 {{"version", hub::kHubVersion},
+                  {"address", (*server)->address()},
+                  {"metrics_address", (*server)->metrics_address()},
+                  {"db", (*server)->identity().store_path},
+                  {"hub_instance_id", (*server)->identity().hub_instance_id}});
 
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
     // Failures are reported by the reload itself; the old tokens stay.
     (*server)->ReloadTokens().IgnoreError();
   }
-  std::fprintf(stderr, "hubd: %s received, shutting down\n",
-               signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+  hub::log::Info(
+      "hub_stopping",
+      {{"signal", signal_name},
+       {"message", absl::StrCat(signal_name, " received, shutting down")}});
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  std::fprintf(stderr, "hubd: stopped\n");
+  hub::log::Info("hub_stopped", {});
   return 0;
 }

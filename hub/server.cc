@@ -13,6 +13,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "hub/log.h"
+#include "hub/rpc_observer.h"
+#include "hub/version.h"
 #include "registry/claude_uds_adapter.h"
 #include "registry/status.h"
 #include "registry/tmux_adapter.h"
@@ -24,7 +27,8 @@ namespace {
 // Opens (creating its directory first) and migrates the database. Every
 // failure names the file.
 absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
-    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock) {
+    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock,
+    HubMetrics* metrics) {
   auto unusable = [&options](const absl::Status& cause) {
     return ReasonError(
         cause.code(),
@@ -47,6 +51,9 @@ absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
   store_options.synchronous = options.synchronous;
   store_options.new_id = [ids] { return ids->Next(); };
   store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
+  store_options.on_group_committed = [metrics](int ops, absl::Duration took) {
+    metrics->OnGroupCommitted(ops, took);
+  };
   absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
       storage::SqliteStore::Open(store_options);
   if (!store.ok()) return unusable(store.status());
@@ -85,8 +92,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
 
   std::unique_ptr<HubServer> server(new HubServer());
+  server->metrics_ = std::make_unique<HubMetrics>();
+  HubMetrics* metrics = server->metrics_.get();
   absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
-      OpenStore(options, ids, clock);
+      OpenStore(options, ids, clock, metrics);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
   const storage::StoreInfo info = server->store_->Info();
@@ -159,6 +168,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->messaging_ =
       std::make_unique<Messaging>(server->store_.get(), server->presence_.get(),
                                   server->roles_.get(), activator, ids, clock);
+  server->messaging_->SetDeadLetterListener(
+      [metrics](const storage::MessageRecord& message,
+                const storage::ExpiryTransition& transition) {
+        metrics->OnDeadLetter(message, transition);
+      });
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
       !swept.ok()) {
@@ -202,10 +216,19 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.AddChannelArgument(
       GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
   builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(server->hub_service_.get());
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());
   builder.RegisterService(server->message_service_.get());
+  server->admin_service_ = std::make_unique<AdminServiceImpl>(
+      server->store_.get(), server->write_pool_.get(),
+      server->authority_.get());
+  builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -214,6 +237,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                          " (address in use or not available)"));
   }
   server->address_ = WithPort(options.listen, server->port_);
+  if (absl::Status s = server->StartMetrics(options.metrics_listen); !s.ok()) {
+    return s;
+  }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   server->ticker_ =
       std::thread([raw, interval = options.tick_interval,
@@ -251,12 +277,74 @@ void HubServer::EnsureRecoveredRoles(
       // A failure on one role is contained: the others and the hub go on.
       absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(request);
       if (!receipt.ok()) {
-        std::fprintf(stderr, "hubd: recovery of role %s degraded: %s\n",
-                     wire.c_str(),
-                     std::string(receipt.status().message()).c_str());
+        log::Warn("role_recovery_degraded",
+                  {{"role", wire},
+                   {"reason", ReasonOf(receipt.status())},
+                   {"message", receipt.status().message()}});
       }
     });
   }
+}
+
+absl::Status HubServer::StartMetrics(const std::string& listen) {
+  HubMetrics* metrics = metrics_.get();
+  PresenceRegistry* presence = presence_.get();
+  storage::SqliteStore* store = store_.get();
+  // Every committed role change, from the rows as they are now on.
+  absl::StatusOr<RoleWatchStart> watch = roles_->Watch(
+      RoleWatchFilter{},
+      [metrics](const RoleEvent& event) { metrics->OnRoleEvent(event); });
+  if (!watch.ok()) return watch.status();
+  role_watch_ = std::move(watch->watch);
+  metrics->SeedRoles(watch->snapshot);
+
+  MetricRegistry& registry = metrics->registry();
+  registry.AddCallback(
+      "hub_build_info", "Always 1; the labels name the running hub.", "gauge",
+      {"version", "hub_instance_id"}, [id = identity_.hub_instance_id] {
+        return std::vector<MetricSample>{{{kHubVersion, id}, 1}};
+      });
+  registry.AddCallback(
+      "hub_start_time_seconds", "When this hub started, in Unix seconds.",
+      "gauge", {}, [started = identity_.started_at] {
+        return std::vector<MetricSample>{
+            {{}, absl::ToDoubleSeconds(started - absl::UnixEpoch())}};
+      });
+  registry.AddCallback("hub_agents", "Registered agents by presence status.",
+                       "gauge", {"status"}, [presence] {
+                         const PresenceCounts c = presence->Counts();
+                         return std::vector<MetricSample>{
+                             {{"online"}, static_cast<double>(c.online)},
+                             {{"stale"}, static_cast<double>(c.stale)},
+                             {{"offline"}, static_cast<double>(c.offline)}};
+                       });
+  registry.AddCallback(
+      "hub_presence_streams_attached",
+      "Agents with a presence stream attached now.", "gauge", {}, [presence] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(presence->Counts().open_streams)}};
+      });
+  registry.AddCallback("hub_roles", "Roles by state.", "gauge", {"state"},
+                       [metrics] { return metrics->RolesByState(); });
+  registry.AddCallback(
+      "hub_store_writes_total",
+      "Write operations committed (or failed) through the group commit.",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().ops)}};
+      });
+  registry.AddCallback(
+      "hub_store_commit_groups_total", "Group commits (transactions) run.",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().groups)}};
+      });
+  if (listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(listen, &registry);
+  if (!http.ok()) return http.status();
+  metrics_http_ = std::move(*http);
+  return absl::OkStatus();
 }
 
 HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
@@ -264,6 +352,7 @@ HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
 void HubServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  metrics_http_.reset();  // no scrape reads what is torn down below
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();
@@ -272,6 +361,7 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  if (role_watch_ != nullptr) role_watch_->Cancel();
   if (ticker_.joinable()) {
     stop_ticker_.Notify();
     ticker_.join();
@@ -281,9 +371,8 @@ void HubServer::Shutdown(absl::Duration grace) {
   write_pool_.reset();  // finishes the writes it holds
   if (store_ != nullptr) {
     const storage::GroupCommitWriter::Stats stats = store_->write_stats();
-    std::fprintf(stderr, "hubd: %lld writes committed in %lld groups\n",
-                 static_cast<long long>(stats.ops),
-                 static_cast<long long>(stats.groups));
+    log::Info("store_closing",
+              {{"writes", stats.ops}, {"groups", stats.groups}});
   }
 }
 

@@ -20,9 +20,12 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "hub/auth.h"
+#include "hub/admin_service.h"
 #include "hub/blocking_pool.h"
+#include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
+#include "hub/metrics_http.h"
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
 #include "registry/activator.h"
@@ -74,6 +77,9 @@ struct HubServerOptions {
   TlsOptions tls;
   AuthOptions auth;
   bool insecure = false;
+  // host:port to serve Prometheus metrics on (GET /metrics); "" (default):
+  // no metrics endpoint. Port 0 picks a free port (metrics_address()).
+  std::string metrics_listen;
 };
 
 class HubServer {
@@ -103,6 +109,11 @@ class HubServer {
   const std::string& security() const { return security_; }
   // Re-reads the token file (SIGHUP); the old tokens stay on failure.
   absl::Status ReloadTokens() { return authority_->Reload(); }
+  HubMetrics* metrics() { return metrics_.get(); }
+  // The metrics endpoint's bound address; "" when it is off.
+  std::string metrics_address() const {
+    return metrics_http_ != nullptr ? metrics_http_->address() : "";
+  }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -112,7 +123,12 @@ class HubServer {
   HubServer() = default;
   void RunTicker(absl::Duration interval, absl::Duration activator_interval);
   void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
+  // The role watch and scrape-time families of metrics_, and the HTTP
+  // endpoint when `listen` is not empty.
+  absl::Status StartMetrics(const std::string& listen);
 
+  // Declared first: destroyed last, after everything that reports to it.
+  std::unique_ptr<HubMetrics> metrics_;
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
@@ -131,7 +147,10 @@ class HubServer {
   std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
   bool shut_down_ = false;

@@ -235,8 +235,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   absl::StatusOr<std::unique_ptr<Connection>> reader = store->AcquireReader();
   if (!reader.ok()) return reader.status();
   store->ReleaseReader(std::move(*reader));
-  store->writer_ = std::make_unique<GroupCommitWriter>(std::move(*conn),
-                                                       opts.max_group_size);
+  store->writer_ = std::make_unique<GroupCommitWriter>(
+      std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
+      opts.on_group_committed);
   return store;
 }
 
@@ -264,6 +265,18 @@ absl::StatusOr<std::unique_ptr<Connection>> SqliteStore::AcquireReader() {
   if (!conn.ok()) return conn.status();
   sqlite3_busy_timeout((*conn)->raw(), options_.busy_timeout_ms);
   return conn;
+}
+
+absl::Status SqliteStore::BackupTo(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+  if (!conn.ok()) return conn.status();
+  absl::Status status;
+  {
+    absl::StatusOr<Stmt> vacuum = (*conn)->Prepare("VACUUM INTO ?1");
+    status = vacuum.ok() ? vacuum->Bind(1, path).Run() : vacuum.status();
+  }
+  ReleaseReader(std::move(*conn));
+  return status;
 }
 
 void SqliteStore::ReleaseReader(std::unique_ptr<Connection> conn) {

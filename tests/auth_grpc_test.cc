@@ -16,6 +16,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "hub/server.h"
+#include "hub/v1/admin.grpc.pb.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
@@ -148,6 +149,7 @@ class AuthGrpcTest : public ::testing::Test {
     presence_ = hub::v1::PresenceService::NewStub(channel);
     roles_ = hub::v1::RoleService::NewStub(channel);
     messages_ = hub::v1::MessageService::NewStub(channel);
+    admin_ = hub::v1::AdminService::NewStub(channel);
   }
 
   static std::shared_ptr<grpc::ChannelCredentials> Tls(
@@ -227,6 +229,7 @@ class AuthGrpcTest : public ::testing::Test {
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+  std::unique_ptr<hub::v1::AdminService::Stub> admin_;
 };
 
 std::string* AuthGrpcTest::pki_ = nullptr;
@@ -352,6 +355,29 @@ TEST_F(AuthGrpcTest, RegistrationIsLimitedToTheTokensProjects) {
   grpc::Status refused = Register(kCarol, "agent-x", kProject);
   EXPECT_EQ(Reason(refused), "PROJECT_SCOPE_MISMATCH");
   EXPECT_TRUE(Register(kAlice, "agent-x", kProject).ok());
+}
+
+TEST_F(AuthGrpcTest, OnlyAnAdminMayBackUpTheStore) {
+  Start(/*tls=*/false);
+  auto backup = [&](const std::string& token) {
+    auto context = As(token);
+    auto reader =
+        admin_->BackupStore(context.get(), hub::v1::BackupStoreRequest());
+    hub::v1::BackupStoreResponse chunk;
+    int64_t chunks = 0;
+    while (reader->Read(&chunk)) ++chunks;
+    grpc::Status s = reader->Finish();
+    return std::make_pair(s, chunks);
+  };
+  for (const std::string& token : {kAlice, kOps}) {
+    auto [s, chunks] = backup(token);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+    EXPECT_EQ(Reason(s), "PERMISSION_DENIED");
+    EXPECT_EQ(chunks, 0);
+  }
+  auto [s, chunks] = backup(kAdmin);
+  EXPECT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(chunks, 0);
 }
 
 TEST_F(AuthGrpcTest, OperatorOnlyRpcsRefuseAgentTokens) {

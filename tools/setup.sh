@@ -23,6 +23,7 @@ APT_PACKAGES=(
   bazel-bootstrap bazel-rules-java
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto
   libabsl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev
+  libspdlog-dev libcpp-httplib-dev  # hubd's logs and its /metrics endpoint
   golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
   googletest libgtest-dev libbenchmark-dev
   # tools/hubbench: etcd 3.4 as a reference, and its .proto files for codegen

@@ -15,6 +15,8 @@
 
 #include "absl/strings/str_cat.h"
 
+#include "absl/strings/str_cat.h"
+
 namespace hub::client {
 namespace {
 
@@ -111,7 +113,8 @@ HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
       hub_(hub::v1::HubService::NewStub(channel_)),
       presence_(hub::v1::PresenceService::NewStub(channel_)),
       roles_(hub::v1::RoleService::NewStub(channel_)),
-      messages_(hub::v1::MessageService::NewStub(channel_)) {}
+      messages_(hub::v1::MessageService::NewStub(channel_)),
+      admin_(hub::v1::AdminService::NewStub(channel_)) {}
 
 template <typename Stub, typename Request, typename Response>
 absl::StatusOr<Response> HubClient::Unary(
@@ -176,6 +179,37 @@ absl::StatusOr<hub::v1::AskResponse> HubClient::Ask(
   }
   return Unary(messages_.get(), &hub::v1::MessageService::Stub::Ask, request,
                effective);
+}
+
+absl::StatusOr<int64_t> HubClient::BackupStore(std::ostream& out,
+                                               const CallOptions& call) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() + call.deadline.value_or(options_.default_deadline)));
+  context.set_wait_for_ready(call.wait_for_ready);
+  std::unique_ptr<grpc::ClientReader<hub::v1::BackupStoreResponse>> reader =
+      admin_->BackupStore(&context, hub::v1::BackupStoreRequest());
+  hub::v1::BackupStoreResponse chunk;
+  int64_t written = 0;
+  int64_t total = -1;
+  while (reader->Read(&chunk)) {
+    total = chunk.total_bytes();
+    out.write(chunk.data().data(),
+              static_cast<std::streamsize>(chunk.data().size()));
+    written += static_cast<int64_t>(chunk.data().size());
+    if (!out) {
+      context.TryCancel();
+      reader->Finish();
+      return absl::DataLossError("writing the backup failed");
+    }
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) return status;
+  if (written != total) {
+    return absl::DataLossError(
+        absl::StrCat("backup ended after ", written, " of ", total, " bytes"));
+  }
+  return written;
 }
 
 std::unique_ptr<

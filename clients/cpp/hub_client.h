@@ -15,11 +15,13 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "clients/cpp/hub_error.h"
+#include "hub/v1/admin.grpc.pb.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
@@ -153,6 +155,14 @@ class HubClient {
       const hub::v1::ListTraceRequest& request,
       const CallOptions& call = {}) const;
 
+  // ---- AdminService ----
+  // Streams a backup of the hub's database into `out` (docs/operations.md);
+  // returns the bytes written. DATA_LOSS when the stream ended short of the
+  // size the hub announced. The deadline (default: the client's) covers the
+  // whole transfer: give a large database a longer one.
+  absl::StatusOr<int64_t> BackupStore(std::ostream& out,
+                                      const CallOptions& call = {}) const;
+
   // ---- Streams (no deadline; cancel through `context`) ----
   // Opens a presence stream. `context` must outlive the stream.
   std::unique_ptr<
@@ -177,6 +187,7 @@ class HubClient {
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+  std::unique_ptr<hub::v1::AdminService::Stub> admin_;
 };
 
 // A channel to `options.address` with the client's channel arguments, TLS
