@@ -15,8 +15,6 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "absl/strings/str_cat.h"
-
 namespace hub::client {
 namespace {
 
