@@ -49,6 +49,12 @@ struct PresenceConfig {
   // renewed in memory at once; this bounds how stale the stored copy is.
   absl::Duration checkpoint_interval = absl::Seconds(1);
   absl::Duration sweep_interval = absl::Seconds(1);
+  // What one registration may carry (docs/design/limits.md); more is
+  // RESOURCE_EXHAUSTED / LIMIT_EXCEEDED naming the limit.
+  int max_capabilities_per_agent = 64;
+  int max_topics_per_agent = 64;
+  int max_locators_per_agent = 16;
+  size_t max_metadata_bytes = 64 * 1024;
 };
 
 // What the hub reports about itself and checks when a caller echoes it.
