@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/version.h"
@@ -65,8 +66,11 @@ HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock,
 
 grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
-    const hub::v1::GetStatusRequest* /*request*/,
+    const hub::v1::GetStatusRequest* request,
     hub::v1::GetStatusResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   const absl::Time now = clock_->Now();
   response->set_version(kHubVersion);
   response->set_hub_instance_id(identity_.hub_instance_id);
@@ -107,6 +111,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::EncodeRoleKeyRequest* request,
     hub::v1::EncodeRoleKeyResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   if (!request->has_role_key()) {
     return FinishUnary(context, InvalidArgumentError("ROLE_KEY_INVALID",
                                                      "role_key is required"));
@@ -124,6 +131,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::DecodeRoleKeyRequest* request,
     hub::v1::DecodeRoleKeyResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
   if (!key.ok()) return FinishUnary(context, key.status());
   FillKey(*key, request->wire(), response);

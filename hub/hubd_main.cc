@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "hub/limit_flags.h"
 #include "hub/server.h"
 #include "hub/version.h"
 
@@ -88,6 +89,10 @@ int main(int argc, char** argv) {
       std::fprintf(stderr, "hubd: durations must be positive and at most 1h\n");
       return 1;
     }
+  }
+  if (absl::Status limits = hub::ApplyLimitFlags(&options); !limits.ok()) {
+    std::fprintf(stderr, "hubd: %s\n", std::string(limits.message()).c_str());
+    return 1;
   }
   auto server = hub::HubServer::Start(options);
   if (!server.ok()) {

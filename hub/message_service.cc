@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
 #include "hub/proto_time.h"
@@ -37,6 +38,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
     grpc::CallbackServerContext* context,
     const hub::v1::PublishRequest* request,
     hub::v1::PublishResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -61,6 +65,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
     grpc::CallbackServerContext* context, const hub::v1::AckRequest* request,
     hub::v1::AckResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, request, response] {
     std::vector<std::string> ids(request->message_ids().begin(),
@@ -85,6 +92,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
     grpc::CallbackServerContext* context,
     const hub::v1::ListPendingRequest* request,
     hub::v1::ListPendingResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Not a peek: marking deliveries is a durable write.
   write_pool_->Schedule([this, reactor, request, response] {
@@ -117,6 +127,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
     grpc::CallbackServerContext* context,
     const hub::v1::ListDeadLettersRequest* request,
     hub::v1::ListDeadLettersResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   DeadLetterQuery query;
   query.reason = request->reason();
   query.from_agent_id = request->from_agent_id();
@@ -134,6 +147,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
     grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
     hub::v1::AskResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   absl::Duration wait = absl::Seconds(30);
@@ -184,6 +200,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     grpc::CallbackServerContext* context,
     const hub::v1::ListTraceRequest* request,
     hub::v1::ListTraceResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<TracePage> page = messaging_->ListTrace(
       request->trace_id(), request->page_size(), request->page_token());
   if (!page.ok()) return FinishUnary(context, page.status());

@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
 #include "hub/presence_mapping.h"
@@ -84,8 +85,22 @@ class PresenceServiceImpl::AttachReactor final
     : public grpc::ServerBidiReactor<AttachRequest, AttachResponse> {
  public:
   AttachReactor(PresenceServiceImpl* service,
-                grpc::CallbackServerContext* /*context*/)
+                grpc::CallbackServerContext* context)
       : service_(service), sink_(std::make_shared<Sink>(this)) {
+    if (service_->gate_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+          service_->gate_->AdmitStream(*context, nullptr,
+                                       [this](const absl::Status& idle) {
+                                         absl::MutexLock lock(&mu_);
+                                         FinishLocked(idle);
+                                       });
+      if (!ticket.ok()) {
+        absl::MutexLock lock(&mu_);
+        FinishLocked(ticket.status());
+        return;
+      }
+      ticket_ = std::move(*ticket);
+    }
     StartRead(&request_);
   }
 
@@ -97,6 +112,7 @@ class PresenceServiceImpl::AttachReactor final
       return;
     }
     if (finishing_) return;
+    if (ticket_ != nullptr) ticket_->Touch();
     HandleFrameLocked();
     if (!finishing_) StartRead(&request_);
   }
@@ -432,6 +448,9 @@ class PresenceServiceImpl::AttachReactor final
   std::string agent_id_;
   int64_t generation_ = 0;
   uint64_t stream_id_ = 0;
+  // The stream's slot and idle watch; declared last so that it goes first
+  // (its idle callback uses mu_). Set in the constructor.
+  std::unique_ptr<StreamTicket> ticket_;
 };
 
 PresenceServiceImpl::PresenceServiceImpl(PresenceRegistry* registry,
@@ -450,6 +469,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::RegisterAgentRequest* request,
     hub::v1::RegisterAgentResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -479,6 +501,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
     grpc::CallbackServerContext* context,
     const hub::v1::HeartbeatRequest* request,
     hub::v1::HeartbeatResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   HeartbeatInput input;
   input.agent_id = request->agent_id();
   if (request->has_presence_generation()) {
@@ -505,6 +530,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
     grpc::CallbackServerContext* context,
     const hub::v1::DeregisterRequest* request,
     hub::v1::DeregisterResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     std::optional<int64_t> generation;
@@ -535,6 +563,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::GetAgentRequest* request,
     hub::v1::GetAgentResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
   if (!view.ok()) return FinishUnary(context, view.status());
   const absl::Time now = clock_->Now();
@@ -547,6 +578,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     grpc::CallbackServerContext* context,
     const hub::v1::ListAgentsRequest* request,
     hub::v1::ListAgentsResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   AgentFilter filter;
   for (int status : request->statuses()) {
     std::string name = StatusName(static_cast<hub::v1::AgentStatus>(status));

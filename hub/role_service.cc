@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -28,6 +29,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
     grpc::CallbackServerContext* context,
     const hub::v1::ReserveRoleRequest* request,
     hub::v1::ReserveRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the reservation is durable.
@@ -47,6 +51,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::CompareAndSetRoleRequest* request,
     hub::v1::CompareAndSetRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<CasInput> input = ToCasInput(*request);
   if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -62,6 +69,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::GetRoleRequest* request,
     hub::v1::GetRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<storage::RoleRecord> role = registry_->Get(ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire()));
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
@@ -72,6 +82,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRolesRequest* request,
     hub::v1::ListRolesResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   RoleListFilter filter;
   if (!request->project_id().empty()) filter.project_id = request->project_id();
   if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
@@ -96,6 +109,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
     grpc::CallbackServerContext* context,
     const hub::v1::UpsertRoleCandidateRequest* request,
     hub::v1::UpsertRoleCandidateResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     CandidateUpsertInput input;
@@ -119,6 +135,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,
     hub::v1::ListRoleCandidatesResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   CandidateListInput input;
   if (request->has_role_key() || !request->role_key_wire().empty()) {
     input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
@@ -140,6 +159,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
     grpc::CallbackServerContext* context,
     const hub::v1::ReportCandidateProbeRequest* request,
     hub::v1::ReportCandidateProbeResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     ProbeReportInput input;

@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
@@ -20,6 +21,11 @@ namespace hub {
 
 class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
  public:
+  // The limits every call passes first (docs/design/limits.md); set before
+  // the server starts, must outlive the service. Without one, calls are not
+  // limited.
+  void SetCallGate(CallGate* gate) { gate_ = gate; }
+
   // `registry`, `clock` and `pool` must outlive the service. Calls that wait
   // for a durable write run on `pool`.
   RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
@@ -94,6 +100,7 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  CallGate* gate_ = nullptr;
 };
 
 }  // namespace hub

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -65,6 +66,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     grpc::CallbackServerContext* context,
     const hub::v1::EnsureRoleRequest* request,
     hub::v1::EnsureRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     EnsureRequest in;
@@ -123,6 +127,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
     grpc::CallbackServerContext* context,
     const hub::v1::AckRoleActivationRequest* request,
     hub::v1::AckRoleActivationResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     Activator* activator = activator_.load();

@@ -6,6 +6,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -132,9 +133,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   presence_options.keepalive_interval = options.keepalive_interval;
   server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
   server->ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
-  server->messaging_ =
-      std::make_unique<Messaging>(server->store_.get(), server->presence_.get(),
-                                  server->roles_.get(), activator, ids, clock);
+  server->messaging_ = std::make_unique<Messaging>(
+      server->store_.get(), server->presence_.get(), server->roles_.get(),
+      activator, ids, clock, options.messaging);
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
       !swept.ok()) {
@@ -152,6 +153,14 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
+
+  server->gate_ = std::make_unique<CallGate>(
+      options.limits,
+      options.principal ? options.principal : PrincipalFn(PeerPrincipal));
+  server->hub_service_->SetCallGate(server->gate_.get());
+  server->presence_service_->SetCallGate(server->gate_.get());
+  server->role_service_->SetCallGate(server->gate_.get());
+  server->message_service_->SetCallGate(server->gate_.get());
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -172,7 +181,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(
+          absl::ToInt64Milliseconds(options.min_client_ping_interval)));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             options.max_ping_strikes);
+  // gRPC refuses messages above twice the hub's own request limit before
+  // parsing them; between the two the hub answers with its reason code.
+  if (options.limits.max_request_bytes > 0) {
+    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
+        2 * options.limits.max_request_bytes, int64_t{1} << 30)));
+  }
   builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
                            &server->port_);
   builder.RegisterService(server->hub_service_.get());

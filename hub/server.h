@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
 #include "hub/presence_service.h"
@@ -46,6 +47,18 @@ struct HubServerOptions {
   // streams (and starts their detach grace).
   absl::Duration keepalive_interval = absl::Seconds(5);
   absl::Duration keepalive_timeout = absl::Seconds(5);
+  // HTTP/2 keepalive enforcement: a client may ping at most this often
+  // while no call sends data; more frequent pings are strikes, and past
+  // max_ping_strikes the connection is closed with GOAWAY
+  // (ENHANCE_YOUR_CALM, "too_many_pings").
+  absl::Duration min_client_ping_interval = absl::Seconds(1);
+  int max_ping_strikes = 2;
+  // Per-principal limits (request size, rate, streams, idle streams) and
+  // who counts as a principal (the peer address unless set).
+  CallLimits limits;
+  PrincipalFn principal;
+  // Message limits (payload size, pending per inbox, ...).
+  MessagingConfig messaging;
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;
@@ -83,6 +96,7 @@ class HubServer {
   RoleRegistry* roles() { return roles_.get(); }
   Activator* activator() { return activator_.get(); }
   Messaging* messaging() { return messaging_.get(); }
+  CallGate* call_gate() { return gate_.get(); }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -109,6 +123,7 @@ class HubServer {
   std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
+  std::unique_ptr<CallGate> gate_;
   std::unique_ptr<grpc::Server> server_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
