@@ -37,11 +37,13 @@ struct CallLimits {
   // twice this before it is parsed (RESOURCE_EXHAUSTED from gRPC's core).
   int64_t max_request_bytes = 2 * 1024 * 1024;
   // Token bucket per principal: sustained calls per second and burst. Every
-  // unary call and every stream start takes one token. 0 disables it.
-  double requests_per_second = 200;
-  int64_t request_burst = 400;
+  // unary call and every stream start takes one token. 0 disables it. The
+  // defaults only stop floods: while the principal is the peer host, every
+  // agent (and hubbench) on one machine shares this budget.
+  double requests_per_second = 100000;
+  int64_t request_burst = 200000;
   // Open Attach + WatchRoles streams per principal. 0 disables it.
-  int64_t max_streams_per_principal = 1024;
+  int64_t max_streams_per_principal = 20000;
   // A presence stream on which the client sent no frame for this long is
   // ended with LIMIT_EXCEEDED / idle_stream_timeout. Longer than the longest
   // lease TTL (2 h), so an agent that heartbeats within its lease is never

@@ -21,16 +21,16 @@ ABSL_FLAG(int32_t, max_capabilities_per_agent, 64,
           "capabilities one registration may declare");
 ABSL_FLAG(int64_t, max_metadata_bytes, 64 * 1024,
           "largest registration metadata (JSON text) in bytes");
-ABSL_FLAG(int64_t, max_streams_per_principal, 1024,
+ABSL_FLAG(int64_t, max_streams_per_principal, 20000,
           "open Attach + WatchRoles streams per principal (peer address until "
           "tokens name principals); 0 = unlimited");
 ABSL_FLAG(int64_t, max_pending_per_inbox, 10000,
           "unacknowledged messages an agent may have; a publish that would "
           "exceed it is refused whole");
-ABSL_FLAG(double, requests_per_second, 200,
+ABSL_FLAG(double, requests_per_second, 100000,
           "sustained calls (and stream starts) per second per principal, a "
           "token bucket; 0 = unlimited");
-ABSL_FLAG(int64_t, request_burst, 400,
+ABSL_FLAG(int64_t, request_burst, 200000,
           "token bucket size: calls a principal may make at once");
 ABSL_FLAG(absl::Duration, idle_stream_timeout, absl::Hours(3),
           "a presence stream whose client sent nothing for this long is ended "
