@@ -6,13 +6,16 @@ Plain and --config=asan builds replay the checked-in corpus
 default) starting from that corpus. See tests/fuzz/fuzz_main.cc.
 """
 
-def hub_fuzz_test(name, srcs, deps, corpus, size = "small", tags = []):
+def hub_fuzz_test(name, srcs, deps, corpus, size = "medium", tags = []):
     native.cc_test(
         name = name,
         size = size,
         srcs = srcs,
         args = ["tests/fuzz/" + corpus],
         data = native.glob([corpus + "/**"]),
+        # Static: the corpus replayer's main (plain builds) and
+        # LLVMFuzzerInitialize (fuzz builds) must be in the binary itself.
+        linkstatic = True,
         linkopts = select({
             "//tests/fuzz:libfuzzer": ["-fsanitize=fuzzer"],
             "//conditions:default": [],

@@ -5,11 +5,14 @@
 // every crash ever found run as a regression test. A missing or empty corpus
 // fails.
 //
-// --config=fuzz (HUB_LIBFUZZER defined, libFuzzer linked): hands the
-// arguments to libFuzzer after an output corpus directory under
-// $TEST_TMPDIR (so the checked-in seeds are only read) and
-// -max_total_time=$HUB_FUZZ_SECONDS (default 5). Any other libFuzzer flag
-// may be passed through.
+// --config=fuzz (HUB_LIBFUZZER defined, libFuzzer and its main linked):
+// LLVMFuzzerInitialize puts, in front of the arguments, an output corpus
+// directory
+// ($HUB_FUZZ_CORPUS_OUT, else a fresh one under $TEST_TMPDIR, so the
+// checked-in seeds are only read), -max_total_time=$HUB_FUZZ_SECONDS
+// (default 5) and -timeout=20. Later libFuzzer flags override these.
+#include <unistd.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -22,29 +25,31 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size);
 
 #ifdef HUB_LIBFUZZER
-extern "C" int LLVMFuzzerRunDriver(int* argc, char*** argv,
-                                   int (*callback)(const uint8_t* data,
-                                                   size_t size));
-
-int main(int argc, char** argv) {
+// libFuzzer's own main runs; it calls this before it reads its flags, so the
+// defaults go in front of the test's arguments here.
+extern "C" int LLVMFuzzerInitialize(int* argc, char*** argv) {
   const char* tmp = std::getenv("TEST_TMPDIR");
-  const std::string out = std::string(tmp != nullptr ? tmp : "/tmp") +
-                          "/fuzz-corpus-" + std::to_string(getpid());
+  const char* keep = std::getenv("HUB_FUZZ_CORPUS_OUT");
+  const std::string out = keep != nullptr && *keep != '\0'
+                              ? std::string(keep)
+                              : std::string(tmp != nullptr ? tmp : "/tmp") +
+                                    "/fuzz-corpus-" + std::to_string(getpid());
   std::filesystem::create_directories(out);
   const char* seconds = std::getenv("HUB_FUZZ_SECONDS");
-  std::vector<std::string> args = {
-      argv[0],
+  // Kept for the whole run: libFuzzer holds on to the pointers.
+  static std::vector<std::string>* args = new std::vector<std::string>{
+      (*argv)[0],
       std::string("-max_total_time=") +
           (seconds != nullptr && *seconds != '\0' ? seconds : "5"),
-      "-print_final_stats=1", out};
-  // Flags first (libFuzzer reads them anywhere), then the seed directories.
-  for (int i = 1; i < argc; ++i) args.push_back(argv[i]);
-  std::vector<char*> pointers;
-  for (std::string& a : args) pointers.push_back(a.data());
-  pointers.push_back(nullptr);
-  int count = static_cast<int>(args.size());
-  char** raw = pointers.data();
-  return LLVMFuzzerRunDriver(&count, &raw, LLVMFuzzerTestOneInput);
+      // A single input running this long is a hang: report it as one.
+      "-timeout=20", "-print_final_stats=1", out};
+  for (int i = 1; i < *argc; ++i) args->push_back((*argv)[i]);
+  static std::vector<char*>* pointers = new std::vector<char*>;
+  for (std::string& a : *args) pointers->push_back(a.data());
+  pointers->push_back(nullptr);
+  *argc = static_cast<int>(args->size());
+  *argv = pointers->data();
+  return 0;
 }
 #else
 int main(int argc, char** argv) {
