@@ -154,6 +154,11 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
   if (!input.ok()) return FinishUnary(context, input.status());
   absl::Duration wait = absl::Seconds(30);
   if (request->has_await_timeout()) {
+    if (absl::Status s =
+            CheckProtoDuration(request->await_timeout(), "await_timeout");
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
     wait = FromProtoDuration(request->await_timeout());
     if (wait < absl::ZeroDuration() || wait > absl::Seconds(30)) {
       return FinishUnary(

@@ -300,6 +300,12 @@ class PresenceServiceImpl::AttachReactor final
     input.agent_id = agent_id_;
     input.generation = generation_;
     if (request_.heartbeat().has_ttl()) {
+      if (absl::Status s =
+              CheckProtoDuration(request_.heartbeat().ttl(), "heartbeat.ttl");
+          !s.ok()) {
+        AnswerErrorLocked(frame_id, s);
+        return;
+      }
       input.ttl = FromProtoDuration(request_.heartbeat().ttl());
     }
     absl::StatusOr<AgentView> view = service_->registry_->Heartbeat(input);
@@ -509,7 +515,12 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
   if (request->has_presence_generation()) {
     input.generation = request->presence_generation();
   }
-  if (request->has_ttl()) input.ttl = FromProtoDuration(request->ttl());
+  if (request->has_ttl()) {
+    if (absl::Status s = CheckProtoDuration(request->ttl(), "ttl"); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+    input.ttl = FromProtoDuration(request->ttl());
+  }
   input.fence =
       FenceOf(request->has_hub_instance_id(), request->hub_instance_id(),
               request->has_store_fingerprint(), request->store_fingerprint());
