@@ -230,6 +230,13 @@ class PresenceServiceImpl::AttachReactor final
       case AttachRequest::kMessageAck:
         MessageAckLocked(frame_id);
         return;
+      case AttachRequest::FRAME_NOT_SET:
+        AnswerErrorLocked(frame_id,
+                          WithMetadata(InvalidArgumentError(
+                                           "REQUEST_INVALID",
+                                           "the frame carries no frame kind"),
+                                       "field", "frame"));
+        return;
       default:
         // Probe replies are not served yet: the frame is refused in-band.
         AnswerErrorLocked(
@@ -241,6 +248,20 @@ class PresenceServiceImpl::AttachReactor final
 
   void HelloLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const hub::v1::AttachHello& hello = request_.hello();
+    if (hello.has_lease_ttl()) {
+      absl::Status s = CheckProtoDuration(hello.lease_ttl(), "hello.lease_ttl");
+      if (s.ok()) {
+        // Checked after truncation to whole milliseconds, like every TTL.
+        s = ValidateTtl(absl::Milliseconds(absl::ToInt64Milliseconds(
+                            FromProtoDuration(hello.lease_ttl()))),
+                        service_->registry_->config());
+        s = WithMetadata(std::move(s), "field", "hello.lease_ttl");
+      }
+      if (!s.ok()) {
+        FinishLocked(s);
+        return;
+      }
+    }
     HubFence fence =
         FenceOf(hello.has_hub_instance_id(), hello.hub_instance_id(),
                 hello.has_store_fingerprint(), hello.store_fingerprint());

@@ -163,6 +163,9 @@ class PresenceRegistry {
                    std::string store_fingerprint);
   ~PresenceRegistry();
 
+  // The configuration it was built with (TTL bounds, limits).
+  const PresenceConfig& config() const { return config_; }
+
   // Loads every agent from the store. Like etcd on recovery, extends every
   // lease that is not offline to at least now + its TTL, so a hub restart
   // never declares a present agent dead; agents that really died expire one
