@@ -15,6 +15,7 @@
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/presence.h"
 #include "registry/role_registry.h"
 
 namespace hub {
@@ -43,6 +44,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // (blocked_reason activator_unavailable) and AckRoleActivation fails with
   // UNAVAILABLE / ROLE_ACTIVATOR_UNAVAILABLE, as triflux does.
   void SetActivator(Activator* activator);
+  // Where EnsureRole looks up the agent_id it is called for (registered:
+  // AGENT_NOT_FOUND; same project as the role: PROJECT_SCOPE_MISMATCH). Must
+  // outlive the service; without one agent_id is only validated.
+  void SetPresence(PresenceRegistry* presence) { presence_.store(presence); }
 
   // Open WatchRoles streams (for tests and metrics).
   int ActiveWatches();
@@ -88,6 +93,9 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       hub::v1::ReportCandidateProbeResponse* response) override;
 
  private:
+  // EnsureRole's agent_id: registered, and of the role's project.
+  absl::Status CheckEnsureAgent(const EnsureRequest& in,
+                                const std::string& agent_id);
   class WatchReactor;
 
   void Untrack(WatchReactor* reactor);
@@ -96,6 +104,7 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   const Clock* const clock_;
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
+  std::atomic<PresenceRegistry*> presence_{nullptr};
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -2,6 +2,7 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
@@ -62,6 +63,34 @@ void RoleServiceImpl::SetActivator(Activator* activator) {
   activator_.store(activator);
 }
 
+absl::Status RoleServiceImpl::CheckEnsureAgent(const EnsureRequest& in,
+                                               const std::string& agent_id) {
+  PresenceRegistry* presence = presence_.load();
+  if (agent_id.empty() || presence == nullptr) return absl::OkStatus();
+  // The request's own faults come first, in the activator's order.
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (in.trigger.empty() || in.cause_id.empty()) {
+    return InvalidArgumentError(
+        "ENSURE_ROLE_REQUEST_INVALID",
+        "EnsureRole needs a client trigger and a cause_id");
+  }
+  absl::StatusOr<AgentView> agent = presence->Get(agent_id);
+  if (!agent.ok()) return agent.status();
+  if (agent->record.project_id.has_value() &&
+      *agent->record.project_id != key->key.project_id) {
+    return WithMetadata(
+        WithMetadata(
+            ReasonError(
+                absl::StatusCode::kPermissionDenied, "PROJECT_SCOPE_MISMATCH",
+                absl::StrCat("agent ", agent_id, " belongs to project ",
+                             *agent->record.project_id, ", not the role's")),
+            "agent_id", agent_id),
+        "role_key_wire", key->wire);
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     grpc::CallbackServerContext* context,
     const hub::v1::EnsureRoleRequest* request,
@@ -110,6 +139,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
       reactor->Finish(ToGrpcStatus(InvalidArgumentError(
           "ENSURE_ROLE_REQUEST_INVALID",
           "cause_id must be 1..256 characters and not blank")));
+      return;
+    }
+    if (absl::Status s = CheckEnsureAgent(in, request->agent_id()); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
       return;
     }
     absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(in);

@@ -153,6 +153,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
+  server->role_service_->SetPresence(server->presence_.get());
 
   server->gate_ = std::make_unique<CallGate>(
       options.limits,
