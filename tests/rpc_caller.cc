@@ -45,11 +45,19 @@ grpc::Status FromErrorStatus(const hub::v1::ErrorStatus& error) {
 
 namespace {
 
+// Text that does not parse is expected (fuzz input): no log line for it.
+class QuietErrors : public google::protobuf::io::ErrorCollector {
+ public:
+  void AddError(int, int, const std::string&) override {}
+};
+QuietErrors kQuiet;
+
 bool Parse(const std::string& bytes, bool text,
            google::protobuf::Message* message) {
   if (text) {
     google::protobuf::TextFormat::Parser parser;
     parser.AllowPartialMessage(true);
+    parser.RecordErrorsTo(&kQuiet);
     return parser.ParseFromString(bytes, message);
   }
   return message->ParseFromString(bytes);

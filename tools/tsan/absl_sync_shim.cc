@@ -119,11 +119,9 @@ bool Mutex::LockWhenWithDeadline(const Condition& cond, absl::Time t) {
   return met;
 }
 
-bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond,
-                                      absl::Duration t) {
-  HUB_REAL(
-      bool (*)(Mutex*, const Condition&, absl::Duration),
-      "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
+bool Mutex::ReaderLockWhenWithTimeout(const Condition& cond, absl::Duration t) {
+  HUB_REAL(bool (*)(Mutex*, const Condition&, absl::Duration),
+           "5Mutex25ReaderLockWhenWithTimeoutERKNS0_9ConditionENS0_8DurationE");
   const bool met = real(this, cond, t);
   __tsan_acquire(this);
   return met;
@@ -193,7 +191,12 @@ ABSL_NAMESPACE_END
 
 // Read by TSan at start-up. Each entry is explained in tools/tsan/README.md.
 extern "C" const char* __tsan_default_suppressions() {
-  return "";
+  return
+      // Abseil's deadlock detector (on in tests) keeps its lock graph under
+      // an internal base_internal::SpinLock that TSan cannot see; only the
+      // graph's own memmoves are reported. Ignores calls made from that
+      // library only, never hub code.
+      "called_from_lib:libabsl_graphcycles_internal.so\n";
 }
 
 extern "C" const char* __tsan_default_options() {
