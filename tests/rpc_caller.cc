@@ -13,6 +13,7 @@
 #include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "google/protobuf/io/tokenizer.h"
 #include "google/protobuf/text_format.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
