@@ -68,6 +68,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
     const hub::v1::GetStatusRequest* request,
     hub::v1::GetStatusResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -111,6 +114,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::EncodeRoleKeyRequest* request,
     hub::v1::EncodeRoleKeyResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -131,6 +137,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::DecodeRoleKeyRequest* request,
     hub::v1::DecodeRoleKeyResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "hub/auth.h"
 #include "hub/call_gate.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "registry/clock.h"
@@ -51,7 +52,12 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
       const hub::v1::DecodeRoleKeyRequest* request,
       hub::v1::DecodeRoleKeyResponse* response) override;
 
+  // Authenticates every call (docs/design/auth.md); must outlive the
+  // service. Set before serving. Without one every call is allowed.
+  void SetAuthority(const Authority* authority) { authority_ = authority; }
+
  private:
+  const Authority* authority_ = nullptr;
   const HubIdentity identity_;
   const Clock* const clock_;
   PresenceRegistry* const presence_;

@@ -1,11 +1,14 @@
 // hubd: the hub server.
 //
 //   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite]
+//        [--metrics_listen=127.0.0.1:9464] [--log_level=info]
 //
-// Prints one line when it serves, with the bound address, the database and
-// the version. SIGINT or SIGTERM shut it down cleanly (exit 0); a taken port
-// or an unusable database is a clear message and exit 1.
+// Prints one line when it serves, with the bound address, the database, the
+// version and the security settings. SIGINT or SIGTERM shut it down cleanly
+// (exit 0); SIGHUP reloads the token file; a taken port, an unusable database
+// or an insecure non-loopback address is a clear message and exit 1.
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <string>
@@ -17,6 +20,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hub/limit_flags.h"
+#include "hub/log.h"
 #include "hub/server.h"
 #include "hub/version.h"
 
@@ -41,9 +45,37 @@ ABSL_FLAG(absl::Duration, keepalive_timeout, absl::Seconds(5),
 ABSL_FLAG(absl::Duration, sweep_interval, absl::Seconds(1),
           "how often leases are checked (online -> stale when the lease is "
           "past, stale -> offline 5 minutes later) and checkpointed");
+ABSL_FLAG(std::string, claude_uds_command, "",
+          "the program that reaches Claude sessions of claude-uds transport "
+          "locators (triflux's tfx-live interface: `<program> probe ...`, "
+          "`<program> ask ...`), run with an argv, never a shell; empty: "
+          "claude-uds locators report adapter_unavailable");
+ABSL_FLAG(std::string, claude_uds_bridge, "",
+          "the --bridge value passed to the claude-uds command; empty: each "
+          "locator's bridge_id");
 ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
+ABSL_FLAG(std::string, metrics_listen, "",
+          "host:port to serve Prometheus metrics on (GET /metrics); empty: "
+          "no metrics endpoint");
+ABSL_FLAG(std::string, log_level, "info",
+          "least severe structured log line written to stderr: debug, info, "
+          "warn, error or off");
+
+// ---- identity and authority (docs/design/auth.md) ----
+ABSL_FLAG(std::string, tls_cert, "",
+          "PEM certificate chain to serve TLS with (empty: plaintext)");
+ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
+ABSL_FLAG(std::string, tls_client_ca, "",
+          "PEM CA certificate(s): when set, every client must present a "
+          "certificate signed by one of them (mutual TLS)");
+ABSL_FLAG(std::string, token_file, "",
+          "JSON file of bearer tokens (principal, kind, projects); reloaded "
+          "on SIGHUP and when it changes. Empty: every caller is an "
+          "anonymous admin");
+ABSL_FLAG(bool, insecure, false,
+          "allow a non-loopback --listen without TLS and tokens");
 
 int main(int argc, char** argv) {
   absl::SetProgramUsageMessage(absl::StrCat(
@@ -62,9 +94,20 @@ int main(int argc, char** argv) {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
+  absl::StatusOr<hub::log::Level> level =
+      hub::log::ParseLevel(absl::GetFlag(FLAGS_log_level));
+  if (!level.ok()) {
+    std::fprintf(stderr, "hubd: --log_level: %s\n",
+                 std::string(level.status().message()).c_str());
+    return 1;
+  }
+  hub::log::SetLevel(*level);
+
   hub::HubServerOptions options;
+  options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
   const std::string synchronous = absl::GetFlag(FLAGS_synchronous);
@@ -82,6 +125,24 @@ int main(int argc, char** argv) {
   options.presence.checkpoint_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.keepalive_interval = absl::GetFlag(FLAGS_keepalive_interval);
   options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  if (const std::string command = absl::GetFlag(FLAGS_claude_uds_command);
+      !command.empty()) {
+    // A path that is not executable is a configuration mistake: say so now
+    // rather than at the first activation. A bare name is looked up in PATH
+    // when it runs.
+    if (command.find('/') != std::string::npos &&
+        access(command.c_str(), X_OK) != 0) {
+      std::fprintf(stderr,
+                   "hubd: --claude_uds_command %s is not an executable file\n",
+                   command.c_str());
+      return 1;
+    }
+    options.claude_uds.command = {command};
+  }
+  if (const std::string bridge = absl::GetFlag(FLAGS_claude_uds_bridge);
+      !bridge.empty()) {
+    options.claude_uds.bridge = bridge;
+  }
   for (absl::Duration d :
        {options.presence.detach_grace, options.presence.sweep_interval,
         options.keepalive_interval, options.keepalive_timeout}) {
@@ -90,6 +151,11 @@ int main(int argc, char** argv) {
       return 1;
     }
   }
+  options.tls.cert_file = absl::GetFlag(FLAGS_tls_cert);
+  options.tls.key_file = absl::GetFlag(FLAGS_tls_key);
+  options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
+  options.auth.token_file = absl::GetFlag(FLAGS_token_file);
+  options.insecure = absl::GetFlag(FLAGS_insecure);
   if (absl::Status limits = hub::ApplyLimitFlags(&options); !limits.ok()) {
     std::fprintf(stderr, "hubd: %s\n", std::string(limits.message()).c_str());
     return 1;
@@ -100,17 +166,30 @@ int main(int argc, char** argv) {
                  std::string(server.status().message()).c_str());
     return 1;
   }
-  std::printf("hubd %s serving on %s db=%s hub_instance_id=%s\n",
+  std::printf("hubd %s serving on %s db=%s hub_instance_id=%s %s\n",
               hub::kHubVersion, (*server)->address().c_str(),
               (*server)->identity().store_path.c_str(),
-              (*server)->identity().hub_instance_id.c_str());
+              (*server)->identity().hub_instance_id.c_str(),
+              (*server)->security().c_str());
   std::fflush(stdout);
+  hub::log::Info("hub_started",
+                 {{"version", hub::kHubVersion},
+                  {"address", (*server)->address()},
+                  {"metrics_address", (*server)->metrics_address()},
+                  {"db", (*server)->identity().store_path},
+                  {"hub_instance_id", (*server)->identity().hub_instance_id}});
 
   int signal_number = 0;
-  sigwait(&signals, &signal_number);
-  std::fprintf(stderr, "hubd: %s received, shutting down\n",
-               signal_number == SIGINT ? "SIGINT" : "SIGTERM");
+  while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
+    // Failures are reported by the reload itself; the old tokens stay.
+    (*server)->ReloadTokens().IgnoreError();
+  }
+  const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
+  hub::log::Info(
+      "hub_stopping",
+      {{"signal", signal_name},
+       {"message", absl::StrCat(signal_name, " received, shutting down")}});
   (*server)->Shutdown(absl::GetFlag(FLAGS_shutdown_grace));
-  std::fprintf(stderr, "hubd: stopped\n");
+  hub::log::Info("hub_stopped", {});
   return 0;
 }

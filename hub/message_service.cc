@@ -38,6 +38,14 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
     grpc::CallbackServerContext* context,
     const hub::v1::PublishRequest* request,
     hub::v1::PublishResponse* response) {
+  // Sending as an agent needs that agent's principal.
+  if (absl::Status s =
+          request->from_agent_id().empty()
+              ? CallPrincipal(authority_, *context).status()
+              : AuthorizeAgent(authority_, *context, request->from_agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -65,6 +73,11 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
     grpc::CallbackServerContext* context, const hub::v1::AckRequest* request,
     hub::v1::AckResponse* response) {
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -92,6 +105,12 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
     grpc::CallbackServerContext* context,
     const hub::v1::ListPendingRequest* request,
     hub::v1::ListPendingResponse* response) {
+  // Reading an inbox marks deliveries: only as the agent's own principal.
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -127,6 +146,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
     grpc::CallbackServerContext* context,
     const hub::v1::ListDeadLettersRequest* request,
     hub::v1::ListDeadLettersResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -147,6 +169,13 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
     grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
     hub::v1::AskResponse* response) {
+  if (absl::Status s =
+          request->from_agent_id().empty()
+              ? CallPrincipal(authority_, *context).status()
+              : AuthorizeAgent(authority_, *context, request->from_agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -205,6 +234,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     grpc::CallbackServerContext* context,
     const hub::v1::ListTraceRequest* request,
     hub::v1::ListTraceResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }

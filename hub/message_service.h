@@ -6,6 +6,7 @@
 #ifndef HUB_HUB_MESSAGE_SERVICE_H_
 #define HUB_HUB_MESSAGE_SERVICE_H_
 
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
 #include "hub/v1/message.grpc.pb.h"
@@ -48,7 +49,13 @@ class MessageServiceImpl final
       const hub::v1::ListTraceRequest* request,
       hub::v1::ListTraceResponse* response) override;
 
+  // Who may send and acknowledge as which agent (docs/design/auth.md); must
+  // outlive the service. Set before serving. Without one every call is
+  // allowed.
+  void SetAuthority(const Authority* authority) { authority_ = authority; }
+
  private:
+  const Authority* authority_ = nullptr;
   Messaging* const messaging_;
   BlockingPool* const write_pool_;
   BlockingPool* const ask_pool_;

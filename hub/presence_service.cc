@@ -75,6 +75,27 @@ hub::v1::RoleActivation ToRoleActivationProto(const ActivationEnvelope& e) {
   return a;
 }
 
+hub::v1::RoleKey ToRoleKeyProto(const RoleKey& key) {
+  hub::v1::RoleKey out;
+  out.set_project_id(key.project_id);
+  out.set_kind(key.kind == RoleKind::kCto ? hub::v1::ROLE_KIND_CTO
+                                          : hub::v1::ROLE_KIND_LEAD);
+  out.set_scope_id(key.scope_id);
+  return out;
+}
+
+hub::v1::RoleProbe ToRoleProbeProto(const RoleProbeEnvelope& p) {
+  hub::v1::RoleProbe out;
+  out.set_probe_id(p.probe_id);
+  *out.mutable_role_key() = ToRoleKeyProto(p.role_key);
+  out.set_role_key_wire(p.role_key_wire);
+  out.set_epoch(p.epoch);
+  out.set_activation_id(p.activation_id);
+  *out.mutable_deadline() =
+      ToProtoTimestamp(absl::FromUnixMillis(p.deadline_ms));
+  return out;
+}
+
 }  // namespace
 
 // One presence stream. All state is guarded by `mu_`; gRPC calls the
@@ -87,6 +108,14 @@ class PresenceServiceImpl::AttachReactor final
   AttachReactor(PresenceServiceImpl* service,
                 grpc::CallbackServerContext* context)
       : service_(service), sink_(std::make_shared<Sink>(this)) {
+    absl::StatusOr<Principal> principal =
+        CallPrincipal(service_->authority_, *context);
+    if (!principal.ok()) {
+      absl::MutexLock lock(&mu_);
+      FinishLocked(principal.status());
+      return;
+    }
+    principal_ = std::move(*principal);
     if (service_->gate_ != nullptr) {
       absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
           service_->gate_->AdmitStream(*context, nullptr,
@@ -152,6 +181,20 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // Pushes a role probe event; false once the stream is closing.
+  bool DeliverProbe(const RoleProbeEnvelope& probe) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(probe.probe_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_role_probe() = ToRoleProbeProto(probe);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Pushes a message event; false once the stream is closing.
   bool DeliverMessage(const MessageDelivery& delivery) {
     absl::MutexLock lock(&mu_);
@@ -193,6 +236,10 @@ class PresenceServiceImpl::AttachReactor final
     bool DeliverMessage(const MessageDelivery& delivery) override {
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverMessage(delivery);
+    }
+    bool DeliverProbe(const RoleProbeEnvelope& probe) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverProbe(probe);
     }
     void Release() {
       absl::MutexLock lock(&mu_);
@@ -237,17 +284,27 @@ class PresenceServiceImpl::AttachReactor final
                                            "the frame carries no frame kind"),
                                        "field", "frame"));
         return;
+      case AttachRequest::kProbeReply:
+        ProbeReplyLocked(frame_id);
+        return;
       default:
-        // Probe replies are not served yet: the frame is refused in-band.
         AnswerErrorLocked(
-            frame_id, absl::UnimplementedError(
-                          "this frame kind is not served by this hub version"));
+            frame_id, InvalidArgumentError("REQUEST_INVALID",
+                                           "the frame sets none of its cases"));
         return;
     }
   }
 
   void HelloLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const hub::v1::AttachHello& hello = request_.hello();
+    if (service_->authority_ != nullptr) {
+      if (absl::Status s =
+              service_->authority_->CheckOwner(principal_, hello.agent_id());
+          !s.ok()) {
+        FinishLocked(s);
+        return;
+      }
+    }
     if (hello.has_lease_ttl()) {
       absl::Status s = CheckProtoDuration(hello.lease_ttl(), "hello.lease_ttl");
       if (s.ok()) {
@@ -376,6 +433,23 @@ class PresenceServiceImpl::AttachReactor final
     QueueLocked(std::move(response));
   }
 
+  // A probe answer: hands it to the waiting prober and sends nothing back,
+  // unless no probe of this stream awaits it (frame_error).
+  void ProbeReplyLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    const hub::v1::AttachProbeReply& reply = request_.probe_reply();
+    if (reply.probe_id().empty()) {
+      AnswerErrorLocked(
+          frame_id,
+          WithMetadata(InvalidArgumentError("REQUEST_INVALID",
+                                            "probe_reply needs the probe_id"),
+                       "field", "probe_id"));
+      return;
+    }
+    absl::Status answered = service_->registry_->AnswerProbe(
+        agent_id_, stream_id_, reply.probe_id(), reply.ready());
+    if (!answered.ok()) AnswerErrorLocked(frame_id, answered);
+  }
+
   // The acknowledging agent of a message_ack frame is the stream's agent.
   void MessageAckLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Messaging* messaging = service_->messaging_.load();
@@ -470,6 +544,8 @@ class PresenceServiceImpl::AttachReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Set by the constructor: the stream's authenticated principal.
+  Principal principal_;
   // Set once by the hello; read in OnDone after every callback finished.
   bool attached_ = false;
   std::string agent_id_;
@@ -496,16 +572,50 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::RegisterAgentRequest* request,
     hub::v1::RegisterAgentResponse* response) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
+  if (absl::Status s = RequireProject(*principal, request->project_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  if (authority_ != nullptr && !principal->anonymous) {
+    if (!authority_->OwnerKnown(input->agent_id)) {
+      // The first registration of this agent id records its owner durably
+      // (on the pool: a blocking write) before registering.
+      pool_->Schedule([this, reactor, response, principal = *principal,
+                       input = *std::move(input)]() mutable {
+        if (absl::Status s = authority_->ClaimOwner(principal, input.agent_id);
+            !s.ok()) {
+          reactor->Finish(ToGrpcStatus(s));
+          return;
+        }
+        Register(reactor, std::move(input), response);
+      });
+      return reactor;
+    }
+    if (absl::Status s = authority_->CheckOwner(*principal, input->agent_id);
+        !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+  }
+  Register(reactor, *std::move(input), response);
+  return reactor;
+}
+
+void PresenceServiceImpl::Register(grpc::ServerUnaryReactor* reactor,
+                                   RegisterInput input,
+                                   hub::v1::RegisterAgentResponse* response) {
   // No thread waits for the group commit: the answer is sent from the
   // store's completion thread once the registration is durable.
-  registry_->RegisterAsync(*input, [this, reactor,
-                                    response](absl::StatusOr<AgentView> view) {
+  registry_->RegisterAsync(input, [this, reactor,
+                                   response](absl::StatusOr<AgentView> view) {
     if (!view.ok()) {
       reactor->Finish(ToGrpcStatus(view.status()));
       return;
@@ -521,13 +631,17 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     *response->mutable_server_time() = ToProtoTimestamp(now);
     reactor->Finish(grpc::Status::OK);
   });
-  return reactor;
 }
 
 grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
     grpc::CallbackServerContext* context,
     const hub::v1::HeartbeatRequest* request,
     hub::v1::HeartbeatResponse* response) {
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -562,6 +676,16 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
     grpc::CallbackServerContext* context,
     const hub::v1::DeregisterRequest* request,
     hub::v1::DeregisterResponse* response) {
+  // An admin may deregister any agent (clean-up); others only their own.
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (authority_ != nullptr && principal->kind != PrincipalKind::kAdmin) {
+    if (absl::Status s =
+            authority_->CheckOwner(*principal, request->agent_id());
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -595,6 +719,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::GetAgentRequest* request,
     hub::v1::GetAgentResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -610,6 +737,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     grpc::CallbackServerContext* context,
     const hub::v1::ListAgentsRequest* request,
     hub::v1::ListAgentsResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return FinishUnary(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }

@@ -7,6 +7,7 @@
 #include <atomic>
 
 #include "absl/time/time.h"
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
 #include "hub/v1/presence.grpc.pb.h"
@@ -45,6 +46,9 @@ class PresenceServiceImpl final
   // pending messages right after it attaches; must outlive the service.
   // Without one, message_ack frames get UNIMPLEMENTED in-band.
   void SetMessaging(Messaging* messaging) { messaging_.store(messaging); }
+  // Who may act as which agent (docs/design/auth.md); must outlive the
+  // service. Set before serving. Without one every call is allowed.
+  void SetAuthority(Authority* authority) { authority_ = authority; }
 
   grpc::ServerUnaryReactor* RegisterAgent(
       grpc::CallbackServerContext* context,
@@ -72,11 +76,16 @@ class PresenceServiceImpl final
  private:
   class AttachReactor;
 
+  // Registers `input` and answers on `reactor` once it is durable.
+  void Register(grpc::ServerUnaryReactor* reactor, RegisterInput input,
+                hub::v1::RegisterAgentResponse* response);
+
   PresenceRegistry* const registry_;
   const Clock* const clock_;
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
   std::atomic<Messaging*> messaging_{nullptr};
+  Authority* authority_ = nullptr;
   const PresenceServiceOptions options_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;

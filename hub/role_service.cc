@@ -19,6 +19,13 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
+// The project a role key names, for the operator's project check; "" when
+// the key does not resolve (the request then fails its own validation).
+std::string ProjectOf(const RoleKeyRef& ref) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
+  return key.ok() ? key->key.project_id : "";
+}
+
 }  // namespace
 
 RoleServiceImpl::RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
@@ -29,6 +36,12 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
     grpc::CallbackServerContext* context,
     const hub::v1::ReserveRoleRequest* request,
     hub::v1::ReserveRoleResponse* response) {
+  ReserveInput input = ToReserveInput(*request);
+  if (absl::Status s = AuthorizeOperator(authority_, *context,
+                                         ProjectOf(input.role), "ReserveRole");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -36,7 +49,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the reservation is durable.
   registry_->ReserveAsync(
-      ToReserveInput(*request),
+      std::move(input),
       [reactor, response](absl::StatusOr<ReserveResult> result) {
         if (result.ok()) {
           *response->mutable_role() = ToRoleProto(result->role);
@@ -55,6 +68,12 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     return FinishUnary(context, admit);
   }
   absl::StatusOr<CasInput> input = ToCasInput(*request);
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context, input.ok() ? ProjectOf(input->role) : "",
+          "CompareAndSetRole");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   registry_->CompareAndSetAsync(
@@ -69,6 +88,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::GetRoleRequest* request,
     hub::v1::GetRoleResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -82,6 +104,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRolesRequest* request,
     hub::v1::ListRolesResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -109,6 +134,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
     grpc::CallbackServerContext* context,
     const hub::v1::UpsertRoleCandidateRequest* request,
     hub::v1::UpsertRoleCandidateResponse* response) {
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context,
+          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                                 request->role_key_wire())),
+          "UpsertRoleCandidate");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -135,6 +168,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,
     hub::v1::ListRoleCandidatesResponse* response) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -159,6 +195,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
     grpc::CallbackServerContext* context,
     const hub::v1::ReportCandidateProbeRequest* request,
     hub::v1::ReportCandidateProbeResponse* response) {
+  if (absl::Status s = AuthorizeOperator(
+          authority_, *context,
+          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                                 request->role_key_wire())),
+          "ReportCandidateProbe");
+      !s.ok()) {
+    return Finish(context, s);
+  }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }

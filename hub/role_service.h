@@ -10,6 +10,7 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
 #include "hub/v1/role_service.grpc.pb.h"
@@ -48,6 +49,9 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // AGENT_NOT_FOUND; same project as the role: PROJECT_SCOPE_MISMATCH). Must
   // outlive the service; without one agent_id is only validated.
   void SetPresence(PresenceRegistry* presence) { presence_.store(presence); }
+  // Who may call what (docs/design/auth.md); must outlive the service. Set
+  // before serving. Without one every call is allowed.
+  void SetAuthority(const Authority* authority) { authority_ = authority; }
 
   // Open WatchRoles streams (for tests and metrics).
   int ActiveWatches();
@@ -105,6 +109,7 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
   std::atomic<PresenceRegistry*> presence_{nullptr};
+  const Authority* authority_ = nullptr;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

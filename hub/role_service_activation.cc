@@ -99,6 +99,18 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  {
+    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(
+        ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                     request->role_key_wire()));
+    if (absl::Status s = AuthorizeOperator(authority_, *context,
+                                           key.ok() ? key->key.project_id : "",
+                                           "EnsureRole");
+        !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return reactor;
+    }
+  }
   pool_->Schedule([this, reactor, request, response] {
     EnsureRequest in;
     in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
@@ -164,6 +176,15 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
     return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // §5.8's principal check, authenticated: only the principal that owns the
+  // acknowledging agent may ACK for it (the activator then requires that
+  // agent to be the holder).
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
   pool_->Schedule([this, reactor, request, response] {
     Activator* activator = activator_.load();
     if (activator == nullptr) {

@@ -274,7 +274,9 @@ grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
     const hub::v1::WatchRolesRequest* request) {
   auto* reactor = new WatchReactor(this);
   absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
-  if (gate_ != nullptr) {
+  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+    filter = principal.status();
+  } else if (gate_ != nullptr) {
     // Watches are quiet by nature: no idle timeout, but a stream slot.
     absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
         gate_->AdmitStream(*context, request, nullptr);

@@ -14,6 +14,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "hub/log.h"
+#include "hub/rpc_observer.h"
+#include "hub/version.h"
+#include "registry/claude_uds_adapter.h"
 #include "registry/status.h"
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
@@ -24,7 +28,8 @@ namespace {
 // Opens (creating its directory first) and migrates the database. Every
 // failure names the file.
 absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
-    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock) {
+    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock,
+    HubMetrics* metrics) {
   auto unusable = [&options](const absl::Status& cause) {
     return ReasonError(
         cause.code(),
@@ -47,6 +52,9 @@ absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
   store_options.synchronous = options.synchronous;
   store_options.new_id = [ids] { return ids->Next(); };
   store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
+  store_options.on_group_committed = [metrics](int ops, absl::Duration took) {
+    metrics->OnGroupCommitted(ops, took);
+  };
   absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
       storage::SqliteStore::Open(store_options);
   if (!store.ok()) return unusable(store.status());
@@ -71,18 +79,36 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         absl::StrCat("listen address must be host:port, got '", options.listen,
                      "'"));
   }
+  if (absl::Status s = CheckListenExposure(
+          options.listen, !options.tls.cert_file.empty(),
+          !options.auth.token_file.empty(), options.insecure);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
+      ServerCredentialsFor(options.tls);
+  if (!credentials.ok()) return credentials.status();
   // Shared by the store (activation ids) and the hub identity; it lives as
   // long as the process.
   static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
 
   std::unique_ptr<HubServer> server(new HubServer());
+  server->metrics_ = std::make_unique<HubMetrics>();
+  HubMetrics* metrics = server->metrics_.get();
   absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
-      OpenStore(options, ids, clock);
+      OpenStore(options, ids, clock, metrics);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
   const storage::StoreInfo info = server->store_->Info();
   server->identity_ = HubIdentity{ids->Next(), info.store_type, info.db_path,
                                   info.fingerprint, clock->Now()};
+  absl::StatusOr<std::unique_ptr<Authority>> authority =
+      Authority::Create(options.auth, server->store_.get());
+  if (!authority.ok()) return authority.status();
+  server->authority_ = std::move(*authority);
+  server->security_ =
+      SecuritySummary(options.listen, options.tls,
+                      !options.auth.token_file.empty(), options.insecure);
 
   server->presence_ = std::make_unique<PresenceRegistry>(
       server->store_.get(), clock, options.presence,
@@ -94,7 +120,12 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   absl::StatusOr<storage::RecoveryResult> recovered =
       server->store_->RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
-  server->roles_ = std::make_unique<RoleRegistry>(server->store_.get(), clock);
+  // Candidate exclusions follow the activator's policy (backoff, jitter,
+  // quarantine).
+  RoleRegistryOptions role_options;
+  role_options.policy = options.activator.config;
+  server->roles_ =
+      std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
   server->reach_ =
       std::make_unique<PresenceStreamReach>(server->presence_.get());
   server->activator_pool_ =
@@ -117,6 +148,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->roles_.get(), server->presence_.get(), server->reach_.get(),
       clock, activator_options);
   server->activator_->AddAdapter(std::make_unique<TmuxAdapter>());
+  server->activator_->AddAdapter(
+      std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
   Activator* activator = server->activator_.get();
   server->presence_->SetGoneListener(
       [activator, activator_pool](const std::string& agent_id, int64_t,
@@ -136,6 +169,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->messaging_ = std::make_unique<Messaging>(
       server->store_.get(), server->presence_.get(), server->roles_.get(),
       activator, ids, clock, options.messaging);
+  server->messaging_->SetDeadLetterListener(
+      [metrics](const storage::MessageRecord& message,
+                const storage::ExpiryTransition& transition) {
+        metrics->OnDeadLetter(message, transition);
+      });
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
       !swept.ok()) {
@@ -153,6 +191,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
+  server->hub_service_->SetAuthority(server->authority_.get());
+  server->presence_service_->SetAuthority(server->authority_.get());
+  server->role_service_->SetAuthority(server->authority_.get());
+  server->message_service_->SetAuthority(server->authority_.get());
   server->role_service_->SetPresence(server->presence_.get());
 
   server->gate_ = std::make_unique<CallGate>(
@@ -193,12 +235,20 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
         2 * options.limits.max_request_bytes, int64_t{1} << 30)));
   }
-  builder.AddListeningPort(options.listen, grpc::InsecureServerCredentials(),
-                           &server->port_);
+  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  std::vector<
+      std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+      interceptors;
+  interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics));
+  builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(server->hub_service_.get());
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());
   builder.RegisterService(server->message_service_.get());
+  server->admin_service_ = std::make_unique<AdminServiceImpl>(
+      server->store_.get(), server->write_pool_.get(),
+      server->authority_.get());
+  builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
     server->server_.reset();
@@ -207,6 +257,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                          " (address in use or not available)"));
   }
   server->address_ = WithPort(options.listen, server->port_);
+  if (absl::Status s = server->StartMetrics(options.metrics_listen); !s.ok()) {
+    return s;
+  }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
   server->ticker_ =
       std::thread([raw, interval = options.tick_interval,
@@ -244,12 +297,74 @@ void HubServer::EnsureRecoveredRoles(
       // A failure on one role is contained: the others and the hub go on.
       absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(request);
       if (!receipt.ok()) {
-        std::fprintf(stderr, "hubd: recovery of role %s degraded: %s\n",
-                     wire.c_str(),
-                     std::string(receipt.status().message()).c_str());
+        log::Warn("role_recovery_degraded",
+                  {{"role", wire},
+                   {"reason", ReasonOf(receipt.status())},
+                   {"message", receipt.status().message()}});
       }
     });
   }
+}
+
+absl::Status HubServer::StartMetrics(const std::string& listen) {
+  HubMetrics* metrics = metrics_.get();
+  PresenceRegistry* presence = presence_.get();
+  storage::SqliteStore* store = store_.get();
+  // Every committed role change, from the rows as they are now on.
+  absl::StatusOr<RoleWatchStart> watch = roles_->Watch(
+      RoleWatchFilter{},
+      [metrics](const RoleEvent& event) { metrics->OnRoleEvent(event); });
+  if (!watch.ok()) return watch.status();
+  role_watch_ = std::move(watch->watch);
+  metrics->SeedRoles(watch->snapshot);
+
+  MetricRegistry& registry = metrics->registry();
+  registry.AddCallback(
+      "hub_build_info", "Always 1; the labels name the running hub.", "gauge",
+      {"version", "hub_instance_id"}, [id = identity_.hub_instance_id] {
+        return std::vector<MetricSample>{{{kHubVersion, id}, 1}};
+      });
+  registry.AddCallback(
+      "hub_start_time_seconds", "When this hub started, in Unix seconds.",
+      "gauge", {}, [started = identity_.started_at] {
+        return std::vector<MetricSample>{
+            {{}, absl::ToDoubleSeconds(started - absl::UnixEpoch())}};
+      });
+  registry.AddCallback("hub_agents", "Registered agents by presence status.",
+                       "gauge", {"status"}, [presence] {
+                         const PresenceCounts c = presence->Counts();
+                         return std::vector<MetricSample>{
+                             {{"online"}, static_cast<double>(c.online)},
+                             {{"stale"}, static_cast<double>(c.stale)},
+                             {{"offline"}, static_cast<double>(c.offline)}};
+                       });
+  registry.AddCallback(
+      "hub_presence_streams_attached",
+      "Agents with a presence stream attached now.", "gauge", {}, [presence] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(presence->Counts().open_streams)}};
+      });
+  registry.AddCallback("hub_roles", "Roles by state.", "gauge", {"state"},
+                       [metrics] { return metrics->RolesByState(); });
+  registry.AddCallback(
+      "hub_store_writes_total",
+      "Write operations committed (or failed) through the group commit.",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().ops)}};
+      });
+  registry.AddCallback(
+      "hub_store_commit_groups_total", "Group commits (transactions) run.",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().groups)}};
+      });
+  if (listen.empty()) return absl::OkStatus();
+  absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
+      MetricsHttpServer::Start(listen, &registry);
+  if (!http.ok()) return http.status();
+  metrics_http_ = std::move(*http);
+  return absl::OkStatus();
 }
 
 HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
@@ -257,6 +372,7 @@ HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
 void HubServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  metrics_http_.reset();  // no scrape reads what is torn down below
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();
@@ -265,6 +381,7 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  if (role_watch_ != nullptr) role_watch_->Cancel();
   if (ticker_.joinable()) {
     stop_ticker_.Notify();
     ticker_.join();
@@ -274,9 +391,8 @@ void HubServer::Shutdown(absl::Duration grace) {
   write_pool_.reset();  // finishes the writes it holds
   if (store_ != nullptr) {
     const storage::GroupCommitWriter::Stats stats = store_->write_stats();
-    std::fprintf(stderr, "hubd: %lld writes committed in %lld groups\n",
-                 static_cast<long long>(stats.ops),
-                 static_cast<long long>(stats.groups));
+    log::Info("store_closing",
+              {{"writes", stats.ops}, {"groups", stats.groups}});
   }
 }
 

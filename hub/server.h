@@ -19,13 +19,18 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "hub/admin_service.h"
+#include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
+#include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
+#include "hub/metrics_http.h"
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
 #include "registry/activator.h"
+#include "registry/claude_uds_adapter.h"
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
@@ -69,18 +74,34 @@ struct HubServerOptions {
   // probes and wakes run on.
   ActivatorOptions activator;
   int activator_threads = 8;
+  // The claude-uds adapter's external command (triflux's `tfx-live`
+  // interface). Without a command, claude-uds locators report
+  // adapter_unavailable and only that adapter kind is disabled.
+  ClaudeUdsAdapterOptions claude_uds;
   // How often the presence registry's Tick() runs (the activator's runs
   // every presence.sweep_interval).
   absl::Duration tick_interval = absl::Milliseconds(100);
   // Time source; nullptr means the real clock. Must outlive the server.
   const Clock* clock = nullptr;
+  // Identity and authority (docs/design/auth.md): TLS (off when
+  // tls.cert_file is empty), bearer tokens (off when auth.token_file is
+  // empty: every caller is an anonymous admin). A non-loopback `listen`
+  // needs both unless `insecure`.
+  TlsOptions tls;
+  AuthOptions auth;
+  bool insecure = false;
+  // host:port to serve Prometheus metrics on (GET /metrics); "" (default):
+  // no metrics endpoint. Port 0 picks a free port (metrics_address()).
+  std::string metrics_listen;
 };
 
 class HubServer {
  public:
   // Opens the database and starts serving. Fails with a clear status when
-  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED) or the
-  // database is unusable (the store's status, naming the file).
+  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED), the
+  // database is unusable (the store's status, naming the file), the TLS or
+  // token files are unusable (naming the file) or a non-loopback address
+  // lacks TLS and tokens (FAILED_PRECONDITION, INSECURE_LISTEN_REFUSED).
   static absl::StatusOr<std::unique_ptr<HubServer>> Start(
       const HubServerOptions& options);
 
@@ -97,6 +118,16 @@ class HubServer {
   Activator* activator() { return activator_.get(); }
   Messaging* messaging() { return messaging_.get(); }
   CallGate* call_gate() { return gate_.get(); }
+  Authority* authority() { return authority_.get(); }
+  // The security part of the startup line (see SecuritySummary).
+  const std::string& security() const { return security_; }
+  // Re-reads the token file (SIGHUP); the old tokens stay on failure.
+  absl::Status ReloadTokens() { return authority_->Reload(); }
+  HubMetrics* metrics() { return metrics_.get(); }
+  // The metrics endpoint's bound address; "" when it is off.
+  std::string metrics_address() const {
+    return metrics_http_ != nullptr ? metrics_http_->address() : "";
+  }
 
   // Stops serving: in-flight calls get up to `grace` to finish, then are
   // cancelled. Idempotent; also done by the destructor.
@@ -106,11 +137,18 @@ class HubServer {
   HubServer() = default;
   void RunTicker(absl::Duration interval, absl::Duration activator_interval);
   void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
+  // The role watch and scrape-time families of metrics_, and the HTTP
+  // endpoint when `listen` is not empty.
+  absl::Status StartMetrics(const std::string& listen);
 
+  // Declared first: destroyed last, after everything that reports to it.
+  std::unique_ptr<HubMetrics> metrics_;
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
   std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<Authority> authority_;
+  std::string security_;
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<BlockingPool> write_pool_;
   std::unique_ptr<RoleRegistry> roles_;
@@ -124,7 +162,10 @@ class HubServer {
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<CallGate> gate_;
+  std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
+  std::unique_ptr<MetricsHttpServer> metrics_http_;
   absl::Notification stop_ticker_;
   std::thread ticker_;
   bool shut_down_ = false;

@@ -25,6 +25,17 @@ struct ActivationEnvelope {
 // The envelope as the JSON text a transport adapter types into a session.
 std::string ActivationEnvelopeJson(const ActivationEnvelope& envelope);
 
+// A probe pushed on a presence stream (hub.v1.RoleProbe): "are you there
+// and able to take this role?", answered by a probe_reply frame.
+struct RoleProbeEnvelope {
+  std::string probe_id;  // UUIDv7, set by the presence registry
+  RoleKey role_key;
+  std::string role_key_wire;
+  int64_t epoch = 0;
+  std::string activation_id;
+  int64_t deadline_ms = 0;  // reply before this; set by the registry
+};
+
 }  // namespace hub
 
 #endif  // HUB_REGISTRY_ACTIVATION_ENVELOPE_H_

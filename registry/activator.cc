@@ -398,13 +398,35 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
   absl::StatusOr<AgentView> agent = presence_->Get(holder);
   if (agent.ok()) envelope.holder_cli = agent->record.cli;
 
-  // The presence stream first: an attached stream is a live, answering
-  // peer (HTTP/2 keepalive), so delivery is both probe and wake.
+  // The failure recorded when no way works: the last real failure, or
+  // adapter_unavailable when that is all the locators gave (it does not
+  // count against the candidate).
+  std::string code;
+  // The presence stream first: probe = a RoleProbe event the agent answers
+  // within the probe timeout (an attached but hung agent does not), wake =
+  // the activation event.
   if (streams_->Attached(holder)) {
     if (!Gate(reserved)) return Land(key.wire);
-    if (streams_->Deliver(holder, envelope)) return Land(key.wire);
+    RoleProbeEnvelope probe;
+    probe.role_key = key.key;
+    probe.role_key_wire = key.wire;
+    probe.epoch = reserved.epoch;
+    probe.activation_id = envelope.activation_id;
+    switch (streams_->Probe(holder, probe, options_.config.probe_timeout)) {
+      case StreamProbeResult::kReady:
+        if (!Gate(reserved)) return Land(key.wire);
+        if (streams_->Deliver(holder, envelope)) return Land(key.wire);
+        code = std::string(kProbeTransportError);  // the stream just ended
+        break;
+      case StreamProbeResult::kTimeout:
+        code = std::string(kProbeTimeout);
+        break;
+      case StreamProbeResult::kNotReady:
+      case StreamProbeResult::kNotAttached:
+        code = std::string(kProbeTargetNotFound);
+        break;
+    }
   }
-  std::string code = "target_not_found";
   const int64_t now = UnixMillis(clock_->Now());
   std::set<std::string> kinds;
   {
@@ -431,6 +453,7 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     if (probe.code == kProbeAdapterUnavailable) {
       absl::MutexLock lock(&mu_);
       disabled_kinds_.insert(locator.kind);  // only this kind, not the agent
+      if (code.empty()) code = std::string(kProbeAdapterUnavailable);
       continue;
     }
     if (!probe.ok()) {
@@ -451,6 +474,7 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     }
     code = wake.code;
   }
+  if (code.empty()) code = std::string(kProbeTargetNotFound);
   CandidateFailed(key, reserved, code, std::move(tried), trigger);
 }
 

@@ -91,6 +91,11 @@ class StreamReach {
   virtual ~StreamReach() = default;
   // Whether `agent_id` has a presence stream attached.
   virtual bool Attached(const std::string& agent_id) = 0;
+  // Probes the agent over its stream (a RoleProbe event answered by a
+  // probe_reply frame), waiting at most `timeout`.
+  virtual StreamProbeResult Probe(const std::string& agent_id,
+                                  const RoleProbeEnvelope& probe,
+                                  absl::Duration timeout) = 0;
   // Pushes the activation to the agent's stream; false if it is not there.
   virtual bool Deliver(const std::string& agent_id,
                        const ActivationEnvelope& envelope) = 0;
@@ -103,6 +108,11 @@ class PresenceStreamReach final : public StreamReach {
       : presence_(presence) {}
   bool Attached(const std::string& agent_id) override {
     return presence_->StreamAttached(agent_id);
+  }
+  StreamProbeResult Probe(const std::string& agent_id,
+                          const RoleProbeEnvelope& probe,
+                          absl::Duration timeout) override {
+    return presence_->ProbeStream(agent_id, probe, timeout);
   }
   bool Deliver(const std::string& agent_id,
                const ActivationEnvelope& envelope) override {

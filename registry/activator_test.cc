@@ -1,6 +1,7 @@
 #include "registry/activator.h"
 
 #include <algorithm>
+#include <atomic>
 #include <map>
 #include <memory>
 #include <random>
@@ -36,15 +37,39 @@ class RecordingStream : public PresenceStream {
     activations_.push_back(envelope);
     return true;
   }
+  // Answers at once through `answer` (set once attached); a hung agent's
+  // stream has none and never answers.
+  bool DeliverProbe(const RoleProbeEnvelope& probe) override {
+    std::function<void(const RoleProbeEnvelope&)> answer;
+    {
+      absl::MutexLock lock(&mu_);
+      ++probes_;
+      answer = answer_;
+    }
+    if (answer) answer(probe);
+    return true;
+  }
+  void SetAnswer(std::function<void(const RoleProbeEnvelope&)> answer) {
+    absl::MutexLock lock(&mu_);
+    answer_ = std::move(answer);
+  }
   std::vector<ActivationEnvelope> activations() {
     absl::MutexLock lock(&mu_);
     return activations_;
   }
+  int probes() {
+    absl::MutexLock lock(&mu_);
+    return probes_;
+  }
+  // The id of its current attachment (kept by the test).
+  std::atomic<uint64_t> stream_id{0};
 
  private:
   absl::Mutex mu_;
   std::vector<absl::Status> fences_;
   std::vector<ActivationEnvelope> activations_;
+  std::function<void(const RoleProbeEnvelope&)> answer_;
+  int probes_ = 0;
 };
 
 // A transport adapter whose answers the test scripts.
@@ -92,9 +117,11 @@ class ActivatorTest : public ::testing::Test {
   }
 
   // A registered candidate agent; with a stream unless `stream` is false.
+  // `answers_probes` false: the stream is attached but the agent is hung.
   std::shared_ptr<RecordingStream> Candidate(const std::string& id,
                                              bool stream = true,
-                                             const std::string& locators = "") {
+                                             const std::string& locators = "",
+                                             bool answers_probes = true) {
     RegisterInput in;
     in.agent_id = id;
     in.cli = "claude";
@@ -111,8 +138,17 @@ class ActivatorTest : public ::testing::Test {
     EXPECT_TRUE(roles_->UpsertCandidate(c).ok());
     if (!stream) return nullptr;
     auto s = std::make_shared<RecordingStream>();
-    EXPECT_TRUE(
-        presence_->Attach(id, view->record.presence_generation, {}, s).ok());
+    absl::StatusOr<uint64_t> stream_id =
+        presence_->Attach(id, view->record.presence_generation, {}, s);
+    EXPECT_TRUE(stream_id.ok());
+    s->stream_id = stream_id.value_or(0);
+    if (answers_probes) {
+      s->SetAnswer([this, id, raw = s.get()](const RoleProbeEnvelope& probe) {
+        EXPECT_TRUE(
+            presence_->AnswerProbe(id, raw->stream_id, probe.probe_id, true)
+                .ok());
+      });
+    }
     return s;
   }
 
@@ -282,6 +318,51 @@ TEST_F(ActivatorTest, AnAckTimeoutExcludesTheCandidateAndALateAckIsStale) {
 }
 
 TEST_F(ActivatorTest,
+       AnAttachedAgentThatNeverAnswersItsProbeIsUnreachableAndTheNextIsTried) {
+  options_.config.probe_timeout = absl::Milliseconds(20);
+  activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
+                                           reach_.get(), &clock_, options_);
+  auto hung = Candidate("agent-a", true, "", /*answers_probes=*/false);
+  auto b = Candidate("agent-b");
+  ASSERT_TRUE(Ensure().ok());
+  EXPECT_EQ(hung->probes(), 1);
+  EXPECT_TRUE(hung->activations().empty());  // never woken
+  ASSERT_EQ(b->activations().size(), 1u);
+  EXPECT_EQ(Row().holder_agent_id, "agent-b");
+  absl::StatusOr<CandidatePage> page = roles_->ListCandidates({});
+  ASSERT_TRUE(page.ok());
+  for (const storage::CandidateRecord& c : page->candidates) {
+    if (c.agent_id != "agent-a") continue;
+    EXPECT_EQ(c.consecutive_probe_failures, 1);
+    EXPECT_EQ(c.last_probe_code, "timeout");
+  }
+}
+
+TEST_F(ActivatorTest, AProbeAnsweredNotReadyIsTargetNotFound) {
+  Candidate("agent-a", true, "", /*answers_probes=*/false);
+  absl::StatusOr<AgentView> view = presence_->Get("agent-a");
+  ASSERT_TRUE(view.ok());
+  // Attach again to learn the stream id, answering "not ready".
+  auto s = std::make_shared<RecordingStream>();
+  absl::StatusOr<uint64_t> sid =
+      presence_->Attach("agent-a", view->record.presence_generation, {}, s);
+  ASSERT_TRUE(sid.ok());
+  s->SetAnswer([this, sid = *sid](const RoleProbeEnvelope& probe) {
+    EXPECT_TRUE(
+        presence_->AnswerProbe("agent-a", sid, probe.probe_id, false).ok());
+    // A second answer to the same probe is refused.
+    EXPECT_EQ(
+        ReasonOf(presence_->AnswerProbe("agent-a", sid, probe.probe_id, true)),
+        "REQUEST_INVALID");
+  });
+  ASSERT_TRUE(Ensure().ok());
+  EXPECT_EQ(s->probes(), 1);
+  EXPECT_TRUE(s->activations().empty());
+  EXPECT_EQ(Row().state, "unreachable");
+  EXPECT_EQ(Row().last_reason, "target_not_found");
+}
+
+TEST_F(ActivatorTest,
        WhenTheHolderIsGoneTheNextCandidateTakesOverWithANewEpoch) {
   auto a = Candidate("agent-a");
   auto b = Candidate("agent-b");
@@ -442,8 +523,9 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
         if (!id.ok()) break;
         presence_->Detach(agent, *id);
         if (random() % 2 == 0) {
-          (void)presence_->Attach(agent, generations[agent], {},
-                                  streams[agent]);
+          absl::StatusOr<uint64_t> again =
+              presence_->Attach(agent, generations[agent], {}, streams[agent]);
+          if (again.ok()) streams[agent]->stream_id = *again;
         }
         break;
       }

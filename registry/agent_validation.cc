@@ -219,6 +219,16 @@ bool TopicsJsonContains(absl::string_view topics_json,
   return false;
 }
 
+std::vector<std::string> TopicsFromJson(absl::string_view topics_json) {
+  std::vector<std::string> out;
+  nlohmann::json topics = nlohmann::json::parse(topics_json, nullptr, false);
+  if (!topics.is_array()) return out;
+  for (const auto& t : topics) {
+    if (t.is_string()) out.push_back(t.get<std::string>());
+  }
+  return out;
+}
+
 std::string EncodeAgentPageToken(absl::string_view last_agent_id) {
   return Base64UrlEncode(absl::StrCat("agents:", last_agent_id));
 }

@@ -5,6 +5,7 @@
 #define HUB_REGISTRY_AGENT_VALIDATION_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -32,6 +33,8 @@ absl::StatusOr<storage::AgentRegistration> BuildRegistration(
 
 // Whether a stored topics_json array contains `topic`.
 bool TopicsJsonContains(absl::string_view topics_json, absl::string_view topic);
+// The strings of a stored topics_json array (none when it is not an array).
+std::vector<std::string> TopicsFromJson(absl::string_view topics_json);
 
 // ListAgents paging: an opaque token naming the last agent of a page.
 std::string EncodeAgentPageToken(absl::string_view last_agent_id);

@@ -123,18 +123,7 @@ absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
 
 absl::StatusOr<std::vector<std::string>> Messaging::TopicSubscribers(
     const std::string& topic) {
-  AgentFilter filter;
-  filter.topic = topic;
-  filter.statuses = {"online", "stale"};
-  std::vector<std::string> out;
-  std::string token;
-  do {
-    absl::StatusOr<AgentPage> page = presence_->List(filter, 1000, token);
-    if (!page.ok()) return page.status();
-    for (const AgentView& a : page->agents) out.push_back(a.record.agent_id);
-    token = page->next_page_token;
-  } while (!token.empty());
-  return out;
+  return presence_->TopicSubscribers(topic);
 }
 
 std::optional<RoleRecord> Messaging::LiveHolder(const std::string& wire,

@@ -20,6 +20,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
@@ -178,6 +179,15 @@ class Messaging {
   absl::StatusOr<int> SweepExpired();
   // Runs the sweep when due.
   void Tick();
+  // Told about each message the sweep dead-letters (hubd: metrics and a log
+  // line), with the message as stored (only its id if it could not be read).
+  // REQUIRES: called before the first sweep; default: nothing.
+  using DeadLetterListener =
+      std::function<void(const storage::MessageRecord& message,
+                         const storage::ExpiryTransition& transition)>;
+  void SetDeadLetterListener(DeadLetterListener listener) {
+    dead_letter_listener_ = std::move(listener);
+  }
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
@@ -233,6 +243,7 @@ class Messaging {
   UuidV7Generator* const ids_;
   const Clock* const clock_;
   const MessagingConfig config_;
+  DeadLetterListener dead_letter_listener_;
 
   absl::Mutex ask_mu_;
   absl::CondVar ask_cv_;

@@ -367,6 +367,11 @@ absl::StatusOr<int> Messaging::SweepExpired() {
   for (const storage::ExpiryTransition& t : *claimed) {
     absl::StatusOr<MessageRecord> m = store_->GetMessage(t.message_id);
     if (m.ok()) SendDeadLetterNotice(*m, t);
+    if (dead_letter_listener_) {
+      MessageRecord only_id;
+      only_id.id = t.message_id;
+      dead_letter_listener_(m.ok() ? *m : only_id, t);
+    }
   }
   return static_cast<int>(claimed->size());
 }

@@ -1,6 +1,7 @@
 #include "registry/messaging.h"
 
 #include <algorithm>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -22,10 +23,16 @@ using storage::testing::OpenOrDie;
 
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 
-// A presence stream that records what it is sent.
+// A presence stream that records what it is sent and answers role probes
+// (ready) through `answer`, set once it is attached.
 class RecordingStream : public PresenceStream {
  public:
   void Fence(const absl::Status&) override {}
+  bool DeliverProbe(const RoleProbeEnvelope& probe) override {
+    if (answer) answer(probe);
+    return true;
+  }
+  std::function<void(const RoleProbeEnvelope&)> answer;
   bool DeliverActivation(const ActivationEnvelope& envelope) override {
     absl::MutexLock lock(&mu_);
     activations_.push_back(envelope);
@@ -88,8 +95,13 @@ class MessagingTest : public ::testing::Test {
     EXPECT_TRUE(view.ok()) << view.status();
     if (!attach) return nullptr;
     auto s = std::make_shared<RecordingStream>();
-    EXPECT_TRUE(
-        presence_->Attach(id, view->record.presence_generation, {}, s).ok());
+    absl::StatusOr<uint64_t> stream_id =
+        presence_->Attach(id, view->record.presence_generation, {}, s);
+    EXPECT_TRUE(stream_id.ok());
+    s->answer = [this, id,
+                 sid = stream_id.value_or(0)](const RoleProbeEnvelope& probe) {
+      EXPECT_TRUE(presence_->AnswerProbe(id, sid, probe.probe_id, true).ok());
+    };
     return s;
   }
 

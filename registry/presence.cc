@@ -18,6 +18,14 @@ namespace hub {
 
 namespace {
 
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(const std::string& agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent ", agent_id, " is not registered")),
+      "agent_id", agent_id);
+}
+
 constexpr int kShards = 16;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
@@ -58,6 +66,13 @@ struct PresenceRegistry::Entry {
   std::optional<int64_t> detached_at_ms;
 };
 
+struct PresenceRegistry::PendingProbe {
+  std::string agent_id;
+  uint64_t stream_id = 0;
+  bool done = false;
+  StreamProbeResult result = StreamProbeResult::kTimeout;
+};
+
 struct PresenceRegistry::Shard {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
@@ -75,7 +90,8 @@ PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
       clock_(clock),
       config_(config),
       hub_instance_id_(std::move(hub_instance_id)),
-      store_fingerprint_(std::move(store_fingerprint)) {
+      store_fingerprint_(std::move(store_fingerprint)),
+      probe_ids_(clock) {
   for (int i = 0; i < kShards; ++i)
     shards_.push_back(std::make_unique<Shard>());
 }
@@ -190,6 +206,8 @@ absl::Status PresenceRegistry::Recover() {
       // full TTL from now to reconnect (etcd does the same for leases).
       entry.lease_expires_ms = std::max(a.lease_expires_ms, now + ttl);
     }
+    IndexTopics(a.agent_id, a.presence_generation,
+                TopicsFromJson(a.topics_json));
     Shard& shard = ShardFor(a.agent_id);
     absl::MutexLock lock(&shard.mu);
     shard.entries[a.agent_id] = std::move(entry);
@@ -267,6 +285,8 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
     }
     view = ViewOf(*record, entry);
   }
+  IndexTopics(agent_id, record->presence_generation,
+              TopicsFromJson(record->topics_json));
   if (superseded != nullptr) {
     superseded->Fence(StaleOwner(agent_id, record->presence_generation));
   }
@@ -291,9 +311,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(input.agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", input.agent_id, " is not registered"));
+      return AgentNotFound(input.agent_id);
     }
     Entry& entry = it->second;
     if (input.generation.has_value() && *input.generation != entry.generation) {
@@ -349,8 +367,7 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
       store_->SetAgentStatusForGeneration(agent_id, generation, "offline");
   if (!write.ok()) return write.status();
   if (write->outcome == storage::PresenceOutcome::kNotFound) {
-    return NotFoundError("AGENT_NOT_FOUND", absl::StrCat("agent ", agent_id,
-                                                         " is not registered"));
+    return AgentNotFound(agent_id);
   }
   if (write->outcome == storage::PresenceOutcome::kStaleGeneration) {
     return StaleOwner(agent_id, write->agent->presence_generation);
@@ -390,6 +407,46 @@ absl::StatusOr<AgentView> PresenceRegistry::Get(const std::string& agent_id) {
   absl::StatusOr<storage::AgentRecord> record = store_->GetAgent(agent_id);
   if (!record.ok()) return record.status();
   return Overlay(std::move(*record));
+}
+
+void PresenceRegistry::IndexTopics(const std::string& agent_id,
+                                   int64_t generation,
+                                   std::vector<std::string> topics) {
+  absl::MutexLock lock(&topics_mu_);
+  Subscription& sub = subscriptions_[agent_id];
+  if (generation < sub.generation) return;  // a later one got here first
+  for (const std::string& old : sub.topics) {
+    auto it = subscribers_.find(old);
+    if (it == subscribers_.end()) continue;
+    it->second.erase(agent_id);
+    if (it->second.empty()) subscribers_.erase(it);
+  }
+  for (const std::string& topic : topics) subscribers_[topic].insert(agent_id);
+  sub.generation = generation;
+  sub.topics = std::move(topics);
+}
+
+std::vector<std::string> PresenceRegistry::TopicSubscribers(
+    const std::string& topic) {
+  std::vector<std::string> candidates;
+  {
+    absl::MutexLock lock(&topics_mu_);
+    auto it = subscribers_.find(topic);
+    if (it == subscribers_.end()) return {};
+    candidates.assign(it->second.begin(), it->second.end());
+  }
+  std::vector<std::string> out;
+  for (std::string& agent_id : candidates) {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end()) continue;
+    if (it->second.status == "online" || it->second.status == "stale") {
+      out.push_back(std::move(agent_id));
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
 }
 
 absl::StatusOr<AgentPage> PresenceRegistry::List(
@@ -454,9 +511,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(agent_id);
     if (it == shard.entries.end()) {
-      return NotFoundError(
-          "AGENT_NOT_FOUND",
-          absl::StrCat("agent ", agent_id, " is not registered"));
+      return AgentNotFound(agent_id);
     }
     Entry& entry = it->second;
     if (generation != entry.generation)
@@ -500,6 +555,8 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
 }
 
 void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
+  // Whatever the stream was asked and did not answer, it never will.
+  EndProbes(stream_id);
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
@@ -516,7 +573,7 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
   if (it == shard.entries.end()) {
-    return NotFoundError("AGENT_NOT_FOUND", "agent is not registered");
+    return AgentNotFound(agent_id);
   }
   if (it->second.generation != generation) {
     return StaleOwner(agent_id, it->second.generation);
@@ -574,6 +631,69 @@ bool PresenceRegistry::DeliverMessage(const std::string& agent_id,
     stream = it->second.stream;
   }
   return stream != nullptr && stream->DeliverMessage(delivery);
+}
+
+StreamProbeResult PresenceRegistry::ProbeStream(const std::string& agent_id,
+                                                RoleProbeEnvelope probe,
+                                                absl::Duration timeout) {
+  std::shared_ptr<PresenceStream> stream;
+  auto pending = std::make_shared<PendingProbe>();
+  pending->agent_id = agent_id;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.status == "offline" ||
+        it->second.stream == nullptr) {
+      return StreamProbeResult::kNotAttached;
+    }
+    stream = it->second.stream;
+    pending->stream_id = it->second.stream_id;
+  }
+  probe.probe_id = probe_ids_.Next();
+  probe.deadline_ms = UnixMillis(clock_->Now() + timeout);
+  {
+    absl::MutexLock lock(&probe_mu_);
+    probes_[probe.probe_id] = pending;
+  }
+  // Registered first: the agent may answer before DeliverProbe returns.
+  const bool sent = stream->DeliverProbe(probe);
+  absl::MutexLock lock(&probe_mu_);
+  if (sent)
+    probe_mu_.AwaitWithTimeout(absl::Condition(&pending->done), timeout);
+  probes_.erase(probe.probe_id);
+  if (!sent) return StreamProbeResult::kNotAttached;
+  return pending->done ? pending->result : StreamProbeResult::kTimeout;
+}
+
+absl::Status PresenceRegistry::AnswerProbe(const std::string& agent_id,
+                                           uint64_t stream_id,
+                                           const std::string& probe_id,
+                                           bool ready) {
+  absl::MutexLock lock(&probe_mu_);
+  auto it = probes_.find(probe_id);
+  if (it == probes_.end() || it->second->agent_id != agent_id ||
+      it->second->stream_id != stream_id || it->second->done) {
+    return WithMetadata(
+        InvalidArgumentError("REQUEST_INVALID",
+                             "no probe with this probe_id awaits an answer "
+                             "from this stream (unknown, answered or late)"),
+        "field", "probe_id");
+  }
+  it->second->done = true;
+  it->second->result =
+      ready ? StreamProbeResult::kReady : StreamProbeResult::kNotReady;
+  return absl::OkStatus();
+}
+
+void PresenceRegistry::EndProbes(uint64_t stream_id) {
+  absl::MutexLock lock(&probe_mu_);
+  for (auto& [id, pending] : probes_) {
+    if ((stream_id == 0 || pending->stream_id == stream_id) && !pending->done) {
+      pending->done = true;
+      pending->result = StreamProbeResult::kNotAttached;
+    }
+  }
 }
 
 void PresenceRegistry::Tick() {
@@ -718,6 +838,7 @@ void PresenceRegistry::Shutdown() {
     stream->Fence(UnavailableError("HUB_SHUTTING_DOWN",
                                    "the hub is shutting down; reconnect"));
   }
+  EndProbes(0);
   absl::MutexLock lock(&tick_mu_);
   Checkpoint(UnixMillis(clock_->Now()));
 }

@@ -24,6 +24,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -31,6 +32,7 @@
 #include "registry/activation_envelope.h"
 #include "registry/clock.h"
 #include "registry/message_delivery.h"
+#include "registry/uuid.h"
 #include "storage/store.h"
 
 namespace hub {
@@ -94,6 +96,22 @@ class PresenceStream {
     (void)delivery;
     return false;
   }
+  // Pushes a role probe to the agent; false if the stream is closing or
+  // does not carry probes (then the probe fails at once). The answer comes
+  // back through PresenceRegistry::AnswerProbe. Must not block; may answer
+  // from inside the call.
+  virtual bool DeliverProbe(const RoleProbeEnvelope& probe) {
+    (void)probe;
+    return false;
+  }
+};
+
+// How a probe on a presence stream ended.
+enum class StreamProbeResult {
+  kReady,        // answered ready = true
+  kNotReady,     // answered ready = false
+  kTimeout,      // attached, but no answer in time (a hung agent)
+  kNotAttached,  // no stream, or it ended before answering
 };
 
 struct RegisterInput {
@@ -216,12 +234,29 @@ class PresenceRegistry {
 
   // Whether the agent has a presence stream attached now.
   bool StreamAttached(const std::string& agent_id);
+  // The agents subscribed to `topic` (their last registration listed it)
+  // whose status is online or stale, sorted. From memory: an index kept by
+  // registrations, not a scan of every agent.
+  std::vector<std::string> TopicSubscribers(const std::string& topic);
   // Pushes `envelope` on the agent's attached stream; false when none.
   bool DeliverActivation(const std::string& agent_id,
                          const ActivationEnvelope& envelope);
   // Pushes `delivery` on the agent's attached stream; false when none.
   bool DeliverMessage(const std::string& agent_id,
                       const MessageDelivery& delivery);
+  // Probes the agent over its attached stream: pushes `probe` (its probe_id
+  // and deadline set here) and blocks until the agent answers, the stream
+  // ends, or `timeout` (real time) passes. Call without locks held, off
+  // gRPC threads (the activator's pool).
+  StreamProbeResult ProbeStream(const std::string& agent_id,
+                                RoleProbeEnvelope probe,
+                                absl::Duration timeout);
+  // A probe_reply frame received on stream `stream_id` of `agent_id`.
+  // REQUEST_INVALID (metadata field=probe_id) when no probe with that id
+  // waits for an answer from this stream: unknown, already answered, or
+  // late (its prober gave up).
+  absl::Status AnswerProbe(const std::string& agent_id, uint64_t stream_id,
+                           const std::string& probe_id, bool ready);
 
   // Runs what is due: detach graces, lease renewal for attached streams,
   // the lease checkpoint and the stale/offline sweep.
@@ -235,6 +270,10 @@ class PresenceRegistry {
   struct Entry;
   struct Shard;
   class Locked;
+  struct PendingProbe;
+
+  // Ends the probes waiting for an answer from `stream_id` (0: all).
+  void EndProbes(uint64_t stream_id);
 
   Shard& ShardFor(absl::string_view agent_id);
   absl::Status CheckFence(const HubFence& fence) const;
@@ -261,6 +300,28 @@ class PresenceRegistry {
 
   absl::Mutex listener_mu_;
   AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
+
+  UuidV7Generator probe_ids_;
+  absl::Mutex probe_mu_;  // a leaf: nothing is locked while holding it
+  absl::flat_hash_map<std::string, std::shared_ptr<PendingProbe>> probes_
+      ABSL_GUARDED_BY(probe_mu_);
+
+  // Records `topics` as the agent's subscriptions at `generation` unless a
+  // later registration already did.
+  void IndexTopics(const std::string& agent_id, int64_t generation,
+                   std::vector<std::string> topics);
+
+  // Topic -> subscribed agents, and each agent's topics at the generation
+  // that set them.
+  struct Subscription {
+    int64_t generation = 0;
+    std::vector<std::string> topics;
+  };
+  absl::Mutex topics_mu_;
+  absl::flat_hash_map<std::string, absl::flat_hash_set<std::string>>
+      subscribers_ ABSL_GUARDED_BY(topics_mu_);
+  absl::flat_hash_map<std::string, Subscription> subscriptions_
+      ABSL_GUARDED_BY(topics_mu_);
 
   absl::Mutex tick_mu_;  // one Tick at a time
   int64_t last_checkpoint_ms_ ABSL_GUARDED_BY(tick_mu_) = 0;

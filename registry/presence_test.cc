@@ -167,10 +167,14 @@ TEST_F(PresenceTest, HeartbeatWithoutGenerationIsAcceptedAsLegacy) {
   EXPECT_TRUE(Heartbeat("agent-a", std::nullopt).ok());
 }
 
-TEST_F(PresenceTest, HeartbeatOfAnUnknownAgentIsNotFound) {
+TEST_F(PresenceTest, HeartbeatOfAnUnknownAgentIsNotFoundAndNamesIt) {
   absl::StatusOr<AgentView> hb = Heartbeat("nobody", std::nullopt);
   EXPECT_EQ(hb.status().code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(ReasonOf(hb.status()), "AGENT_NOT_FOUND");
+  EXPECT_EQ(MetadataOf(hb.status())["agent_id"], "nobody");
+  absl::StatusOr<AgentView> got = registry_->Get("nobody");
+  EXPECT_EQ(ReasonOf(got.status()), "AGENT_NOT_FOUND");
+  EXPECT_EQ(MetadataOf(got.status())["agent_id"], "nobody");
 }
 
 TEST_F(PresenceTest, SweepMarksAnExpiredAgentStaleThenOfflineFiveMinutesLater) {

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "registry/activation_policy.h"
 #include "registry/clock.h"
 #include "registry/role_key.h"
 #include "storage/store.h"
@@ -209,6 +210,11 @@ struct RoleRegistryOptions {
   // A uniform random number in [0, 1) for the probe backoff jitter; default:
   // a process-wide generator.
   std::function<double()> random_unit;
+  // The activator's policy: ReportProbe excludes a failing candidate for
+  // ExclusionMillis(failures, random_unit(), policy) (backoff with jitter,
+  // then the quarantine from max_probe_failures on). Share the activator's
+  // config so both agree.
+  ActivatorConfig policy;
 };
 
 class RoleRegistry {
@@ -266,7 +272,8 @@ class RoleRegistry {
   absl::StatusOr<CandidatePage> ListCandidates(const CandidateListInput& input);
   // §5.6 reachability update: ok resets failures and exclusion;
   // adapter_unavailable keeps both; anything else counts one failure and
-  // excludes for the backoff (120 s from the third failure).
+  // excludes for the policy's backoff with jitter (the quarantine, 120 s by
+  // default, from max_probe_failures on).
   // CANDIDATE_NOT_FOUND when absent.
   absl::StatusOr<storage::CandidateRecord> ReportProbe(
       const ProbeReportInput& input);
@@ -278,11 +285,6 @@ class RoleRegistry {
 
   // Registered watches (for tests and metrics).
   int WatchCount();
-
-  // The exclusion after `failures` consecutive failures (>= 1), before
-  // jitter is applied by ReportProbe: 1 s * 2^(failures-1) capped at 30 s,
-  // 120 s from 3 failures on.
-  static int64_t ProbeBackoffMs(int64_t failures);
 
  private:
   class Watcher;

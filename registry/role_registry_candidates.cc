@@ -1,6 +1,7 @@
 // RoleRegistry: role candidates (TRIFLUX-HUB §5.6): merge upsert, listing
 // in activator order, and probe reports with backoff and quarantine.
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "absl/strings/match.h"
@@ -24,8 +25,6 @@ using storage::Patch;
 
 namespace {
 
-constexpr int64_t kQuarantineMs = 120'000;
-constexpr int64_t kMaxBackoffMs = 30'000;
 constexpr int64_t kProbeClockSkewMs = 1'000;
 
 const std::vector<absl::string_view>& CandidatePatchFields() {
@@ -179,12 +178,6 @@ absl::Status CandidateNotFound(const std::string& wire,
 }
 
 }  // namespace
-
-int64_t RoleRegistry::ProbeBackoffMs(int64_t failures) {
-  if (failures >= 3) return kQuarantineMs;
-  if (failures <= 1) return 1'000;
-  return std::min<int64_t>(int64_t{1'000} << (failures - 1), kMaxBackoffMs);
-}
 
 double RoleRegistry::RandomUnit() {
   if (options_.random_unit) return options_.random_unit();
@@ -387,11 +380,11 @@ absl::StatusOr<CandidateRecord> RoleRegistry::ReportProbe(
     // lose a failure.
     u.failures = Failures::kIncrement;
     ++failures_after;
-    int64_t backoff = ProbeBackoffMs(failures_after);
-    if (failures_after < 3) {
-      backoff += static_cast<int64_t>(backoff * 0.4 * (RandomUnit() - 0.5));
-    }
-    u.excluded_until_ms = probed_at + backoff;
+    // A count far beyond any policy is clamped: it only selects the cap.
+    const int failures = static_cast<int>(
+        std::min<int64_t>(failures_after, std::numeric_limits<int>::max()));
+    u.excluded_until_ms =
+        probed_at + ExclusionMillis(failures, RandomUnit(), options_.policy);
   }
   if (in.consecutive_probe_failures) {
     u.failures = Failures::kSet;

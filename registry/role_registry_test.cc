@@ -40,7 +40,7 @@ class RoleRegistryTest : public ::testing::Test {
   void SetUp() override {
     store_ = OpenOrDie(FreshDbPath());
     registry_ = std::make_unique<RoleRegistry>(
-        store_.get(), &clock_, RoleRegistryOptions{[] { return 0.5; }});
+        store_.get(), &clock_, RoleRegistryOptions{[] { return 0.5; }, {}});
   }
 
   RoleRecord ReserveOk(const RoleKeyRef& role,
@@ -452,11 +452,56 @@ TEST_F(RoleRegistryTest, StorePatchWritesAreFencedMappedAndPublished) {
   EXPECT_EQ(seen, std::vector<int64_t>{done->version});
 }
 
-TEST(RoleRegistryBackoff, DoublesFromOneSecondAndQuarantinesAtThree) {
-  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(1), 1'000);
-  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(2), 2'000);
-  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(3), 120'000);
-  EXPECT_EQ(RoleRegistry::ProbeBackoffMs(50), 120'000);
+TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
+  double u = 1.0;  // the largest jitter: +20 %
+  RoleRegistryOptions options;
+  options.random_unit = [&u] { return u; };
+  options.policy.backoff_base = absl::Milliseconds(500);
+  options.policy.backoff_factor = 3.0;
+  options.policy.backoff_max = absl::Seconds(4);
+  options.policy.max_probe_failures = 4;
+  options.policy.candidate_quarantine = absl::Minutes(1);
+  RoleRegistry registry(store_.get(), &clock_, options);
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
+  ProbeReportInput probe;
+  probe.role = Cto();
+  probe.agent_id = "agent-a";
+  probe.code = "transport_error";
+  probe.probed_at_ms = UnixMillis(clock_.Now());
+  const int64_t at = *probe.probed_at_ms;
+  // 500 ms, 1.5 s, 4.5 s capped at 4 s, each +20 %; then the quarantine.
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 600);
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 1'800);
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 4'800);
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 60'000);
+  probe.code = "ok";
+  ASSERT_TRUE(registry.ReportProbe(probe).ok());
+  u = 0.0;  // the smallest: -20 %
+  probe.code = "timeout";
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 400);
+}
+
+TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
+  double u = 0.0;
+  RoleRegistry registry(store_.get(), &clock_,
+                        RoleRegistryOptions{[&u] { return u; }, {}});
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
+  ProbeReportInput probe;
+  probe.role = Cto();
+  probe.agent_id = "agent-a";
+  probe.code = "timeout";
+  probe.probed_at_ms = UnixMillis(clock_.Now());
+  const int64_t at = *probe.probed_at_ms;
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 800);
+  u = 1.0;
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 2'400);
+  EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 120'000);
 }
 
 }  // namespace

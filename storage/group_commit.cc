@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/time/clock.h"
+
 namespace hub::storage {
 namespace {
 
@@ -16,9 +18,11 @@ absl::Status Step(Connection& conn, const char* sql) {
 }  // namespace
 
 GroupCommitWriter::GroupCommitWriter(std::unique_ptr<Connection> conn,
-                                     int max_group_size, int completion_threads)
+                                     int max_group_size, int completion_threads,
+                                     CommitObserver observer)
     : conn_(std::move(conn)),
       max_group_size_(max_group_size < 1 ? 1 : max_group_size),
+      observer_(std::move(observer)),
       thread_([this] { Loop(); }) {
   for (int i = 0; i < std::max(1, completion_threads); ++i) {
     completion_threads_.emplace_back([this] { Complete(); });
@@ -84,7 +88,11 @@ void GroupCommitWriter::Loop() {
         queue_.pop_front();
       }
     }
+    const absl::Time started = absl::Now();
     CommitGroup(group);
+    if (observer_) {
+      observer_(static_cast<int>(group.size()), absl::Now() - started);
+    }
     {
       absl::MutexLock lock(&mu_);
       ++stats_.groups;

@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "storage/sqlite_db.h"
 
 namespace hub::storage {
@@ -40,12 +41,17 @@ class GroupCommitWriter {
     int64_t groups = 0;
     int64_t ops = 0;
   };
+  // Told about each group after its COMMIT (or failure) on the writer
+  // thread: how many operations it held and how long BEGIN..COMMIT took.
+  // For metrics; must be quick and must not write.
+  using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
   // Starts the writer thread and `completion_threads` threads for Submit()
   // callbacks; takes ownership of `conn`.
   GroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
-                    int completion_threads = 2);
+                    int completion_threads = 2,
+                    CommitObserver observer = nullptr);
   // Finishes every queued operation and runs every callback, then stops the
   // threads.
   ~GroupCommitWriter();
@@ -85,6 +91,7 @@ class GroupCommitWriter {
 
   std::unique_ptr<Connection> conn_;  // used by the writer thread only
   const int max_group_size_;
+  const CommitObserver observer_;  // before thread_, which reads it
   mutable absl::Mutex mu_;
   absl::CondVar work_;  // signalled when queue_ becomes non-empty
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);

@@ -15,8 +15,9 @@ namespace hub::storage {
 
 // triflux-compatible version kept in _meta.schema_version.
 inline constexpr int kTrifluxSchemaVersion = 8;
-// hub's own schema version, kept in _meta.hub_schema_version.
-inline constexpr int kHubSchemaVersion = 1;
+// hub's own schema version, kept in _meta.hub_schema_version. 2 added
+// hub_agent_owners (agent ownership by authenticated principal).
+inline constexpr int kHubSchemaVersion = 2;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

@@ -283,7 +283,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "1");
+            "2");
   EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE "
                       "name='idx_messages_role_key'"),
             "idx_messages_role_key");
@@ -330,7 +330,7 @@ TEST(Migration, FreshFileGetsTheCurrentSchemaAndBothVersions) {
   ASSERT_NE(store, nullptr);
   EXPECT_FALSE(store->migration().from_schema_version.has_value());
   EXPECT_EQ(store->Info().schema_version, "8");
-  EXPECT_EQ(store->Info().hub_schema_version, "1");
+  EXPECT_EQ(store->Info().hub_schema_version, "2");
   EXPECT_EQ(store->Info().store_type, "sqlite");
   EXPECT_EQ(store->Info().fingerprint.rfind("sqlite:", 0), 0u);
   EXPECT_EQ(store->Info().fingerprint.size(), 7u + 64u);
@@ -358,19 +358,40 @@ TEST(Migration, NewerTrifluxVersionIsRefusedNamingBothVersionsUntouched) {
             "9");
 }
 
+TEST(Migration, HubVersionOneGainsTheAgentOwnersTable) {
+  std::string path = FreshDbPath();
+  { auto store = OpenOrDie(path); }
+  {
+    RawDb raw(path);
+    raw.Exec("DROP TABLE hub_agent_owners");
+    raw.Exec("UPDATE _meta SET value = '1' WHERE key = 'hub_schema_version'");
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_TRUE(store->migration().migrated);
+  EXPECT_EQ(store->migration().from_hub_schema_version, "1");
+  EXPECT_EQ(*store->ClaimAgentOwner("agent-1", "alice", 1), "alice");
+  store.reset();
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
+            "2");
+  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
+            "8");
+  EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
+}
+
 TEST(Migration, NewerHubVersionIsRefused) {
   std::string path = FreshDbPath();
   { auto store = OpenOrDie(path); }
   {
     RawDb raw(path);
-    raw.Exec("UPDATE _meta SET value = '2' WHERE key = 'hub_schema_version'");
+    raw.Exec("UPDATE _meta SET value = '3' WHERE key = 'hub_schema_version'");
   }
   SqliteStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
       SqliteStore::Open(options);
   EXPECT_EQ(ReasonOf(store.status()), "SCHEMA_TOO_NEW");
-  EXPECT_NE(store.status().message().find("hub_schema_version 2"),
+  EXPECT_NE(store.status().message().find("hub_schema_version 3"),
             std::string::npos);
 }
 

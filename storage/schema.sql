@@ -127,6 +127,16 @@ CREATE TABLE IF NOT EXISTS role_candidates (
   PRIMARY KEY (role_key_wire, agent_id)
 );
 
+-- hub_schema_version 2: which principal owns each agent id (the first
+-- authenticated principal that registered it; docs/design/auth.md). hub's own
+-- table: triflux neither reads nor writes it, so the file stays a triflux v8
+-- database.
+CREATE TABLE IF NOT EXISTS hub_agent_owners (
+  agent_id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL CHECK (principal <> ''),
+  claimed_at_ms INTEGER NOT NULL
+);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.

@@ -103,9 +103,12 @@ absl::Status ExplainOpenFailure(const std::string& path, absl::Status s) {
   return s;
 }
 
-absl::Status NotFound(absl::string_view reason, absl::string_view what,
-                      absl::string_view id) {
-  return NotFoundError(reason, absl::StrCat(what, " '", id, "' not found"));
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(absl::string_view agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent '", agent_id, "' not found")),
+      "agent_id", agent_id);
 }
 
 }  // namespace
@@ -186,7 +189,7 @@ absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
     case PresenceOutcome::kApplied:
       return absl::OkStatus();
     case PresenceOutcome::kNotFound:
-      return NotFound("AGENT_NOT_FOUND", "agent", agent_id);
+      return AgentNotFound(agent_id);
     case PresenceOutcome::kStaleGeneration:
       return FailedPreconditionError(
           "STALE_PRESENCE_OWNER",
@@ -232,8 +235,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   absl::StatusOr<std::unique_ptr<Connection>> reader = store->AcquireReader();
   if (!reader.ok()) return reader.status();
   store->ReleaseReader(std::move(*reader));
-  store->writer_ = std::make_unique<GroupCommitWriter>(std::move(*conn),
-                                                       opts.max_group_size);
+  store->writer_ = std::make_unique<GroupCommitWriter>(
+      std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
+      opts.on_group_committed);
   return store;
 }
 
@@ -261,6 +265,18 @@ absl::StatusOr<std::unique_ptr<Connection>> SqliteStore::AcquireReader() {
   if (!conn.ok()) return conn.status();
   sqlite3_busy_timeout((*conn)->raw(), options_.busy_timeout_ms);
   return conn;
+}
+
+absl::Status SqliteStore::BackupTo(const std::string& path) {
+  absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+  if (!conn.ok()) return conn.status();
+  absl::Status status;
+  {
+    absl::StatusOr<Stmt> vacuum = (*conn)->Prepare("VACUUM INTO ?1");
+    status = vacuum.ok() ? vacuum->Bind(1, path).Run() : vacuum.status();
+  }
+  ReleaseReader(std::move(*conn));
+  return status;
 }
 
 void SqliteStore::ReleaseReader(std::unique_ptr<Connection> conn) {
@@ -489,8 +505,7 @@ absl::StatusOr<AgentRecord> SqliteStore::GetAgent(absl::string_view agent_id) {
         absl::StatusOr<std::optional<AgentRecord>> row =
             LoadAgent(conn, agent_id);
         if (!row.ok()) return row.status();
-        if (!row->has_value())
-          return NotFound("AGENT_NOT_FOUND", "agent", agent_id);
+        if (!row->has_value()) return AgentNotFound(agent_id);
         return std::move(**row);
       });
 }

@@ -42,6 +42,8 @@ struct SqliteStoreOptions {
   std::function<std::string()> new_id;
   // Wall clock in ms, used to stamp migration repairs; default: system clock.
   std::function<int64_t()> now_ms;
+  // Told about every group commit (metrics); default: nothing.
+  GroupCommitWriter::CommitObserver on_group_committed;
 };
 
 class SqliteStore final : public Store {
@@ -54,6 +56,12 @@ class SqliteStore final : public Store {
 
   const MigrationReport& migration() const { return migration_; }
   GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
+  // Writes a consistent copy of the database, as of one moment, to `path`
+  // (which must not exist) with VACUUM INTO on a read connection: writers go
+  // on meanwhile. The copy is compact and in rollback-journal mode; hubd
+  // opens it as is. Store errors (STORE_FULL, STORE_READ_ONLY,
+  // STORE_UNAVAILABLE) name the cause.
+  absl::Status BackupTo(const std::string& path);
 
   StoreInfo Info() const override { return info_; }
 
@@ -73,6 +81,11 @@ class SqliteStore final : public Store {
       const std::vector<LeaseCheckpoint>& leases) override;
   absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
+                                              absl::string_view principal,
+                                              int64_t now_ms) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListAgentOwners() override;
 
   absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) override;

@@ -248,5 +248,24 @@ TEST(AgentStore, GetAgentOfUnknownIdIsNotFound) {
   EXPECT_EQ(ReasonOf(store->GetAgent("nobody").status()), "AGENT_NOT_FOUND");
 }
 
+TEST(AgentOwners, FirstClaimantOwnsTheAgentAcrossReopens) {
+  const std::string path = FreshDbPath();
+  {
+    auto store = OpenOrDie(path);
+    EXPECT_EQ(*store->ClaimAgentOwner("agent-1", "alice", kNow), "alice");
+    EXPECT_EQ(*store->ClaimAgentOwner("agent-1", "bob", kNow + 1), "alice");
+    EXPECT_EQ(*store->ClaimAgentOwner("agent-2", "bob", kNow + 2), "bob");
+  }
+  auto store = OpenOrDie(path);
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> owners =
+      store->ListAgentOwners();
+  ASSERT_TRUE(owners.ok()) << owners.status();
+  ASSERT_EQ(owners->size(), 2u);
+  EXPECT_EQ((*owners)[0],
+            std::make_pair(std::string("agent-1"), std::string("alice")));
+  EXPECT_EQ((*owners)[1],
+            std::make_pair(std::string("agent-2"), std::string("bob")));
+}
+
 }  // namespace
 }  // namespace hub::storage

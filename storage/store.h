@@ -332,7 +332,7 @@ struct StoreInfo {
   std::string db_path;             // absolute
   std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
   std::string schema_version;      // triflux-compatible, "8"
-  std::string hub_schema_version;  // hub's own, "1"
+  std::string hub_schema_version;  // hub's own, "2"
 };
 
 class Store {
@@ -386,6 +386,17 @@ class Store {
   virtual absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) = 0;
   // Every agent, by agent_id.
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+
+  // ---- agent owners (hub_agent_owners, hub_schema_version 2)
+  // Records `principal` as the owner of `agent_id` unless the agent already
+  // has one, and returns the owner on record afterwards: the first claimant
+  // wins, later claims change nothing.
+  virtual absl::StatusOr<std::string> ClaimAgentOwner(
+      absl::string_view agent_id, absl::string_view principal,
+      int64_t now_ms) = 0;
+  // Every (agent_id, owner) pair, by agent_id.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListAgentOwners() = 0;
 
   // ---- roles
   // §5.3: inserts (epoch 0, seq 0, version 0) or updates WHERE version and

@@ -38,7 +38,15 @@ hub::v1::RoleKey Cto() {
 class ActivationGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = testing::StartTestHub(testing::FreshTestDbPath());
+    StartHub(testing::TestHubOptions(testing::FreshTestDbPath()));
+  }
+
+  // (Re)starts the hub with `options` over a fresh database.
+  void StartHub(const HubServerOptions& options) {
+    presence_.reset();
+    roles_.reset();
+    server_.reset();
+    server_ = testing::StartTestHub(options);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
@@ -106,10 +114,17 @@ class ActivationGrpcTest : public ::testing::Test {
     return response.role();
   }
 
-  // Reads frames until a role activation arrives.
+  // Reads frames until a role activation arrives, answering probes.
   hub::v1::RoleActivation NextActivation(Agent& agent) {
     AttachResponse frame;
     while (agent.stream->Read(&frame)) {
+      if (frame.event().has_role_probe()) {
+        AttachRequest reply;  // ready: the activation follows
+        reply.mutable_probe_reply()->set_probe_id(
+            frame.event().role_probe().probe_id());
+        reply.mutable_probe_reply()->set_ready(true);
+        if (!agent.stream->Write(reply)) break;
+      }
       if (frame.event().has_role_activation())
         return frame.event().role_activation();
     }
@@ -220,6 +235,129 @@ TEST_F(ActivationGrpcTest,
   hub::v1::GetRoleResponse response;
   EXPECT_EQ(roles_->GetRole(&context, request, &response).error_code(),
             grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ActivationGrpcTest,
+       TheHubProbesTheCandidateOnItsStreamAndWakesItOnlyAfterItAnswers) {
+  Agent a = Candidate("agent-a");
+  const hub::v1::EnsureRoleReceipt receipt = Ensure();
+  AttachResponse frame;
+  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
+  const hub::v1::RoleProbe probe = frame.event().role_probe();
+  EXPECT_FALSE(probe.probe_id().empty());
+  EXPECT_EQ(frame.event().event_id(), probe.probe_id());
+  EXPECT_EQ(probe.role_key_wire(), receipt.role_key_wire());
+  EXPECT_EQ(probe.role_key().kind(), hub::v1::ROLE_KIND_CTO);
+  EXPECT_EQ(probe.epoch(), receipt.epoch());
+  EXPECT_EQ(probe.activation_id(), receipt.activation_id());
+  EXPECT_TRUE(probe.has_deadline());
+  EXPECT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ELECTED_PROBING);
+
+  AttachRequest reply;
+  reply.set_frame_id(5);
+  reply.mutable_probe_reply()->set_probe_id(probe.probe_id());
+  reply.mutable_probe_reply()->set_ready(true);
+  ASSERT_TRUE(a.stream->Write(reply));
+  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(frame.event().has_role_activation()) << frame.DebugString();
+  EXPECT_EQ(frame.event().role_activation().activation_id(),
+            receipt.activation_id());
+  // The probe is answered: answering it again is refused in-band.
+  ASSERT_TRUE(a.stream->Write(reply));
+  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(frame.has_frame_error()) << frame.DebugString();
+  EXPECT_EQ(frame.frame_id(), 5);
+  EXPECT_EQ(frame.frame_error().reason(),
+            hub::v1::ERROR_REASON_REQUEST_INVALID);
+}
+
+TEST_F(ActivationGrpcTest,
+       AnAttachedCandidateThatNeverAnswersIsUnreachableAndTheNextIsTried) {
+  HubServerOptions options =
+      testing::TestHubOptions(testing::FreshTestDbPath());
+  options.activator.config.probe_timeout = absl::Milliseconds(300);
+  StartHub(options);
+  Agent hung = Candidate("agent-hung", /*priority=*/10);
+  Agent b = Candidate("agent-b", /*priority=*/5);
+  EXPECT_EQ(Ensure().holder_agent_id(), "agent-hung");
+
+  // agent-hung's stream stays attached (HTTP/2 keeps it alive) but the agent
+  // reads nothing and answers nothing; agent-b is activated instead.
+  const hub::v1::RoleActivation activation = NextActivation(b);
+  EXPECT_EQ(activation.holder_agent_id(), "agent-b");
+  ASSERT_TRUE(b.stream->Write(AckFrame(activation)));
+  AttachResponse frame;
+  ASSERT_TRUE(b.stream->Read(&frame));
+  ASSERT_TRUE(frame.has_activation_ack_result()) << frame.DebugString();
+  EXPECT_EQ(GetRole().holder_agent_id(), "agent-b");
+
+  grpc::ClientContext context;
+  hub::v1::ListRoleCandidatesRequest list;
+  *list.mutable_role_key() = Cto();
+  list.set_agent_id("agent-hung");
+  hub::v1::ListRoleCandidatesResponse listed;
+  ASSERT_TRUE(roles_->ListRoleCandidates(&context, list, &listed).ok());
+  ASSERT_EQ(listed.candidates_size(), 1);
+  EXPECT_EQ(listed.candidates(0).last_probe_code(), "timeout");
+  EXPECT_EQ(listed.candidates(0).consecutive_probe_failures(), 1);
+
+  // What the hung agent was sent: the probe, never the activation. Its
+  // answer, now late, is refused.
+  ASSERT_TRUE(hung.stream->Read(&frame));
+  ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
+  AttachRequest late;
+  late.set_frame_id(9);
+  late.mutable_probe_reply()->set_probe_id(
+      frame.event().role_probe().probe_id());
+  late.mutable_probe_reply()->set_ready(true);
+  ASSERT_TRUE(hung.stream->Write(late));
+  while (hung.stream->Read(&frame)) {
+    EXPECT_FALSE(frame.event().has_role_activation());
+    if (frame.frame_id() == 9) break;
+  }
+  ASSERT_TRUE(frame.has_frame_error()) << frame.DebugString();
+  EXPECT_EQ(frame.frame_error().reason(),
+            hub::v1::ERROR_REASON_REQUEST_INVALID);
+}
+
+TEST_F(ActivationGrpcTest,
+       EnsureOnBehalfOfAnAgentNeedsARegisteredAgentOfTheRolesProject) {
+  auto ensure_as = [&](const std::string& agent_id) {
+    grpc::ClientContext context;
+    hub::v1::EnsureRoleRequest request;
+    *request.mutable_role_key() = Cto();
+    request.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_SESSION_START);
+    request.set_cause_id("session-1");
+    request.set_agent_id(agent_id);
+    hub::v1::EnsureRoleResponse response;
+    return roles_->EnsureRole(&context, request, &response);
+  };
+  grpc::Status s = ensure_as("agent-nobody");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::NOT_FOUND);
+  EXPECT_EQ(Reason(s), "AGENT_NOT_FOUND");
+  EXPECT_EQ(testing::ErrorInfoOf(s).metadata().at("agent_id"), "agent-nobody");
+
+  grpc::ClientContext context;
+  hub::v1::RegisterAgentRequest other;
+  other.set_agent_id("agent-elsewhere");
+  other.set_cli(hub::v1::AGENT_CLI_CODEX);
+  other.set_project_id("prj_ZZZZZZZZZZZZZZZZZZZZZZ");
+  hub::v1::RegisterAgentResponse registered;
+  ASSERT_TRUE(presence_->RegisterAgent(&context, other, &registered).ok());
+  s = ensure_as("agent-elsewhere");
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "PROJECT_SCOPE_MISMATCH");
+  // Refused before anything was written.
+  grpc::ClientContext get_context;
+  hub::v1::GetRoleRequest get;
+  *get.mutable_role_key() = Cto();
+  hub::v1::GetRoleResponse got;
+  EXPECT_EQ(roles_->GetRole(&get_context, get, &got).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+
+  Candidate("agent-a");
+  EXPECT_TRUE(ensure_as("agent-a").ok());
 }
 
 TEST_F(ActivationGrpcTest, GetStatusCountsRolesByState) {

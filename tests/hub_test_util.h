@@ -51,13 +51,25 @@ inline std::string FreshTestDbPath() {
 
 // A HubServer on a free loopback port over `db_path`, with a short detach
 // grace and a fast ticker so timing paths run in milliseconds.
-inline std::unique_ptr<HubServer> StartTestHub(const std::string& db_path) {
+inline HubServerOptions TestHubOptions(const std::string& db_path) {
   HubServerOptions options;
   options.listen = "127.0.0.1:0";
   options.db_path = db_path;
   options.presence.detach_grace = absl::Milliseconds(200);
   options.tick_interval = absl::Milliseconds(20);
+  return options;
+}
+
+// StartTestHub with options changed from TestHubOptions.
+inline std::unique_ptr<HubServer> StartTestHub(
+    const HubServerOptions& options) {
   auto server = HubServer::Start(options);
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(*server) : nullptr;
+}
+
+inline std::unique_ptr<HubServer> StartTestHub(const std::string& db_path) {
+  auto server = HubServer::Start(TestHubOptions(db_path));
   EXPECT_TRUE(server.ok()) << server.status();
   return server.ok() ? std::move(*server) : nullptr;
 }

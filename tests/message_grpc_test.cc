@@ -123,6 +123,13 @@ class MessageGrpcTest : public ::testing::Test {
   static hub::v1::RoleActivation NextActivation(Agent& agent) {
     AttachResponse frame;
     while (agent.stream->Read(&frame)) {
+      if (frame.event().has_role_probe()) {
+        AttachRequest reply;  // ready: the activation follows
+        reply.mutable_probe_reply()->set_probe_id(
+            frame.event().role_probe().probe_id());
+        reply.mutable_probe_reply()->set_ready(true);
+        if (!agent.stream->Write(reply)) break;
+      }
       if (frame.event().has_role_activation())
         return frame.event().role_activation();
     }

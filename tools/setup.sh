@@ -6,7 +6,8 @@
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
 #        tmux (the tmux transport adapter and its tests), clang 14 with
-#        libclang-rt-14-dev (libFuzzer, --config=fuzz), etcd 3.4 (server,
+#        libclang-rt-14-dev (libFuzzer, --config=fuzz), openssl (the TLS
+#        tests' throw-away certificates), etcd 3.4 (server,
 #        client and .proto files: tools/hubbench's reference).
 #        Python's gRPC runtime (clients/python; stubs come from Debian's
 #        protoc and grpc_python_plugin).
@@ -23,6 +24,7 @@ APT_PACKAGES=(
   bazel-bootstrap bazel-rules-java
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto
   libabsl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev
+  libspdlog-dev libcpp-httplib-dev  # hubd's logs and its /metrics endpoint
   golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
   googletest libgtest-dev libbenchmark-dev
   # tools/hubbench: etcd 3.4 as a reference, and its .proto files for codegen
@@ -32,6 +34,7 @@ APT_PACKAGES=(
   clang-14 libclang-rt-14-dev  # --config=fuzz: libFuzzer, ASan/UBSan runtimes
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
+  openssl  # throw-away CA and certificates for the TLS tests (tests/make_test_pki.sh)
   # clients/python and tests/e2e/hubctl_test.py: gRPC and protobuf
   # runtimes for /usr/bin/python3
   python3-grpcio python3-protobuf

@@ -3,13 +3,71 @@
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 #include <grpcpp/support/channel_arguments.h>
+#include <grpcpp/support/client_interceptor.h>
 
 #include <algorithm>
 #include <chrono>
+#include <fstream>
+#include <sstream>
 #include <type_traits>
 #include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
 
 namespace hub::client {
+namespace {
+
+// Adds `authorization: Bearer <token>` to every call's initial metadata.
+// An interceptor rather than call credentials: gRPC sends call credentials
+// only over TLS, and a loopback hub may take tokens over plaintext.
+class BearerTokenInterceptor final : public grpc::experimental::Interceptor {
+ public:
+  explicit BearerTokenInterceptor(const std::string* header)
+      : header_(header) {}
+  void Intercept(
+      grpc::experimental::InterceptorBatchMethods* methods) override {
+    if (methods->QueryInterceptionHookPoint(
+            grpc::experimental::InterceptionHookPoints::
+                PRE_SEND_INITIAL_METADATA)) {
+      methods->GetSendInitialMetadata()->insert({"authorization", *header_});
+    }
+    methods->Proceed();
+  }
+
+ private:
+  const std::string* header_;
+};
+
+class BearerTokenFactory final
+    : public grpc::experimental::ClientInterceptorFactoryInterface {
+ public:
+  explicit BearerTokenFactory(const std::string& token)
+      : header_(absl::StrCat("Bearer ", token)) {}
+  grpc::experimental::Interceptor* CreateClientInterceptor(
+      grpc::experimental::ClientRpcInfo* /*info*/) override {
+    return new BearerTokenInterceptor(&header_);
+  }
+
+ private:
+  const std::string header_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    return absl::InvalidArgumentError(absl::StrCat("cannot read ", path));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  if (text.str().find("-----BEGIN ") == std::string::npos) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, " holds no PEM block"));
+  }
+  return text.str();
+}
 
 std::shared_ptr<grpc::Channel> CreateHubChannel(
     const HubClientOptions& options) {
@@ -20,8 +78,27 @@ std::shared_ptr<grpc::Channel> CreateHubChannel(
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
               std::min(max_backoff_ms, 200));
   args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(max_backoff_ms, 200));
-  return grpc::CreateCustomChannel(options.address,
-                                   grpc::InsecureChannelCredentials(), args);
+  std::shared_ptr<grpc::ChannelCredentials> credentials =
+      grpc::InsecureChannelCredentials();
+  if (options.tls || !options.tls_root_certs_pem.empty() ||
+      !options.tls_cert_chain_pem.empty()) {
+    grpc::SslCredentialsOptions ssl;
+    ssl.pem_root_certs = options.tls_root_certs_pem;
+    ssl.pem_cert_chain = options.tls_cert_chain_pem;
+    ssl.pem_private_key = options.tls_private_key_pem;
+    credentials = grpc::SslCredentials(ssl);
+    if (!options.tls_server_name.empty()) {
+      args.SetSslTargetNameOverride(options.tls_server_name);
+    }
+  }
+  std::vector<
+      std::unique_ptr<grpc::experimental::ClientInterceptorFactoryInterface>>
+      interceptors;
+  if (!options.token.empty()) {
+    interceptors.push_back(std::make_unique<BearerTokenFactory>(options.token));
+  }
+  return grpc::experimental::CreateCustomChannelWithInterceptors(
+      options.address, credentials, args, std::move(interceptors));
 }
 
 HubClient::HubClient(HubClientOptions options)
@@ -34,7 +111,8 @@ HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
       hub_(hub::v1::HubService::NewStub(channel_)),
       presence_(hub::v1::PresenceService::NewStub(channel_)),
       roles_(hub::v1::RoleService::NewStub(channel_)),
-      messages_(hub::v1::MessageService::NewStub(channel_)) {}
+      messages_(hub::v1::MessageService::NewStub(channel_)),
+      admin_(hub::v1::AdminService::NewStub(channel_)) {}
 
 template <typename Stub, typename Request, typename Response>
 absl::StatusOr<Response> HubClient::Unary(
@@ -99,6 +177,37 @@ absl::StatusOr<hub::v1::AskResponse> HubClient::Ask(
   }
   return Unary(messages_.get(), &hub::v1::MessageService::Stub::Ask, request,
                effective);
+}
+
+absl::StatusOr<int64_t> HubClient::BackupStore(std::ostream& out,
+                                               const CallOptions& call) const {
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(
+      absl::Now() + call.deadline.value_or(options_.default_deadline)));
+  context.set_wait_for_ready(call.wait_for_ready);
+  std::unique_ptr<grpc::ClientReader<hub::v1::BackupStoreResponse>> reader =
+      admin_->BackupStore(&context, hub::v1::BackupStoreRequest());
+  hub::v1::BackupStoreResponse chunk;
+  int64_t written = 0;
+  int64_t total = -1;
+  while (reader->Read(&chunk)) {
+    total = chunk.total_bytes();
+    out.write(chunk.data().data(),
+              static_cast<std::streamsize>(chunk.data().size()));
+    written += static_cast<int64_t>(chunk.data().size());
+    if (!out) {
+      context.TryCancel();
+      reader->Finish();
+      return absl::DataLossError("writing the backup failed");
+    }
+  }
+  absl::Status status = FromGrpcStatus(reader->Finish());
+  if (!status.ok()) return status;
+  if (written != total) {
+    return absl::DataLossError(
+        absl::StrCat("backup ended after ", written, " of ", total, " bytes"));
+  }
+  return written;
 }
 
 std::unique_ptr<

@@ -15,11 +15,13 @@
 
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "clients/cpp/hub_error.h"
+#include "hub/v1/admin.grpc.pb.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
@@ -31,8 +33,22 @@ namespace hub::client {
 inline constexpr char kDefaultHubAddress[] = "127.0.0.1:27889";
 
 struct HubClientOptions {
-  // host:port of hubd (plaintext gRPC).
+  // host:port of hubd.
   std::string address = kDefaultHubAddress;
+  // TLS (docs/design/auth.md). On when `tls` is true or a CA is given; the
+  // hub's certificate is checked against tls_root_certs_pem (PEM text; empty:
+  // the system's roots). A client certificate and key (PEM text) are sent for
+  // mutual TLS. ReadPemFile() reads them from files.
+  bool tls = false;
+  std::string tls_root_certs_pem;
+  std::string tls_cert_chain_pem;
+  std::string tls_private_key_pem;
+  // The name the hub's certificate must carry when it differs from the
+  // address's host (e.g. dialling an IP of a host named in the certificate).
+  std::string tls_server_name;
+  // Bearer token sent as `authorization: Bearer <token>` on every call and
+  // stream (the hub's --token_file). Empty: none.
+  std::string token;
   // Deadline of a unary call whose CallOptions give none. Must be positive.
   absl::Duration default_deadline = absl::Seconds(10);
   // Upper bound of gRPC's own reconnect backoff on the channel, so a client
@@ -139,6 +155,14 @@ class HubClient {
       const hub::v1::ListTraceRequest& request,
       const CallOptions& call = {}) const;
 
+  // ---- AdminService ----
+  // Streams a backup of the hub's database into `out` (docs/operations.md);
+  // returns the bytes written. DATA_LOSS when the stream ended short of the
+  // size the hub announced. The deadline (default: the client's) covers the
+  // whole transfer: give a large database a longer one.
+  absl::StatusOr<int64_t> BackupStore(std::ostream& out,
+                                      const CallOptions& call = {}) const;
+
   // ---- Streams (no deadline; cancel through `context`) ----
   // Opens a presence stream. `context` must outlive the stream.
   std::unique_ptr<
@@ -163,11 +187,17 @@ class HubClient {
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+  std::unique_ptr<hub::v1::AdminService::Stub> admin_;
 };
 
-// A channel to `options.address` with the client's channel arguments.
+// A channel to `options.address` with the client's channel arguments, TLS
+// credentials and bearer token.
 std::shared_ptr<grpc::Channel> CreateHubChannel(
     const HubClientOptions& options);
+
+// The contents of a PEM file (for the tls_* options); INVALID_ARGUMENT naming
+// the file when it cannot be read or holds no PEM block.
+absl::StatusOr<std::string> ReadPemFile(const std::string& path);
 
 }  // namespace hub::client
 

@@ -523,9 +523,19 @@ void PresenceSession::OnEvent(const hub::v1::PresenceEvent& event) {
       }
       return;
     }
+    case hub::v1::PresenceEvent::kRoleProbe: {
+      const bool ready = callbacks_.on_role_probe
+                             ? callbacks_.on_role_probe(event.role_probe())
+                             : static_cast<bool>(callbacks_.on_role_activation);
+      hub::v1::AttachRequest frame;
+      frame.set_frame_id(next_frame_id_++);
+      frame.mutable_probe_reply()->set_probe_id(event.role_probe().probe_id());
+      frame.mutable_probe_reply()->set_ready(ready);
+      (void)Write(frame);
+      return;
+    }
     default:
-      return;  // probes are not served by this hub version; new cases are
-               // ignored as the contract asks.
+      return;  // new cases are ignored, as the contract asks.
   }
 }
 

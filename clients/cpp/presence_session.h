@@ -91,6 +91,11 @@ struct PresenceCallbacks {
   // on_activation_result. Returning false leaves the activation unanswered
   // (AckActivation can answer it later). Empty: activations are not accepted.
   std::function<bool(const hub::v1::RoleActivation&)> on_role_activation;
+  // The hub asks whether this agent can take a role now, before it sends
+  // the activation (it waits for the answer up to the probe timeout and
+  // tries the next candidate on no answer or false). Return true if ready.
+  // Empty: ready exactly when on_role_activation is set.
+  std::function<bool(const hub::v1::RoleProbe&)> on_role_probe;
   // The hub's answer to an ACK sent by this session (OK with the result, or
   // the in-band error such as STALE_EPOCH, or UNAVAILABLE when the stream was
   // lost before the answer).

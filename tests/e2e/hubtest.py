@@ -68,6 +68,22 @@ class Hubd:
         return self.proc.wait(timeout=timeout)
 
 
+def make_test_pki(directory):
+    """A throw-away CA and certificates in `directory` (tests/make_test_pki.sh:
+    ca.pem, server.pem/key, client.pem/key, other_ca.pem, other_client.*)."""
+    script = os.environ.get("HUB_TEST_PKI_SCRIPT", "tests/make_test_pki.sh")
+    subprocess.run(["sh", script, directory], check=True, timeout=60)
+    return directory
+
+
+def write_tokens(path, entries):
+    """Writes a hubd token file: entries are (token, principal, kind, projects)."""
+    with open(path, "w") as f:
+        json.dump({"tokens": [{"token": t, "principal": p, "kind": k, "projects": list(pr)}
+                              for t, p, k, pr in entries]}, f)
+    return path
+
+
 def buf_curl(address, method, body=None, extra=()):
     """Runs `buf curl` against hubd. Returns (exit code, stdout, stderr)."""
     cmd = [buf_path(), "curl", "--protocol", "grpc", "--http2-prior-knowledge",

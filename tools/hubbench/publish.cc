@@ -102,6 +102,13 @@ class Consumer {
         ++received_;
         latency_.Add(now - absl::FromUnixMicros(static_cast<int64_t>(
                                sent->second.number_value())));
+      } else if (event.has_role_probe()) {
+        AttachRequest reply;
+        reply.set_frame_id(++frame_id_);
+        reply.mutable_probe_reply()->set_probe_id(
+            event.role_probe().probe_id());
+        reply.mutable_probe_reply()->set_ready(true);
+        stream_->Write(reply);
       } else if (event.has_role_activation()) {
         Acknowledge(event.role_activation());
       }

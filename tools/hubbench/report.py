@@ -23,6 +23,9 @@ WORKLOADS = (
             "noop Unary, etcd Txn on mod_revision)"),
     ("publish", "durable publishes/s, publish-to-arrival p50/p99 ms on the "
                 "recipients' streams (hub Publish, noop Unary)"),
+    ("failover", "ms from holder gone to successor active, p50/p99 (hub: "
+                 "holder's stream killed, grace included; etcd: leader's "
+                 "lease revoked under v3election Campaign); ratio of p99"),
 )
 
 
@@ -40,6 +43,9 @@ def cell(rows, workload):
         status = rows[0].get("status", "error")
         return ("n/a" if status == "not_served" else status), None
     runs = f" x{len(ok)}" if len(ok) > 1 else ""
+    if workload == "failover":
+        p50, p99 = median(ok, "p50_ms"), median(ok, "p99_ms")
+        return f"{p50:.1f}/{p99:.1f}{runs}", p99
     if workload == "idle":
         kib, cpu = median(ok, "per_stream_kib"), median(ok, "cpu_pct")
         return f"{kib:.1f} KiB {cpu:.2f}%{runs}", kib

@@ -5,8 +5,8 @@
 #
 #   tools/hubbench/run.sh [--duration=3s] [--idle_window=10s] [--repeat=1]
 #                         [--quick]
-#                         [--only=register,heartbeat,idle,cas,publish]
-#                         [--out=FILE]
+#                         [--only=register,heartbeat,idle,cas,publish,failover]
+#                         [--failover_rounds=100] [--out=FILE]
 #
 #   --duration     measured window of each row; at most 120s. Each row also
 #                  has a 0.5 s warm-up and its setup.
@@ -14,6 +14,9 @@
 #   --repeat       runs of the whole suite; the tables show medians.
 #   --quick        idle rows with 1,000 streams instead of 10,000.
 #   --only         the workloads to run (comma-separated).
+#   --failover_rounds  failovers per target (latency: holder gone -> successor
+#                  active; hub: kill the holder's stream, etcd: revoke the
+#                  leader's lease under v3election Campaign). No ceiling.
 #   --out          also keep the JSON result lines in FILE.
 #
 # Every server is started fresh for each row (hubd on a new database, etcd on
@@ -28,7 +31,8 @@ duration=3s
 idle_window=10s
 repeat=1
 quick=0
-only=register,heartbeat,idle,cas,publish
+only=register,heartbeat,idle,cas,publish,failover
+failover_rounds=100
 out=""
 for arg in "$@"; do
   case "$arg" in
@@ -38,7 +42,8 @@ for arg in "$@"; do
     --quick) quick=1 ;;
     --only=*) only="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
-    *) sed -n '2,22s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    --failover_rounds=*) failover_rounds="${arg#*=}" ;;
+    *) sed -n '2,25s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
 
@@ -142,17 +147,41 @@ row() {
   done
 }
 
+# failover_row: failover latency on hub, then etcd (no ceiling: a no-op
+# server has no roles).
+failover_row() {
+  [[ ",$only," == *",failover,"* ]] || return 0
+  for target in hub etcd; do
+    [[ "$target" == hub && "$have_hub" == 0 ]] && continue
+    if ! start_server "$target"; then
+      echo "run.sh: $target did not start:" >&2
+      tail -5 "$work/$target.$started/err" >&2 || true
+      [[ -n "$server_pid" ]] && stop_server
+      continue
+    fi
+    local line
+    line="$("$bin/failover" --target="$target" --addr="$server_addr" \
+      --rounds="$failover_rounds" 2>>"$work/hubbench.err")" || true
+    stop_server
+    [[ -n "$line" ]] || line="{\"target\":\"$target\",\"workload\":\"failover\",\"layout\":\"r$failover_rounds\",\"status\":\"error\",\"error\":\"failover failed\"}"
+    echo "$line" >>"$results"
+    echo "  $line" >&2
+  done
+}
+
 # Optimized builds: the ceiling and hubd are measured as they would ship.
 build_flags=("${HUB_BAZEL_FLAGS[@]}" -c opt)
 echo "run.sh: building (-c opt)" >&2
-bazel build "${build_flags[@]}" //tools/hubbench:hubbench //tools/hubbench:noop_server
+bazel build "${build_flags[@]}" //tools/hubbench:hubbench //tools/hubbench:noop_server \
+  //tools/hubbench:failover
 have_hub=1
 bazel build "${build_flags[@]}" //hub:hubd || have_hub=0
 # Copies: another build (--config=asan) may repoint bazel-bin while we run.
 bin="$work/bin"
 mkdir -p "$bin"
 bazel_bin="$(bazel info "${build_flags[@]}" bazel-bin 2>/dev/null)"
-cp "$bazel_bin/tools/hubbench/hubbench" "$bazel_bin/tools/hubbench/noop_server" "$bin/"
+cp "$bazel_bin/tools/hubbench/hubbench" "$bazel_bin/tools/hubbench/noop_server" \
+  "$bazel_bin/tools/hubbench/failover" "$bin/"
 if ((have_hub)); then cp "$bazel_bin/hub/hubd" "$bin/"; fi
 command -v etcd >/dev/null || { echo "run.sh: etcd missing: run tools/setup.sh" >&2; exit 1; }
 
@@ -182,6 +211,7 @@ for ((round = 1; round <= repeat; round++)); do
     row publish "topicx10/c$n" --clients="$n" --to=topic --fanout=10
     row publish "role/c$n" --clients="$n" --to=role
   done
+  failover_row
 done
 echo "run.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 [[ -n "$out" ]] && cp "$results" "$out"

@@ -1,16 +1,22 @@
 // hubctl: the operator's command line for a running hub.
 //
-//   hubctl [--addr=host:port] [--json] [--timeout=10s] COMMAND [args]
+//   hubctl [--addr=host:port] [--json] [--timeout=10s] [--tls_ca=ca.pem
+//          [--tls_cert=c.pem --tls_key=k.pem]] [--token_file=f] COMMAND ...
+//
+// The bearer token comes from --token_file (the file's first line) or, when
+// that flag is absent, from $HUB_TOKEN. It is never printed.
 //
 // Run `hubctl --help` for the commands and `hubctl COMMAND --help` for one.
 // Exit status: 0 on success, the gRPC status code of a failed call (1..16),
 // 64 for a command line hubctl refused before calling the hub.
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 #include <set>
 #include <string>
 #include <vector>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
@@ -25,6 +31,13 @@ const std::vector<FlagSpec> kGlobalFlags = {
     {"addr", "HOST:PORT", "the hub (default $HUB_ADDR, else 127.0.0.1:27889)"},
     {"json", "", "print proto JSON (one object per line) instead of tables"},
     {"timeout", "DURATION", "deadline of each call (default 10s)"},
+    {"tls_ca", "PEM", "connect with TLS, trusting this CA for the hub"},
+    {"tls_cert", "PEM", "client certificate for mutual TLS (with --tls_key)"},
+    {"tls_key", "PEM", "private key of --tls_cert"},
+    {"tls_server_name", "NAME",
+     "name the hub's certificate must carry (default: the --addr host)"},
+    {"token_file", "FILE",
+     "file whose first line is the bearer token (default $HUB_TOKEN)"},
     {"help", "", "show help"}};
 
 constexpr char kExitCodes[] =
@@ -38,6 +51,47 @@ constexpr char kExitCodes[] =
     "      15 DATA_LOSS, 16 UNAUTHENTICATED; the hub's reason code is printed\n"
     "      on stderr (with --json as {\"code\",\"reason\",\"metadata\",...})\n"
     "  64  usage error: unknown command or flag, bad or missing argument\n";
+
+// Applies the TLS and token flags to `options`; usage errors name the file.
+absl::Status ApplySecurityFlags(const Args& args,
+                                client::HubClientOptions* options) {
+  if (args.Has("tls_cert") != args.Has("tls_key")) {
+    return UsageError("--tls_cert and --tls_key go together");
+  }
+  if (args.Has("tls_cert") && !args.Has("tls_ca")) {
+    return UsageError("--tls_cert needs --tls_ca");
+  }
+  const std::pair<const char*, std::string*> pems[] = {
+      {"tls_ca", &options->tls_root_certs_pem},
+      {"tls_cert", &options->tls_cert_chain_pem},
+      {"tls_key", &options->tls_private_key_pem}};
+  for (const auto& [flag, target] : pems) {
+    if (!args.Has(flag)) continue;
+    absl::StatusOr<std::string> pem = client::ReadPemFile(args.Get(flag));
+    if (!pem.ok()) {
+      return UsageError(absl::StrCat("--", flag, ": ", pem.status().message()));
+    }
+    *target = *pem;
+  }
+  options->tls = args.Has("tls_ca");
+  options->tls_server_name = args.Get("tls_server_name");
+  if (args.Has("token_file")) {
+    std::ifstream in(args.Get("token_file"));
+    std::string line;
+    if (!in || !std::getline(in, line)) {
+      return UsageError(
+          absl::StrCat("--token_file: cannot read ", args.Get("token_file")));
+    }
+    options->token = std::string(absl::StripAsciiWhitespace(line));
+    if (options->token.empty()) {
+      return UsageError(
+          absl::StrCat("--token_file: ", args.Get("token_file"), " is empty"));
+    }
+  } else if (const char* env = std::getenv("HUB_TOKEN"); env != nullptr) {
+    options->token = std::string(absl::StripAsciiWhitespace(env));
+  }
+  return absl::OkStatus();
+}
 
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
@@ -219,6 +273,7 @@ int Main(int argc, char** argv) {
         options.default_deadline = **timeout;
       }
     }
+    if (status.ok()) status = ApplySecurityFlags(*args, &options);
   }
   if (!status.ok()) {
     std::cerr << "hubctl: " << status.message() << "\nRun 'hubctl "

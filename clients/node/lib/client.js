@@ -1,6 +1,7 @@
 'use strict';
 // HubClient: one channel to a hub, its four services as promise-returning
 // methods, and every failure as a HubError (gRPC code + hub reason code).
+const fs = require('fs');
 const grpc = require('@grpc/grpc-js');
 const { loadProtos } = require('./protos');
 const { fromGrpcError } = require('./errors');
@@ -24,12 +25,60 @@ const SERVICES = {
   messages: 'MessageService',
 };
 
+// PEM text from a Buffer, PEM text, or a file path.
+function pem(value) {
+  if (value === undefined || value === null) return null;
+  if (Buffer.isBuffer(value)) return value;
+  if (value.includes('-----BEGIN ')) return Buffer.from(value);
+  return fs.readFileSync(value);
+}
+
+function tlsCredentials(options, channelOptions) {
+  if (!options.tls && !options.tlsCa && !options.tlsCert) {
+    return grpc.credentials.createInsecure();
+  }
+  if (!options.tlsCert !== !options.tlsKey) {
+    throw new Error('tlsCert and tlsKey go together');
+  }
+  if (options.tlsServerName) {
+    channelOptions['grpc.ssl_target_name_override'] = options.tlsServerName;
+    channelOptions['grpc.default_authority'] = options.tlsServerName;
+  }
+  return grpc.credentials.createSsl(pem(options.tlsCa), pem(options.tlsKey),
+    pem(options.tlsCert));
+}
+
+// Adds `authorization: Bearer <token>` to every call. An interceptor, not
+// call credentials: gRPC sends call credentials only over TLS, and a loopback
+// hub may take tokens over plaintext.
+function bearerToken(token) {
+  const header = `Bearer ${token}`;
+  return (options, nextCall) => new grpc.InterceptingCall(nextCall(options), {
+    start(metadata, listener, next) {
+      metadata.set('authorization', header);
+      next(metadata, listener);
+    },
+  });
+}
+
 class HubClient {
   /**
    * @param {string} address host:port of a hubd, e.g. "127.0.0.1:27889".
    * @param {object} [options]
    * @param {number} [options.deadlineMs=10000] default deadline of unary calls.
-   * @param {grpc.ChannelCredentials} [options.credentials] default: insecure.
+   * @param {grpc.ChannelCredentials} [options.credentials] default: insecure,
+   *   or TLS when a tls* option is given.
+   * @param {boolean} [options.tls] TLS with the system's roots (implied by
+   *   tlsCa / tlsCert).
+   * @param {string|Buffer} [options.tlsCa] PEM (or a PEM file's path) of the
+   *   CA that signed the hub's certificate.
+   * @param {string|Buffer} [options.tlsCert] client certificate for mutual
+   *   TLS, with [options.tlsKey] its private key (PEM or path).
+   * @param {string} [options.tlsServerName] the name in the hub's certificate
+   *   when it differs from the address's host.
+   * @param {string} [options.token] bearer token sent as
+   *   `authorization: Bearer <token>` on every call and stream; default
+   *   $HUB_TOKEN when set.
    * @param {object} [options.channelOptions] grpc-js channel options, merged
    *   over the defaults above.
    * @param {string} [options.protoDir] directory holding hub/v1/*.proto.
@@ -40,14 +89,17 @@ class HubClient {
     this.address = address;
     this.deadlineMs = options.deadlineMs || DEFAULT_DEADLINE_MS;
     this._rpcRoot = rpcRoot;
-    const credentials = options.credentials || grpc.credentials.createInsecure();
     const channelOptions = { ...DEFAULT_CHANNEL_OPTIONS, ...(options.channelOptions || {}) };
+    const credentials = options.credentials || tlsCredentials(options, channelOptions);
     this._channel = new grpc.Channel(address, credentials, channelOptions);
+    const token = options.token === undefined ? process.env.HUB_TOKEN : options.token;
+    const interceptors = token ? [bearerToken(token.trim())] : [];
     const v1 = grpc.loadPackageDefinition(packageDefinition).hub.v1;
     this._stubs = {};
     for (const [ns, service] of Object.entries(SERVICES)) {
       const Stub = v1[service];
-      const stub = new Stub(address, credentials, { channelOverride: this._channel });
+      const stub = new Stub(address, credentials,
+        { channelOverride: this._channel, interceptors });
       this._stubs[ns] = stub;
       // One promise-returning method per unary RPC, named in lowerCamelCase:
       // client.presence.registerAgent(request, {deadlineMs, metadata}).

@@ -21,7 +21,19 @@ export type ServiceMethods = { [method: string]: (request?: Msg, options?: CallO
 export interface HubClientOptions {
   /** Default deadline of unary calls, ms (10000). */
   deadlineMs?: number;
+  /** Channel credentials; default insecure, or TLS when a tls* option is given. */
   credentials?: ChannelCredentials;
+  /** TLS with the system's roots (implied by tlsCa / tlsCert). */
+  tls?: boolean;
+  /** PEM text, Buffer or PEM file path of the CA that signed the hub's certificate. */
+  tlsCa?: string | Buffer;
+  /** Client certificate and key for mutual TLS (PEM text, Buffer or path). */
+  tlsCert?: string | Buffer;
+  tlsKey?: string | Buffer;
+  /** The name in the hub's certificate when it differs from the address's host. */
+  tlsServerName?: string;
+  /** Bearer token sent on every call and stream (default $HUB_TOKEN). */
+  token?: string;
   channelOptions?: ChannelOptions;
   /** Directory holding hub/v1/*.proto (else $HUB_PROTO_DIR, else the checkout's proto/). */
   protoDir?: string;

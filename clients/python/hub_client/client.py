@@ -1,6 +1,8 @@
 """HubClient: one channel to a hub; every RPC fails with a HubError that
 carries the gRPC code and hub's reason code (google.rpc.ErrorInfo, domain
 "hub.v1", from the grpc-status-details-bin trailer)."""
+import collections
+import os
 import re
 
 import grpc
@@ -98,16 +100,76 @@ class _Service:
         return call
 
 
+class _CallDetails(collections.namedtuple(
+        "_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready",
+                         "compression")), grpc.ClientCallDetails):
+    pass
+
+
+class _BearerToken(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor,
+                   grpc.StreamUnaryClientInterceptor, grpc.StreamStreamClientInterceptor):
+    """Adds `authorization: Bearer <token>` to every call. An interceptor, not
+    call credentials: gRPC sends call credentials only over TLS, and a
+    loopback hub may take tokens over plaintext."""
+
+    def __init__(self, token):
+        self._header = ("authorization", "Bearer " + token)
+
+    def _details(self, d):
+        metadata = list(d.metadata or []) + [self._header]
+        return _CallDetails(d.method, d.timeout, metadata, d.credentials,
+                            getattr(d, "wait_for_ready", None), getattr(d, "compression", None))
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._details(details), request)
+
+    def intercept_stream_unary(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+    def intercept_stream_stream(self, continuation, details, request_iterator):
+        return continuation(self._details(details), request_iterator)
+
+
+def _read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
 class HubClient:
-    """client = HubClient("127.0.0.1:27889"); client.hub.get_status()."""
+    """client = HubClient("127.0.0.1:27889"); client.hub.get_status().
+
+    TLS: tls_ca (PEM file of the CA that signed the hub's certificate; TLS
+    with the system's roots when tls=True and no CA), tls_cert/tls_key (PEM
+    files of a client certificate, for mutual TLS), tls_server_name (the name
+    in the hub's certificate when it differs from the address's host). token:
+    the bearer token sent on every call (default: $HUB_TOKEN if set)."""
 
     def __init__(self, address, deadline=DEFAULT_DEADLINE, channel_options=None,
-                 stubs_dir=None, proto_dir=None, include_dirs=None):
+                 stubs_dir=None, proto_dir=None, include_dirs=None, tls=False, tls_ca=None,
+                 tls_cert=None, tls_key=None, tls_server_name=None, token=None):
         self.pb = stubs.load(stubs_dir, proto_dir, include_dirs)
         self.address = address
         self.deadline = deadline
-        self.channel = grpc.insecure_channel(
-            address, options=DEFAULT_CHANNEL_OPTIONS + list(channel_options or []))
+        options = DEFAULT_CHANNEL_OPTIONS + list(channel_options or [])
+        if bool(tls_cert) != bool(tls_key):
+            raise ValueError("tls_cert and tls_key go together")
+        if tls or tls_ca or tls_cert:
+            credentials = grpc.ssl_channel_credentials(
+                root_certificates=_read(tls_ca) if tls_ca else None,
+                private_key=_read(tls_key) if tls_key else None,
+                certificate_chain=_read(tls_cert) if tls_cert else None)
+            if tls_server_name:
+                options.append(("grpc.ssl_target_name_override", tls_server_name))
+            self.channel = grpc.secure_channel(address, credentials, options=options)
+        else:
+            self.channel = grpc.insecure_channel(address, options=options)
+        if token is None:
+            token = os.environ.get("HUB_TOKEN") or None
+        if token:
+            self.channel = grpc.intercept_channel(self.channel, _BearerToken(token.strip()))
         for name, (module, service) in _SERVICES.items():
             setattr(self, name, _Service(self, module, service))
 

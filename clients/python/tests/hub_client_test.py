@@ -109,5 +109,56 @@ class PythonClientTest(unittest.TestCase):
         self.assertFalse(second.ended.is_set())
 
 
+class PythonClientTlsTest(unittest.TestCase):
+    """The client and a session over mutual TLS with a bearer token."""
+
+    TOKEN = "python-client-token-0001"
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ.setdefault("HUB_PROTO_DIR", os.path.join(_ROOT, "proto"))
+        os.environ.setdefault("HUB_PY_STUBS_DIR", os.path.join(hubtest.tmpdir(), "py-stubs"))
+        cls.pki = hubtest.make_test_pki(os.path.join(hubtest.tmpdir(), "py-pki"))
+        tokens = hubtest.write_tokens(os.path.join(hubtest.tmpdir(), "py-tokens.json"), [
+            (cls.TOKEN, "py-builder", "agent", ["*"])])
+        cls.hubd = hubtest.Hubd(
+            os.path.join(hubtest.tmpdir(), "python-tls.sqlite"),
+            "--tls_cert=" + os.path.join(cls.pki, "server.pem"),
+            "--tls_key=" + os.path.join(cls.pki, "server.key"),
+            "--tls_client_ca=" + os.path.join(cls.pki, "ca.pem"), "--token_file=" + tokens)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hubd.stop()
+
+    def client(self, **kwargs):
+        settings = dict(tls_ca=os.path.join(self.pki, "ca.pem"),
+                        tls_cert=os.path.join(self.pki, "client.pem"),
+                        tls_key=os.path.join(self.pki, "client.key"),
+                        tls_server_name="localhost", token=self.TOKEN)
+        settings.update(kwargs)
+        c = HubClient(self.hubd.address, **settings)
+        self.addCleanup(c.close)
+        return c
+
+    def test_a_session_connects_with_tls_and_a_token(self):
+        client = self.client()
+        self.assertEqual(client.hub.get_status().hub_instance_id, self.hubd.instance_id)
+        s = PresenceSession(client, "py-tls-1", "AGENT_CLI_CODEX", heartbeat_ttl=10.0)
+        self.addCleanup(s.stop)
+        self.assertEqual(s.start().presence_generation, 1)
+        self.assertEqual(s.heartbeat().presence_generation, 1)
+
+    def test_without_the_token_or_the_right_ca_the_call_fails(self):
+        with self.assertRaises(HubError) as ctx:
+            self.client(token="").hub.get_status()
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.UNAUTHENTICATED)
+        self.assertEqual(ctx.exception.reason, "PRINCIPAL_REQUIRED")
+        with self.assertRaises(HubError) as ctx:
+            self.client(tls_ca=os.path.join(self.pki, "other_ca.pem")).hub.get_status(
+                timeout=5)
+        self.assertEqual(ctx.exception.code, grpc.StatusCode.UNAVAILABLE)
+
+
 if __name__ == "__main__":
     hubtest.run_tests()

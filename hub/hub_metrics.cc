@@ -1,0 +1,156 @@
+#include "hub/hub_metrics.h"
+
+#include "hub/log.h"
+
+namespace hub {
+namespace {
+
+// Unary latencies: 0.5 ms (a heartbeat in memory) to 10 s (a slow commit
+// or a long Ask).
+const std::vector<double>& LatencyBuckets() {
+  static const std::vector<double> buckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+      0.1,    0.25,  0.5,    1,     2.5,  5,     10};
+  return buckets;
+}
+
+const char* const kRoleStates[] = {"electable", "elected-probing", "active",
+                                   "unreachable", "quarantined"};
+
+}  // namespace
+
+HubMetrics::HubMetrics()
+    : rpc_handled(registry_.AddCounter(
+          "hub_rpc_handled_total",
+          "RPCs completed, by method and gRPC status code.",
+          {"method", "code"})),
+      rpc_seconds(registry_.AddHistogram(
+          "hub_rpc_duration_seconds",
+          "Time from the start of a unary RPC to its status, by method and "
+          "gRPC status code.",
+          {"method", "code"}, LatencyBuckets())),
+      rpc_failures(registry_.AddCounter(
+          "hub_rpc_failures_total",
+          "Failed RPCs by method, gRPC status code and hub reason code "
+          "(google.rpc.ErrorInfo reason; empty when none).",
+          {"method", "code", "reason"})),
+      fencing_rejections(registry_.AddCounter(
+          "hub_fencing_rejections_total",
+          "Requests refused by a fence: a stale presence generation, epoch, "
+          "activation, version or hub instance.",
+          {"reason"})),
+      open_streams(registry_.AddGauge("hub_open_streams",
+                                      "Streaming RPCs open now, by method.",
+                                      {"method"})),
+      messages_published(registry_.AddCounter(
+          "hub_messages_published_total",
+          "Messages accepted by Publish and Ask (durable before the reply).")),
+      messages_delivered(registry_.AddCounter(
+          "hub_messages_delivered_total",
+          "Message deliveries sent to agents: pushed on a presence stream or "
+          "returned by ListPending (not peek).",
+          {"via"})),
+      messages_acked(registry_.AddCounter(
+          "hub_messages_acked_total",
+          "Message deliveries acknowledged by their recipient (Ack RPC or "
+          "presence stream).")),
+      messages_dead_lettered(registry_.AddCounter(
+          "hub_messages_dead_lettered_total",
+          "Messages the expiry sweep moved to the dead letters, by reason.",
+          {"reason"})),
+      role_transitions(registry_.AddCounter(
+          "hub_role_transitions_total",
+          "Committed role state changes, by previous and new state.",
+          {"from", "to"})),
+      role_activations(registry_.AddCounter(
+          "hub_role_activations_total",
+          "Roles that became active (an activation ACK was accepted).")),
+      role_failovers(registry_.AddCounter(
+          "hub_role_failovers_total",
+          "Roles that became active under a different agent than their "
+          "previous holder.")),
+      commit_group_size(registry_.AddHistogram(
+          "hub_store_commit_group_size",
+          "Write operations per group commit (one transaction, one sync).", {},
+          {1, 2, 4, 8, 16, 32, 64, 128, 256})),
+      commit_seconds(registry_.AddHistogram(
+          "hub_store_commit_duration_seconds",
+          "Time of one group commit, BEGIN to COMMIT (includes the sync).", {},
+          LatencyBuckets())) {}
+
+void HubMetrics::SeedRoles(const std::vector<storage::RoleRecord>& rows) {
+  absl::MutexLock lock(&roles_mu_);
+  for (const storage::RoleRecord& row : rows) {
+    RoleSeen& seen = roles_[row.role_key_wire];
+    if (row.version > seen.version) seen = RoleSeen{row.state, row.version};
+  }
+}
+
+void HubMetrics::OnRoleEvent(const RoleEvent& event) {
+  const storage::RoleRecord& row = event.role;
+  std::string from;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    if (event.kind == RoleChangeKind::kRemoved) {
+      roles_.erase(row.role_key_wire);
+      return;
+    }
+    RoleSeen& seen = roles_[row.role_key_wire];
+    if (row.version <= seen.version) return;  // already counted
+    from = seen.version < 0 ? "none" : seen.state;
+    seen = RoleSeen{row.state, row.version};
+  }
+  if (from == row.state) return;
+  role_transitions->Add({from, row.state});
+  const std::string holder = row.holder_agent_id.value_or("");
+  log::Info("role_transition", {{"role", row.role_key_wire},
+                                {"from", from},
+                                {"to", row.state},
+                                {"epoch", row.epoch},
+                                {"holder", holder},
+                                {"reason", row.last_reason},
+                                {"version", row.version}});
+  if (row.state != "active") return;
+  role_activations->Add({});
+  const std::string previous = row.previous_holder_agent_id.value_or("");
+  if (!previous.empty() && previous != holder) {
+    role_failovers->Add({});
+    log::Info("role_failover", {{"role", row.role_key_wire},
+                                {"from_holder", previous},
+                                {"to_holder", holder},
+                                {"epoch", row.epoch}});
+  }
+}
+
+std::vector<MetricSample> HubMetrics::RolesByState() {
+  std::map<std::string, int64_t> counts;
+  for (const char* state : kRoleStates) counts[state] = 0;
+  {
+    absl::MutexLock lock(&roles_mu_);
+    for (const auto& [wire, seen] : roles_) ++counts[seen.state];
+  }
+  std::vector<MetricSample> samples;
+  for (const auto& [state, n] : counts) {
+    samples.push_back({{state}, static_cast<double>(n)});
+  }
+  return samples;
+}
+
+void HubMetrics::OnGroupCommitted(int ops, absl::Duration latency) {
+  commit_group_size->Observe({}, ops);
+  commit_seconds->Observe({}, absl::ToDoubleSeconds(latency));
+}
+
+void HubMetrics::OnDeadLetter(const storage::MessageRecord& message,
+                              const storage::ExpiryTransition& transition) {
+  messages_dead_lettered->Add({transition.reason});
+  log::Info("message_dead_lettered",
+            {{"message_id", transition.message_id},
+             {"from", message.from_agent},
+             {"to", message.to_agent},
+             {"topic", message.topic},
+             {"previous_status", transition.previous_status},
+             {"reason", transition.reason}});
+}
+
+}  // namespace hub
