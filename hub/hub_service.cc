@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/status/statusor.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/version.h"
@@ -65,10 +66,13 @@ HubServiceImpl::HubServiceImpl(HubIdentity identity, const Clock* clock,
 
 grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
-    const hub::v1::GetStatusRequest* /*request*/,
+    const hub::v1::GetStatusRequest* request,
     hub::v1::GetStatusResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   const absl::Time now = clock_->Now();
   response->set_version(kHubVersion);
@@ -113,6 +117,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   if (!request->has_role_key()) {
     return FinishUnary(context, InvalidArgumentError("ROLE_KEY_INVALID",
                                                      "role_key is required"));
@@ -132,6 +139,9 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     hub::v1::DecodeRoleKeyResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
   if (!key.ok()) return FinishUnary(context, key.status());

@@ -9,6 +9,7 @@
 
 #include "absl/time/time.h"
 #include "hub/auth.h"
+#include "hub/call_gate.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "registry/clock.h"
 #include "registry/presence.h"
@@ -27,6 +28,11 @@ struct HubIdentity {
 
 class HubServiceImpl final : public hub::v1::HubService::CallbackService {
  public:
+  // The limits every call passes first (docs/design/limits.md); set before
+  // the server starts, must outlive the service. Without one, calls are not
+  // limited.
+  void SetCallGate(CallGate* gate) { gate_ = gate; }
+
   // `clock` and `presence` must outlive the service.
   HubServiceImpl(HubIdentity identity, const Clock* clock,
                  PresenceRegistry* presence, RoleRegistry* roles);
@@ -56,6 +62,7 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
   const Clock* const clock_;
   PresenceRegistry* const presence_;
   RoleRegistry* const roles_;
+  CallGate* gate_ = nullptr;
 };
 
 }  // namespace hub

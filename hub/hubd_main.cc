@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "hub/limit_flags.h"
 #include "hub/log.h"
 #include "hub/server.h"
 #include "hub/version.h"
@@ -155,6 +156,10 @@ int main(int argc, char** argv) {
   options.tls.client_ca_file = absl::GetFlag(FLAGS_tls_client_ca);
   options.auth.token_file = absl::GetFlag(FLAGS_token_file);
   options.insecure = absl::GetFlag(FLAGS_insecure);
+  if (absl::Status limits = hub::ApplyLimitFlags(&options); !limits.ok()) {
+    std::fprintf(stderr, "hubd: %s\n", std::string(limits.message()).c_str());
+    return 1;
+  }
   auto server = hub::HubServer::Start(options);
   if (!server.ok()) {
     std::fprintf(stderr, "hubd: %s\n",

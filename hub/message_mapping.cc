@@ -78,7 +78,12 @@ absl::StatusOr<PublishInput> CommonPublishInput(const Request& request,
   in.topic = request.topic();
   in.type = std::move(type);
   in.priority = request.priority();
-  if (request.has_ttl()) in.ttl = FromProtoDuration(request.ttl());
+  if (request.has_ttl()) {
+    if (absl::Status s = CheckProtoDuration(request.ttl(), "ttl"); !s.ok()) {
+      return s;
+    }
+    in.ttl = FromProtoDuration(request.ttl());
+  }
   absl::StatusOr<std::string> payload =
       PayloadJson(request.has_payload(), request.payload());
   if (!payload.ok()) return payload.status();

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "absl/time/clock.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
 #include "hub/proto_time.h"
@@ -45,6 +46,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
       !s.ok()) {
     return FinishUnary(context, s);
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
@@ -73,6 +77,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
           AuthorizeAgent(authority_, *context, request->agent_id());
       !s.ok()) {
     return FinishUnary(context, s);
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, request, response] {
@@ -103,6 +110,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
           AuthorizeAgent(authority_, *context, request->agent_id());
       !s.ok()) {
     return FinishUnary(context, s);
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Not a peek: marking deliveries is a durable write.
@@ -139,6 +149,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   DeadLetterQuery query;
   query.reason = request->reason();
   query.from_agent_id = request->from_agent_id();
@@ -163,10 +176,18 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
       !s.ok()) {
     return FinishUnary(context, s);
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   absl::Duration wait = absl::Seconds(30);
   if (request->has_await_timeout()) {
+    if (absl::Status s =
+            CheckProtoDuration(request->await_timeout(), "await_timeout");
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
     wait = FromProtoDuration(request->await_timeout());
     if (wait < absl::ZeroDuration() || wait > absl::Seconds(30)) {
       return FinishUnary(
@@ -215,6 +236,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     hub::v1::ListTraceResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   absl::StatusOr<TracePage> page = messaging_->ListTrace(
       request->trace_id(), request->page_size(), request->page_token());

@@ -8,6 +8,7 @@
 
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "registry/messaging.h"
 
@@ -16,6 +17,11 @@ namespace hub {
 class MessageServiceImpl final
     : public hub::v1::MessageService::CallbackService {
  public:
+  // The limits every call passes first (docs/design/limits.md); set before
+  // the server starts, must outlive the service. Without one, calls are not
+  // limited.
+  void SetCallGate(CallGate* gate) { gate_ = gate; }
+
   // Everything must outlive the service.
   MessageServiceImpl(Messaging* messaging, BlockingPool* write_pool,
                      BlockingPool* ask_pool);
@@ -53,6 +59,7 @@ class MessageServiceImpl final
   Messaging* const messaging_;
   BlockingPool* const write_pool_;
   BlockingPool* const ask_pool_;
+  CallGate* gate_ = nullptr;
 };
 
 }  // namespace hub

@@ -197,6 +197,11 @@ absl::StatusOr<RegisterInput> ToRegisterInput(
     in.metadata_json = std::move(json);
   }
   if (request.has_heartbeat_ttl()) {
+    if (absl::Status s =
+            CheckProtoDuration(request.heartbeat_ttl(), "heartbeat_ttl");
+        !s.ok()) {
+      return s;
+    }
     in.ttl = FromProtoDuration(request.heartbeat_ttl());
   }
   if (request.has_project_id()) in.project_id = request.project_id();

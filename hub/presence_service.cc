@@ -10,6 +10,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
 #include "hub/presence_mapping.h"
@@ -115,6 +116,20 @@ class PresenceServiceImpl::AttachReactor final
       return;
     }
     principal_ = std::move(*principal);
+    if (service_->gate_ != nullptr) {
+      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+          service_->gate_->AdmitStream(*context, nullptr,
+                                       [this](const absl::Status& idle) {
+                                         absl::MutexLock lock(&mu_);
+                                         FinishLocked(idle);
+                                       });
+      if (!ticket.ok()) {
+        absl::MutexLock lock(&mu_);
+        FinishLocked(ticket.status());
+        return;
+      }
+      ticket_ = std::move(*ticket);
+    }
     StartRead(&request_);
   }
 
@@ -126,6 +141,7 @@ class PresenceServiceImpl::AttachReactor final
       return;
     }
     if (finishing_) return;
+    if (ticket_ != nullptr) ticket_->Touch();
     HandleFrameLocked();
     if (!finishing_) StartRead(&request_);
   }
@@ -261,6 +277,13 @@ class PresenceServiceImpl::AttachReactor final
       case AttachRequest::kMessageAck:
         MessageAckLocked(frame_id);
         return;
+      case AttachRequest::FRAME_NOT_SET:
+        AnswerErrorLocked(frame_id,
+                          WithMetadata(InvalidArgumentError(
+                                           "REQUEST_INVALID",
+                                           "the frame carries no frame kind"),
+                                       "field", "frame"));
+        return;
       case AttachRequest::kProbeReply:
         ProbeReplyLocked(frame_id);
         return;
@@ -278,6 +301,20 @@ class PresenceServiceImpl::AttachReactor final
       if (absl::Status s =
               service_->authority_->CheckOwner(principal_, hello.agent_id());
           !s.ok()) {
+        FinishLocked(s);
+        return;
+      }
+    }
+    if (hello.has_lease_ttl()) {
+      absl::Status s = CheckProtoDuration(hello.lease_ttl(), "hello.lease_ttl");
+      if (s.ok()) {
+        // Checked after truncation to whole milliseconds, like every TTL.
+        s = ValidateTtl(absl::Milliseconds(absl::ToInt64Milliseconds(
+                            FromProtoDuration(hello.lease_ttl()))),
+                        service_->registry_->config());
+        s = WithMetadata(std::move(s), "field", "hello.lease_ttl");
+      }
+      if (!s.ok()) {
         FinishLocked(s);
         return;
       }
@@ -341,6 +378,12 @@ class PresenceServiceImpl::AttachReactor final
     input.agent_id = agent_id_;
     input.generation = generation_;
     if (request_.heartbeat().has_ttl()) {
+      if (absl::Status s =
+              CheckProtoDuration(request_.heartbeat().ttl(), "heartbeat.ttl");
+          !s.ok()) {
+        AnswerErrorLocked(frame_id, s);
+        return;
+      }
       input.ttl = FromProtoDuration(request_.heartbeat().ttl());
     }
     absl::StatusOr<AgentView> view = service_->registry_->Heartbeat(input);
@@ -508,6 +551,9 @@ class PresenceServiceImpl::AttachReactor final
   std::string agent_id_;
   int64_t generation_ = 0;
   uint64_t stream_id_ = 0;
+  // The stream's slot and idle watch; declared last so that it goes first
+  // (its idle callback uses mu_). Set in the constructor.
+  std::unique_ptr<StreamTicket> ticket_;
 };
 
 PresenceServiceImpl::PresenceServiceImpl(PresenceRegistry* registry,
@@ -528,6 +574,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     hub::v1::RegisterAgentResponse* response) {
   absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
   if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   if (absl::Status s = RequireProject(*principal, request->project_id());
@@ -593,12 +642,20 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
       !s.ok()) {
     return FinishUnary(context, s);
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   HeartbeatInput input;
   input.agent_id = request->agent_id();
   if (request->has_presence_generation()) {
     input.generation = request->presence_generation();
   }
-  if (request->has_ttl()) input.ttl = FromProtoDuration(request->ttl());
+  if (request->has_ttl()) {
+    if (absl::Status s = CheckProtoDuration(request->ttl(), "ttl"); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+    input.ttl = FromProtoDuration(request->ttl());
+  }
   input.fence =
       FenceOf(request->has_hub_instance_id(), request->hub_instance_id(),
               request->has_store_fingerprint(), request->store_fingerprint());
@@ -628,6 +685,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
         !s.ok()) {
       return FinishUnary(context, s);
     }
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
@@ -662,6 +722,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
   if (!view.ok()) return FinishUnary(context, view.status());
   const absl::Time now = clock_->Now();
@@ -676,6 +739,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     hub::v1::ListAgentsResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return FinishUnary(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   AgentFilter filter;
   for (int status : request->statuses()) {

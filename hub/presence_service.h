@@ -9,6 +9,7 @@
 #include "absl/time/time.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
@@ -25,6 +26,11 @@ struct PresenceServiceOptions {
 class PresenceServiceImpl final
     : public hub::v1::PresenceService::CallbackService {
  public:
+  // The limits every call passes first (docs/design/limits.md); set before
+  // the server starts, must outlive the service. Without one, calls are not
+  // limited.
+  void SetCallGate(CallGate* gate) { gate_ = gate; }
+
   // `registry`, `clock` and `pool` must outlive the service. Calls that wait
   // for a durable write run on `pool`.
   PresenceServiceImpl(PresenceRegistry* registry, const Clock* clock,
@@ -83,6 +89,7 @@ class PresenceServiceImpl final
   const PresenceServiceOptions options_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;
+  CallGate* gate_ = nullptr;
 };
 
 }  // namespace hub

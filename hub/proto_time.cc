@@ -2,6 +2,9 @@
 
 #include <cstdint>
 
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+
 namespace hub {
 
 google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
@@ -36,6 +39,24 @@ absl::Time FromProtoTimestamp(const google::protobuf::Timestamp& t) {
 
 absl::Duration FromProtoDuration(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
+}
+
+absl::Status CheckProtoDuration(const google::protobuf::Duration& d,
+                                absl::string_view field) {
+  constexpr int64_t kMaxSeconds = 315'576'000'000;  // 10000 years
+  const bool valid = d.seconds() >= -kMaxSeconds &&
+                     d.seconds() <= kMaxSeconds && d.nanos() > -1'000'000'000 &&
+                     d.nanos() < 1'000'000'000 &&
+                     !(d.seconds() > 0 && d.nanos() < 0) &&
+                     !(d.seconds() < 0 && d.nanos() > 0);
+  if (valid) return absl::OkStatus();
+  return WithMetadata(
+      InvalidArgumentError(
+          "REQUEST_INVALID",
+          absl::StrCat(field,
+                       " is not a valid Duration (nanos within "
+                       "+-999999999 and of the sign of seconds)")),
+      "field", field);
 }
 
 }  // namespace hub

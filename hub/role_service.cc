@@ -3,6 +3,7 @@
 
 #include <utility>
 
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -41,6 +42,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
       !s.ok()) {
     return Finish(context, s);
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the reservation is durable.
@@ -60,6 +64,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::CompareAndSetRoleRequest* request,
     hub::v1::CompareAndSetRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<CasInput> input = ToCasInput(*request);
   if (absl::Status s = AuthorizeOperator(
           authority_, *context, input.ok() ? ProjectOf(input->role) : "",
@@ -84,6 +91,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return Finish(context, principal.status());
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   absl::StatusOr<storage::RoleRecord> role = registry_->Get(ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire()));
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
@@ -96,6 +106,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     hub::v1::ListRolesResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return Finish(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   RoleListFilter filter;
   if (!request->project_id().empty()) filter.project_id = request->project_id();
@@ -129,6 +142,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
       !s.ok()) {
     return Finish(context, s);
   }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
     CandidateUpsertInput input;
@@ -154,6 +170,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     hub::v1::ListRoleCandidatesResponse* response) {
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     return Finish(context, principal.status());
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   CandidateListInput input;
   if (request->has_role_key() || !request->role_key_wire().empty()) {
@@ -183,6 +202,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
           "ReportCandidateProbe");
       !s.ok()) {
     return Finish(context, s);
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {

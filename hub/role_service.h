@@ -12,15 +12,22 @@
 #include "absl/synchronization/mutex.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/presence.h"
 #include "registry/role_registry.h"
 
 namespace hub {
 
 class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
  public:
+  // The limits every call passes first (docs/design/limits.md); set before
+  // the server starts, must outlive the service. Without one, calls are not
+  // limited.
+  void SetCallGate(CallGate* gate) { gate_ = gate; }
+
   // `registry`, `clock` and `pool` must outlive the service. Calls that wait
   // for a durable write run on `pool`.
   RoleServiceImpl(RoleRegistry* registry, const Clock* clock,
@@ -38,6 +45,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // (blocked_reason activator_unavailable) and AckRoleActivation fails with
   // UNAVAILABLE / ROLE_ACTIVATOR_UNAVAILABLE, as triflux does.
   void SetActivator(Activator* activator);
+  // Where EnsureRole looks up the agent_id it is called for (registered:
+  // AGENT_NOT_FOUND; same project as the role: PROJECT_SCOPE_MISMATCH). Must
+  // outlive the service; without one agent_id is only validated.
+  void SetPresence(PresenceRegistry* presence) { presence_.store(presence); }
   // Who may call what (docs/design/auth.md); must outlive the service. Set
   // before serving. Without one every call is allowed.
   void SetAuthority(const Authority* authority) { authority_ = authority; }
@@ -86,6 +97,9 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       hub::v1::ReportCandidateProbeResponse* response) override;
 
  private:
+  // EnsureRole's agent_id: registered, and of the role's project.
+  absl::Status CheckEnsureAgent(const EnsureRequest& in,
+                                const std::string& agent_id);
   class WatchReactor;
 
   void Untrack(WatchReactor* reactor);
@@ -94,11 +108,13 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   const Clock* const clock_;
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
+  std::atomic<PresenceRegistry*> presence_{nullptr};
   const Authority* authority_ = nullptr;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  CallGate* gate_ = nullptr;
 };
 
 }  // namespace hub

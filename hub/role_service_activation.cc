@@ -2,6 +2,8 @@
 #include <string>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/str_cat.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -61,10 +63,41 @@ void RoleServiceImpl::SetActivator(Activator* activator) {
   activator_.store(activator);
 }
 
+absl::Status RoleServiceImpl::CheckEnsureAgent(const EnsureRequest& in,
+                                               const std::string& agent_id) {
+  PresenceRegistry* presence = presence_.load();
+  if (agent_id.empty() || presence == nullptr) return absl::OkStatus();
+  // The request's own faults come first, in the activator's order.
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (in.trigger.empty() || in.cause_id.empty()) {
+    return InvalidArgumentError(
+        "ENSURE_ROLE_REQUEST_INVALID",
+        "EnsureRole needs a client trigger and a cause_id");
+  }
+  absl::StatusOr<AgentView> agent = presence->Get(agent_id);
+  if (!agent.ok()) return agent.status();
+  if (agent->record.project_id.has_value() &&
+      *agent->record.project_id != key->key.project_id) {
+    return WithMetadata(
+        WithMetadata(
+            ReasonError(
+                absl::StatusCode::kPermissionDenied, "PROJECT_SCOPE_MISMATCH",
+                absl::StrCat("agent ", agent_id, " belongs to project ",
+                             *agent->record.project_id, ", not the role's")),
+            "agent_id", agent_id),
+        "role_key_wire", key->wire);
+  }
+  return absl::OkStatus();
+}
+
 grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     grpc::CallbackServerContext* context,
     const hub::v1::EnsureRoleRequest* request,
     hub::v1::EnsureRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   {
     absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(
@@ -84,7 +117,6 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
                            request->role_key_wire());
     in.trigger = TriggerWord(request->trigger());
     in.cause_id = request->cause_id();
-    in.agent_id = request->agent_id();
     if (!request->agent_id().empty()) {
       if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
         reactor->Finish(ToGrpcStatus(s));
@@ -121,6 +153,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
           "cause_id must be 1..256 characters and not blank")));
       return;
     }
+    if (absl::Status s = CheckEnsureAgent(in, request->agent_id()); !s.ok()) {
+      reactor->Finish(ToGrpcStatus(s));
+      return;
+    }
     absl::StatusOr<EnsureReceipt> receipt = activator->Ensure(in);
     if (!receipt.ok()) {
       reactor->Finish(ToGrpcStatus(receipt.status()));
@@ -136,6 +172,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
     grpc::CallbackServerContext* context,
     const hub::v1::AckRoleActivationRequest* request,
     hub::v1::AckRoleActivationResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // §5.8's principal check, authenticated: only the principal that owns the
   // acknowledging agent may ACK for it (the activator then requires that

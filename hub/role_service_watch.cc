@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
@@ -107,6 +108,11 @@ class RoleServiceImpl::WatchReactor final
     for (const RoleEvent& event : early_) AcceptLocked(event);
     early_.clear();
     PumpLocked();
+  }
+
+  // Keeps the stream's slot until the reactor is gone.
+  void HoldTicket(std::unique_ptr<StreamTicket> ticket) {
+    ticket_ = std::move(ticket);
   }
 
   // Ends the stream (hub shutdown).
@@ -239,6 +245,8 @@ class RoleServiceImpl::WatchReactor final
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+  // Set once by the handler before the stream runs.
+  std::unique_ptr<StreamTicket> ticket_;
 };
 
 RoleServiceImpl::~RoleServiceImpl() = default;
@@ -268,6 +276,15 @@ grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
   absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
   if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
     filter = principal.status();
+  } else if (gate_ != nullptr) {
+    // Watches are quiet by nature: no idle timeout, but a stream slot.
+    absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+        gate_->AdmitStream(*context, request, nullptr);
+    if (!ticket.ok()) {
+      filter = ticket.status();
+    } else {
+      reactor->HoldTicket(std::move(*ticket));
+    }
   }
   {
     absl::MutexLock lock(&mu_);

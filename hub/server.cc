@@ -6,6 +6,7 @@
 #include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_builder.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -165,9 +166,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   presence_options.keepalive_interval = options.keepalive_interval;
   server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
   server->ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
-  server->messaging_ =
-      std::make_unique<Messaging>(server->store_.get(), server->presence_.get(),
-                                  server->roles_.get(), activator, ids, clock);
+  server->messaging_ = std::make_unique<Messaging>(
+      server->store_.get(), server->presence_.get(), server->roles_.get(),
+      activator, ids, clock, options.messaging);
   server->messaging_->SetDeadLetterListener(
       [metrics](const storage::MessageRecord& message,
                 const storage::ExpiryTransition& transition) {
@@ -194,6 +195,15 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->presence_service_->SetAuthority(server->authority_.get());
   server->role_service_->SetAuthority(server->authority_.get());
   server->message_service_->SetAuthority(server->authority_.get());
+  server->role_service_->SetPresence(server->presence_.get());
+
+  server->gate_ = std::make_unique<CallGate>(
+      options.limits,
+      options.principal ? options.principal : PrincipalFn(PeerPrincipal));
+  server->hub_service_->SetCallGate(server->gate_.get());
+  server->presence_service_->SetCallGate(server->gate_.get());
+  server->role_service_->SetCallGate(server->gate_.get());
+  server->message_service_->SetCallGate(server->gate_.get());
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -214,7 +224,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   builder.AddChannelArgument(
-      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 1000);
+      GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS,
+      static_cast<int>(
+          absl::ToInt64Milliseconds(options.min_client_ping_interval)));
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES,
+                             options.max_ping_strikes);
+  // gRPC refuses messages above twice the hub's own request limit before
+  // parsing them; between the two the hub answers with its reason code.
+  if (options.limits.max_request_bytes > 0) {
+    builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
+        2 * options.limits.max_request_bytes, int64_t{1} << 30)));
+  }
   builder.AddListeningPort(options.listen, *credentials, &server->port_);
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>

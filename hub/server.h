@@ -22,6 +22,7 @@
 #include "hub/admin_service.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
+#include "hub/call_gate.h"
 #include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/message_service.h"
@@ -51,6 +52,18 @@ struct HubServerOptions {
   // streams (and starts their detach grace).
   absl::Duration keepalive_interval = absl::Seconds(5);
   absl::Duration keepalive_timeout = absl::Seconds(5);
+  // HTTP/2 keepalive enforcement: a client may ping at most this often
+  // while no call sends data; more frequent pings are strikes, and past
+  // max_ping_strikes the connection is closed with GOAWAY
+  // (ENHANCE_YOUR_CALM, "too_many_pings").
+  absl::Duration min_client_ping_interval = absl::Seconds(1);
+  int max_ping_strikes = 2;
+  // Per-principal limits (request size, rate, streams, idle streams) and
+  // who counts as a principal (the peer address unless set).
+  CallLimits limits;
+  PrincipalFn principal;
+  // Message limits (payload size, pending per inbox, ...).
+  MessagingConfig messaging;
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;
@@ -104,6 +117,7 @@ class HubServer {
   RoleRegistry* roles() { return roles_.get(); }
   Activator* activator() { return activator_.get(); }
   Messaging* messaging() { return messaging_.get(); }
+  CallGate* call_gate() { return gate_.get(); }
   Authority* authority() { return authority_.get(); }
   // The security part of the startup line (see SecuritySummary).
   const std::string& security() const { return security_; }
@@ -147,6 +161,7 @@ class HubServer {
   std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
+  std::unique_ptr<CallGate> gate_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_

@@ -181,22 +181,6 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
   }
   absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(request.role);
   if (!key.ok()) return key.status();
-  if (!request.agent_id.empty()) {
-    absl::StatusOr<AgentView> agent = presence_->Get(request.agent_id);
-    if (!agent.ok()) return agent.status();
-    const std::optional<std::string>& project = agent->record.project_id;
-    if (project.has_value() && *project != key->key.project_id) {
-      return WithMetadata(
-          WithMetadata(
-              ReasonError(
-                  absl::StatusCode::kPermissionDenied, "PROJECT_SCOPE_MISMATCH",
-                  absl::StrCat("agent ", request.agent_id, " belongs to ",
-                               *project, ", not to the role's project ",
-                               key->key.project_id)),
-              "agent_id", request.agent_id),
-          "role_key_wire", key->wire);
-    }
-  }
   bool joined = false;
   {
     absl::MutexLock lock(&mu_);

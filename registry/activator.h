@@ -52,10 +52,6 @@ struct EnsureRequest {
   // candidate_changed (ENSURE_ROLE_REQUEST_INVALID otherwise).
   std::string trigger;
   std::string cause_id;  // non-empty (ENSURE_ROLE_REQUEST_INVALID)
-  // The agent on whose behalf an EnsureRole call is made ("" = operator):
-  // must be registered (AGENT_NOT_FOUND) and, if it has a project, in the
-  // role's (PROJECT_SCOPE_MISMATCH).
-  std::string agent_id;
 };
 
 struct EnsureReceipt {

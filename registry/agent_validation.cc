@@ -26,10 +26,10 @@ bool AllIdChars(absl::string_view s) {
 
 absl::Status LimitExceeded(absl::string_view limit, int64_t value,
                            absl::string_view what) {
-  absl::Status s = ResourceExhaustedError(
-      "LIMIT_EXCEEDED", absl::StrCat(what, " exceeds the limit of ", value));
-  s = WithMetadata(std::move(s), "limit", limit);
-  return WithMetadata(std::move(s), "limit_value", absl::StrCat(value));
+  return WithMetadata(
+      LimitExceededError(limit, value,
+                         absl::StrCat(what, " exceeds the limit of ", value)),
+      "field", what);
 }
 
 absl::Status FieldError(absl::Status s, absl::string_view field) {
@@ -115,9 +115,10 @@ absl::StatusOr<storage::AgentRegistration> BuildRegistration(
   if (absl::Status s = ValidateTtl(ttl, config); !s.ok()) {
     return FieldError(std::move(s), "heartbeat_ttl");
   }
-  if (input.capabilities.size() > kMaxCapabilities) {
-    return LimitExceeded("max_capabilities_per_agent", kMaxCapabilities,
-                         "capabilities");
+  if (input.capabilities.size() >
+      static_cast<size_t>(config.max_capabilities_per_agent)) {
+    return LimitExceeded("max_capabilities_per_agent",
+                         config.max_capabilities_per_agent, "capabilities");
   }
   for (const std::string& c : input.capabilities) {
     const bool control = std::any_of(c.begin(), c.end(), [](char ch) {
@@ -131,16 +132,24 @@ absl::StatusOr<storage::AgentRegistration> BuildRegistration(
           "capabilities");
     }
   }
-  if (input.topics.size() > kMaxTopics) {
-    return LimitExceeded("max_topics_per_agent", kMaxTopics, "topics");
+  if (input.topics.size() > static_cast<size_t>(config.max_topics_per_agent)) {
+    return LimitExceeded("max_topics_per_agent", config.max_topics_per_agent,
+                         "topics");
   }
   for (const std::string& t : input.topics) {
     if (absl::Status s = ValidateTopic(t); !s.ok()) {
       return FieldError(std::move(s), "topics");
     }
   }
-  if (input.metadata_json.size() > kMaxMetadataBytes) {
-    return LimitExceeded("max_metadata_bytes", kMaxMetadataBytes, "metadata");
+  if (input.metadata_json.size() > config.max_metadata_bytes) {
+    return LimitExceeded("max_metadata_bytes", config.max_metadata_bytes,
+                         "metadata");
+  }
+  if (input.transport_locator_objects.has_value() &&
+      input.transport_locator_objects->size() >
+          static_cast<size_t>(config.max_locators_per_agent)) {
+    return LimitExceeded("max_locators_per_agent",
+                         config.max_locators_per_agent, "transport_locators");
   }
 
   // Identity: a present empty string clears a field and is not validated.
@@ -166,6 +175,13 @@ absl::StatusOr<storage::AgentRegistration> BuildRegistration(
   absl::StatusOr<RegistrationIdentity> identity =
       NormalizeRegistrationIdentity(id);
   if (!identity.ok()) return identity.status();
+  if (identity->locators.has_value() &&
+      identity->locators->size() >
+          static_cast<size_t>(config.max_locators_per_agent)) {
+    return LimitExceeded("max_locators_per_agent",
+                         config.max_locators_per_agent,
+                         "transport_locators_json");
+  }
 
   storage::AgentRegistration r;
   r.agent_id = input.agent_id;

@@ -16,10 +16,6 @@
 
 namespace hub {
 
-inline constexpr int kMaxCapabilities = 64;
-inline constexpr int kMaxTopics = 64;
-inline constexpr size_t kMaxMetadataBytes = 64 * 1024;
-
 // ^[A-Za-z0-9._:-]{3,64}$ and not an address ("topic:..."): AGENT_ID_INVALID.
 absl::Status ValidateAgentId(absl::string_view agent_id);
 // Within [min_ttl, max_ttl]: HEARTBEAT_TTL_INVALID.

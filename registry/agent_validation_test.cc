@@ -1,9 +1,11 @@
 #include "registry/agent_validation.h"
 
+#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
 #include "registry/status.h"
 
@@ -145,6 +147,67 @@ TEST(BuildRegistrationTest, LocatorsAreNormalizedAndTheirHostIsResolved) {
   ASSERT_TRUE(r->transport_locators_json.set());
   EXPECT_NE(r->transport_locators_json.value().find("\"trn_1\""),
             std::string::npos);
+}
+
+std::string TmuxLocatorJson(int i) {
+  return absl::StrCat(
+      R"({"schema_version":"tfx.transport-locator.v1","transport_id":"trn_)", i,
+      R"(","kind":"tmux","host_id":"hst_abc","capabilities":["probe"],)",
+      R"("priority":1,"expires_at_ms":)", kNow + 20'000,
+      R"(,"locator":{"session_name":"s","mux_server_id":"mux_1"}})");
+}
+
+TEST(BuildRegistrationTest, ConfiguredLimitsAreEnforcedAtTheirExactValue) {
+  PresenceConfig config;
+  config.max_capabilities_per_agent = 2;
+  config.max_topics_per_agent = 3;
+  config.max_locators_per_agent = 2;
+  config.max_metadata_bytes = 10;
+  struct Case {
+    const char* limit;
+    std::function<void(RegisterInput&, int)> fill;  // fill with n items
+    int value;
+  };
+  const std::vector<Case> cases = {
+      {"max_capabilities_per_agent",
+       [](RegisterInput& in, int n) { in.capabilities.assign(n, "c"); }, 2},
+      {"max_topics_per_agent",
+       [](RegisterInput& in, int n) { in.topics.assign(n, "t"); }, 3},
+      {"max_metadata_bytes",
+       [](RegisterInput& in, int n) {
+         in.metadata_json =
+             absl::StrCat("{\"a\":\"", std::string(n - 8, 'x'), "\"}");
+       },
+       10},
+      {"max_locators_per_agent",
+       [](RegisterInput& in, int n) {
+         std::vector<std::string> all;
+         for (int i = 0; i < n; ++i) all.push_back(TmuxLocatorJson(i));
+         in.transport_locators_json =
+             absl::StrCat("[", absl::StrJoin(all, ","), "]");
+       },
+       2},
+      {"max_locators_per_agent",
+       [](RegisterInput& in, int n) {
+         in.transport_locator_objects.emplace();
+         for (int i = 0; i < n; ++i) {
+           in.transport_locator_objects->push_back(TmuxLocatorJson(i));
+         }
+       },
+       2},
+  };
+  for (const Case& c : cases) {
+    RegisterInput at = Valid();
+    c.fill(at, c.value);
+    EXPECT_TRUE(BuildRegistration(at, config, kNow).ok()) << c.limit;
+    RegisterInput over = Valid();
+    c.fill(over, c.value + 1);
+    absl::Status s = BuildRegistration(over, config, kNow).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kResourceExhausted) << c.limit;
+    EXPECT_EQ(ReasonOf(s), "LIMIT_EXCEEDED") << c.limit;
+    EXPECT_EQ(MetadataOf(s)["limit"], c.limit);
+    EXPECT_EQ(MetadataOf(s)["limit_value"], absl::StrCat(c.value)) << c.limit;
+  }
 }
 
 TEST(AgentPageTokenTest, RoundTripsAndRejectsForgeries) {

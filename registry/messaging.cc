@@ -91,11 +91,12 @@ absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
     }
   }
   if (input.payload_json.size() > config_.max_payload_bytes) {
-    return WithMetadata(ResourceExhaustedError(
-                            "LIMIT_EXCEEDED",
-                            absl::StrCat("payload exceeds ",
-                                         config_.max_payload_bytes, " bytes")),
-                        "field", "payload");
+    return WithMetadata(
+        LimitExceededError("max_payload_bytes",
+                           static_cast<int64_t>(config_.max_payload_bytes),
+                           absl::StrCat("payload exceeds ",
+                                        config_.max_payload_bytes, " bytes")),
+        "field", "payload");
   }
   if (input.payload_json.empty()) {
     m.payload_json = "{}";
@@ -241,6 +242,25 @@ absl::StatusOr<Messaging::Prepared> Messaging::Prepare(
   std::sort(p.recipients.begin(), p.recipients.end());
   p.recipients.erase(std::unique(p.recipients.begin(), p.recipients.end()),
                      p.recipients.end());
+  // A full inbox refuses the whole message, before anything is written.
+  // (Concurrent publishes to one inbox may overshoot by the number in
+  // flight: the count and the insert are separate.)
+  for (const std::string& agent : p.recipients) {
+    absl::StatusOr<int64_t> pending = store_->CountPendingForAgent(
+        agent, now_ms, config_.max_pending_per_inbox);
+    if (!pending.ok()) return pending.status();
+    if (*pending >= config_.max_pending_per_inbox) {
+      return WithMetadata(
+          WithMetadata(
+              LimitExceededError("max_pending_per_inbox",
+                                 config_.max_pending_per_inbox,
+                                 absl::StrCat("agent ", agent, " already has ",
+                                              config_.max_pending_per_inbox,
+                                              " unacknowledged messages")),
+              "agent_id", agent),
+          "field", "to");
+    }
+  }
   // Recipients with a stream get the message pushed right after the write,
   // which records their first delivery attempt in the same transaction.
   for (const std::string& agent : p.recipients) {
@@ -376,9 +396,11 @@ absl::StatusOr<AckResult> Messaging::Ack(
     return Invalid("REQUEST_INVALID", "message_ids",
                    "message_ids must not be empty");
   }
-  if (message_ids.size() > 100) {
+  if (message_ids.size() > static_cast<size_t>(config_.max_ids_per_ack)) {
     return WithMetadata(
-        ResourceExhaustedError("LIMIT_EXCEEDED", "at most 100 message ids"),
+        LimitExceededError(
+            "max_ids_per_ack", config_.max_ids_per_ack,
+            absl::StrCat("at most ", config_.max_ids_per_ack, " message ids")),
         "field", "message_ids");
   }
   for (const std::string& id : message_ids) {

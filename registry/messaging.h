@@ -42,6 +42,11 @@ struct MessagingConfig {
   absl::Duration min_ttl = absl::Seconds(1);
   absl::Duration max_ttl = absl::Hours(24);
   size_t max_payload_bytes = 1024 * 1024;
+  // A publish that would leave a recipient with more unacknowledged messages
+  // than this is refused whole (LIMIT_EXCEEDED, max_pending_per_inbox).
+  int64_t max_pending_per_inbox = 10000;
+  // Message ids one Ack may carry.
+  int max_ids_per_ack = 100;
   absl::Duration sweep_interval = absl::Seconds(1);
   absl::Duration max_ask_wait = absl::Seconds(30);
 };

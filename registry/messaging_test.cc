@@ -1,5 +1,6 @@
 #include "registry/messaging.h"
 
+#include <algorithm>
 #include <functional>
 #include <memory>
 #include <string>
@@ -245,6 +246,45 @@ TEST_F(MessagingTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
   EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ReasonOf(r.status()), "LIMIT_EXCEEDED");
   EXPECT_EQ(MessageCount(), 0);
+}
+
+TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
+  MessagingConfig config;
+  config.max_pending_per_inbox = 3;
+  Messaging limited(store_.get(), presence_.get(), roles_.get(),
+                    activator_.get(), ids_.get(), &clock_, config);
+  Agent("agent-b", {"news"});
+  Agent("agent-c", {"news"});
+  std::vector<std::string> accepted;
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<PublishResult> r = limited.Publish(To("agent-b"));
+    ASSERT_TRUE(r.ok()) << r.status();
+    accepted.push_back(r->message.id);
+  }
+  absl::StatusOr<PublishResult> over = limited.Publish(To("agent-b"));
+  EXPECT_EQ(over.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ReasonOf(over.status()), "LIMIT_EXCEEDED");
+  EXPECT_EQ(MetadataOf(over.status())["limit"], "max_pending_per_inbox");
+  EXPECT_EQ(MetadataOf(over.status())["limit_value"], "3");
+  EXPECT_EQ(MetadataOf(over.status())["agent_id"], "agent-b");
+  // A topic message reaching the full inbox is refused for every recipient.
+  absl::StatusOr<PublishResult> fanout = limited.Publish(To("topic:news"));
+  EXPECT_EQ(ReasonOf(fanout.status()), "LIMIT_EXCEEDED");
+  EXPECT_TRUE(
+      store_->ListPendingForAgent("agent-c", UnixMillis(clock_.Now()), 10)
+          ->empty());
+  // The backlog is intact, and acknowledging one makes room for one.
+  std::vector<storage::MessageRecord> pending =
+      *store_->ListPendingForAgent("agent-b", UnixMillis(clock_.Now()), 10);
+  ASSERT_EQ(pending.size(), 3u);
+  for (const storage::MessageRecord& m : pending) {
+    EXPECT_NE(std::find(accepted.begin(), accepted.end(), m.id),
+              accepted.end());
+  }
+  ASSERT_TRUE(limited.Ack("agent-b", {accepted[0]}, std::nullopt).ok());
+  EXPECT_TRUE(limited.Publish(To("agent-b")).ok());
+  EXPECT_EQ(ReasonOf(limited.Publish(To("agent-b")).status()),
+            "LIMIT_EXCEEDED");
 }
 
 TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {

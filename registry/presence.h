@@ -51,6 +51,12 @@ struct PresenceConfig {
   // renewed in memory at once; this bounds how stale the stored copy is.
   absl::Duration checkpoint_interval = absl::Seconds(1);
   absl::Duration sweep_interval = absl::Seconds(1);
+  // What one registration may carry (docs/design/limits.md); more is
+  // RESOURCE_EXHAUSTED / LIMIT_EXCEEDED naming the limit.
+  int max_capabilities_per_agent = 64;
+  int max_topics_per_agent = 64;
+  int max_locators_per_agent = 16;
+  size_t max_metadata_bytes = 64 * 1024;
 };
 
 // What the hub reports about itself and checks when a caller echoes it.
@@ -174,6 +180,9 @@ class PresenceRegistry {
                    PresenceConfig config, std::string hub_instance_id,
                    std::string store_fingerprint);
   ~PresenceRegistry();
+
+  // The configuration it was built with (TTL bounds, limits).
+  const PresenceConfig& config() const { return config_; }
 
   // Loads every agent from the store. Like etcd on recovery, extends every
   // lease that is not offline to at least now + its TTL, so a hub restart

@@ -50,6 +50,13 @@ absl::Status ResourceExhaustedError(absl::string_view reason,
   return ReasonError(absl::StatusCode::kResourceExhausted, reason, message);
 }
 
+absl::Status LimitExceededError(absl::string_view limit, int64_t value,
+                                absl::string_view message) {
+  absl::Status s = ResourceExhaustedError("LIMIT_EXCEEDED", message);
+  s = WithMetadata(std::move(s), "limit", limit);
+  return WithMetadata(std::move(s), "limit_value", absl::StrCat(value));
+}
+
 std::string ReasonOf(const absl::Status& status) {
   absl::optional<absl::Cord> reason = status.GetPayload(kReasonUrl);
   return reason.has_value() ? std::string(*reason) : std::string();

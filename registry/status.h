@@ -8,6 +8,7 @@
 #ifndef HUB_REGISTRY_STATUS_H_
 #define HUB_REGISTRY_STATUS_H_
 
+#include <cstdint>
 #include <map>
 #include <string>
 
@@ -32,6 +33,12 @@ absl::Status UnavailableError(absl::string_view reason,
                               absl::string_view message);
 absl::Status ResourceExhaustedError(absl::string_view reason,
                                     absl::string_view message);
+
+// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED for the configured limit named `limit`
+// (a docs/design/limits.md name such as "max_topics_per_agent") whose value
+// is `value`; metadata "limit" and "limit_value" say which and how much.
+absl::Status LimitExceededError(absl::string_view limit, int64_t value,
+                                absl::string_view message);
 
 // The reason attached by ReasonError, or "" when the status has none
 // (including OK).

@@ -131,6 +131,9 @@ class SqliteStore final : public Store {
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
       absl::string_view agent_id, int64_t now_ms, int limit) override;
+  absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
+                                               int64_t now_ms,
+                                               int64_t limit) override;
   absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
       absl::string_view wire, int64_t now_ms) override;
   absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(

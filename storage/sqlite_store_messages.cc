@@ -320,6 +320,23 @@ absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingForAgent(
   });
 }
 
+absl::StatusOr<int64_t> SqliteStore::CountPendingForAgent(
+    absl::string_view agent_id, int64_t now_ms, int64_t limit) {
+  return Read<int64_t>([&](Connection& conn) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT COUNT(*) FROM (SELECT 1 FROM message_inbox i "
+        "JOIN messages m ON m.id = i.message_id "
+        "WHERE i.agent_id = ?1 AND i.acked_at_ms IS NULL "
+        "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > ?2 "
+        "LIMIT ?3)");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, agent_id).Bind(2, now_ms).Bind(3, limit);
+    absl::StatusOr<bool> row = stmt->Step();
+    if (!row.ok()) return row.status();
+    return stmt->Int(0);
+  });
+}
+
 absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingRoleMessages(
     absl::string_view wire, int64_t now_ms) {
   using Result = std::vector<MessageRecord>;

@@ -492,6 +492,10 @@ class Store {
   // priority DESC, created ASC, id ASC.
   virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
       absl::string_view agent_id, int64_t now_ms, int limit) = 0;
+  // How many messages ListPendingForAgent would return, counting at most
+  // `limit` (the answer is min(count, limit)).
+  virtual absl::StatusOr<int64_t> CountPendingForAgent(
+      absl::string_view agent_id, int64_t now_ms, int64_t limit) = 0;
   // Role-addressed backlog: role_key_wire = wire, queued|delivered,
   // expires > now; priority DESC, created ASC, id ASC.
   virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(

@@ -5,7 +5,8 @@
 #
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
-#        tmux (the tmux transport adapter and its tests), openssl (the TLS
+#        tmux (the tmux transport adapter and its tests), clang 14 with
+#        libclang-rt-14-dev (libFuzzer, --config=fuzz), openssl (the TLS
 #        tests' throw-away certificates), etcd 3.4 (server,
 #        client and .proto files: tools/hubbench's reference).
 #        Python's gRPC runtime (clients/python; stubs come from Debian's
@@ -30,6 +31,7 @@ APT_PACKAGES=(
   etcd-server etcd-client golang-etcd-server-dev
   # checks and tools
   clang-format sqlite3
+  clang-14 libclang-rt-14-dev  # --config=fuzz: libFuzzer, ASan/UBSan runtimes
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
   openssl  # throw-away CA and certificates for the TLS tests (tests/make_test_pki.sh)

@@ -5,6 +5,9 @@
 #   - bazel test //... : unit tests, in-process gRPC tests and end-to-end
 #     tests that drive the real hubd with buf curl
 #   - bazel test --config=asan //... : the same under ASan + UBSan + LSan
+#   - bazel test --config=fuzz //tests/fuzz:all : a short libFuzzer run of
+#     each fuzz target (HUB_FUZZ_SECONDS, default 5; tools/fuzz.sh runs long)
+#   - bazel test --config=tsan, tests tagged "concurrency" : ThreadSanitizer
 # Ends with one line "N passed, N failed" (test cases plus checks).
 set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -38,12 +41,12 @@ format_check() {
   git ls-files -z -- '*.cc' '*.h' | xargs -0 -r clang-format --dry-run -Werror
 }
 
-bazel_tests() {  # bazel_tests LABEL [bazel flags...]
+bazel_tests() {  # bazel_tests LABEL [bazel flags...]; targets: $targets or //...
   local label="$1"
   shift
-  echo "== bazel test $* //..."
+  echo "== bazel test $* ${targets:-//...}"
   bazel test "${HUB_BAZEL_FLAGS[@]}" "$@" --keep_going \
-    --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" //... 2>&1 | tee "$log_dir/bazel-$label.log" |
+    --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" ${targets:-//...} 2>&1 | tee "$log_dir/bazel-$label.log" |
     grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' || true
   local counts
   counts=$(/usr/bin/python3 tools/count_tests.py "$log_dir/bazel-$label.log" \
@@ -57,6 +60,8 @@ check clang-format format_check
 check buf-lint "$HUB_BUF" lint
 bazel_tests default
 bazel_tests asan --config=asan
+targets=//tests/fuzz:all bazel_tests fuzz --config=fuzz
+bazel_tests tsan --config=tsan --build_tests_only --test_tag_filters=concurrency
 
 echo "${passed} passed, ${failed} failed"
 [[ $failed -eq 0 ]]
