@@ -147,7 +147,6 @@ Activator::Activator(RoleRegistry* roles, PresenceRegistry* presence,
   if (!options_.executor) {
     options_.executor = [](std::function<void()> work) { work(); };
   }
-  if (!options_.random_unit) options_.random_unit = [] { return 0.5; };
 }
 
 Activator::~Activator() = default;

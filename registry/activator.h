@@ -130,8 +130,6 @@ struct ActivatorOptions {
   std::optional<std::string> local_host_id;
   // Runs I/O work (probes, wakes) off the caller's thread. Default: inline.
   std::function<void(std::function<void()>)> executor;
-  // Uniform in [0, 1] for backoff jitter. Default: 0.5 (no jitter).
-  std::function<double()> random_unit;
   // Per-kind managers (the kill switch): a disabled kind's ensures fence
   // the role and report manager_disabled.
   bool cto_manager_enabled = true;

@@ -298,12 +298,9 @@ absl::StatusOr<ReserveResult> RoleRegistry::ReserveStorePatch(
 
 absl::StatusOr<ReserveResult> RoleRegistry::Reserved(
     const std::string& wire, absl::StatusOr<storage::RoleWrite> w) {
-  if (!w.ok()) return w.status();
-  if (w->outcome != RoleOutcome::kApplied || !w->role.has_value()) {
-    return RoleWriteError(w->outcome, w->role, wire);
-  }
-  Publish(*w->role);
-  return ReserveResult{*w->role, w->role->version == 0};
+  absl::StatusOr<RoleRecord> role = Written(wire, std::move(w));
+  if (!role.ok()) return role.status();
+  return ReserveResult{*role, role->version == 0};
 }
 
 absl::StatusOr<storage::RoleCas> RoleRegistry::BuildCas(const CasInput& in) {
