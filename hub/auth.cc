@@ -632,6 +632,28 @@ absl::Status RequireProject(const Principal& principal,
                    project_id.empty() ? "(none given)" : project_id));
 }
 
+ProjectScope ScopeOf(const Principal& principal) {
+  ProjectScope scope;
+  scope.all = principal.anonymous || principal.all_projects;
+  if (!scope.all) scope.projects = principal.projects;
+  return scope;
+}
+
+absl::Status RequireAgentInScope(const Principal& principal,
+                                 absl::string_view agent_id,
+                                 const std::optional<std::string>& project_id) {
+  if (ScopeOf(principal).Allows(project_id)) return absl::OkStatus();
+  return WithMetadata(
+      Denied("PROJECT_SCOPE_MISMATCH",
+             absl::StrCat("principal ", principal.name, " may not see agent ",
+                          agent_id, ": it is in ",
+                          project_id.has_value()
+                              ? absl::StrCat("project ", *project_id)
+                              : std::string("no project"),
+                          ", outside the token's projects")),
+      "agent_id", agent_id);
+}
+
 absl::Status AuthorizeOperator(const Authority* authority,
                                const grpc::ServerContextBase& context,
                                absl::string_view project_id,

@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
+#include "registry/project_scope.h"
 #include "storage/store.h"
 
 namespace hub {
@@ -192,6 +193,14 @@ absl::Status RequireKind(const Principal& principal, PrincipalKind kind,
 // `project_id`.
 absl::Status RequireProject(const Principal& principal,
                             absl::string_view project_id);
+// The projects `principal` may read and address: all for the anonymous
+// principal and "*" tokens, else the token's list.
+ProjectScope ScopeOf(const Principal& principal);
+// PERMISSION_DENIED / PROJECT_SCOPE_MISMATCH (metadata agent_id) unless the
+// agent's project (nullopt: the agent has none) is in the principal's scope.
+absl::Status RequireAgentInScope(const Principal& principal,
+                                 absl::string_view agent_id,
+                                 const std::optional<std::string>& project_id);
 // Authenticates and requires operator rights on `project_id` ("" when the
 // request names no resolvable project: only the kind is checked, the request
 // fails its own validation later).

@@ -27,6 +27,22 @@ hub::v1::AskState AskStateProto(AskState state) {
   return hub::v1::ASK_STATE_UNSPECIFIED;
 }
 
+// The caller's principal; sending as `from_agent_id` (when set) needs it to
+// own that agent.
+absl::StatusOr<Principal> SenderPrincipal(
+    const Authority* authority, const grpc::ServerContextBase& context,
+    const std::string& from_agent_id) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
+  if (!principal.ok() || from_agent_id.empty() || authority == nullptr) {
+    return principal;
+  }
+  if (absl::Status s = authority->CheckOwner(*principal, from_agent_id);
+      !s.ok()) {
+    return s;
+  }
+  return principal;
+}
+
 }  // namespace
 
 MessageServiceImpl::MessageServiceImpl(Messaging* messaging,
@@ -39,18 +55,15 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
     const hub::v1::PublishRequest* request,
     hub::v1::PublishResponse* response) {
   // Sending as an agent needs that agent's principal.
-  if (absl::Status s =
-          request->from_agent_id().empty()
-              ? CallPrincipal(authority_, *context).status()
-              : AuthorizeAgent(authority_, *context, request->from_agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
+  absl::StatusOr<Principal> principal =
+      SenderPrincipal(authority_, *context, request->from_agent_id());
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
+  input->scope = ScopeOf(*principal);
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the message is durable.
@@ -146,9 +159,8 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
     grpc::CallbackServerContext* context,
     const hub::v1::ListDeadLettersRequest* request,
     hub::v1::ListDeadLettersResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return FinishUnary(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -157,6 +169,7 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
   query.from_agent_id = request->from_agent_id();
   query.page_size = request->page_size();
   query.page_token = request->page_token();
+  query.scope = ScopeOf(*principal);
   absl::StatusOr<DeadLetterPage> page = messaging_->ListDeadLetters(query);
   if (!page.ok()) return FinishUnary(context, page.status());
   for (const DeadLetterView& d : page->dead_letters) {
@@ -169,18 +182,15 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
     grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
     hub::v1::AskResponse* response) {
-  if (absl::Status s =
-          request->from_agent_id().empty()
-              ? CallPrincipal(authority_, *context).status()
-              : AuthorizeAgent(authority_, *context, request->from_agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
+  absl::StatusOr<Principal> principal =
+      SenderPrincipal(authority_, *context, request->from_agent_id());
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
+  input->scope = ScopeOf(*principal);
   absl::Duration wait = absl::Seconds(30);
   if (request->has_await_timeout()) {
     if (absl::Status s =
@@ -234,14 +244,14 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     grpc::CallbackServerContext* context,
     const hub::v1::ListTraceRequest* request,
     hub::v1::ListTraceResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return FinishUnary(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
-  absl::StatusOr<TracePage> page = messaging_->ListTrace(
-      request->trace_id(), request->page_size(), request->page_token());
+  absl::StatusOr<TracePage> page =
+      messaging_->ListTrace(request->trace_id(), request->page_size(),
+                            request->page_token(), ScopeOf(*principal));
   if (!page.ok()) return FinishUnary(context, page.status());
   for (const storage::MessageRecord& m : page->messages) {
     *response->add_messages() = ToMessageProto(m);

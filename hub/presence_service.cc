@@ -719,14 +719,20 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::GetAgentRequest* request,
     hub::v1::GetAgentResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return FinishUnary(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
   if (!view.ok()) return FinishUnary(context, view.status());
+  // An agent of another project is refused as the write path refuses a
+  // project outside the token's (PROJECT_SCOPE_MISMATCH).
+  if (absl::Status s = RequireAgentInScope(*principal, request->agent_id(),
+                                           view->record.project_id);
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
   const absl::Time now = clock_->Now();
   *response->mutable_agent() = ToAgentProto(*view, now);
   *response->mutable_server_time() = ToProtoTimestamp(now);
@@ -737,9 +743,8 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     grpc::CallbackServerContext* context,
     const hub::v1::ListAgentsRequest* request,
     hub::v1::ListAgentsResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return FinishUnary(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -769,8 +774,13 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
                                               "project_id must match "
                                               "^prj_[A-Za-z0-9_-]{22}$"));
     }
+    if (absl::Status s = RequireProject(*principal, request->project_id());
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
     filter.project_id = request->project_id();
   }
+  filter.scope = ScopeOf(*principal);
   if (!request->topic().empty()) {
     if (absl::Status s = ValidateTopic(request->topic()); !s.ok()) {
       return FinishUnary(context, s);

@@ -88,14 +88,21 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::GetRoleRequest* request,
     hub::v1::GetRoleResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return Finish(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
-  absl::StatusOr<storage::RoleRecord> role = registry_->Get(ToRoleKeyRef(
-      request->has_role_key(), request->role_key(), request->role_key_wire()));
+  const RoleKeyRef ref = ToRoleKeyRef(
+      request->has_role_key(), request->role_key(), request->role_key_wire());
+  // The key names its project: a foreign one is refused whether or not the
+  // role exists.
+  if (const std::string project = ProjectOf(ref); !project.empty()) {
+    if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
+      return Finish(context, s);
+    }
+  }
+  absl::StatusOr<storage::RoleRecord> role = registry_->Get(ref);
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
   return Finish(context, role.status());
 }
@@ -104,14 +111,23 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRolesRequest* request,
     hub::v1::ListRolesResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return Finish(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   RoleListFilter filter;
-  if (!request->project_id().empty()) filter.project_id = request->project_id();
+  if (!request->project_id().empty()) {
+    // A malformed id is left to the registry (PROJECT_ID_INVALID).
+    if (IsProjectId(request->project_id())) {
+      if (absl::Status s = RequireProject(*principal, request->project_id());
+          !s.ok()) {
+        return Finish(context, s);
+      }
+    }
+    filter.project_id = request->project_id();
+  }
+  filter.scope = ScopeOf(*principal);
   if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
   absl::StatusOr<std::optional<RoleKind>> kind =
       KindFilter(request->kind(), "kind");
@@ -168,9 +184,8 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,
     hub::v1::ListRoleCandidatesResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
-    return Finish(context, principal.status());
-  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
@@ -178,7 +193,13 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
   if (request->has_role_key() || !request->role_key_wire().empty()) {
     input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
                               request->role_key_wire());
+    if (const std::string project = ProjectOf(*input.role); !project.empty()) {
+      if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
+        return Finish(context, s);
+      }
+    }
   }
+  input.scope = ScopeOf(*principal);
   if (!request->agent_id().empty()) input.agent_id = request->agent_id();
   input.page_size = request->page_size();
   input.page_token = request->page_token();

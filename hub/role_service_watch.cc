@@ -274,9 +274,26 @@ grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
     const hub::v1::WatchRolesRequest* request) {
   auto* reactor = new WatchReactor(this);
   absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) {
     filter = principal.status();
-  } else if (gate_ != nullptr) {
+  } else if (filter.ok()) {
+    // An explicit project (or key) outside the token's projects is refused;
+    // no filter watches only the token's projects.
+    std::string project = filter->project_id.value_or("");
+    if (filter->wire.has_value()) {
+      absl::StatusOr<RoleKey> key = DecodeRoleKey(*filter->wire);
+      if (key.ok()) project = key->project_id;
+    }
+    // A malformed id is left to the registry (PROJECT_ID_INVALID).
+    if (IsProjectId(project)) {
+      if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
+        filter = s;
+      }
+    }
+    if (filter.ok()) filter->scope = ScopeOf(*principal);
+  }
+  if (principal.ok() && gate_ != nullptr) {
     // Watches are quiet by nature: no idle timeout, but a stream slot.
     absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
         gate_->AdmitStream(*context, request, nullptr);

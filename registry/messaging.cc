@@ -3,6 +3,7 @@
 #include "registry/messaging.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <utility>
 
@@ -28,6 +29,13 @@ constexpr absl::string_view kCtoAddress = "topic:cto";
 absl::Status Invalid(absl::string_view reason, absl::string_view field,
                      absl::string_view message) {
   return WithMetadata(InvalidArgumentError(reason, message), "field", field);
+}
+
+// An address outside the caller's projects (PublishInput::scope).
+absl::Status OutOfScope(absl::string_view message) {
+  return WithMetadata(ReasonError(absl::StatusCode::kPermissionDenied,
+                                  "PROJECT_SCOPE_MISMATCH", message),
+                      "field", "to");
 }
 
 }  // namespace
@@ -191,6 +199,18 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
       return WithMetadata(s, "field", "to");
     absl::StatusOr<std::vector<std::string>> subs = TopicSubscribers(name);
     if (!subs.ok()) return subs.status();
+    if (!input.scope.all) {
+      // A restricted sender reaches only the subscribers of its projects.
+      std::map<std::string, std::optional<std::string>> cache;
+      std::vector<std::string> inside;
+      for (std::string& agent : *subs) {
+        absl::StatusOr<std::optional<std::string>> project =
+            AgentProject(agent, &cache);
+        if (!project.ok()) return project.status();
+        if (input.scope.Allows(*project)) inside.push_back(std::move(agent));
+      }
+      *subs = std::move(inside);
+    }
     address.recipients = std::move(*subs);
     address.default_topic = name;
     return address;
@@ -200,6 +220,17 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
                      "to must be an agent id, topic:<name> or "
                      "topic:role:<wire>");
     }
+    if (!input.scope.all) {
+      std::map<std::string, std::optional<std::string>> cache;
+      absl::StatusOr<std::optional<std::string>> project =
+          AgentProject(to, &cache);
+      if (!project.ok()) return project.status();
+      if (!input.scope.Allows(*project)) {
+        return OutOfScope(absl::StrCat(
+            "agent ", to,
+            " is not registered in a project of the caller's token"));
+      }
+    }
     address.recipients = {to};
     return address;
   }
@@ -207,6 +238,10 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
   ref.wire = *role_wire;
   absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
   if (!key.ok()) return WithMetadata(key.status(), "field", "to");
+  if (!input.scope.Allows(key->key.project_id)) {
+    return OutOfScope(absl::StrCat("the role's project ", key->key.project_id,
+                                   " is outside the caller's token"));
+  }
   address.role = *key;
   address.default_topic = "role";
   address.holder_role = LiveHolder(key->wire, now_ms);

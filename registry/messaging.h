@@ -31,6 +31,7 @@
 #include "registry/clock.h"
 #include "registry/message_delivery.h"
 #include "registry/presence.h"
+#include "registry/project_scope.h"
 #include "registry/role_registry.h"
 #include "registry/uuid.h"
 #include "storage/store.h"
@@ -66,6 +67,10 @@ struct PublishInput {
   std::string correlation_id;         // "": a new UUIDv7
   std::string trace_id;               // "": a new UUIDv7
   std::string project_id;             // for topic:cto only
+  // Whom the caller may address (its token's projects): a role or an agent
+  // outside it is PERMISSION_DENIED / PROJECT_SCOPE_MISMATCH, and a topic
+  // reaches only the subscribers inside it. Default: everyone.
+  ProjectScope scope;
 };
 
 struct PublishResult {
@@ -105,6 +110,9 @@ struct DeadLetterQuery {
   std::string from_agent_id;  // "": any
   int page_size = 0;          // 0: 50; above 1000: 1000
   std::string page_token;
+  // Only dead letters of messages visible in this scope (InScope), applied
+  // before paging.
+  ProjectScope scope;
 };
 
 struct DeadLetterPage {
@@ -167,9 +175,11 @@ class Messaging {
   void OnRoleActive(const storage::RoleRecord& active);
   absl::StatusOr<DeadLetterPage> ListDeadLetters(const DeadLetterQuery& query);
   // REQUEST_INVALID (trace_id), PAGE_TOKEN_INVALID.
+  // Only messages visible in `scope` (InScope), applied before paging.
   absl::StatusOr<TracePage> ListTrace(const std::string& trace_id,
                                       int page_size,
-                                      const std::string& page_token);
+                                      const std::string& page_token,
+                                      const ProjectScope& scope = {});
   // Publishes a REQUEST, then waits up to `wait` (0 .. 30 s, else
   // REQUEST_INVALID) for the first RESPONSE with its correlation id.
   absl::StatusOr<AskResult> Ask(PublishInput input, absl::Duration wait);
@@ -227,6 +237,16 @@ class Messaging {
       const std::string& topic);
   std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
                                                 int64_t now_ms);
+  // The project of agent `agent_id` (nullopt: no such agent, or it has
+  // none), remembered in `cache` for one query.
+  absl::StatusOr<std::optional<std::string>> AgentProject(
+      const std::string& agent_id,
+      std::map<std::string, std::optional<std::string>>* cache);
+  // Whether a message is visible in `scope`: its sender, its addressed agent
+  // or its role belongs to one of the scope's projects.
+  absl::StatusOr<bool> InScope(
+      const storage::MessageRecord& m, const ProjectScope& scope,
+      std::map<std::string, std::optional<std::string>>* cache);
   absl::Status CheckAgent(const std::string& agent_id,
                           std::optional<int64_t> generation);
   // Pushes the message to `agent_id` if attached and marks it delivered.

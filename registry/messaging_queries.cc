@@ -1,5 +1,6 @@
 // Messaging: pending lists, dead letters, traces, Ask and the expiry sweep.
 #include <algorithm>
+#include <map>
 #include <tuple>
 #include <utility>
 
@@ -187,6 +188,7 @@ absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
       store_->ListDeadLetters();
   if (!all.ok()) return all.status();
   DeadLetterPage page;
+  std::map<std::string, std::optional<std::string>> cache;
   bool more = false;
   for (const storage::DeadLetterRecord& d : *all) {
     if (!query.reason.empty() && d.reason != query.reason) continue;
@@ -206,6 +208,13 @@ absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
         (!view.message || view.message->from_agent != query.from_agent_id)) {
       continue;
     }
+    if (!query.scope.all) {
+      if (!view.message) continue;  // nothing to place it in a project
+      absl::StatusOr<bool> visible =
+          InScope(*view.message, query.scope, &cache);
+      if (!visible.ok()) return visible.status();
+      if (!*visible) continue;
+    }
     if (page.dead_letters.size() == page_size) {
       more = true;
       break;
@@ -222,7 +231,8 @@ absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
 
 absl::StatusOr<TracePage> Messaging::ListTrace(const std::string& trace_id,
                                                int page_size,
-                                               const std::string& page_token) {
+                                               const std::string& page_token,
+                                               const ProjectScope& scope) {
   if (trace_id.empty() || trace_id.size() > 128) {
     return WithMetadata(InvalidArgumentError("REQUEST_INVALID",
                                              "trace_id must be 1..128 "
@@ -245,10 +255,14 @@ absl::StatusOr<TracePage> Messaging::ListTrace(const std::string& trace_id,
       store_->ListTraceMessages(trace_id);
   if (!all.ok()) return all.status();
   TracePage page;
+  std::map<std::string, std::optional<std::string>> cache;
   bool more = false;
   for (const MessageRecord& m : *all) {
     if (last.has_value() && std::make_pair(m.created_at_ms, m.id) <= *last)
       continue;
+    absl::StatusOr<bool> visible = InScope(m, scope, &cache);
+    if (!visible.ok()) return visible.status();
+    if (!*visible) continue;
     if (page.messages.size() == size) {
       more = true;
       break;
@@ -261,6 +275,42 @@ absl::StatusOr<TracePage> Messaging::ListTrace(const std::string& trace_id,
         "trace", trace_id, {absl::StrCat(m.created_at_ms), m.id});
   }
   return page;
+}
+
+absl::StatusOr<std::optional<std::string>> Messaging::AgentProject(
+    const std::string& agent_id,
+    std::map<std::string, std::optional<std::string>>* cache) {
+  auto it = cache->find(agent_id);
+  if (it != cache->end()) return it->second;
+  std::optional<std::string> project;
+  // Addresses such as topic:<name> and the hub's own sender are no agent ids.
+  if (ValidateAgentId(agent_id).ok()) {
+    absl::StatusOr<AgentView> view = presence_->Get(agent_id);
+    if (view.ok()) {
+      project = view->record.project_id;
+    } else if (!absl::IsNotFound(view.status())) {
+      return view.status();
+    }
+  }
+  cache->emplace(agent_id, project);
+  return project;
+}
+
+absl::StatusOr<bool> Messaging::InScope(
+    const MessageRecord& m, const ProjectScope& scope,
+    std::map<std::string, std::optional<std::string>>* cache) {
+  if (scope.all) return true;
+  if (m.role_key_wire.has_value()) {
+    absl::StatusOr<RoleKey> key = DecodeRoleKey(*m.role_key_wire);
+    if (key.ok() && scope.Allows(key->project_id)) return true;
+  }
+  for (const std::string* agent : {&m.from_agent, &m.to_agent}) {
+    absl::StatusOr<std::optional<std::string>> project =
+        AgentProject(*agent, cache);
+    if (!project.ok()) return project.status();
+    if (scope.Allows(*project)) return true;
+  }
+  return false;
 }
 
 void Messaging::WakeAskers(const MessageRecord& response) {

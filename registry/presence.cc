@@ -475,6 +475,7 @@ absl::StatusOr<AgentPage> PresenceRegistry::List(
         record.project_id != filter.project_id) {
       continue;
     }
+    if (!filter.scope.Allows(record.project_id)) continue;
     if (filter.topic.has_value() &&
         !TopicsJsonContains(record.topics_json, *filter.topic)) {
       continue;

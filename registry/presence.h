@@ -32,6 +32,7 @@
 #include "registry/activation_envelope.h"
 #include "registry/clock.h"
 #include "registry/message_delivery.h"
+#include "registry/project_scope.h"
 #include "registry/uuid.h"
 #include "storage/store.h"
 
@@ -154,6 +155,9 @@ struct AgentFilter {
   std::optional<std::string> project_id;
   std::optional<std::string> topic;
   std::vector<std::string> clis;
+  // Only agents of these projects (the caller's token; applied before
+  // paging, so pages stay full and tokens stay valid).
+  ProjectScope scope;
 };
 
 struct DeregisterOutcome {

@@ -419,6 +419,7 @@ absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
   RolePage page;
   for (RoleRecord& row : *rows) {
     if (!after->empty() && row.role_key_wire <= *after) continue;
+    if (!filter.scope.Allows(row.project_id)) continue;
     if (static_cast<int>(page.roles.size()) == *size) {
       page.next_page_token = role_internal::EncodePageToken(
           "roles", filter_text, page.roles.back().role_key_wire);

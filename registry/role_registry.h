@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "registry/activation_policy.h"
 #include "registry/clock.h"
+#include "registry/project_scope.h"
 #include "registry/role_key.h"
 #include "storage/store.h"
 
@@ -110,6 +111,8 @@ struct RoleListFilter {
   std::optional<RoleKind> kind;
   std::optional<std::string> scope_id;
   std::vector<std::string> states;
+  // Only roles of these projects (the caller's token), applied before paging.
+  ProjectScope scope;
 };
 
 struct RolePage {
@@ -159,6 +162,8 @@ struct CandidateListInput {
   std::optional<std::string> agent_id;
   int page_size = 0;  // 0: 100; capped at 1000; negative: REQUEST_INVALID
   std::string page_token;
+  // Only candidates of roles of these projects, applied before paging.
+  ProjectScope scope;
 };
 
 struct CandidatePage {
@@ -181,6 +186,8 @@ struct RoleWatchFilter {
   std::optional<std::string> project_id;
   std::optional<RoleKind> kind;
   std::optional<std::string> wire;
+  // Only roles of these projects (the caller's token).
+  ProjectScope scope;
 };
 
 // Called for each matching committed change, with no registry lock held,

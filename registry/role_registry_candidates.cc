@@ -313,8 +313,9 @@ absl::StatusOr<CandidatePage> RoleRegistry::ListCandidates(
     absl::StatusOr<std::vector<storage::RoleRecord>> roles =
         store_->ListRoles({});
     if (!roles.ok()) return roles.status();
-    for (const storage::RoleRecord& r : *roles)
-      wires.push_back(r.role_key_wire);
+    for (const storage::RoleRecord& r : *roles) {
+      if (in.scope.Allows(r.project_id)) wires.push_back(r.role_key_wire);
+    }
   }
   std::vector<CandidateRecord> all;
   for (const std::string& w : wires) {

@@ -25,6 +25,7 @@ class RoleRegistry::Watcher {
     if (filter_.project_id && role.project_id != *filter_.project_id) {
       return false;
     }
+    if (!filter_.scope.Allows(role.project_id)) return false;
     return !filter_.kind || role.role_kind == RoleKindName(*filter_.kind);
   }
 
