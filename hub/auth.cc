@@ -302,20 +302,20 @@ EVP_PKEY* PrivateKey(const std::string& pem) {
 
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
-    const TlsOptions& tls) {
+absl::StatusOr<TlsFiles> ReadTlsFiles(const TlsOptions& tls) {
   if (tls.cert_file.empty()) {
     if (!tls.key_file.empty() || !tls.client_ca_file.empty()) {
       return InvalidArgumentError(
           "REQUEST_INVALID",
           "--tls_key and --tls_client_ca need --tls_cert (TLS is off)");
     }
-    return grpc::InsecureServerCredentials();
+    return TlsFiles();
   }
   if (tls.key_file.empty()) {
     return InvalidArgumentError("REQUEST_INVALID",
                                 "--tls_cert needs --tls_key");
   }
+  TlsFiles files;
   absl::StatusOr<std::string> cert = ReadPem(tls.cert_file, "--tls_cert");
   if (!cert.ok()) return cert.status();
   absl::StatusOr<std::string> key = ReadPem(tls.key_file, "--tls_key");
@@ -341,10 +341,6 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
         "REQUEST_INVALID",
         absl::StrCat(tls.key_file, " is not the key of ", tls.cert_file));
   }
-  grpc::SslServerCredentialsOptions ssl(
-      tls.client_ca_file.empty()
-          ? GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE
-          : GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY);
   if (!tls.client_ca_file.empty()) {
     absl::StatusOr<std::string> ca =
         ReadPem(tls.client_ca_file, "--tls_client_ca");
@@ -356,10 +352,11 @@ absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
           absl::StrCat(tls.client_ca_file, " holds no PEM certificate"));
     }
     X509_free(first);
-    ssl.pem_root_certs = *ca;
+    files.client_ca_pem = *std::move(ca);
   }
-  ssl.pem_key_cert_pairs.push_back({*key, *cert});
-  return grpc::SslServerCredentials(ssl);
+  files.cert_pem = *std::move(cert);
+  files.key_pem = *std::move(key);
+  return files;
 }
 
 std::string SecuritySummary(absl::string_view listen, const TlsOptions& tls,

@@ -9,7 +9,6 @@
 #ifndef HUB_HUB_AUTH_H_
 #define HUB_HUB_AUTH_H_
 
-#include <grpcpp/security/server_credentials.h>
 #include <grpcpp/server_context.h>
 
 #include <array>
@@ -77,11 +76,18 @@ struct TlsOptions {
   std::string client_ca_file;  // PEM CA(s): set = mutual TLS required
 };
 
-// Reads and checks the PEM files (the key must match the certificate) and
-// builds the server's credentials: insecure when `tls.cert_file` is empty.
-// INVALID_ARGUMENT naming the file on any problem.
-absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> ServerCredentialsFor(
-    const TlsOptions& tls);
+// The PEM text of the TLS files, checked.
+struct TlsFiles {
+  std::string cert_pem;
+  std::string key_pem;
+  std::string client_ca_pem;  // "" without mutual TLS
+};
+
+// Reads and checks the PEM files (each holds a PEM object, the key matches
+// the certificate). INVALID_ARGUMENT naming the file on any problem. All
+// three empty: plaintext, an empty TlsFiles. ServerTls (hub/server_tls.h)
+// serves them.
+absl::StatusOr<TlsFiles> ReadTlsFiles(const TlsOptions& tls);
 
 // The security part of hubd's startup line, e.g. "tls=on mtls=off
 // auth=tokens" or "tls=off auth=off (loopback only: every caller is an

@@ -227,21 +227,23 @@ TEST(Tls, UnusableFilesAreRefusedNamingThem) {
   TlsOptions tls;
   tls.cert_file = "/nonexistent/cert.pem";
   tls.key_file = "/nonexistent/key.pem";
-  auto creds = ServerCredentialsFor(tls);
+  auto creds = ReadTlsFiles(tls);
   ASSERT_FALSE(creds.ok());
   EXPECT_NE(creds.status().message().find("/nonexistent/cert.pem"),
             std::string::npos);
   TlsOptions no_key;
   no_key.cert_file = WriteFile("cert", "not a pem");
-  EXPECT_FALSE(ServerCredentialsFor(no_key).ok());
+  EXPECT_FALSE(ReadTlsFiles(no_key).ok());
   TlsOptions garbage;
   garbage.cert_file = no_key.cert_file;
   garbage.key_file = no_key.cert_file;
-  auto bad = ServerCredentialsFor(garbage);
+  auto bad = ReadTlsFiles(garbage);
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("no PEM certificate"),
             std::string::npos);
-  EXPECT_TRUE(ServerCredentialsFor(TlsOptions()).ok());
+  auto plaintext = ReadTlsFiles(TlsOptions());
+  ASSERT_TRUE(plaintext.ok());
+  EXPECT_EQ(plaintext->cert_pem, "");
 }
 
 }  // namespace

@@ -5,8 +5,9 @@
 //
 // Prints one line when it serves, with the bound address, the database, the
 // version and the security settings. SIGINT or SIGTERM shut it down cleanly
-// (exit 0); SIGHUP reloads the token file; a taken port, an unusable database
-// or an insecure non-loopback address is a clear message and exit 1.
+// (exit 0); SIGHUP reloads the token file and the TLS files; a taken port, an
+// unusable database or an insecure non-loopback address is a clear message and
+// exit 1.
 #include <signal.h>
 #include <unistd.h>
 
@@ -65,7 +66,8 @@ ABSL_FLAG(std::string, log_level, "info",
 
 // ---- identity and authority (docs/design/auth.md) ----
 ABSL_FLAG(std::string, tls_cert, "",
-          "PEM certificate chain to serve TLS with (empty: plaintext)");
+          "PEM certificate chain to serve TLS with (empty: plaintext); "
+          "--tls_cert, --tls_key and --tls_client_ca are re-read on SIGHUP");
 ABSL_FLAG(std::string, tls_key, "", "PEM private key of --tls_cert");
 ABSL_FLAG(std::string, tls_client_ca, "",
           "PEM CA certificate(s): when set, every client must present a "
@@ -181,8 +183,10 @@ int main(int argc, char** argv) {
 
   int signal_number = 0;
   while (sigwait(&signals, &signal_number) == 0 && signal_number == SIGHUP) {
-    // Failures are reported by the reload itself; the old tokens stay.
+    // Failures are reported by the reloads themselves; the old tokens and
+    // certificates stay.
     (*server)->ReloadTokens().IgnoreError();
+    (*server)->ReloadTls().IgnoreError();
   }
   const char* signal_name = signal_number == SIGINT ? "SIGINT" : "SIGTERM";
   hub::log::Info(

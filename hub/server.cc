@@ -85,9 +85,20 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       !s.ok()) {
     return s;
   }
-  absl::StatusOr<std::shared_ptr<grpc::ServerCredentials>> credentials =
-      ServerCredentialsFor(options.tls);
-  if (!credentials.ok()) return credentials.status();
+  // Checked before anything is opened; the certificates are served from a
+  // reloadable private copy (hub/server_tls.h).
+  std::unique_ptr<ServerTls> tls;
+  std::shared_ptr<grpc::ServerCredentials> credentials =
+      grpc::InsecureServerCredentials();
+  if (absl::StatusOr<TlsFiles> files = ReadTlsFiles(options.tls); !files.ok()) {
+    return files.status();
+  } else if (!files->cert_pem.empty()) {
+    absl::StatusOr<std::unique_ptr<ServerTls>> created =
+        ServerTls::Create(options.tls);
+    if (!created.ok()) return created.status();
+    tls = std::move(*created);
+    credentials = tls->credentials();
+  }
   // Shared by the store (activation ids) and the hub identity; it lives as
   // long as the process.
   static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
@@ -106,6 +117,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       Authority::Create(options.auth, server->store_.get());
   if (!authority.ok()) return authority.status();
   server->authority_ = std::move(*authority);
+  server->tls_ = std::move(tls);
   server->security_ =
       SecuritySummary(options.listen, options.tls,
                       !options.auth.token_file.empty(), options.insecure);
@@ -235,7 +247,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
         2 * options.limits.max_request_bytes, int64_t{1} << 30)));
   }
-  builder.AddListeningPort(options.listen, *credentials, &server->port_);
+  builder.AddListeningPort(options.listen, credentials, &server->port_);
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;

@@ -29,6 +29,7 @@
 #include "hub/metrics_http.h"
 #include "hub/presence_service.h"
 #include "hub/role_service.h"
+#include "hub/server_tls.h"
 #include "registry/activator.h"
 #include "registry/claude_uds_adapter.h"
 #include "registry/clock.h"
@@ -123,6 +124,13 @@ class HubServer {
   const std::string& security() const { return security_; }
   // Re-reads the token file (SIGHUP); the old tokens stay on failure.
   absl::Status ReloadTokens() { return authority_->Reload(); }
+  // Re-reads the TLS certificate, key and client CA (SIGHUP) for new
+  // connections; the old ones stay on failure. OK without TLS.
+  absl::Status ReloadTls() {
+    return tls_ != nullptr ? tls_->Reload() : absl::OkStatus();
+  }
+  // The TLS certificates served; null without TLS.
+  ServerTls* tls() { return tls_.get(); }
   HubMetrics* metrics() { return metrics_.get(); }
   // The metrics endpoint's bound address; "" when it is off.
   std::string metrics_address() const {
@@ -148,6 +156,8 @@ class HubServer {
   int port_ = 0;
   std::unique_ptr<storage::SqliteStore> store_;
   std::unique_ptr<Authority> authority_;
+  // Before server_: the certificates' private copy outlives the listener.
+  std::unique_ptr<ServerTls> tls_;
   std::string security_;
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<BlockingPool> write_pool_;

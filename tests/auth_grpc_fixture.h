@@ -115,7 +115,9 @@ class AuthGrpcTest : public ::testing::Test {
   }
 
   // Starts the hub with tokens, optionally TLS (and mTLS).
-  void Start(bool tls, bool mtls = false) {
+  // `tls_dir` holds server.pem, server.key and ca.pem (default: the PKI).
+  void Start(bool tls, bool mtls = false, std::string tls_dir = "") {
+    if (tls_dir.empty()) tls_dir = *pki_;
     token_file_ = absl::StrCat(TmpDir(), "/", Name(), ".tokens.json");
     std::ofstream(token_file_, std::ios::trunc) << TokenFileJson();
     HubServerOptions options;
@@ -126,9 +128,9 @@ class AuthGrpcTest : public ::testing::Test {
     options.auth.token_file = token_file_;
     options.auth.poll_interval = absl::Milliseconds(50);
     if (tls) {
-      options.tls.cert_file = *pki_ + "/server.pem";
-      options.tls.key_file = *pki_ + "/server.key";
-      if (mtls) options.tls.client_ca_file = *pki_ + "/ca.pem";
+      options.tls.cert_file = tls_dir + "/server.pem";
+      options.tls.key_file = tls_dir + "/server.key";
+      if (mtls) options.tls.client_ca_file = tls_dir + "/ca.pem";
     }
     auto server = HubServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
@@ -144,6 +146,8 @@ class AuthGrpcTest : public ::testing::Test {
     grpc::ChannelArguments args;
     // The server certificate names localhost; the tests dial 127.0.0.1.
     args.SetSslTargetNameOverride("localhost");
+    // Every Connect makes its own connections (a new TLS handshake).
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     auto channel =
         grpc::CreateCustomChannel(server_->address(), credentials, args);
     hub_ = hub::v1::HubService::NewStub(channel);

@@ -19,6 +19,53 @@ TEST_F(AuthGrpcTest, TlsHandshakeSucceedsWithTheRightCaAndFailsWithAWrongOne) {
   EXPECT_EQ(Status(kAlice).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 
+TEST_F(AuthGrpcTest, ReloadedCertificatesServeNewConnections) {
+  // The hub serves copies that are then replaced in place.
+  const std::string dir = TmpDir() + "/rotate";
+  auto install = [&](const std::string& cert, const std::string& key,
+                     const std::string& ca) {
+    std::ofstream(dir + "/server.pem", std::ios::trunc) << Pki(cert);
+    std::ofstream(dir + "/server.key", std::ios::trunc) << Pki(key);
+    std::ofstream(dir + "/ca.pem", std::ios::trunc) << Pki(ca);
+  };
+  ASSERT_EQ(std::system(("mkdir -p '" + dir + "'").c_str()), 0);
+  install("server.pem", "server.key", "ca.pem");
+  Start(/*tls=*/true, /*mtls=*/true, dir);
+  Connect(Tls("ca", "client"));
+  ASSERT_TRUE(Status(kAlice).ok());
+  Connect(Tls("other_ca", "other_client"));
+  EXPECT_EQ(Status(kAlice).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // A server certificate and a client CA of another authority.
+  install("other_server.pem", "other_server.key", "other_ca.pem");
+  absl::Status reloaded = server_->ReloadTls();
+  ASSERT_TRUE(reloaded.ok()) << reloaded;
+  EXPECT_EQ(server_->tls()->generation(), 2);
+  // gRPC's watcher picks the new set up within its refresh interval.
+  const absl::Time deadline = absl::Now() + absl::Seconds(10);
+  grpc::Status now;
+  do {
+    Connect(Tls("other_ca", "other_client"));
+    now = Status(kAlice);
+    if (!now.ok()) absl::SleepFor(absl::Milliseconds(100));
+  } while (!now.ok() && absl::Now() < deadline);
+  EXPECT_TRUE(now.ok()) << now.error_message();
+  Connect(Tls("ca", "client"));
+  EXPECT_EQ(Status(kAlice).error_code(), grpc::StatusCode::UNAVAILABLE);
+
+  // A key that is not the certificate's is refused; the set in force stays.
+  install("other_server.pem", "server.key", "other_ca.pem");
+  absl::Status refused = server_->ReloadTls();
+  EXPECT_EQ(refused.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.message().find("is not the key of"), std::string::npos);
+  EXPECT_EQ(server_->tls()->generation(), 2);
+  absl::SleepFor(absl::Seconds(ServerTls::kRefreshSeconds) +
+                 absl::Milliseconds(300));
+  Connect(Tls("other_ca", "other_client"));
+  grpc::Status still = Status(kAlice);
+  EXPECT_TRUE(still.ok()) << still.error_message();
+}
+
 TEST_F(AuthGrpcTest, MutualTlsRequiresAClientCertificateFromTheClientCa) {
   Start(/*tls=*/true, /*mtls=*/true);
   Connect(Tls("ca"));

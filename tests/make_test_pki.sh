@@ -2,8 +2,9 @@
 # Makes a throw-away PKI for the TLS tests in directory $1 (created): a CA
 # (ca.pem), a server certificate for localhost/127.0.0.1 (server.pem,
 # server.key), a client certificate (client.pem, client.key), both signed by
-# the CA, and an unrelated CA (other_ca.pem) plus a client certificate it
-# signed (other_client.pem, other_client.key). P-256 keys, valid two days.
+# the CA, and an unrelated CA (other_ca.pem) plus a client and a server
+# certificate it signed (other_client.*, other_server.*: certificate rotation
+# tests). P-256 keys, valid two days.
 # Needs openssl (tools/setup.sh). Never use these files for anything else.
 set -eu
 dir=$1
@@ -29,3 +30,5 @@ leaf server ca "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1
 extendedKeyUsage=serverAuth"
 leaf client ca "/CN=hub test client" "extendedKeyUsage=clientAuth"
 leaf other_client other_ca "/CN=hub other client" "extendedKeyUsage=clientAuth"
+leaf other_server other_ca "/CN=localhost" "subjectAltName=DNS:localhost,IP:127.0.0.1
+extendedKeyUsage=serverAuth"

@@ -1,10 +1,11 @@
 #!/usr/bin/python3
 """Identity and authority on the real hubd: hubctl over TLS + mutual TLS with
 a bearer token (--token_file or $HUB_TOKEN), token reload on SIGHUP and on a
-file change, the startup line's security summary, and the refusal to serve a
+file change, certificate rotation on SIGHUP, the startup line's security summary, and the refusal to serve a
 non-loopback address without TLS and tokens."""
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -39,7 +40,7 @@ class AuthE2eTest(unittest.TestCase):
     def tokens(self, name, entries):
         return hubtest.write_tokens(os.path.join(self.dir, name), entries)
 
-    def ctl(self, hubd, *args, token=None, tls=True):
+    def ctl(self, hubd, *args, token=None, tls=True, ca="ca", client="client"):
         env = dict(os.environ)
         env["HUB_ADDR"] = hubd.address
         env.pop("HUB_TOKEN", None)
@@ -47,9 +48,9 @@ class AuthE2eTest(unittest.TestCase):
             env["HUB_TOKEN"] = token
         flags = []
         if tls:
-            flags = ["--tls_ca=" + os.path.join(self.pki, "ca.pem"),
-                     "--tls_cert=" + os.path.join(self.pki, "client.pem"),
-                     "--tls_key=" + os.path.join(self.pki, "client.key"),
+            flags = ["--tls_ca=" + os.path.join(self.pki, ca + ".pem"),
+                     "--tls_cert=" + os.path.join(self.pki, client + ".pem"),
+                     "--tls_key=" + os.path.join(self.pki, client + ".key"),
                      "--tls_server_name=localhost"]
         r = subprocess.run([hubctl_path(), *flags, "--json", *args], capture_output=True,
                            text=True, timeout=60, env=env)
@@ -119,6 +120,47 @@ class AuthE2eTest(unittest.TestCase):
         self.assertIsNone(hubd.proc.poll())
         for token in (OPS, ROTATED, ADMIN):
             self.assertNotIn(token, hubd.stderr())
+
+    def test_sighup_reloads_the_tls_certificates_for_new_connections(self):
+        rotate = os.path.join(self.dir, "rotate")
+        os.makedirs(rotate, exist_ok=True)
+        files = {"server.pem": "server.pem", "server.key": "server.key", "client_ca.pem": "ca.pem"}
+        for name, source in files.items():
+            shutil.copyfile(os.path.join(self.pki, source), os.path.join(rotate, name))
+        tokens = self.tokens("rotate.json", [(OPS, "ops", "operator", ["*"])])
+        hubd = self.start(
+            "rotate", "--tls_cert=" + os.path.join(rotate, "server.pem"),
+            "--tls_key=" + os.path.join(rotate, "server.key"),
+            "--tls_client_ca=" + os.path.join(rotate, "client_ca.pem"), "--token_file=" + tokens)
+        old = dict(token=OPS)
+        new = dict(token=OPS, ca="other_ca", client="other_client")
+        self.assertEqual(self.ctl(hubd, "status", **old)[0], 0)
+        self.assertEqual(self.ctl(hubd, "status", **new)[0], 14)
+
+        # Rotate all three in place: a server certificate and client CA of
+        # another authority. Nothing changes before the signal.
+        for name, source in {"server.pem": "other_server.pem", "server.key": "other_server.key",
+                             "client_ca.pem": "other_ca.pem"}.items():
+            shutil.copyfile(os.path.join(self.pki, source), os.path.join(rotate, name))
+        time.sleep(1.5)
+        self.assertEqual(self.ctl(hubd, "status", **old)[0], 0)
+        hubd.proc.send_signal(signal.SIGHUP)
+        self.wait_for_log(hubd, "TLS certificates reloaded", 1)
+        deadline = time.monotonic() + 10
+        while self.ctl(hubd, "status", **new)[0] != 0 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        code, _, err = self.ctl(hubd, "status", **new)
+        self.assertEqual(code, 0, err)
+        self.assertEqual(self.ctl(hubd, "status", **old)[0], 14)
+
+        # A key that is not the certificate's is refused; the current set stays.
+        shutil.copyfile(os.path.join(self.pki, "client.key"), os.path.join(rotate, "server.key"))
+        hubd.proc.send_signal(signal.SIGHUP)
+        self.wait_for_log(hubd, "TLS certificate reload failed", 1)
+        self.assertIn("is not the key of", hubd.stderr())
+        time.sleep(1.5)
+        self.assertEqual(self.ctl(hubd, "status", **new)[0], 0)
+        self.assertIsNone(hubd.proc.poll())
 
     def test_without_tls_and_tokens_hubd_stays_on_loopback_and_says_so(self):
         hubd = self.start("plain")

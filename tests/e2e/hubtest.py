@@ -70,7 +70,8 @@ class Hubd:
 
 def make_test_pki(directory):
     """A throw-away CA and certificates in `directory` (tests/make_test_pki.sh:
-    ca.pem, server.pem/key, client.pem/key, other_ca.pem, other_client.*)."""
+    ca.pem, server.pem/key, client.pem/key, other_ca.pem, other_client.*,
+    other_server.*)."""
     script = os.environ.get("HUB_TEST_PKI_SCRIPT", "tests/make_test_pki.sh")
     subprocess.run(["sh", script, directory], check=True, timeout=60)
     return directory
