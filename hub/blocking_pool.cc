@@ -1,5 +1,7 @@
 #include "hub/blocking_pool.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace hub {
@@ -26,6 +28,7 @@ void BlockingPool::Schedule(std::function<void()> task) {
 }
 
 void BlockingPool::Work() {
+  pthread_setname_np(pthread_self(), "hub-pool");  // for top -H, perf
   while (true) {
     std::function<void()> task;
     {

@@ -95,22 +95,23 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
     return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  write_pool_->Schedule([this, reactor, request, response] {
-    std::vector<std::string> ids(request->message_ids().begin(),
-                                 request->message_ids().end());
-    std::optional<int64_t> generation;
-    if (request->has_presence_generation()) {
-      generation = request->presence_generation();
-    }
-    absl::StatusOr<AckResult> result =
-        messaging_->Ack(request->agent_id(), ids, generation);
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    *response->mutable_result() = ToAckResultProto(*result);
-    reactor->Finish(grpc::Status::OK);
-  });
+  std::vector<std::string> ids(request->message_ids().begin(),
+                               request->message_ids().end());
+  std::optional<int64_t> generation;
+  if (request->has_presence_generation()) {
+    generation = request->presence_generation();
+  }
+  // Validation answers here; the write answers from the store's thread.
+  messaging_->AckAsync(request->agent_id(), ids, generation,
+                       [reactor, response](absl::StatusOr<AckResult> result) {
+                         if (!result.ok()) {
+                           reactor->Finish(ToGrpcStatus(result.status()));
+                           return;
+                         }
+                         *response->mutable_result() =
+                             ToAckResultProto(*result);
+                         reactor->Finish(grpc::Status::OK);
+                       });
   return reactor;
 }
 

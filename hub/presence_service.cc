@@ -1,6 +1,7 @@
 #include "hub/presence_service.h"
 
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -134,16 +135,24 @@ class PresenceServiceImpl::AttachReactor final
   }
 
   void OnReadDone(bool ok) override {
-    absl::MutexLock lock(&mu_);
-    if (!ok) {
-      // Client half-close or a broken connection: end (OK) and detach.
-      FinishLocked(absl::OkStatus());
-      return;
+    std::function<void()> write;
+    {
+      absl::MutexLock lock(&mu_);
+      if (!ok) {
+        // Client half-close or a broken connection: end (OK) and detach.
+        FinishLocked(absl::OkStatus());
+        return;
+      }
+      if (finishing_) return;
+      if (ticket_ != nullptr) ticket_->Touch();
+      HandleFrameLocked();
+      write = std::move(write_);
+      write_ = nullptr;
+      if (!finishing_) ReadNextLocked();
     }
-    if (finishing_) return;
-    if (ticket_ != nullptr) ticket_->Touch();
-    HandleFrameLocked();
-    if (!finishing_) StartRead(&request_);
+    // Outside the lock: its answer comes back through the sink, maybe at
+    // once on this thread.
+    if (write) write();
   }
 
   void OnWriteDone(bool ok) override {
@@ -209,6 +218,24 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // The answer to a message_ack frame, once its write is done.
+  void AnswerMessageAck(int64_t frame_id, absl::StatusOr<AckResult> result) {
+    absl::MutexLock lock(&mu_);
+    --writes_in_flight_;
+    if (!result.ok()) {
+      AnswerErrorLocked(frame_id, result.status());
+    } else {
+      AttachResponse response;
+      response.set_frame_id(frame_id);
+      *response.mutable_message_ack_result() = ToAckResultProto(*result);
+      QueueLocked(std::move(response));
+    }
+    if (read_paused_ && !finishing_) {
+      read_paused_ = false;
+      ReadNextLocked();
+    }
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -240,6 +267,12 @@ class PresenceServiceImpl::AttachReactor final
     bool DeliverProbe(const RoleProbeEnvelope& probe) override {
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverProbe(probe);
+    }
+    // Dropped once the stream is gone (the write still happened).
+    void AnswerMessageAck(int64_t frame_id, absl::StatusOr<AckResult> result) {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ != nullptr)
+        reactor_->AnswerMessageAck(frame_id, std::move(result));
     }
     void Release() {
       absl::MutexLock lock(&mu_);
@@ -451,6 +484,9 @@ class PresenceServiceImpl::AttachReactor final
   }
 
   // The acknowledging agent of a message_ack frame is the stream's agent.
+  // The write runs after the lock is released (OnReadDone) and answers
+  // through the sink when durable; reading pauses while
+  // kMaxWritesInFlight frames wait for theirs.
   void MessageAckLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Messaging* messaging = service_->messaging_.load();
     if (messaging == nullptr) {
@@ -461,16 +497,23 @@ class PresenceServiceImpl::AttachReactor final
     }
     std::vector<std::string> ids(request_.message_ack().message_ids().begin(),
                                  request_.message_ack().message_ids().end());
-    absl::StatusOr<AckResult> result =
-        messaging->Ack(agent_id_, ids, generation_);
-    if (!result.ok()) {
-      AnswerErrorLocked(frame_id, result.status());
+    ++writes_in_flight_;
+    write_ = [messaging, sink = sink_, agent_id = agent_id_,
+              generation = generation_, frame_id, ids = std::move(ids)] {
+      messaging->AckAsync(agent_id, ids, generation,
+                          [sink, frame_id](absl::StatusOr<AckResult> result) {
+                            sink->AnswerMessageAck(frame_id, std::move(result));
+                          });
+    };
+  }
+
+  // Reads the next frame, unless too many frames wait for their writes.
+  void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (writes_in_flight_ >= kMaxWritesInFlight) {
+      read_paused_ = true;
       return;
     }
-    AttachResponse response;
-    response.set_frame_id(frame_id);
-    *response.mutable_message_ack_result() = ToAckResultProto(*result);
-    QueueLocked(std::move(response));
+    StartRead(&request_);
   }
 
   void AnswerErrorLocked(int64_t frame_id, const absl::Status& status)
@@ -544,6 +587,12 @@ class PresenceServiceImpl::AttachReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
+  // Frames whose durable write is under way, the next write to start once
+  // the lock is released, and whether reading waits for them.
+  static constexpr int kMaxWritesInFlight = 8;
+  int writes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  std::function<void()> write_ ABSL_GUARDED_BY(mu_);
+  bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   // Set by the constructor: the stream's authenticated principal.
   Principal principal_;
   // Set once by the hello; read in OnDone after every callback finished.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <map>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -277,25 +278,6 @@ absl::StatusOr<Messaging::Prepared> Messaging::Prepare(
   std::sort(p.recipients.begin(), p.recipients.end());
   p.recipients.erase(std::unique(p.recipients.begin(), p.recipients.end()),
                      p.recipients.end());
-  // A full inbox refuses the whole message, before anything is written.
-  // (Concurrent publishes to one inbox may overshoot by the number in
-  // flight: the count and the insert are separate.)
-  for (const std::string& agent : p.recipients) {
-    absl::StatusOr<int64_t> pending = store_->CountPendingForAgent(
-        agent, now_ms, config_.max_pending_per_inbox);
-    if (!pending.ok()) return pending.status();
-    if (*pending >= config_.max_pending_per_inbox) {
-      return WithMetadata(
-          WithMetadata(
-              LimitExceededError("max_pending_per_inbox",
-                                 config_.max_pending_per_inbox,
-                                 absl::StrCat("agent ", agent, " already has ",
-                                              config_.max_pending_per_inbox,
-                                              " unacknowledged messages")),
-              "agent_id", agent),
-          "field", "to");
-    }
-  }
   // Recipients with a stream get the message pushed right after the write,
   // which records their first delivery attempt in the same transaction.
   for (const std::string& agent : p.recipients) {
@@ -319,7 +301,7 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
 absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
   absl::StatusOr<std::vector<storage::InboxRecord>> delivered =
       store_->InsertMessageDelivering(p.message, p.recipients, p.deliver_to,
-                                      p.now_ms);
+                                      p.now_ms, config_.max_pending_per_inbox);
   return Published(std::move(p), std::move(delivered));
 }
 
@@ -343,7 +325,7 @@ void Messaging::PublishAsync(const PublishInput& input,
   }
   store_->InsertMessageDeliveringAsync(
       prepared->message, prepared->recipients, prepared->deliver_to,
-      prepared->now_ms,
+      prepared->now_ms, config_.max_pending_per_inbox,
       [this, prepared, done = std::move(done)](
           absl::StatusOr<std::vector<storage::InboxRecord>> delivered) mutable {
         std::move(done)(Published(std::move(*prepared), std::move(delivered)));
@@ -352,7 +334,12 @@ void Messaging::PublishAsync(const PublishInput& input,
 
 absl::StatusOr<PublishResult> Messaging::Published(
     Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered) {
-  if (!delivered.ok()) return delivered.status();
+  if (!delivered.ok()) {
+    // A full inbox (the store decides it inside the write) names the field.
+    if (ReasonOf(delivered.status()) == "LIMIT_EXCEEDED")
+      return WithMetadata(delivered.status(), "field", "to");
+    return delivered.status();
+  }
   const MessageRecord& m = p.message;
   PublishResult result;
   result.message = m;
@@ -424,7 +411,7 @@ absl::Status Messaging::CheckAgent(const std::string& agent_id,
   return absl::OkStatus();
 }
 
-absl::StatusOr<AckResult> Messaging::Ack(
+absl::StatusOr<std::vector<std::string>> Messaging::CheckAck(
     const std::string& agent_id, const std::vector<std::string>& message_ids,
     std::optional<int64_t> presence_generation) {
   if (message_ids.empty()) {
@@ -446,25 +433,61 @@ absl::StatusOr<AckResult> Messaging::Ack(
   }
   if (absl::Status s = CheckAgent(agent_id, presence_generation); !s.ok())
     return s;
-  const int64_t now_ms = UnixMillis(clock_->Now());
-  AckResult result;
+  std::vector<std::string> distinct;
   std::set<std::string> seen;
   for (const std::string& id : message_ids) {
-    if (!seen.insert(id).second) continue;
-    absl::StatusOr<bool> acked = store_->AckMessage(id, agent_id, now_ms);
-    if (!acked.ok()) return acked.status();
-    bool ok = *acked;
-    if (!ok) {  // idempotent: already acknowledged by this agent
-      absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
-          store_->ListInbox(id);
-      if (!inbox.ok()) return inbox.status();
-      for (const auto& row : *inbox) {
-        if (row.agent_id == agent_id && row.acked_at_ms.has_value()) ok = true;
-      }
-    }
-    (ok ? result.acked : result.ignored).push_back(id);
+    if (seen.insert(id).second) distinct.push_back(id);
+  }
+  return distinct;
+}
+
+namespace {
+
+AckResult ToAckResult(const std::vector<std::string>& ids,
+                      const std::vector<bool>& acked) {
+  AckResult result;
+  for (size_t i = 0; i < ids.size(); ++i) {
+    (i < acked.size() && acked[i] ? result.acked : result.ignored)
+        .push_back(ids[i]);
   }
   return result;
+}
+
+}  // namespace
+
+absl::StatusOr<AckResult> Messaging::Ack(
+    const std::string& agent_id, const std::vector<std::string>& message_ids,
+    std::optional<int64_t> presence_generation) {
+  absl::StatusOr<std::vector<std::string>> ids =
+      CheckAck(agent_id, message_ids, presence_generation);
+  if (!ids.ok()) return ids.status();
+  absl::StatusOr<std::vector<bool>> acked =
+      store_->AckMessages(agent_id, *ids, UnixMillis(clock_->Now()));
+  if (!acked.ok()) return acked.status();
+  return ToAckResult(*ids, *acked);
+}
+
+void Messaging::AckAsync(const std::string& agent_id,
+                         const std::vector<std::string>& message_ids,
+                         std::optional<int64_t> presence_generation,
+                         storage::Store::Callback<AckResult> done) {
+  absl::StatusOr<std::vector<std::string>> ids =
+      CheckAck(agent_id, message_ids, presence_generation);
+  if (!ids.ok()) {
+    std::move(done)(ids.status());
+    return;
+  }
+  auto distinct = std::make_shared<std::vector<std::string>>(std::move(*ids));
+  store_->AckMessagesAsync(
+      agent_id, *distinct, UnixMillis(clock_->Now()),
+      [distinct, done = std::move(done)](
+          absl::StatusOr<std::vector<bool>> acked) mutable {
+        if (!acked.ok()) {
+          std::move(done)(acked.status());
+          return;
+        }
+        std::move(done)(ToAckResult(*distinct, *acked));
+      });
 }
 
 int Messaging::PushPending(const std::string& agent_id) {

@@ -159,9 +159,17 @@ class Messaging {
   // Acknowledges what was delivered to `agent_id`; ids not delivered to it
   // are ignored. AGENT_ID_INVALID, MESSAGE_ID_INVALID, REQUEST_INVALID,
   // LIMIT_EXCEEDED, AGENT_NOT_FOUND, STALE_PRESENCE_OWNER.
+  // All ids are acknowledged in one durable write.
   absl::StatusOr<AckResult> Ack(const std::string& agent_id,
                                 const std::vector<std::string>& message_ids,
                                 std::optional<int64_t> presence_generation);
+  // Ack without parking the caller: `done` runs on the caller's thread when
+  // the request is refused before the write, else on a store thread once
+  // the acknowledgements are durable.
+  void AckAsync(const std::string& agent_id,
+                const std::vector<std::string>& message_ids,
+                std::optional<int64_t> presence_generation,
+                storage::Store::Callback<AckResult> done);
   // The agent's pending messages, priority DESC, created ASC, id ASC; unless
   // peek, each returned delivery is marked delivered.
   absl::StatusOr<PendingPage> ListPending(const PendingQuery& query);
@@ -223,6 +231,10 @@ class Messaging {
   };
 
   absl::StatusOr<Prepared> Prepare(const PublishInput& input);
+  // Validates an Ack; returns its ids de-duplicated, in request order.
+  absl::StatusOr<std::vector<std::string>> CheckAck(
+      const std::string& agent_id, const std::vector<std::string>& message_ids,
+      std::optional<int64_t> presence_generation);
   bool NeedsEnsure(const Prepared& p) const;
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
   // After the write: pushes, wakes askers, starts the ensure if needed.

@@ -1,5 +1,7 @@
 #include "storage/group_commit.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <utility>
 
@@ -19,10 +21,12 @@ absl::Status Step(Connection& conn, const char* sql) {
 
 GroupCommitWriter::GroupCommitWriter(std::unique_ptr<Connection> conn,
                                      int max_group_size, int completion_threads,
-                                     CommitObserver observer)
+                                     CommitObserver observer,
+                                     RollbackHook on_rollback)
     : conn_(std::move(conn)),
       max_group_size_(max_group_size < 1 ? 1 : max_group_size),
       observer_(std::move(observer)),
+      on_rollback_(std::move(on_rollback)),
       thread_([this] { Loop(); }) {
   for (int i = 0; i < std::max(1, completion_threads); ++i) {
     completion_threads_.emplace_back([this] { Complete(); });
@@ -76,6 +80,7 @@ int GroupCommitWriter::queued() const {
 }
 
 void GroupCommitWriter::Loop() {
+  pthread_setname_np(pthread_self(), "hub-writer");  // for top -H, perf
   while (true) {
     std::deque<Pending*> group;
     {
@@ -89,7 +94,8 @@ void GroupCommitWriter::Loop() {
       }
     }
     const absl::Time started = absl::Now();
-    CommitGroup(group);
+    const bool committed = CommitGroup(group);
+    if (!committed && on_rollback_) on_rollback_();
     if (observer_) {
       observer_(static_cast<int>(group.size()), absl::Now() - started);
     }
@@ -115,6 +121,7 @@ void GroupCommitWriter::Loop() {
 }
 
 void GroupCommitWriter::Complete() {
+  pthread_setname_np(pthread_self(), "hub-committed");
   while (true) {
     std::vector<Pending*> batch;
     {
@@ -133,12 +140,12 @@ void GroupCommitWriter::Complete() {
   }
 }
 
-void GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
+bool GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
   Connection& conn = *conn_;
   absl::Status begin = Step(conn, "BEGIN IMMEDIATE");
   if (!begin.ok()) {
     for (Pending* p : group) p->result = begin;
-    return;
+    return false;
   }
   absl::Status lost;  // set when SQLite rolled the whole transaction back
   for (Pending* p : group) {
@@ -173,7 +180,7 @@ void GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
       conn.Exec("ROLLBACK").IgnoreError();
     }
     for (Pending* p : group) p->result = lost;
-    return;
+    return false;
   }
   absl::Status commit = Step(conn, "COMMIT");
   if (!commit.ok()) {
@@ -183,7 +190,9 @@ void GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
     for (Pending* p : group) {
       if (p->result.ok()) p->result = commit;
     }
+    return false;
   }
+  return true;
 }
 
 }  // namespace hub::storage

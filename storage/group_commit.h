@@ -45,13 +45,19 @@ class GroupCommitWriter {
   // thread: how many operations it held and how long BEGIN..COMMIT took.
   // For metrics; must be quick and must not write.
   using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
+  // Runs on the writer thread after a group whose transaction did not
+  // commit (BEGIN, a lost transaction or COMMIT failed), before any of its
+  // callers hears back: whatever the store caches about rows the group
+  // wrote must be dropped. Must not write.
+  using RollbackHook = std::function<void()>;
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
   // Starts the writer thread and `completion_threads` threads for Submit()
   // callbacks; takes ownership of `conn`.
   GroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
                     int completion_threads = 2,
-                    CommitObserver observer = nullptr);
+                    CommitObserver observer = nullptr,
+                    RollbackHook on_rollback = nullptr);
   // Finishes every queued operation and runs every callback, then stops the
   // threads.
   ~GroupCommitWriter();
@@ -86,12 +92,15 @@ class GroupCommitWriter {
 
   void Enqueue(Pending* pending);
   void Loop();
-  void CommitGroup(std::deque<Pending*>& group);
+  // True when the group's transaction committed (some of its ops may still
+  // have failed alone and been rolled back to their savepoints).
+  bool CommitGroup(std::deque<Pending*>& group);
   void Complete();
 
   std::unique_ptr<Connection> conn_;  // used by the writer thread only
   const int max_group_size_;
   const CommitObserver observer_;  // before thread_, which reads it
+  const RollbackHook on_rollback_;
   mutable absl::Mutex mu_;
   absl::CondVar work_;  // signalled when queue_ becomes non-empty
   std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);

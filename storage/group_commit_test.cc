@@ -99,6 +99,25 @@ TEST(GroupCommit, QueuedOperationsCommitInOneGroupEachWithItsOwnResult) {
             "a,b,c,fence");
 }
 
+TEST(GroupCommit, OnlyAGroupThatDidNotCommitRunsTheRollbackHook) {
+  std::string path = FreshDbPath();
+  std::atomic<int> rollbacks{0};
+  GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/2,
+                           /*observer=*/nullptr, [&] { ++rollbacks; });
+  ASSERT_TRUE(writer.Run(Insert("a")).ok());
+  // An op failing alone is undone to its savepoint; the group commits.
+  ASSERT_FALSE(writer.Run(Insert("a")).ok());
+  EXPECT_EQ(rollbacks.load(), 0);
+
+  RawDb holder(path);  // holds the write lock: BEGIN IMMEDIATE is busy
+  ASSERT_EQ(holder.Exec("BEGIN IMMEDIATE"), "");
+  EXPECT_FALSE(writer.Run(Insert("b")).ok());
+  EXPECT_EQ(rollbacks.load(), 1);
+  ASSERT_EQ(holder.Exec("ROLLBACK"), "");
+  EXPECT_TRUE(writer.Run(Insert("b")).ok());
+  EXPECT_EQ(rollbacks.load(), 1);
+}
+
 TEST(GroupCommit, GroupSizeOneCommitsEveryOperationAlone) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 1);

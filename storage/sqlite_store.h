@@ -22,6 +22,7 @@
 #include "storage/migrations.h"
 #include "storage/sqlite_db.h"
 #include "storage/store.h"
+#include "storage/wal_checkpointer.h"
 
 namespace hub::storage {
 
@@ -42,6 +43,11 @@ struct SqliteStoreOptions {
   std::function<std::string()> new_id;
   // Wall clock in ms, used to stamp migration repairs; default: system clock.
   std::function<int64_t()> now_ms;
+  // Checkpoint the WAL on a thread of its own (storage/wal_checkpointer.h)
+  // once it holds `wal_checkpoint_pages` frames; false: SQLite's automatic
+  // checkpoint at the same size, run by the commit that reaches it.
+  bool background_checkpoint = true;
+  int wal_checkpoint_pages = 1000;
   // Told about every group commit (metrics); default: nothing.
   GroupCommitWriter::CommitObserver on_group_committed;
 };
@@ -56,6 +62,11 @@ class SqliteStore final : public Store {
 
   const MigrationReport& migration() const { return migration_; }
   GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
+  // Zero when background_checkpoint is off.
+  WalCheckpointer::Stats checkpoint_stats() const {
+    return checkpointer_ != nullptr ? checkpointer_->stats()
+                                    : WalCheckpointer::Stats{};
+  }
   // Writes a consistent copy of the database, as of one moment, to `path`
   // (which must not exist) with VACUUM INTO on a read connection: writers go
   // on meanwhile. The copy is compact and in rollback-journal mode; hubd
@@ -113,10 +124,12 @@ class SqliteStore final : public Store {
       const std::vector<std::string>& recipients) override;
   absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
       const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms) override;
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox) override;
   void InsertMessageDeliveringAsync(
       const MessageRecord& message, const std::vector<std::string>& recipients,
       const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox,
       Callback<std::vector<InboxRecord>> done) override;
   absl::Status AddRecipient(absl::string_view message_id,
                             absl::string_view agent_id) override;
@@ -126,6 +139,13 @@ class SqliteStore final : public Store {
   absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                   absl::string_view agent_id,
                                   int64_t now_ms) override;
+  absl::StatusOr<std::vector<bool>> AckMessages(
+      absl::string_view agent_id, const std::vector<std::string>& message_ids,
+      int64_t now_ms) override;
+  void AckMessagesAsync(absl::string_view agent_id,
+                        const std::vector<std::string>& message_ids,
+                        int64_t now_ms,
+                        Callback<std::vector<bool>> done) override;
   absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
   absl::StatusOr<std::vector<InboxRecord>> ListInbox(
       absl::string_view message_id) override;
@@ -203,10 +223,49 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<RoleRecord>> RecoverIn(Connection& conn,
                                                     int64_t now_ms);
 
+  // Each agent's pending inbox rows (unacknowledged, message queued or
+  // delivered), so that the inbox limit costs a publish a hash lookup
+  // instead of a COUNT over the inbox. Used by write operations only, on the
+  // writer thread, inside the transaction: an agent's entry is counted from
+  // the database the first time a write needs it, and every write that
+  // changes the number adjusts it after its statements succeeded. A write
+  // that fails, or a group that does not commit, drops every entry.
+  class PendingInboxCounts {
+   public:
+    absl::StatusOr<int64_t> Get(Connection& conn, absl::string_view agent_id);
+    // Adjusts an entry that is present; absent ones are counted when needed.
+    void Add(absl::string_view agent_id, int64_t delta);
+    // The agents of `message_id`'s unacknowledged rows each lose one (the
+    // message left queued|delivered).
+    absl::Status MessageLeftPending(Connection& conn,
+                                    absl::string_view message_id);
+    void Clear() { counts_.clear(); }
+
+   private:
+    absl::flat_hash_map<std::string, int64_t> counts_;
+  };
+  absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
+      Connection& conn, const MessageRecord& m,
+      const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox);
+  absl::StatusOr<bool> AckIn(Connection& conn, absl::string_view message_id,
+                             absl::string_view agent_id, int64_t now_ms);
+  absl::StatusOr<std::vector<bool>> AckAllIn(
+      Connection& conn, absl::string_view agent_id,
+      const std::vector<std::string>& message_ids, int64_t now_ms);
+  absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
+      Connection& conn, absl::string_view id, absl::string_view from_status,
+      absl::string_view reason, int64_t now_ms,
+      const std::optional<std::string>& last_error);
+
   SqliteStoreOptions options_;
   StoreInfo info_;
   MigrationReport migration_;
+  PendingInboxCounts pending_;  // writer thread only; before writer_
   std::unique_ptr<GroupCommitWriter> writer_;
+  // Hooked into the writer's connection: stopped before writer_ closes it.
+  std::unique_ptr<WalCheckpointer> checkpointer_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);

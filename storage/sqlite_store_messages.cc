@@ -1,6 +1,7 @@
 // SqliteStore: messages, per-recipient inbox rows, expiry and dead letters
 // (TRIFLUX-HUB.md §6, B0 expiry of §6.6).
 #include <set>
+#include <string>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -73,13 +74,68 @@ absl::Status InsertInboxRow(Connection& conn, absl::string_view message_id,
   return stmt->Run();
 }
 
+bool IsPending(absl::string_view status) {
+  return status == "queued" || status == "delivered";
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> SqliteStore::PendingInboxCounts::Get(
+    Connection& conn, absl::string_view agent_id) {
+  if (auto it = counts_.find(agent_id); it != counts_.end()) return it->second;
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "SELECT COUNT(*) FROM message_inbox i "
+      "JOIN messages m ON m.id = i.message_id "
+      "WHERE i.agent_id = ?1 AND i.acked_at_ms IS NULL "
+      "AND m.status IN ('queued', 'delivered')");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, agent_id);
+  absl::StatusOr<bool> row = stmt->Step();
+  if (!row.ok()) return row.status();
+  const int64_t count = stmt->Int(0);
+  counts_.emplace(std::string(agent_id), count);
+  return count;
+}
+
+void SqliteStore::PendingInboxCounts::Add(absl::string_view agent_id,
+                                          int64_t delta) {
+  if (auto it = counts_.find(agent_id); it != counts_.end())
+    it->second += delta;
+}
+
+absl::Status SqliteStore::PendingInboxCounts::MessageLeftPending(
+    Connection& conn, absl::string_view message_id) {
+  if (counts_.empty()) return absl::OkStatus();
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "SELECT agent_id FROM message_inbox "
+      "WHERE message_id = ? AND acked_at_ms IS NULL");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, message_id);
+  absl::StatusOr<std::vector<std::string>> agents = rows::ReadAll<std::string>(
+      *stmt, [](const Stmt& s) { return s.Text(0); });
+  if (!agents.ok()) return agents.status();
+  for (const std::string& agent : *agents) Add(agent, -1);
+  return absl::OkStatus();
+}
+
 // Inserts the message, its inbox rows and, for `deliver_to` (recipients
 // about to be pushed to), a first delivery attempt; the message then starts
 // out delivered. Returns the delivered inbox rows in `deliver_to` order.
-absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
+// With a limit, a full inbox refuses the message before anything is written.
+absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
     Connection& conn, const MessageRecord& m,
     const std::vector<std::string>& recipients,
-    const std::vector<std::string>& deliver_to, int64_t now_ms) {
+    const std::vector<std::string>& deliver_to, int64_t now_ms,
+    int64_t max_pending_per_inbox) {
+  const bool pending = IsPending(m.status);
+  if (max_pending_per_inbox > 0 && pending) {
+    for (const std::string& agent : recipients) {
+      absl::StatusOr<int64_t> count = pending_.Get(conn, agent);
+      if (!count.ok()) return count.status();
+      if (*count >= max_pending_per_inbox)
+        return InboxFullError(agent, max_pending_per_inbox);
+    }
+  }
   absl::StatusOr<Stmt> stmt = conn.Prepare(
       "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
@@ -136,14 +192,19 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     row.attempts = 1;
     delivered.push_back(std::move(row));
   }
+  // Recipients are distinct and the message new: one row each.
+  if (pending) {
+    for (const std::string& agent : recipients) pending_.Add(agent, 1);
+  }
   return delivered;
 }
 
 // Moves one message from `from_status` to dead_letter and inserts its dead
 // letter row if absent (first writer wins). Both or neither: the caller's
-// savepoint undoes the status change if the insert fails. Returns nullopt
-// when the status fence was lost, else whether the dead letter was inserted.
-absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
+// savepoint undoes the status change if the insert fails (and the caller
+// drops the pending counts it may have adjusted). Returns nullopt when the
+// status fence was lost, else whether the dead letter was inserted.
+absl::StatusOr<std::optional<bool>> SqliteStore::DeadLetterIfStatus(
     Connection& conn, absl::string_view id, absl::string_view from_status,
     absl::string_view reason, int64_t now_ms,
     const std::optional<std::string>& last_error) {
@@ -154,6 +215,7 @@ absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
   absl::Status s = claim->Run();
   if (!s.ok()) return s;
   if (conn.Changes() != 1) return std::optional<bool>();
+  if (s = pending_.MessageLeftPending(conn, id); !s.ok()) return s;
   absl::StatusOr<Stmt> dlq = conn.Prepare(
       "INSERT INTO dead_letters (message_id, reason, failed_at_ms, last_error) "
       "VALUES (?, ?, ?, ?) ON CONFLICT(message_id) DO NOTHING");
@@ -164,30 +226,32 @@ absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
   return std::optional<bool>(conn.Changes() == 1);
 }
 
-}  // namespace
-
 absl::Status SqliteStore::InsertMessage(
     const MessageRecord& m, const std::vector<std::string>& recipients) {
   return WriteStatus([&](Connection& conn) -> absl::Status {
-    return InsertMessageIn(conn, m, recipients, {}, 0).status();
+    return InsertMessageIn(conn, m, recipients, {}, 0, 0).status();
   });
 }
 
 absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageDelivering(
     const MessageRecord& m, const std::vector<std::string>& recipients,
-    const std::vector<std::string>& deliver_to, int64_t now_ms) {
+    const std::vector<std::string>& deliver_to, int64_t now_ms,
+    int64_t max_pending_per_inbox) {
   return Write<std::vector<InboxRecord>>([&](Connection& conn) {
-    return InsertMessageIn(conn, m, recipients, deliver_to, now_ms);
+    return InsertMessageIn(conn, m, recipients, deliver_to, now_ms,
+                           max_pending_per_inbox);
   });
 }
 
 void SqliteStore::InsertMessageDeliveringAsync(
     const MessageRecord& m, const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
-    Callback<std::vector<InboxRecord>> done) {
+    int64_t max_pending_per_inbox, Callback<std::vector<InboxRecord>> done) {
   WriteAsync<std::vector<InboxRecord>>(
-      [m, recipients, deliver_to, now_ms](Connection& conn) {
-        return InsertMessageIn(conn, m, recipients, deliver_to, now_ms);
+      [this, m, recipients, deliver_to, now_ms,
+       max_pending_per_inbox](Connection& conn) {
+        return InsertMessageIn(conn, m, recipients, deliver_to, now_ms,
+                               max_pending_per_inbox);
       },
       std::move(done));
 }
@@ -199,7 +263,11 @@ absl::Status SqliteStore::AddRecipient(absl::string_view message_id,
         LoadMessage(conn, message_id);
     if (!m.ok()) return m.status();
     if (!m->has_value()) return MessageNotFound(message_id);
-    return InsertInboxRow(conn, message_id, agent_id);
+    if (absl::Status s = InsertInboxRow(conn, message_id, agent_id); !s.ok())
+      return s;
+    if (conn.Changes() == 1 && IsPending((*m)->status))
+      pending_.Add(agent_id, 1);
+    return absl::OkStatus();
   });
 }
 
@@ -241,32 +309,100 @@ absl::StatusOr<InboxRecord> SqliteStore::MarkDelivered(
       });
 }
 
+absl::StatusOr<bool> SqliteStore::AckIn(Connection& conn,
+                                        absl::string_view message_id,
+                                        absl::string_view agent_id,
+                                        int64_t now_ms) {
+  absl::StatusOr<Stmt> ack = conn.Prepare(
+      "UPDATE message_inbox SET acked_at_ms = ?3 "
+      "WHERE message_id = ?1 AND agent_id = ?2 "
+      "AND delivered_at_ms IS NOT NULL AND acked_at_ms IS NULL "
+      "AND EXISTS (SELECT 1 FROM messages WHERE id = ?1 "
+      "AND status IN ('queued', 'delivered'))");
+  if (!ack.ok()) return ack.status();
+  ack->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
+  absl::Status s = ack->Run();
+  if (!s.ok()) return s;
+  if (conn.Changes() != 1) return false;
+  absl::StatusOr<Stmt> done = conn.Prepare(
+      "UPDATE messages SET status = 'acked' "
+      "WHERE id = ?1 AND status IN ('queued', 'delivered') "
+      "AND NOT EXISTS (SELECT 1 FROM message_inbox "
+      "WHERE message_id = ?1 AND acked_at_ms IS NULL)");
+  if (!done.ok()) return done.status();
+  done->Bind(1, message_id);
+  s = done->Run();
+  if (!s.ok()) return s;
+  pending_.Add(agent_id, -1);
+  return true;
+}
+
 absl::StatusOr<bool> SqliteStore::AckMessage(absl::string_view message_id,
                                              absl::string_view agent_id,
                                              int64_t now_ms) {
   return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
-    absl::StatusOr<Stmt> ack = conn.Prepare(
-        "UPDATE message_inbox SET acked_at_ms = ?3 "
-        "WHERE message_id = ?1 AND agent_id = ?2 "
-        "AND delivered_at_ms IS NOT NULL AND acked_at_ms IS NULL "
-        "AND EXISTS (SELECT 1 FROM messages WHERE id = ?1 "
-        "AND status IN ('queued', 'delivered'))");
-    if (!ack.ok()) return ack.status();
-    ack->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
-    absl::Status s = ack->Run();
-    if (!s.ok()) return s;
-    if (conn.Changes() != 1) return false;
-    absl::StatusOr<Stmt> done = conn.Prepare(
-        "UPDATE messages SET status = 'acked' "
-        "WHERE id = ?1 AND status IN ('queued', 'delivered') "
-        "AND NOT EXISTS (SELECT 1 FROM message_inbox "
-        "WHERE message_id = ?1 AND acked_at_ms IS NULL)");
-    if (!done.ok()) return done.status();
-    done->Bind(1, message_id);
-    s = done->Run();
-    if (!s.ok()) return s;
-    return true;
+    absl::StatusOr<bool> acked = AckIn(conn, message_id, agent_id, now_ms);
+    if (!acked.ok()) pending_.Clear();
+    return acked;
   });
+}
+
+// AckMessages in one operation: each id acked, or looked up when there was
+// nothing to ack (acked before by this agent counts as acknowledged).
+absl::StatusOr<std::vector<bool>> SqliteStore::AckAllIn(
+    Connection& conn, absl::string_view agent_id,
+    const std::vector<std::string>& message_ids, int64_t now_ms) {
+  std::vector<bool> out;
+  out.reserve(message_ids.size());
+  absl::Status s;
+  for (const std::string& id : message_ids) {
+    absl::StatusOr<bool> acked = AckIn(conn, id, agent_id, now_ms);
+    if (!acked.ok()) {
+      s = acked.status();
+      break;
+    }
+    if (!*acked) {
+      absl::StatusOr<Stmt> before = conn.Prepare(
+          "SELECT 1 FROM message_inbox WHERE message_id = ? AND agent_id = ? "
+          "AND acked_at_ms IS NOT NULL");
+      if (!before.ok()) {
+        s = before.status();
+        break;
+      }
+      before->Bind(1, absl::string_view(id)).Bind(2, agent_id);
+      acked = before->Step();
+      if (!acked.ok()) {
+        s = acked.status();
+        break;
+      }
+    }
+    out.push_back(*acked);
+  }
+  if (!s.ok()) {
+    pending_.Clear();  // earlier ids of this op adjusted it; all undone
+    return s;
+  }
+  return out;
+}
+
+absl::StatusOr<std::vector<bool>> SqliteStore::AckMessages(
+    absl::string_view agent_id, const std::vector<std::string>& message_ids,
+    int64_t now_ms) {
+  return Write<std::vector<bool>>([&](Connection& conn) {
+    return AckAllIn(conn, agent_id, message_ids, now_ms);
+  });
+}
+
+void SqliteStore::AckMessagesAsync(absl::string_view agent_id,
+                                   const std::vector<std::string>& message_ids,
+                                   int64_t now_ms,
+                                   Callback<std::vector<bool>> done) {
+  WriteAsync<std::vector<bool>>(
+      [this, agent = std::string(agent_id), message_ids,
+       now_ms](Connection& conn) {
+        return AckAllIn(conn, agent, message_ids, now_ms);
+      },
+      std::move(done));
 }
 
 absl::StatusOr<MessageRecord> SqliteStore::GetMessage(absl::string_view id) {
@@ -370,7 +506,10 @@ absl::StatusOr<std::vector<ExpiryTransition>> SqliteStore::SweepExpiredMessages(
       absl::StatusOr<std::optional<bool>> inserted =
           DeadLetterIfStatus(conn, t.message_id, t.previous_status, t.reason,
                              now_ms, std::nullopt);
-      if (!inserted.ok()) return inserted.status();
+      if (!inserted.ok()) {
+        pending_.Clear();  // earlier claims of this op adjusted it
+        return inserted.status();
+      }
       if (!inserted->has_value()) continue;  // fence lost: someone else won
       t.dlq_inserted = **inserted;
       claimed.push_back(std::move(t));
@@ -391,7 +530,10 @@ absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
     if (status != "queued" && status != "delivered") return false;
     absl::StatusOr<std::optional<bool>> moved = DeadLetterIfStatus(
         conn, message_id, status, reason, now_ms, last_error);
-    if (!moved.ok()) return moved.status();
+    if (!moved.ok()) {
+      pending_.Clear();
+      return moved.status();
+    }
     return moved->has_value();
   });
 }

@@ -1,7 +1,11 @@
 // Messages: insert with recipients, delivery and ack state, pending lists,
 // and the B0 expiry sweep with first-writer-wins dead letters (§6.6).
 #include <memory>
+#include <string>
+#include <vector>
 
+#include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "registry/status.h"
 #include "storage/sqlite_store.h"
@@ -203,6 +207,129 @@ TEST(ExpirySweep, AFailingDeadLetterInsertLeavesTheMessageQueued) {
   EXPECT_EQ(store->GetMessage("m1")->status, "queued");
   EXPECT_EQ(ReasonOf(store->GetDeadLetter("m1").status()),
             "DEAD_LETTER_NOT_FOUND");
+}
+
+// ---- the inbox limit, decided inside the write
+
+absl::StatusOr<std::vector<InboxRecord>> Publish(SqliteStore& store,
+                                                 const std::string& id,
+                                                 const std::string& to,
+                                                 int64_t limit,
+                                                 int64_t ttl = 300'000) {
+  return store.InsertMessageDelivering(Msg(id, 5, kNow, ttl), {to}, {to}, kNow,
+                                       limit);
+}
+
+TEST(InboxLimit, AFullInboxRefusesTheWholeMessageAndWritesNothing) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(Publish(*store, "m1", "a", 2).ok());
+  ASSERT_TRUE(Publish(*store, "m2", "a", 2).ok());
+  absl::StatusOr<std::vector<InboxRecord>> full =
+      store->InsertMessageDelivering(Msg("m3"), {"a", "b"}, {"a", "b"}, kNow,
+                                     2);
+  EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
+  EXPECT_EQ(MetadataOf(full.status())["limit"], "max_pending_per_inbox");
+  EXPECT_EQ(MetadataOf(full.status())["agent_id"], "a");
+  EXPECT_EQ(ReasonOf(store->GetMessage("m3").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(store->ListInbox("m3")->empty());
+  // Another recipient's inbox is not limited by a's.
+  EXPECT_TRUE(Publish(*store, "m4", "b", 2).ok());
+}
+
+TEST(InboxLimit, AcknowledgingAMessageMakesRoomForTheNext) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(Publish(*store, "m1", "a", 1).ok());
+  ASSERT_FALSE(Publish(*store, "m2", "a", 1).ok());
+  ASSERT_TRUE(*store->AckMessage("m1", "a", kNow + 1));
+  EXPECT_TRUE(Publish(*store, "m2", "a", 1).ok());
+  EXPECT_FALSE(Publish(*store, "m3", "a", 1).ok());
+}
+
+TEST(InboxLimit, AnExpiredMessageStopsCountingOnceTheSweepClaimsIt) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(Publish(*store, "m1", "a", 1, /*ttl=*/10).ok());
+  ASSERT_FALSE(Publish(*store, "m2", "a", 1).ok());
+  ASSERT_EQ(store->SweepExpiredMessages(kNow + 100)->size(), 1u);
+  EXPECT_TRUE(Publish(*store, "m2", "a", 1).ok());
+}
+
+TEST(InboxLimit, ARoleBacklogHandedToAHolderCountsInItsInbox) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(Publish(*store, "m1", "a", 2).ok());  // a's count is known
+  ASSERT_TRUE(store->InsertMessage(Msg("backlog"), {}).ok());
+  ASSERT_TRUE(store->AddRecipient("backlog", "a").ok());
+  EXPECT_EQ(ReasonOf(Publish(*store, "m2", "a", 2).status()), "LIMIT_EXCEEDED");
+}
+
+TEST(InboxLimit, PendingMessagesFromBeforeARestartCount) {
+  const std::string path = FreshDbPath();
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_TRUE(Publish(*store, "m1", "a", 0).ok());
+    ASSERT_TRUE(Publish(*store, "m2", "a", 0).ok());
+    ASSERT_TRUE(Publish(*store, "m3", "a", 0).ok());
+    ASSERT_TRUE(*store->AckMessage("m3", "a", kNow));
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_EQ(ReasonOf(Publish(*store, "m4", "a", 2).status()), "LIMIT_EXCEEDED");
+  EXPECT_TRUE(Publish(*store, "m4", "a", 3).ok());
+}
+
+TEST(InboxLimit, ConcurrentPublishesToOneInboxNeverOvershootIt) {
+  auto store = OpenOrDie(FreshDbPath());
+  constexpr int kPublishes = 64;
+  constexpr int64_t kLimit = 10;
+  absl::Mutex mu;
+  int accepted = 0, refused = 0, done = 0;
+  for (int i = 0; i < kPublishes; ++i) {
+    store->InsertMessageDeliveringAsync(
+        Msg(absl::StrCat("m", i)), {"a"}, {}, kNow, kLimit,
+        [&](absl::StatusOr<std::vector<InboxRecord>> r) {
+          absl::MutexLock lock(&mu);
+          ++(r.ok() ? accepted : refused);
+          if (!r.ok()) EXPECT_EQ(ReasonOf(r.status()), "LIMIT_EXCEEDED");
+          ++done;
+        });
+  }
+  absl::MutexLock lock(&mu);
+  mu.Await(absl::Condition(
+      +[](int* d) { return *d == kPublishes; }, &done));
+  EXPECT_EQ(accepted, kLimit);
+  EXPECT_EQ(refused, kPublishes - kLimit);
+  EXPECT_EQ(store->CountPendingForAgent("a", kNow, 1000).value(), kLimit);
+}
+
+TEST(InboxLimit, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
+  const std::string path = FreshDbPath();
+  auto store = OpenOrDie(path);
+  ASSERT_TRUE(Publish(*store, "m1", "a", 2, /*ttl=*/10).ok());
+  ASSERT_TRUE(Publish(*store, "m2", "a", 2).ok());
+  RawDb raw(path);
+  ASSERT_EQ(raw.Exec("CREATE TRIGGER dlq_fault BEFORE INSERT ON dead_letters "
+                     "BEGIN SELECT RAISE(ABORT, 'injected fault'); END"),
+            "");
+  ASSERT_FALSE(store->SweepExpiredMessages(kNow + 100).ok());
+  // m1 is still queued, so a's inbox is still full.
+  EXPECT_EQ(ReasonOf(Publish(*store, "m3", "a", 2).status()), "LIMIT_EXCEEDED");
+}
+
+TEST(AckMessages, AcksEachIdInOneWriteAndCountsEarlierAcksAsAcknowledged) {
+  auto store = OpenOrDie(FreshDbPath());
+  ASSERT_TRUE(Publish(*store, "m1", "a", 0).ok());
+  ASSERT_TRUE(Publish(*store, "m2", "a", 0).ok());
+  ASSERT_TRUE(store->InsertMessage(Msg("queued"), {"a"}).ok());  // not pushed
+  ASSERT_TRUE(Publish(*store, "other", "b", 0).ok());
+  ASSERT_TRUE(*store->AckMessage("m2", "a", kNow));
+  const auto before = store->write_stats().groups;
+  absl::StatusOr<std::vector<bool>> acked = store->AckMessages(
+      "a", {"m1", "m2", "queued", "other", "missing"}, kNow + 1);
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  EXPECT_EQ(*acked, (std::vector<bool>{true, true, false, false, false}));
+  EXPECT_EQ(store->write_stats().groups, before + 1);
+  EXPECT_EQ(store->GetMessage("m1")->status, "acked");
+  EXPECT_EQ(store->GetMessage("queued")->status, "queued");
+  EXPECT_EQ(store->GetMessage("other")->status, "delivered");
 }
 
 }  // namespace

@@ -335,6 +335,10 @@ struct StoreInfo {
   std::string hub_schema_version;  // hub's own, "2"
 };
 
+// RESOURCE_EXHAUSTED / LIMIT_EXCEEDED: `agent_id` already has `limit`
+// pending messages (limit max_pending_per_inbox, metadata agent_id).
+absl::Status InboxFullError(absl::string_view agent_id, int64_t limit);
+
 class Store {
  public:
   // Receives a write's result once it is durable (or failed).
@@ -449,9 +453,27 @@ class Store {
   // (MarkDelivered) for each of `deliver_to`, a subset of `recipients`: the
   // ones the caller is about to push the message to. Returns their inbox
   // rows in `deliver_to` order. One sync for the whole publish.
+  //
+  // When `max_pending_per_inbox` > 0, a recipient that already has that many
+  // pending messages (unacknowledged, not yet expired by the sweep) refuses
+  // the whole message before anything is written: RESOURCE_EXHAUSTED
+  // LIMIT_EXCEEDED, limit max_pending_per_inbox, metadata agent_id. An
+  // implementation decides this inside the write (no overshoot by concurrent
+  // publishes); this default counts first and may overshoot by the
+  // publishes in flight.
   virtual absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
       const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms) {
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox) {
+    if (max_pending_per_inbox > 0) {
+      for (const std::string& agent : recipients) {
+        absl::StatusOr<int64_t> pending =
+            CountPendingForAgent(agent, now_ms, max_pending_per_inbox);
+        if (!pending.ok()) return pending.status();
+        if (*pending >= max_pending_per_inbox)
+          return InboxFullError(agent, max_pending_per_inbox);
+      }
+    }
     if (absl::Status s = InsertMessage(message, recipients); !s.ok()) return s;
     std::vector<InboxRecord> rows;
     for (const std::string& agent : deliver_to) {
@@ -466,9 +488,9 @@ class Store {
   virtual void InsertMessageDeliveringAsync(
       const MessageRecord& message, const std::vector<std::string>& recipients,
       const std::vector<std::string>& deliver_to, int64_t now_ms,
-      Callback<std::vector<InboxRecord>> done) {
-    std::move(done)(
-        InsertMessageDelivering(message, recipients, deliver_to, now_ms));
+      int64_t max_pending_per_inbox, Callback<std::vector<InboxRecord>> done) {
+    std::move(done)(InsertMessageDelivering(message, recipients, deliver_to,
+                                            now_ms, max_pending_per_inbox));
   }
   // Adds an inbox row if absent (role backlog handed to a new holder).
   virtual absl::Status AddRecipient(absl::string_view message_id,
@@ -484,6 +506,38 @@ class Store {
   virtual absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                           absl::string_view agent_id,
                                           int64_t now_ms) = 0;
+  // AckMessage for each of `message_ids` (distinct) in one write. Returns,
+  // in `message_ids` order, whether the agent's row is acknowledged now:
+  // true when this call acked it or it was acked before, false when there
+  // is nothing of this agent's to ack (never delivered to it, or the message
+  // is terminal). The default acks one by one.
+  virtual absl::StatusOr<std::vector<bool>> AckMessages(
+      absl::string_view agent_id, const std::vector<std::string>& message_ids,
+      int64_t now_ms) {
+    std::vector<bool> acked;
+    for (const std::string& id : message_ids) {
+      absl::StatusOr<bool> now = AckMessage(id, agent_id, now_ms);
+      if (!now.ok()) return now.status();
+      bool ok = *now;
+      if (!ok) {
+        absl::StatusOr<std::vector<InboxRecord>> inbox = ListInbox(id);
+        if (!inbox.ok()) return inbox.status();
+        for (const InboxRecord& row : *inbox) {
+          if (row.agent_id == agent_id && row.acked_at_ms.has_value())
+            ok = true;
+        }
+      }
+      acked.push_back(ok);
+    }
+    return acked;
+  }
+  // The above without parking the caller (see RegisterAgentAsync).
+  virtual void AckMessagesAsync(absl::string_view agent_id,
+                                const std::vector<std::string>& message_ids,
+                                int64_t now_ms,
+                                Callback<std::vector<bool>> done) {
+    std::move(done)(AckMessages(agent_id, message_ids, now_ms));
+  }
   // NotFound (MESSAGE_NOT_FOUND) when absent.
   virtual absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) = 0;
   virtual absl::StatusOr<std::vector<InboxRecord>> ListInbox(

@@ -6,6 +6,7 @@
 #include <grpcpp/security/credentials.h>
 
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -170,6 +171,44 @@ TEST_F(MessageGrpcTest, APublishIsPushedOnTheStreamAndAckedThere) {
   ASSERT_TRUE(answer.has_message_ack_result()) << answer.DebugString();
   EXPECT_EQ(answer.frame_id(), 7);
   ASSERT_EQ(answer.message_ack_result().acked_message_ids_size(), 1);
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, ManyPipelinedAckFramesAreEachAnsweredOnce) {
+  Agent b = Attach("agent-b", Register("agent-b"));
+  constexpr int kMessages = 40;  // more frames than may wait for writes
+  std::vector<std::string> ids;
+  for (int i = 0; i < kMessages; ++i) {
+    ids.push_back(MustPublish("agent-b").message_id());
+  }
+  // At least once: the push at attach may repeat an early one.
+  std::set<std::string> received;
+  while (received.size() < ids.size()) {
+    received.insert(NextMessage(b).message().message_id());
+  }
+  // Every frame is written before any answer is read.
+  for (int i = 0; i < kMessages; ++i) {
+    AttachRequest ack;
+    ack.set_frame_id(100 + i);
+    ack.mutable_message_ack()->add_message_ids(ids[i]);
+    ack.mutable_message_ack()->add_message_ids(ids[(i + 1) % kMessages]);
+    ASSERT_TRUE(b.stream->Write(ack));
+  }
+  std::set<int64_t> answered;
+  std::set<std::string> acked;
+  while (static_cast<int>(answered.size()) < kMessages) {
+    AttachResponse answer;
+    ASSERT_TRUE(b.stream->Read(&answer));
+    if (!answer.has_message_ack_result()) continue;
+    EXPECT_TRUE(answered.insert(answer.frame_id()).second) << answer.frame_id();
+    for (const std::string& id :
+         answer.message_ack_result().acked_message_ids())
+      acked.insert(id);
+    EXPECT_EQ(answer.message_ack_result().ignored_message_ids_size(), 0);
+  }
+  EXPECT_EQ(*answered.begin(), 100);
+  EXPECT_EQ(*answered.rbegin(), 100 + kMessages - 1);
+  EXPECT_EQ(acked.size(), ids.size());
   EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
 }
 

@@ -2,6 +2,7 @@
 
 #include <grpcpp/grpcpp.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <thread>
@@ -28,8 +29,12 @@ using hub::v1::AttachResponse;
 constexpr char kSentField[] = "sent_us";
 
 // One receiving agent: registered, attached, read on a thread of its own.
-// Times every message from the publisher's stamp to its arrival, and
-// acknowledges a role activation the way an agent taking the role would.
+// Times every message from the publisher's stamp to its arrival and
+// acknowledges every message it receives, as a real consumer does (a second
+// thread writes: the ids that arrived while the previous write was under
+// way go out together, up to 100 per message_ack frame). Answers role
+// probes and acknowledges a role activation the way an agent taking the
+// role would.
 class Consumer {
  public:
   Consumer(std::shared_ptr<grpc::Channel> channel, std::string agent_id)
@@ -69,9 +74,10 @@ class Consumer {
     return absl::OkStatus();
   }
 
-  // Starts reading. Nothing is timed until SetWindow().
+  // Starts reading and acknowledging. Nothing is timed until SetWindow().
   void Go() {
     thread_ = std::thread([this] { Loop(); });
+    writer_ = std::thread([this] { WriteLoop(); });
   }
   // Arrivals inside `window` are timed from now on.
   void SetWindow(const Window& window) {
@@ -80,13 +86,24 @@ class Consumer {
   }
 
   void Stop() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+    }
     if (context_ != nullptr) context_->TryCancel();
     if (thread_.joinable()) thread_.join();
+    if (writer_.joinable()) writer_.join();
   }
 
   // Read after Stop().
-  const LatencySamples& latency() const { return latency_; }
-  int64_t received() const { return received_; }
+  LatencySamples latency() {
+    absl::MutexLock lock(&mu_);
+    return latency_;
+  }
+  int64_t received() {
+    absl::MutexLock lock(&mu_);
+    return received_;
+  }
 
  private:
   void Loop() {
@@ -96,35 +113,62 @@ class Consumer {
       const hub::v1::PresenceEvent& event = frame.event();
       if (event.has_message()) {
         const absl::Time now = absl::Now();
-        const auto& fields = event.message().message().payload().fields();
+        const hub::v1::Message& message = event.message().message();
+        const auto& fields = message.payload().fields();
         auto sent = fields.find(kSentField);
-        if (sent == fields.end() || !InWindow(now)) continue;
+        absl::MutexLock lock(&mu_);
+        unacked_.push_back(message.message_id());
+        if (sent == fields.end() || !window_.Contains(now)) continue;
         ++received_;
         latency_.Add(now - absl::FromUnixMicros(static_cast<int64_t>(
                                sent->second.number_value())));
       } else if (event.has_role_probe()) {
         AttachRequest reply;
-        reply.set_frame_id(++frame_id_);
         reply.mutable_probe_reply()->set_probe_id(
             event.role_probe().probe_id());
         reply.mutable_probe_reply()->set_ready(true);
-        stream_->Write(reply);
+        Send(std::move(reply));
       } else if (event.has_role_activation()) {
-        Acknowledge(event.role_activation());
+        AttachRequest frame;
+        FillActivationAck(event.role_activation(),
+                          frame.mutable_activation_ack());
+        Send(std::move(frame));
       }
     }
   }
 
-  bool InWindow(absl::Time t) {
+  void Send(AttachRequest frame) {
     absl::MutexLock lock(&mu_);
-    return window_.Contains(t);
+    outbox_.push_back(std::move(frame));
   }
 
-  void Acknowledge(const hub::v1::RoleActivation& a) {
-    AttachRequest frame;
-    frame.set_frame_id(++frame_id_);
-    FillActivationAck(a, frame.mutable_activation_ack());
-    stream_->Write(frame);
+  // The only thread that writes on the stream.
+  void WriteLoop() {
+    auto has_work = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+      return stopping_ || !outbox_.empty() || !unacked_.empty();
+    };
+    while (true) {
+      std::vector<AttachRequest> frames;
+      {
+        absl::MutexLock lock(&mu_);
+        mu_.Await(absl::Condition(&has_work));
+        if (stopping_) return;
+        frames.swap(outbox_);
+        if (!unacked_.empty()) {
+          AttachRequest ack;
+          const size_t n = std::min<size_t>(unacked_.size(), 100);
+          for (size_t i = 0; i < n; ++i) {
+            ack.mutable_message_ack()->add_message_ids(std::move(unacked_[i]));
+          }
+          unacked_.erase(unacked_.begin(), unacked_.begin() + n);
+          frames.push_back(std::move(ack));
+        }
+      }
+      for (AttachRequest& frame : frames) {
+        frame.set_frame_id(++frame_id_);
+        if (!stream_->Write(frame)) return;
+      }
+    }
   }
 
   const std::shared_ptr<grpc::Channel> channel_;
@@ -132,14 +176,18 @@ class Consumer {
   std::unique_ptr<grpc::ClientContext> context_;
   std::unique_ptr<grpc::ClientReaderWriter<AttachRequest, AttachResponse>>
       stream_;
-  std::thread thread_;
-  int64_t frame_id_ = 0;
-  // Owned by the reading thread until Stop().
-  LatencySamples latency_;
-  int64_t received_ = 0;
+  std::thread thread_;    // reads
+  std::thread writer_;    // writes
+  int64_t frame_id_ = 0;  // the writer's
   absl::Mutex mu_;
+  // Read after Stop().
+  LatencySamples latency_ ABSL_GUARDED_BY(mu_);
+  int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
   Window window_ ABSL_GUARDED_BY(mu_){absl::InfinitePast(),
                                       absl::InfinitePast()};
+  std::vector<std::string> unacked_ ABSL_GUARDED_BY(mu_);
+  std::vector<AttachRequest> outbox_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // One publisher: Publish to `to`, stamped with the send time.

@@ -1,0 +1,16 @@
+#include "storage/store.h"
+
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+
+namespace hub::storage {
+
+absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
+  return WithMetadata(
+      LimitExceededError("max_pending_per_inbox", limit,
+                         absl::StrCat("agent ", agent_id, " already has ",
+                                      limit, " unacknowledged messages")),
+      "agent_id", agent_id);
+}
+
+}  // namespace hub::storage
