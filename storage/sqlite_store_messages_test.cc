@@ -288,7 +288,9 @@ TEST(InboxLimit, ConcurrentPublishesToOneInboxNeverOvershootIt) {
         [&](absl::StatusOr<std::vector<InboxRecord>> r) {
           absl::MutexLock lock(&mu);
           ++(r.ok() ? accepted : refused);
-          if (!r.ok()) EXPECT_EQ(ReasonOf(r.status()), "LIMIT_EXCEEDED");
+          if (!r.ok()) {
+            EXPECT_EQ(ReasonOf(r.status()), "LIMIT_EXCEEDED");
+          }
           ++done;
         });
   }
