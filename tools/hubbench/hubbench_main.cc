@@ -233,7 +233,8 @@ void RunStreams(const Config& config, Target* target, Result* result) {
       result->rss_kib = *rss;
       result->per_stream_kib =
           static_cast<double>(*rss - result->rss_before_kib) / s;
-      result->cpu_pct = 100.0 * ((*cpu_end - *cpu_start) / wall);
+      // FDivDuration: Duration / Duration is an integer quotient.
+      result->cpu_pct = 100.0 * absl::FDivDuration(*cpu_end - *cpu_start, wall);
       result->duration_s = absl::ToDoubleSeconds(wall);
     } else {
       SetFailure(absl::NotFoundError("server process gone"), result);
