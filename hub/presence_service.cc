@@ -209,6 +209,21 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // Pushes a role change event; false once the stream is closing.
+  bool DeliverRoleChange(const RoleChangeNotice& notice) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(notice.event_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_role_change() =
+        ToRoleChangeProto(notice.event, notice.previous_state);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -240,6 +255,10 @@ class PresenceServiceImpl::AttachReactor final
     bool DeliverProbe(const RoleProbeEnvelope& probe) override {
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverProbe(probe);
+    }
+    bool DeliverRoleChange(const RoleChangeNotice& notice) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverRoleChange(notice);
     }
     void Release() {
       absl::MutexLock lock(&mu_);

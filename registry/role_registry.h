@@ -28,6 +28,7 @@
 #include "absl/synchronization/mutex.h"
 #include "registry/activation_policy.h"
 #include "registry/clock.h"
+#include "registry/role_event.h"
 #include "registry/role_key.h"
 #include "storage/store.h"
 
@@ -168,13 +169,7 @@ struct CandidatePage {
 
 // ---- watching
 
-enum class RoleChangeKind { kSnapshot, kCreated, kUpdated, kRemoved };
-
-struct RoleEvent {
-  RoleChangeKind kind = RoleChangeKind::kUpdated;
-  storage::RoleRecord role;
-  int64_t changed_at_ms = 0;
-};
+// RoleChangeKind and RoleEvent: registry/role_event.h.
 
 // Which roles a watcher sees; fields combine with AND, unset matches all.
 struct RoleWatchFilter {

@@ -16,6 +16,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
+#include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
 
 namespace hub {
@@ -165,7 +166,7 @@ TEST_F(ActivationGrpcTest,
   EXPECT_EQ(activation.schema(), "tfx.role-activation.v1");
   ASSERT_TRUE(a.stream->Write(AckFrame(activation)));
   AttachResponse answer;
-  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
   ASSERT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
   EXPECT_EQ(answer.frame_id(), 42);
   EXPECT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
@@ -180,7 +181,7 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
   const hub::v1::RoleActivation first = NextActivation(a);
   ASSERT_TRUE(a.stream->Write(AckFrame(first)));
   AttachResponse answer;
-  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
   ASSERT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
 
   // agent-a's process dies: its stream ends and the grace runs out.
@@ -189,7 +190,7 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
   EXPECT_EQ(second.holder_agent_id(), "agent-b");
   EXPECT_GT(second.epoch(), first.epoch());
   ASSERT_TRUE(b.stream->Write(AckFrame(second)));
-  ASSERT_TRUE(b.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &answer));
   ASSERT_TRUE(answer.has_activation_ack_result());
   hub::v1::Role role = GetRole();
   EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
@@ -242,7 +243,7 @@ TEST_F(ActivationGrpcTest,
   Agent a = Candidate("agent-a");
   const hub::v1::EnsureRoleReceipt receipt = Ensure();
   AttachResponse frame;
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
   const hub::v1::RoleProbe probe = frame.event().role_probe();
   EXPECT_FALSE(probe.probe_id().empty());
@@ -259,13 +260,13 @@ TEST_F(ActivationGrpcTest,
   reply.mutable_probe_reply()->set_probe_id(probe.probe_id());
   reply.mutable_probe_reply()->set_ready(true);
   ASSERT_TRUE(a.stream->Write(reply));
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_activation()) << frame.DebugString();
   EXPECT_EQ(frame.event().role_activation().activation_id(),
             receipt.activation_id());
   // The probe is answered: answering it again is refused in-band.
   ASSERT_TRUE(a.stream->Write(reply));
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.has_frame_error()) << frame.DebugString();
   EXPECT_EQ(frame.frame_id(), 5);
   EXPECT_EQ(frame.frame_error().reason(),
@@ -288,7 +289,7 @@ TEST_F(ActivationGrpcTest,
   EXPECT_EQ(activation.holder_agent_id(), "agent-b");
   ASSERT_TRUE(b.stream->Write(AckFrame(activation)));
   AttachResponse frame;
-  ASSERT_TRUE(b.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &frame));
   ASSERT_TRUE(frame.has_activation_ack_result()) << frame.DebugString();
   EXPECT_EQ(GetRole().holder_agent_id(), "agent-b");
 
@@ -304,7 +305,7 @@ TEST_F(ActivationGrpcTest,
 
   // What the hung agent was sent: the probe, never the activation. Its
   // answer, now late, is refused.
-  ASSERT_TRUE(hung.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(hung.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
   AttachRequest late;
   late.set_frame_id(9);
