@@ -236,6 +236,21 @@ class PresenceServiceImpl::AttachReactor final
     }
   }
 
+  // Pushes a role change event; false once the stream is closing.
+  bool DeliverRoleChange(const RoleChangeNotice& notice) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(notice.event_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_role_change() =
+        ToRoleChangeProto(notice.event, notice.previous_state);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -273,6 +288,10 @@ class PresenceServiceImpl::AttachReactor final
       absl::MutexLock lock(&mu_);
       if (reactor_ != nullptr)
         reactor_->AnswerMessageAck(frame_id, std::move(result));
+    }
+    bool DeliverRoleChange(const RoleChangeNotice& notice) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverRoleChange(notice);
     }
     void Release() {
       absl::MutexLock lock(&mu_);

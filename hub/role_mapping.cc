@@ -295,6 +295,31 @@ hub::v1::Role ToRoleProto(const storage::RoleRecord& r) {
   return out;
 }
 
+hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind) {
+  switch (kind) {
+    case RoleChangeKind::kSnapshot:
+      return hub::v1::ROLE_CHANGE_KIND_SNAPSHOT;
+    case RoleChangeKind::kCreated:
+      return hub::v1::ROLE_CHANGE_KIND_CREATED;
+    case RoleChangeKind::kUpdated:
+      return hub::v1::ROLE_CHANGE_KIND_UPDATED;
+    case RoleChangeKind::kRemoved:
+      return hub::v1::ROLE_CHANGE_KIND_REMOVED;
+  }
+  return hub::v1::ROLE_CHANGE_KIND_UNSPECIFIED;
+}
+
+hub::v1::RoleChange ToRoleChangeProto(
+    const RoleEvent& event, const std::optional<std::string>& previous_state) {
+  hub::v1::RoleChange change;
+  change.set_kind(ToRoleChangeKindProto(event.kind));
+  *change.mutable_role() = ToRoleProto(event.role);
+  if (previous_state) change.set_previous_state(StateFromWord(*previous_state));
+  *change.mutable_changed_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(event.changed_at_ms));
+  return change;
+}
+
 CandidatePatchInput ToCandidatePatchInput(
     const hub::v1::RoleCandidatePatch& p,
     const google::protobuf::FieldMask& mask) {

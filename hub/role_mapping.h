@@ -4,6 +4,7 @@
 #ifndef HUB_HUB_ROLE_MAPPING_H_
 #define HUB_HUB_ROLE_MAPPING_H_
 
+#include <optional>
 #include <string>
 
 #include "google/protobuf/field_mask.pb.h"
@@ -13,6 +14,7 @@
 #include "hub/v1/role_key.pb.h"
 #include "hub/v1/role_service.pb.h"
 #include "registry/activator.h"
+#include "registry/role_event.h"
 #include "registry/role_registry.h"
 #include "storage/store.h"
 
@@ -41,6 +43,14 @@ absl::StatusOr<CasInput> ToCasInput(
     const hub::v1::CompareAndSetRoleRequest& request);
 
 hub::v1::Role ToRoleProto(const storage::RoleRecord& role);
+
+hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind);
+// A committed (or snapshot) role change as WatchRoles and the presence
+// stream send it. `previous_state` is the receiver's idea of the state
+// before the change (a state word); absent leaves previous_state
+// UNSPECIFIED.
+hub::v1::RoleChange ToRoleChangeProto(
+    const RoleEvent& event, const std::optional<std::string>& previous_state);
 
 // The activator's form of an activation ACK; `principal` is the agent the
 // call acts as (the stream's agent or the unary call's agent_id).

@@ -8,11 +8,14 @@
 // same role replaces the first (coalescing), so a slow receiver costs one
 // slot per role, never an unbounded queue, and never blocks a writer.
 #include <deque>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
@@ -25,20 +28,6 @@ namespace hub {
 using hub::v1::WatchRolesResponse;
 
 namespace {
-
-hub::v1::RoleChangeKind KindOf(RoleChangeKind kind) {
-  switch (kind) {
-    case RoleChangeKind::kSnapshot:
-      return hub::v1::ROLE_CHANGE_KIND_SNAPSHOT;
-    case RoleChangeKind::kCreated:
-      return hub::v1::ROLE_CHANGE_KIND_CREATED;
-    case RoleChangeKind::kUpdated:
-      return hub::v1::ROLE_CHANGE_KIND_UPDATED;
-    case RoleChangeKind::kRemoved:
-      return hub::v1::ROLE_CHANGE_KIND_REMOVED;
-  }
-  return hub::v1::ROLE_CHANGE_KIND_UNSPECIFIED;
-}
 
 // The registry filter of a request (validated as role_service.proto says).
 absl::StatusOr<RoleWatchFilter> WatchFilterOf(
@@ -73,10 +62,14 @@ absl::Status ShuttingDown() {
 
 }  // namespace
 
+// See WatchReactor::OnCancel.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
+
 class RoleServiceImpl::WatchReactor final
     : public grpc::ServerWriteReactor<WatchRolesResponse> {
  public:
-  explicit WatchReactor(RoleServiceImpl* service) : service_(service) {}
+  WatchReactor(RoleServiceImpl* service, grpc::CallbackServerContext* context)
+      : service_(service), deadline_(absl::FromChrono(context->deadline())) {}
 
   // Registers the watch and queues the snapshot. Called once, from the
   // handler, before any other method.
@@ -128,8 +121,18 @@ class RoleServiceImpl::WatchReactor final
     PumpLocked();
   }
 
+  // gRPC cancels the call when the client cancels it and when its deadline
+  // passes; the second ends DEADLINE_EXCEEDED, which is what the client
+  // reports too. A client whose deadline passed cancels the stream itself,
+  // and that cancel can arrive just before the hub's copy of the deadline
+  // (computed from the grpc-timeout header on arrival) runs out: a cancel
+  // within kDeadlineSlack of the deadline counts as the deadline.
   void OnCancel() override {
     absl::MutexLock lock(&mu_);
+    if (absl::Now() >= deadline_ - kDeadlineSlack) {
+      FinishLocked(absl::DeadlineExceededError("the watch's deadline passed"));
+      return;
+    }
     FinishLocked(absl::CancelledError("watch cancelled"));
   }
 
@@ -174,17 +177,14 @@ class RoleServiceImpl::WatchReactor final
 
   void QueueChangeLocked(const RoleEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    WatchRolesResponse response;
-    hub::v1::RoleChange* change = response.mutable_change();
-    change->set_kind(KindOf(event.kind));
-    *change->mutable_role() = ToRoleProto(event.role);
     const std::string& wire = event.role.role_key_wire;
+    std::optional<std::string> previous;
     auto last = sent_state_.find(wire);
     if (event.kind == RoleChangeKind::kUpdated && last != sent_state_.end()) {
-      change->set_previous_state(StateFromWord(last->second));
+      previous = last->second;
     }
-    *change->mutable_changed_at() =
-        ToProtoTimestamp(absl::FromUnixMillis(event.changed_at_ms));
+    WatchRolesResponse response;
+    *response.mutable_change() = ToRoleChangeProto(event, previous);
     sent_state_[wire] = event.role.state;
     outbox_.push_back(std::move(response));
   }
@@ -226,6 +226,8 @@ class RoleServiceImpl::WatchReactor final
   }
 
   RoleServiceImpl* const service_;
+  // The call's deadline (InfiniteFuture-like when the client set none).
+  const absl::Time deadline_;
   // Set once in Start (under mu_), read in OnDone after every reaction.
   std::unique_ptr<RoleWatch> watch_;
 
@@ -272,7 +274,7 @@ void RoleServiceImpl::Shutdown() {
 grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::WatchRolesRequest* request) {
-  auto* reactor = new WatchReactor(this);
+  auto* reactor = new WatchReactor(this, context);
   absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
   absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
   if (!principal.ok()) {

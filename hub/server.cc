@@ -138,6 +138,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   role_options.policy = options.activator.config;
   server->roles_ =
       std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
+  // Role changes reach the presence streams of their holders and candidates
+  // from one thread of their own: in publication order, never on a writer's
+  // thread.
+  server->role_change_pool_ = std::make_unique<BlockingPool>(1);
+  BlockingPool* role_change_pool = server->role_change_pool_.get();
+  server->role_changes_ = std::make_unique<RoleChangeFanout>(
+      server->roles_.get(), server->presence_.get(), server->store_.get(), ids,
+      [role_change_pool](std::function<void()> work) {
+        role_change_pool->Schedule(std::move(work));
+      });
+  if (absl::Status s = server->role_changes_->Start(); !s.ok()) return s;
   server->reach_ =
       std::make_unique<PresenceStreamReach>(server->presence_.get());
   server->activator_pool_ =
@@ -394,6 +405,8 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->Wait();
   }
   if (role_watch_ != nullptr) role_watch_->Cancel();
+  if (role_changes_ != nullptr) role_changes_->Stop();
+  role_change_pool_.reset();  // pushes what it holds (to ended streams)
   if (ticker_.joinable()) {
     stop_ticker_.Notify();
     ticker_.join();

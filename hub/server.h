@@ -35,6 +35,7 @@
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
+#include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
 #include "storage/sqlite_store.h"
 
@@ -162,6 +163,10 @@ class HubServer {
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<BlockingPool> write_pool_;
   std::unique_ptr<RoleRegistry> roles_;
+  // Role changes for presence streams; its pool is declared after it, so
+  // destroyed (drained) before it.
+  std::unique_ptr<RoleChangeFanout> role_changes_;
+  std::unique_ptr<BlockingPool> role_change_pool_;
   std::unique_ptr<PresenceStreamReach> reach_;
   std::unique_ptr<BlockingPool> activator_pool_;
   std::unique_ptr<Activator> activator_;

@@ -634,6 +634,20 @@ bool PresenceRegistry::DeliverMessage(const std::string& agent_id,
   return stream != nullptr && stream->DeliverMessage(delivery);
 }
 
+bool PresenceRegistry::DeliverRoleChange(const std::string& agent_id,
+                                         const RoleChangeNotice& notice) {
+  std::shared_ptr<PresenceStream> stream;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.status == "offline")
+      return false;
+    stream = it->second.stream;
+  }
+  return stream != nullptr && stream->DeliverRoleChange(notice);
+}
+
 StreamProbeResult PresenceRegistry::ProbeStream(const std::string& agent_id,
                                                 RoleProbeEnvelope probe,
                                                 absl::Duration timeout) {

@@ -33,6 +33,7 @@
 #include "registry/clock.h"
 #include "registry/message_delivery.h"
 #include "registry/project_scope.h"
+#include "registry/role_event.h"
 #include "registry/uuid.h"
 #include "storage/store.h"
 
@@ -103,6 +104,12 @@ class PresenceStream {
   // from inside the call.
   virtual bool DeliverProbe(const RoleProbeEnvelope& probe) {
     (void)probe;
+    return false;
+  }
+  // Pushes a role change to the agent; false if the stream is closing or
+  // does not carry role changes. Must not block.
+  virtual bool DeliverRoleChange(const RoleChangeNotice& notice) {
+    (void)notice;
     return false;
   }
 };
@@ -248,6 +255,9 @@ class PresenceRegistry {
   // Pushes `delivery` on the agent's attached stream; false when none.
   bool DeliverMessage(const std::string& agent_id,
                       const MessageDelivery& delivery);
+  // Pushes `notice` on the agent's attached stream; false when none.
+  bool DeliverRoleChange(const std::string& agent_id,
+                         const RoleChangeNotice& notice);
   // Probes the agent over its attached stream: pushes `probe` (its probe_id
   // and deadline set here) and blocks until the agent answers, the stream
   // ends, or `timeout` (real time) passes. Call without locks held, off

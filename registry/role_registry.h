@@ -29,6 +29,7 @@
 #include "registry/activation_policy.h"
 #include "registry/clock.h"
 #include "registry/project_scope.h"
+#include "registry/role_event.h"
 #include "registry/role_key.h"
 #include "storage/store.h"
 
@@ -173,13 +174,7 @@ struct CandidatePage {
 
 // ---- watching
 
-enum class RoleChangeKind { kSnapshot, kCreated, kUpdated, kRemoved };
-
-struct RoleEvent {
-  RoleChangeKind kind = RoleChangeKind::kUpdated;
-  storage::RoleRecord role;
-  int64_t changed_at_ms = 0;
-};
+// RoleChangeKind and RoleEvent: registry/role_event.h.
 
 // Which roles a watcher sees; fields combine with AND, unset matches all.
 struct RoleWatchFilter {

@@ -16,6 +16,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
+#include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
 
 namespace hub {
@@ -26,14 +27,7 @@ using testing::Reason;
 using hub::v1::AttachRequest;
 using hub::v1::AttachResponse;
 
-constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
-
-hub::v1::RoleKey Cto() {
-  hub::v1::RoleKey key;
-  key.set_project_id(kProject);
-  key.set_kind(hub::v1::ROLE_KIND_CTO);
-  return key;
-}
+hub::v1::RoleKey Cto() { return testing::CtoRoleKey(); }
 
 class ActivationGrpcTest : public ::testing::Test {
  protected:
@@ -55,54 +49,17 @@ class ActivationGrpcTest : public ::testing::Test {
   }
 
   // A registered cto candidate of the project, attached over a stream.
-  struct Agent {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<AttachRequest, AttachResponse>>
-        stream;
-  };
+  using Agent = testing::AttachedAgent;
   // Higher `priority` candidates are chosen first.
   Agent Candidate(const std::string& id, int64_t priority = 0) {
-    grpc::ClientContext context;
-    hub::v1::RegisterAgentRequest request;
-    request.set_agent_id(id);
-    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
-    request.set_project_id(kProject);
-    request.add_capabilities("role:cto:candidate");
-    hub::v1::RegisterAgentResponse registered;
-    EXPECT_TRUE(presence_->RegisterAgent(&context, request, &registered).ok());
-    Agent agent;
-    agent.context = std::make_unique<grpc::ClientContext>();
-    agent.stream = presence_->Attach(agent.context.get());
-    AttachRequest hello;
-    hello.mutable_hello()->set_agent_id(id);
-    hello.mutable_hello()->set_presence_generation(
-        registered.presence_generation());
-    EXPECT_TRUE(agent.stream->Write(hello));
-    AttachResponse attached;
-    EXPECT_TRUE(agent.stream->Read(&attached));
-    EXPECT_TRUE(attached.has_attached());
-    grpc::ClientContext upsert_context;
-    hub::v1::UpsertRoleCandidateRequest upsert;
-    *upsert.mutable_role_key() = Cto();
-    upsert.set_agent_id(id);
-    upsert.mutable_candidate()->set_priority(priority);
-    hub::v1::UpsertRoleCandidateResponse upserted;
-    grpc::Status s =
-        roles_->UpsertRoleCandidate(&upsert_context, upsert, &upserted);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    Agent agent = testing::AttachOk(
+        presence_.get(), id, testing::RegisterAgentOk(presence_.get(), id));
+    testing::UpsertCandidateOk(roles_.get(), Cto(), id, priority);
     return agent;
   }
 
   hub::v1::EnsureRoleReceipt Ensure() {
-    grpc::ClientContext context;
-    hub::v1::EnsureRoleRequest request;
-    *request.mutable_role_key() = Cto();
-    request.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_MANUAL);
-    request.set_cause_id("test");
-    hub::v1::EnsureRoleResponse response;
-    grpc::Status s = roles_->EnsureRole(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return response.receipt();
+    return testing::EnsureRoleOk(roles_.get(), Cto());
   }
 
   hub::v1::Role GetRole() {
@@ -114,39 +71,12 @@ class ActivationGrpcTest : public ::testing::Test {
     return response.role();
   }
 
-  // Reads frames until a role activation arrives, answering probes.
-  hub::v1::RoleActivation NextActivation(Agent& agent) {
-    AttachResponse frame;
-    while (agent.stream->Read(&frame)) {
-      if (frame.event().has_role_probe()) {
-        AttachRequest reply;  // ready: the activation follows
-        reply.mutable_probe_reply()->set_probe_id(
-            frame.event().role_probe().probe_id());
-        reply.mutable_probe_reply()->set_ready(true);
-        if (!agent.stream->Write(reply)) break;
-      }
-      if (frame.event().has_role_activation())
-        return frame.event().role_activation();
-    }
-    ADD_FAILURE() << "the stream ended without an activation";
-    return {};
+  static hub::v1::RoleActivation NextActivation(Agent& agent) {
+    return testing::NextActivation(agent);
   }
 
   static AttachRequest AckFrame(const hub::v1::RoleActivation& a) {
-    AttachRequest frame;
-    frame.set_frame_id(42);
-    hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
-    ack->set_schema("tfx.role-activation-ack.v1");
-    ack->set_activation_id(a.activation_id());
-    ack->set_role_key_wire(a.role_key_wire());
-    ack->set_epoch(a.epoch());
-    ack->set_activation_seq(a.activation_seq());
-    ack->set_holder_agent_id(a.holder_agent_id());
-    ack->set_reachable(true);
-    ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
-    ack->mutable_charter_ack()->set_epoch(a.epoch());
-    ack->mutable_charter_ack()->set_charter_version(a.charter_version());
-    return frame;
+    return testing::ActivationAckFrame(a);
   }
 
   std::unique_ptr<HubServer> server_;
@@ -165,7 +95,7 @@ TEST_F(ActivationGrpcTest,
   EXPECT_EQ(activation.schema(), "tfx.role-activation.v1");
   ASSERT_TRUE(a.stream->Write(AckFrame(activation)));
   AttachResponse answer;
-  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
   ASSERT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
   EXPECT_EQ(answer.frame_id(), 42);
   EXPECT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
@@ -180,7 +110,7 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
   const hub::v1::RoleActivation first = NextActivation(a);
   ASSERT_TRUE(a.stream->Write(AckFrame(first)));
   AttachResponse answer;
-  ASSERT_TRUE(a.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
   ASSERT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
 
   // agent-a's process dies: its stream ends and the grace runs out.
@@ -189,7 +119,7 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
   EXPECT_EQ(second.holder_agent_id(), "agent-b");
   EXPECT_GT(second.epoch(), first.epoch());
   ASSERT_TRUE(b.stream->Write(AckFrame(second)));
-  ASSERT_TRUE(b.stream->Read(&answer));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &answer));
   ASSERT_TRUE(answer.has_activation_ack_result());
   hub::v1::Role role = GetRole();
   EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
@@ -242,7 +172,7 @@ TEST_F(ActivationGrpcTest,
   Agent a = Candidate("agent-a");
   const hub::v1::EnsureRoleReceipt receipt = Ensure();
   AttachResponse frame;
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
   const hub::v1::RoleProbe probe = frame.event().role_probe();
   EXPECT_FALSE(probe.probe_id().empty());
@@ -259,13 +189,13 @@ TEST_F(ActivationGrpcTest,
   reply.mutable_probe_reply()->set_probe_id(probe.probe_id());
   reply.mutable_probe_reply()->set_ready(true);
   ASSERT_TRUE(a.stream->Write(reply));
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_activation()) << frame.DebugString();
   EXPECT_EQ(frame.event().role_activation().activation_id(),
             receipt.activation_id());
   // The probe is answered: answering it again is refused in-band.
   ASSERT_TRUE(a.stream->Write(reply));
-  ASSERT_TRUE(a.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &frame));
   ASSERT_TRUE(frame.has_frame_error()) << frame.DebugString();
   EXPECT_EQ(frame.frame_id(), 5);
   EXPECT_EQ(frame.frame_error().reason(),
@@ -288,7 +218,7 @@ TEST_F(ActivationGrpcTest,
   EXPECT_EQ(activation.holder_agent_id(), "agent-b");
   ASSERT_TRUE(b.stream->Write(AckFrame(activation)));
   AttachResponse frame;
-  ASSERT_TRUE(b.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &frame));
   ASSERT_TRUE(frame.has_activation_ack_result()) << frame.DebugString();
   EXPECT_EQ(GetRole().holder_agent_id(), "agent-b");
 
@@ -304,7 +234,7 @@ TEST_F(ActivationGrpcTest,
 
   // What the hung agent was sent: the probe, never the activation. Its
   // answer, now late, is refused.
-  ASSERT_TRUE(hung.stream->Read(&frame));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(hung.stream.get(), &frame));
   ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
   AttachRequest late;
   late.set_frame_id(9);

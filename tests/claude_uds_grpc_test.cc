@@ -24,13 +24,11 @@
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "nlohmann/json.hpp"
+#include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
 
 namespace hub {
 namespace {
-
-using hub::v1::AttachRequest;
-using hub::v1::AttachResponse;
 
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 
@@ -116,27 +114,12 @@ class ClaudeUdsGrpcTest : public ::testing::Test {
     hub::v1::RegisterAgentResponse registered;
     grpc::Status s = presence_->RegisterAgent(&context, request, &registered);
     EXPECT_TRUE(s.ok()) << s.error_message();
-    grpc::ClientContext upsert_context;
-    hub::v1::UpsertRoleCandidateRequest upsert;
-    *upsert.mutable_role_key() = Cto();
-    upsert.set_agent_id(id);
-    upsert.mutable_candidate()->set_priority(priority);
-    hub::v1::UpsertRoleCandidateResponse upserted;
-    s = roles_->UpsertRoleCandidate(&upsert_context, upsert, &upserted);
-    EXPECT_TRUE(s.ok()) << s.error_message();
+    testing::UpsertCandidateOk(roles_.get(), Cto(), id, priority);
     return registered.presence_generation();
   }
 
   hub::v1::EnsureRoleReceipt Ensure() {
-    grpc::ClientContext context;
-    hub::v1::EnsureRoleRequest request;
-    *request.mutable_role_key() = Cto();
-    request.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_MANUAL);
-    request.set_cause_id("test");
-    hub::v1::EnsureRoleResponse response;
-    grpc::Status s = roles_->EnsureRole(&context, request, &response);
-    EXPECT_TRUE(s.ok()) << s.error_message();
-    return response.receipt();
+    return testing::EnsureRoleOk(roles_.get(), Cto());
   }
 
   hub::v1::Role GetRole() {
@@ -238,39 +221,19 @@ TEST_F(ClaudeUdsGrpcTest,
   Start("");
   Candidate("agent-uds", 10, "sess-uds-1");
   const int64_t generation = Candidate("agent-stream", 5);
-  grpc::ClientContext stream_context;
-  auto stream = presence_->Attach(&stream_context);
-  AttachRequest hello;
-  hello.mutable_hello()->set_agent_id("agent-stream");
-  hello.mutable_hello()->set_presence_generation(generation);
-  ASSERT_TRUE(stream->Write(hello));
-  AttachResponse frame;
-  ASSERT_TRUE(stream->Read(&frame));
-  ASSERT_TRUE(frame.has_attached());
+  testing::AttachedAgent stream =
+      testing::AttachOk(presence_.get(), "agent-stream", generation);
 
   // The uds-only candidate comes first and is reserved, but cannot be
   // reached: its adapter kind is disabled, not the candidate.
   EXPECT_EQ(Ensure().holder_agent_id(), "agent-uds");
-  hub::v1::RoleActivation activation;
-  while (stream->Read(&frame)) {
-    if (frame.event().has_role_probe()) {
-      AttachRequest reply;
-      reply.mutable_probe_reply()->set_probe_id(
-          frame.event().role_probe().probe_id());
-      reply.mutable_probe_reply()->set_ready(true);
-      ASSERT_TRUE(stream->Write(reply));
-    }
-    if (frame.event().has_role_activation()) {
-      activation = frame.event().role_activation();
-      break;
-    }
-  }
+  const hub::v1::RoleActivation activation = testing::NextActivation(stream);
   EXPECT_EQ(activation.holder_agent_id(), "agent-stream");
   const hub::v1::RoleCandidate uds = GetCandidate("agent-uds");
   EXPECT_EQ(uds.last_probe_code(), "adapter_unavailable");
   EXPECT_EQ(uds.consecutive_probe_failures(), 0);
   EXPECT_FALSE(uds.has_excluded_until());
-  stream_context.TryCancel();
+  stream.context->TryCancel();
 }
 
 }  // namespace

@@ -20,6 +20,7 @@
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
+#include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
 
 namespace hub {
@@ -44,38 +45,15 @@ class MessageGrpcTest : public ::testing::Test {
     messages_ = hub::v1::MessageService::NewStub(channel);
   }
 
-  struct Agent {
-    std::unique_ptr<grpc::ClientContext> context;
-    std::unique_ptr<grpc::ClientReaderWriter<AttachRequest, AttachResponse>>
-        stream;
-  };
+  using Agent = testing::AttachedAgent;
 
   int64_t Register(const std::string& id,
                    const std::vector<std::string>& topics = {}) {
-    grpc::ClientContext context;
-    hub::v1::RegisterAgentRequest request;
-    request.set_agent_id(id);
-    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
-    request.set_project_id(kProject);
-    request.add_capabilities("role:cto:candidate");
-    for (const std::string& t : topics) request.add_topics(t);
-    hub::v1::RegisterAgentResponse registered;
-    EXPECT_TRUE(presence_->RegisterAgent(&context, request, &registered).ok());
-    return registered.presence_generation();
+    return testing::RegisterAgentOk(presence_.get(), id, topics);
   }
 
   Agent Attach(const std::string& id, int64_t generation) {
-    Agent agent;
-    agent.context = std::make_unique<grpc::ClientContext>();
-    agent.stream = presence_->Attach(agent.context.get());
-    AttachRequest hello;
-    hello.mutable_hello()->set_agent_id(id);
-    hello.mutable_hello()->set_presence_generation(generation);
-    EXPECT_TRUE(agent.stream->Write(hello));
-    AttachResponse attached;
-    EXPECT_TRUE(agent.stream->Read(&attached));
-    EXPECT_TRUE(attached.has_attached());
-    return agent;
+    return testing::AttachOk(presence_.get(), id, generation);
   }
 
   grpc::Status Publish(const hub::v1::PublishRequest& request,
@@ -118,23 +96,6 @@ class MessageGrpcTest : public ::testing::Test {
       if (frame.event().has_message()) return frame.event().message();
     }
     ADD_FAILURE() << "the stream ended without a message";
-    return {};
-  }
-
-  static hub::v1::RoleActivation NextActivation(Agent& agent) {
-    AttachResponse frame;
-    while (agent.stream->Read(&frame)) {
-      if (frame.event().has_role_probe()) {
-        AttachRequest reply;  // ready: the activation follows
-        reply.mutable_probe_reply()->set_probe_id(
-            frame.event().role_probe().probe_id());
-        reply.mutable_probe_reply()->set_ready(true);
-        if (!agent.stream->Write(reply)) break;
-      }
-      if (frame.event().has_role_activation())
-        return frame.event().role_activation();
-    }
-    ADD_FAILURE() << "the stream ended without an activation";
     return {};
   }
 
@@ -288,20 +249,8 @@ TEST_F(MessageGrpcTest, RoleBacklogGoesToTheNextHolderAfterItsAck) {
             hub::v1::ENSURE_ROLE_TRIGGER_PUBLISH_NO_HOLDER);
   EXPECT_EQ(published.activation().cause_id(), published.message_id());
 
-  const hub::v1::RoleActivation a = NextActivation(h);
-  AttachRequest frame;
-  hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
-  ack->set_schema("tfx.role-activation-ack.v1");
-  ack->set_activation_id(a.activation_id());
-  ack->set_role_key_wire(a.role_key_wire());
-  ack->set_epoch(a.epoch());
-  ack->set_activation_seq(a.activation_seq());
-  ack->set_holder_agent_id(a.holder_agent_id());
-  ack->set_reachable(true);
-  ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
-  ack->mutable_charter_ack()->set_epoch(a.epoch());
-  ack->mutable_charter_ack()->set_charter_version(a.charter_version());
-  ASSERT_TRUE(h.stream->Write(frame));
+  const hub::v1::RoleActivation a = testing::NextActivation(h);
+  ASSERT_TRUE(h.stream->Write(testing::ActivationAckFrame(a, /*frame_id=*/0)));
 
   const hub::v1::MessageDelivery d = NextMessage(h);
   EXPECT_EQ(d.message().message_id(), published.message_id());

@@ -113,13 +113,6 @@ void PresenceSession::Stop() {
   }
   if (worker_.joinable()) worker_.join();
   if (ticker_.joinable()) ticker_.join();
-  // The watchers' callbacks take mu_: stop them outside it.
-  std::map<std::string, std::unique_ptr<RoleWatcher>> watchers;
-  {
-    absl::MutexLock lock(&mu_);
-    watchers.swap(role_watchers_);
-  }
-  watchers.clear();
 }
 
 bool PresenceSession::stopping() const {
@@ -462,9 +455,6 @@ void PresenceSession::Dispatch(const hub::v1::AttachResponse& frame) {
         }
       }
       if (!activation.has_value()) return;
-      if (frame.has_activation_ack_result()) {
-        WatchHeldRole(activation->role_key_wire());
-      }
       if (!callbacks_.on_activation_result) return;
       if (frame.has_activation_ack_result()) {
         callbacks_.on_activation_result(*activation,
@@ -542,29 +532,14 @@ void PresenceSession::OnEvent(const hub::v1::PresenceEvent& event) {
 void PresenceSession::ApplyRoleState(const hub::v1::Role& role) {
   absl::MutexLock lock(&mu_);
   auto it = held_.find(role.role_key_wire());
-  // The authority of an epoch ends when the epoch moves on or another agent
-  // holds the role.
-  if (it != held_.end() &&
-      (role.epoch() != it->second.epoch ||
-       role.holder_agent_id() != options_.registration.agent_id())) {
-    held_.erase(it);
+  if (it == held_.end() || role.epoch() < it->second.epoch) {
+    return;  // not held, or news from before the held epoch
   }
-}
-
-void PresenceSession::WatchHeldRole(const std::string& role_key_wire) {
-  RoleWatcherOptions options;
-  options.filter.set_role_key_wire(role_key_wire);
-  options.backoff = options_.backoff;
-  RoleWatcherCallbacks callbacks;
-  callbacks.on_change = [this](const hub::v1::RoleChange& change) {
-    ApplyRoleState(change.role());
-  };
-  absl::MutexLock lock(&mu_);
-  if (stopping_ || role_watchers_.count(role_key_wire) > 0) return;
-  auto watcher = std::make_unique<RoleWatcher>(client_, std::move(options),
-                                               std::move(callbacks));
-  if (watcher->Start().ok()) {
-    role_watchers_[role_key_wire] = std::move(watcher);
+  // The authority of an epoch ends when the epoch moves past it or another
+  // agent holds the role.
+  if (role.epoch() > it->second.epoch ||
+      role.holder_agent_id() != options_.registration.agent_id()) {
+    held_.erase(it);
   }
 }
 

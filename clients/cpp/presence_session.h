@@ -25,10 +25,8 @@
 // Threading: one session thread registers, reads the stream and runs every
 // callback (callbacks are serialized and never run under a session lock); a
 // second thread sends heartbeats and cancels a stream whose hub stopped
-// answering; each held role is followed by a RoleWatcher (its own thread,
-// internal: it only withdraws fencing tokens). Public methods are thread-safe
-// and may be called from callbacks, except that the destructor must not run on
-// the session thread.
+// answering. Public methods are thread-safe and may be called from callbacks,
+// except that the destructor must not run on the session thread.
 #ifndef HUB_CLIENTS_CPP_PRESENCE_SESSION_H_
 #define HUB_CLIENTS_CPP_PRESENCE_SESSION_H_
 
@@ -51,7 +49,6 @@
 #include "absl/time/time.h"
 #include "clients/cpp/backoff.h"
 #include "clients/cpp/hub_client.h"
-#include "clients/cpp/role_watcher.h"
 
 namespace hub::client {
 
@@ -109,7 +106,9 @@ struct PresenceCallbacks {
   // stream); false leaves it pending (AckMessages can acknowledge it later;
   // unacknowledged messages are redelivered after a reconnect).
   std::function<bool(const hub::v1::MessageDelivery&)> on_message;
-  // A role this agent holds, held, or is a candidate of changed.
+  // A role this agent holds, held until this change, or is a candidate of
+  // changed (PresenceEvent.role_change). RoleEpoch() already reflects it
+  // when this runs.
   std::function<void(const hub::v1::RoleChange&)> on_role_change;
   // Every state change, with the status that caused it (OK when none).
   std::function<void(SessionState, const absl::Status&)> on_state_change;
@@ -184,8 +183,6 @@ class PresenceSession {
   void RevalidateRoles();
   // Drops a held role whose epoch or holder moved on.
   void ApplyRoleState(const hub::v1::Role& role);
-  // Starts following `role_key_wire` with WatchRoles, once per role.
-  void WatchHeldRole(const std::string& role_key_wire);
   absl::Status Write(const hub::v1::AttachRequest& frame);
   absl::Status SendActivationAck(const hub::v1::RoleActivation& activation);
   void FailPendingAcks(const absl::Status& status);
@@ -228,12 +225,6 @@ class PresenceSession {
   // Serializes writes on the stream; `stream_` is null between streams.
   absl::Mutex write_mu_;
   Stream* stream_ ABSL_GUARDED_BY(write_mu_) = nullptr;
-
-  // Hub versions that do not push role_change events on the presence
-  // stream still fence the session's tokens: each held role is followed with
-  // WatchRoles. Created on the session thread, stopped by Stop().
-  std::map<std::string, std::unique_ptr<RoleWatcher>> role_watchers_
-      ABSL_GUARDED_BY(mu_);
 
   std::thread worker_;
   std::thread ticker_;

@@ -25,6 +25,7 @@ struct Recorder {
   std::vector<absl::Status> activation_results ABSL_GUARDED_BY(mu);
   std::vector<SessionState> states ABSL_GUARDED_BY(mu);
   std::vector<absl::Status> authority_lost ABSL_GUARDED_BY(mu);
+  std::vector<hub::v1::RoleChange> role_changes ABSL_GUARDED_BY(mu);
 
   PresenceCallbacks Callbacks() {
     PresenceCallbacks callbacks;
@@ -44,6 +45,10 @@ struct Recorder {
           absl::MutexLock lock(&mu);
           activation_results.push_back(r.status());
         };
+    callbacks.on_role_change = [this](const hub::v1::RoleChange& c) {
+      absl::MutexLock lock(&mu);
+      role_changes.push_back(c);
+    };
     callbacks.on_state_change = [this](SessionState s, const absl::Status&) {
       absl::MutexLock lock(&mu);
       states.push_back(s);
@@ -347,18 +352,29 @@ TEST_F(PresenceSessionTest, ARoleActivationIsDeliveredAckedAndFencedByEpoch) {
   ASSERT_TRUE(session.RoleEpoch(wire).has_value());
   EXPECT_EQ(*session.RoleEpoch(wire), role->role().epoch());
 
-  // An operator fences the role (a new epoch): the session's token for the
-  // old epoch is withdrawn as soon as it sees the change.
+  // The hub tells the holder on its stream that the role became active.
+  const int64_t epoch = role->role().epoch();
+  ASSERT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    for (const hub::v1::RoleChange& c : seen.role_changes) {
+      if (c.role().state() == hub::v1::ROLE_STATE_ACTIVE &&
+          c.role().epoch() == epoch) {
+        return true;
+      }
+    }
+    return false;
+  }));
+  EXPECT_EQ(session.RoleEpoch(wire), std::optional<int64_t>(epoch));
+
+  // An operator fences the role (a new epoch): the hub tells the session,
+  // which withdraws its token for the old epoch before the callback runs.
   hub::v1::ReserveRoleRequest reserve;
   reserve.set_role_key_wire(wire);
   ASSERT_TRUE(client_->ReserveRole(reserve).ok());
-  for (int i = 0; i < 200 && session.RoleEpoch(wire).has_value() &&
-                  *session.RoleEpoch(wire) == role->role().epoch();
-       ++i) {
-    absl::SleepFor(absl::Milliseconds(50));
-  }
-  EXPECT_NE(session.RoleEpoch(wire),
-            std::optional<int64_t>(role->role().epoch()));
+  ASSERT_TRUE(seen.Await([&]() ABSL_NO_THREAD_SAFETY_ANALYSIS {
+    return !seen.role_changes.empty() &&
+           seen.role_changes.back().role().epoch() > epoch;
+  }));
+  EXPECT_FALSE(session.RoleEpoch(wire).has_value());
 }
 
 TEST_F(PresenceSessionTest, AttachesOnceAHubThatWasDownAtStartComesUp) {
