@@ -76,10 +76,12 @@ struct PresenceRegistry::PendingProbe {
 struct PresenceRegistry::Shard {
   absl::Mutex mu;
   absl::flat_hash_map<std::string, Entry> entries ABSL_GUARDED_BY(mu);
-  // Agents that may have a stream or a running detach grace: what Tick()
-  // visits, so its cost follows the streams, not every agent ever
-  // registered. Added on attach, dropped by Tick() once neither holds.
-  absl::flat_hash_set<std::string> watched ABSL_GUARDED_BY(mu);
+  // Agents whose stream ended and whose detach grace may be running: all
+  // that Tick() visits every 100 ms, so its cost follows the streams that
+  // just ended, not the attached ones (their leases are renewed once per
+  // checkpoint pass) nor every agent ever registered. Added on detach,
+  // dropped by Tick() once the grace ran out or was cancelled.
+  absl::flat_hash_set<std::string> detaching ABSL_GUARDED_BY(mu);
 };
 
 PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
@@ -525,7 +527,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     replaced = std::move(entry.stream);
     entry.stream = std::move(stream);
     entry.stream_id = stream_id;
-    shard.watched.insert(agent_id);
+    shard.detaching.erase(agent_id);
     entry.detached_at_ms.reset();
     entry.last_seen_ms = now;
     entry.lease_expires_ms = now + entry.ttl_ms;
@@ -565,6 +567,7 @@ void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
   it->second.stream.reset();
   it->second.stream_id = 0;
   it->second.detached_at_ms = UnixMillis(clock_->Now());
+  shard.detaching.insert(agent_id);
 }
 
 absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
@@ -718,25 +721,20 @@ void PresenceRegistry::Tick() {
   std::vector<std::pair<std::string, int64_t>> gone;
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
-    for (auto id = shard->watched.begin(); id != shard->watched.end();) {
+    for (auto id = shard->detaching.begin(); id != shard->detaching.end();) {
       auto found = shard->entries.find(*id);
       if (found == shard->entries.end() ||
-          (found->second.stream == nullptr &&
-           !found->second.detached_at_ms.has_value())) {
-        shard->watched.erase(id++);
+          !found->second.detached_at_ms.has_value()) {
+        shard->detaching.erase(id++);  // re-attached, re-registered, gone
         continue;
       }
       Entry& entry = found->second;
-      if (entry.stream != nullptr && entry.status != "offline") {
-        // An attached, healthy stream is the liveness signal.
-        entry.last_seen_ms = now;
-        entry.lease_expires_ms = now + entry.ttl_ms;
-      }
-      if (entry.detached_at_ms.has_value() &&
-          now >= *entry.detached_at_ms + grace) {
+      if (now >= *entry.detached_at_ms + grace) {
         entry.detached_at_ms.reset();
         if (entry.status != "offline")
           gone.emplace_back(found->first, entry.generation);
+        shard->detaching.erase(id++);
+        continue;
       }
       ++id;
     }
@@ -759,6 +757,13 @@ void PresenceRegistry::Checkpoint(int64_t now) {
     absl::MutexLock lock(&shard->mu);
     for (auto& [agent_id, entry] : shard->entries) {
       if (entry.status == "offline") continue;
+      if (entry.stream != nullptr) {
+        // An attached, healthy stream is the liveness signal: its lease is
+        // renewed here, once per pass (it may lag by checkpoint_interval,
+        // far less than any TTL).
+        entry.last_seen_ms = now;
+        entry.lease_expires_ms = now + entry.ttl_ms;
+      }
       // Write only when the stored lease would soon be wrong: it lags the
       // live one by more than half a TTL, or it is already in the past
       // while the live one is not. An attached agent thus costs one row
