@@ -253,4 +253,59 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
+    grpc::CallbackServerContext* context,
+    const hub::v1::CloseRoleScopeRequest* request,
+    hub::v1::CloseRoleScopeResponse* response) {
+  const RoleKeyRef ref = ToRoleKeyRef(
+      request->has_role_key(), request->role_key(), request->role_key_wire());
+  if (absl::Status s = AuthorizeOperator(authority_, *context, ProjectOf(ref),
+                                         "CloseRoleScope");
+      !s.ok()) {
+    return Finish(context, s);
+  }
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  ScopeCloseInput input;
+  input.role = ref;
+  input.closed_by = principal->name.empty() ? "anonymous" : principal->name;
+  input.reason = request->reason();
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // One durable transaction, then the notices (more writes): on the pool.
+  pool_->Schedule([this, reactor, response, input = std::move(input)] {
+    Activator* activator = activator_.load();
+    absl::StatusOr<ScopeCloseOutcome> closed =
+        activator != nullptr ? activator->CloseScope(input)
+                             : registry_->CloseScope(input);
+    if (closed.ok()) {
+      const storage::ScopeCloseResult& r = closed->result;
+      storage::RoleRecord identity;
+      identity.role_key_wire = closed->key.wire;
+      identity.project_id = closed->key.key.project_id;
+      identity.role_kind = std::string(RoleKindName(closed->key.key.kind));
+      identity.scope_id = closed->key.key.scope_id;
+      hub::v1::ClosedRoleScope* out = response->mutable_closed();
+      *out->mutable_role_key() = ToRoleProto(identity).role_key();
+      out->set_role_key_wire(r.closed.role_key_wire);
+      *out->mutable_closed_at() =
+          ToProtoTimestamp(absl::FromUnixMillis(r.closed.closed_at_ms));
+      out->set_closed_by(r.closed.closed_by);
+      out->set_reason(r.closed.reason);
+      response->set_already_closed(r.already_closed);
+      response->set_role_removed(r.removed_role.has_value());
+      if (r.removed_role.has_value()) {
+        *response->mutable_removed_role() = ToRoleProto(*r.removed_role);
+      }
+      response->set_candidates_removed(r.candidates_removed);
+      response->set_dead_lettered_count(
+          static_cast<int64_t>(r.dead_lettered.size()));
+    }
+    reactor->Finish(ToGrpcStatus(closed.status()));
+  });
+  return reactor;
+}
+
 }  // namespace hub

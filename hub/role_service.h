@@ -1,7 +1,8 @@
 // hub.v1.RoleService over the RoleRegistry: the fenced primitives
 // (ReserveRole, CompareAndSetRole), reads (GetRole, ListRoles), candidates,
-// and the WatchRoles stream (one callback reactor per stream). EnsureRole and
-// AckRoleActivation are answered by the activator (role_service_activation.cc).
+// closing lead scopes (CloseRoleScope), and the WatchRoles stream (one callback
+// reactor per stream). EnsureRole and AckRoleActivation are answered by the
+// activator (role_service_activation.cc).
 #ifndef HUB_HUB_ROLE_SERVICE_H_
 #define HUB_HUB_ROLE_SERVICE_H_
 
@@ -95,6 +96,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       grpc::CallbackServerContext* context,
       const hub::v1::ReportCandidateProbeRequest* request,
       hub::v1::ReportCandidateProbeResponse* response) override;
+  grpc::ServerUnaryReactor* CloseRoleScope(
+      grpc::CallbackServerContext* context,
+      const hub::v1::CloseRoleScopeRequest* request,
+      hub::v1::CloseRoleScopeResponse* response) override;
 
  private:
   // EnsureRole's agent_id: registered, and of the role's project.

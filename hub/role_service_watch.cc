@@ -8,6 +8,7 @@
 // same role replaces the first (coalescing), so a slow receiver costs one
 // slot per role, never an unbounded queue, and never blocks a writer.
 #include <deque>
+#include <limits>
 #include <optional>
 #include <string>
 #include <utility>
@@ -158,15 +159,25 @@ class RoleServiceImpl::WatchReactor final
 
   void AcceptLocked(const RoleEvent& event) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& wire = event.role.role_key_wire;
+    // A removal (the row's last version) ends the role's history here.
+    constexpr int64_t kGone = std::numeric_limits<int64_t>::max();
+    const bool removed = event.kind == RoleChangeKind::kRemoved;
     auto [known, inserted] =
-        known_version_.try_emplace(wire, event.role.version);
+        known_version_.try_emplace(wire, removed ? kGone : event.role.version);
     if (!inserted) {
-      if (known->second >= event.role.version) return;  // already have it
-      known->second = event.role.version;
+      if (known->second == kGone) return;  // already removed
+      if (removed) {
+        known->second = kGone;
+      } else {
+        if (known->second >= event.role.version) return;  // already have it
+        known->second = event.role.version;
+      }
     }
     auto pending = pending_.find(wire);
     if (pending != pending_.end()) {
-      // Coalesce: keep the slot's place and kind, take the newest row.
+      // Coalesce: keep the slot's place and kind (a removal replaces the
+      // kind), take the newest row.
+      if (removed) pending->second.kind = RoleChangeKind::kRemoved;
       pending->second.role = event.role;
       pending->second.changed_at_ms = event.changed_at_ms;
       return;
@@ -180,7 +191,9 @@ class RoleServiceImpl::WatchReactor final
     const std::string& wire = event.role.role_key_wire;
     std::optional<std::string> previous;
     auto last = sent_state_.find(wire);
-    if (event.kind == RoleChangeKind::kUpdated && last != sent_state_.end()) {
+    if ((event.kind == RoleChangeKind::kUpdated ||
+         event.kind == RoleChangeKind::kRemoved) &&
+        last != sent_state_.end()) {
       previous = last->second;
     }
     WatchRolesResponse response;

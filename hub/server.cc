@@ -164,6 +164,13 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     raw->write_pool_->Schedule(
         [messaging, row] { messaging->OnRoleActive(row); });
   };
+  // A closed scope's dead-lettered requests and handoffs notify their
+  // senders. CloseRoleScope runs on the write pool with no stream lock held,
+  // so the notices are written and pushed right there.
+  activator_options.on_scope_closed =
+      [raw](const storage::ScopeCloseResult& closed) {
+        raw->messaging_->OnScopeClosed(closed);
+      };
   activator_options.executor = [activator_pool](std::function<void()> work) {
     activator_pool->Schedule(std::move(work));
   };

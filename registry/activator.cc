@@ -41,6 +41,22 @@ absl::Status StaleEpoch(const RoleRecord& row, absl::string_view why) {
   return WithMetadata(std::move(s), "state", row.state);
 }
 
+// The receipt for a closed lead scope: not accepted, no row (state
+// unspecified, epoch 0), nothing written.
+EnsureReceipt ClosedScopeReceipt(const ResolvedRoleKey& key,
+                                 const EnsureRequest& request) {
+  EnsureReceipt receipt;
+  receipt.accepted = false;
+  receipt.disposition = EnsureDisposition::kScopeClosed;
+  receipt.trigger = request.trigger;
+  receipt.cause_id = request.cause_id;
+  receipt.role.role_key_wire = key.wire;
+  receipt.role.project_id = key.key.project_id;
+  receipt.role.role_kind = std::string(RoleKindName(key.key.kind));
+  receipt.role.scope_id = key.key.scope_id;
+  return receipt;
+}
+
 // Locators as hub stored them (validated at registration): read back
 // leniently; the usability filter decides what the activator may use.
 std::vector<TransportLocator> StoredLocators(const std::string& json_text) {
@@ -196,6 +212,10 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
     return receipt;
   }
   absl::StatusOr<EnsureReceipt> receipt = Decide(*key, request);
+  // A scope closed while the decision wrote: the store refused the write.
+  if (ReasonOf(receipt.status()) == storage::kScopeClosedReason) {
+    receipt = ClosedScopeReceipt(*key, request);
+  }
   // A started flight lands itself; every other outcome lands here.
   if (!receipt.ok() || receipt->disposition != EnsureDisposition::kStarted) {
     Land(key->wire);
@@ -203,9 +223,38 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
   return receipt;
 }
 
+absl::StatusOr<ScopeCloseOutcome> Activator::CloseScope(
+    const ScopeCloseInput& input) {
+  absl::StatusOr<ScopeCloseOutcome> closed = roles_->CloseScope(input);
+  if (!closed.ok()) return closed.status();
+  {
+    // Its flight, if any, ends at its next gate (the row is gone); until
+    // then it must not make later ensures "join" it.
+    absl::MutexLock lock(&mu_);
+    flying_.erase(closed->key.wire);
+  }
+  if (!closed->result.already_closed && options_.on_scope_closed) {
+    options_.on_scope_closed(closed->result);
+  }
+  return closed;
+}
+
 absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
                                                 const EnsureRequest& request) {
   const int64_t now = UnixMillis(clock_->Now());
+  // A closed lead scope has no row and gets none: nothing is written.
+  absl::StatusOr<bool> closed = roles_->ScopeClosed(key);
+  if (!closed.ok()) return closed.status();
+  if (*closed) {
+    EnsureReceipt receipt = ClosedScopeReceipt(key, request);
+    if (!ManagerEnabled(key.key.kind)) {
+      // §5.8's order: a disabled manager answers first (there is no row,
+      // so no authority to fence).
+      receipt.disposition = EnsureDisposition::kManagerDisabled;
+      receipt.role.blocked_reason = "manager_disabled";
+    }
+    return receipt;
+  }
   absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key.wire));
   if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
     ReserveInput create;
@@ -213,6 +262,10 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
     create.patch.state = "electable";
     create.patch.last_reason = "role_created";
     absl::StatusOr<ReserveResult> created = roles_->Reserve(create);
+    // Closed since the check above: the store refused inside its write.
+    if (ReasonOf(created.status()) == storage::kScopeClosedReason) {
+      return ClosedScopeReceipt(key, request);
+    }
     if (!created.ok()) return created.status();
     row = created->role;
   }
@@ -353,6 +406,9 @@ absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
                    "blocked_reason",
                    "last_reason"};
   absl::StatusOr<ReserveResult> reserved = roles_->Reserve(reserve);
+  if (ReasonOf(reserved.status()) == storage::kScopeClosedReason) {
+    return ClosedScopeReceipt(key, request);
+  }
   if (!reserved.ok()) {
     if (reserved.status().code() == absl::StatusCode::kAborted ||
         reserved.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -601,6 +657,11 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
   if (!charter_key.ok()) return invalid(charter_key.status().message());
 
   absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key->wire));
+  if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
+    // The holder of a closed scope lost its authority with the row.
+    absl::StatusOr<bool> closed = roles_->ScopeClosed(*key);
+    if (closed.ok() && *closed) return storage::ScopeClosedError(key->wire);
+  }
   if (charter_key->wire != key->wire || !row.ok()) {
     if (row.ok()) return StaleEpoch(*row, "the charter names another role");
     return FailedPreconditionError("STALE_EPOCH", "the role does not exist");

@@ -138,6 +138,10 @@ struct ActivatorOptions {
   // applied), with the active row and no activator lock held. Messaging hands
   // the role's backlog to the new holder here. Default: nothing.
   std::function<void(const storage::RoleRecord& active)> on_role_active;
+  // Called after CloseScope closed a scope (not for a repeat), on the
+  // caller's thread with no activator lock held. Messaging sends the
+  // dead-letter notices of the backlog here. Default: nothing.
+  std::function<void(const storage::ScopeCloseResult& closed)> on_scope_closed;
 };
 
 class Activator {
@@ -152,6 +156,12 @@ class Activator {
 
   absl::StatusOr<EnsureReceipt> Ensure(const EnsureRequest& request);
   absl::StatusOr<AckOutcome> Ack(const ActivationAck& ack);
+  // Closes a lead scope (RoleRegistry::CloseScope) and ends the activator's
+  // part in it: a flight for that role is dropped (it can write nothing
+  // more: the row is gone and the store refuses to bring it back, so it ends
+  // at its next gate), later ensures answer scope_closed and later ACKs
+  // ROLE_SCOPE_CLOSED. Then on_scope_closed.
+  absl::StatusOr<ScopeCloseOutcome> CloseScope(const ScopeCloseInput& input);
   // The presence registry's gone signal: fences every role the agent holds
   // (at that generation or older) and ensures it again.
   void OnAgentGone(const std::string& agent_id, AgentGoneReason reason);

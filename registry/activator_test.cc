@@ -202,6 +202,63 @@ class ActivatorTest : public ::testing::Test {
   std::unique_ptr<Activator> activator_;
 };
 
+// §9.5 #10: a closed lead scope answers scope_closed, accepted false, and
+// nothing is written; a disabled manager still answers first (§5.8 order).
+TEST_F(ActivatorTest, AClosedLeadScopeAnswersScopeClosedAndWritesNothing) {
+  RoleKeyInput in;
+  in.project_id = kProject;
+  in.role_kind = "lead";
+  in.scope_id = "scp_CCCCCCCCCCCCCCCCCCCCCC";
+  const std::string lead = *EncodeRoleKey(*NormalizeRoleKey(in));
+  int notified = 0;
+  ActivatorOptions options;
+  options.on_scope_closed = [&](const storage::ScopeCloseResult& r) {
+    EXPECT_FALSE(r.already_closed);
+    ++notified;
+  };
+  Activator activator(roles_.get(), presence_.get(), reach_.get(), &clock_,
+                      options);
+  ScopeCloseInput close;
+  close.role.wire = lead;
+  close.closed_by = "ops";
+  ASSERT_TRUE(activator.CloseScope(close).ok());
+  absl::StatusOr<ScopeCloseOutcome> again = activator.CloseScope(close);
+  ASSERT_TRUE(again.ok());
+  EXPECT_TRUE(again->result.already_closed);
+  EXPECT_EQ(notified, 1);
+
+  EnsureRequest ensure;
+  ensure.role.wire = lead;
+  ensure.trigger = "manual";
+  ensure.cause_id = "test";
+  absl::StatusOr<EnsureReceipt> r = activator.Ensure(ensure);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->accepted);
+  EXPECT_EQ(r->disposition, EnsureDisposition::kScopeClosed);
+  EXPECT_EQ(r->role.role_key_wire, lead);
+  EXPECT_EQ(r->role.state, "");
+  EXPECT_EQ(ReasonOf(roles_->Get(RoleKeyRef{std::nullopt, lead}).status()),
+            "ROLE_NOT_FOUND");
+
+  ActivatorOptions off;
+  off.lead_manager_enabled = false;
+  Activator disabled(roles_.get(), presence_.get(), reach_.get(), &clock_, off);
+  r = disabled.Ensure(ensure);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->accepted);
+  EXPECT_EQ(r->disposition, EnsureDisposition::kManagerDisabled);
+  EXPECT_EQ(ReasonOf(roles_->Get(RoleKeyRef{std::nullopt, lead}).status()),
+            "ROLE_NOT_FOUND");
+
+  ActivationAck ack;
+  ack.schema = "tfx.role-activation-ack.v1";
+  ack.role.wire = lead;
+  ack.reachable = true;
+  ack.has_charter_ack = true;
+  ack.charter_role.wire = lead;
+  EXPECT_EQ(ReasonOf(activator.Ack(ack).status()), "ROLE_SCOPE_CLOSED");
+}
+
 TEST_F(ActivatorTest,
        WithoutACandidateTheRoleWaitsBlockedAndNothingIsReserved) {
   absl::StatusOr<EnsureReceipt> r = Ensure();

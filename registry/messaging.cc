@@ -336,7 +336,9 @@ absl::StatusOr<PublishResult> Messaging::Published(
     Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered) {
   if (!delivered.ok()) {
     // A full inbox (the store decides it inside the write) names the field.
-    if (ReasonOf(delivered.status()) == "LIMIT_EXCEEDED")
+    // So does a closed lead scope (also decided inside the write).
+    if (ReasonOf(delivered.status()) == "LIMIT_EXCEEDED" ||
+        ReasonOf(delivered.status()) == storage::kScopeClosedReason)
       return WithMetadata(delivered.status(), "field", "to");
     return delivered.status();
   }

@@ -195,10 +195,16 @@ class Messaging {
   // handoff.dead_letter notice per claimed request or handoff. Returns how
   // many messages it claimed.
   absl::StatusOr<int> SweepExpired();
+  // After a lead scope was closed (the activator's on_scope_closed): one
+  // handoff.dead_letter notice per dead-lettered request or handoff, to its
+  // sender, as the expiry sweep sends them (reason ROLE_SCOPE_CLOSED), and
+  // the dead-letter listener for each message.
+  void OnScopeClosed(const storage::ScopeCloseResult& closed);
   // Runs the sweep when due.
   void Tick();
-  // Told about each message the sweep dead-letters (hubd: metrics and a log
-  // line), with the message as stored (only its id if it could not be read).
+  // Told about each message the sweep (or a scope closing) dead-letters
+  // (hubd: metrics and a log line), with the message as stored (only its id
+  // if it could not be read).
   // REQUIRES: called before the first sweep; default: nothing.
   using DeadLetterListener =
       std::function<void(const storage::MessageRecord& message,

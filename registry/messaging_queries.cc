@@ -426,6 +426,19 @@ absl::StatusOr<int> Messaging::SweepExpired() {
   return static_cast<int>(claimed->size());
 }
 
+void Messaging::OnScopeClosed(const storage::ScopeCloseResult& closed) {
+  // Each message was claimed once, by the closing transaction: one notice
+  // per message.
+  for (const storage::ClaimedMessage& claimed : closed.dead_lettered) {
+    SendDeadLetterNotice(claimed.message, claimed.transition);
+    if (dead_letter_listener_) {
+      MessageRecord dead = claimed.message;
+      dead.status = "dead_letter";
+      dead_letter_listener_(dead, claimed.transition);
+    }
+  }
+}
+
 void Messaging::Tick() {
   const int64_t now_ms = UnixMillis(clock_->Now());
   {

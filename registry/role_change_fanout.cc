@@ -46,21 +46,27 @@ void RoleChangeFanout::OnEvent(const RoleEvent& event) {
   {
     absl::MutexLock lock(&mu_);
     if (event.kind == RoleChangeKind::kRemoved) {
-      seen_.erase(row.role_key_wire);
-      return;
+      // The row is gone (its scope closed, for good): its last holder and
+      // the one before are told; its candidates went with it.
+      if (auto it = seen_.find(row.role_key_wire); it != seen_.end()) {
+        change.previous_state = it->second.state;
+        change.previous_holder = it->second.holder;
+        seen_.erase(it);
+      }
+    } else {
+      auto [it, inserted] = seen_.try_emplace(row.role_key_wire);
+      Seen& seen = it->second;
+      if (!inserted && row.version <= seen.version) return;  // already had it
+      if (!inserted) {
+        change.previous_state = seen.state;
+        change.previous_holder = seen.holder;
+      } else if (row.version > 0) {
+        // Never seen (a row written before Start finished): the row's own
+        // record of its previous holder is the best there is.
+        change.previous_holder = row.previous_holder_agent_id;
+      }
+      seen = Seen{row.version, row.state, row.holder_agent_id};
     }
-    auto [it, inserted] = seen_.try_emplace(row.role_key_wire);
-    Seen& seen = it->second;
-    if (!inserted && row.version <= seen.version) return;  // already had it
-    if (!inserted) {
-      change.previous_state = seen.state;
-      change.previous_holder = seen.holder;
-    } else if (row.version > 0) {
-      // Never seen (a row written before Start finished): the row's own
-      // record of its previous holder is the best there is.
-      change.previous_holder = row.previous_holder_agent_id;
-    }
-    seen = Seen{row.version, row.state, row.holder_agent_id};
     queue_.push_back(std::move(change));
     if (draining_) return;  // the running drain takes it
     draining_ = true;

@@ -249,6 +249,10 @@ absl::StatusOr<storage::RoleReservation> RoleRegistry::BuildReservation(
     absl::StatusOr<std::optional<RoleRecord>> row = LoadRow(store_, key->wire);
     if (!row.ok()) return row.status();
     if (!row->has_value()) {
+      // A closed scope says so rather than naming a stale guard.
+      absl::StatusOr<bool> closed = ScopeClosed(*key);
+      if (!closed.ok()) return closed.status();
+      if (*closed) return storage::ScopeClosedError(key->wire);
       if (std::optional<RoleOutcome> refused = ZeroRowGuards(in)) {
         return RoleWriteError(*refused, std::nullopt, key->wire);
       }
@@ -366,6 +370,56 @@ absl::StatusOr<RoleRecord> RoleRegistry::Written(
   }
   Publish(*w->role);
   return *w->role;
+}
+
+absl::StatusOr<ScopeCloseOutcome> RoleRegistry::CloseScope(
+    const ScopeCloseInput& in) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(in.role);
+  if (!key.ok()) return key.status();
+  if (key->key.kind != RoleKind::kLead) {
+    return FieldError(
+        InvalidArgumentError("ROLE_KIND_UNSUPPORTED",
+                             "only a lead scope can be closed; a project's "
+                             "cto role has no scope"),
+        in.role.key.has_value() ? "role_key.kind" : "role_key_wire");
+  }
+  if (in.reason.size() > 256) {
+    return RequestInvalid("reason", "reason must be at most 256 characters");
+  }
+  if (in.closed_by.empty()) {
+    return RequestInvalid("closed_by", "closing a scope needs a principal");
+  }
+  storage::ScopeClose close;
+  close.project_id = key->key.project_id;
+  close.scope_id = key->key.scope_id;
+  close.role_key_wire = key->wire;
+  close.closed_by = in.closed_by;
+  close.reason = in.reason;
+  close.now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<storage::ScopeCloseResult> result =
+      store_->CloseLeadScope(close);
+  if (!result.ok()) return result.status();
+  {
+    absl::MutexLock lock(&closed_mu_);
+    closed_wires_.insert(key->wire);
+  }
+  if (result->removed_role.has_value()) PublishRemoved(*result->removed_role);
+  return ScopeCloseOutcome{*key, std::move(*result)};
+}
+
+absl::StatusOr<bool> RoleRegistry::ScopeClosed(const ResolvedRoleKey& key) {
+  if (key.key.kind != RoleKind::kLead) return false;
+  {
+    absl::MutexLock lock(&closed_mu_);
+    if (closed_wires_.contains(key.wire)) return true;
+  }
+  absl::StatusOr<std::optional<storage::ClosedScopeRecord>> closed =
+      store_->GetClosedScope(key.wire);
+  if (!closed.ok()) return closed.status();
+  if (!closed->has_value()) return false;
+  absl::MutexLock lock(&closed_mu_);
+  closed_wires_.insert(key.wire);
+  return true;
 }
 
 absl::StatusOr<RoleRecord> RoleRegistry::Get(const RoleKeyRef& role) {

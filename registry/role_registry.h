@@ -23,6 +23,7 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
@@ -208,6 +209,18 @@ struct RoleWatchStart {
   int64_t read_at_ms = 0;
 };
 
+// Closing a lead scope (RoleService.CloseRoleScope).
+struct ScopeCloseInput {
+  RoleKeyRef role;        // a lead key; a cto key is ROLE_KIND_UNSUPPORTED
+  std::string closed_by;  // the principal closing it (required)
+  std::string reason;     // 0..256 characters, recorded with the scope
+};
+
+struct ScopeCloseOutcome {
+  ResolvedRoleKey key;
+  storage::ScopeCloseResult result;
+};
+
 struct RoleRegistryOptions {
   // A uniform random number in [0, 1) for the probe backoff jitter; default:
   // a process-wide generator.
@@ -280,6 +293,20 @@ class RoleRegistry {
   absl::StatusOr<storage::CandidateRecord> ReportProbe(
       const ProbeReportInput& input);
 
+  // Closes a lead scope for good (docs/design/roles.md "Closing a lead
+  // scope"): one store transaction records it, deletes the role row and its
+  // candidates and dead-letters the role's pending messages (reason
+  // ROLE_SCOPE_CLOSED); watchers then get a REMOVED change with the row's
+  // last state. Closing a closed scope changes nothing (already_closed).
+  // Errors: role-key reasons, ROLE_KEY_MISMATCH, ROLE_KIND_UNSUPPORTED (a
+  // cto key), REQUEST_INVALID (reason over 256 characters)
+  // (INVALID_ARGUMENT); store errors.
+  absl::StatusOr<ScopeCloseOutcome> CloseScope(const ScopeCloseInput& input);
+  // Whether `key` names a lead scope that is closed (a cto key: never).
+  // Closed scopes never reopen, so a positive answer is remembered; a
+  // negative one reads the store each time.
+  absl::StatusOr<bool> ScopeClosed(const ResolvedRoleKey& key);
+
   // Registers `callback` for changes matching `filter`, then reads the
   // matching rows. Validation: PROJECT_ID_INVALID.
   absl::StatusOr<RoleWatchStart> Watch(const RoleWatchFilter& filter,
@@ -303,6 +330,9 @@ class RoleRegistry {
       const std::string& wire, absl::StatusOr<storage::RoleWrite> w);
   // Tells watchers about a committed row (kind derived from its version).
   void Publish(const storage::RoleRecord& role);
+  // Tells watchers a row was deleted (`role`: its last state). Nothing of
+  // that wire is delivered afterwards.
+  void PublishRemoved(const storage::RoleRecord& role);
   void Dispatch(RoleEvent event);
   void Unregister(uint64_t id);
   absl::Status EnsureRoleRow(const ResolvedRoleKey& key);
@@ -328,6 +358,10 @@ class RoleRegistry {
 
   absl::Mutex random_mu_;
   uint64_t random_state_ ABSL_GUARDED_BY(random_mu_);
+
+  // Lead wires known to be closed (they never reopen).
+  absl::Mutex closed_mu_;
+  absl::flat_hash_set<std::string> closed_wires_ ABSL_GUARDED_BY(closed_mu_);
 };
 
 }  // namespace hub

@@ -362,7 +362,13 @@ absl::StatusOr<CandidateRecord> RoleRegistry::ReportProbe(
   absl::StatusOr<std::optional<CandidateRecord>> current =
       FindCandidate(store_, key->wire, in.agent_id);
   if (!current.ok()) return current.status();
-  if (!current->has_value()) return CandidateNotFound(key->wire, in.agent_id);
+  if (!current->has_value()) {
+    // A closed scope's candidates are gone for good: say so.
+    absl::StatusOr<bool> closed = ScopeClosed(*key);
+    if (!closed.ok()) return closed.status();
+    if (*closed) return storage::ScopeClosedError(key->wire);
+    return CandidateNotFound(key->wire, in.agent_id);
+  }
 
   storage::ReachabilityUpdate u;
   u.role_key_wire = key->wire;

@@ -6,6 +6,7 @@
 // the same role can finish in either order; the queue keeps per role only
 // versions newer than the last one queued, so every watcher sees each role's
 // versions ascending (a superseded version is skipped, never reordered).
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -123,14 +124,31 @@ void RoleRegistry::Publish(const storage::RoleRecord& role) {
   Dispatch(std::move(event));
 }
 
+void RoleRegistry::PublishRemoved(const storage::RoleRecord& role) {
+  RoleEvent event;
+  event.kind = RoleChangeKind::kRemoved;
+  event.role = role;
+  event.changed_at_ms = UnixMillis(clock_->Now());
+  Dispatch(std::move(event));
+}
+
 void RoleRegistry::Dispatch(RoleEvent event) {
   {
     absl::MutexLock lock(&dispatch_mu_);
-    auto [it, inserted] = queued_version_.try_emplace(event.role.role_key_wire,
-                                                      event.role.version);
+    // A removal ends the wire's history: it goes out whatever versions were
+    // queued, and nothing older (a write that raced the removal) follows.
+    constexpr int64_t kGone = std::numeric_limits<int64_t>::max();
+    const bool removed = event.kind == RoleChangeKind::kRemoved;
+    auto [it, inserted] = queued_version_.try_emplace(
+        event.role.role_key_wire, removed ? kGone : event.role.version);
     if (!inserted) {
-      if (it->second >= event.role.version) return;  // superseded
-      it->second = event.role.version;
+      if (it->second == kGone) return;  // already removed
+      if (removed) {
+        it->second = kGone;
+      } else {
+        if (it->second >= event.role.version) return;  // superseded
+        it->second = event.role.version;
+      }
     }
     queue_.push_back(std::move(event));
     if (dispatching_) return;  // the running dispatcher will deliver it

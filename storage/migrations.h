@@ -16,8 +16,9 @@ namespace hub::storage {
 // triflux-compatible version kept in _meta.schema_version.
 inline constexpr int kTrifluxSchemaVersion = 8;
 // hub's own schema version, kept in _meta.hub_schema_version. 2 added
-// hub_agent_owners (agent ownership by authenticated principal).
-inline constexpr int kHubSchemaVersion = 2;
+// hub_agent_owners (agent ownership by authenticated principal), 3
+// hub_closed_scopes (lead scopes closed for good).
+inline constexpr int kHubSchemaVersion = 3;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

@@ -283,7 +283,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "2");
+            "3");
   EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE "
                       "name='idx_messages_role_key'"),
             "idx_messages_role_key");
@@ -330,7 +330,7 @@ TEST(Migration, FreshFileGetsTheCurrentSchemaAndBothVersions) {
   ASSERT_NE(store, nullptr);
   EXPECT_FALSE(store->migration().from_schema_version.has_value());
   EXPECT_EQ(store->Info().schema_version, "8");
-  EXPECT_EQ(store->Info().hub_schema_version, "2");
+  EXPECT_EQ(store->Info().hub_schema_version, "3");
   EXPECT_EQ(store->Info().store_type, "sqlite");
   EXPECT_EQ(store->Info().fingerprint.rfind("sqlite:", 0), 0u);
   EXPECT_EQ(store->Info().fingerprint.size(), 7u + 64u);
@@ -358,12 +358,13 @@ TEST(Migration, NewerTrifluxVersionIsRefusedNamingBothVersionsUntouched) {
             "9");
 }
 
-TEST(Migration, HubVersionOneGainsTheAgentOwnersTable) {
+TEST(Migration, HubVersionOneGainsTheAgentOwnersAndClosedScopesTables) {
   std::string path = FreshDbPath();
   { auto store = OpenOrDie(path); }
   {
     RawDb raw(path);
     raw.Exec("DROP TABLE hub_agent_owners");
+    raw.Exec("DROP TABLE hub_closed_scopes");
     raw.Exec("UPDATE _meta SET value = '1' WHERE key = 'hub_schema_version'");
   }
   auto store = OpenOrDie(path);
@@ -373,10 +374,57 @@ TEST(Migration, HubVersionOneGainsTheAgentOwnersTable) {
   store.reset();
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "2");
+            "3");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM hub_closed_scopes"), "0");
+}
+
+TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
+  std::string path = FreshDbPath();
+  {
+    auto store = OpenOrDie(path);
+    ASSERT_EQ(*store->ClaimAgentOwner("agent-1", "alice", 1), "alice");
+    RoleReservation lead;
+    lead.role_key_wire = "rk2.lead";
+    lead.project_id = "prj_1";
+    lead.role_kind = "lead";
+    lead.scope_id = "scp_1";
+    lead.now_ms = 5;
+    ASSERT_TRUE(store->ReserveRole(lead).ok());
+  }
+  {
+    // A hub_schema_version 2 database: everything but the closed scopes.
+    RawDb raw(path);
+    raw.Exec("DROP TABLE hub_closed_scopes");
+    raw.Exec("UPDATE _meta SET value = '2' WHERE key = 'hub_schema_version'");
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_TRUE(store->migration().migrated);
+  EXPECT_EQ(store->migration().from_hub_schema_version, "2");
+  EXPECT_EQ(store->GetRole("rk2.lead")->scope_id, "scp_1");
+  // The new table works: closing the scope removes the migrated role.
+  ScopeClose close;
+  close.project_id = "prj_1";
+  close.scope_id = "scp_1";
+  close.role_key_wire = "rk2.lead";
+  close.closed_by = "ops";
+  close.now_ms = 9;
+  absl::StatusOr<ScopeCloseResult> closed = store->CloseLeadScope(close);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  EXPECT_TRUE(closed->removed_role.has_value());
+  store.reset();
+  {
+    auto reopened = OpenOrDie(path);
+    EXPECT_FALSE(reopened->migration().migrated);
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
+            "3");
+  EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
+  EXPECT_EQ(raw.Query("SELECT closed_by FROM hub_closed_scopes"), "ops");
+  EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
 }
 
 TEST(Migration, NewerHubVersionIsRefused) {
@@ -384,14 +432,14 @@ TEST(Migration, NewerHubVersionIsRefused) {
   { auto store = OpenOrDie(path); }
   {
     RawDb raw(path);
-    raw.Exec("UPDATE _meta SET value = '3' WHERE key = 'hub_schema_version'");
+    raw.Exec("UPDATE _meta SET value = '4' WHERE key = 'hub_schema_version'");
   }
   SqliteStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
       SqliteStore::Open(options);
   EXPECT_EQ(ReasonOf(store.status()), "SCHEMA_TOO_NEW");
-  EXPECT_NE(store.status().message().find("hub_schema_version 3"),
+  EXPECT_NE(store.status().message().find("hub_schema_version 4"),
             std::string::npos);
 }
 

@@ -137,6 +137,22 @@ CREATE TABLE IF NOT EXISTS hub_agent_owners (
   claimed_at_ms INTEGER NOT NULL
 );
 
+-- hub_schema_version 3: lead scopes closed for good (RoleService.CloseRoleScope,
+-- docs/design/roles.md "Closing a lead scope"). Closing removes the scope's
+-- role row, its candidates and its pending role messages (dead-lettered with
+-- reason ROLE_SCOPE_CLOSED) in the transaction that inserts this row; the
+-- store then refuses every write that would bring the scope back, so its id
+-- is never reused. hub's own table, like hub_agent_owners.
+CREATE TABLE IF NOT EXISTS hub_closed_scopes (
+  project_id TEXT NOT NULL,
+  scope_id TEXT NOT NULL CHECK (scope_id <> ''),
+  role_key_wire TEXT NOT NULL UNIQUE,
+  closed_at_ms INTEGER NOT NULL,
+  closed_by TEXT NOT NULL CHECK (closed_by <> ''),
+  reason TEXT NOT NULL,
+  PRIMARY KEY (project_id, scope_id)
+);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.

@@ -98,6 +98,11 @@ class SqliteStore final : public Store {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
   ListAgentOwners() override;
 
+  absl::StatusOr<ScopeCloseResult> CloseLeadScope(
+      const ScopeClose& close) override;
+  absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
+      absl::string_view wire) override;
+
   absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) override;
   absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
@@ -222,6 +227,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas);
   absl::StatusOr<std::vector<RoleRecord>> RecoverIn(Connection& conn,
                                                     int64_t now_ms);
+  absl::StatusOr<ScopeCloseResult> CloseScopeIn(Connection& conn,
+                                                const ScopeClose& close);
 
   // Each agent's pending inbox rows (unacknowledged, message queued or
   // delivered), so that the inbox limit costs a publish a hash lookup

@@ -85,6 +85,10 @@ absl::StatusOr<CandidateRecord> SqliteStore::UpsertCandidate(
             rows::LoadRole(conn, u.role_key_wire);
         if (!role.ok()) return role.status();
         if (!role->has_value()) {
+          if (absl::Status s = rows::RefuseClosedScope(conn, u.role_key_wire);
+              !s.ok()) {
+            return s;
+          }
           return NotFoundError("ROLE_NOT_FOUND",
                                absl::StrCat("role '", u.role_key_wire,
                                             "' not found for candidate"));
@@ -124,6 +128,10 @@ absl::StatusOr<CandidateRecord> SqliteStore::UpdateCandidateReachability(
             LoadCandidate(conn, u.role_key_wire, u.agent_id);
         if (!current.ok()) return current.status();
         if (!current->has_value()) {
+          if (absl::Status s = rows::RefuseClosedScope(conn, u.role_key_wire);
+              !s.ok()) {
+            return s;
+          }
           return NotFoundError(
               "CANDIDATE_NOT_FOUND",
               absl::StrCat("candidate '", u.agent_id, "' of role '",

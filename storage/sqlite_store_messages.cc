@@ -128,6 +128,14 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox) {
   const bool pending = IsPending(m.status);
+  // Inside the write: a lead scope closed after the publish was checked
+  // still refuses its message (nothing is written).
+  if (m.role_key_wire.has_value()) {
+    if (absl::Status s = rows::RefuseClosedScope(conn, *m.role_key_wire);
+        !s.ok()) {
+      return s;
+    }
+  }
   if (max_pending_per_inbox > 0 && pending) {
     for (const std::string& agent : recipients) {
       absl::StatusOr<int64_t> count = pending_.Get(conn, agent);

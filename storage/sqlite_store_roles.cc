@@ -220,6 +220,13 @@ RoleWrite Refused(RoleOutcome outcome, std::optional<RoleRecord> latest) {
 
 absl::StatusOr<RoleWrite> SqliteStore::ReserveIn(Connection& conn,
                                                  const RoleReservation& r) {
+  // Inside the write: a scope closed after the caller's checks is refused
+  // here, before anything is written.
+  if (absl::Status s = rows::RefuseClosedScope(conn, r.role_key_wire,
+                                               r.project_id, r.scope_id);
+      !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::optional<RoleRecord>> current =
       rows::LoadRole(conn, r.role_key_wire);
   if (!current.ok()) return current.status();
@@ -289,7 +296,13 @@ absl::StatusOr<RoleWrite> SqliteStore::CasIn(Connection& conn,
       !cas.expected_activation_seq || !cas.expected_activation_id) {
     return Refused(RoleOutcome::kInvalidCas, *current);
   }
-  if (!current->has_value()) return Refused(RoleOutcome::kNotFound, {});
+  if (!current->has_value()) {
+    if (absl::Status s = rows::RefuseClosedScope(conn, cas.role_key_wire);
+        !s.ok()) {
+      return s;
+    }
+    return Refused(RoleOutcome::kNotFound, {});
+  }
   const RoleRecord& cur = **current;
   if (*cas.expected_version != cur.version) {
     return Refused(RoleOutcome::kStaleVersion, cur);

@@ -13,4 +13,13 @@ absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
       "agent_id", agent_id);
 }
 
+absl::Status ScopeClosedError(absl::string_view wire) {
+  return WithMetadata(
+      FailedPreconditionError(
+          kScopeClosedReason,
+          "the lead scope is closed: its role, candidates and backlog were "
+          "removed and the scope id is never reused"),
+      "role_key_wire", wire);
+}
+
 }  // namespace hub::storage

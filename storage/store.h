@@ -312,11 +312,12 @@ struct DeadLetterRecord {
   std::optional<std::string> last_error;
 };
 
-// One message claimed by SweepExpiredMessages.
+// One message claimed by SweepExpiredMessages (or dead-lettered by
+// CloseLeadScope).
 struct ExpiryTransition {
   std::string message_id;
   std::string previous_status;  // queued | delivered
-  std::string reason;           // "ttl_expired"
+  std::string reason;           // "ttl_expired" (or "ROLE_SCOPE_CLOSED")
   int64_t failed_at_ms = 0;
   bool dlq_inserted = false;  // false: an earlier dead letter row was kept
 };
@@ -327,12 +328,55 @@ struct RecoveryResult {
   std::vector<MessageRecord> pending_role_messages;
 };
 
+// ---- closed lead scopes (hub_closed_scopes, hub_schema_version 3) ----------
+
+// The dead letter reason of a closed scope's role messages.
+inline constexpr char kScopeClosedReason[] = "ROLE_SCOPE_CLOSED";
+
+struct ClosedScopeRecord {
+  std::string project_id;
+  std::string scope_id;
+  std::string role_key_wire;  // the lead role's wire
+  int64_t closed_at_ms = 0;
+  std::string closed_by;  // the principal that closed it
+  std::string reason;     // why, as the closer said ("" allowed)
+};
+
+// CloseLeadScope input: the lead key's decoded fields and canonical wire.
+struct ScopeClose {
+  std::string project_id;
+  std::string scope_id;
+  std::string role_key_wire;
+  std::string closed_by;
+  std::string reason;
+  int64_t now_ms = 0;
+};
+
+// A pending message CloseLeadScope dead-lettered.
+struct ClaimedMessage {
+  MessageRecord message;        // as it was (queued | delivered)
+  ExpiryTransition transition;  // reason ROLE_SCOPE_CLOSED
+};
+
+struct ScopeCloseResult {
+  // The record on file: the new one, or the earlier one when already closed.
+  ClosedScopeRecord closed;
+  bool already_closed = false;             // then nothing was changed
+  std::optional<RoleRecord> removed_role;  // the deleted row, as it was
+  int64_t candidates_removed = 0;
+  std::vector<ClaimedMessage> dead_lettered;
+};
+
+// FAILED_PRECONDITION / ROLE_SCOPE_CLOSED (metadata role_key_wire): the lead
+// scope of `wire` is closed.
+absl::Status ScopeClosedError(absl::string_view wire);
+
 struct StoreInfo {
   std::string store_type;          // "sqlite"
   std::string db_path;             // absolute
   std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
   std::string schema_version;      // triflux-compatible, "8"
-  std::string hub_schema_version;  // hub's own, "2"
+  std::string hub_schema_version;  // hub's own, "3"
 };
 
 // RESOURCE_EXHAUSTED / LIMIT_EXCEEDED: `agent_id` already has `limit`
@@ -402,13 +446,31 @@ class Store {
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
   ListAgentOwners() = 0;
 
+  // ---- closed lead scopes (hub_closed_scopes, hub_schema_version 3)
+  // Closes a lead scope in one transaction: records it, deletes its role row
+  // and candidates, and dead-letters every queued or delivered message whose
+  // role_key_wire is the scope's (reason ROLE_SCOPE_CLOSED, first writer
+  // wins, each claim fenced by the status it read, as the expiry sweep
+  // does). A scope already closed changes nothing (already_closed).
+  // From then on the store refuses, inside each write, everything that would
+  // bring the scope back (ROLE_SCOPE_CLOSED): ReserveRole of that project and
+  // scope, CompareAndSetRole, UpsertCandidate and UpdateCandidateReachability
+  // of its wire when no row exists, and a message addressed to its wire.
+  virtual absl::StatusOr<ScopeCloseResult> CloseLeadScope(
+      const ScopeClose& close) = 0;
+  // The closed-scope record of a lead wire, or nullopt when it is open.
+  virtual absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
+      absl::string_view wire) = 0;
+
   // ---- roles
   // §5.3: inserts (epoch 0, seq 0, version 0) or updates WHERE version and
   // epoch match, setting epoch, activation_seq and version to exactly +1.
+  // ROLE_SCOPE_CLOSED for a lead whose scope is closed.
   virtual absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) = 0;
   // §5.4: applies the patch WHERE version, epoch, activation_seq and
-  // activation_id (IS) all match; version +1, epoch and seq unchanged.
+  // activation_id (IS) all match; version +1, epoch and seq unchanged. A
+  // missing row of a closed scope is ROLE_SCOPE_CLOSED, not kNotFound.
   virtual absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) = 0;
   // The two above without parking the caller (see RegisterAgentAsync).
   virtual void ReserveRoleAsync(const RoleReservation& reservation,
@@ -422,7 +484,8 @@ class Store {
   // §5.7 on every row, each update fenced by version and epoch; never
   // restores active. Also returns every row and the pending role messages.
   virtual absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) = 0;
-  // Deletes the row (scope closed); candidates cascade. kNotFound if absent.
+  // Deletes the row; candidates cascade. kNotFound if absent. (Closing a
+  // scope is CloseLeadScope.)
   virtual absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) = 0;
   // NotFound (ROLE_NOT_FOUND) when absent.
   virtual absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) = 0;

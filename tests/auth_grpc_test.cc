@@ -201,6 +201,35 @@ TEST_F(AuthGrpcTest, OnlyAnAdminMayBackUpTheStore) {
   EXPECT_GT(chunks, 0);
 }
 
+TEST_F(AuthGrpcTest, ClosingALeadScopeNeedsAnOperatorOfItsProject) {
+  Start(/*tls=*/false);
+  hub::v1::CloseRoleScopeRequest close;
+  close.mutable_role_key()->set_project_id(kProject);
+  close.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_LEAD);
+  close.mutable_role_key()->set_scope_id("scp_CCCCCCCCCCCCCCCCCCCCCC");
+  close.set_reason("done");
+  hub::v1::CloseRoleScopeResponse closed;
+  grpc::Status s = roles_->CloseRoleScope(As("").get(), close, &closed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Reason(s), "PRINCIPAL_REQUIRED");
+  s = roles_->CloseRoleScope(As(kAlice).get(), close, &closed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "PERMISSION_DENIED");
+  s = roles_->CloseRoleScope(As(kOtherOps).get(), close, &closed);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::PERMISSION_DENIED);
+  EXPECT_EQ(Reason(s), "PROJECT_SCOPE_MISMATCH");
+  // None of the refused calls closed it: an operator of the project does,
+  // and the record names its principal.
+  s = roles_->CloseRoleScope(As(kOps).get(), close, &closed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(closed.already_closed());
+  EXPECT_EQ(closed.closed().closed_by(), "ops");
+  s = roles_->CloseRoleScope(As(kAdmin).get(), close, &closed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_TRUE(closed.already_closed());
+  EXPECT_EQ(closed.closed().closed_by(), "ops");
+}
+
 TEST_F(AuthGrpcTest, OperatorOnlyRpcsRefuseAgentTokens) {
   Start(/*tls=*/false);
   ASSERT_TRUE(Register(kAlice, "agent-a").ok());

@@ -534,6 +534,38 @@ TEST_F(BadInputTest, ReportCandidateProbeRefusesMalformedReports) {
       });
 }
 
+TEST_F(BadInputTest, CloseRoleScopeRefusesMalformedRequests) {
+  Run(Rpc::kCloseRoleScope,
+      {
+          {"missing key", "reason: \"done\"", kInvalid, "ROLE_KEY_INVALID"},
+          {"bad wire", "role_key_wire: \"rk2.x\"", kInvalid,
+           "ROLE_KEY_NON_CANONICAL"},
+          {"lead without scope",
+           absl::StrCat("role_key { project_id: \"", kProject,
+                        "\" kind: ROLE_KIND_LEAD }"),
+           kInvalid, "SCOPE_REQUIRED"},
+          {"kind out of range",
+           absl::StrCat("role_key { project_id: \"", kProject,
+                        "\" kind: 9 scope_id: \"", kScope, "\" }"),
+           kInvalid, "ROLE_KIND_UNSUPPORTED"},
+          {"a cto key", kCto, kInvalid, "ROLE_KIND_UNSUPPORTED"},
+          {"key and wire disagree",
+           kLead + " role_key_wire: \"rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFB"
+                   "QUFBQUFBQUFBQUFBQUEiLCJyb2xlX2tpbmQiOiJjdG8ifQ\"",
+           kInvalid, "ROLE_KEY_MISMATCH"},
+          {"oversized reason", absl::StrCat(kLead, " reason: \"", kLong, "\""),
+           kInvalid, "REQUEST_INVALID"},
+      });
+  // Once closed, the scope refuses the writes that would reopen it.
+  ExpectOk(Rpc::kCloseRoleScope, kLead);
+  Run(Rpc::kReserveRole,
+      {{"closed scope", kLead, StatusCode::FAILED_PRECONDITION,
+        "ROLE_SCOPE_CLOSED"}});
+  Run(Rpc::kUpsertRoleCandidate,
+      {{"closed scope", kLead + " agent_id: \"agent-a\"",
+        StatusCode::FAILED_PRECONDITION, "ROLE_SCOPE_CLOSED"}});
+}
+
 TEST_F(BadInputTest, PublishRefusesMalformedMessages) {
   const std::string from = "from_agent_id: \"agent-a\" ";
   Run(Rpc::kPublish,

@@ -227,6 +227,29 @@ TEST_F(RoleChangeGrpcTest, AFencedHolderThatIsNoCandidateIsToldItsEpochIsOver) {
   EXPECT_EQ(lost.role().epoch(), held.epoch() + 1);
 }
 
+TEST_F(RoleChangeGrpcTest,
+       TheHolderOfALeadWhoseScopeIsClosedIsToldItIsRemoved) {
+  AttachedAgent a = Attached("agent-a");
+  StreamReader reader(&a);
+  const hub::v1::Role held = Reserve(LeadRoleKey(), "agent-a");
+  reader.NextChange([&](const RoleChange& c) {
+    return c.role().version() == held.version();
+  });
+
+  grpc::ClientContext context;
+  hub::v1::CloseRoleScopeRequest close;
+  *close.mutable_role_key() = LeadRoleKey();
+  hub::v1::CloseRoleScopeResponse closed;
+  grpc::Status s = roles_->CloseRoleScope(&context, close, &closed);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const RoleChange removed = reader.NextChange([](const RoleChange& c) {
+    return c.kind() == hub::v1::ROLE_CHANGE_KIND_REMOVED;
+  });
+  EXPECT_EQ(removed.role().role_key_wire(), held.role_key_wire());
+  EXPECT_EQ(removed.role().holder_agent_id(), "agent-a");
+  EXPECT_EQ(removed.previous_state(), held.state());
+}
+
 TEST_F(RoleChangeGrpcTest, ACandidateIsToldWhoHoldsItsRole) {
   AttachedAgent a = Candidate("agent-a", /*priority=*/10);
   AttachedAgent b = Candidate("agent-b", /*priority=*/5);

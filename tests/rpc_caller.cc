@@ -207,6 +207,8 @@ std::optional<grpc::Status> CallRpc(HubStubs* h, int rpc,
           h->messages.get(), &M::Ask, bytes, text, TameAsk);
     case Rpc::kListTrace:
       return Unary(h->messages.get(), &M::ListTrace, bytes, text);
+    case Rpc::kCloseRoleScope:
+      return Unary(h->roles.get(), &R::CloseRoleScope, bytes, text);
     case Rpc::kCount:
       break;
   }

@@ -47,6 +47,7 @@ enum class Rpc {
   kListDeadLetters,
   kAsk,
   kListTrace,
+  kCloseRoleScope,
   kCount,
 };
 
@@ -75,7 +76,8 @@ inline const char* RpcName(int rpc) {
                                        "ListPending",
                                        "ListDeadLetters",
                                        "Ask",
-                                       "ListTrace"};
+                                       "ListTrace",
+                                       "CloseRoleScope"};
   return rpc >= 0 && rpc < static_cast<int>(Rpc::kCount) ? kNames[rpc] : "?";
 }
 

@@ -134,6 +134,9 @@ class HubClient {
   absl::StatusOr<hub::v1::ReportCandidateProbeResponse> ReportCandidateProbe(
       const hub::v1::ReportCandidateProbeRequest& request,
       const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::CloseRoleScopeResponse> CloseRoleScope(
+      const hub::v1::CloseRoleScopeRequest& request,
+      const CallOptions& call = {}) const;
 
   // ---- MessageService ----
   absl::StatusOr<hub::v1::PublishResponse> Publish(

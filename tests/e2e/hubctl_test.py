@@ -19,7 +19,8 @@ CTO_WIRE = ("rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUEiLCJy"
             "b2xlX2tpbmQiOiJjdG8ifQ")
 SCOPE = "scp_CCCCCCCCCCCCCCCCCCCCCC"
 COMMANDS = ["status", "agents list", "agents get", "roles list", "roles get",
-            "roles watch", "roles ensure", "roles reserve", "candidates list",
+            "roles watch", "roles ensure", "roles reserve", "roles close",
+            "candidates list",
             "candidates add", "publish", "pending", "ack", "dead-letters",
             "rolekey encode", "rolekey decode"]
 OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE, USAGE = (
@@ -199,6 +200,27 @@ class HubctlTest(unittest.TestCase):
         self.fails(INVALID_ARGUMENT, "ROLE_KEY_WIRE_PREFIX", "roles", "ensure",
                    "rk9.nope")
         self.fails(USAGE, None, "roles", "ensure", CTO_WIRE, "--trigger=whim")
+
+    def test_roles_close_closes_a_lead_scope_for_good(self):
+        scope = "scp_GGGGGGGGGGGGGGGGGGGGGG"
+        wire = json.loads(self.ok("--json", "roles", "reserve",
+                                  *self.lead_args(scope)))["role"]["roleKeyWire"]
+        out = self.ok("roles", "close", wire, "--reason=release shipped")
+        self.assertIn("result:", out)
+        self.assertIn("closed", out)
+        self.assertIn("release shipped", out)
+        again = json.loads(self.ok("--json", "roles", "close",
+                                   *self.lead_args(scope)))
+        self.assertTrue(again["alreadyClosed"])
+        self.assertEqual(again["closed"]["reason"], "release shipped")
+        self.fails(FAILED_PRECONDITION, "ROLE_SCOPE_CLOSED", "roles", "reserve",
+                   wire)
+        ensured = json.loads(self.ok("--json", "roles", "ensure", wire))
+        self.assertEqual(ensured["receipt"]["disposition"],
+                         "ENSURE_ROLE_DISPOSITION_SCOPE_CLOSED")
+        self.fails(INVALID_ARGUMENT, "ROLE_KIND_UNSUPPORTED", "roles", "close",
+                   CTO_WIRE)
+        self.fails(USAGE, None, "roles", "close")
 
     # ---- candidates ----
 

@@ -1,4 +1,4 @@
-// roles list|get|watch|ensure|reserve, candidates list|add.
+// roles list|get|watch|ensure|reserve|close, candidates list|add.
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -282,6 +282,38 @@ absl::Status ReserveRole(Env& env, const Args& args) {
   return absl::OkStatus();
 }
 
+absl::Status CloseScope(Env& env, const Args& args) {
+  hub::v1::CloseRoleScopeRequest request;
+  absl::Status key = RoleKeyFromArgs(args, 0, request.mutable_role_key(),
+                                     request.mutable_role_key_wire());
+  if (!key.ok()) return key;
+  if (!request.role_key_wire().empty()) request.clear_role_key();
+  request.set_reason(args.Get("reason"));
+  auto closed = env.client->CloseRoleScope(request);
+  if (!closed.ok()) return closed.status();
+  if (env.json) {
+    *env.out << ToJson(*closed) << "\n";
+    return absl::OkStatus();
+  }
+  const hub::v1::ClosedRoleScope& c = closed->closed();
+  PrintFields(
+      *env.out,
+      {{"result", closed->already_closed() ? "already closed" : "closed"},
+       {"project", c.role_key().project_id()},
+       {"scope", c.role_key().scope_id()},
+       {"closed_at", FormatTimestamp(c.closed_at())},
+       {"closed_by", c.closed_by()},
+       {"reason", c.reason().empty() ? "-" : c.reason()},
+       {"role_removed", closed->role_removed() ? "yes" : "no"},
+       {"holder", closed->removed_role().has_holder_agent_id()
+                      ? closed->removed_role().holder_agent_id()
+                      : "-"},
+       {"candidates_removed", absl::StrCat(closed->candidates_removed())},
+       {"dead_lettered", absl::StrCat(closed->dead_lettered_count())},
+       {"wire", c.role_key_wire()}});
+  return absl::OkStatus();
+}
+
 absl::Status ListCandidates(Env& env, const Args& args) {
   hub::v1::ListRoleCandidatesRequest request;
   absl::Status key = RoleKeyFromArgs(args, 0, request.mutable_role_key(),
@@ -407,6 +439,14 @@ std::vector<Command> RoleCommands() {
                      {"expected-epoch", "N", "fail unless epoch is N"},
                      {"holder", "AGENT_ID", "the new holder"}}),
        0, 1, ReserveRole},
+      {"roles close", "[WIRE]",
+       "Close a lead scope for good: its role, candidates and pending "
+       "messages go, and the scope id is never used again.",
+       "The lead is named by its rk2 WIRE or by --project, --kind=lead and "
+       "--scope. Its pending messages are dead-lettered with reason "
+       "ROLE_SCOPE_CLOSED. Closing a closed scope changes nothing.",
+       WithKeyFlags({{"reason", "TEXT", "why (recorded with the scope)"}}), 0,
+       1, CloseScope},
       {"candidates list", "[WIRE]", "List a role's candidates.", kKeyHelp,
        WithKeyFlags({{"agent", "AGENT_ID", "only this agent"},
                      {"page-size", "N", "candidates per page"},

@@ -1,0 +1,149 @@
+// SqliteStore: closed lead scopes (hub_closed_scopes, hub_schema_version 3).
+// Closing a scope is one transaction: the record, the role row and its
+// candidates, and the scope's pending role messages, dead-lettered with
+// reason ROLE_SCOPE_CLOSED. See docs/design/roles.md, "Closing a lead scope".
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "registry/status.h"
+#include "storage/sqlite_rows.h"
+#include "storage/sqlite_store.h"
+
+namespace hub::storage {
+
+namespace rows {
+
+absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(
+    Connection& conn, absl::string_view wire, absl::string_view project_id,
+    absl::string_view scope_id) {
+  absl::StatusOr<Stmt> stmt = conn.Prepare(
+      "SELECT project_id, scope_id, role_key_wire, closed_at_ms, closed_by, "
+      "reason FROM hub_closed_scopes "
+      "WHERE role_key_wire = ?1 OR (project_id = ?2 AND scope_id = ?3) "
+      "LIMIT 1");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, wire).Bind(2, project_id).Bind(3, scope_id);
+  return ReadOne<ClosedScopeRecord>(*stmt, [](const Stmt& s) {
+    ClosedScopeRecord r;
+    r.project_id = s.Text(0);
+    r.scope_id = s.Text(1);
+    r.role_key_wire = s.Text(2);
+    r.closed_at_ms = s.Int(3);
+    r.closed_by = s.Text(4);
+    r.reason = s.Text(5);
+    return r;
+  });
+}
+
+absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,
+                               absl::string_view project_id,
+                               absl::string_view scope_id) {
+  absl::StatusOr<std::optional<ClosedScopeRecord>> closed =
+      LoadClosedScope(conn, wire, project_id, scope_id);
+  if (!closed.ok()) return closed.status();
+  if (closed->has_value()) return ScopeClosedError((*closed)->role_key_wire);
+  return absl::OkStatus();
+}
+
+}  // namespace rows
+
+absl::StatusOr<ScopeCloseResult> SqliteStore::CloseScopeIn(
+    Connection& conn, const ScopeClose& c) {
+  ScopeCloseResult result;
+  absl::StatusOr<std::optional<ClosedScopeRecord>> earlier =
+      rows::LoadClosedScope(conn, c.role_key_wire, c.project_id, c.scope_id);
+  if (!earlier.ok()) return earlier.status();
+  if (earlier->has_value()) {
+    result.closed = std::move(**earlier);
+    result.already_closed = true;
+    return result;
+  }
+  result.closed = ClosedScopeRecord{c.project_id, c.scope_id,  c.role_key_wire,
+                                    c.now_ms,     c.closed_by, c.reason};
+  absl::StatusOr<Stmt> insert = conn.Prepare(
+      "INSERT INTO hub_closed_scopes (project_id, scope_id, role_key_wire, "
+      "closed_at_ms, closed_by, reason) VALUES (?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  insert->Bind(1, c.project_id)
+      .Bind(2, c.scope_id)
+      .Bind(3, c.role_key_wire)
+      .Bind(4, c.now_ms)
+      .Bind(5, c.closed_by)
+      .Bind(6, c.reason);
+  if (absl::Status s = insert->Run(); !s.ok()) return s;
+
+  // The role row and its candidates (deleted explicitly, so the count does
+  // not depend on the foreign key's cascade).
+  absl::StatusOr<std::optional<RoleRecord>> role =
+      rows::LoadRole(conn, c.role_key_wire);
+  if (!role.ok()) return role.status();
+  absl::StatusOr<Stmt> candidates =
+      conn.Prepare("DELETE FROM role_candidates WHERE role_key_wire = ?");
+  if (!candidates.ok()) return candidates.status();
+  candidates->Bind(1, c.role_key_wire);
+  if (absl::Status s = candidates->Run(); !s.ok()) return s;
+  result.candidates_removed = conn.Changes();
+  if (role->has_value()) {
+    absl::StatusOr<Stmt> remove =
+        conn.Prepare("DELETE FROM role_registry WHERE role_key_wire = ?");
+    if (!remove.ok()) return remove.status();
+    remove->Bind(1, c.role_key_wire);
+    if (absl::Status s = remove->Run(); !s.ok()) return s;
+    result.removed_role = std::move(*role);
+  }
+
+  // Every pending message of the role, expired or not: none can be
+  // delivered any more.
+  absl::StatusOr<Stmt> pending =
+      conn.Prepare("SELECT " HUB_MESSAGE_COLUMNS
+                   " FROM messages WHERE role_key_wire = ? "
+                   "AND status IN ('queued', 'delivered') "
+                   "ORDER BY priority DESC, created_at_ms ASC, id ASC");
+  if (!pending.ok()) return pending.status();
+  pending->Bind(1, c.role_key_wire);
+  absl::StatusOr<std::vector<MessageRecord>> messages =
+      rows::ReadAll<MessageRecord>(*pending, rows::ReadMessage);
+  if (!messages.ok()) return messages.status();
+  const std::optional<std::string> last_error =
+      absl::StrCat("lead scope closed by ", c.closed_by,
+                   c.reason.empty() ? "" : absl::StrCat(": ", c.reason));
+  for (MessageRecord& m : *messages) {
+    absl::StatusOr<std::optional<bool>> inserted = DeadLetterIfStatus(
+        conn, m.id, m.status, kScopeClosedReason, c.now_ms, last_error);
+    if (!inserted.ok()) return inserted.status();
+    if (!inserted->has_value()) continue;  // fence lost (cannot happen here)
+    ClaimedMessage claimed;
+    claimed.transition.message_id = m.id;
+    claimed.transition.previous_status = m.status;
+    claimed.transition.reason = kScopeClosedReason;
+    claimed.transition.failed_at_ms = c.now_ms;
+    claimed.transition.dlq_inserted = **inserted;
+    claimed.message = std::move(m);
+    result.dead_lettered.push_back(std::move(claimed));
+  }
+  return result;
+}
+
+absl::StatusOr<ScopeCloseResult> SqliteStore::CloseLeadScope(
+    const ScopeClose& close) {
+  return Write<ScopeCloseResult>(
+      [&](Connection& conn) -> absl::StatusOr<ScopeCloseResult> {
+        absl::StatusOr<ScopeCloseResult> result = CloseScopeIn(conn, close);
+        // Claims may have adjusted the pending counts before a later
+        // statement failed; the operation is rolled back, so drop them.
+        if (!result.ok()) pending_.Clear();
+        return result;
+      });
+}
+
+absl::StatusOr<std::optional<ClosedScopeRecord>> SqliteStore::GetClosedScope(
+    absl::string_view wire) {
+  using Result = std::optional<ClosedScopeRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    return rows::LoadClosedScope(conn, wire);
+  });
+}
+
+}  // namespace hub::storage
