@@ -70,8 +70,7 @@ absl::Status ConfigureWriter(Connection& conn,
   }
   absl::Status s = conn.Exec(absl::StrCat(
       "PRAGMA foreign_keys = ON; ", SynchronousPragma(options.synchronous),
-      "; PRAGMA wal_autocheckpoint = ",
-      options.background_checkpoint ? 0 : options.wal_checkpoint_pages));
+      "; PRAGMA wal_autocheckpoint = 1000;"));
   if (!s.ok()) return s;
   if (options.max_page_count > 0) {
     s = conn.Exec(
@@ -236,14 +235,6 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
   absl::StatusOr<std::unique_ptr<Connection>> reader = store->AcquireReader();
   if (!reader.ok()) return reader.status();
   store->ReleaseReader(std::move(*reader));
-  if (opts.background_checkpoint) {
-    absl::StatusOr<std::unique_ptr<WalCheckpointer>> checkpointer =
-        WalCheckpointer::Start(opts.path, (*conn)->raw(),
-                               opts.wal_checkpoint_pages, opts.busy_timeout_ms);
-    if (!checkpointer.ok())
-      return ExplainOpenFailure(opts.path, checkpointer.status());
-    store->checkpointer_ = std::move(*checkpointer);
-  }
   store->writer_ = std::make_unique<GroupCommitWriter>(
       std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
       opts.on_group_committed,
@@ -258,7 +249,6 @@ SqliteStore::~SqliteStore() {
     absl::MutexLock lock(&readers_mu_);
     idle_readers_.clear();
   }
-  checkpointer_.reset();
   writer_.reset();
 }
 

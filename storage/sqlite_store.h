@@ -22,7 +22,6 @@
 #include "storage/migrations.h"
 #include "storage/sqlite_db.h"
 #include "storage/store.h"
-#include "storage/wal_checkpointer.h"
 
 namespace hub::storage {
 
@@ -43,11 +42,6 @@ struct SqliteStoreOptions {
   std::function<std::string()> new_id;
   // Wall clock in ms, used to stamp migration repairs; default: system clock.
   std::function<int64_t()> now_ms;
-  // Checkpoint the WAL on a thread of its own (storage/wal_checkpointer.h)
-  // once it holds `wal_checkpoint_pages` frames; false: SQLite's automatic
-  // checkpoint at the same size, run by the commit that reaches it.
-  bool background_checkpoint = true;
-  int wal_checkpoint_pages = 1000;
   // Told about every group commit (metrics); default: nothing.
   GroupCommitWriter::CommitObserver on_group_committed;
 };
@@ -62,11 +56,6 @@ class SqliteStore final : public Store {
 
   const MigrationReport& migration() const { return migration_; }
   GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
-  // Zero when background_checkpoint is off.
-  WalCheckpointer::Stats checkpoint_stats() const {
-    return checkpointer_ != nullptr ? checkpointer_->stats()
-                                    : WalCheckpointer::Stats{};
-  }
   // Writes a consistent copy of the database, as of one moment, to `path`
   // (which must not exist) with VACUUM INTO on a read connection: writers go
   // on meanwhile. The copy is compact and in rollback-journal mode; hubd
@@ -271,8 +260,6 @@ class SqliteStore final : public Store {
   MigrationReport migration_;
   PendingInboxCounts pending_;  // writer thread only; before writer_
   std::unique_ptr<GroupCommitWriter> writer_;
-  // Hooked into the writer's connection: stopped before writer_ closes it.
-  std::unique_ptr<WalCheckpointer> checkpointer_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);

@@ -31,9 +31,6 @@
 ABSL_FLAG(std::string, dir, "/var/tmp", "directory for the database files");
 ABSL_FLAG(double, seconds, 2.0, "duration of each run");
 ABSL_FLAG(int, runs, 5, "runs per configuration (the median is reported)");
-ABSL_FLAG(bool, background_checkpoint, true,
-          "checkpoint the WAL on its own thread (false: SQLite's automatic "
-          "checkpoint, run by the commit that fills the WAL)");
 ABSL_FLAG(std::string, callers, "1,16,64", "concurrent callers to measure");
 ABSL_FLAG(std::string, workloads, "message,lease,checkpoint",
           "message: InsertMessage with one recipient (2 rows, 11 index "
@@ -105,7 +102,6 @@ RunResult RunWrites(const std::string& path, Workload workload, int callers,
   SqliteStoreOptions options;
   options.path = path;
   options.max_group_size = max_group_size;
-  options.background_checkpoint = absl::GetFlag(FLAGS_background_checkpoint);
   auto store = SqliteStore::Open(options);
   if (!store.ok()) {
     std::fprintf(stderr, "open: %s\n", store.status().ToString().c_str());
