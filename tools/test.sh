@@ -45,12 +45,20 @@ bazel_tests() {  # bazel_tests LABEL [bazel flags...]; targets: $targets or //..
   local label="$1"
   shift
   echo "== bazel test $* ${targets:-//...}"
+  local status=0
   bazel test "${HUB_BAZEL_FLAGS[@]}" "$@" --keep_going \
-    --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" ${targets:-//...} 2>&1 | tee "$log_dir/bazel-$label.log" |
-    grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' || true
+    --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" ${targets:-//...} >"$log_dir/bazel-$label.log" 2>&1 ||
+    status=$?
+  grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' "$log_dir/bazel-$label.log" || true
   local counts
   counts=$(/usr/bin/python3 tools/count_tests.py "$log_dir/bazel-$label.log" \
     "$(bazel info "${HUB_BAZEL_FLAGS[@]}" "$@" bazel-testlogs 2>/dev/null)")
+  # A package that does not load (a BUILD syntax error) drops its tests from
+  # Bazel's list without a status line: Bazel's exit code is the only sign.
+  if ((status != 0)) && [[ "${counts#* }" == 0 ]]; then
+    echo "bazel test ($label): bazel exited $status with no failing test listed"
+    counts="${counts% *} 1"
+  fi
   echo "bazel test ($label): ${counts% *} passed, ${counts#* } failed"
   passed=$((passed + ${counts% *}))
   failed=$((failed + ${counts#* }))
