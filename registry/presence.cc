@@ -602,52 +602,34 @@ std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
 }
 
 bool PresenceRegistry::StreamAttached(const std::string& agent_id) {
+  return LiveStream(agent_id) != nullptr;
+}
+
+std::shared_ptr<PresenceStream> PresenceRegistry::LiveStream(
+    const std::string& agent_id) {
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
-  return it != shard.entries.end() && it->second.stream != nullptr &&
-         it->second.status != "offline";
+  if (it == shard.entries.end() || it->second.status == "offline")
+    return nullptr;
+  return it->second.stream;
 }
 
 bool PresenceRegistry::DeliverActivation(const std::string& agent_id,
                                          const ActivationEnvelope& envelope) {
-  std::shared_ptr<PresenceStream> stream;
-  {
-    Shard& shard = ShardFor(agent_id);
-    absl::MutexLock lock(&shard.mu);
-    auto it = shard.entries.find(agent_id);
-    if (it == shard.entries.end() || it->second.status == "offline")
-      return false;
-    stream = it->second.stream;
-  }
+  std::shared_ptr<PresenceStream> stream = LiveStream(agent_id);
   return stream != nullptr && stream->DeliverActivation(envelope);
 }
 
 bool PresenceRegistry::DeliverMessage(const std::string& agent_id,
                                       const MessageDelivery& delivery) {
-  std::shared_ptr<PresenceStream> stream;
-  {
-    Shard& shard = ShardFor(agent_id);
-    absl::MutexLock lock(&shard.mu);
-    auto it = shard.entries.find(agent_id);
-    if (it == shard.entries.end() || it->second.status == "offline")
-      return false;
-    stream = it->second.stream;
-  }
+  std::shared_ptr<PresenceStream> stream = LiveStream(agent_id);
   return stream != nullptr && stream->DeliverMessage(delivery);
 }
 
 bool PresenceRegistry::DeliverRoleChange(const std::string& agent_id,
                                          const RoleChangeNotice& notice) {
-  std::shared_ptr<PresenceStream> stream;
-  {
-    Shard& shard = ShardFor(agent_id);
-    absl::MutexLock lock(&shard.mu);
-    auto it = shard.entries.find(agent_id);
-    if (it == shard.entries.end() || it->second.status == "offline")
-      return false;
-    stream = it->second.stream;
-  }
+  std::shared_ptr<PresenceStream> stream = LiveStream(agent_id);
   return stream != nullptr && stream->DeliverRoleChange(notice);
 }
 

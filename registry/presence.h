@@ -290,6 +290,8 @@ class PresenceRegistry {
   void EndProbes(uint64_t stream_id);
 
   Shard& ShardFor(absl::string_view agent_id);
+  // The agent's attached stream, unless it has none or is offline.
+  std::shared_ptr<PresenceStream> LiveStream(const std::string& agent_id);
   absl::Status CheckFence(const HubFence& fence) const;
   absl::Status StaleOwner(const std::string& agent_id,
                           int64_t current_generation) const;
