@@ -502,7 +502,11 @@ TEST_F(ScopeCloseGrpcTest,
   hub::v1::EnsureRoleReceipt receipt;
   ASSERT_TRUE(Ensure(Lead(), &receipt).ok());
   ASSERT_EQ(receipt.disposition(), hub::v1::ENSURE_ROLE_DISPOSITION_STARTED);
-  ASSERT_TRUE(stream->Read(&frame));
+  // The candidate is also told of the reservation (role_change), in any
+  // order with the probe.
+  do {
+    ASSERT_TRUE(stream->Read(&frame));
+  } while (frame.event().has_role_change());
   ASSERT_TRUE(frame.event().has_role_probe()) << frame.DebugString();
 
   const hub::v1::CloseRoleScopeResponse closed = CloseOk(Lead());
