@@ -409,10 +409,14 @@ class PresenceServiceImpl::AttachReactor final
     *attached->mutable_server_time() = ToProtoTimestamp(now);
     QueueLocked(std::move(response));
     // Pending messages follow `attached`. They are pushed from the pool: a
-    // push comes back into this reactor, whose lock is held here.
+    // push comes back into this reactor, whose lock is held here. Those
+    // created after `now` (read after the stream was registered) were
+    // pushed by their own publish.
     if (Messaging* messaging = service_->messaging_.load()) {
       service_->pool_->Schedule(
-          [messaging, agent = agent_id_] { messaging->PushPending(agent); });
+          [messaging, agent = agent_id_, up_to = UnixMillis(now)] {
+            messaging->PushPending(agent, up_to);
+          });
     }
   }
 

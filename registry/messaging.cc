@@ -492,7 +492,8 @@ void Messaging::AckAsync(const std::string& agent_id,
       });
 }
 
-int Messaging::PushPending(const std::string& agent_id) {
+int Messaging::PushPending(const std::string& agent_id,
+                           std::optional<int64_t> created_up_to_ms) {
   const int64_t now_ms = UnixMillis(clock_->Now());
   absl::StatusOr<std::vector<MessageRecord>> pending =
       store_->ListPendingForAgent(agent_id, now_ms,
@@ -500,6 +501,8 @@ int Messaging::PushPending(const std::string& agent_id) {
   if (!pending.ok()) return 0;
   int pushed = 0;
   for (const MessageRecord& m : *pending) {
+    if (created_up_to_ms.has_value() && m.created_at_ms > *created_up_to_ms)
+      continue;
     std::optional<RoleRecord> role;
     if (m.role_key_wire.has_value())
       role = LiveHolder(*m.role_key_wire, now_ms);

@@ -175,8 +175,12 @@ class Messaging {
   absl::StatusOr<PendingPage> ListPending(const PendingQuery& query);
   // Pushes every pending message of `agent_id` on its stream, in pending
   // order (called right after a presence stream attaches). Returns how many
-  // were pushed.
-  int PushPending(const std::string& agent_id);
+  // were pushed. With `created_up_to_ms` (the attach time, read after the
+  // stream was registered), messages created later are left out: a publish
+  // that late saw the stream attached and pushed its message itself, so
+  // pushing it here would only deliver it twice.
+  int PushPending(const std::string& agent_id,
+                  std::optional<int64_t> created_up_to_ms = std::nullopt);
   // Hands the role's backlog to its new holder (the activator's
   // on_role_active): adds the holder as a recipient of each pending role
   // message and pushes them in order, fenced by `active`'s epoch.

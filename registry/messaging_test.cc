@@ -380,6 +380,20 @@ TEST_F(MessagingTest, AReattachedAgentGetsWhatItDidNotAcknowledgeAgain) {
   EXPECT_EQ(messaging_->PushPending("agent-b"), 0);
 }
 
+TEST_F(MessagingTest, ThePushAtAttachLeavesLaterMessagesToTheirOwnPublish) {
+  Agent("agent-b", {}, /*attach=*/false);
+  PublishResult before = MustPublish(To("agent-b"));
+  auto stream = Agent("agent-b");  // re-registers and attaches
+  const int64_t attached_at = UnixMillis(clock_.Now());
+  clock_.Advance(absl::Milliseconds(5));
+  PublishResult after = MustPublish(To("agent-b"));  // pushed by the publish
+  ASSERT_EQ(stream->messages().size(), 1u);
+  EXPECT_EQ(stream->messages()[0].message.id, after.message.id);
+  EXPECT_EQ(messaging_->PushPending("agent-b", attached_at), 1);
+  ASSERT_EQ(stream->messages().size(), 2u);
+  EXPECT_EQ(stream->messages()[1].message.id, before.message.id);
+}
+
 TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   PublishResult low = MustPublish(To("topic:role:" + Wire(), 2));
   EXPECT_EQ(low.recipient_count, 0);
