@@ -14,6 +14,7 @@
 
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "clients/cpp/activation_ack.h"
 #include "gtest/gtest.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
@@ -146,17 +147,7 @@ inline hub::v1::AttachRequest ActivationAckFrame(
     const hub::v1::RoleActivation& a, int64_t frame_id = 42) {
   hub::v1::AttachRequest frame;
   frame.set_frame_id(frame_id);
-  hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
-  ack->set_schema("tfx.role-activation-ack.v1");
-  ack->set_activation_id(a.activation_id());
-  ack->set_role_key_wire(a.role_key_wire());
-  ack->set_epoch(a.epoch());
-  ack->set_activation_seq(a.activation_seq());
-  ack->set_holder_agent_id(a.holder_agent_id());
-  ack->set_reachable(true);
-  ack->mutable_charter_ack()->set_role_key_wire(a.role_key_wire());
-  ack->mutable_charter_ack()->set_epoch(a.epoch());
-  ack->mutable_charter_ack()->set_charter_version(a.charter_version());
+  hub::client::FillAcceptingAck(a, frame.mutable_activation_ack());
   return frame;
 }
 

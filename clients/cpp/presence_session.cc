@@ -6,12 +6,11 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "clients/cpp/activation_ack.h"
 #include "clients/cpp/hub_error.h"
 
 namespace hub::client {
 namespace {
-
-constexpr char kAckSchema[] = "tfx.role-activation-ack.v1";
 
 absl::Duration FromProto(const google::protobuf::Duration& d) {
   return absl::Seconds(d.seconds()) + absl::Nanoseconds(d.nanos());
@@ -583,17 +582,7 @@ absl::Status PresenceSession::SendActivationAck(
   hub::v1::AttachRequest frame;
   const int64_t frame_id = next_frame_id_++;
   frame.set_frame_id(frame_id);
-  hub::v1::RoleActivationAck* ack = frame.mutable_activation_ack();
-  ack->set_schema(kAckSchema);
-  ack->set_activation_id(activation.activation_id());
-  ack->set_role_key_wire(activation.role_key_wire());
-  ack->set_epoch(activation.epoch());
-  ack->set_activation_seq(activation.activation_seq());
-  ack->set_holder_agent_id(activation.holder_agent_id());
-  ack->set_reachable(true);
-  ack->mutable_charter_ack()->set_role_key_wire(activation.role_key_wire());
-  ack->mutable_charter_ack()->set_epoch(activation.epoch());
-  ack->mutable_charter_ack()->set_charter_version(activation.charter_version());
+  FillAcceptingAck(activation, frame.mutable_activation_ack());
   {
     absl::MutexLock lock(&mu_);
     pending_acks_[frame_id] = activation;

@@ -36,11 +36,11 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/time/clock.h"
+#include "clients/cpp/activation_ack.h"
 #include "etcd/etcdserver/api/v3election/v3electionpb/v3election.grpc.pb.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
-#include "tools/hubbench/activation_ack.h"
 
 ABSL_FLAG(std::string, target, "hub", "hub (hubd) or etcd (etcd 3.4)");
 ABSL_FLAG(std::string, addr, "", "the target's host:port");
@@ -121,7 +121,7 @@ bool ActivateAndAck(Agent* agent) {
     const hub::v1::RoleActivation& a = frame.event().role_activation();
     AttachRequest ack_frame;
     ack_frame.set_frame_id(1);
-    hubbench::FillActivationAck(a, ack_frame.mutable_activation_ack());
+    hub::client::FillAcceptingAck(a, ack_frame.mutable_activation_ack());
     if (!agent->stream->Write(ack_frame)) return false;
     while (agent->stream->Read(&frame)) {
       if (frame.has_activation_ack_result()) return true;

@@ -13,10 +13,10 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
+#include "clients/cpp/activation_ack.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
-#include "tools/hubbench/activation_ack.h"
 #include "tools/hubbench/loops.h"
 #include "tools/hubbench/targets.h"
 
@@ -130,8 +130,8 @@ class Consumer {
         Send(std::move(reply));
       } else if (event.has_role_activation()) {
         AttachRequest frame;
-        FillActivationAck(event.role_activation(),
-                          frame.mutable_activation_ack());
+        hub::client::FillAcceptingAck(event.role_activation(),
+                                      frame.mutable_activation_ack());
         Send(std::move(frame));
       }
     }
