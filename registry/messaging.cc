@@ -414,8 +414,7 @@ absl::Status Messaging::CheckAgent(const std::string& agent_id,
 }
 
 absl::StatusOr<std::vector<std::string>> Messaging::CheckAck(
-    const std::string& agent_id, const std::vector<std::string>& message_ids,
-    std::optional<int64_t> presence_generation) {
+    const std::string& agent_id, const std::vector<std::string>& message_ids) {
   if (message_ids.empty()) {
     return Invalid("REQUEST_INVALID", "message_ids",
                    "message_ids must not be empty");
@@ -433,8 +432,10 @@ absl::StatusOr<std::vector<std::string>> Messaging::CheckAck(
                      "each message id must be 1..64 characters");
     }
   }
-  if (absl::Status s = CheckAgent(agent_id, presence_generation); !s.ok())
-    return s;
+  // The agent and its generation are checked by the store, in the acks'
+  // own transaction.
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok())
+    return WithMetadata(s, "field", "agent_id");
   std::vector<std::string> distinct;
   std::set<std::string> seen;
   for (const std::string& id : message_ids) {
@@ -461,10 +462,10 @@ absl::StatusOr<AckResult> Messaging::Ack(
     const std::string& agent_id, const std::vector<std::string>& message_ids,
     std::optional<int64_t> presence_generation) {
   absl::StatusOr<std::vector<std::string>> ids =
-      CheckAck(agent_id, message_ids, presence_generation);
+      CheckAck(agent_id, message_ids);
   if (!ids.ok()) return ids.status();
-  absl::StatusOr<std::vector<bool>> acked =
-      store_->AckMessages(agent_id, *ids, UnixMillis(clock_->Now()));
+  absl::StatusOr<std::vector<bool>> acked = store_->AckMessages(
+      agent_id, *ids, UnixMillis(clock_->Now()), presence_generation);
   if (!acked.ok()) return acked.status();
   return ToAckResult(*ids, *acked);
 }
@@ -474,14 +475,14 @@ void Messaging::AckAsync(const std::string& agent_id,
                          std::optional<int64_t> presence_generation,
                          storage::Store::Callback<AckResult> done) {
   absl::StatusOr<std::vector<std::string>> ids =
-      CheckAck(agent_id, message_ids, presence_generation);
+      CheckAck(agent_id, message_ids);
   if (!ids.ok()) {
     std::move(done)(ids.status());
     return;
   }
   auto distinct = std::make_shared<std::vector<std::string>>(std::move(*ids));
   store_->AckMessagesAsync(
-      agent_id, *distinct, UnixMillis(clock_->Now()),
+      agent_id, *distinct, UnixMillis(clock_->Now()), presence_generation,
       [distinct, done = std::move(done)](
           absl::StatusOr<std::vector<bool>> acked) mutable {
         if (!acked.ok()) {

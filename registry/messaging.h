@@ -243,8 +243,7 @@ class Messaging {
   absl::StatusOr<Prepared> Prepare(const PublishInput& input);
   // Validates an Ack; returns its ids de-duplicated, in request order.
   absl::StatusOr<std::vector<std::string>> CheckAck(
-      const std::string& agent_id, const std::vector<std::string>& message_ids,
-      std::optional<int64_t> presence_generation);
+      const std::string& agent_id, const std::vector<std::string>& message_ids);
   bool NeedsEnsure(const Prepared& p) const;
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
   // After the write: pushes, wakes askers, starts the ensure if needed.

@@ -135,10 +135,11 @@ class SqliteStore final : public Store {
                                   int64_t now_ms) override;
   absl::StatusOr<std::vector<bool>> AckMessages(
       absl::string_view agent_id, const std::vector<std::string>& message_ids,
-      int64_t now_ms) override;
+      int64_t now_ms, std::optional<int64_t> presence_generation) override;
   void AckMessagesAsync(absl::string_view agent_id,
                         const std::vector<std::string>& message_ids,
                         int64_t now_ms,
+                        std::optional<int64_t> presence_generation,
                         Callback<std::vector<bool>> done) override;
   absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
   absl::StatusOr<std::vector<InboxRecord>> ListInbox(
@@ -249,7 +250,8 @@ class SqliteStore final : public Store {
                              absl::string_view agent_id, int64_t now_ms);
   absl::StatusOr<std::vector<bool>> AckAllIn(
       Connection& conn, absl::string_view agent_id,
-      const std::vector<std::string>& message_ids, int64_t now_ms);
+      const std::vector<std::string>& message_ids, int64_t now_ms,
+      std::optional<int64_t> presence_generation);
   absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
       Connection& conn, absl::string_view id, absl::string_view from_status,
       absl::string_view reason, int64_t now_ms,

@@ -359,7 +359,22 @@ absl::StatusOr<bool> SqliteStore::AckMessage(absl::string_view message_id,
 // nothing to ack (acked before by this agent counts as acknowledged).
 absl::StatusOr<std::vector<bool>> SqliteStore::AckAllIn(
     Connection& conn, absl::string_view agent_id,
-    const std::vector<std::string>& message_ids, int64_t now_ms) {
+    const std::vector<std::string>& message_ids, int64_t now_ms,
+    std::optional<int64_t> presence_generation) {
+  // The acknowledging owner is checked in the acks' own transaction: a
+  // re-registration committed before them makes the whole op stale.
+  absl::StatusOr<Stmt> owner =
+      conn.Prepare("SELECT presence_generation FROM agents WHERE agent_id = ?");
+  if (!owner.ok()) return owner.status();
+  owner->Bind(1, agent_id);
+  absl::StatusOr<bool> found = owner->Step();
+  if (!found.ok()) return found.status();
+  if (!*found) return ToStatus(PresenceOutcome::kNotFound, agent_id);
+  if (absl::Status stale =
+          CheckAckGeneration(owner->Int(0), presence_generation);
+      !stale.ok()) {
+    return stale;
+  }
   std::vector<bool> out;
   out.reserve(message_ids.size());
   absl::Status s;
@@ -395,20 +410,21 @@ absl::StatusOr<std::vector<bool>> SqliteStore::AckAllIn(
 
 absl::StatusOr<std::vector<bool>> SqliteStore::AckMessages(
     absl::string_view agent_id, const std::vector<std::string>& message_ids,
-    int64_t now_ms) {
+    int64_t now_ms, std::optional<int64_t> presence_generation) {
   return Write<std::vector<bool>>([&](Connection& conn) {
-    return AckAllIn(conn, agent_id, message_ids, now_ms);
+    return AckAllIn(conn, agent_id, message_ids, now_ms, presence_generation);
   });
 }
 
 void SqliteStore::AckMessagesAsync(absl::string_view agent_id,
                                    const std::vector<std::string>& message_ids,
                                    int64_t now_ms,
+                                   std::optional<int64_t> presence_generation,
                                    Callback<std::vector<bool>> done) {
   WriteAsync<std::vector<bool>>(
-      [this, agent = std::string(agent_id), message_ids,
-       now_ms](Connection& conn) {
-        return AckAllIn(conn, agent, message_ids, now_ms);
+      [this, agent = std::string(agent_id), message_ids, now_ms,
+       presence_generation](Connection& conn) {
+        return AckAllIn(conn, agent, message_ids, now_ms, presence_generation);
       },
       std::move(done));
 }

@@ -321,6 +321,11 @@ TEST(InboxLimit, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
 
 TEST(AckMessages, AcksEachIdInOneWriteAndCountsEarlierAcksAsAcknowledged) {
   auto store = OpenOrDie(FreshDbPath());
+  AgentRegistration a;
+  a.agent_id = "a";
+  a.cli = "claude";
+  a.now_ms = kNow;
+  ASSERT_TRUE(store->RegisterAgent(a).ok());  // acks come from its owner
   ASSERT_TRUE(Publish(*store, "m1", "a", 0).ok());
   ASSERT_TRUE(Publish(*store, "m2", "a", 0).ok());
   ASSERT_TRUE(store->InsertMessage(Msg("queued"), {"a"}).ok());  // not pushed
@@ -328,13 +333,38 @@ TEST(AckMessages, AcksEachIdInOneWriteAndCountsEarlierAcksAsAcknowledged) {
   ASSERT_TRUE(*store->AckMessage("m2", "a", kNow));
   const auto before = store->write_stats().groups;
   absl::StatusOr<std::vector<bool>> acked = store->AckMessages(
-      "a", {"m1", "m2", "queued", "other", "missing"}, kNow + 1);
+      "a", {"m1", "m2", "queued", "other", "missing"}, kNow + 1, std::nullopt);
   ASSERT_TRUE(acked.ok()) << acked.status();
   EXPECT_EQ(*acked, (std::vector<bool>{true, true, false, false, false}));
   EXPECT_EQ(store->write_stats().groups, before + 1);
   EXPECT_EQ(store->GetMessage("m1")->status, "acked");
   EXPECT_EQ(store->GetMessage("queued")->status, "queued");
   EXPECT_EQ(store->GetMessage("other")->status, "delivered");
+}
+
+TEST(AckMessages, AStaleOwnerOrAnUnknownAgentAcksNothing) {
+  auto store = OpenOrDie(FreshDbPath());
+  AgentRegistration a;
+  a.agent_id = "agent-a";
+  a.cli = "claude";
+  a.now_ms = kNow;
+  ASSERT_TRUE(store->RegisterAgent(a).ok());
+  ASSERT_TRUE(store->RegisterAgent(a).ok());  // generation 2 owns it now
+  ASSERT_TRUE(Publish(*store, "m1", "agent-a", 0).ok());
+
+  absl::StatusOr<std::vector<bool>> stale =
+      store->AckMessages("agent-a", {"m1"}, kNow + 1, /*generation=*/1);
+  EXPECT_EQ(ReasonOf(stale.status()), "STALE_PRESENCE_OWNER");
+  EXPECT_EQ(store->GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(
+      ReasonOf(store->AckMessages("nobody", {"m1"}, kNow + 1, std::nullopt)
+                   .status()),
+      "AGENT_NOT_FOUND");
+  absl::StatusOr<std::vector<bool>> current =
+      store->AckMessages("agent-a", {"m1"}, kNow + 1, /*generation=*/2);
+  ASSERT_TRUE(current.ok()) << current.status();
+  EXPECT_EQ(*current, std::vector<bool>{true});
+  EXPECT_EQ(store->GetMessage("m1")->status, "acked");
 }
 
 }  // namespace

@@ -5,6 +5,14 @@
 
 namespace hub::storage {
 
+absl::Status CheckAckGeneration(int64_t current,
+                                std::optional<int64_t> claimed) {
+  if (!claimed.has_value() || *claimed == current) return absl::OkStatus();
+  return FailedPreconditionError(
+      "STALE_PRESENCE_OWNER", absl::StrCat("presence_generation ", *claimed,
+                                           " is not current (", current, ")"));
+}
+
 absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
   return WithMetadata(
       LimitExceededError("max_pending_per_inbox", limit,

@@ -379,6 +379,11 @@ struct StoreInfo {
   std::string hub_schema_version;  // hub's own, "3"
 };
 
+// OK, or FAILED_PRECONDITION / STALE_PRESENCE_OWNER when an acknowledging
+// caller's `claimed` generation is not the agent's `current` one.
+absl::Status CheckAckGeneration(int64_t current,
+                                std::optional<int64_t> claimed);
+
 // RESOURCE_EXHAUSTED / LIMIT_EXCEEDED: `agent_id` already has `limit`
 // pending messages (limit max_pending_per_inbox, metadata agent_id).
 absl::Status InboxFullError(absl::string_view agent_id, int64_t limit);
@@ -569,14 +574,25 @@ class Store {
   virtual absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                           absl::string_view agent_id,
                                           int64_t now_ms) = 0;
-  // AckMessage for each of `message_ids` (distinct) in one write. Returns,
-  // in `message_ids` order, whether the agent's row is acknowledged now:
-  // true when this call acked it or it was acked before, false when there
-  // is nothing of this agent's to ack (never delivered to it, or the message
-  // is terminal). The default acks one by one.
+  // AckMessage for each of `message_ids` (distinct) in one write, by the
+  // agent's current owner: the agent must exist (AGENT_NOT_FOUND) and, when
+  // `presence_generation` is given, still be at that generation
+  // (STALE_PRESENCE_OWNER), checked in the same transaction as the acks.
+  // Returns, in `message_ids` order, whether the agent's row is acknowledged
+  // now: true when this call acked it or it was acked before, false when
+  // there is nothing of this agent's to ack (never delivered to it, or the
+  // message is terminal). The default checks, then acks one by one (not
+  // atomic with the check).
   virtual absl::StatusOr<std::vector<bool>> AckMessages(
       absl::string_view agent_id, const std::vector<std::string>& message_ids,
-      int64_t now_ms) {
+      int64_t now_ms, std::optional<int64_t> presence_generation) {
+    absl::StatusOr<AgentRecord> agent = GetAgent(agent_id);
+    if (!agent.ok()) return agent.status();
+    if (absl::Status s =
+            CheckAckGeneration(agent->presence_generation, presence_generation);
+        !s.ok()) {
+      return s;
+    }
     std::vector<bool> acked;
     for (const std::string& id : message_ids) {
       absl::StatusOr<bool> now = AckMessage(id, agent_id, now_ms);
@@ -598,8 +614,10 @@ class Store {
   virtual void AckMessagesAsync(absl::string_view agent_id,
                                 const std::vector<std::string>& message_ids,
                                 int64_t now_ms,
+                                std::optional<int64_t> presence_generation,
                                 Callback<std::vector<bool>> done) {
-    std::move(done)(AckMessages(agent_id, message_ids, now_ms));
+    std::move(done)(
+        AckMessages(agent_id, message_ids, now_ms, presence_generation));
   }
   // NotFound (MESSAGE_NOT_FOUND) when absent.
   virtual absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) = 0;
