@@ -70,7 +70,10 @@ absl::Status ConfigureWriter(Connection& conn,
   }
   absl::Status s = conn.Exec(absl::StrCat(
       "PRAGMA foreign_keys = ON; ", SynchronousPragma(options.synchronous),
-      "; PRAGMA wal_autocheckpoint = 1000;"));
+      "; PRAGMA wal_autocheckpoint = 1000;"
+      // Statement journals and temporary b-trees stay in memory: on disk
+      // each one costs the writer a file create and unlink.
+      " PRAGMA temp_store = MEMORY;"));
   if (!s.ok()) return s;
   if (options.max_page_count > 0) {
     s = conn.Exec(
