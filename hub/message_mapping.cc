@@ -1,22 +1,17 @@
 #include "hub/message_mapping.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <utility>
 
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
-#include "nlohmann/json.hpp"
+#include "hub/struct_json.h"
 #include "registry/role_key.h"
 #include "registry/status.h"
 
 namespace hub {
 namespace {
-
-using google::protobuf::util::JsonStringToMessage;
-using google::protobuf::util::MessageToJsonString;
 
 constexpr absl::string_view kTypePrefix = "MESSAGE_TYPE_";
 
@@ -32,14 +27,16 @@ void FillRoleKey(const std::string& wire, hub::v1::RoleKey* key) {
 absl::StatusOr<std::string> PayloadJson(bool has_payload,
                                         const google::protobuf::Struct& s) {
   if (!has_payload) return std::string();
-  std::string json;
-  if (!MessageToJsonString(s, &json).ok()) {
+  absl::StatusOr<std::string> json = StructToJson(s);
+  if (!json.ok()) {
     return WithMetadata(
-        InvalidArgumentError("REQUEST_INVALID",
-                             "payload is not representable as JSON"),
+        InvalidArgumentError(
+            "REQUEST_INVALID",
+            absl::StrCat("payload is not representable as JSON: ",
+                         json.status().message())),
         "field", "payload");
   }
-  return json;
+  return std::move(*json);
 }
 
 }  // namespace
@@ -121,20 +118,20 @@ hub::v1::Message ToMessageProto(const storage::MessageRecord& m) {
       ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
   out.set_correlation_id(m.correlation_id);
   out.set_trace_id(m.trace_id);
-  nlohmann::json payload =
-      nlohmann::json::parse(m.payload_json, nullptr, false);
-  std::string object = m.payload_json;
-  if (!payload.is_object()) {
-    // A payload triflux stored that is not an object reads back wrapped.
-    nlohmann::json wrapped = nlohmann::json::object();
-    wrapped["value"] =
-        payload.is_discarded() ? nlohmann::json(m.payload_json) : payload;
-    object = wrapped.dump();
+  absl::StatusOr<google::protobuf::Value> payload = JsonToValue(m.payload_json);
+  if (payload.ok() && payload->has_struct_value()) {
+    out.mutable_payload()->Swap(payload->mutable_struct_value());
+  } else {
+    // A payload triflux stored that is not an object reads back wrapped:
+    // {"value": <the JSON value>}, or the raw text when it is not JSON.
+    google::protobuf::Value& value =
+        (*out.mutable_payload()->mutable_fields())["value"];
+    if (payload.ok()) {
+      value = std::move(*payload);
+    } else {
+      value.set_string_value(m.payload_json);
+    }
   }
-  if (!JsonStringToMessage(object, out.mutable_payload()).ok()) {
-    out.clear_payload();
-  }
-  out.mutable_payload();
   out.set_status(MessageStatusFromWord(m.status));
   if (m.role_key_wire.has_value()) {
     out.set_role_key_wire(*m.role_key_wire);

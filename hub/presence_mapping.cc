@@ -1,10 +1,10 @@
 #include "hub/presence_mapping.h"
 
-#include <google/protobuf/util/json_util.h>
-
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "hub/proto_time.h"
+#include "hub/struct_json.h"
 #include "nlohmann/json.hpp"
 #include "registry/clock.h"
 #include "registry/status.h"
@@ -188,13 +188,16 @@ absl::StatusOr<RegisterInput> ToRegisterInput(
                          request.capabilities().end());
   in.topics.assign(request.topics().begin(), request.topics().end());
   if (request.has_metadata()) {
-    std::string json;
-    if (!google::protobuf::util::MessageToJsonString(request.metadata(), &json)
-             .ok()) {
-      return InvalidArgumentError("REQUEST_INVALID",
-                                  "metadata is not representable as JSON");
+    absl::StatusOr<std::string> json = StructToJson(request.metadata());
+    if (!json.ok()) {
+      return WithMetadata(
+          InvalidArgumentError(
+              "REQUEST_INVALID",
+              absl::StrCat("metadata is not representable as JSON: ",
+                           json.status().message())),
+          "field", "metadata");
     }
-    in.metadata_json = std::move(json);
+    in.metadata_json = std::move(*json);
   }
   if (request.has_heartbeat_ttl()) {
     if (absl::Status s =
@@ -236,12 +239,11 @@ hub::v1::Agent ToAgentProto(const AgentView& view, absl::Time now) {
     a.add_capabilities(c);
   }
   for (const std::string& t : StringArray(r.topics_json)) a.add_topics(t);
-  if (!google::protobuf::util::JsonStringToMessage(r.metadata_json,
-                                                   a.mutable_metadata())
-           .ok()) {
-    a.clear_metadata();  // a non-object row from triflux: metadata stays {}
-    a.mutable_metadata();
-  }
+  absl::StatusOr<google::protobuf::Struct> metadata =
+      JsonToStruct(r.metadata_json);
+  // A non-object row from triflux: metadata stays {}.
+  if (metadata.ok()) a.mutable_metadata()->Swap(&*metadata);
+  a.mutable_metadata();
   a.set_status(StatusFromName(r.status));
   *a.mutable_last_seen_at() =
       ToProtoTimestamp(absl::FromUnixMillis(r.last_seen_ms));

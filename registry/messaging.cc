@@ -110,9 +110,10 @@ absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
   if (input.payload_json.empty()) {
     m.payload_json = "{}";
   } else {
-    nlohmann::json payload =
-        nlohmann::json::parse(input.payload_json, nullptr, false);
-    if (!payload.is_object()) {
+    // Valid JSON whose value is an object (accept() builds no document).
+    const size_t first = input.payload_json.find_first_not_of(" \t\r\n");
+    if (first == std::string::npos || input.payload_json[first] != '{' ||
+        !nlohmann::json::accept(input.payload_json)) {
       return Invalid("REQUEST_INVALID", "payload",
                      "payload must be a JSON object");
     }

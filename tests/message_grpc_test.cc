@@ -2,9 +2,12 @@
 // in-process HubServer: publishes to agents, topics and roles, pushes and
 // acknowledgements on the stream, ListPending paging, role backlog, bad
 // input, expiry and dead letters, Ask and traces.
+#include <google/protobuf/util/json_util.h>
+#include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <cmath>
 #include <memory>
 #include <set>
 #include <string>
@@ -137,6 +140,26 @@ TEST_F(MessageGrpcTest, APublishIsPushedOnTheStreamAndAckedThere) {
   EXPECT_EQ(answer.frame_id(), 7);
   ASSERT_EQ(answer.message_ack_result().acked_message_ids_size(), 1);
   EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+TEST_F(MessageGrpcTest, APayloadReadsBackExactlyAsItWasSent) {
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("agent-b");
+  ASSERT_TRUE(google::protobuf::util::JsonStringToMessage(
+                  R"({"diff": "--- a\n+++ b\n\"q\" \u0001 caf\u00e9",
+                      "n": [0, -1, 1.5, 1e+21, 0.30000000000000004, null],
+                      "deep": {"ok": true, "list": [{"x": {}}, []]}})",
+                  request.mutable_payload())
+                  .ok());
+  hub::v1::PublishResponse published;
+  ASSERT_TRUE(Publish(request, &published).ok());
+  Register("agent-b");
+  const hub::v1::ListPendingResponse pending = Pending("agent-b");
+  ASSERT_EQ(pending.deliveries_size(), 1);
+  EXPECT_TRUE(google::protobuf::util::MessageDifferencer::Equals(
+      pending.deliveries(0).message().payload(), request.payload()))
+      << pending.deliveries(0).message().payload().DebugString();
 }
 
 TEST_F(MessageGrpcTest, ManyPipelinedAckFramesAreEachAnsweredOnce) {
@@ -286,6 +309,19 @@ TEST_F(MessageGrpcTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
       {"short ttl", [](auto& r) { r.mutable_ttl()->set_nanos(999000000); },
        "TTL_INVALID"},
       {"trace", [](auto& r) { r.set_trace_id("a/b"); }, "REQUEST_INVALID"},
+      {"NaN in the payload",
+       [](auto& r) {
+         (*r.mutable_payload()->mutable_fields())["x"].set_number_value(
+             std::nan(""));
+       },
+       "REQUEST_INVALID"},
+      {"empty value in the payload",
+       [](auto& r) {
+         (*(*r.mutable_payload()->mutable_fields())["l"]
+               .mutable_list_value()
+               ->add_values());
+       },
+       "REQUEST_INVALID"},
   };
   for (const Case& c : cases) {
     hub::v1::PublishRequest request;

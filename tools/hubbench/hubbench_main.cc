@@ -58,6 +58,9 @@ ABSL_FLAG(std::string, to, "agent",
           "publish: agent (one recipient), topic (--fanout subscribers) or "
           "role (its active holder)");
 ABSL_FLAG(int, fanout, 10, "publish --to=topic: subscribers");
+ABSL_FLAG(int, payload_bytes, 0,
+          "publish: a string of this many bytes in each payload (and in the "
+          "ceiling's echo), besides the send time; at most 65536");
 ABSL_FLAG(int, server_pid, 0, "idle: the server process to read in /proc");
 ABSL_FLAG(int, setup_threads, 16, "threads for blocking per-client setup");
 ABSL_FLAG(std::string, run_id, "",
@@ -120,7 +123,10 @@ std::string PublishLayout(int clients) {
   const std::string to = absl::GetFlag(FLAGS_to);
   return absl::StrCat(
       to, to == "topic" ? absl::StrCat("x", absl::GetFlag(FLAGS_fanout)) : "",
-      "/c", clients);
+      "/c", clients,
+      absl::GetFlag(FLAGS_payload_bytes) > 0
+          ? absl::StrCat("/b", absl::GetFlag(FLAGS_payload_bytes))
+          : "");
 }
 
 // register and cas (and publish on the ceiling): a unary closed loop.
@@ -302,7 +308,9 @@ int Main(const std::vector<char*>& args) {
   if (!known || config.addr.empty() || !run_id_ok ||
       (keys != "distinct" && keys != "one") ||
       (to != "agent" && to != "topic" && to != "role") ||
-      absl::GetFlag(FLAGS_fanout) < 1 || config.clients < 1 ||
+      absl::GetFlag(FLAGS_fanout) < 1 ||
+      absl::GetFlag(FLAGS_payload_bytes) < 0 ||
+      absl::GetFlag(FLAGS_payload_bytes) > 65536 || config.clients < 1 ||
       config.streams < 1 || config.connections < 0 ||
       config.duration <= absl::ZeroDuration() ||
       config.duration > kMaxDuration || config.warmup < absl::ZeroDuration() ||
@@ -312,7 +320,8 @@ int Main(const std::vector<char*>& args) {
   }
   std::unique_ptr<Target> target;
   if (config.target == "noop") {
-    target = NewNoopTarget();
+    target = NewNoopTarget(
+        config.workload == "publish" ? absl::GetFlag(FLAGS_payload_bytes) : 0);
   } else if (config.target == "etcd") {
     target = NewEtcdTarget();
   } else if (config.target == "hub") {
@@ -332,6 +341,7 @@ int Main(const std::vector<char*>& args) {
     publish.run_id = run_id;
     publish.to = to;
     publish.fanout = absl::GetFlag(FLAGS_fanout);
+    publish.payload_bytes = absl::GetFlag(FLAGS_payload_bytes);
     publish.clients = config.clients;
     publish.connections = config.connections;
     publish.warmup = config.warmup;
@@ -361,7 +371,8 @@ int main(int argc, char** argv) {
       argv[0],
       " register|heartbeat|idle|cas|publish --target=hub|noop|etcd "
       "--addr=host:port [--clients=N] [--streams=S --connections=C] "
-      "[--keys=distinct|one] [--to=agent|topic|role --fanout=N] "
+      "[--keys=distinct|one] [--to=agent|topic|role --fanout=N "
+      "--payload_bytes=N] "
       "[--duration=3s] [--server_pid=PID]"));
   return hubbench::Main(absl::ParseCommandLine(argc, argv));
 }

@@ -12,8 +12,10 @@ using hubbench::v1::Pong;
 // One Unary echo per op: what any unary RPC costs at the least.
 class EchoOp : public UnaryOp {
  public:
-  explicit EchoOp(std::shared_ptr<grpc::Channel> channel)
-      : stub_(NoopService::NewStub(channel)) {}
+  EchoOp(std::shared_ptr<grpc::Channel> channel, int payload_bytes)
+      : stub_(NoopService::NewStub(channel)) {
+    request_.set_payload(std::string(payload_bytes, 'x'));
+  }
 
   void Start(DoneFn done) override {
     context_ = NewCallContext();
@@ -54,15 +56,17 @@ class EchoProtocol : public StreamProtocol<Ping, Pong> {
 
 class NoopTarget : public Target {
  public:
+  explicit NoopTarget(int payload_bytes) : payload_bytes_(payload_bytes) {}
+
   std::unique_ptr<UnaryOp> NewRegisterOp(std::shared_ptr<grpc::Channel> channel,
                                          int client) override {
-    return std::make_unique<EchoOp>(channel);
+    return std::make_unique<EchoOp>(channel, payload_bytes_);
   }
 
   // The unary ceiling beside a compare-and-set: there is no key to contend.
   absl::StatusOr<std::unique_ptr<UnaryOp>> NewCasOp(
       std::shared_ptr<grpc::Channel> channel, int client, int key) override {
-    return std::make_unique<EchoOp>(channel);
+    return std::make_unique<EchoOp>(channel, payload_bytes_);
   }
 
   absl::StatusOr<std::unique_ptr<PingStreamBase>> NewStream(
@@ -71,12 +75,15 @@ class NoopTarget : public Target {
     return std::make_unique<PingStream<Ping, Pong>>(
         std::make_unique<EchoProtocol>(), board, hold, max_life);
   }
+
+ private:
+  const int payload_bytes_;
 };
 
 }  // namespace
 
-std::unique_ptr<Target> NewNoopTarget() {
-  return std::make_unique<NoopTarget>();
+std::unique_ptr<Target> NewNoopTarget(int payload_bytes) {
+  return std::make_unique<NoopTarget>(payload_bytes);
 }
 
 }  // namespace hubbench

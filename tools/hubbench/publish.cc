@@ -194,11 +194,15 @@ class Consumer {
 class PublishOp : public UnaryOp {
  public:
   PublishOp(std::shared_ptr<grpc::Channel> channel, std::string from,
-            std::string to)
+            std::string to, int payload_bytes)
       : stub_(hub::v1::MessageService::NewStub(channel)) {
     request_.set_from_agent_id(std::move(from));
     request_.set_to(std::move(to));
     request_.set_type(hub::v1::MESSAGE_TYPE_EVENT);
+    if (payload_bytes > 0) {
+      (*request_.mutable_payload()->mutable_fields())["body"].set_string_value(
+          std::string(payload_bytes, 'x'));
+    }
   }
 
   void Start(DoneFn done) override {
@@ -271,7 +275,9 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   result->layout = absl::StrCat(
       config.to,
       config.to == "topic" ? absl::StrCat("x", config.fanout) : std::string(),
-      "/c", n);
+      "/c", n,
+      config.payload_bytes > 0 ? absl::StrCat("/b", config.payload_bytes)
+                               : std::string());
   auto fail = [&](const absl::Status& status) {
     result->status = "error";
     result->error = status.ToString();
@@ -310,8 +316,9 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   }
   std::vector<std::unique_ptr<UnaryOp>> ops;
   for (int i = 0; i < n; ++i) {
-    ops.push_back(std::make_unique<PublishOp>(
-        (*channels)[i % c], absl::StrCat(prefix, "-pub", i), to));
+    ops.push_back(std::make_unique<PublishOp>((*channels)[i % c],
+                                              absl::StrCat(prefix, "-pub", i),
+                                              to, config.payload_bytes));
   }
   const Window window = Window::FromNow(config.warmup, config.duration);
   for (auto& sink : sinks) sink->SetWindow(window);

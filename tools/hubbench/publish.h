@@ -21,6 +21,9 @@ struct PublishConfig {
   // topic:role:<wire>.
   std::string to;
   int fanout = 10;
+  // Each publish's payload carries a string of this many bytes besides its
+  // send time (0: the send time alone).
+  int payload_bytes = 0;
   int clients = 1;      // publishers
   int connections = 0;  // 0: one per publisher
   absl::Duration warmup;

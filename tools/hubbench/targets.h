@@ -45,7 +45,9 @@ class Target {
       bool hold, absl::Duration max_life) = 0;
 };
 
-std::unique_ptr<Target> NewNoopTarget();
+// `payload_bytes`: the size of the opaque payload each unary echo carries
+// (the ceiling beside a publish of that many payload bytes).
+std::unique_ptr<Target> NewNoopTarget(int payload_bytes = 0);
 std::unique_ptr<Target> NewEtcdTarget();
 // `run_id` (8 base64url characters) keeps agent ids and role keys of different
 // runs apart.
