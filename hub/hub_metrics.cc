@@ -69,6 +69,16 @@ HubMetrics::HubMetrics()
           "hub_role_failovers_total",
           "Roles that became active under a different agent than their "
           "previous holder.")),
+      role_kernel_transitions(registry_.AddCounter(
+          "hub_role_kernel_transitions_total",
+          "Role writes decided by the transition kernel, by state before, "
+          "trigger and state after (\"removed\" for a closed scope).",
+          {"from", "trigger", "to"})),
+      role_transitions_refused(registry_.AddCounter(
+          "hub_role_transitions_refused_total",
+          "Role writes the transition kernel refused (INVALID_ROLE_TRANSITION: "
+          "no table row for the state and trigger); nothing was written.",
+          {"from", "trigger"})),
       commit_group_size(registry_.AddHistogram(
           "hub_store_commit_group_size",
           "Write operations per group commit (one transaction, one sync).", {},
@@ -120,6 +130,21 @@ void HubMetrics::OnRoleEvent(const RoleEvent& event) {
                                 {"to_holder", holder},
                                 {"epoch", row.epoch}});
   }
+}
+
+void HubMetrics::OnRoleTransition(const RoleTransitionNote& note) {
+  const std::string trigger(RoleTriggerName(note.trigger));
+  if (note.refused) {
+    role_transitions_refused->Add({note.from, trigger});
+    log::Warn("role_transition_refused", {{"role", note.role_key_wire},
+                                          {"state", note.from},
+                                          {"trigger", trigger},
+                                          {"version", note.version}});
+    return;
+  }
+  const std::string to =
+      note.to.has_value() ? std::string(RoleStateName(*note.to)) : "removed";
+  role_kernel_transitions->Add({note.from, trigger, to});
 }
 
 std::vector<MetricSample> HubMetrics::RolesByState() {

@@ -47,6 +47,10 @@ class HubMetrics {
   CounterFamily* const role_transitions;  // by from, to
   CounterFamily* const role_activations;
   CounterFamily* const role_failovers;
+  // Decisions of the transition kernel: applied by trigger (from, trigger,
+  // to), refused by pair (from, trigger).
+  CounterFamily* const role_kernel_transitions;
+  CounterFamily* const role_transitions_refused;
   // Storage.
   HistogramFamily* const commit_group_size;
   HistogramFamily* const commit_seconds;
@@ -55,6 +59,9 @@ class HubMetrics {
   void SeedRoles(const std::vector<storage::RoleRecord>& rows);
   // A committed role change (the whole-hub RoleWatch callback).
   void OnRoleEvent(const RoleEvent& event);
+  // A decision of the transition kernel behind a registry write
+  // (RoleRegistryOptions::on_transition); a refusal also logs a warning.
+  void OnRoleTransition(const RoleTransitionNote& note);
   // Roles by state, for the hub_roles gauge.
   std::vector<MetricSample> RolesByState();
 

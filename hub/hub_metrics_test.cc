@@ -70,6 +70,40 @@ TEST(HubMetricsTest, OldOrRepeatedVersionsAreNotCountedTwice) {
   EXPECT_EQ(RolesIn(m, "active"), 1);
 }
 
+TEST(HubMetricsTest, KernelDecisionsAreCountedAppliedByTriggerRefusedByPair) {
+  HubMetrics m;
+  RoleTransitionNote acked;
+  acked.role_key_wire = "rk2.test";
+  acked.from = "elected-probing";
+  acked.trigger = RoleTrigger::kActivationAcked;
+  acked.to = RoleState::kActive;
+  acked.version = 2;
+  m.OnRoleTransition(acked);
+  RoleTransitionNote closed = acked;
+  closed.from = "active";
+  closed.trigger = RoleTrigger::kScopeClosed;
+  closed.to = std::nullopt;
+  m.OnRoleTransition(closed);
+  RoleTransitionNote refused = acked;
+  refused.from = "active";
+  refused.trigger = RoleTrigger::kProbeSucceeded;
+  refused.to = std::nullopt;
+  refused.refused = true;
+  m.OnRoleTransition(refused);
+  m.OnRoleTransition(refused);
+  EXPECT_EQ(m.role_kernel_transitions->Value(
+                {"elected-probing", "activation_acked", "active"}),
+            1);
+  EXPECT_EQ(
+      m.role_kernel_transitions->Value({"active", "scope_closed", "removed"}),
+      1);
+  EXPECT_EQ(m.role_transitions_refused->Value({"active", "probe_succeeded"}),
+            2);
+  EXPECT_EQ(m.role_kernel_transitions->Value(
+                {"active", "probe_succeeded", "removed"}),
+            0);
+}
+
 TEST(HubMetricsTest, RolesByStateListsEveryStateAndForgetsRemovedRoles) {
   HubMetrics m;
   EXPECT_EQ(m.RolesByState().size(), 5u);

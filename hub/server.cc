@@ -136,6 +136,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // quarantine).
   RoleRegistryOptions role_options;
   role_options.policy = options.activator.config;
+  // Every decision of the transition kernel is counted; a refusal is logged.
+  role_options.on_transition = [metrics](const RoleTransitionNote& note) {
+    metrics->OnRoleTransition(note);
+  };
   server->roles_ =
       std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
   // Role changes reach the presence streams of their holders and candidates

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "registry/role_transitions.h"
 #include "registry/status.h"
 
 namespace hub {
@@ -29,9 +30,16 @@ RoleKeyRef WireRef(const std::string& wire) {
   return ref;
 }
 
-absl::Status StaleEpoch(const RoleRecord& row, absl::string_view why) {
+// A rejected ACK: §5.2's stale_ack keeps the state and answers with its
+// result code (STALE_EPOCH), with the row's fence in metadata.
+absl::Status StaleAck(const RoleRecord& row, absl::string_view why) {
+  absl::StatusOr<RoleTransition> stale =
+      ReduceRoleTransition(row.state, "stale_ack");
+  const std::string code = stale.ok() && stale->result_code.has_value()
+                               ? *stale->result_code
+                               : std::string("STALE_EPOCH");
   absl::Status s = FailedPreconditionError(
-      "STALE_EPOCH", absl::StrCat("activation is not current: ", why));
+      code, absl::StrCat("activation is not current: ", why));
   s = WithMetadata(std::move(s), "role_key_wire", row.role_key_wire);
   s = WithMetadata(std::move(s), "epoch", absl::StrCat(row.epoch));
   s = WithMetadata(std::move(s), "activation_seq",
@@ -39,6 +47,40 @@ absl::Status StaleEpoch(const RoleRecord& row, absl::string_view why) {
   s = WithMetadata(std::move(s), "activation_id",
                    row.activation_id.value_or(""));
   return WithMetadata(std::move(s), "state", row.state);
+}
+
+// Whether the row holds an authority a change must fence (epoch + 1): a
+// holder, an activation, or a state that implies one.
+bool HoldsAuthority(const RoleRecord& row) {
+  return row.holder_agent_id.has_value() || row.activation_id.has_value() ||
+         row.state == "active" || row.state == "elected-probing";
+}
+
+// A fence lost while an ensure decided means someone else moved the role
+// on: ROLE_RESERVATION_CONFLICT. A closed scope and a transition the kernel
+// refused keep their own reasons.
+absl::Status ReservationConflict(const std::string& wire,
+                                 const absl::Status& s) {
+  const std::string reason = ReasonOf(s);
+  if (reason == storage::kScopeClosedReason ||
+      reason == "INVALID_ROLE_TRANSITION") {
+    return s;
+  }
+  if (s.code() == absl::StatusCode::kAborted ||
+      s.code() == absl::StatusCode::kFailedPrecondition) {
+    return ReasonError(
+        absl::StatusCode::kAborted, "ROLE_RESERVATION_CONFLICT",
+        absl::StrCat("role ", wire, " changed while it was being reserved"));
+  }
+  return s;
+}
+
+EnsureReceipt BaseReceipt(const EnsureRequest& request) {
+  EnsureReceipt receipt;
+  receipt.accepted = true;
+  receipt.trigger = request.trigger;
+  receipt.cause_id = request.cause_id;
+  return receipt;
 }
 
 // The receipt for a closed lead scope: not accepted, no row (state
@@ -257,6 +299,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
   }
   absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key.wire));
   if (!row.ok() && row.status().code() == absl::StatusCode::kNotFound) {
+    // A new row is no transition: it starts electable at epoch 0.
     ReserveInput create;
     create.role = WireRef(key.wire);
     create.patch.state = "electable";
@@ -271,43 +314,89 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
   }
   if (!row.ok()) return row.status();
 
-  EnsureReceipt receipt;
-  receipt.trigger = request.trigger;
-  receipt.cause_id = request.cause_id;
-  receipt.accepted = true;
+  EnsureReceipt receipt = BaseReceipt(request);
   receipt.role = *row;
-
   if (!ManagerEnabled(key.key.kind)) {
     receipt.accepted = false;
     receipt.disposition = EnsureDisposition::kManagerDisabled;
-    if (row->holder_agent_id || row->activation_id || row->state == "active" ||
-        row->state == "elected-probing") {
+    if (HoldsAuthority(*row)) {
       absl::StatusOr<RoleRecord> fenced =
-          Fence(key, *row, "manager_disabled", "manager_disabled");
+          Release(*row, RoleTrigger::kManagerDisabled, "manager_disabled",
+                  "manager_disabled");
       if (fenced.ok()) receipt.role = *fenced;
     }
     return receipt;
   }
-  if (row->state == "active" && row->holder_agent_id.has_value() &&
-      row->charter_acked_epoch == row->epoch &&
-      row->charter_version == CharterVersion(key.key.kind) &&
-      request.trigger != "charter_issued") {
-    if (presence_->LiveLease(*row->holder_agent_id, now).has_value()) {
-      receipt.disposition = EnsureDisposition::kAlreadyActive;
+  const bool holder_live =
+      row->holder_agent_id.has_value() &&
+      presence_->LiveLease(*row->holder_agent_id, now).has_value();
+  // The row the election below starts from: electable, or unreachable with
+  // its retry due.
+  RoleRecord from = *row;
+  if (row->state == "active") {
+    if (holder_live) {
+      if (row->charter_acked_epoch == row->epoch &&
+          row->charter_version == CharterVersion(key.key.kind) &&
+          request.trigger != "charter_issued") {
+        receipt.disposition = EnsureDisposition::kAlreadyActive;
+        return receipt;
+      }
+      // A new charter (or an ACK of another epoch): the same holder
+      // acknowledges again under a new epoch.
+      return ReserveHolder(key, *row, *row->holder_agent_id,
+                           RoleTrigger::kCharterReissued, request, {});
+    }
+    absl::StatusOr<RoleRecord> revoked =
+        Release(*row, RoleTrigger::kHolderLeaseExpired, "holder_lease_expired",
+                std::nullopt);
+    if (!revoked.ok()) return ReservationConflict(key.wire, revoked.status());
+    from = *revoked;
+  } else if (row->state == "elected-probing") {
+    if (row->activation_deadline_ms.has_value()) {
+      if (*row->activation_deadline_ms > now) {
+        receipt.disposition = EnsureDisposition::kJoined;
+        return receipt;
+      }
+      // The ACK did not come in time (the tick may not have seen it yet).
+      absl::StatusOr<EnsureReceipt> failed =
+          CandidateFailed(key, *row, "ack_timeout", RoleTrigger::kAckTimeout,
+                          {}, request.trigger);
+      if (!failed.ok()) return ReservationConflict(key.wire, failed.status());
+      failed->trigger = request.trigger;
+      failed->cause_id = request.cause_id;
+      return failed;
+    }
+    if (holder_live) {
+      // A reservation no flight of this hub carries (a restart's re-probe,
+      // an operator's ReserveRole): probe its holder; an answer arms the
+      // ACK deadline (probe_succeeded).
+      receipt.disposition = EnsureDisposition::kStarted;
+      options_.executor([this, key, role = *row, trigger = request.trigger] {
+        Fly(key, role, {*role.holder_agent_id}, trigger);
+      });
       return receipt;
     }
+    absl::StatusOr<RoleRecord> revoked =
+        Release(*row, RoleTrigger::kHolderLeaseExpired, "holder_lease_expired",
+                std::nullopt);
+    if (!revoked.ok()) return ReservationConflict(key.wire, revoked.status());
+    from = *revoked;
+  } else if (row->state == "unreachable" || row->state == "quarantined") {
+    if (row->next_probe_ms.value_or(0) > now) {
+      receipt.disposition = EnsureDisposition::kJoined;  // backoff
+      return receipt;
+    }
+    if (row->state == "quarantined") {
+      absl::StatusOr<RoleRecord> restored =
+          Release(*row, RoleTrigger::kExclusionExpired, "exclusion_expired",
+                  std::nullopt, /*reset_retries=*/true);
+      if (!restored.ok()) {
+        return ReservationConflict(key.wire, restored.status());
+      }
+      from = *restored;
+    }
   }
-  if (row->state == "elected-probing" && row->activation_id.has_value() &&
-      row->activation_deadline_ms.value_or(0) > now) {
-    receipt.disposition = EnsureDisposition::kJoined;
-    return receipt;
-  }
-  if ((row->state == "unreachable" || row->state == "quarantined") &&
-      row->next_probe_ms.value_or(0) > now) {
-    receipt.disposition = EnsureDisposition::kJoined;
-    return receipt;
-  }
-  return ReserveNext(key, *row, request, {});
+  return ReserveNext(key, from, request, {});
 }
 
 std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {
@@ -356,30 +445,43 @@ absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
     const ResolvedRoleKey& key, const RoleRecord& row,
     const EnsureRequest& request, const std::set<std::string>& tried) {
   const int64_t now = UnixMillis(clock_->Now());
-  EnsureReceipt receipt;
-  receipt.trigger = request.trigger;
-  receipt.cause_id = request.cause_id;
-  receipt.accepted = true;
   std::vector<CandidateFacts> facts = Candidates(key);
   std::optional<size_t> pick = FirstEligible(facts, now, key.key.project_id,
                                              RoleKindName(key.key.kind), tried);
   if (!pick.has_value()) {
+    EnsureReceipt receipt = BaseReceipt(request);
+    receipt.disposition = EnsureDisposition::kNoCandidate;
+    receipt.role = row;
+    // An unreachable role whose retry is due but has nobody to retry with
+    // stays as it is (§5.2 has no row for it); the tick asks again.
+    if (row.state == "unreachable") return receipt;
     // Nobody can take it: no authority may remain, and the row says why.
     absl::StatusOr<RoleRecord> blocked =
-        Fence(key, row, "no_candidate", "no_candidate");
+        Release(row, RoleTrigger::kNoCandidate, "no_candidate", "no_candidate");
     if (!blocked.ok()) return blocked.status();
     receipt.role = *blocked;
-    receipt.disposition = EnsureDisposition::kNoCandidate;
     return receipt;
   }
-  const std::string holder = facts[*pick].agent_id;
+  // From electable an election; from unreachable the retry its backoff
+  // waited for.
+  const RoleTrigger trigger = row.state == "unreachable"
+                                  ? RoleTrigger::kRetryDue
+                                  : RoleTrigger::kCandidateSelected;
+  return ReserveHolder(key, row, facts[*pick].agent_id, trigger, request,
+                       tried);
+}
+
+absl::StatusOr<EnsureReceipt> Activator::ReserveHolder(
+    const ResolvedRoleKey& key, const RoleRecord& row,
+    const std::string& holder, RoleTrigger trigger,
+    const EnsureRequest& request, const std::set<std::string>& tried) {
+  const int64_t now = UnixMillis(clock_->Now());
   absl::StatusOr<AgentView> agent = presence_->Get(holder);
-  ReserveInput reserve;
-  reserve.role = WireRef(key.wire);
-  reserve.expected_version = row.version;
-  reserve.expected_epoch = row.epoch;
+  TransitionInput reserve;
+  reserve.from = row;
+  reserve.trigger = trigger;
+  reserve.write = TransitionWrite::kReserve;
   RolePatchInput& p = reserve.patch;
-  p.state = "elected-probing";
   p.holder_agent_id = holder;
   if (row.holder_agent_id.has_value() && row.holder_agent_id != holder) {
     p.previous_holder_agent_id = row.holder_agent_id;
@@ -391,34 +493,21 @@ absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
   if (agent.ok()) p.holder_lease_expires_ms = agent->record.lease_expires_ms;
   p.charter_version = CharterVersion(key.key.kind);
   p.retry_count = row.retry_count;
-  p.last_reason = "candidate_selected";
-  // Written: the fields above; cleared: the old activation's leftovers.
-  // activation_id is left out so the store mints a new one for the holder.
-  p.update_mask = {"state",
-                   "holder_agent_id",
-                   "previous_holder_agent_id",
-                   "activation_deadline",
-                   "holder_lease_expires_at",
-                   "charter_version",
-                   "charter_acked_epoch",
-                   "retry_count",
-                   "next_probe_at",
-                   "blocked_reason",
-                   "last_reason"};
-  absl::StatusOr<ReserveResult> reserved = roles_->Reserve(reserve);
+  p.last_reason = std::string(RoleTriggerName(trigger));
+  // Written: the fields above (and the kernel's state); cleared: the old
+  // activation's leftovers. activation_id is left out so the store mints a
+  // new one for the holder.
+  p.update_mask = {"holder_agent_id",     "previous_holder_agent_id",
+                   "activation_deadline", "holder_lease_expires_at",
+                   "charter_version",     "charter_acked_epoch",
+                   "retry_count",         "next_probe_at",
+                   "blocked_reason",      "last_reason"};
+  absl::StatusOr<TransitionResult> reserved = roles_->Transition(reserve);
   if (ReasonOf(reserved.status()) == storage::kScopeClosedReason) {
     return ClosedScopeReceipt(key, request);
   }
-  if (!reserved.ok()) {
-    if (reserved.status().code() == absl::StatusCode::kAborted ||
-        reserved.status().code() == absl::StatusCode::kFailedPrecondition) {
-      return ReasonError(absl::StatusCode::kAborted,
-                         "ROLE_RESERVATION_CONFLICT",
-                         absl::StrCat("role ", key.wire,
-                                      " changed while it was being reserved"));
-    }
-    return reserved.status();
-  }
+  if (!reserved.ok()) return ReservationConflict(key.wire, reserved.status());
+  EnsureReceipt receipt = BaseReceipt(request);
   receipt.role = reserved->role;
   receipt.disposition = EnsureDisposition::kStarted;
   std::set<std::string> now_tried = tried;
@@ -438,25 +527,56 @@ bool Activator::Gate(const RoleRecord& reserved) {
          row->activation_id == reserved.activation_id;
 }
 
+bool Activator::ArmDeadline(RoleKind kind, RoleRecord* reserved) {
+  if (reserved->activation_deadline_ms.has_value()) return true;
+  TransitionInput arm;
+  arm.from = *reserved;
+  arm.trigger = RoleTrigger::kProbeSucceeded;
+  arm.write = TransitionWrite::kCompareAndSet;
+  arm.patch.activation_deadline_ms =
+      UnixMillis(clock_->Now()) +
+      absl::ToInt64Milliseconds(options_.config.activation_ack_timeout);
+  arm.patch.charter_version = CharterVersion(kind);
+  arm.patch.last_reason = "probe_succeeded";
+  absl::StatusOr<TransitionResult> armed = roles_->Transition(arm);
+  if (!armed.ok()) return false;  // someone newer owns the role
+  *reserved = armed->role;
+  return true;
+}
+
 void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
                     std::set<std::string> tried, std::string trigger) {
   const std::string holder = reserved.holder_agent_id.value_or("");
-  ActivationEnvelope envelope;
-  envelope.role_key = key.key;
-  envelope.role_key_wire = key.wire;
-  envelope.epoch = reserved.epoch;
-  envelope.activation_seq = reserved.activation_seq;
-  envelope.activation_id = reserved.activation_id.value_or("");
-  envelope.charter_version = reserved.charter_version.value_or("");
-  envelope.holder_agent_id = holder;
-  envelope.ack_deadline_ms = reserved.activation_deadline_ms.value_or(0);
   absl::StatusOr<AgentView> agent = presence_->Get(holder);
-  if (agent.ok()) envelope.holder_cli = agent->record.cli;
+  // The activation for the reservation as it stands when it is sent.
+  auto envelope_of = [&](const RoleRecord& r) {
+    ActivationEnvelope envelope;
+    envelope.role_key = key.key;
+    envelope.role_key_wire = key.wire;
+    envelope.epoch = r.epoch;
+    envelope.activation_seq = r.activation_seq;
+    envelope.activation_id = r.activation_id.value_or("");
+    envelope.charter_version = r.charter_version.value_or("");
+    envelope.holder_agent_id = holder;
+    envelope.ack_deadline_ms = r.activation_deadline_ms.value_or(0);
+    if (agent.ok()) envelope.holder_cli = agent->record.cli;
+    return envelope;
+  };
+  // Ends the flight unless a failover started a new one (which lands
+  // itself).
+  auto fail = [&](const std::string& code, RoleTrigger failure) {
+    absl::StatusOr<EnsureReceipt> next = CandidateFailed(
+        key, reserved, code, failure, std::move(tried), trigger);
+    if (!next.ok() || next->disposition != EnsureDisposition::kStarted) {
+      Land(key.wire);
+    }
+  };
 
   // The failure recorded when no way works: the last real failure, or
   // adapter_unavailable when that is all the locators gave (it does not
-  // count against the candidate).
+  // count against the candidate), and whether it was a probe or a wake.
   std::string code;
+  RoleTrigger failure = RoleTrigger::kProbeFailed;
   // The presence stream first: probe = a RoleProbe event the agent answers
   // within the probe timeout (an attached but hung agent does not), wake =
   // the activation event.
@@ -466,12 +586,17 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     probe.role_key = key.key;
     probe.role_key_wire = key.wire;
     probe.epoch = reserved.epoch;
-    probe.activation_id = envelope.activation_id;
+    probe.activation_id = reserved.activation_id.value_or("");
     switch (streams_->Probe(holder, probe, options_.config.probe_timeout)) {
       case StreamProbeResult::kReady:
-        if (!Gate(reserved)) return Land(key.wire);
-        if (streams_->Deliver(holder, envelope)) return Land(key.wire);
+        if (!Gate(reserved) || !ArmDeadline(key.key.kind, &reserved)) {
+          return Land(key.wire);
+        }
+        if (streams_->Deliver(holder, envelope_of(reserved))) {
+          return Land(key.wire);
+        }
         code = std::string(kProbeTransportError);  // the stream just ended
+        failure = RoleTrigger::kWakeFailed;
         break;
       case StreamProbeResult::kTimeout:
         code = std::string(kProbeTimeout);
@@ -493,7 +618,6 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
   const std::vector<TransportLocator> locators =
       agent.ok() ? StoredLocators(agent->record.transport_locators_json)
                  : std::vector<TransportLocator>();
-  const std::string json = ActivationEnvelopeJson(envelope);
   for (const TransportLocator& locator : locators) {
     if (!LocatorUsable(locator, now, options_.local_host_id, kinds)) continue;
     TransportAdapter* adapter = nullptr;
@@ -513,11 +637,15 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
     }
     if (!probe.ok()) {
       code = probe.code;
+      failure = RoleTrigger::kProbeFailed;
       continue;
     }
-    if (!Gate(reserved)) return Land(key.wire);
+    if (!Gate(reserved) || !ArmDeadline(key.key.kind, &reserved)) {
+      return Land(key.wire);
+    }
     TransportResult wake =
-        adapter->Wake(locator, json, options_.config.probe_timeout);
+        adapter->Wake(locator, ActivationEnvelopeJson(envelope_of(reserved)),
+                      options_.config.probe_timeout);
     if (wake.ok()) {
       ProbeReportInput ok;
       ok.role = WireRef(key.wire);
@@ -528,16 +656,16 @@ void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
       return Land(key.wire);  // awaiting the ACK
     }
     code = wake.code;
+    failure = RoleTrigger::kWakeFailed;
   }
   if (code.empty()) code = std::string(kProbeTargetNotFound);
-  CandidateFailed(key, reserved, code, std::move(tried), trigger);
+  fail(code, failure);
 }
 
-void Activator::CandidateFailed(const ResolvedRoleKey& key,
-                                const RoleRecord& reserved,
-                                const std::string& code,
-                                std::set<std::string> tried,
-                                const std::string& trigger) {
+absl::StatusOr<EnsureReceipt> Activator::CandidateFailed(
+    const ResolvedRoleKey& key, const RoleRecord& reserved,
+    const std::string& code, RoleTrigger failure, std::set<std::string> tried,
+    const std::string& trigger) {
   const std::string holder = reserved.holder_agent_id.value_or("");
   ProbeReportInput report;
   report.role = WireRef(key.wire);
@@ -545,20 +673,18 @@ void Activator::CandidateFailed(const ResolvedRoleKey& key,
   report.code = code;
   absl::StatusOr<storage::CandidateRecord> candidate =
       roles_->ReportProbe(report);
-  CasInput cas;
-  cas.role = WireRef(key.wire);
-  cas.expected_version = reserved.version;
-  cas.expected_epoch = reserved.epoch;
-  cas.expected_activation_seq = reserved.activation_seq;
-  cas.expected_activation_id = reserved.activation_id;
-  RolePatchInput& p = cas.patch;
-  p.state = "unreachable";
+  // §5.2 exclude_failed_candidate: probe_failed, wake_failed or ack_timeout
+  // -> unreachable.
+  TransitionInput exclude;
+  exclude.from = reserved;
+  exclude.trigger = failure;
+  exclude.write = TransitionWrite::kCompareAndSet;
+  RolePatchInput& p = exclude.patch;
   p.previous_holder_agent_id = holder;
   p.retry_count = reserved.retry_count + 1;
   if (candidate.ok()) p.next_probe_ms = candidate->excluded_until_ms;
   p.last_reason = code;
-  p.update_mask = {"state",
-                   "holder_agent_id",
+  p.update_mask = {"holder_agent_id",
                    "previous_holder_agent_id",
                    "activation_id",
                    "activation_deadline",
@@ -567,79 +693,76 @@ void Activator::CandidateFailed(const ResolvedRoleKey& key,
                    "retry_count",
                    "next_probe_at",
                    "last_reason"};
-  absl::StatusOr<RoleRecord> unreachable = roles_->CompareAndSet(cas);
-  if (!unreachable.ok()) return Land(key.wire);  // someone newer owns it
-  // Fail over to the next eligible candidate with a new reservation.
+  absl::StatusOr<TransitionResult> unreachable = roles_->Transition(exclude);
+  // Someone newer owns the role.
+  if (!unreachable.ok()) return unreachable.status();
   EnsureRequest again;
   again.role = WireRef(key.wire);
   again.trigger = trigger;
-  again.cause_id = absl::StrCat("failover:", key.wire, ":", unreachable->epoch);
+  again.cause_id =
+      absl::StrCat("failover:", key.wire, ":", unreachable->role.epoch);
   std::vector<CandidateFacts> facts = Candidates(key);
   if (FirstEligible(facts, UnixMillis(clock_->Now()), key.key.project_id,
                     RoleKindName(key.key.kind), tried)
           .has_value()) {
-    absl::StatusOr<EnsureReceipt> next =
-        ReserveNext(key, *unreachable, again, tried);
-    if (next.ok() && next->disposition == EnsureDisposition::kStarted) return;
-    return Land(key.wire);
+    // Fail over: §5.2 releases the role (alternate_candidate_available ->
+    // electable), then elects the next candidate with a new reservation.
+    absl::StatusOr<RoleRecord> released =
+        Release(unreachable->role, RoleTrigger::kAlternateCandidateAvailable,
+                "alternate_candidate_available", std::nullopt);
+    if (!released.ok()) return released.status();
+    return ReserveNext(key, *released, again, tried);
   }
+  EnsureReceipt receipt = BaseReceipt(again);
+  receipt.disposition = EnsureDisposition::kJoined;  // waiting for the retry
+  receipt.role = unreachable->role;
   if (candidate.ok() && candidate->consecutive_probe_failures >=
                             options_.config.max_probe_failures) {
-    CasInput quarantine;
-    quarantine.role = WireRef(key.wire);
-    quarantine.expected_version = unreachable->version;
-    quarantine.expected_epoch = unreachable->epoch;
-    quarantine.expected_activation_seq = unreachable->activation_seq;
-    quarantine.expected_activation_id = unreachable->activation_id;
-    quarantine.patch.state = "quarantined";
+    TransitionInput quarantine;
+    quarantine.from = unreachable->role;
+    quarantine.trigger = RoleTrigger::kRetriesExhausted;
+    quarantine.write = TransitionWrite::kCompareAndSet;
     quarantine.patch.last_reason = "candidates_excluded";
-    (void)roles_->CompareAndSet(quarantine);
+    absl::StatusOr<TransitionResult> quarantined =
+        roles_->Transition(quarantine);
+    if (quarantined.ok()) receipt.role = quarantined->role;
   }
-  Land(key.wire);
+  return receipt;
 }
 
-absl::StatusOr<RoleRecord> Activator::Fence(
-    const ResolvedRoleKey& key, const RoleRecord& row,
-    const std::string& reason, std::optional<std::string> blocked) {
-  const bool has_authority = row.holder_agent_id || row.activation_id ||
-                             row.state == "active" ||
-                             row.state == "elected-probing";
-  if (!has_authority) {
-    if (row.blocked_reason == blocked) return row;
-    CasInput cas;
-    cas.role = WireRef(key.wire);
-    cas.expected_version = row.version;
-    cas.expected_epoch = row.epoch;
-    cas.expected_activation_seq = row.activation_seq;
-    cas.expected_activation_id = row.activation_id;
-    cas.patch.blocked_reason = blocked;
-    cas.patch.last_reason = reason;
-    cas.patch.update_mask = {"blocked_reason", "last_reason"};
-    return roles_->CompareAndSet(cas);
+absl::StatusOr<RoleRecord> Activator::Release(
+    const RoleRecord& row, RoleTrigger trigger, const std::string& reason,
+    std::optional<std::string> blocked, bool reset_retries) {
+  const bool authority = HoldsAuthority(row);
+  absl::StatusOr<RoleTransition> next =
+      ReduceRoleTransition(row.state, RoleTriggerName(trigger));
+  if (!authority && next.ok() && next->to.has_value() &&
+      RoleStateName(*next->to) == row.state && row.blocked_reason == blocked) {
+    return row;  // nothing to change
   }
-  ReserveInput fence;
-  fence.role = WireRef(key.wire);
-  fence.expected_version = row.version;
-  fence.expected_epoch = row.epoch;
-  RolePatchInput& p = fence.patch;
-  p.state = "electable";
+  // With authority, a reservation fences it (epoch + 1); without, a
+  // compare-and-set records the change.
+  TransitionInput release;
+  release.from = row;
+  release.trigger = trigger;
+  release.write =
+      authority ? TransitionWrite::kReserve : TransitionWrite::kCompareAndSet;
+  RolePatchInput& p = release.patch;
   p.previous_holder_agent_id =
       row.holder_agent_id ? row.holder_agent_id : row.previous_holder_agent_id;
   p.blocked_reason = blocked;
   p.last_reason = reason;
-  p.update_mask = {"state",
-                   "holder_agent_id",
-                   "previous_holder_agent_id",
-                   "activation_id",
-                   "activation_deadline",
-                   "holder_lease_expires_at",
-                   "charter_acked_epoch",
-                   "next_probe_at",
-                   "blocked_reason",
-                   "last_reason"};
-  absl::StatusOr<ReserveResult> fenced = roles_->Reserve(fence);
-  if (!fenced.ok()) return fenced.status();
-  return fenced->role;
+  p.update_mask = {
+      "holder_agent_id",     "previous_holder_agent_id", "activation_id",
+      "activation_deadline", "holder_lease_expires_at",  "charter_acked_epoch",
+      "next_probe_at",       "blocked_reason",           "last_reason"};
+  if (reset_retries) {
+    p.retry_count = 0;
+    p.update_mask.push_back("retry_count");
+  }
+  absl::StatusOr<TransitionResult> released = roles_->Transition(release);
+  if (!released.ok()) return released.status();
+  return released->role;
 }
 
 absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
@@ -663,17 +786,20 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
     if (closed.ok() && *closed) return storage::ScopeClosedError(key->wire);
   }
   if (charter_key->wire != key->wire || !row.ok()) {
-    if (row.ok()) return StaleEpoch(*row, "the charter names another role");
+    if (row.ok()) return StaleAck(*row, "the charter names another role");
     return FailedPreconditionError("STALE_EPOCH", "the role does not exist");
   }
   if (!ManagerEnabled(key->key.kind)) {
-    (void)Fence(*key, *row, "manager_disabled", "manager_disabled");
-    return StaleEpoch(*row, "the role's manager is disabled");
+    if (HoldsAuthority(*row)) {
+      (void)Release(*row, RoleTrigger::kManagerDisabled, "manager_disabled",
+                    "manager_disabled");
+    }
+    return StaleAck(*row, "the role's manager is disabled");
   }
   if (ack.epoch != row->epoch || ack.activation_seq != row->activation_seq ||
       ack.activation_id != row->activation_id.value_or("") ||
       ack.charter_epoch != row->epoch) {
-    return StaleEpoch(*row, "epoch, activation_seq or activation_id moved on");
+    return StaleAck(*row, "epoch, activation_seq or activation_id moved on");
   }
   if (ack.holder_agent_id != row->holder_agent_id.value_or("") ||
       ack.principal_agent_id != row->holder_agent_id.value_or("")) {
@@ -698,36 +824,40 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
   if (row->state == "active" && row->charter_acked_epoch == row->epoch) {
     return AckOutcome{true, *row};
   }
-  if (row->state != "elected-probing") {
-    return StaleEpoch(*row, "the role is not awaiting an activation");
+  // Only a state the table lets an ACK move (elected-probing) accepts it;
+  // from any other the ACK is stale (§5.2 stale_ack).
+  if (!ReduceRoleTransition(row->state, "activation_acked").ok()) {
+    return StaleAck(*row, "the role is not awaiting an activation");
   }
-  CasInput cas;
-  cas.role = WireRef(key->wire);
-  cas.expected_version = row->version;
-  cas.expected_epoch = row->epoch;
-  cas.expected_activation_seq = row->activation_seq;
-  cas.expected_activation_id = row->activation_id;
-  cas.patch.state = "active";
-  cas.patch.charter_acked_epoch = row->epoch;
-  cas.patch.holder_lease_expires_ms = *holder_lease;
-  cas.patch.retry_count = 0;
-  cas.patch.last_reason = "activation_acked";
-  cas.patch.update_mask = {"state",
-                           "charter_acked_epoch",
-                           "holder_lease_expires_at",
-                           "activation_deadline",
-                           "blocked_reason",
-                           "next_probe_at",
-                           "retry_count",
-                           "last_reason"};
-  absl::StatusOr<RoleRecord> active = roles_->CompareAndSet(cas);
-  if (!active.ok()) return StaleEpoch(*row, "lost the race to another change");
-  if (options_.on_role_active) options_.on_role_active(*active);
-  return AckOutcome{false, *active};
+  TransitionInput acked;
+  acked.from = *row;
+  acked.trigger = RoleTrigger::kActivationAcked;
+  acked.write = TransitionWrite::kCompareAndSet;
+  RolePatchInput& p = acked.patch;
+  p.charter_acked_epoch = row->epoch;
+  p.holder_lease_expires_ms = *holder_lease;
+  p.retry_count = 0;
+  p.last_reason = "activation_acked";
+  p.update_mask = {"charter_acked_epoch", "holder_lease_expires_at",
+                   "activation_deadline", "blocked_reason",
+                   "next_probe_at",       "retry_count",
+                   "last_reason"};
+  absl::StatusOr<TransitionResult> active = roles_->Transition(acked);
+  if (!active.ok()) return StaleAck(*row, "lost the race to another change");
+  if (options_.on_role_active) options_.on_role_active(active->role);
+  return AckOutcome{false, active->role};
 }
 
 void Activator::OnAgentGone(const std::string& agent_id,
                             AgentGoneReason reason) {
+  RevokeHeld(agent_id, RoleTrigger::kHolderOffline, "holder_offline",
+             absl::StrCat("gone:", agent_id, ":", AgentGoneReasonName(reason)));
+}
+
+void Activator::RevokeHeld(const std::string& agent_id,
+                           RoleTrigger active_trigger,
+                           const std::string& ensure_trigger,
+                           const std::string& cause_id) {
   RoleListFilter filter;
   filter.states = {"active", "elected-probing"};
   std::string token;
@@ -743,14 +873,21 @@ void Activator::OnAgentGone(const std::string& agent_id,
   }
   for (const RoleRecord& r : held) {
     RoleKeyRef ref = WireRef(r.role_key_wire);
-    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
-    if (!key.ok()) continue;
-    if (!Fence(*key, r, "holder_offline", std::nullopt).ok()) continue;
+    // An active holder is revoked by `active_trigger` (holder_offline or
+    // holder_lease_expired); a holder still probing has one revoking row in
+    // §5.2, holder_lease_expired (its presence is over, which is no probe
+    // failure).
+    const RoleTrigger trigger =
+        r.state == "active" ? active_trigger : RoleTrigger::kHolderLeaseExpired;
+    if (!Release(r, trigger, std::string(RoleTriggerName(active_trigger)),
+                 std::nullopt)
+             .ok()) {
+      continue;
+    }
     EnsureRequest again;
     again.role = ref;
-    again.trigger = "holder_offline";
-    again.cause_id =
-        absl::StrCat("gone:", agent_id, ":", AgentGoneReasonName(reason));
+    again.trigger = ensure_trigger;
+    again.cause_id = cause_id;
     (void)Ensure(again);
   }
 }
@@ -783,7 +920,13 @@ void Activator::Tick() {
         absl::MutexLock lock(&mu_);
         mine = flying_.insert(r.role_key_wire).second;
       }
-      if (mine) CandidateFailed(*key, r, "ack_timeout", {}, "hygiene_changed");
+      if (!mine) continue;
+      absl::StatusOr<EnsureReceipt> next =
+          CandidateFailed(*key, r, "ack_timeout", RoleTrigger::kAckTimeout, {},
+                          "hygiene_changed");
+      if (!next.ok() || next->disposition != EnsureDisposition::kStarted) {
+        Land(r.role_key_wire);
+      }
       continue;
     }
     if ((r.state == "unreachable" || r.state == "quarantined") &&
@@ -798,7 +941,9 @@ void Activator::Tick() {
     if ((r.state == "active" || r.state == "elected-probing") &&
         r.holder_agent_id.has_value()) {
       if (!presence_->LiveLease(*r.holder_agent_id, now).has_value()) {
-        OnAgentGone(*r.holder_agent_id, AgentGoneReason::kOffline);
+        RevokeHeld(*r.holder_agent_id, RoleTrigger::kHolderLeaseExpired,
+                   "lease_expired",
+                   absl::StrCat("lease:", r.role_key_wire, ":", now));
       }
     }
   }

@@ -5,9 +5,12 @@
 // new epoch), reaching the holder (its presence stream first, else its
 // transport locators through adapters), the activation ACK and its checks,
 // ACK timeouts, candidate failure accounting with backoff and quarantine,
-// and failover when a holder is gone. Not responsible for the fences (the
-// store's SQL), validation of role writes (RoleRegistry, through which every
-// write goes so watchers see it), or gRPC. See docs/design/activator.md.
+// and failover when a holder is gone. Every state change it makes names a
+// trigger of the transition kernel (role_transitions.h) and is written by
+// RoleRegistry::Transition, which stores the kernel's next state. Not
+// responsible for the fences (the store's SQL), validation of role writes
+// (RoleRegistry, through which every write goes so watchers see it), or
+// gRPC. See docs/design/activator.md.
 //
 // Nothing here sleeps or owns a thread: I/O runs on the injected executor and
 // time-driven work runs in Tick(), so tests drive it with a FakeClock and an
@@ -31,6 +34,7 @@
 #include "registry/clock.h"
 #include "registry/presence.h"
 #include "registry/role_registry.h"
+#include "registry/role_transitions.h"
 #include "registry/transport_adapter.h"
 
 namespace hub {
@@ -175,22 +179,52 @@ class Activator {
   bool ManagerEnabled(RoleKind kind) const;
   absl::StatusOr<EnsureReceipt> Decide(const ResolvedRoleKey& key,
                                        const EnsureRequest& request);
+  // Elects the first eligible candidate of `row`, which is electable
+  // (candidate_selected) or unreachable with its retry due (retry_due).
+  // Nobody eligible: an electable row records no_candidate; an unreachable
+  // one stays as it is.
   absl::StatusOr<EnsureReceipt> ReserveNext(const ResolvedRoleKey& key,
                                             const storage::RoleRecord& row,
                                             const EnsureRequest& request,
                                             const std::set<std::string>& tried);
+  // Reserves `holder` (a new epoch and activation id) by `trigger`'s row and
+  // starts its flight.
+  absl::StatusOr<EnsureReceipt> ReserveHolder(
+      const ResolvedRoleKey& key, const storage::RoleRecord& row,
+      const std::string& holder, RoleTrigger trigger,
+      const EnsureRequest& request, const std::set<std::string>& tried);
   std::vector<CandidateFacts> Candidates(const ResolvedRoleKey& key);
   void Fly(ResolvedRoleKey key, storage::RoleRecord reserved,
            std::set<std::string> tried, std::string trigger);
   bool Gate(const storage::RoleRecord& reserved);
-  void CandidateFailed(const ResolvedRoleKey& key,
-                       const storage::RoleRecord& reserved,
-                       const std::string& code, std::set<std::string> tried,
-                       const std::string& trigger);
-  absl::StatusOr<storage::RoleRecord> Fence(const ResolvedRoleKey& key,
-                                            const storage::RoleRecord& row,
-                                            const std::string& reason,
-                                            std::optional<std::string> blocked);
+  // A reservation without an ACK deadline (one this hub's flight did not
+  // make) gets one when its holder answered the probe (probe_succeeded).
+  // False when the row moved on.
+  bool ArmDeadline(RoleKind kind, storage::RoleRecord* reserved);
+  // A candidate failure (`failure`: probe_failed, wake_failed, ack_timeout):
+  // counts it, moves the role to unreachable, then fails over to the next
+  // eligible candidate (started: that flight lands itself) or waits for the
+  // retry (joined; quarantined once the candidate's failures are
+  // exhausted). An error when someone newer owns the role. The caller lands
+  // the flight unless started.
+  absl::StatusOr<EnsureReceipt> CandidateFailed(
+      const ResolvedRoleKey& key, const storage::RoleRecord& reserved,
+      const std::string& code, RoleTrigger failure, std::set<std::string> tried,
+      const std::string& trigger);
+  // Moves `row` by `trigger` to the kernel's state with no holder or
+  // activation left (revocations, the kill switch, no_candidate, failover,
+  // exclusion expiry), `blocked` as its blocked_reason and `reason` as its
+  // last_reason: a reservation when the row holds an authority, else a
+  // compare-and-set; nothing when that would change nothing.
+  absl::StatusOr<storage::RoleRecord> Release(
+      const storage::RoleRecord& row, RoleTrigger trigger,
+      const std::string& reason, std::optional<std::string> blocked,
+      bool reset_retries = false);
+  // Revokes every role `agent_id` holds (active: `active_trigger`;
+  // elected-probing: holder_lease_expired) and ensures each again.
+  void RevokeHeld(const std::string& agent_id, RoleTrigger active_trigger,
+                  const std::string& ensure_trigger,
+                  const std::string& cause_id);
   void Land(const std::string& wire);
 
   RoleRegistry* const roles_;

@@ -2,11 +2,15 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <map>
 #include <memory>
 #include <random>
+#include <set>
 #include <string>
 #include <thread>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -106,7 +110,20 @@ class ActivatorTest : public ::testing::Test {
     presence_ = std::make_unique<PresenceRegistry>(
         store_.get(), &clock_, PresenceConfig(), "instance", "sqlite:test");
     ASSERT_TRUE(presence_->Recover().ok());
-    roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_);
+    RoleRegistryOptions role_options;
+    role_options.on_transition = [this](const RoleTransitionNote& note) {
+      absl::MutexLock lock(&audit_mu_);
+      notes_.push_back(note);
+    };
+    roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_,
+                                            std::move(role_options));
+    absl::StatusOr<RoleWatchStart> watch =
+        roles_->Watch(RoleWatchFilter{}, [this](const RoleEvent& event) {
+          absl::MutexLock lock(&audit_mu_);
+          events_.push_back(event);
+        });
+    ASSERT_TRUE(watch.ok()) << watch.status();
+    watch_ = std::move(watch->watch);
     reach_ = std::make_unique<PresenceStreamReach>(presence_.get());
     activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
                                              reach_.get(), &clock_, options_);
@@ -114,6 +131,99 @@ class ActivatorTest : public ::testing::Test {
         [this](const std::string& id, int64_t, AgentGoneReason reason) {
           activator_->OnAgentGone(id, reason);
         });
+  }
+
+  // Every scenario ends with the audit of all it changed.
+  void TearDown() override { AuditTransitions(); }
+
+  // Checks that every committed change of a role so far was a row of the
+  // transition table, applied by the registry through the kernel: the
+  // change's version has a kernel note whose (from, trigger, to) is a row of
+  // RoleTransitionTable(), whose `to` is the state published and whose
+  // `from` is the state of the version the change replaced. Only a new row
+  // (version 0) is no transition. And the kernel refused nothing.
+  void AuditTransitions() {
+    std::vector<RoleEvent> events;
+    std::vector<RoleTransitionNote> notes;
+    {
+      absl::MutexLock lock(&audit_mu_);
+      events = events_;
+      notes = notes_;
+    }
+    // By wire, version and whether the note removed the row (a REMOVED
+    // change repeats the last version).
+    std::map<std::tuple<std::string, int64_t, bool>, RoleTransitionNote>
+        applied;
+    for (const RoleTransitionNote& note : notes) {
+      EXPECT_FALSE(note.refused) << "the kernel refused " << note.from << " + "
+                                 << RoleTriggerName(note.trigger);
+      if (note.refused) continue;
+      applied[{note.role_key_wire, note.version, !note.to.has_value()}] = note;
+    }
+    std::map<std::string, storage::RoleRecord> last;  // by wire
+    for (const RoleEvent& event : events) {
+      const RoleRecord& role = event.role;
+      if (event.kind == RoleChangeKind::kCreated) {
+        EXPECT_EQ(role.version, 0);
+        last[role.role_key_wire] = role;
+        continue;
+      }
+      const bool removed = event.kind == RoleChangeKind::kRemoved;
+      auto found = applied.find({role.role_key_wire, role.version, removed});
+      ASSERT_NE(found, applied.end())
+          << "version " << role.version << " (" << role.state << ", "
+          << role.last_reason << ") was not decided by the kernel";
+      const RoleTransitionNote& note = found->second;
+      EXPECT_TRUE(IsTableRow(note))
+          << note.from << " + " << RoleTriggerName(note.trigger);
+      if (removed) {
+        EXPECT_EQ(note.trigger, RoleTrigger::kScopeClosed);
+      } else {
+        ASSERT_TRUE(note.to.has_value());
+        EXPECT_EQ(RoleStateName(*note.to), role.state);
+      }
+      auto before = last.find(role.role_key_wire);
+      if (before != last.end() &&
+          before->second.version == role.version - (removed ? 0 : 1)) {
+        EXPECT_EQ(note.from, before->second.state)
+            << "version " << role.version << " by "
+            << RoleTriggerName(note.trigger);
+      }
+      covered_.emplace(note.from, std::string(RoleTriggerName(note.trigger)));
+      last[role.role_key_wire] = role;
+    }
+  }
+
+  static bool IsTableRow(const RoleTransitionNote& note) {
+    for (const RoleTransition& row : RoleTransitionTable()) {
+      if (RoleStateName(row.from) == note.from && row.trigger == note.trigger &&
+          row.to == note.to) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // The states the role went through, as its watchers saw them.
+  std::vector<std::string> StatesSeen() {
+    absl::MutexLock lock(&audit_mu_);
+    std::vector<std::string> states;
+    for (const RoleEvent& e : events_) {
+      if (e.role.role_key_wire == Wire()) states.push_back(e.role.state);
+    }
+    return states;
+  }
+
+  // The triggers the kernel applied to the role, in order.
+  std::vector<std::string> TriggersApplied() {
+    absl::MutexLock lock(&audit_mu_);
+    std::vector<std::string> triggers;
+    for (const RoleTransitionNote& n : notes_) {
+      if (n.role_key_wire == Wire() && !n.refused) {
+        triggers.emplace_back(RoleTriggerName(n.trigger));
+      }
+    }
+    return triggers;
   }
 
   // A registered candidate agent; with a stream unless `stream` is false.
@@ -200,6 +310,12 @@ class ActivatorTest : public ::testing::Test {
   std::unique_ptr<RoleRegistry> roles_;
   std::unique_ptr<PresenceStreamReach> reach_;
   std::unique_ptr<Activator> activator_;
+  absl::Mutex audit_mu_;
+  std::vector<RoleEvent> events_ ABSL_GUARDED_BY(audit_mu_);
+  std::vector<RoleTransitionNote> notes_ ABSL_GUARDED_BY(audit_mu_);
+  // (from, trigger) pairs the audit saw applied.
+  std::set<std::pair<std::string, std::string>> covered_;
+  std::unique_ptr<RoleWatch> watch_;  // last: cancelled first
 };
 
 // §9.5 #10: a closed lead scope answers scope_closed, accepted false, and
@@ -386,6 +502,12 @@ TEST_F(ActivatorTest,
   EXPECT_TRUE(hung->activations().empty());  // never woken
   ASSERT_EQ(b->activations().size(), 1u);
   EXPECT_EQ(Row().holder_agent_id, "agent-b");
+  // §5.2's path: the failed candidate is excluded (unreachable), the role is
+  // released to the alternate (electable) and elected again.
+  EXPECT_EQ(TriggersApplied(),
+            (std::vector<std::string>{"candidate_selected", "probe_failed",
+                                      "alternate_candidate_available",
+                                      "candidate_selected"}));
   absl::StatusOr<CandidatePage> page = roles_->ListCandidates({});
   ASSERT_TRUE(page.ok());
   for (const storage::CandidateRecord& c : page->candidates) {
@@ -509,14 +631,158 @@ TEST_F(ActivatorTest,
   EXPECT_FALSE(row.holder_agent_id.has_value());
   EXPECT_EQ(row.blocked_reason, "manager_disabled");
   EXPECT_EQ(stream->activations().size(), 1u);
+  EXPECT_EQ(TriggersApplied().back(), "manager_disabled");
 }
 
-// Thousands of random steps (ensures, ACKs old and new, deregistrations,
-// re-registrations, stream drops, clock jumps, ticks) with the invariants
-// checked after every step: epochs never go back, an ACK is accepted only for
-// the current epoch and activation, an active role has its holder's ACK for
-// that epoch, and no epoch is ever activated twice.
+// §5.7: a restart re-probes a live holder under the epoch and activation id
+// recovery gave it; the activator carries that reservation out (its answer
+// arms the ACK deadline: probe_succeeded) instead of reserving again.
+TEST_F(ActivatorTest, ARecoveredReservationIsProbedAndActivatedUnderItsEpoch) {
+  auto stream = Candidate("agent-a");
+  ASSERT_TRUE(Ensure().ok());
+  ASSERT_TRUE(
+      activator_->Ack(AckFor(stream->activations().at(0), "agent-a")).ok());
+  ASSERT_TRUE(store_->RecoverRoles(UnixMillis(clock_.Now())).ok());
+  const RoleRecord recovered = Row();
+  ASSERT_EQ(recovered.state, "elected-probing");
+  ASSERT_EQ(recovered.holder_agent_id, "agent-a");
+  ASSERT_FALSE(recovered.activation_deadline_ms.has_value());
+
+  absl::StatusOr<EnsureReceipt> r = Ensure("restart_recovery");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
+  ASSERT_EQ(stream->activations().size(), 2u);
+  const ActivationEnvelope e = stream->activations()[1];
+  EXPECT_EQ(e.epoch, recovered.epoch);
+  EXPECT_EQ(e.activation_id, recovered.activation_id.value_or(""));
+  const RoleRecord armed = Row();
+  EXPECT_EQ(armed.epoch, recovered.epoch);
+  ASSERT_TRUE(armed.activation_deadline_ms.has_value());
+  EXPECT_EQ(e.ack_deadline_ms, *armed.activation_deadline_ms);
+  EXPECT_EQ(TriggersApplied().back(), "probe_succeeded");
+  ASSERT_TRUE(activator_->Ack(AckFor(e, "agent-a")).ok());
+  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().epoch, recovered.epoch);
+}
+
+// §5.2 charter_reissued (reserve_reack): the active holder keeps the role
+// and acknowledges again under a new epoch, even when another candidate
+// comes first in the candidates' order.
+TEST_F(ActivatorTest, ACharterReissueReservesTheSameHolderForANewAck) {
+  auto a = Candidate("agent-a");
+  ASSERT_TRUE(Ensure().ok());
+  ASSERT_TRUE(activator_->Ack(AckFor(a->activations().at(0), "agent-a")).ok());
+  const RoleRecord active = Row();
+  clock_.Advance(absl::Milliseconds(5));
+  auto b = Candidate("agent-b");  // newer: first in the candidates' order
+
+  absl::StatusOr<EnsureReceipt> r = Ensure("charter_issued");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
+  RoleRecord row = Row();
+  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.holder_agent_id, "agent-a");
+  EXPECT_EQ(row.epoch, active.epoch + 1);
+  EXPECT_EQ(row.last_reason, "charter_reissued");
+  EXPECT_TRUE(b->activations().empty());
+  ASSERT_EQ(a->activations().size(), 2u);
+  EXPECT_EQ(
+      ReasonOf(
+          activator_->Ack(AckFor(a->activations()[0], "agent-a")).status()),
+      "STALE_EPOCH");
+  ASSERT_TRUE(activator_->Ack(AckFor(a->activations()[1], "agent-a")).ok());
+  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().charter_acked_epoch, active.epoch + 1);
+}
+
+// A tmux locator that is usable for 50 s (within the agent's lease).
+std::string TmuxLocators(int64_t now_ms) {
+  return absl::StrCat(
+      R"([{"schema_version":"tfx.transport-locator.v1",)",
+      R"("transport_id":"trn_t","kind":"tmux","host_id":"hst_h",)",
+      R"("capabilities":["probe","wake","activate"],"priority":1,)",
+      R"("expires_at_ms":)", now_ms + 50'000,
+      R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])");
+}
+
+// Three failed probes quarantine the role (unreachable + retries_exhausted);
+// when the exclusion ends the role is first restored to electable
+// (exclusion_expired), then elected.
+TEST_F(ActivatorTest, AnExpiredQuarantineIsRestoredToElectableThenElected) {
+  auto tmux = std::make_unique<ScriptedAdapter>("tmux");
+  ScriptedAdapter* adapter = tmux.get();
+  tmux->probe_code = "target_not_found";
+  activator_->AddAdapter(std::move(tmux));
+  Candidate("agent-t", /*stream=*/false,
+            TmuxLocators(UnixMillis(clock_.Now())));
+  ASSERT_TRUE(Ensure().ok());
+  for (int failures = 1; Row().state != "quarantined"; ++failures) {
+    ASSERT_LE(failures, 3) << Row().state;
+    ASSERT_EQ(Row().state, "unreachable");
+    clock_.Set(absl::FromUnixMillis(*Row().next_probe_ms));
+    ASSERT_TRUE(Heartbeat("agent-t"));
+    activator_->Tick();
+  }
+  const RoleRecord quarantined = Row();
+  EXPECT_EQ(quarantined.last_reason, "candidates_excluded");
+  // Before the exclusion ends nothing moves.
+  EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kJoined);
+  EXPECT_EQ(Row().version, quarantined.version);
+  {
+    absl::MutexLock lock(&adapter->mu_);
+    adapter->probe_code = "ok";
+  }
+  while (UnixMillis(clock_.Now()) < *quarantined.next_probe_ms) {
+    clock_.Advance(absl::Seconds(20));
+    ASSERT_TRUE(Heartbeat("agent-t"));
+  }
+  // The agent registers again with a fresh locator (the old one expired).
+  Candidate("agent-t", /*stream=*/false,
+            TmuxLocators(UnixMillis(clock_.Now())));
+  activator_->Tick();
+  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().holder_agent_id, "agent-t");
+  const std::vector<std::string> triggers = TriggersApplied();
+  ASSERT_GE(triggers.size(), 4u);
+  EXPECT_EQ(
+      std::vector<std::string>(triggers.end() - 4, triggers.end()),
+      (std::vector<std::string>{"probe_failed", "retries_exhausted",
+                                "exclusion_expired", "candidate_selected"}));
+}
+
+// An unreachable role whose retry is due with nobody to retry stays as it is
+// (§5.2 has no row for that); the receipt says no_candidate.
+TEST_F(ActivatorTest, AnUnreachableRoleWithNobodyToRetryIsLeftAsItIs) {
+  auto tmux = std::make_unique<ScriptedAdapter>("tmux");
+  tmux->probe_code = "target_not_found";
+  activator_->AddAdapter(std::move(tmux));
+  Candidate("agent-t", /*stream=*/false,
+            TmuxLocators(UnixMillis(clock_.Now())));
+  ASSERT_TRUE(Ensure().ok());
+  ASSERT_EQ(Row().state, "unreachable");
+  ASSERT_TRUE(presence_->Deregister("agent-t", std::nullopt, {}).ok());
+  const RoleRecord waiting = Row();
+  clock_.Set(absl::FromUnixMillis(*waiting.next_probe_ms));
+  absl::StatusOr<EnsureReceipt> r = Ensure();
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->disposition, EnsureDisposition::kNoCandidate);
+  EXPECT_EQ(Row().version, waiting.version);
+  EXPECT_EQ(Row().state, "unreachable");
+}
+
+// Thousands of random steps (ensures, charter reissues, ACKs old and new,
+// deregistrations, re-registrations, stream drops, clock jumps, ticks, a
+// disabled manager, new candidates) with the invariants checked after every
+// step: epochs never go back, an ACK is accepted only for the current epoch
+// and activation, an active role has its holder's ACK for that epoch, and no
+// epoch is ever activated twice. At the end, every state change the walk
+// made is a row of the transition table that the kernel applied
+// (AuditTransitions).
 TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
+  ActivatorOptions off = options_;
+  off.cto_manager_enabled = false;
+  Activator disabled(roles_.get(), presence_.get(), reach_.get(), &clock_, off);
+  int new_candidates = 0;
   std::mt19937 random(20261130);
   const std::vector<std::string> agents = {"agent-0", "agent-1", "agent-2"};
   std::map<std::string, std::shared_ptr<RecordingStream>> streams;
@@ -532,11 +798,31 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
   int accepted = 0;
   for (int step = 0; step < 3000; ++step) {
     const std::string agent = agents[random() % agents.size()];
-    switch (random() % 7) {
+    switch (random() % 10) {
       case 0:
       case 1:
         ASSERT_TRUE(Ensure().ok());
         break;
+      case 7:
+        ASSERT_TRUE(Ensure("charter_issued").ok());
+        break;
+      case 8: {  // now and then an ensure finds the kind's manager off
+        if (random() % 4 != 0) break;
+        EnsureRequest r;
+        r.role.wire = Wire();
+        r.trigger = "manual";
+        r.cause_id = "test";
+        ASSERT_TRUE(disabled.Ensure(r).ok());
+        break;
+      }
+      case 9: {  // a new candidate registers (an agent not present yet)
+        if (new_candidates >= 30) break;
+        CandidateUpsertInput c;
+        c.role.wire = Wire();
+        c.agent_id = absl::StrCat("agent-new-", new_candidates++);
+        ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+        break;
+      }
       case 2: {  // some activation ever sent is acknowledged by its holder
         seen.clear();
         for (const auto& [id, s] : streams) {
@@ -610,6 +896,23 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
   }
   EXPECT_GT(accepted, 10);  // the walk did exercise activations
   EXPECT_GT(last_epoch, 10);
+  AuditTransitions();
+  std::string covered;
+  for (const auto& [from, trigger] : covered_) {
+    absl::StrAppend(&covered, " ", from, "+", trigger);
+  }
+  std::cout << "rows applied:" << covered << "\n";
+  for (const auto& pair : std::vector<std::pair<std::string, std::string>>{
+           {"electable", "candidate_selected"},
+           {"electable", "no_candidate"},
+           {"elected-probing", "activation_acked"},
+           {"elected-probing", "probe_failed"},
+           {"active", "holder_offline"},
+           {"active", "charter_reissued"},
+           {"active", "manager_disabled"},
+           {"unreachable", "alternate_candidate_available"}}) {
+    EXPECT_EQ(covered_.count(pair), 1u) << pair.first << "+" << pair.second;
+  }
 }
 
 }  // namespace

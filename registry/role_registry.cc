@@ -403,7 +403,22 @@ absl::StatusOr<ScopeCloseOutcome> RoleRegistry::CloseScope(
     absl::MutexLock lock(&closed_mu_);
     closed_wires_.insert(key->wire);
   }
-  if (result->removed_role.has_value()) PublishRemoved(*result->removed_role);
+  if (result->removed_role.has_value()) {
+    const RoleRecord& removed = *result->removed_role;
+    PublishRemoved(removed);
+    // §5.2 removes the row from every state (scope_closed), so the store's
+    // transaction deletes it without asking; the kernel's row is reported.
+    absl::StatusOr<RoleTransition> row =
+        ReduceRoleTransition(removed.state, "scope_closed");
+    if (row.ok()) {
+      RoleTransitionNote note;
+      note.role_key_wire = removed.role_key_wire;
+      note.from = removed.state;
+      note.trigger = RoleTrigger::kScopeClosed;
+      note.version = removed.version;
+      Note(note);
+    }
+  }
   return ScopeCloseOutcome{*key, std::move(*result)};
 }
 

@@ -7,8 +7,9 @@
 // outcome as a reason-coded status that carries the row's current fence, and
 // publishing every committed role change to watchers. Not responsible for the
 // fences themselves (they live in the store's SQL), for choosing a holder or
-// probing it (the activator, which reserves and CASes through this class so
-// that watchers see everything), nor for gRPC.
+// probing it (the activator, which moves roles through Transition so that the
+// transition kernel decides every state it writes and watchers see
+// everything), nor for gRPC.
 //
 // Time comes from the injected Clock. Thread-safe.
 #ifndef HUB_REGISTRY_ROLE_REGISTRY_H_
@@ -32,6 +33,7 @@
 #include "registry/project_scope.h"
 #include "registry/role_event.h"
 #include "registry/role_key.h"
+#include "registry/role_transitions.h"
 #include "storage/store.h"
 
 namespace hub {
@@ -105,6 +107,51 @@ struct CasInput {
 struct ReserveResult {
   storage::RoleRecord role;
   bool created = false;
+};
+
+// How a state change decided by the transition kernel is fenced.
+enum class TransitionWrite {
+  // A reservation (§5.3) guarded by the row's version and epoch: epoch and
+  // activation_seq +1, so whatever authority the row held is fenced.
+  kReserve,
+  // A compare-and-set (§5.4) guarded by the row's version, epoch,
+  // activation_seq and activation_id: epoch and activation_seq unchanged.
+  kCompareAndSet,
+};
+
+// A role write whose state the transition kernel (role_transitions.h)
+// decides: the caller names the trigger, the kernel gives the next state.
+struct TransitionInput {
+  // The row as the caller read it. The kernel reduces its state and its
+  // fence guards the write, so the state the write replaces is the one the
+  // kernel reduced.
+  storage::RoleRecord from;
+  RoleTrigger trigger = RoleTrigger::kStaleAck;
+  TransitionWrite write = TransitionWrite::kCompareAndSet;
+  // Every other field, by RolePatchInput's rules. `state` must be unset: the
+  // kernel sets it (and adds it to a non-empty mask).
+  RolePatchInput patch;
+};
+
+struct TransitionResult {
+  storage::RoleRecord role;   // as committed
+  RoleTransition transition;  // the table row that was applied
+};
+
+// One decision of the kernel behind a registry write, for observers.
+struct RoleTransitionNote {
+  std::string role_key_wire;
+  std::string from;  // the state reduced, as stored
+  RoleTrigger trigger = RoleTrigger::kStaleAck;
+  // The next state; nullopt when the row was removed (scope_closed) or the
+  // pair was refused.
+  std::optional<RoleState> to;
+  // The kernel refused the pair (INVALID_ROLE_TRANSITION): nothing was
+  // written.
+  bool refused = false;
+  // The committed version; for a refusal or a removal, the version of the
+  // row the kernel reduced.
+  int64_t version = 0;
 };
 
 // ListRoles filters (§5.5); they combine with AND, empty matches everything.
@@ -230,6 +277,11 @@ struct RoleRegistryOptions {
   // then the quarantine from max_probe_failures on). Share the activator's
   // config so both agree.
   ActivatorConfig policy;
+  // Told of every kernel decision behind a write: after a Transition
+  // committed or a closed scope removed a row, and when the kernel refused a
+  // pair (nothing written). Runs on the writer's thread with no registry lock
+  // held; must not block. hubd: metrics and a log line. Default: nothing.
+  std::function<void(const RoleTransitionNote&)> on_transition;
 };
 
 class RoleRegistry {
@@ -260,14 +312,18 @@ class RoleRegistry {
                     storage::Store::Callback<ReserveResult> done);
   void CompareAndSetAsync(const CasInput& input,
                           storage::Store::Callback<storage::RoleRecord> done);
-  // For in-hub callers (the activator) that build store patches directly:
-  // the same fenced write, reason mapping and publication as Reserve and
-  // CompareAndSet, without request validation. REQUIRES: a canonical wire
-  // (and matching identity fields) and valid patch values.
-  absl::StatusOr<ReserveResult> ReserveStorePatch(
-      const storage::RoleReservation& reservation);
-  absl::StatusOr<storage::RoleRecord> CompareAndSetStorePatch(
-      const storage::RoleCas& cas);
+  // A state change decided by the transition kernel, the way every in-hub
+  // state change is written (the activator's, and the release of a
+  // quarantined role): ReduceRoleTransition(from.state, trigger) gives the
+  // next state, which the patch then writes as a Reserve or CompareAndSet
+  // guarded by `from` (their fences, errors and publication). When the table
+  // has no row for the pair, or its row writes nothing (stale_ack only
+  // rejects an ACK; scope_closed is CloseScope's), nothing is written and the
+  // answer is FAILED_PRECONDITION / INVALID_ROLE_TRANSITION with metadata
+  // role_key_wire, state, trigger and version (the role's state does not
+  // allow the change); on_transition is told either way. A patch that sets
+  // state is REQUEST_INVALID.
+  absl::StatusOr<TransitionResult> Transition(const TransitionInput& input);
 
   // ROLE_NOT_FOUND when absent.
   absl::StatusOr<storage::RoleRecord> Get(const RoleKeyRef& role);
@@ -319,6 +375,12 @@ class RoleRegistry {
   class Watcher;
   class WatchHandle;
 
+  // The fenced writes behind Reserve and CompareAndSet, for built requests:
+  // reason mapping and publication.
+  absl::StatusOr<ReserveResult> ReserveStorePatch(
+      const storage::RoleReservation& reservation);
+  absl::StatusOr<storage::RoleRecord> CompareAndSetStorePatch(
+      const storage::RoleCas& cas);
   // Request validation (and the rule reads it needs) before a write.
   absl::StatusOr<storage::RoleReservation> BuildReservation(
       const ReserveInput& input);
@@ -336,7 +398,11 @@ class RoleRegistry {
   void Dispatch(RoleEvent event);
   void Unregister(uint64_t id);
   absl::Status EnsureRoleRow(const ResolvedRoleKey& key);
-  absl::Status ReleaseQuarantine(const std::string& wire);
+  // Tells on_transition, if set.
+  void Note(const RoleTransitionNote& note);
+  // A registration event (candidate_registered, locator_registered) releases
+  // a quarantined role to electable through the kernel.
+  absl::Status ReleaseQuarantine(const std::string& wire, RoleTrigger trigger);
   double RandomUnit();
 
   storage::Store* const store_;

@@ -213,27 +213,25 @@ absl::Status RoleRegistry::EnsureRoleRow(const ResolvedRoleKey& key) {
   return absl::OkStatus();
 }
 
-absl::Status RoleRegistry::ReleaseQuarantine(const std::string& wire) {
+absl::Status RoleRegistry::ReleaseQuarantine(const std::string& wire,
+                                             RoleTrigger trigger) {
   absl::StatusOr<storage::RoleRecord> row = store_->GetRole(wire);
   if (!row.ok()) return row.status();
   if (row->state != "quarantined") return absl::OkStatus();
-  storage::RoleReservation r;
-  r.role_key_wire = wire;
-  r.project_id = row->project_id;
-  r.role_kind = row->role_kind;
-  r.scope_id = row->scope_id;
-  r.expected_version = row->version;
-  r.expected_epoch = row->epoch;
-  r.patch.state = std::string("electable");
-  r.patch.holder_agent_id = Patch<std::string>::Clear();
-  r.patch.activation_id = Patch<std::string>::Clear();
-  r.patch.activation_deadline_ms = Patch<int64_t>::Clear();
-  r.patch.holder_lease_expires_ms = Patch<int64_t>::Clear();
-  r.patch.retry_count = int64_t{0};
-  r.patch.next_probe_ms = Patch<int64_t>::Clear();
-  r.patch.last_reason = std::string("candidate_registered");
-  r.now_ms = UnixMillis(clock_->Now());
-  absl::StatusOr<ReserveResult> released = ReserveStorePatch(r);
+  // §5.6: back to electable by a reservation (epoch + 1), with a fresh
+  // retry count; the kernel's clear_quarantine row decides the state.
+  TransitionInput release;
+  release.from = *row;
+  release.trigger = trigger;
+  release.write = TransitionWrite::kReserve;
+  RolePatchInput& p = release.patch;
+  p.retry_count = 0;
+  p.last_reason = std::string(RoleTriggerName(trigger));
+  p.update_mask = {"holder_agent_id",     "activation_id",
+                   "activation_deadline", "holder_lease_expires_at",
+                   "retry_count",         "next_probe_at",
+                   "last_reason"};
+  absl::StatusOr<TransitionResult> released = Transition(release);
   // A lost fence means someone else moved the role on: nothing to release.
   if (!released.ok() && IsStoreError(released.status())) {
     return released.status();
@@ -275,7 +273,9 @@ absl::StatusOr<CandidateUpsertResult> RoleRegistry::UpsertCandidate(
   if (registration) {
     // Best effort: the candidate is committed; a failed release leaves the
     // role to the quarantine expiry.
-    ReleaseQuarantine(key->wire).IgnoreError();
+    ReleaseQuarantine(key->wire, created ? RoleTrigger::kCandidateRegistered
+                                         : RoleTrigger::kLocatorRegistered)
+        .IgnoreError();
   }
   return CandidateUpsertResult{*row, created};
 }

@@ -1,9 +1,11 @@
 #include "registry/role_registry.h"
 
 #include <atomic>
+#include <map>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "registry/clock.h"
@@ -39,8 +41,18 @@ class RoleRegistryTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = OpenOrDie(FreshDbPath());
-    registry_ = std::make_unique<RoleRegistry>(
-        store_.get(), &clock_, RoleRegistryOptions{[] { return 0.5; }, {}});
+    RoleRegistryOptions options;
+    options.random_unit = [] { return 0.5; };
+    options.on_transition = [this](const RoleTransitionNote& note) {
+      absl::MutexLock lock(&notes_mu_);
+      notes_.push_back(note);
+    };
+    registry_ = std::make_unique<RoleRegistry>(store_.get(), &clock_, options);
+  }
+
+  std::vector<RoleTransitionNote> Notes() {
+    absl::MutexLock lock(&notes_mu_);
+    return notes_;
   }
 
   RoleRecord ReserveOk(const RoleKeyRef& role,
@@ -67,6 +79,8 @@ class RoleRegistryTest : public ::testing::Test {
   FakeClock clock_;
   std::unique_ptr<storage::SqliteStore> store_;
   std::unique_ptr<RoleRegistry> registry_;
+  absl::Mutex notes_mu_;
+  std::vector<RoleTransitionNote> notes_ ABSL_GUARDED_BY(notes_mu_);
 };
 
 TEST_F(RoleRegistryTest, FirstReservationCreatesTheRowAtEpochZero) {
@@ -427,29 +441,154 @@ TEST_F(RoleRegistryTest, ANewCandidateReleasesAQuarantinedRole) {
   EXPECT_EQ(after->epoch, row.epoch + 1);
   EXPECT_EQ(after->retry_count, 0);
   EXPECT_EQ(after->last_reason, "candidate_registered");
+  ASSERT_FALSE(Notes().empty());
+  EXPECT_EQ(Notes().back().trigger, RoleTrigger::kCandidateRegistered);
+  EXPECT_EQ(Notes().back().from, "quarantined");
+  EXPECT_EQ(Notes().back().to, RoleState::kElectable);
 }
 
-TEST_F(RoleRegistryTest, StorePatchWritesAreFencedMappedAndPublished) {
-  RoleRecord row = ReserveOk(Cto(), "agent-a");
+TEST_F(RoleRegistryTest, NewLocatorsOfACandidateReleaseAQuarantinedRole) {
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+  RoleRecord row = *registry_->Get(Cto());
+  CasInput q = CasFrom(row);
+  q.patch.state = "quarantined";
+  ASSERT_TRUE(registry_->CompareAndSet(q).ok());
+  const int64_t expires = UnixMillis(clock_.Now()) + 50'000;
+  up.patch.transport_locators_json = absl::StrCat(
+      R"([{"schema_version":"tfx.transport-locator.v1",)",
+      R"("transport_id":"trn_t","kind":"tmux","host_id":"hst_h",)",
+      R"("capabilities":["probe","wake","activate"],"priority":1,)",
+      R"("expires_at_ms":)", expires,
+      R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])");
+  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+  absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
+  EXPECT_EQ(after->state, "electable");
+  EXPECT_EQ(after->epoch, row.epoch + 1);
+  EXPECT_EQ(after->last_reason, "locator_registered");
+  ASSERT_FALSE(Notes().empty());
+  EXPECT_EQ(Notes().back().trigger, RoleTrigger::kLocatorRegistered);
+}
+
+TEST_F(RoleRegistryTest, ATransitionWritesTheKernelsStateFencedAndPublished) {
+  const RoleRecord row = ReserveOk(Cto(), "agent-a");
+  ASSERT_EQ(row.state, "elected-probing");
   std::vector<int64_t> seen;
   absl::StatusOr<RoleWatchStart> start = registry_->Watch(
       RoleWatchFilter{},
       [&](const RoleEvent& e) { seen.push_back(e.role.version); });
   ASSERT_TRUE(start.ok());
-  storage::RoleCas cas;
-  cas.role_key_wire = row.role_key_wire;
-  cas.expected_version = row.version;
-  cas.expected_epoch = row.epoch;
-  cas.expected_activation_seq = std::optional<int64_t>(row.activation_seq);
-  cas.expected_activation_id = row.activation_id;
-  cas.patch.activation_id = storage::Patch<std::string>::Clear();
-  absl::StatusOr<RoleRecord> done = registry_->CompareAndSetStorePatch(cas);
+  TransitionInput in;
+  in.from = row;
+  in.trigger = RoleTrigger::kActivationAcked;
+  in.write = TransitionWrite::kCompareAndSet;
+  in.patch.charter_acked_epoch = row.epoch;
+  in.patch.update_mask = {"charter_acked_epoch"};
+  absl::StatusOr<TransitionResult> done = registry_->Transition(in);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_FALSE(done->activation_id.has_value());
-  absl::Status stale = registry_->CompareAndSetStorePatch(cas).status();
+  EXPECT_EQ(done->role.state, "active");
+  EXPECT_EQ(done->role.charter_acked_epoch, row.epoch);
+  EXPECT_EQ(done->role.version, row.version + 1);
+  EXPECT_EQ(done->role.epoch, row.epoch);  // a compare-and-set
+  EXPECT_EQ(done->transition.action, RoleAction::kRecordActivationAck);
+  EXPECT_EQ(seen, std::vector<int64_t>{done->role.version});
+  ASSERT_EQ(Notes().size(), 1u);
+  EXPECT_EQ(Notes()[0].from, "elected-probing");
+  EXPECT_EQ(Notes()[0].trigger, RoleTrigger::kActivationAcked);
+  EXPECT_EQ(Notes()[0].to, RoleState::kActive);
+  EXPECT_FALSE(Notes()[0].refused);
+  EXPECT_EQ(Notes()[0].version, done->role.version);
+
+  // The same `from` again: the fence refuses it, as any stale write.
+  absl::Status stale = registry_->Transition(in).status();
   EXPECT_EQ(stale.code(), absl::StatusCode::kAborted);
   EXPECT_EQ(ReasonOf(stale), "STALE_VERSION");
-  EXPECT_EQ(seen, std::vector<int64_t>{done->version});
+
+  // A reservation fences the holder: epoch + 1.
+  TransitionInput offline;
+  offline.from = done->role;
+  offline.trigger = RoleTrigger::kHolderOffline;
+  offline.write = TransitionWrite::kReserve;
+  offline.patch.update_mask = {"holder_agent_id", "activation_id"};
+  absl::StatusOr<TransitionResult> revoked = registry_->Transition(offline);
+  ASSERT_TRUE(revoked.ok()) << revoked.status();
+  EXPECT_EQ(revoked->role.state, "electable");
+  EXPECT_EQ(revoked->role.epoch, row.epoch + 1);
+  EXPECT_FALSE(revoked->role.holder_agent_id.has_value());
+  EXPECT_EQ(seen.size(), 2u);
+}
+
+TEST_F(RoleRegistryTest, APairTheTableRefusesWritesNothing) {
+  const RoleRecord probing = ReserveOk(Cto(), "agent-a");
+  TransitionInput ack;
+  ack.from = probing;
+  ack.trigger = RoleTrigger::kActivationAcked;
+  ack.patch.charter_acked_epoch = probing.epoch;
+  absl::StatusOr<TransitionResult> active = registry_->Transition(ack);
+  ASSERT_TRUE(active.ok()) << active.status();
+  int published = 0;
+  absl::StatusOr<RoleWatchStart> start = registry_->Watch(
+      RoleWatchFilter{}, [&](const RoleEvent&) { ++published; });
+  ASSERT_TRUE(start.ok());
+
+  // active + probe_succeeded is no row of §5.2; stale_ack's row only
+  // rejects an ACK and scope_closed's removes the role (CloseScope), so
+  // neither can be written here.
+  for (RoleTrigger trigger :
+       {RoleTrigger::kProbeSucceeded, RoleTrigger::kRetryDue,
+        RoleTrigger::kStaleAck, RoleTrigger::kScopeClosed}) {
+    SCOPED_TRACE(RoleTriggerName(trigger));
+    TransitionInput in;
+    in.from = active->role;
+    in.trigger = trigger;
+    in.write = TransitionWrite::kReserve;
+    in.patch.last_reason = "should_not_be_written";
+    absl::Status refused = registry_->Transition(in).status();
+    EXPECT_EQ(refused.code(), absl::StatusCode::kFailedPrecondition);
+    EXPECT_EQ(ReasonOf(refused), "INVALID_ROLE_TRANSITION");
+    const std::map<std::string, std::string> meta = MetadataOf(refused);
+    EXPECT_EQ(meta.at("state"), "active");
+    EXPECT_EQ(meta.at("trigger"), RoleTriggerName(trigger));
+    EXPECT_EQ(meta.at("role_key_wire"), active->role.role_key_wire);
+    EXPECT_EQ(meta.at("version"), absl::StrCat(active->role.version));
+    ASSERT_FALSE(Notes().empty());
+    EXPECT_TRUE(Notes().back().refused);
+    EXPECT_EQ(Notes().back().trigger, trigger);
+    EXPECT_EQ(Notes().back().from, "active");
+  }
+  absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->version, active->role.version);
+  EXPECT_EQ(after->epoch, active->role.epoch);
+  EXPECT_EQ(after->state, "active");
+  EXPECT_EQ(after->last_reason, active->role.last_reason);
+  EXPECT_EQ(published, 0);
+
+  // The state is the kernel's to decide.
+  TransitionInput with_state;
+  with_state.from = active->role;
+  with_state.trigger = RoleTrigger::kHolderOffline;
+  with_state.patch.state = "electable";
+  absl::Status bad = registry_->Transition(with_state).status();
+  EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ReasonOf(bad), "REQUEST_INVALID");
+  EXPECT_EQ(registry_->Get(Cto())->version, active->role.version);
+}
+
+TEST_F(RoleRegistryTest, ClosingAScopeReportsTheKernelsScopeClosedRow) {
+  const RoleRecord lead = ReserveOk(Lead(), "agent-a");
+  ScopeCloseInput close;
+  close.role = Lead();
+  close.closed_by = "ops";
+  ASSERT_TRUE(registry_->CloseScope(close).ok());
+  ASSERT_EQ(Notes().size(), 1u);
+  EXPECT_EQ(Notes()[0].trigger, RoleTrigger::kScopeClosed);
+  EXPECT_EQ(Notes()[0].from, "elected-probing");
+  EXPECT_FALSE(Notes()[0].to.has_value());
+  EXPECT_FALSE(Notes()[0].refused);
+  EXPECT_EQ(Notes()[0].version, lead.version);
 }
 
 TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
@@ -487,7 +626,7 @@ TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
 TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
   double u = 0.0;
   RoleRegistry registry(store_.get(), &clock_,
-                        RoleRegistryOptions{[&u] { return u; }, {}});
+                        RoleRegistryOptions{[&u] { return u; }, {}, {}});
   CandidateUpsertInput up;
   up.role = Cto();
   up.agent_id = "agent-a";

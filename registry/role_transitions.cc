@@ -20,7 +20,7 @@ constexpr std::array<RoleState, 5> kAllStates = {
     RoleState::kElectable, RoleState::kElectedProbing, RoleState::kActive,
     RoleState::kUnreachable, RoleState::kQuarantined};
 
-constexpr std::array<RoleTrigger, 22> kAllTriggers = {
+constexpr std::array<RoleTrigger, 23> kAllTriggers = {
     RoleTrigger::kCandidateSelected, RoleTrigger::kStandupReserved,
     RoleTrigger::kNoCandidate,       RoleTrigger::kCandidatesExcluded,
     RoleTrigger::kProbeSucceeded,    RoleTrigger::kActivationAcked,
@@ -32,6 +32,7 @@ constexpr std::array<RoleTrigger, 22> kAllTriggers = {
     RoleTrigger::kExclusionExpired,  RoleTrigger::kCandidateRegistered,
     RoleTrigger::kLocatorRegistered, RoleTrigger::kCapabilityRegistered,
     RoleTrigger::kStaleAck,          RoleTrigger::kScopeClosed,
+    RoleTrigger::kManagerDisabled,
 };
 
 using S = RoleState;
@@ -54,12 +55,21 @@ RoleTransition ScopeClosed(S state) {
                         A::kRemoveRegistry, std::nullopt};
 }
 
-using Table = std::array<RoleTransition, 31>;
+// hub's kill switch (TRIFLUX-HUB §5.8: a disabled manager fences any
+// authority to electable with a blocked_reason, epoch + 1), which §5.2 does
+// not list.
+RoleTransition ManagerDisabled(S state) {
+  return Row(state, T::kManagerDisabled, S::kElectable,
+             A::kFenceManagerDisabled);
+}
 
-// TRIFLUX-HUB.md §5.2, row for row. Two rows carry the review's invariants:
-// holder_lease_expired from elected-probing revokes the reservation
-// (electable), it is not a probe failure (unreachable); charter_reissued on an
-// active holder reserves a new epoch and requires a re-ACK.
+using Table = std::array<RoleTransition, kSpecRoleTransitionCount + 5>;
+
+// TRIFLUX-HUB.md §5.2, row for row, then hub's rows. Two rows carry the
+// review's invariants: holder_lease_expired from elected-probing revokes the
+// reservation (electable), it is not a probe failure (unreachable);
+// charter_reissued on an active holder reserves a new epoch and requires a
+// re-ACK.
 const Table& TableRows() {
   static const Table* const kTable = new Table{
       // electable
@@ -120,6 +130,12 @@ const Table& TableRows() {
       ScopeClosed(S::kActive),
       ScopeClosed(S::kUnreachable),
       ScopeClosed(S::kQuarantined),
+      // hub (docs/design/roles.md, "The transition kernel")
+      ManagerDisabled(S::kElectable),
+      ManagerDisabled(S::kElectedProbing),
+      ManagerDisabled(S::kActive),
+      ManagerDisabled(S::kUnreachable),
+      ManagerDisabled(S::kQuarantined),
   };
   return *kTable;
 }
@@ -225,6 +241,8 @@ absl::string_view RoleTriggerName(RoleTrigger trigger) {
       return "stale_ack";
     case RoleTrigger::kScopeClosed:
       return "scope_closed";
+    case RoleTrigger::kManagerDisabled:
+      return "manager_disabled";
   }
   return "";  // Unreachable for a valid enum value.
 }
@@ -274,6 +292,8 @@ absl::string_view RoleActionName(RoleAction action) {
       return "reject_stale_ack";
     case RoleAction::kRemoveRegistry:
       return "remove_registry";
+    case RoleAction::kFenceManagerDisabled:
+      return "fence_manager_disabled";
   }
   return "";  // Unreachable for a valid enum value.
 }

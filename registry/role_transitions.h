@@ -3,7 +3,9 @@
 // a trigger, it says which state comes next and which action the caller must
 // carry out. It does no I/O, reads no clock and touches no store: guards
 // (epochs, versions, leases) and side effects belong to the role registry and
-// the activator, which apply what this kernel decides.
+// the activator, which apply what this kernel decides
+// (RoleRegistry::Transition writes the state it gives). Hub adds five rows
+// for §5.8's kill switch after the 31 of §5.2 (docs/design/roles.md).
 //
 // Failures are INVALID_ARGUMENT with one of triflux's reason codes
 // (ReasonOf(status)): ROLE_REACHABILITY_STATE_INVALID for an unknown state
@@ -12,6 +14,7 @@
 #ifndef HUB_REGISTRY_ROLE_TRANSITIONS_H_
 #define HUB_REGISTRY_ROLE_TRANSITIONS_H_
 
+#include <cstddef>
 #include <optional>
 #include <string>
 
@@ -55,6 +58,8 @@ enum class RoleTrigger {
   kCapabilityRegistered,
   kStaleAck,
   kScopeClosed,
+  // hub: §5.8's kill switch (not a §5.2 trigger; docs/design/roles.md).
+  kManagerDisabled,
 };
 
 // What the caller must do to carry out a transition, one per action name in
@@ -78,6 +83,8 @@ enum class RoleAction {
   kClearQuarantine,
   kRejectStaleAck,
   kRemoveRegistry,
+  // hub: revoke any authority because the kind's manager is disabled.
+  kFenceManagerDisabled,
 };
 
 // One row of the table.
@@ -92,9 +99,14 @@ struct RoleTransition {
   std::optional<std::string> result_code;
 };
 
-// The whole table: exactly 31 rows in §5.2's order, with each "any of the 5"
-// row expanded per state in RoleState order (5 stale_ack rows, then 5
-// scope_closed rows). Valid for the life of the process.
+// How many rows of RoleTransitionTable() are TRIFLUX-HUB §5.2's.
+inline constexpr size_t kSpecRoleTransitionCount = 31;
+
+// The whole table: first the 31 rows in §5.2's order, with each "any of the
+// 5" row expanded per state in RoleState order (5 stale_ack rows, then 5
+// scope_closed rows); then hub's 5 manager_disabled rows (any state ->
+// electable, fence_manager_disabled), in RoleState order. Valid for the life
+// of the process.
 absl::Span<const RoleTransition> RoleTransitionTable();
 
 // The row for (from, trigger), or INVALID_ROLE_TRANSITION when the table has

@@ -13,8 +13,9 @@
 namespace hub {
 namespace {
 
-// Everything below is typed by hand from TRIFLUX-HUB.md §5.1/§5.2, not derived
-// from the code under test, so a slip in either shows up as a mismatch.
+// Everything below is typed by hand from TRIFLUX-HUB.md §5.1/§5.2 (and, for
+// hub's manager_disabled rows, docs/design/roles.md), not derived from the
+// code under test, so a slip in either shows up as a mismatch.
 
 struct StateName {
   RoleState state;
@@ -58,6 +59,7 @@ constexpr TriggerName kTriggers[] = {
     {RoleTrigger::kCapabilityRegistered, "capability_registered"},
     {RoleTrigger::kStaleAck, "stale_ack"},
     {RoleTrigger::kScopeClosed, "scope_closed"},
+    {RoleTrigger::kManagerDisabled, "manager_disabled"},
 };
 
 struct ActionName {
@@ -85,6 +87,7 @@ constexpr ActionName kActions[] = {
     {RoleAction::kClearQuarantine, "clear_quarantine"},
     {RoleAction::kRejectStaleAck, "reject_stale_ack"},
     {RoleAction::kRemoveRegistry, "remove_registry"},
+    {RoleAction::kFenceManagerDisabled, "fence_manager_disabled"},
 };
 
 // One §5.2 row by name. `to` is nullptr for a removed row; `code` is the
@@ -152,6 +155,17 @@ constexpr ExpectedRow kExpectedTable[] = {
     {"active", "scope_closed", nullptr, "remove_registry", nullptr},
     {"unreachable", "scope_closed", nullptr, "remove_registry", nullptr},
     {"quarantined", "scope_closed", nullptr, "remove_registry", nullptr},
+    // hub's kill switch rows (docs/design/roles.md)
+    {"electable", "manager_disabled", "electable", "fence_manager_disabled",
+     nullptr},
+    {"elected-probing", "manager_disabled", "electable",
+     "fence_manager_disabled", nullptr},
+    {"active", "manager_disabled", "electable", "fence_manager_disabled",
+     nullptr},
+    {"unreachable", "manager_disabled", "electable", "fence_manager_disabled",
+     nullptr},
+    {"quarantined", "manager_disabled", "electable", "fence_manager_disabled",
+     nullptr},
 };
 
 // The hand-typed row for (from, trigger), or nullptr.
@@ -196,10 +210,11 @@ void ExpectInvalidTransition(const absl::StatusOr<RoleTransition>& result,
       << result.status();
 }
 
-TEST(RoleTransitionsTest, TableHasThe31RowsOfTheSpecInOrder) {
+TEST(RoleTransitionsTest, TableHasThe31RowsOfTheSpecInOrderThenHubsFive) {
   absl::Span<const RoleTransition> table = RoleTransitionTable();
-  ASSERT_EQ(table.size(), 31u);
-  ASSERT_EQ(std::size(kExpectedTable), 31u);
+  EXPECT_EQ(kSpecRoleTransitionCount, 31u);
+  ASSERT_EQ(table.size(), 36u);
+  ASSERT_EQ(std::size(kExpectedTable), 36u);
   for (size_t i = 0; i < table.size(); ++i) {
     SCOPED_TRACE(testing::Message() << "row " << i);
     ExpectRowMatches(table[i], kExpectedTable[i]);
@@ -238,7 +253,7 @@ TEST(RoleTransitionsTest, EveryPairReducesToItsRowOrIsAnInvalidTransition) {
       }
     }
   }
-  EXPECT_EQ(valid, 31);
+  EXPECT_EQ(valid, 36);
   EXPECT_EQ(invalid, 79);
 }
 
@@ -291,6 +306,21 @@ TEST(RoleTransitionsTest, OnlyScopeClosedRowsRemoveTheRow) {
   for (const RoleTransition& row : RoleTransitionTable()) {
     EXPECT_EQ(!row.to.has_value(), row.trigger == RoleTrigger::kScopeClosed)
         << RoleStateName(row.from) << " + " << RoleTriggerName(row.trigger);
+  }
+}
+
+TEST(RoleTransitionsTest, ADisabledManagerFencesEveryStateToElectable) {
+  for (const StateName& state : kStates) {
+    SCOPED_TRACE(state.name);
+    absl::StatusOr<RoleTransition> t =
+        ReduceRoleTransition(state.state, RoleTrigger::kManagerDisabled);
+    ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->to, RoleState::kElectable);
+    EXPECT_EQ(t->action, RoleAction::kFenceManagerDisabled);
+  }
+  // Hub's rows come after the spec's and do not displace any of them.
+  for (size_t i = 0; i < kSpecRoleTransitionCount; ++i) {
+    EXPECT_NE(RoleTransitionTable()[i].trigger, RoleTrigger::kManagerDisabled);
   }
 }
 

@@ -4,6 +4,7 @@
 Each test starts its own hubd (--metrics_listen=127.0.0.1:0), makes RPCs with
 buf curl, scrapes GET /metrics and reads stderr.
 """
+import json
 import os
 import re
 import socket
@@ -19,6 +20,7 @@ import hubtest  # noqa: E402
 
 PRJ = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 SCP = "scp_BBBBBBBBBBBBBBBBBBBBBB"
+SCP_KERNEL = "scp_DDDDDDDDDDDDDDDDDDDDDD"
 METRICS_ADDRESS = re.compile(r"event=hub_started .*metrics_address=(\S*)")
 SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)$')
 LABEL = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"(,|$)')
@@ -131,6 +133,8 @@ class MetricsTest(unittest.TestCase):
                              ("hub_roles", "gauge"),
                              ("hub_role_failovers_total", "counter"),
                              ("hub_role_activations_total", "counter"),
+                             ("hub_role_kernel_transitions_total", "counter"),
+                             ("hub_role_transitions_refused_total", "counter"),
                              ("hub_messages_published_total", "counter"),
                              ("hub_messages_delivered_total", "counter"),
                              ("hub_messages_acked_total", "counter"),
@@ -297,6 +301,26 @@ class MetricsTest(unittest.TestCase):
                          value(before, "hub_role_transitions_total",
                                **{"from": "electable", "to": "quarantined"}), 1)
         self.assertIn("event=role_transition", self.hub.hubd.stderr())
+
+    def test_the_activators_role_writes_are_counted_by_their_kernel_trigger(self):
+        key = {"projectId": PRJ, "kind": "ROLE_KIND_LEAD", "scopeId": SCP_KERNEL}
+        kernel = "hub_role_kernel_transitions_total"
+        restore = {"from": "quarantined", "trigger": "exclusion_expired", "to": "electable"}
+        blocked = {"from": "electable", "trigger": "no_candidate", "to": "electable"}
+        # An operator quarantines the role without a retry time; the activator
+        # restores it (exclusion_expired), then finds no candidate.
+        self.hub.ok("hub.v1.RoleService/ReserveRole",
+                    {"roleKey": key, "patch": {"state": "ROLE_STATE_QUARANTINED"}})
+        before = self.hub.samples()
+        receipt = json.loads(self.hub.ok("hub.v1.RoleService/EnsureRole", {
+            "roleKey": key, "trigger": "ENSURE_ROLE_TRIGGER_MANUAL",
+            "causeId": "kernel"}))["receipt"]
+        self.assertEqual(receipt["disposition"], "ENSURE_ROLE_DISPOSITION_NO_CANDIDATE")
+        self.assertEqual(receipt["state"], "ROLE_STATE_ELECTABLE")
+        after = self.hub.samples()
+        self.assertEqual(value(after, kernel, **restore) - value(before, kernel, **restore), 1)
+        self.assertEqual(value(after, kernel, **blocked) - value(before, kernel, **blocked), 1)
+        self.assertNotIn("event=role_transition_refused", self.hub.hubd.stderr())
 
     def test_only_get_metrics_is_served(self):
         with self.assertRaises(urllib.error.HTTPError) as e:
