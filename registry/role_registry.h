@@ -288,7 +288,9 @@ class RoleRegistry {
   // §5.6 reachability update: ok resets failures and exclusion;
   // adapter_unavailable keeps both; anything else counts one failure and
   // excludes for the policy's backoff with jitter (the quarantine, 120 s by
-  // default, from max_probe_failures on).
+  // default, from max_probe_failures on). The count and the exclusion it
+  // implies are decided inside the store's write, so concurrent failure
+  // reports each get their own count's exclusion.
   // CANDIDATE_NOT_FOUND when absent.
   absl::StatusOr<storage::CandidateRecord> ReportProbe(
       const ProbeReportInput& input);

@@ -23,6 +23,7 @@
 #define HUB_STORAGE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -273,6 +274,11 @@ struct ReachabilityUpdate {
   Failures failures = Failures::kKeep;
   int64_t failures_value = 0;  // used with kSet
   Patch<int64_t> excluded_until_ms;
+  // When set, the exclusion end is decided inside the write, from the row's
+  // failure count after this update (`excluded_until_ms` is then ignored), so
+  // concurrent updates each derive it from the count they commit. Runs on
+  // the writer thread: must be cheap and must not call the store.
+  std::function<int64_t(int64_t failures_after)> excluded_until_for;
   std::optional<int64_t> last_probe_ms;  // default: now_ms
   Patch<std::string> last_probe_code;
   int64_t now_ms = 0;
