@@ -282,18 +282,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
                              : registry_->CloseScope(input);
     if (closed.ok()) {
       const storage::ScopeCloseResult& r = closed->result;
-      storage::RoleRecord identity;
-      identity.role_key_wire = closed->key.wire;
-      identity.project_id = closed->key.key.project_id;
-      identity.role_kind = std::string(RoleKindName(closed->key.key.kind));
-      identity.scope_id = closed->key.key.scope_id;
-      hub::v1::ClosedRoleScope* out = response->mutable_closed();
-      *out->mutable_role_key() = ToRoleProto(identity).role_key();
-      out->set_role_key_wire(r.closed.role_key_wire);
-      *out->mutable_closed_at() =
-          ToProtoTimestamp(absl::FromUnixMillis(r.closed.closed_at_ms));
-      out->set_closed_by(r.closed.closed_by);
-      out->set_reason(r.closed.reason);
+      *response->mutable_closed() = ToClosedScopeProto(r.closed);
       response->set_already_closed(r.already_closed);
       response->set_role_removed(r.removed_role.has_value());
       if (r.removed_role.has_value()) {

@@ -97,6 +97,7 @@ TEST(ScopeClose, ClosingRemovesTheRoleItsCandidatesAndDeadLettersItsBacklog) {
   EXPECT_EQ(closed->closed.closed_at_ms, kNow + 50);
   EXPECT_EQ(closed->closed.closed_by, "ops");
   EXPECT_EQ(closed->closed.reason, "scope finished");
+  EXPECT_EQ(closed->closed.dead_lettered_count, 2);
   ASSERT_TRUE(closed->removed_role.has_value());
   EXPECT_EQ(closed->removed_role->holder_agent_id, "holder");
   EXPECT_EQ(closed->candidates_removed, 2);
@@ -121,6 +122,7 @@ TEST(ScopeClose, ClosingRemovesTheRoleItsCandidatesAndDeadLettersItsBacklog) {
   std::optional<ClosedScopeRecord> record = *store->GetClosedScope(kLead);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->scope_id, "scp_1");
+  EXPECT_EQ(record->dead_lettered_count, 2);
   EXPECT_FALSE(store->GetClosedScope(kOtherLead)->has_value());
 }
 
@@ -138,6 +140,7 @@ TEST(ScopeClose, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
   EXPECT_TRUE(repeat->already_closed);
   EXPECT_EQ(repeat->closed.closed_at_ms, kNow + 50);
   EXPECT_EQ(repeat->closed.closed_by, "ops");
+  EXPECT_EQ(repeat->closed.dead_lettered_count, 1);  // the first close's
   EXPECT_FALSE(repeat->removed_role.has_value());
   EXPECT_EQ(repeat->candidates_removed, 0);
   EXPECT_TRUE(repeat->dead_lettered.empty());

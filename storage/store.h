@@ -346,6 +346,9 @@ struct ClosedScopeRecord {
   int64_t closed_at_ms = 0;
   std::string closed_by;  // the principal that closed it
   std::string reason;     // why, as the closer said ("" allowed)
+  // Pending messages the close dead-lettered; nullopt for a scope closed
+  // before hub_schema_version 4, which did not record it.
+  std::optional<int64_t> dead_lettered_count;
 };
 
 // CloseLeadScope input: the lead key's decoded fields and canonical wire.
@@ -382,7 +385,7 @@ struct StoreInfo {
   std::string db_path;             // absolute
   std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
   std::string schema_version;      // triflux-compatible, "8"
-  std::string hub_schema_version;  // hub's own, "3"
+  std::string hub_schema_version;  // hub's own, "4"
 };
 
 // OK, or FAILED_PRECONDITION / STALE_PRESENCE_OWNER when an acknowledging

@@ -262,6 +262,7 @@ TEST_F(ScopeCloseGrpcTest,
   EXPECT_EQ(closed.removed_role().state(), hub::v1::ROLE_STATE_ACTIVE);
   EXPECT_EQ(closed.candidates_removed(), 2);
   EXPECT_EQ(closed.dead_lettered_count(), 2);
+  EXPECT_EQ(closed.closed().dead_lettered_count(), 2);  // recorded
   EXPECT_EQ(closed.closed().role_key_wire(), active.role_key_wire());
   EXPECT_EQ(closed.closed().role_key().scope_id(), kScope);
   EXPECT_EQ(closed.closed().closed_by(), "anonymous");
@@ -292,7 +293,9 @@ TEST_F(ScopeCloseGrpcTest,
   // Later expiry sweeps and a repeated close claim nothing more.
   clock_.Advance(absl::Hours(1));
   ASSERT_TRUE(server_->messaging()->SweepExpired().ok());
-  EXPECT_EQ(CloseOk(Lead()).dead_lettered_count(), 0);
+  const hub::v1::CloseRoleScopeResponse again = CloseOk(Lead());
+  EXPECT_EQ(again.dead_lettered_count(), 0);
+  EXPECT_EQ(again.closed().dead_lettered_count(), 2);  // the first close's
   EXPECT_EQ(DeadLetters("ROLE_SCOPE_CLOSED").size(), 2u);
   // Only the (unread) notice itself expired.
   std::vector<hub::v1::DeadLetter> expired = DeadLetters("ttl_expired");
