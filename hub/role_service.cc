@@ -297,4 +297,38 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListClosedScopesRequest* request,
+    hub::v1::ListClosedScopesResponse* response) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  ClosedScopeListFilter filter;
+  if (!request->project_id().empty()) {
+    // A malformed id is left to the registry (PROJECT_ID_INVALID).
+    if (IsProjectId(request->project_id())) {
+      if (absl::Status s = RequireProject(*principal, request->project_id());
+          !s.ok()) {
+        return Finish(context, s);
+      }
+    }
+    filter.project_id = request->project_id();
+  }
+  filter.scope = ScopeOf(*principal);
+  if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<ClosedScopePage> page = registry_->ListClosedScopes(
+      filter, request->page_size(), request->page_token());
+  if (!page.ok()) return Finish(context, page.status());
+  for (const storage::ClosedScopeRecord& closed : page->closed) {
+    *response->add_closed_scopes() = ToClosedScopeProto(closed);
+  }
+  response->set_next_page_token(page->next_page_token);
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  return Finish(context, absl::OkStatus());
+}
+
 }  // namespace hub

@@ -160,4 +160,20 @@ absl::StatusOr<std::optional<ClosedScopeRecord>> SqliteStore::GetClosedScope(
   });
 }
 
+absl::StatusOr<std::vector<ClosedScopeRecord>> SqliteStore::ListClosedScopes(
+    const ClosedScopeFilter& f) {
+  using Result = std::vector<ClosedScopeRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt =
+        conn.Prepare("SELECT " HUB_CLOSED_SCOPE_COLUMNS
+                     " FROM hub_closed_scopes "
+                     "WHERE (?1 IS NULL OR project_id = ?1) "
+                     "AND (?2 IS NULL OR scope_id = ?2) "
+                     "ORDER BY role_key_wire");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, f.project_id).Bind(2, f.scope_id);
+    return rows::ReadAll<ClosedScopeRecord>(*stmt, rows::ReadClosedScope);
+  });
+}
+
 }  // namespace hub::storage

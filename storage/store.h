@@ -351,6 +351,12 @@ struct ClosedScopeRecord {
   std::optional<int64_t> dead_lettered_count;
 };
 
+// ListClosedScopes filters; they combine with AND, unset matches all.
+struct ClosedScopeFilter {
+  std::optional<std::string> project_id;
+  std::optional<std::string> scope_id;
+};
+
 // CloseLeadScope input: the lead key's decoded fields and canonical wire.
 struct ScopeClose {
   std::string project_id;
@@ -475,6 +481,9 @@ class Store {
   // The closed-scope record of a lead wire, or nullopt when it is open.
   virtual absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
       absl::string_view wire) = 0;
+  // Every closed-scope record matching `filter`, by role_key_wire (bytes).
+  virtual absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
+      const ClosedScopeFilter& filter) = 0;
 
   // ---- roles
   // §5.3: inserts (epoch 0, seq 0, version 0) or updates WHERE version and
