@@ -295,6 +295,22 @@ hub::v1::Role ToRoleProto(const storage::RoleRecord& r) {
   return out;
 }
 
+hub::v1::ClosedRoleScope ToClosedScopeProto(
+    const storage::ClosedScopeRecord& c) {
+  hub::v1::ClosedRoleScope out;
+  out.mutable_role_key()->set_project_id(c.project_id);
+  out.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_LEAD);
+  out.mutable_role_key()->set_scope_id(c.scope_id);
+  out.set_role_key_wire(c.role_key_wire);
+  *out.mutable_closed_at() = Stamp(c.closed_at_ms);
+  out.set_closed_by(c.closed_by);
+  out.set_reason(c.reason);
+  if (c.dead_lettered_count) {
+    out.set_dead_lettered_count(*c.dead_lettered_count);
+  }
+  return out;
+}
+
 hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind) {
   switch (kind) {
     case RoleChangeKind::kSnapshot:

@@ -43,6 +43,9 @@ absl::StatusOr<CasInput> ToCasInput(
     const hub::v1::CompareAndSetRoleRequest& request);
 
 hub::v1::Role ToRoleProto(const storage::RoleRecord& role);
+// A closed lead scope as recorded (CloseRoleScope, ListClosedScopes).
+hub::v1::ClosedRoleScope ToClosedScopeProto(
+    const storage::ClosedScopeRecord& closed);
 
 hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind);
 // A committed (or snapshot) role change as WatchRoles and the presence

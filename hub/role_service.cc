@@ -282,18 +282,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
                              : registry_->CloseScope(input);
     if (closed.ok()) {
       const storage::ScopeCloseResult& r = closed->result;
-      storage::RoleRecord identity;
-      identity.role_key_wire = closed->key.wire;
-      identity.project_id = closed->key.key.project_id;
-      identity.role_kind = std::string(RoleKindName(closed->key.key.kind));
-      identity.scope_id = closed->key.key.scope_id;
-      hub::v1::ClosedRoleScope* out = response->mutable_closed();
-      *out->mutable_role_key() = ToRoleProto(identity).role_key();
-      out->set_role_key_wire(r.closed.role_key_wire);
-      *out->mutable_closed_at() =
-          ToProtoTimestamp(absl::FromUnixMillis(r.closed.closed_at_ms));
-      out->set_closed_by(r.closed.closed_by);
-      out->set_reason(r.closed.reason);
+      *response->mutable_closed() = ToClosedScopeProto(r.closed);
       response->set_already_closed(r.already_closed);
       response->set_role_removed(r.removed_role.has_value());
       if (r.removed_role.has_value()) {
@@ -306,6 +295,40 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
     reactor->Finish(ToGrpcStatus(closed.status()));
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ListClosedScopesRequest* request,
+    hub::v1::ListClosedScopesResponse* response) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  ClosedScopeListFilter filter;
+  if (!request->project_id().empty()) {
+    // A malformed id is left to the registry (PROJECT_ID_INVALID).
+    if (IsProjectId(request->project_id())) {
+      if (absl::Status s = RequireProject(*principal, request->project_id());
+          !s.ok()) {
+        return Finish(context, s);
+      }
+    }
+    filter.project_id = request->project_id();
+  }
+  filter.scope = ScopeOf(*principal);
+  if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
+  const absl::Time now = clock_->Now();
+  absl::StatusOr<ClosedScopePage> page = registry_->ListClosedScopes(
+      filter, request->page_size(), request->page_token());
+  if (!page.ok()) return Finish(context, page.status());
+  for (const storage::ClosedScopeRecord& closed : page->closed) {
+    *response->add_closed_scopes() = ToClosedScopeProto(closed);
+  }
+  response->set_next_page_token(page->next_page_token);
+  *response->mutable_server_time() = ToProtoTimestamp(now);
+  return Finish(context, absl::OkStatus());
 }
 
 }  // namespace hub

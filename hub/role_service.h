@@ -1,6 +1,7 @@
 // hub.v1.RoleService over the RoleRegistry: the fenced primitives
 // (ReserveRole, CompareAndSetRole), reads (GetRole, ListRoles), candidates,
-// closing lead scopes (CloseRoleScope), and the WatchRoles stream (one callback
+// closing lead scopes (CloseRoleScope, ListClosedScopes), and the WatchRoles
+// stream (one callback
 // reactor per stream). EnsureRole and AckRoleActivation are answered by the
 // activator (role_service_activation.cc).
 #ifndef HUB_HUB_ROLE_SERVICE_H_
@@ -100,6 +101,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       grpc::CallbackServerContext* context,
       const hub::v1::CloseRoleScopeRequest* request,
       hub::v1::CloseRoleScopeResponse* response) override;
+  grpc::ServerUnaryReactor* ListClosedScopes(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ListClosedScopesRequest* request,
+      hub::v1::ListClosedScopesResponse* response) override;
 
  private:
   // EnsureRole's agent_id: registered, and of the role's project.

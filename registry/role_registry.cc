@@ -190,6 +190,25 @@ absl::Status InvalidCas(absl::string_view field) {
       field);
 }
 
+// The project and scope filters of a list: PROJECT_ID_INVALID,
+// SCOPE_ID_INVALID.
+absl::Status CheckListFilters(const std::optional<std::string>& project_id,
+                              const std::optional<std::string>& scope_id) {
+  if (project_id && !IsProjectId(*project_id)) {
+    return FieldError(InvalidArgumentError("PROJECT_ID_INVALID",
+                                           "project_id must match "
+                                           "^prj_[A-Za-z0-9_-]{22}$"),
+                      "project_id");
+  }
+  if (scope_id && !IsScopeId(*scope_id)) {
+    return FieldError(InvalidArgumentError("SCOPE_ID_INVALID",
+                                           "scope_id must match "
+                                           "^scp_[A-Za-z0-9_-]{22}$"),
+                      "scope_id");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 bool IsRoleState(absl::string_view state) {
@@ -450,17 +469,9 @@ absl::StatusOr<RoleRecord> RoleRegistry::Get(const RoleKeyRef& role) {
 absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
                                             int page_size,
                                             const std::string& page_token) {
-  if (filter.project_id && !IsProjectId(*filter.project_id)) {
-    return FieldError(InvalidArgumentError("PROJECT_ID_INVALID",
-                                           "project_id must match "
-                                           "^prj_[A-Za-z0-9_-]{22}$"),
-                      "project_id");
-  }
-  if (filter.scope_id && !IsScopeId(*filter.scope_id)) {
-    return FieldError(InvalidArgumentError("SCOPE_ID_INVALID",
-                                           "scope_id must match "
-                                           "^scp_[A-Za-z0-9_-]{22}$"),
-                      "scope_id");
+  if (absl::Status s = CheckListFilters(filter.project_id, filter.scope_id);
+      !s.ok()) {
+    return s;
   }
   for (const std::string& state : filter.states) {
     if (!IsRoleState(state)) {
@@ -495,6 +506,40 @@ absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
       break;
     }
     page.roles.push_back(std::move(row));
+  }
+  return page;
+}
+
+absl::StatusOr<ClosedScopePage> RoleRegistry::ListClosedScopes(
+    const ClosedScopeListFilter& filter, int page_size,
+    const std::string& page_token) {
+  if (absl::Status s = CheckListFilters(filter.project_id, filter.scope_id);
+      !s.ok()) {
+    return s;
+  }
+  absl::StatusOr<int> size = role_internal::EffectivePageSize(page_size);
+  if (!size.ok()) return size.status();
+  storage::ClosedScopeFilter f;
+  f.project_id = filter.project_id;
+  f.scope_id = filter.scope_id;
+  const std::string filter_text =
+      absl::StrCat(f.project_id.value_or(""), "|", f.scope_id.value_or(""));
+  absl::StatusOr<std::string> after =
+      role_internal::DecodePageToken(page_token, "closed_scopes", filter_text);
+  if (!after.ok()) return after.status();
+  absl::StatusOr<std::vector<storage::ClosedScopeRecord>> rows =
+      store_->ListClosedScopes(f);
+  if (!rows.ok()) return rows.status();
+  ClosedScopePage page;
+  for (storage::ClosedScopeRecord& row : *rows) {
+    if (!after->empty() && row.role_key_wire <= *after) continue;
+    if (!filter.scope.Allows(row.project_id)) continue;
+    if (static_cast<int>(page.closed.size()) == *size) {
+      page.next_page_token = role_internal::EncodePageToken(
+          "closed_scopes", filter_text, page.closed.back().role_key_wire);
+      break;
+    }
+    page.closed.push_back(std::move(row));
   }
   return page;
 }

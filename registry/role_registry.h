@@ -268,6 +268,20 @@ struct ScopeCloseOutcome {
   storage::ScopeCloseResult result;
 };
 
+// ListClosedScopes filters; they combine with AND, empty matches everything.
+struct ClosedScopeListFilter {
+  std::optional<std::string> project_id;
+  std::optional<std::string> scope_id;
+  // Only scopes of these projects (the caller's token), applied before
+  // paging.
+  ProjectScope scope;
+};
+
+struct ClosedScopePage {
+  std::vector<storage::ClosedScopeRecord> closed;  // by wire ascending
+  std::string next_page_token;                     // "" on the last page
+};
+
 struct RoleRegistryOptions {
   // A uniform random number in [0, 1) for the probe backoff jitter; default:
   // a process-wide generator.
@@ -344,7 +358,9 @@ class RoleRegistry {
   // §5.6 reachability update: ok resets failures and exclusion;
   // adapter_unavailable keeps both; anything else counts one failure and
   // excludes for the policy's backoff with jitter (the quarantine, 120 s by
-  // default, from max_probe_failures on).
+  // default, from max_probe_failures on). The count and the exclusion it
+  // implies are decided inside the store's write, so concurrent failure
+  // reports each get their own count's exclusion.
   // CANDIDATE_NOT_FOUND when absent.
   absl::StatusOr<storage::CandidateRecord> ReportProbe(
       const ProbeReportInput& input);
@@ -358,6 +374,12 @@ class RoleRegistry {
   // cto key), REQUEST_INVALID (reason over 256 characters)
   // (INVALID_ARGUMENT); store errors.
   absl::StatusOr<ScopeCloseOutcome> CloseScope(const ScopeCloseInput& input);
+  // The closed lead scopes, as recorded, by wire, paged like List (0: 100
+  // per page, at most 1000). PROJECT_ID_INVALID, SCOPE_ID_INVALID,
+  // REQUEST_INVALID, PAGE_TOKEN_INVALID.
+  absl::StatusOr<ClosedScopePage> ListClosedScopes(
+      const ClosedScopeListFilter& filter, int page_size,
+      const std::string& page_token);
   // Whether `key` names a lead scope that is closed (a cto key: never).
   // Closed scopes never reopen, so a positive answer is remembered; a
   // negative one reads the store each time.

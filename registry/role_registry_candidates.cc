@@ -377,21 +377,25 @@ absl::StatusOr<CandidateRecord> RoleRegistry::ReportProbe(
   u.last_probe_ms = probed_at;
   u.last_probe_code = in.code;
   using Failures = storage::ReachabilityUpdate::Failures;
-  int64_t failures_after = (*current)->consecutive_probe_failures;
   if (in.code == "ok") {
     u.failures = Failures::kReset;
     u.excluded_until_ms = Patch<int64_t>::Clear();
-    failures_after = 0;
   } else if (in.code != "adapter_unavailable") {
-    // Counted by the store inside its write, so concurrent reports never
-    // lose a failure.
+    // Counted by the store inside its write, and the exclusion derived there
+    // from the count that write commits: concurrent reports never lose a
+    // failure nor share a count's exclusion.
     u.failures = Failures::kIncrement;
-    ++failures_after;
-    // A count far beyond any policy is clamped: it only selects the cap.
-    const int failures = static_cast<int>(
-        std::min<int64_t>(failures_after, std::numeric_limits<int>::max()));
-    u.excluded_until_ms =
-        probed_at + ExclusionMillis(failures, RandomUnit(), options_.policy);
+    if (!in.excluded_until_ms) {
+      const double draw = RandomUnit();
+      const ActivatorConfig& policy = options_.policy;
+      u.excluded_until_for = [probed_at, draw, &policy](int64_t after) {
+        // At least one failure was just reported (an override may say 0);
+        // a count far beyond any policy only selects the cap.
+        const int failures = static_cast<int>(
+            std::clamp<int64_t>(after, 1, std::numeric_limits<int>::max()));
+        return probed_at + ExclusionMillis(failures, draw, policy);
+      };
+    }
   }
   if (in.consecutive_probe_failures) {
     u.failures = Failures::kSet;

@@ -643,5 +643,103 @@ TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
   EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 120'000);
 }
 
+TEST_F(RoleRegistryTest, AFailuresExclusionFollowsTheCountTheReportCommits) {
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+  ProbeReportInput probe;
+  probe.role = Cto();
+  probe.agent_id = "agent-a";
+  probe.code = "timeout";
+  probe.probed_at_ms = UnixMillis(clock_.Now());
+  const int64_t at = *probe.probed_at_ms;
+  // An overridden count is the count the exclusion follows (1 s, 2 s, then
+  // the quarantine from the third failure)...
+  probe.consecutive_probe_failures = 2;
+  absl::StatusOr<storage::CandidateRecord> c = registry_->ReportProbe(probe);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->consecutive_probe_failures, 2);
+  EXPECT_EQ(c->excluded_until_ms, at + 2'000);
+  // ... and a failure reported with a count of 0 still excludes as one.
+  probe.consecutive_probe_failures = 0;
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 0);
+  EXPECT_EQ(c->excluded_until_ms, at + 1'000);
+  probe.consecutive_probe_failures.reset();
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 1);
+  EXPECT_EQ(c->excluded_until_ms, at + 1'000);
+  // An explicit exclusion end wins over the derived one.
+  probe.excluded_until_ms = at + 5;
+  c = registry_->ReportProbe(probe);
+  EXPECT_EQ(c->consecutive_probe_failures, 2);
+  EXPECT_EQ(c->excluded_until_ms, at + 5);
+}
+
+TEST_F(RoleRegistryTest,
+       ConcurrentFailureReportsEachDeriveTheExclusionFromTheirOwnCount) {
+  // Every failure count has its own exclusion (1 ms * 2^(n-1), no jitter, no
+  // quarantine within n <= 16), so a report that derived its exclusion from
+  // another report's count would show up.
+  constexpr int kReports = 16;
+  RoleRegistryOptions options;
+  options.random_unit = [] { return 0.5; };
+  options.policy.backoff_base = absl::Milliseconds(1);
+  options.policy.backoff_factor = 2.0;
+  options.policy.backoff_max = absl::Hours(1);
+  options.policy.max_probe_failures = kReports + 1;
+  RoleRegistry registry(store_.get(), &clock_, options);
+  CandidateUpsertInput up;
+  up.role = Cto();
+  up.agent_id = "agent-a";
+  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
+  ProbeReportInput probe;
+  probe.role = Cto();
+  probe.agent_id = "agent-a";
+  probe.code = "timeout";
+  probe.probed_at_ms = UnixMillis(clock_.Now());
+  const int64_t at = *probe.probed_at_ms;
+  auto exclusion = [at](int64_t failures) {
+    return at + (int64_t{1} << (failures - 1));
+  };
+
+  absl::Mutex mu;
+  std::vector<storage::CandidateRecord> rows;
+  std::vector<std::thread> threads;
+  std::atomic<bool> go{false};
+  for (int t = 0; t < kReports; ++t) {
+    threads.emplace_back([&] {
+      while (!go.load()) std::this_thread::yield();
+      absl::StatusOr<storage::CandidateRecord> row =
+          registry.ReportProbe(probe);
+      ASSERT_TRUE(row.ok()) << row.status();
+      absl::MutexLock lock(&mu);
+      rows.push_back(*row);
+    });
+  }
+  go = true;
+  for (std::thread& t : threads) t.join();
+
+  // Each report committed its own count, and its exclusion is that count's.
+  ASSERT_EQ(rows.size(), static_cast<size_t>(kReports));
+  std::vector<bool> seen(kReports + 1, false);
+  for (const storage::CandidateRecord& row : rows) {
+    const int64_t n = row.consecutive_probe_failures;
+    ASSERT_GE(n, 1);
+    ASSERT_LE(n, kReports);
+    EXPECT_FALSE(seen[n]) << "two reports committed count " << n;
+    seen[n] = true;
+    EXPECT_EQ(row.excluded_until_ms, exclusion(n)) << "count " << n;
+  }
+  CandidateListInput list;
+  list.role = Cto();
+  absl::StatusOr<CandidatePage> page = registry.ListCandidates(list);
+  ASSERT_TRUE(page.ok()) << page.status();
+  ASSERT_EQ(page->candidates.size(), 1u);
+  EXPECT_EQ(page->candidates[0].consecutive_probe_failures, kReports);
+  EXPECT_EQ(page->candidates[0].excluded_until_ms, exclusion(kReports));
+}
+
 }  // namespace
 }  // namespace hub

@@ -30,6 +30,8 @@ constexpr Seam kSeams[] = {
     {"reflexion_entries", "adaptive_state_json", "TEXT NOT NULL DEFAULT '{}'"},
     // hub's own additive columns.
     {"agents", "lease_ttl_ms", "INTEGER"},
+    {"hub_closed_scopes", "dead_lettered_count",
+     "INTEGER CHECK (dead_lettered_count >= 0)"},
 };
 
 absl::StatusOr<bool> TableExists(Connection& conn, const char* table) {

@@ -283,7 +283,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "3");
+            "4");
   EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE "
                       "name='idx_messages_role_key'"),
             "idx_messages_role_key");
@@ -330,7 +330,7 @@ TEST(Migration, FreshFileGetsTheCurrentSchemaAndBothVersions) {
   ASSERT_NE(store, nullptr);
   EXPECT_FALSE(store->migration().from_schema_version.has_value());
   EXPECT_EQ(store->Info().schema_version, "8");
-  EXPECT_EQ(store->Info().hub_schema_version, "3");
+  EXPECT_EQ(store->Info().hub_schema_version, "4");
   EXPECT_EQ(store->Info().store_type, "sqlite");
   EXPECT_EQ(store->Info().fingerprint.rfind("sqlite:", 0), 0u);
   EXPECT_EQ(store->Info().fingerprint.size(), 7u + 64u);
@@ -374,7 +374,7 @@ TEST(Migration, HubVersionOneGainsTheAgentOwnersAndClosedScopesTables) {
   store.reset();
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "3");
+            "4");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
@@ -421,9 +421,58 @@ TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
   }
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "3");
+            "4");
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
   EXPECT_EQ(raw.Query("SELECT closed_by FROM hub_closed_scopes"), "ops");
+  EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
+}
+
+TEST(Migration, HubVersionThreeClosedScopesGainTheirDeadLetteredCount) {
+  std::string path = FreshDbPath();
+  { auto store = OpenOrDie(path); }
+  {
+    // A hub_schema_version 3 database: hub_closed_scopes without the count,
+    // holding a scope closed by that hub.
+    RawDb raw(path);
+    raw.Exec("DROP TABLE hub_closed_scopes");
+    raw.Exec(
+        "CREATE TABLE hub_closed_scopes (project_id TEXT NOT NULL, "
+        "scope_id TEXT NOT NULL CHECK (scope_id <> ''), role_key_wire TEXT "
+        "NOT NULL UNIQUE, closed_at_ms INTEGER NOT NULL, closed_by TEXT NOT "
+        "NULL CHECK (closed_by <> ''), reason TEXT NOT NULL, PRIMARY KEY "
+        "(project_id, scope_id))");
+    raw.Exec(
+        "INSERT INTO hub_closed_scopes VALUES ('prj_1', 'scp_old', "
+        "'rk2.old', 7, 'ops', 'done')");
+    raw.Exec("UPDATE _meta SET value = '3' WHERE key = 'hub_schema_version'");
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_TRUE(store->migration().migrated);
+  EXPECT_EQ(store->migration().from_hub_schema_version, "3");
+  // The old record is kept, its count unknown; a new close records one.
+  std::optional<ClosedScopeRecord> old = *store->GetClosedScope("rk2.old");
+  ASSERT_TRUE(old.has_value());
+  EXPECT_EQ(old->reason, "done");
+  EXPECT_FALSE(old->dead_lettered_count.has_value());
+  ScopeClose close;
+  close.project_id = "prj_1";
+  close.scope_id = "scp_new";
+  close.role_key_wire = "rk2.new";
+  close.closed_by = "ops";
+  close.now_ms = 9;
+  ASSERT_TRUE(store->CloseLeadScope(close).ok());
+  EXPECT_EQ((*store->GetClosedScope("rk2.new"))->dead_lettered_count, 0);
+  store.reset();
+  {
+    auto reopened = OpenOrDie(path);
+    EXPECT_FALSE(reopened->migration().migrated);
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
+            "4");
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM hub_closed_scopes WHERE "
+                      "dead_lettered_count IS NULL"),
+            "1");
   EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
 }
 
@@ -432,14 +481,14 @@ TEST(Migration, NewerHubVersionIsRefused) {
   { auto store = OpenOrDie(path); }
   {
     RawDb raw(path);
-    raw.Exec("UPDATE _meta SET value = '4' WHERE key = 'hub_schema_version'");
+    raw.Exec("UPDATE _meta SET value = '5' WHERE key = 'hub_schema_version'");
   }
   SqliteStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
       SqliteStore::Open(options);
   EXPECT_EQ(ReasonOf(store.status()), "SCHEMA_TOO_NEW");
-  EXPECT_NE(store.status().message().find("hub_schema_version 4"),
+  EXPECT_NE(store.status().message().find("hub_schema_version 5"),
             std::string::npos);
 }
 

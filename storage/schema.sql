@@ -143,6 +143,9 @@ CREATE TABLE IF NOT EXISTS hub_agent_owners (
 -- reason ROLE_SCOPE_CLOSED) in the transaction that inserts this row; the
 -- store then refuses every write that would bring the scope back, so its id
 -- is never reused. hub's own table, like hub_agent_owners.
+-- hub_schema_version 4 added dead_lettered_count: how many pending messages
+-- the close dead-lettered (NULL for scopes closed by an older hub, which did
+-- not record it; the migration adds the column to their table).
 CREATE TABLE IF NOT EXISTS hub_closed_scopes (
   project_id TEXT NOT NULL,
   scope_id TEXT NOT NULL CHECK (scope_id <> ''),
@@ -150,6 +153,7 @@ CREATE TABLE IF NOT EXISTS hub_closed_scopes (
   closed_at_ms INTEGER NOT NULL,
   closed_by TEXT NOT NULL CHECK (closed_by <> ''),
   reason TEXT NOT NULL,
+  dead_lettered_count INTEGER CHECK (dead_lettered_count >= 0),
   PRIMARY KEY (project_id, scope_id)
 );
 

@@ -36,10 +36,15 @@ namespace hub::storage::rows {
   "expires_at_ms, correlation_id, trace_id, payload_json, status, "          \
   "role_key_wire"
 
+#define HUB_CLOSED_SCOPE_COLUMNS                                           \
+  "project_id, scope_id, role_key_wire, closed_at_ms, closed_by, reason, " \
+  "dead_lettered_count"
+
 AgentRecord ReadAgent(const Stmt& s);
 RoleRecord ReadRole(const Stmt& s);
 CandidateRecord ReadCandidate(const Stmt& s);
 MessageRecord ReadMessage(const Stmt& s);
+ClosedScopeRecord ReadClosedScope(const Stmt& s);
 
 // Runs a prepared statement and reads every row with `read`.
 template <typename T, typename F>

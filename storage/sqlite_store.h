@@ -91,6 +91,8 @@ class SqliteStore final : public Store {
       const ScopeClose& close) override;
   absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
       absl::string_view wire) override;
+  absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
+      const ClosedScopeFilter& filter) override;
 
   absl::StatusOr<RoleWrite> ReserveRole(
       const RoleReservation& reservation) override;

@@ -151,7 +151,12 @@ absl::StatusOr<CandidateRecord> SqliteStore::UpdateCandidateReachability(
             c.consecutive_probe_failures = 0;
             break;
         }
-        c.excluded_until_ms = u.excluded_until_ms.ApplyTo(c.excluded_until_ms);
+        // The exclusion follows the count this write commits.
+        c.excluded_until_ms =
+            u.excluded_until_for
+                ? std::optional<int64_t>(
+                      u.excluded_until_for(c.consecutive_probe_failures))
+                : u.excluded_until_ms.ApplyTo(c.excluded_until_ms);
         c.last_probe_ms = u.last_probe_ms.value_or(u.now_ms);
         c.last_probe_code = u.last_probe_code.ApplyTo(c.last_probe_code);
         return SaveCandidate(conn, c);

@@ -444,6 +444,13 @@ TEST(CandidateStore, ReachabilityCountsFailuresAndResetsOnSuccess) {
   EXPECT_EQ(c->last_probe_ms, kNow + 10);
   c = store->UpdateCandidateReachability(failed);
   EXPECT_EQ(c->consecutive_probe_failures, 2);
+  // An exclusion derived in the write sees the count the write commits.
+  failed.excluded_until_for = [](int64_t failures) {
+    return kNow + 100 * failures;
+  };
+  c = store->UpdateCandidateReachability(failed);
+  EXPECT_EQ(c->consecutive_probe_failures, 3);
+  EXPECT_EQ(c->excluded_until_ms, kNow + 300);
 
   ReachabilityUpdate ok;
   ok.role_key_wire = kCto;

@@ -1,7 +1,8 @@
-// SqliteStore: closed lead scopes (hub_closed_scopes, hub_schema_version 3).
-// Closing a scope is one transaction: the record, the role row and its
-// candidates, and the scope's pending role messages, dead-lettered with
-// reason ROLE_SCOPE_CLOSED. See docs/design/roles.md, "Closing a lead scope".
+// SqliteStore: closed lead scopes (hub_closed_scopes, hub_schema_version 3;
+// dead_lettered_count since 4). Closing a scope is one transaction: the role
+// row and its candidates, the scope's pending role messages, dead-lettered
+// with reason ROLE_SCOPE_CLOSED, and the record. See docs/design/roles.md,
+// "Closing a lead scope".
 #include <string>
 #include <utility>
 #include <vector>
@@ -19,22 +20,25 @@ absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(
     Connection& conn, absl::string_view wire, absl::string_view project_id,
     absl::string_view scope_id) {
   absl::StatusOr<Stmt> stmt = conn.Prepare(
-      "SELECT project_id, scope_id, role_key_wire, closed_at_ms, closed_by, "
-      "reason FROM hub_closed_scopes "
+      "SELECT " HUB_CLOSED_SCOPE_COLUMNS
+      " FROM hub_closed_scopes "
       "WHERE role_key_wire = ?1 OR (project_id = ?2 AND scope_id = ?3) "
       "LIMIT 1");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, wire).Bind(2, project_id).Bind(3, scope_id);
-  return ReadOne<ClosedScopeRecord>(*stmt, [](const Stmt& s) {
-    ClosedScopeRecord r;
-    r.project_id = s.Text(0);
-    r.scope_id = s.Text(1);
-    r.role_key_wire = s.Text(2);
-    r.closed_at_ms = s.Int(3);
-    r.closed_by = s.Text(4);
-    r.reason = s.Text(5);
-    return r;
-  });
+  return ReadOne<ClosedScopeRecord>(*stmt, ReadClosedScope);
+}
+
+ClosedScopeRecord ReadClosedScope(const Stmt& s) {
+  ClosedScopeRecord r;
+  r.project_id = s.Text(0);
+  r.scope_id = s.Text(1);
+  r.role_key_wire = s.Text(2);
+  r.closed_at_ms = s.Int(3);
+  r.closed_by = s.Text(4);
+  r.reason = s.Text(5);
+  r.dead_lettered_count = s.OptInt(6);
+  return r;
 }
 
 absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,
@@ -60,20 +64,6 @@ absl::StatusOr<ScopeCloseResult> SqliteStore::CloseScopeIn(
     result.already_closed = true;
     return result;
   }
-  result.closed = ClosedScopeRecord{c.project_id, c.scope_id,  c.role_key_wire,
-                                    c.now_ms,     c.closed_by, c.reason};
-  absl::StatusOr<Stmt> insert = conn.Prepare(
-      "INSERT INTO hub_closed_scopes (project_id, scope_id, role_key_wire, "
-      "closed_at_ms, closed_by, reason) VALUES (?, ?, ?, ?, ?, ?)");
-  if (!insert.ok()) return insert.status();
-  insert->Bind(1, c.project_id)
-      .Bind(2, c.scope_id)
-      .Bind(3, c.role_key_wire)
-      .Bind(4, c.now_ms)
-      .Bind(5, c.closed_by)
-      .Bind(6, c.reason);
-  if (absl::Status s = insert->Run(); !s.ok()) return s;
-
   // The role row and its candidates (deleted explicitly, so the count does
   // not depend on the foreign key's cascade).
   absl::StatusOr<std::optional<RoleRecord>> role =
@@ -123,6 +113,30 @@ absl::StatusOr<ScopeCloseResult> SqliteStore::CloseScopeIn(
     claimed.message = std::move(m);
     result.dead_lettered.push_back(std::move(claimed));
   }
+
+  // The record, last, so it carries the count (the order inside the
+  // transaction is invisible to every other write).
+  result.closed.project_id = c.project_id;
+  result.closed.scope_id = c.scope_id;
+  result.closed.role_key_wire = c.role_key_wire;
+  result.closed.closed_at_ms = c.now_ms;
+  result.closed.closed_by = c.closed_by;
+  result.closed.reason = c.reason;
+  result.closed.dead_lettered_count =
+      static_cast<int64_t>(result.dead_lettered.size());
+  absl::StatusOr<Stmt> insert = conn.Prepare(
+      "INSERT INTO hub_closed_scopes (project_id, scope_id, role_key_wire, "
+      "closed_at_ms, closed_by, reason, dead_lettered_count) "
+      "VALUES (?, ?, ?, ?, ?, ?, ?)");
+  if (!insert.ok()) return insert.status();
+  insert->Bind(1, c.project_id)
+      .Bind(2, c.scope_id)
+      .Bind(3, c.role_key_wire)
+      .Bind(4, c.now_ms)
+      .Bind(5, c.closed_by)
+      .Bind(6, c.reason)
+      .Bind(7, *result.closed.dead_lettered_count);
+  if (absl::Status s = insert->Run(); !s.ok()) return s;
   return result;
 }
 
@@ -143,6 +157,22 @@ absl::StatusOr<std::optional<ClosedScopeRecord>> SqliteStore::GetClosedScope(
   using Result = std::optional<ClosedScopeRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
     return rows::LoadClosedScope(conn, wire);
+  });
+}
+
+absl::StatusOr<std::vector<ClosedScopeRecord>> SqliteStore::ListClosedScopes(
+    const ClosedScopeFilter& f) {
+  using Result = std::vector<ClosedScopeRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt =
+        conn.Prepare("SELECT " HUB_CLOSED_SCOPE_COLUMNS
+                     " FROM hub_closed_scopes "
+                     "WHERE (?1 IS NULL OR project_id = ?1) "
+                     "AND (?2 IS NULL OR scope_id = ?2) "
+                     "ORDER BY role_key_wire");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, f.project_id).Bind(2, f.scope_id);
+    return rows::ReadAll<ClosedScopeRecord>(*stmt, rows::ReadClosedScope);
   });
 }
 

@@ -97,6 +97,7 @@ TEST(ScopeClose, ClosingRemovesTheRoleItsCandidatesAndDeadLettersItsBacklog) {
   EXPECT_EQ(closed->closed.closed_at_ms, kNow + 50);
   EXPECT_EQ(closed->closed.closed_by, "ops");
   EXPECT_EQ(closed->closed.reason, "scope finished");
+  EXPECT_EQ(closed->closed.dead_lettered_count, 2);
   ASSERT_TRUE(closed->removed_role.has_value());
   EXPECT_EQ(closed->removed_role->holder_agent_id, "holder");
   EXPECT_EQ(closed->candidates_removed, 2);
@@ -121,6 +122,7 @@ TEST(ScopeClose, ClosingRemovesTheRoleItsCandidatesAndDeadLettersItsBacklog) {
   std::optional<ClosedScopeRecord> record = *store->GetClosedScope(kLead);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->scope_id, "scp_1");
+  EXPECT_EQ(record->dead_lettered_count, 2);
   EXPECT_FALSE(store->GetClosedScope(kOtherLead)->has_value());
 }
 
@@ -138,6 +140,7 @@ TEST(ScopeClose, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
   EXPECT_TRUE(repeat->already_closed);
   EXPECT_EQ(repeat->closed.closed_at_ms, kNow + 50);
   EXPECT_EQ(repeat->closed.closed_by, "ops");
+  EXPECT_EQ(repeat->closed.dead_lettered_count, 1);  // the first close's
   EXPECT_FALSE(repeat->removed_role.has_value());
   EXPECT_EQ(repeat->candidates_removed, 0);
   EXPECT_TRUE(repeat->dead_lettered.empty());
@@ -236,6 +239,54 @@ TEST(ScopeClose, DeadLetteredBacklogStopsCountingInTheHoldersInbox) {
   ASSERT_TRUE(store->CloseLeadScope(Close()).ok());
   EXPECT_TRUE(
       store->InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1).ok());
+}
+
+TEST(ScopeClose, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
+  auto store = OpenOrDie(FreshDbPath());
+  EXPECT_TRUE(store->ListClosedScopes({})->empty());
+  ASSERT_TRUE(store->InsertMessage(RoleMsg("m1", "rk2.c"), {}).ok());
+  auto close = [&](const std::string& project, const std::string& scope,
+                   const std::string& wire) {
+    ScopeClose c = Close(wire, scope);
+    c.project_id = project;
+    ASSERT_TRUE(store->CloseLeadScope(c).ok());
+  };
+  close("prj_1", "scp_c", "rk2.c");
+  close("prj_2", "scp_a", "rk2.a");
+  close("prj_1", "scp_b", "rk2.b");
+  ASSERT_TRUE(store->CloseLeadScope(Close("rk2.b", "scp_b")).ok());  // again
+
+  absl::StatusOr<std::vector<ClosedScopeRecord>> all =
+      store->ListClosedScopes({});
+  ASSERT_TRUE(all.ok()) << all.status();
+  ASSERT_EQ(all->size(), 3u);
+  EXPECT_EQ((*all)[0].role_key_wire, "rk2.a");
+  EXPECT_EQ((*all)[1].role_key_wire, "rk2.b");
+  EXPECT_EQ((*all)[2].role_key_wire, "rk2.c");
+  const ClosedScopeRecord& c = (*all)[2];
+  EXPECT_EQ(c.project_id, "prj_1");
+  EXPECT_EQ(c.scope_id, "scp_c");
+  EXPECT_EQ(c.closed_at_ms, kNow + 50);
+  EXPECT_EQ(c.closed_by, "ops");
+  EXPECT_EQ(c.reason, "scope finished");
+  EXPECT_EQ(c.dead_lettered_count, 1);
+  EXPECT_EQ((*all)[0].dead_lettered_count, 0);
+
+  ClosedScopeFilter project;
+  project.project_id = "prj_1";
+  absl::StatusOr<std::vector<ClosedScopeRecord>> of_project =
+      store->ListClosedScopes(project);
+  ASSERT_EQ(of_project->size(), 2u);
+  EXPECT_EQ((*of_project)[0].scope_id, "scp_b");
+  EXPECT_EQ((*of_project)[1].scope_id, "scp_c");
+  ClosedScopeFilter scope = project;
+  scope.scope_id = "scp_c";
+  ASSERT_EQ(store->ListClosedScopes(scope)->size(), 1u);
+  scope.project_id = "prj_2";
+  EXPECT_TRUE(store->ListClosedScopes(scope)->empty());
+  ClosedScopeFilter scope_only;
+  scope_only.scope_id = "scp_a";
+  ASSERT_EQ(store->ListClosedScopes(scope_only)->size(), 1u);
 }
 
 TEST(ScopeClose, TheRecordSurvivesAReopen) {

@@ -23,6 +23,7 @@
 #define HUB_STORAGE_STORE_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -273,6 +274,11 @@ struct ReachabilityUpdate {
   Failures failures = Failures::kKeep;
   int64_t failures_value = 0;  // used with kSet
   Patch<int64_t> excluded_until_ms;
+  // When set, the exclusion end is decided inside the write, from the row's
+  // failure count after this update (`excluded_until_ms` is then ignored), so
+  // concurrent updates each derive it from the count they commit. Runs on
+  // the writer thread: must be cheap and must not call the store.
+  std::function<int64_t(int64_t failures_after)> excluded_until_for;
   std::optional<int64_t> last_probe_ms;  // default: now_ms
   Patch<std::string> last_probe_code;
   int64_t now_ms = 0;
@@ -340,6 +346,15 @@ struct ClosedScopeRecord {
   int64_t closed_at_ms = 0;
   std::string closed_by;  // the principal that closed it
   std::string reason;     // why, as the closer said ("" allowed)
+  // Pending messages the close dead-lettered; nullopt for a scope closed
+  // before hub_schema_version 4, which did not record it.
+  std::optional<int64_t> dead_lettered_count;
+};
+
+// ListClosedScopes filters; they combine with AND, unset matches all.
+struct ClosedScopeFilter {
+  std::optional<std::string> project_id;
+  std::optional<std::string> scope_id;
 };
 
 // CloseLeadScope input: the lead key's decoded fields and canonical wire.
@@ -376,7 +391,7 @@ struct StoreInfo {
   std::string db_path;             // absolute
   std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
   std::string schema_version;      // triflux-compatible, "8"
-  std::string hub_schema_version;  // hub's own, "3"
+  std::string hub_schema_version;  // hub's own, "4"
 };
 
 // OK, or FAILED_PRECONDITION / STALE_PRESENCE_OWNER when an acknowledging
@@ -466,6 +481,9 @@ class Store {
   // The closed-scope record of a lead wire, or nullopt when it is open.
   virtual absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
       absl::string_view wire) = 0;
+  // Every closed-scope record matching `filter`, by role_key_wire (bytes).
+  virtual absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
+      const ClosedScopeFilter& filter) = 0;
 
   // ---- roles
   // §5.3: inserts (epoch 0, seq 0, version 0) or updates WHERE version and

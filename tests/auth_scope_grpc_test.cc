@@ -1,7 +1,7 @@
 // Reads scoped to the token's projects, through gRPC: a token restricted to
 // some projects sees only their agents, roles, candidates, role changes,
-// traces and dead letters, pages stay full and chain correctly while
-// filtering, an explicit foreign project is PERMISSION_DENIED /
+// closed scopes, traces and dead letters, pages stay full and chain correctly
+// while filtering, an explicit foreign project is PERMISSION_DENIED /
 // PROJECT_SCOPE_MISMATCH, and messages it sends reach only its projects.
 // Tokens with "*" see everything (docs/design/auth.md).
 #include <set>
@@ -212,6 +212,62 @@ TEST_F(AuthScopeGrpcTest, RoleAndCandidateReadsShowOnlyTheTokensProjects) {
   ExpectScopeMismatch(
       roles_->ListRoleCandidates(As(kAlice).get(), candidates, &page),
       "ListRoleCandidates of a role of another project");
+}
+
+TEST_F(AuthScopeGrpcTest, ClosedScopesShowOnlyTheTokensProjectsAndPageFully) {
+  Start(/*tls=*/false);
+  // Three closed lead scopes in each project (an operator of every project
+  // closes them).
+  for (const char* project : {kProject, kOtherProject}) {
+    for (char letter : {'A', 'B', 'C'}) {
+      hub::v1::CloseRoleScopeRequest close;
+      *close.mutable_role_key() = Lead(project, letter);
+      hub::v1::CloseRoleScopeResponse closed;
+      grpc::Status s = roles_->CloseRoleScope(As(kOps).get(), close, &closed);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+    }
+  }
+  auto all = [&](const std::string& token, int page_size) {
+    std::vector<std::string> projects;
+    hub::v1::ListClosedScopesRequest request;
+    request.set_page_size(page_size);
+    for (int pages = 0; pages < 100; ++pages) {
+      hub::v1::ListClosedScopesResponse response;
+      grpc::Status s =
+          roles_->ListClosedScopes(As(token).get(), request, &response);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      for (const auto& closed : response.closed_scopes()) {
+        projects.push_back(closed.role_key().project_id());
+      }
+      if (response.next_page_token().empty()) break;
+      EXPECT_EQ(response.closed_scopes_size(), page_size)
+          << "a short middle page";
+      request.set_page_token(response.next_page_token());
+    }
+    return projects;
+  };
+  EXPECT_EQ(all(kAlice, 2), std::vector<std::string>(3, kProject));
+  EXPECT_EQ(all(kCarol, 1), std::vector<std::string>(3, kOtherProject));
+  EXPECT_EQ(all(kOtherOps, 0), std::vector<std::string>(3, kOtherProject));
+  EXPECT_EQ(all(kOps, 4).size(), 6u);
+  EXPECT_EQ(all(kAdmin, 0).size(), 6u);
+
+  hub::v1::ListClosedScopesRequest foreign;
+  foreign.set_project_id(kOtherProject);
+  hub::v1::ListClosedScopesResponse listed;
+  ExpectScopeMismatch(
+      roles_->ListClosedScopes(As(kAlice).get(), foreign, &listed),
+      "ListClosedScopes filtered on another project");
+  ASSERT_TRUE(
+      roles_->ListClosedScopes(As(kCarol).get(), foreign, &listed).ok());
+  EXPECT_EQ(listed.closed_scopes_size(), 3);
+  foreign.set_project_id("prj_short");
+  EXPECT_EQ(
+      Reason(roles_->ListClosedScopes(As(kAlice).get(), foreign, &listed)),
+      "PROJECT_ID_INVALID");
+  grpc::Status anonymous = roles_->ListClosedScopes(As("").get(), {}, &listed);
+  EXPECT_EQ(anonymous.error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(Reason(anonymous), "PRINCIPAL_REQUIRED");
 }
 
 TEST_F(AuthScopeGrpcTest, WatchRolesStreamsOnlyTheTokensProjects) {

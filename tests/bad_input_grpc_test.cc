@@ -566,6 +566,28 @@ TEST_F(BadInputTest, CloseRoleScopeRefusesMalformedRequests) {
         StatusCode::FAILED_PRECONDITION, "ROLE_SCOPE_CLOSED"}});
 }
 
+TEST_F(BadInputTest, ListClosedScopesRefusesMalformedFilters) {
+  Run(Rpc::kListClosedScopes,
+      {
+          {"project of the wrong kind",
+           absl::StrCat("project_id: \"", kScope, "\""), kInvalid,
+           "PROJECT_ID_INVALID"},
+          {"oversized project", absl::StrCat("project_id: \"", kLong, "\""),
+           kInvalid, "PROJECT_ID_INVALID"},
+          {"scope of the wrong kind",
+           absl::StrCat("scope_id: \"", kProject, "\""), kInvalid,
+           "SCOPE_ID_INVALID"},
+          {"negative page size", "page_size: -5", kInvalid, "REQUEST_INVALID"},
+          {"forged page token", "page_token: \"!!\"", kInvalid,
+           "PAGE_TOKEN_INVALID"},
+          {"token of another list", "page_token: \"cm9sZXN8MHxyazIuZm9v\"",
+           kInvalid, "PAGE_TOKEN_INVALID"},
+      });
+  ExpectOk(Rpc::kListClosedScopes,
+           absl::StrCat("project_id: \"", kProject, "\" scope_id: \"", kScope,
+                        "\" page_size: 5000"));
+}
+
 TEST_F(BadInputTest, PublishRefusesMalformedMessages) {
   const std::string from = "from_agent_id: \"agent-a\" ";
   Run(Rpc::kPublish,

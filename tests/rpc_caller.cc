@@ -209,6 +209,8 @@ std::optional<grpc::Status> CallRpc(HubStubs* h, int rpc,
       return Unary(h->messages.get(), &M::ListTrace, bytes, text);
     case Rpc::kCloseRoleScope:
       return Unary(h->roles.get(), &R::CloseRoleScope, bytes, text);
+    case Rpc::kListClosedScopes:
+      return Unary(h->roles.get(), &R::ListClosedScopes, bytes, text);
     case Rpc::kCount:
       break;
   }

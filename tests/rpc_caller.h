@@ -48,6 +48,7 @@ enum class Rpc {
   kAsk,
   kListTrace,
   kCloseRoleScope,
+  kListClosedScopes,
   kCount,
 };
 
@@ -77,7 +78,8 @@ inline const char* RpcName(int rpc) {
                                        "ListDeadLetters",
                                        "Ask",
                                        "ListTrace",
-                                       "CloseRoleScope"};
+                                       "CloseRoleScope",
+                                       "ListClosedScopes"};
   return rpc >= 0 && rpc < static_cast<int>(Rpc::kCount) ? kNames[rpc] : "?";
 }
 

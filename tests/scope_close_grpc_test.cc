@@ -1,12 +1,15 @@
 // Closing a lead scope through gRPC against an in-process HubServer
 // (TRIFLUX-HUB §5.2 "scope_closed", §9.5 #10, §9.14): CloseRoleScope removes
 // the holder and candidates, dead-letters the backlog once (with the
-// sender's notice), and the scope id is never used again.
+// sender's notice), and the scope id is never used again; ListClosedScopes
+// lists the records, filtered and paged.
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -28,10 +31,12 @@ using testing::Reason;
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 constexpr char kScope[] = "scp_CCCCCCCCCCCCCCCCCCCCCC";
 constexpr char kOtherScope[] = "scp_DDDDDDDDDDDDDDDDDDDDDD";
+constexpr char kOtherProject[] = "prj_BBBBBBBBBBBBBBBBBBBBBB";
 
-hub::v1::RoleKey Lead(const std::string& scope = kScope) {
+hub::v1::RoleKey Lead(const std::string& scope = kScope,
+                      const std::string& project = kProject) {
   hub::v1::RoleKey key;
-  key.set_project_id(kProject);
+  key.set_project_id(project);
   key.set_kind(hub::v1::ROLE_KIND_LEAD);
   key.set_scope_id(scope);
   return key;
@@ -221,6 +226,11 @@ class ScopeCloseGrpcTest : public ::testing::Test {
     return roles_->GetRole(Ctx().get(), request, &response);
   }
 
+  grpc::Status ListClosed(const hub::v1::ListClosedScopesRequest& request,
+                          hub::v1::ListClosedScopesResponse* response) {
+    return roles_->ListClosedScopes(Ctx().get(), request, response);
+  }
+
   int CandidateCount(const hub::v1::RoleKey& key) {
     hub::v1::ListRoleCandidatesRequest request;
     *request.mutable_role_key() = key;
@@ -262,6 +272,7 @@ TEST_F(ScopeCloseGrpcTest,
   EXPECT_EQ(closed.removed_role().state(), hub::v1::ROLE_STATE_ACTIVE);
   EXPECT_EQ(closed.candidates_removed(), 2);
   EXPECT_EQ(closed.dead_lettered_count(), 2);
+  EXPECT_EQ(closed.closed().dead_lettered_count(), 2);  // recorded
   EXPECT_EQ(closed.closed().role_key_wire(), active.role_key_wire());
   EXPECT_EQ(closed.closed().role_key().scope_id(), kScope);
   EXPECT_EQ(closed.closed().closed_by(), "anonymous");
@@ -292,7 +303,9 @@ TEST_F(ScopeCloseGrpcTest,
   // Later expiry sweeps and a repeated close claim nothing more.
   clock_.Advance(absl::Hours(1));
   ASSERT_TRUE(server_->messaging()->SweepExpired().ok());
-  EXPECT_EQ(CloseOk(Lead()).dead_lettered_count(), 0);
+  const hub::v1::CloseRoleScopeResponse again = CloseOk(Lead());
+  EXPECT_EQ(again.dead_lettered_count(), 0);
+  EXPECT_EQ(again.closed().dead_lettered_count(), 2);  // the first close's
   EXPECT_EQ(DeadLetters("ROLE_SCOPE_CLOSED").size(), 2u);
   // Only the (unread) notice itself expired.
   std::vector<hub::v1::DeadLetter> expired = DeadLetters("ttl_expired");
@@ -526,6 +539,146 @@ TEST_F(ScopeCloseGrpcTest,
   while (stream->Read(&frame)) {
   }
   stream->Finish();
+}
+
+TEST_F(ScopeCloseGrpcTest,
+       ClosedScopesAreListedAsRecordedAndFilteredByProject) {
+  hub::v1::ListClosedScopesResponse listed;
+  ASSERT_TRUE(ListClosed({}, &listed).ok());
+  EXPECT_EQ(listed.closed_scopes_size(), 0);
+  EXPECT_EQ(listed.next_page_token(), "");
+
+  // A scope with a backlog of two, closed with a reason; one of another
+  // project closed later without one.
+  Register("sender");
+  const std::string wire = CloseOk(Lead()).closed().role_key_wire();
+  hub::v1::ReserveRoleRequest other;
+  *other.mutable_role_key() = Lead(kOtherScope);
+  hub::v1::Role open_lead;
+  ASSERT_TRUE(Reserve(other, &open_lead).ok());
+  const std::string to = "topic:role:" + open_lead.role_key_wire();
+  ASSERT_TRUE(Publish("sender", to, hub::v1::MESSAGE_TYPE_EVENT).ok());
+  ASSERT_TRUE(Publish("sender", to, hub::v1::MESSAGE_TYPE_EVENT).ok());
+  clock_.Advance(absl::Seconds(5));
+  hub::v1::CloseRoleScopeResponse second;
+  ASSERT_TRUE(Close(Lead(kOtherScope), &second, "merged").ok());
+  clock_.Advance(absl::Seconds(5));
+  hub::v1::CloseRoleScopeResponse foreign;
+  ASSERT_TRUE(Close(Lead(kScope, kOtherProject), &foreign, "").ok());
+
+  ASSERT_TRUE(ListClosed({}, &listed).ok());
+  ASSERT_EQ(listed.closed_scopes_size(), 3);
+  for (int i = 1; i < listed.closed_scopes_size(); ++i) {
+    EXPECT_LT(listed.closed_scopes(i - 1).role_key_wire(),
+              listed.closed_scopes(i).role_key_wire());
+  }
+  EXPECT_EQ(listed.server_time().seconds(), absl::ToUnixSeconds(clock_.Now()));
+
+  hub::v1::ListClosedScopesRequest by_project;
+  by_project.set_project_id(kProject);
+  ASSERT_TRUE(ListClosed(by_project, &listed).ok());
+  ASSERT_EQ(listed.closed_scopes_size(), 2);
+  const hub::v1::ClosedRoleScope* first = &listed.closed_scopes(0);
+  const hub::v1::ClosedRoleScope* merged = &listed.closed_scopes(1);
+  if (first->role_key_wire() != wire) std::swap(first, merged);
+  EXPECT_EQ(first->role_key_wire(), wire);
+  EXPECT_EQ(first->role_key().project_id(), kProject);
+  EXPECT_EQ(first->role_key().kind(), hub::v1::ROLE_KIND_LEAD);
+  EXPECT_EQ(first->role_key().scope_id(), kScope);
+  EXPECT_EQ(first->closed_by(), "anonymous");
+  EXPECT_EQ(first->reason(), "scope finished");
+  EXPECT_TRUE(first->has_dead_lettered_count());
+  EXPECT_EQ(first->dead_lettered_count(), 0);
+  EXPECT_EQ(merged->role_key_wire(), open_lead.role_key_wire());
+  EXPECT_EQ(merged->role_key().scope_id(), kOtherScope);
+  EXPECT_EQ(merged->reason(), "merged");
+  EXPECT_EQ(merged->dead_lettered_count(), 2);
+  EXPECT_EQ(merged->closed_at().seconds(),
+            second.closed().closed_at().seconds());
+  EXPECT_GT(merged->closed_at().seconds(), first->closed_at().seconds());
+
+  by_project.set_scope_id(kOtherScope);
+  ASSERT_TRUE(ListClosed(by_project, &listed).ok());
+  ASSERT_EQ(listed.closed_scopes_size(), 1);
+  EXPECT_EQ(listed.closed_scopes(0).reason(), "merged");
+  by_project.set_project_id(kOtherProject);
+  ASSERT_TRUE(ListClosed(by_project, &listed).ok());
+  EXPECT_EQ(listed.closed_scopes_size(), 0);
+  by_project.set_scope_id(kScope);
+  ASSERT_TRUE(ListClosed(by_project, &listed).ok());
+  ASSERT_EQ(listed.closed_scopes_size(), 1);
+  EXPECT_EQ(listed.closed_scopes(0).role_key_wire(),
+            foreign.closed().role_key_wire());
+  EXPECT_EQ(listed.closed_scopes(0).reason(), "");
+
+  // Still listed after a restart (the records are the database's).
+  RestartHub();
+  ASSERT_TRUE(ListClosed({}, &listed).ok());
+  EXPECT_EQ(listed.closed_scopes_size(), 3);
+}
+
+TEST_F(ScopeCloseGrpcTest, ClosedScopesPageInWireOrderWithOpaqueTokens) {
+  // Seven closed scopes: pages of three, three and one.
+  std::vector<std::string> wires;
+  for (char letter = 'A'; letter < 'H'; ++letter) {
+    wires.push_back(CloseOk(Lead(absl::StrCat("scp_", std::string(22, letter))))
+                        .closed()
+                        .role_key_wire());
+  }
+  std::sort(wires.begin(), wires.end());
+  hub::v1::ListClosedScopesRequest request;
+  request.set_project_id(kProject);
+  request.set_page_size(3);
+  std::vector<std::string> seen;
+  std::vector<int> page_sizes;
+  for (int pages = 0; pages < 10; ++pages) {
+    hub::v1::ListClosedScopesResponse page;
+    grpc::Status s = ListClosed(request, &page);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    page_sizes.push_back(page.closed_scopes_size());
+    for (const hub::v1::ClosedRoleScope& c : page.closed_scopes()) {
+      seen.push_back(c.role_key_wire());
+    }
+    if (page.next_page_token().empty()) break;
+    request.set_page_token(page.next_page_token());
+  }
+  EXPECT_EQ(page_sizes, (std::vector<int>{3, 3, 1}));
+  EXPECT_EQ(seen, wires);
+
+  // A token is bound to its list and its filters.
+  hub::v1::ListClosedScopesRequest first = request;
+  first.clear_page_token();
+  hub::v1::ListClosedScopesResponse page;
+  ASSERT_TRUE(ListClosed(first, &page).ok());
+  ASSERT_FALSE(page.next_page_token().empty());
+  hub::v1::ListClosedScopesRequest other_filters;
+  other_filters.set_page_token(page.next_page_token());
+  grpc::Status s = ListClosed(other_filters, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(s), "PAGE_TOKEN_INVALID");
+  EXPECT_EQ(ErrorInfoOf(s).metadata().at("field"), "page_token");
+  hub::v1::ListRolesRequest roles;
+  roles.set_project_id(kProject);
+  roles.set_page_token(request.page_token());
+  hub::v1::ListRolesResponse roles_page;
+  s = roles_->ListRoles(Ctx().get(), roles, &roles_page);
+  EXPECT_EQ(Reason(s), "PAGE_TOKEN_INVALID") << "a closed-scope token";
+  hub::v1::ListClosedScopesRequest forged;
+  forged.set_page_token("bm90LWEtdG9rZW4");
+  EXPECT_EQ(Reason(ListClosed(forged, &page)), "PAGE_TOKEN_INVALID");
+  hub::v1::ListClosedScopesRequest negative;
+  negative.set_page_size(-1);
+  s = ListClosed(negative, &page);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(s), "REQUEST_INVALID");
+  // Above 1000 is 1000, 0 is 100: all seven on one page.
+  for (int size : {0, 5000}) {
+    hub::v1::ListClosedScopesRequest big;
+    big.set_page_size(size);
+    ASSERT_TRUE(ListClosed(big, &page).ok());
+    EXPECT_EQ(page.closed_scopes_size(), 7);
+    EXPECT_EQ(page.next_page_token(), "");
+  }
 }
 
 }  // namespace

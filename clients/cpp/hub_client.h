@@ -137,6 +137,9 @@ class HubClient {
   absl::StatusOr<hub::v1::CloseRoleScopeResponse> CloseRoleScope(
       const hub::v1::CloseRoleScopeRequest& request,
       const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListClosedScopesResponse> ListClosedScopes(
+      const hub::v1::ListClosedScopesRequest& request,
+      const CallOptions& call = {}) const;
 
   // ---- MessageService ----
   absl::StatusOr<hub::v1::PublishResponse> Publish(

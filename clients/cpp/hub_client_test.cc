@@ -98,6 +98,17 @@ TEST_F(HubClientTest, EveryServiceIsReachableThroughTheClient) {
   ASSERT_TRUE(encoded.ok()) << encoded.status();
   hub::v1::ListRolesRequest roles;
   EXPECT_TRUE(client().ListRoles(roles).ok());
+  hub::v1::CloseRoleScopeRequest close;
+  close.mutable_role_key()->set_project_id("prj_AAAAAAAAAAAAAAAAAAAAAA");
+  close.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_LEAD);
+  close.mutable_role_key()->set_scope_id("scp_CCCCCCCCCCCCCCCCCCCCCC");
+  ASSERT_TRUE(client().CloseRoleScope(close).ok());
+  absl::StatusOr<hub::v1::ListClosedScopesResponse> closed =
+      client().ListClosedScopes({});
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_EQ(closed->closed_scopes_size(), 1);
+  EXPECT_EQ(closed->closed_scopes(0).role_key().scope_id(),
+            "scp_CCCCCCCCCCCCCCCCCCCCCC");
   hub::v1::ListAgentsRequest agents;
   EXPECT_TRUE(client().ListAgents(agents).ok());
   hub::v1::RegisterAgentRequest recipient;

@@ -20,7 +20,7 @@ CTO_WIRE = ("rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUEiLCJy"
 SCOPE = "scp_CCCCCCCCCCCCCCCCCCCCCC"
 COMMANDS = ["status", "agents list", "agents get", "roles list", "roles get",
             "roles watch", "roles ensure", "roles reserve", "roles close",
-            "candidates list",
+            "roles closed", "candidates list",
             "candidates add", "publish", "pending", "ack", "dead-letters",
             "rolekey encode", "rolekey decode"]
 OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE, USAGE = (
@@ -221,6 +221,46 @@ class HubctlTest(unittest.TestCase):
         self.fails(INVALID_ARGUMENT, "ROLE_KIND_UNSUPPORTED", "roles", "close",
                    CTO_WIRE)
         self.fails(USAGE, None, "roles", "close")
+
+    def test_roles_closed_lists_the_closed_scopes_as_recorded(self):
+        # A project of its own: the hub is shared by the other tests.
+        project = "prj_CCCCCCCCCCCCCCCCCCCCCC"
+        scopes = ["scp_HHHHHHHHHHHHHHHHHHHHHH", "scp_IIIIIIIIIIIIIIIIIIIIII",
+                  "scp_JJJJJJJJJJJJJJJJJJJJJJ"]
+        wires = []
+        for i, scope in enumerate(scopes):
+            key = ["--project", project, "--kind=lead", "--scope", scope]
+            closed = json.loads(self.ok("--json", "roles", "close", *key,
+                                        "--reason=done %d" % i))
+            wires.append(closed["closed"]["roleKeyWire"])
+        listed = json.loads(self.ok("--json", "roles", "closed",
+                                    "--project", project))
+        got = listed["closedScopes"]
+        self.assertEqual([c["roleKeyWire"] for c in got], sorted(wires))
+        by_scope = {c["roleKey"]["scopeId"]: c for c in got}
+        self.assertEqual(by_scope[scopes[1]]["reason"], "done 1")
+        self.assertEqual(by_scope[scopes[1]]["closedBy"], "anonymous")
+        self.assertEqual(by_scope[scopes[1]]["roleKey"]["kind"], "ROLE_KIND_LEAD")
+        self.assertEqual(by_scope[scopes[1]].get("deadLetteredCount", "0"), "0")
+        self.assertIn("closedAt", by_scope[scopes[1]])
+        # Pages of two, in text: the second page is reached with the token.
+        out = self.ok("roles", "closed", "--project", project, "--page-size=2")
+        self.assertIn("CLOSED_BY", out)
+        self.assertEqual(sum(scope in out for scope in scopes), 2)
+        token = out.split("next page: --page-token=")[1].strip()
+        rest = self.ok("roles", "closed", "--project", project,
+                       "--page-size=2", "--page-token=" + token)
+        self.assertEqual(sum(scope in rest for scope in scopes), 1)
+        self.assertNotIn("next page", rest)
+        one = json.loads(self.ok("--json", "roles", "closed", "--project",
+                                 project, "--scope", scopes[2]))
+        self.assertEqual(len(one["closedScopes"]), 1)
+        self.assertEqual(one["closedScopes"][0]["reason"], "done 2")
+        self.fails(INVALID_ARGUMENT, "PAGE_TOKEN_INVALID", "roles", "closed",
+                   "--page-token=" + token)
+        self.fails(INVALID_ARGUMENT, "PROJECT_ID_INVALID", "roles", "closed",
+                   "--project=prj_short")
+        self.fails(USAGE, None, "roles", "closed", "--page-size=many")
 
     # ---- candidates ----
 

@@ -1,4 +1,4 @@
-// roles list|get|watch|ensure|reserve|close, candidates list|add.
+// roles list|get|watch|ensure|reserve|close|closed, candidates list|add.
 #include <iostream>
 
 #include "absl/strings/match.h"
@@ -314,6 +314,37 @@ absl::Status CloseScope(Env& env, const Args& args) {
   return absl::OkStatus();
 }
 
+absl::Status ListClosedScopes(Env& env, const Args& args) {
+  hub::v1::ListClosedScopesRequest request;
+  request.set_project_id(args.Get("project"));
+  request.set_scope_id(args.Get("scope"));
+  auto page_size = args.GetInt("page-size");
+  if (!page_size.ok()) return page_size.status();
+  request.set_page_size(static_cast<int32_t>(page_size->value_or(0)));
+  request.set_page_token(args.Get("page-token"));
+  auto listed = env.client->ListClosedScopes(request);
+  if (!listed.ok()) return listed.status();
+  if (env.json) {
+    *env.out << ToJson(*listed) << "\n";
+    return absl::OkStatus();
+  }
+  Table table({"PROJECT", "SCOPE", "CLOSED_AT", "CLOSED_BY", "DEAD_LETTERED",
+               "REASON", "WIRE"});
+  for (const hub::v1::ClosedRoleScope& c : listed->closed_scopes()) {
+    table.Add({c.role_key().project_id(), c.role_key().scope_id(),
+               FormatTimestamp(c.closed_at()), c.closed_by(),
+               c.has_dead_lettered_count()
+                   ? absl::StrCat(c.dead_lettered_count())
+                   : "-",
+               c.reason().empty() ? "-" : c.reason(), c.role_key_wire()});
+  }
+  table.Print(*env.out);
+  if (!listed->next_page_token().empty()) {
+    *env.out << "next page: --page-token=" << listed->next_page_token() << "\n";
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ListCandidates(Env& env, const Args& args) {
   hub::v1::ListRoleCandidatesRequest request;
   absl::Status key = RoleKeyFromArgs(args, 0, request.mutable_role_key(),
@@ -447,6 +478,19 @@ std::vector<Command> RoleCommands() {
        "ROLE_SCOPE_CLOSED. Closing a closed scope changes nothing.",
        WithKeyFlags({{"reason", "TEXT", "why (recorded with the scope)"}}), 0,
        1, CloseScope},
+      {"roles closed",
+       "",
+       "List the closed lead scopes: who closed each, when, why, and how "
+       "many pending messages were dead-lettered.",
+       "Filters combine with AND. DEAD_LETTERED is '-' for a scope closed by "
+       "a hub that did not record it.",
+       {{"project", "PROJECT_ID", "only scopes of this project"},
+        {"scope", "SCOPE_ID", "only this scope"},
+        {"page-size", "N", "scopes per page (default 100)"},
+        {"page-token", "TOKEN", "the next page of an earlier listing"}},
+       0,
+       0,
+       ListClosedScopes},
       {"candidates list", "[WIRE]", "List a role's candidates.", kKeyHelp,
        WithKeyFlags({{"agent", "AGENT_ID", "only this agent"},
                      {"page-size", "N", "candidates per page"},
