@@ -1,6 +1,8 @@
 // RoleService unary handlers. WatchRoles is in role_service_watch.cc.
 #include "hub/role_service.h"
 
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "hub/call_gate.h"
@@ -24,6 +26,21 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
 std::string ProjectOf(const RoleKeyRef& ref) {
   absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
   return key.ok() ? key->key.project_id : "";
+}
+
+// A list request's project filter: the principal must hold the project it
+// names. A malformed id is left to the registry (PROJECT_ID_INVALID).
+absl::Status ProjectFilter(const Principal& principal,
+                           const std::string& project_id,
+                           std::optional<std::string>* filter) {
+  if (project_id.empty()) return absl::OkStatus();
+  if (IsProjectId(project_id)) {
+    if (absl::Status s = RequireProject(principal, project_id); !s.ok()) {
+      return s;
+    }
+  }
+  *filter = project_id;
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -117,15 +134,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     return FinishUnary(context, admit);
   }
   RoleListFilter filter;
-  if (!request->project_id().empty()) {
-    // A malformed id is left to the registry (PROJECT_ID_INVALID).
-    if (IsProjectId(request->project_id())) {
-      if (absl::Status s = RequireProject(*principal, request->project_id());
-          !s.ok()) {
-        return Finish(context, s);
-      }
-    }
-    filter.project_id = request->project_id();
+  if (absl::Status s =
+          ProjectFilter(*principal, request->project_id(), &filter.project_id);
+      !s.ok()) {
+    return Finish(context, s);
   }
   filter.scope = ScopeOf(*principal);
   if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
@@ -307,15 +319,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
     return FinishUnary(context, admit);
   }
   ClosedScopeListFilter filter;
-  if (!request->project_id().empty()) {
-    // A malformed id is left to the registry (PROJECT_ID_INVALID).
-    if (IsProjectId(request->project_id())) {
-      if (absl::Status s = RequireProject(*principal, request->project_id());
-          !s.ok()) {
-        return Finish(context, s);
-      }
-    }
-    filter.project_id = request->project_id();
+  if (absl::Status s =
+          ProjectFilter(*principal, request->project_id(), &filter.project_id);
+      !s.ok()) {
+    return Finish(context, s);
   }
   filter.scope = ScopeOf(*principal);
   if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
