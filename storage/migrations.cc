@@ -34,6 +34,23 @@ constexpr Seam kSeams[] = {
      "INTEGER CHECK (dead_lettered_count >= 0)"},
 };
 
+// triflux's indexes that no hub query reads (schema.sql, "Only the indexes
+// hub's queries use"): each would cost every publish or ack one more b-tree
+// write. Dropped after schema.sql on every open; a triflux binary that opens
+// the file again recreates them (its own IF NOT EXISTS), which is harmless.
+constexpr const char* kRetiredIndexes[] = {
+    "idx_messages_status",  "idx_messages_to_agent", "idx_messages_correlation",
+    "idx_messages_expires", "idx_messages_priority", "idx_inbox_message",
+};
+
+absl::Status DropRetiredIndexes(Connection& conn) {
+  for (const char* index : kRetiredIndexes) {
+    absl::Status s = conn.Exec(absl::StrCat("DROP INDEX IF EXISTS ", index));
+    if (!s.ok()) return s;
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<bool> TableExists(Connection& conn, const char* table) {
   absl::StatusOr<Stmt> stmt = conn.Prepare(
       "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?");
@@ -145,6 +162,8 @@ absl::Status MigrateInTransaction(Connection& conn, int64_t now_ms,
       conn.QueryText("PRAGMA schema_version");
   if (!cookie_before.ok()) return cookie_before.status();
   s = conn.Exec(kSchemaSql);
+  if (!s.ok()) return s;
+  s = DropRetiredIndexes(conn);
   if (!s.ok()) return s;
   s = RunSeams(conn, &changed);
   if (!s.ok()) return s;

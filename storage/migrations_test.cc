@@ -283,10 +283,21 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "4");
+            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE "
                       "name='idx_messages_role_key'"),
             "idx_messages_role_key");
+  // triflux's message indexes that no hub query reads are gone; the sweep's
+  // index is there.
+  EXPECT_EQ(raw.Query("SELECT group_concat(name) FROM sqlite_master WHERE "
+                      "type = 'index' AND name IN ('idx_messages_status', "
+                      "'idx_messages_to_agent', 'idx_messages_correlation', "
+                      "'idx_messages_expires', 'idx_messages_priority', "
+                      "'idx_inbox_message')"),
+            "<null>");
+  EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE "
+                      "name='idx_messages_pending_expiry'"),
+            "idx_messages_pending_expiry");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM human_requests"), "1");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM pipeline_state"), "1");
   EXPECT_EQ(raw.Query("SELECT count(*) FROM reflexion_entries"), "1");
@@ -330,7 +341,8 @@ TEST(Migration, FreshFileGetsTheCurrentSchemaAndBothVersions) {
   ASSERT_NE(store, nullptr);
   EXPECT_FALSE(store->migration().from_schema_version.has_value());
   EXPECT_EQ(store->Info().schema_version, "8");
-  EXPECT_EQ(store->Info().hub_schema_version, "4");
+  EXPECT_EQ(store->Info().hub_schema_version,
+            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(store->Info().store_type, "sqlite");
   EXPECT_EQ(store->Info().fingerprint.rfind("sqlite:", 0), 0u);
   EXPECT_EQ(store->Info().fingerprint.size(), 7u + 64u);
@@ -374,7 +386,7 @@ TEST(Migration, HubVersionOneGainsTheAgentOwnersAndClosedScopesTables) {
   store.reset();
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "4");
+            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
@@ -421,7 +433,7 @@ TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
   }
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "4");
+            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
   EXPECT_EQ(raw.Query("SELECT closed_by FROM hub_closed_scopes"), "ops");
   EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
@@ -469,7 +481,7 @@ TEST(Migration, HubVersionThreeClosedScopesGainTheirDeadLetteredCount) {
   }
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            "4");
+            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT count(*) FROM hub_closed_scopes WHERE "
                       "dead_lettered_count IS NULL"),
             "1");
@@ -481,14 +493,16 @@ TEST(Migration, NewerHubVersionIsRefused) {
   { auto store = OpenOrDie(path); }
   {
     RawDb raw(path);
-    raw.Exec("UPDATE _meta SET value = '5' WHERE key = 'hub_schema_version'");
+    raw.Exec(absl::StrCat("UPDATE _meta SET value = '", kHubSchemaVersion + 1,
+                          "' WHERE key = 'hub_schema_version'"));
   }
   SqliteStoreOptions options;
   options.path = path;
   absl::StatusOr<std::unique_ptr<SqliteStore>> store =
       SqliteStore::Open(options);
   EXPECT_EQ(ReasonOf(store.status()), "SCHEMA_TOO_NEW");
-  EXPECT_NE(store.status().message().find("hub_schema_version 5"),
+  EXPECT_NE(store.status().message().find(
+                absl::StrCat("hub_schema_version ", kHubSchemaVersion + 1)),
             std::string::npos);
 }
 

@@ -53,13 +53,13 @@ CREATE TABLE IF NOT EXISTS messages (
                                          'expired', 'dead_letter')),
   role_key_wire TEXT
 );
-CREATE INDEX IF NOT EXISTS idx_messages_status ON messages(status);
-CREATE INDEX IF NOT EXISTS idx_messages_to_agent ON messages(to_agent, status);
-CREATE INDEX IF NOT EXISTS idx_messages_correlation ON messages(correlation_id);
+-- Only the indexes hub's queries use (docs/design/storage.md, "Indexes"):
+-- every index is one more b-tree insert per publish. triflux's
+-- idx_messages_status, _to_agent, _correlation, _expires and _priority are
+-- dropped when a database is opened (storage/migrations.cc).
+CREATE INDEX IF NOT EXISTS idx_messages_pending_expiry
+  ON messages(status, expires_at_ms);
 CREATE INDEX IF NOT EXISTS idx_messages_trace ON messages(trace_id);
-CREATE INDEX IF NOT EXISTS idx_messages_expires ON messages(expires_at_ms);
-CREATE INDEX IF NOT EXISTS idx_messages_priority
-  ON messages(priority DESC, created_at_ms ASC);
 CREATE INDEX IF NOT EXISTS idx_messages_role_key
   ON messages(role_key_wire, status, expires_at_ms);
 
@@ -75,7 +75,7 @@ CREATE TABLE IF NOT EXISTS message_inbox (
 );
 CREATE INDEX IF NOT EXISTS idx_inbox_agent
   ON message_inbox(agent_id, delivered_at_ms);
-CREATE INDEX IF NOT EXISTS idx_inbox_message ON message_inbox(message_id);
+-- Lookups by message_id use the UNIQUE (message_id, agent_id) index.
 
 CREATE TABLE IF NOT EXISTS dead_letters (
   message_id TEXT PRIMARY KEY,

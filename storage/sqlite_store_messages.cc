@@ -509,10 +509,7 @@ absl::StatusOr<std::vector<ExpiryTransition>> SqliteStore::SweepExpiredMessages(
     int64_t now_ms) {
   using Result = std::vector<ExpiryTransition>;
   return Write<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> select = conn.Prepare(
-        "SELECT id, status FROM messages "
-        "WHERE status IN ('queued', 'delivered') AND expires_at_ms <= ? "
-        "ORDER BY expires_at_ms, id");
+    absl::StatusOr<Stmt> select = conn.Prepare(HUB_EXPIRED_MESSAGES_SQL);
     if (!select.ok()) return select.status();
     select->Bind(1, now_ms);
     absl::StatusOr<Result> expired =
