@@ -1,7 +1,6 @@
 // Messaging: pending lists, dead letters, traces, Ask and the expiry sweep.
 #include <algorithm>
 #include <map>
-#include <tuple>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -77,6 +76,9 @@ absl::Status BadPageSize() {
       "field", "page_size");
 }
 
+// The fewest rows one store read of a list filtered in memory asks for.
+constexpr int64_t kMinListChunk = 64;
+
 int EffectivePageSize(int requested, int fallback, int max) {
   if (requested == 0) return fallback;
   return std::min(requested, max);
@@ -116,29 +118,29 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
       !s.ok()) {
     return s;
   }
-  // Keyset position (priority DESC, created ASC, id ASC) of the last row.
-  std::optional<std::tuple<int64_t, int64_t, std::string>> last;
+  // One keyset read (priority DESC, created ASC, id ASC) of the page and
+  // one row more, which proves a next page; the topic is in the query.
+  storage::PendingPageQuery pending_query;
+  pending_query.agent_id = query.agent_id;
+  if (!query.topic.empty()) pending_query.topic = query.topic;
   if (!after->empty()) {
     absl::StatusOr<int64_t> priority = TokenInt((*after)[0]);
     absl::StatusOr<int64_t> created = TokenInt((*after)[1]);
     if (!priority.ok()) return priority.status();
     if (!created.ok()) return created.status();
-    last.emplace(-*priority, *created, (*after)[2]);
+    pending_query.after =
+        storage::PendingPageQuery::Key{*priority, *created, (*after)[2]};
   }
   const int64_t now_ms = UnixMillis(clock_->Now());
+  pending_query.now_ms = now_ms;
+  pending_query.limit = static_cast<int64_t>(page_size) + 1;
   absl::StatusOr<std::vector<MessageRecord>> pending =
-      store_->ListPendingForAgent(query.agent_id, now_ms,
-                                  messaging_internal::kMaxScan);
+      store_->ListPendingPage(pending_query);
   if (!pending.ok()) return pending.status();
   PendingPage page;
   page.server_time_ms = now_ms;
   bool more = false;
   for (const MessageRecord& m : *pending) {
-    if (!query.topic.empty() && m.topic != query.topic) continue;
-    if (last.has_value() &&
-        std::make_tuple(-m.priority, m.created_at_ms, m.id) <= *last) {
-      continue;
-    }
     if (page.deliveries.size() == page_size) {
       more = true;
       break;
@@ -178,48 +180,48 @@ absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
   absl::StatusOr<std::vector<std::string>> after =
       DecodePageToken(query.page_token, "dead_letters", scope, 2);
   if (!after.ok()) return after.status();
-  std::optional<std::pair<int64_t, std::string>> last;
+  // The reason and the sender are decided by the store; the caller's
+  // projects only here (a message's project comes from its role key or its
+  // agents). Read in keyset chunks from the last row seen until the page is
+  // full and one more match proves a next page, or the rows run out.
+  storage::DeadLetterPageQuery dl_query;
+  if (!query.reason.empty()) dl_query.reason = query.reason;
+  if (!query.from_agent_id.empty()) dl_query.from_agent = query.from_agent_id;
   if (!after->empty()) {
     absl::StatusOr<int64_t> failed = TokenInt((*after)[0]);
     if (!failed.ok()) return failed.status();
-    last.emplace(-*failed, (*after)[1]);
+    dl_query.after = storage::DeadLetterPageQuery::Key{*failed, (*after)[1]};
   }
-  absl::StatusOr<std::vector<storage::DeadLetterRecord>> all =
-      store_->ListDeadLetters();
-  if (!all.ok()) return all.status();
+  dl_query.limit = query.scope.all
+                       ? static_cast<int64_t>(page_size) + 1
+                       : std::max<int64_t>(page_size + 1, kMinListChunk);
   DeadLetterPage page;
   std::map<std::string, std::optional<std::string>> cache;
   bool more = false;
-  for (const storage::DeadLetterRecord& d : *all) {
-    if (!query.reason.empty() && d.reason != query.reason) continue;
-    if (last.has_value() &&
-        std::make_pair(-d.failed_at_ms, d.message_id) <= *last) {
-      continue;
+  while (!more) {
+    absl::StatusOr<std::vector<storage::DeadLetterRow>> rows =
+        store_->ListDeadLetters(dl_query);
+    if (!rows.ok()) return rows.status();
+    for (storage::DeadLetterRow& row : *rows) {
+      dl_query.after = storage::DeadLetterPageQuery::Key{
+          row.dead_letter.failed_at_ms, row.dead_letter.message_id};
+      if (!query.scope.all) {
+        if (!row.message) continue;  // nothing to place it in a project
+        absl::StatusOr<bool> visible =
+            InScope(*row.message, query.scope, &cache);
+        if (!visible.ok()) return visible.status();
+        if (!*visible) continue;
+      }
+      if (page.dead_letters.size() == page_size) {
+        more = true;
+        break;
+      }
+      DeadLetterView view;
+      view.dead_letter = std::move(row.dead_letter);
+      view.message = std::move(row.message);
+      page.dead_letters.push_back(std::move(view));
     }
-    DeadLetterView view;
-    view.dead_letter = d;
-    absl::StatusOr<MessageRecord> m = store_->GetMessage(d.message_id);
-    if (m.ok()) {
-      view.message = *m;
-    } else if (!absl::IsNotFound(m.status())) {
-      return m.status();
-    }
-    if (!query.from_agent_id.empty() &&
-        (!view.message || view.message->from_agent != query.from_agent_id)) {
-      continue;
-    }
-    if (!query.scope.all) {
-      if (!view.message) continue;  // nothing to place it in a project
-      absl::StatusOr<bool> visible =
-          InScope(*view.message, query.scope, &cache);
-      if (!visible.ok()) return visible.status();
-      if (!*visible) continue;
-    }
-    if (page.dead_letters.size() == page_size) {
-      more = true;
-      break;
-    }
-    page.dead_letters.push_back(std::move(view));
+    if (static_cast<int64_t>(rows->size()) < dl_query.limit) break;
   }
   if (more && !page.dead_letters.empty()) {
     const storage::DeadLetterRecord& d = page.dead_letters.back().dead_letter;
@@ -245,29 +247,36 @@ absl::StatusOr<TracePage> Messaging::ListTrace(const std::string& trace_id,
   absl::StatusOr<std::vector<std::string>> after =
       DecodePageToken(page_token, "trace", trace_id, 2);
   if (!after.ok()) return after.status();
-  std::optional<std::pair<int64_t, std::string>> last;
+  // The trace's rows in keyset chunks from the last row seen; the caller's
+  // projects are checked here (see ListDeadLetters).
+  storage::TracePageQuery trace_query;
+  trace_query.trace_id = trace_id;
   if (!after->empty()) {
     absl::StatusOr<int64_t> created = TokenInt((*after)[0]);
     if (!created.ok()) return created.status();
-    last.emplace(*created, (*after)[1]);
+    trace_query.after = storage::TracePageQuery::Key{*created, (*after)[1]};
   }
-  absl::StatusOr<std::vector<MessageRecord>> all =
-      store_->ListTraceMessages(trace_id);
-  if (!all.ok()) return all.status();
+  trace_query.limit = scope.all ? static_cast<int64_t>(size) + 1
+                                : std::max<int64_t>(size + 1, kMinListChunk);
   TracePage page;
   std::map<std::string, std::optional<std::string>> cache;
   bool more = false;
-  for (const MessageRecord& m : *all) {
-    if (last.has_value() && std::make_pair(m.created_at_ms, m.id) <= *last)
-      continue;
-    absl::StatusOr<bool> visible = InScope(m, scope, &cache);
-    if (!visible.ok()) return visible.status();
-    if (!*visible) continue;
-    if (page.messages.size() == size) {
-      more = true;
-      break;
+  while (!more) {
+    absl::StatusOr<std::vector<MessageRecord>> rows =
+        store_->ListTraceMessages(trace_query);
+    if (!rows.ok()) return rows.status();
+    for (MessageRecord& m : *rows) {
+      trace_query.after = storage::TracePageQuery::Key{m.created_at_ms, m.id};
+      absl::StatusOr<bool> visible = InScope(m, scope, &cache);
+      if (!visible.ok()) return visible.status();
+      if (!*visible) continue;
+      if (page.messages.size() == size) {
+        more = true;
+        break;
+      }
+      page.messages.push_back(std::move(m));
     }
-    page.messages.push_back(m);
+    if (static_cast<int64_t>(rows->size()) < trace_query.limit) break;
   }
   if (more && !page.messages.empty()) {
     const MessageRecord& m = page.messages.back();

@@ -127,7 +127,7 @@ class MessagingTest : public ::testing::Test {
   }
 
   int64_t MessageCount() {
-    return static_cast<int64_t>(store_->ListDeadLetters()->size()) +
+    return static_cast<int64_t>(store_->ListDeadLetters({})->size()) +
            static_cast<int64_t>(
                store_
                    ->ListPendingForAgent("agent-b", UnixMillis(clock_.Now()),

@@ -29,6 +29,8 @@ absl::Status AgentNotFound(const std::string& agent_id) {
 constexpr int kShards = 16;
 constexpr int kDefaultPageSize = 100;
 constexpr int kMaxPageSize = 1000;
+// The fewest rows one store read of a filtered list asks for.
+constexpr int kMinListChunk = 64;
 
 int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
@@ -462,41 +464,48 @@ absl::StatusOr<AgentPage> PresenceRegistry::List(
   absl::StatusOr<std::string> after = DecodeAgentPageToken(page_token);
   if (!after.ok()) return after.status();
 
-  absl::StatusOr<std::vector<storage::AgentRecord>> records =
-      store_->ListAgents();
-  if (!records.ok()) return records.status();
+  // Every filter but the live status is decided by the store (the topic
+  // is checked again here: TopicsJsonContains is the reference). Pages are
+  // read in keyset chunks from the last row seen, until the page is full
+  // and one more match proves a next page, or the rows run out: a page
+  // reads what it returns plus what the status filter rejects, never the
+  // table.
+  storage::AgentPageQuery query;
+  query.after_agent_id = *after;
+  query.clis = filter.clis;
+  query.project_id = filter.project_id;
+  query.projects = filter.scope.StoreProjects();
+  query.topic = filter.topic;
+  query.limit = filter.statuses.empty()
+                    ? page_size + 1
+                    : std::max(page_size + 1, kMinListChunk);
   AgentPage page;
-  for (storage::AgentRecord& record : *records) {
-    if (!after->empty() && record.agent_id <= *after) continue;
-    if (!filter.clis.empty() &&
-        std::find(filter.clis.begin(), filter.clis.end(), record.cli) ==
-            filter.clis.end()) {
-      continue;
+  while (true) {
+    absl::StatusOr<std::vector<storage::AgentRecord>> records =
+        store_->ListAgentsPage(query);
+    if (!records.ok()) return records.status();
+    for (storage::AgentRecord& record : *records) {
+      query.after_agent_id = record.agent_id;
+      if (filter.topic.has_value() &&
+          !TopicsJsonContains(record.topics_json, *filter.topic)) {
+        continue;
+      }
+      absl::StatusOr<AgentView> view = Overlay(std::move(record));
+      if (!view.ok()) return view.status();
+      if (!filter.statuses.empty() &&
+          std::find(filter.statuses.begin(), filter.statuses.end(),
+                    view->record.status) == filter.statuses.end()) {
+        continue;
+      }
+      if (static_cast<int>(page.agents.size()) == page_size) {
+        page.next_page_token =
+            EncodeAgentPageToken(page.agents.back().record.agent_id);
+        return page;
+      }
+      page.agents.push_back(std::move(*view));
     }
-    if (filter.project_id.has_value() &&
-        record.project_id != filter.project_id) {
-      continue;
-    }
-    if (!filter.scope.Allows(record.project_id)) continue;
-    if (filter.topic.has_value() &&
-        !TopicsJsonContains(record.topics_json, *filter.topic)) {
-      continue;
-    }
-    absl::StatusOr<AgentView> view = Overlay(std::move(record));
-    if (!view.ok()) return view.status();
-    if (!filter.statuses.empty() &&
-        std::find(filter.statuses.begin(), filter.statuses.end(),
-                  view->record.status) == filter.statuses.end()) {
-      continue;
-    }
-    if (static_cast<int>(page.agents.size()) == page_size) {
-      page.next_page_token =
-          EncodeAgentPageToken(page.agents.back().record.agent_id);
-      break;
-    }
-    page.agents.push_back(std::move(*view));
+    if (static_cast<int64_t>(records->size()) < query.limit) return page;
   }
-  return page;
 }
 
 absl::StatusOr<uint64_t> PresenceRegistry::Attach(

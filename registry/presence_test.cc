@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "registry/status.h"
@@ -103,6 +105,47 @@ class PresenceTest : public ::testing::Test {
   std::vector<Gone> gone() {
     absl::MutexLock lock(&gone_mu_);
     return gone_;
+  }
+
+  // Writes `count` agents straight to the store in a few group commits
+  // (agent-0000 ...; project of agent i: prj_a, prj_b or none by i % 3; cli
+  // codex for even i), then restarts the registry over them.
+  void Populate(int count) {
+    absl::BlockingCounter written(count);
+    for (int i = 0; i < count; ++i) {
+      storage::AgentRegistration r;
+      r.agent_id = absl::StrFormat("agent-%04d", i);
+      r.cli = i % 2 == 0 ? "codex" : "claude";
+      r.now_ms = UnixMillis(clock_.Now());
+      if (i % 3 == 0) r.project_id = std::string("prj_a");
+      if (i % 3 == 1) r.project_id = std::string("prj_b");
+      store_->RegisterAgentAsync(
+          r, [&written](absl::StatusOr<storage::AgentRecord> row) {
+            EXPECT_TRUE(row.ok()) << row.status();
+            written.DecrementCount();
+          });
+    }
+    written.Wait();
+    Reopen();
+  }
+
+  // Every agent id List returns for `filter`, page by page; each page but
+  // the last must be full.
+  std::vector<std::string> ListAll(const AgentFilter& filter, int page_size) {
+    std::vector<std::string> ids;
+    std::string token;
+    for (int pages = 0; pages < 10'000; ++pages) {
+      absl::StatusOr<AgentPage> page =
+          registry_->List(filter, page_size, token);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const AgentView& v : page->agents) ids.push_back(v.record.agent_id);
+      if (page->next_page_token.empty()) break;
+      EXPECT_EQ(static_cast<int>(page->agents.size()), page_size)
+          << "a short middle page";
+      token = page->next_page_token;
+    }
+    return ids;
   }
 
   FakeClock clock_;
@@ -411,6 +454,77 @@ TEST_F(PresenceTest, ListAgentsFiltersAndPagesInAgentIdOrder) {
   EXPECT_TRUE(next->next_page_token.empty());
   EXPECT_EQ(ReasonOf(registry_->List(online, 2, "garbage!").status()),
             "PAGE_TOKEN_INVALID");
+}
+
+TEST_F(PresenceTest,
+       PagingHundredsOfAgentsByScopeCliAndLiveStatusShowsEachOnceInOrder) {
+  Populate(300);
+  // Every fourth agent goes offline: the status is the live one in memory.
+  for (int i = 0; i < 300; i += 4) {
+    ASSERT_TRUE(
+        registry_
+            ->Deregister(absl::StrFormat("agent-%04d", i), std::nullopt, {})
+            .ok());
+  }
+  for (const char* status : {"online", "offline"}) {
+    AgentFilter filter;
+    filter.statuses = {status};
+    filter.clis = {"codex"};
+    filter.scope.all = false;
+    filter.scope.projects = {"prj_a", "prj_b"};
+    std::vector<std::string> expected;
+    for (int i = 0; i < 300; ++i) {
+      const bool offline = i % 4 == 0;
+      if (i % 2 == 0 && i % 3 != 2 &&
+          offline == (std::string(status) == "offline")) {
+        expected.push_back(absl::StrFormat("agent-%04d", i));
+      }
+    }
+    ASSERT_GT(expected.size(), 40u);
+    for (int page_size : {1, 7, 20, 1000}) {
+      EXPECT_EQ(ListAll(filter, page_size), expected)
+          << status << ", page size " << page_size;
+    }
+  }
+  AgentFilter none;
+  none.scope.all = false;  // a token with no projects sees nothing
+  EXPECT_TRUE(ListAll(none, 10).empty());
+}
+
+TEST_F(PresenceTest, APageOfTenAmongTwoThousandAgentsReadsAboutTenRows) {
+  Populate(2000);
+  AgentFilter all;
+  int64_t before = store_->rows_read();
+  absl::StatusOr<AgentPage> page = registry_->List(all, 10, "");
+  ASSERT_TRUE(page.ok());
+  ASSERT_EQ(page->agents.size(), 10u);
+  // The page and the one row that proves a next page.
+  EXPECT_EQ(store_->rows_read() - before, 11);
+
+  before = store_->rows_read();
+  absl::StatusOr<AgentPage> next =
+      registry_->List(all, 10, page->next_page_token);
+  ASSERT_TRUE(next.ok());
+  EXPECT_EQ(next->agents.front().record.agent_id, "agent-0010");
+  EXPECT_EQ(store_->rows_read() - before, 11);
+
+  // Filters in SQL cost nothing extra; with one only memory decides (the
+  // live status) the page reads in chunks of 64: one here, since every
+  // agent is online.
+  AgentFilter scoped;
+  scoped.clis = {"codex"};
+  scoped.scope.all = false;
+  scoped.scope.projects = {"prj_b"};
+  scoped.statuses = {"online"};
+  before = store_->rows_read();
+  absl::StatusOr<AgentPage> filtered =
+      registry_->List(scoped, 10, next->next_page_token);
+  ASSERT_TRUE(filtered.ok());
+  ASSERT_EQ(filtered->agents.size(), 10u);
+  // After agent-0019, the first even id with i % 3 == 1.
+  EXPECT_EQ(filtered->agents.front().record.agent_id, "agent-0022");
+  EXPECT_LE(store_->rows_read() - before, 64);
+  EXPECT_FALSE(filtered->next_page_token.empty());
 }
 
 }  // namespace

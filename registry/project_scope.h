@@ -28,6 +28,16 @@ struct ProjectScope {
   bool Allows(const std::optional<std::string>& project_id) const {
     return all || (project_id.has_value() && Allows(*project_id));
   }
+  // The scope as a store filter (storage::AgentPageQuery::projects and the
+  // like): unset for every project, else the projects Allows() admits.
+  std::optional<std::vector<std::string>> StoreProjects() const {
+    if (all) return std::nullopt;
+    std::vector<std::string> out;
+    for (const std::string& p : projects) {
+      if (!p.empty()) out.push_back(p);
+    }
+    return out;
+  }
 };
 
 }  // namespace hub

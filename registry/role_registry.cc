@@ -494,12 +494,15 @@ absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
   absl::StatusOr<std::string> after =
       role_internal::DecodePageToken(page_token, "roles", filter_text);
   if (!after.ok()) return after.status();
+  // One keyset read of the page and one row more (which proves a next
+  // page): every filter, the token's projects included, is in the query.
+  if (!after->empty()) f.after_wire = *after;
+  f.projects = filter.scope.StoreProjects();
+  f.limit = *size + 1;
   absl::StatusOr<std::vector<RoleRecord>> rows = store_->ListRoles(f);
   if (!rows.ok()) return rows.status();
   RolePage page;
   for (RoleRecord& row : *rows) {
-    if (!after->empty() && row.role_key_wire <= *after) continue;
-    if (!filter.scope.Allows(row.project_id)) continue;
     if (static_cast<int>(page.roles.size()) == *size) {
       page.next_page_token = role_internal::EncodePageToken(
           "roles", filter_text, page.roles.back().role_key_wire);
@@ -527,13 +530,15 @@ absl::StatusOr<ClosedScopePage> RoleRegistry::ListClosedScopes(
   absl::StatusOr<std::string> after =
       role_internal::DecodePageToken(page_token, "closed_scopes", filter_text);
   if (!after.ok()) return after.status();
+  // As List: one keyset read of the page and one row more.
+  if (!after->empty()) f.after_wire = *after;
+  f.projects = filter.scope.StoreProjects();
+  f.limit = *size + 1;
   absl::StatusOr<std::vector<storage::ClosedScopeRecord>> rows =
       store_->ListClosedScopes(f);
   if (!rows.ok()) return rows.status();
   ClosedScopePage page;
   for (storage::ClosedScopeRecord& row : *rows) {
-    if (!after->empty() && row.role_key_wire <= *after) continue;
-    if (!filter.scope.Allows(row.project_id)) continue;
     if (static_cast<int>(page.closed.size()) == *size) {
       page.next_page_token = role_internal::EncodePageToken(
           "closed_scopes", filter_text, page.closed.back().role_key_wire);

@@ -8,6 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "registry/agent_validation.h"
 #include "registry/role_registry.h"
 #include "registry/role_registry_internal.h"
@@ -26,6 +27,31 @@ using storage::Patch;
 namespace {
 
 constexpr int64_t kProbeClockSkewMs = 1'000;
+
+// A candidate's place in the listing order, for a page token:
+// "<priority>,<updated_at_ms>,<agent_id length>,<agent_id><wire>" (lengths,
+// not separators, so no character of an id can confuse the parse).
+std::string EncodeCandidatePosition(const CandidateRecord& c) {
+  return absl::StrCat(c.priority, ",", c.updated_at_ms, ",", c.agent_id.size(),
+                      ",", c.agent_id, c.role_key_wire);
+}
+
+std::optional<storage::CandidatePageQuery::Key> DecodeCandidatePosition(
+    absl::string_view position) {
+  std::vector<absl::string_view> parts =
+      absl::StrSplit(position, absl::MaxSplits(',', 3));
+  storage::CandidatePageQuery::Key key;
+  size_t agent_length = 0;
+  if (parts.size() != 4 || !absl::SimpleAtoi(parts[0], &key.priority) ||
+      !absl::SimpleAtoi(parts[1], &key.updated_at_ms) ||
+      !absl::SimpleAtoi(parts[2], &agent_length) ||
+      agent_length >= parts[3].size()) {
+    return std::nullopt;
+  }
+  key.agent_id = std::string(parts[3].substr(0, agent_length));
+  key.role_key_wire = std::string(parts[3].substr(agent_length));
+  return key;
+}
 
 const std::vector<absl::string_view>& CandidatePatchFields() {
   static const auto* fields =
@@ -300,41 +326,36 @@ absl::StatusOr<CandidatePage> RoleRegistry::ListCandidates(
   absl::StatusOr<std::string> position =
       role_internal::DecodePageToken(in.page_token, "candidates", filter_text);
   if (!position.ok()) return position.status();
-  size_t offset = 0;
-  if (!position->empty() && !absl::SimpleAtoi(*position, &offset)) {
-    return FieldError(
-        InvalidArgumentError("PAGE_TOKEN_INVALID", "page_token is malformed"),
-        "page_token");
-  }
-  std::vector<std::string> wires;
-  if (wire) {
-    wires.push_back(*wire);
-  } else {
-    absl::StatusOr<std::vector<storage::RoleRecord>> roles =
-        store_->ListRoles({});
-    if (!roles.ok()) return roles.status();
-    for (const storage::RoleRecord& r : *roles) {
-      if (in.scope.Allows(r.project_id)) wires.push_back(r.role_key_wire);
+  // One keyset read of the page and one row more (which proves a next
+  // page), every filter in the query: the token holds the last row's key.
+  storage::CandidatePageQuery query;
+  query.role_key_wire = wire;
+  query.agent_id = in.agent_id;
+  // With a role named, the caller's access to it was checked already.
+  if (!wire) query.projects = in.scope.StoreProjects();
+  if (!position->empty()) {
+    std::optional<storage::CandidatePageQuery::Key> key =
+        DecodeCandidatePosition(*position);
+    if (!key.has_value()) {
+      return FieldError(
+          InvalidArgumentError("PAGE_TOKEN_INVALID", "page_token is malformed"),
+          "page_token");
     }
+    query.after = std::move(*key);
   }
-  std::vector<CandidateRecord> all;
-  for (const std::string& w : wires) {
-    absl::StatusOr<std::vector<CandidateRecord>> rows =
-        store_->ListCandidates(w);
-    if (!rows.ok()) return rows.status();
-    for (CandidateRecord& c : *rows) {
-      if (!in.agent_id || c.agent_id == *in.agent_id)
-        all.push_back(std::move(c));
-    }
-  }
+  query.limit = *size + 1;
+  absl::StatusOr<std::vector<CandidateRecord>> rows =
+      store_->ListCandidatesPage(query);
+  if (!rows.ok()) return rows.status();
   CandidatePage page;
-  for (size_t i = offset; i < all.size(); ++i) {
+  for (CandidateRecord& c : *rows) {
     if (static_cast<int>(page.candidates.size()) == *size) {
       page.next_page_token = role_internal::EncodePageToken(
-          "candidates", filter_text, absl::StrCat(i));
+          "candidates", filter_text,
+          EncodeCandidatePosition(page.candidates.back()));
       break;
     }
-    page.candidates.push_back(std::move(all[i]));
+    page.candidates.push_back(std::move(c));
   }
   return page;
 }

@@ -1,10 +1,12 @@
 #include "registry/role_registry.h"
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <thread>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
@@ -389,6 +391,87 @@ TEST_F(RoleRegistryTest, UpsertCreatesTheRoleAndMergesLaterWrites) {
   ASSERT_TRUE(second.ok());
   EXPECT_FALSE(second->candidate.excluded_until_ms.has_value());
   EXPECT_EQ(registry_->Get(Lead())->version, 0);  // the role was not touched
+}
+
+TEST_F(RoleRegistryTest,
+       CandidatesOfEveryRolePageByWireThenActivatorOrderEachOnce) {
+  const std::vector<RoleKeyRef> roles = {Cto(), Lead(), Cto(kOtherProject),
+                                         Lead(kOtherProject)};
+  for (const RoleKeyRef& role : roles) {
+    for (int i = 0; i < 25; ++i) {
+      CandidateUpsertInput up;
+      up.role = role;
+      up.agent_id = absl::StrCat("agent-", i);
+      up.patch.priority = i % 4;  // ties broken by updated_at, then agent
+      clock_.Advance(absl::Milliseconds(i % 3));
+      ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
+    }
+  }
+  // Pages of `size` as `scope` sees them, as "wire/agent" keys.
+  auto all = [&](int size, const ProjectScope& scope) {
+    std::vector<std::string> keys;
+    CandidateListInput list;
+    list.page_size = size;
+    list.scope = scope;
+    for (int pages = 0; pages < 1000; ++pages) {
+      absl::StatusOr<CandidatePage> page = registry_->ListCandidates(list);
+      EXPECT_TRUE(page.ok()) << page.status();
+      if (!page.ok()) break;
+      for (const storage::CandidateRecord& c : page->candidates)
+        keys.push_back(absl::StrCat(c.role_key_wire, "/", c.agent_id));
+      if (page->next_page_token.empty()) break;
+      EXPECT_EQ(static_cast<int>(page->candidates.size()), size);
+      list.page_token = page->next_page_token;
+    }
+    return keys;
+  };
+  // The reference: each role's candidates in activator order, by wire.
+  std::vector<std::string> wires;
+  for (const RoleKeyRef& role : roles) wires.push_back(WireOf(role));
+  std::sort(wires.begin(), wires.end());
+  std::vector<std::string> expected, expected_project;
+  for (const std::string& wire : wires) {
+    absl::StatusOr<std::vector<storage::CandidateRecord>> rows =
+        store_->ListCandidates(wire);
+    ASSERT_TRUE(rows.ok());
+    ASSERT_EQ(rows->size(), 25u);
+    const bool in_project = store_->GetRole(wire)->project_id == kProject;
+    for (const storage::CandidateRecord& c : *rows) {
+      expected.push_back(absl::StrCat(wire, "/", c.agent_id));
+      if (in_project) expected_project.push_back(expected.back());
+    }
+  }
+  ProjectScope project;
+  project.all = false;
+  project.projects = {kProject};
+  for (int size : {1, 7, 100}) {
+    EXPECT_EQ(all(size, ProjectScope()), expected) << "page size " << size;
+    EXPECT_EQ(all(size, project), expected_project) << "page size " << size;
+  }
+  // A page reads itself and the row that proves the next one.
+  CandidateListInput list;
+  list.page_size = 7;
+  const int64_t before = store_->rows_read();
+  ASSERT_TRUE(registry_->ListCandidates(list).ok());
+  EXPECT_EQ(store_->rows_read() - before, 8);
+  // One role: its candidates alone, in the same order.
+  list.role = Lead(kOtherProject);
+  list.page_size = 10;
+  std::vector<std::string> one;
+  for (int pages = 0; pages < 10; ++pages) {
+    absl::StatusOr<CandidatePage> page = registry_->ListCandidates(list);
+    ASSERT_TRUE(page.ok()) << page.status();
+    for (const storage::CandidateRecord& c : page->candidates)
+      one.push_back(absl::StrCat(c.role_key_wire, "/", c.agent_id));
+    if (page->next_page_token.empty()) break;
+    list.page_token = page->next_page_token;
+  }
+  std::vector<std::string> expected_one;
+  for (const std::string& key : expected) {
+    if (absl::StartsWith(key, WireOf(Lead(kOtherProject)) + "/"))
+      expected_one.push_back(key);
+  }
+  EXPECT_EQ(one, expected_one);
 }
 
 TEST_F(RoleRegistryTest, ProbeFailuresBackOffThenQuarantineAndOkResets) {

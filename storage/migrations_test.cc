@@ -488,6 +488,24 @@ TEST(Migration, HubVersionThreeClosedScopesGainTheirDeadLetteredCount) {
   EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
 }
 
+TEST(Migration, AFileWithoutTheDeadLetterIndexGainsItOnOpen) {
+  std::string path = FreshDbPath();
+  { auto store = OpenOrDie(path); }
+  {
+    // A file written before the index existed (a triflux v8 file, or an
+    // older hub's): same version, no idx_dead_letters_failed.
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("DROP INDEX idx_dead_letters_failed"), "");
+  }
+  auto store = OpenOrDie(path);
+  EXPECT_TRUE(store->migration().migrated);
+  EXPECT_EQ(store->Info().hub_schema_version, "4");
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE type = 'index' "
+                      "AND name = 'idx_dead_letters_failed'"),
+            "idx_dead_letters_failed");
+}
+
 TEST(Migration, NewerHubVersionIsRefused) {
   std::string path = FreshDbPath();
   { auto store = OpenOrDie(path); }

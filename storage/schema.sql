@@ -83,6 +83,12 @@ CREATE TABLE IF NOT EXISTS dead_letters (
   failed_at_ms INTEGER NOT NULL,
   last_error TEXT
 );
+-- hub: ListDeadLetters pages by (failed_at_ms DESC, message_id) with a keyset,
+-- so a page seeks here instead of sorting the table. An index changes no
+-- table's shape: a triflux file gains it on its next open (the migrator runs
+-- this file on every open) without a version change.
+CREATE INDEX IF NOT EXISTS idx_dead_letters_failed
+  ON dead_letters(failed_at_ms DESC, message_id);
 
 CREATE TABLE IF NOT EXISTS role_registry (
   role_key_wire TEXT PRIMARY KEY,

@@ -77,7 +77,10 @@ Stmt& Stmt::BindNull(int i) {
 
 absl::StatusOr<bool> Stmt::Step() {
   int rc = sqlite3_step(stmt_);
-  if (rc == SQLITE_ROW) return true;
+  if (rc == SQLITE_ROW) {
+    conn_->rows_stepped_++;
+    return true;
+  }
   if (rc == SQLITE_DONE) return false;
   return SqliteStatus(conn_->raw(), rc, "step");
 }

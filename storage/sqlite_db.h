@@ -82,10 +82,14 @@ class Connection {
   int64_t Changes() { return sqlite3_changes64(db_); }
   // The single integer/text result of `sql`, or nullopt when no row.
   absl::StatusOr<std::optional<std::string>> QueryText(const char* sql);
+  // Result rows stepped on this connection so far (every statement).
+  int64_t rows_stepped() const { return rows_stepped_; }
 
  private:
+  friend class Stmt;
   explicit Connection(sqlite3* db) : db_(db) {}
   sqlite3* db_;
+  int64_t rows_stepped_ = 0;
   // By SQL text; looked up without copying it (a statement is prepared
   // once per connection, then found on every use).
   absl::flat_hash_map<std::string, sqlite3_stmt*> cache_;

@@ -1,5 +1,5 @@
-// Column lists and row readers shared by the SqliteStore source files.
-// Internal to storage/.
+// Column lists, queries and row readers shared by the SqliteStore source
+// files. Internal to storage/ (its tests read the queries).
 #ifndef HUB_STORAGE_SQLITE_ROWS_H_
 #define HUB_STORAGE_SQLITE_ROWS_H_
 
@@ -49,11 +49,31 @@ namespace hub::storage::rows {
   "project_id, scope_id, role_key_wire, closed_at_ms, closed_by, reason, " \
   "dead_lettered_count"
 
+// The keyset page queries, shared with the tests that check their plans
+// (EXPLAIN QUERY PLAN) so the plans checked are the ones run.
+extern const char kAgentsPageSql[];          // Store::ListAgentsPage
+extern const char kRolesPageSql[];           // Store::ListRoles
+extern const char kClosedScopesPageSql[];    // Store::ListClosedScopes
+extern const char kCandidatesPageSql[];      // Store::ListCandidatesPage
+extern const char kRoleCandidatesPageSql[];  // ... of one role
+extern const char kPendingPageSql[];         // Store::ListPendingPage
+extern const char kTracePageSql[];           // Store::ListTraceMessages
+extern const char kDeadLettersPageSql[];     // Store::ListDeadLetters
+
 AgentRecord ReadAgent(const Stmt& s);
 RoleRecord ReadRole(const Stmt& s);
 CandidateRecord ReadCandidate(const Stmt& s);
 MessageRecord ReadMessage(const Stmt& s);
 ClosedScopeRecord ReadClosedScope(const Stmt& s);
+
+// `values` as a JSON array of strings, for `x IN (SELECT value FROM
+// json_each(?))`: one cached statement whatever the list's length.
+std::string JsonStringArray(const std::vector<std::string>& values);
+// Binds JsonStringArray(*values), or NULL when `values` is unset.
+void BindList(Stmt& stmt, int index,
+              const std::optional<std::vector<std::string>>& values);
+// A LIMIT value: `limit` when > 0, else -1 (SQLite: no limit).
+inline int64_t SqlLimit(int64_t limit) { return limit > 0 ? limit : -1; }
 
 // Runs a prepared statement and reads every row with `read`.
 template <typename T, typename F>

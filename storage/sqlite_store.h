@@ -7,6 +7,7 @@
 #ifndef HUB_STORAGE_SQLITE_STORE_H_
 #define HUB_STORAGE_SQLITE_STORE_H_
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -56,6 +57,12 @@ class SqliteStore final : public Store {
 
   const MigrationReport& migration() const { return migration_; }
   GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
+  // Result rows the read methods have stepped through so far, over all
+  // read connections (rows SQLite handed over, not rows it examined and
+  // filtered out: the query plans bound those).
+  int64_t rows_read() const {
+    return rows_read_.load(std::memory_order_relaxed);
+  }
   // Writes a consistent copy of the database, as of one moment, to `path`
   // (which must not exist) with VACUUM INTO on a read connection: writers go
   // on meanwhile. The copy is compact and in rollback-journal mode; hubd
@@ -81,6 +88,8 @@ class SqliteStore final : public Store {
       const std::vector<LeaseCheckpoint>& leases) override;
   absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
   absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<std::vector<AgentRecord>> ListAgentsPage(
+      const AgentPageQuery& query) override;
   absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
                                               absl::string_view principal,
                                               int64_t now_ms) override;
@@ -114,6 +123,8 @@ class SqliteStore final : public Store {
       const ReachabilityUpdate& update) override;
   absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
       absl::string_view wire) override;
+  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
+      const CandidatePageQuery& query) override;
 
   absl::Status InsertMessage(
       const MessageRecord& message,
@@ -148,6 +159,8 @@ class SqliteStore final : public Store {
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
       absl::string_view agent_id, int64_t now_ms, int limit) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
+      const PendingPageQuery& query) override;
   absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
                                                int64_t now_ms,
                                                int64_t limit) override;
@@ -161,8 +174,9 @@ class SqliteStore final : public Store {
   absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
-      absl::string_view trace_id) override;
-  absl::StatusOr<std::vector<DeadLetterRecord>> ListDeadLetters() override;
+      const TracePageQuery& query) override;
+  absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
+      const DeadLetterPageQuery& query) override;
 
  private:
   explicit SqliteStore(SqliteStoreOptions options)
@@ -207,7 +221,10 @@ class SqliteStore final : public Store {
   absl::StatusOr<T> Read(std::function<absl::StatusOr<T>(Connection&)> fn) {
     absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
     if (!conn.ok()) return conn.status();
+    const int64_t stepped = (*conn)->rows_stepped();
     absl::StatusOr<T> result = fn(**conn);
+    rows_read_.fetch_add((*conn)->rows_stepped() - stepped,
+                         std::memory_order_relaxed);
     ReleaseReader(std::move(*conn));
     return result;
   }
@@ -264,6 +281,7 @@ class SqliteStore final : public Store {
   MigrationReport migration_;
   PendingInboxCounts pending_;  // writer thread only; before writer_
   std::unique_ptr<GroupCommitWriter> writer_;
+  std::atomic<int64_t> rows_read_{0};
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);

@@ -1,5 +1,6 @@
 // SqliteStore: role candidates (TRIFLUX-HUB.md §5.6). Absent fields keep
 // the stored value; explicit clears write NULL.
+#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -10,6 +11,43 @@
 namespace hub::storage {
 
 namespace rows {
+
+// Every role's candidates: the primary key (role_key_wire, agent_id) gives
+// the wire order and seeks to the page's first wire; each wire's rows are
+// sorted into the activator's order ("TEMP B-TREE FOR RIGHT PART OF ORDER
+// BY"), so a page costs at most the candidates of the roles it touches.
+const char kCandidatesPageSql[] =
+    "SELECT c.role_key_wire, c.agent_id, c.source, c.priority, "
+    "c.transport_locators_json, c.consecutive_probe_failures, "
+    "c.excluded_until_ms, c.last_probe_ms, c.last_probe_code, "
+    "c.updated_at_ms "
+    "FROM role_candidates c "
+    "JOIN role_registry r ON r.role_key_wire = c.role_key_wire "
+    "WHERE c.role_key_wire >= ?1 "
+    "AND (c.role_key_wire > ?1 OR c.priority < ?2 OR (c.priority = ?2 "
+    "AND (c.updated_at_ms < ?3 OR (c.updated_at_ms = ?3 "
+    "AND c.agent_id > ?4)))) "
+    "AND (?5 IS NULL OR c.agent_id = ?5) "
+    "AND (?6 IS NULL OR r.project_id IN (SELECT value FROM json_each(?6))) "
+    "ORDER BY c.role_key_wire, c.priority DESC, c.updated_at_ms DESC, "
+    "c.agent_id LIMIT ?7";
+
+// One role's candidates, found by the primary key's prefix and sorted.
+const char kRoleCandidatesPageSql[] =
+    "SELECT c.role_key_wire, c.agent_id, c.source, c.priority, "
+    "c.transport_locators_json, c.consecutive_probe_failures, "
+    "c.excluded_until_ms, c.last_probe_ms, c.last_probe_code, "
+    "c.updated_at_ms "
+    "FROM role_candidates c "
+    "WHERE c.role_key_wire = ?1 "
+    "AND (c.priority < ?2 OR (c.priority = ?2 "
+    "AND (c.updated_at_ms < ?3 OR (c.updated_at_ms = ?3 "
+    "AND c.agent_id > ?4)))) "
+    "AND (?5 IS NULL OR c.agent_id = ?5) "
+    "AND (?6 IS NULL OR EXISTS (SELECT 1 FROM role_registry r "
+    "WHERE r.role_key_wire = c.role_key_wire "
+    "AND r.project_id IN (SELECT value FROM json_each(?6)))) "
+    "ORDER BY c.priority DESC, c.updated_at_ms DESC, c.agent_id LIMIT ?7";
 
 CandidateRecord ReadCandidate(const Stmt& s) {
   CandidateRecord c;
@@ -174,6 +212,41 @@ absl::StatusOr<std::vector<CandidateRecord>> SqliteStore::ListCandidates(
         "ORDER BY priority DESC, updated_at_ms DESC, agent_id ASC");
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, wire);
+    return rows::ReadAll<CandidateRecord>(*stmt, rows::ReadCandidate);
+  });
+}
+
+absl::StatusOr<std::vector<CandidateRecord>> SqliteStore::ListCandidatesPage(
+    const CandidatePageQuery& q) {
+  using Result = std::vector<CandidateRecord>;
+  std::optional<CandidatePageQuery::Key> after = q.after;
+  if (q.role_key_wire.has_value() && after.has_value() &&
+      after->role_key_wire != *q.role_key_wire) {
+    // A key of another role: all of this role's rows follow it, or none.
+    if (after->role_key_wire > *q.role_key_wire) return Result();
+    after.reset();
+  }
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    absl::StatusOr<Stmt> stmt =
+        conn.Prepare(q.role_key_wire.has_value() ? rows::kRoleCandidatesPageSql
+                                                 : rows::kCandidatesPageSql);
+    if (!stmt.ok()) return stmt.status();
+    if (after.has_value()) {
+      stmt->Bind(1, absl::string_view(after->role_key_wire))
+          .Bind(2, after->priority)
+          .Bind(3, after->updated_at_ms)
+          .Bind(4, absl::string_view(after->agent_id));
+    } else {
+      // From the start: every wire is longer than "" (all roles), and
+      // (max, max, "") precedes every row in the activator's order.
+      stmt->Bind(1, absl::string_view(q.role_key_wire.value_or("")))
+          .Bind(2, std::numeric_limits<int64_t>::max())
+          .Bind(3, std::numeric_limits<int64_t>::max())
+          .Bind(4, absl::string_view(""));
+    }
+    stmt->Bind(5, q.agent_id);
+    rows::BindList(*stmt, 6, q.projects);
+    stmt->Bind(7, rows::SqlLimit(q.limit));
     return rows::ReadAll<CandidateRecord>(*stmt, rows::ReadCandidate);
   });
 }

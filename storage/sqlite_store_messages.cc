@@ -1,5 +1,6 @@
 // SqliteStore: messages, per-recipient inbox rows, expiry and dead letters
 // (TRIFLUX-HUB.md §6, B0 expiry of §6.6).
+#include <limits>
 #include <set>
 #include <string>
 #include <utility>
@@ -12,6 +13,36 @@
 namespace hub::storage {
 
 namespace rows {
+
+const char kTracePageSql[] =
+    "SELECT " HUB_MESSAGE_COLUMNS
+    " FROM messages WHERE trace_id = ?1 AND created_at_ms >= ?2 "
+    "AND (created_at_ms > ?2 OR id > ?3) "
+    "ORDER BY created_at_ms, id LIMIT ?4";
+
+const char kDeadLettersPageSql[] =
+    "SELECT m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "
+    "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, "
+    "m.trace_id, m.payload_json, m.status, m.role_key_wire, "
+    "d.message_id, d.reason, d.failed_at_ms, d.last_error "
+    "FROM dead_letters d LEFT JOIN messages m ON m.id = d.message_id "
+    "WHERE d.failed_at_ms <= ?3 "
+    "AND (d.failed_at_ms < ?3 OR d.message_id > ?4) "
+    "AND (?1 IS NULL OR d.reason = ?1) "
+    "AND (?2 IS NULL OR m.from_agent = ?2) "
+    "ORDER BY d.failed_at_ms DESC, d.message_id ASC LIMIT ?5";
+
+const char kPendingPageSql[] =
+    "SELECT m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "
+    "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, "
+    "m.trace_id, m.payload_json, m.status, m.role_key_wire "
+    "FROM message_inbox i JOIN messages m ON m.id = i.message_id "
+    "WHERE i.agent_id = ?1 AND i.acked_at_ms IS NULL "
+    "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > ?2 "
+    "AND (?3 IS NULL OR m.topic = ?3) "
+    "AND (m.priority < ?4 OR (m.priority = ?4 AND (m.created_at_ms > ?5 "
+    "OR (m.created_at_ms = ?5 AND m.id > ?6)))) "
+    "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC LIMIT ?7";
 
 MessageRecord ReadMessage(const Stmt& s) {
   MessageRecord m;
@@ -480,6 +511,27 @@ absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingForAgent(
   });
 }
 
+absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingPage(
+    const PendingPageQuery& q) {
+  using Result = std::vector<MessageRecord>;
+  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
+    // The agent's inbox rows (idx_inbox_agent) are sorted to page them: a
+    // page costs the agent's pending messages (bounded by the inbox limit),
+    // and returns only rows after the last key.
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kPendingPageSql);
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, absl::string_view(q.agent_id))
+        .Bind(2, q.now_ms)
+        .Bind(3, q.topic)
+        .Bind(4,
+              q.after ? q.after->priority : std::numeric_limits<int64_t>::max())
+        .Bind(5, q.after ? q.after->created_at_ms : int64_t{0})
+        .Bind(6, absl::string_view(q.after ? q.after->id : ""))
+        .Bind(7, rows::SqlLimit(q.limit));
+    return rows::ReadAll<MessageRecord>(*stmt, rows::ReadMessage);
+  });
+}
+
 absl::StatusOr<int64_t> SqliteStore::CountPendingForAgent(
     absl::string_view agent_id, int64_t now_ms, int64_t limit) {
   return Read<int64_t>([&](Connection& conn) -> absl::StatusOr<int64_t> {
@@ -573,26 +625,46 @@ DeadLetterRecord ReadDeadLetter(const Stmt& s) {
 }  // namespace
 
 absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListTraceMessages(
-    absl::string_view trace_id) {
+    const TracePageQuery& q) {
   using Result = std::vector<MessageRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "SELECT " HUB_MESSAGE_COLUMNS
-        " FROM messages WHERE trace_id = ? ORDER BY created_at_ms, id");
+    // idx_messages_trace finds the trace's rows; they are sorted to page
+    // them, so a page costs the trace's size, never the table's.
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kTracePageSql);
     if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, trace_id);
+    stmt->Bind(1, absl::string_view(q.trace_id))
+        .Bind(2, q.after ? q.after->created_at_ms
+                         : std::numeric_limits<int64_t>::min())
+        .Bind(3, absl::string_view(q.after ? q.after->id : ""))
+        .Bind(4, rows::SqlLimit(q.limit));
     return rows::ReadAll<MessageRecord>(*stmt, rows::ReadMessage);
   });
 }
 
-absl::StatusOr<std::vector<DeadLetterRecord>> SqliteStore::ListDeadLetters() {
-  using Result = std::vector<DeadLetterRecord>;
+absl::StatusOr<std::vector<DeadLetterRow>> SqliteStore::ListDeadLetters(
+    const DeadLetterPageQuery& q) {
+  using Result = std::vector<DeadLetterRow>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "SELECT message_id, reason, failed_at_ms, last_error "
-        "FROM dead_letters ORDER BY failed_at_ms DESC, message_id ASC");
+    // idx_dead_letters_failed (failed_at_ms DESC, message_id) gives the
+    // order; the redundant `failed_at_ms <= ?3` lets it seek to the page
+    // instead of scanning the rows before it.
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kDeadLettersPageSql);
     if (!stmt.ok()) return stmt.status();
-    return rows::ReadAll<DeadLetterRecord>(*stmt, ReadDeadLetter);
+    stmt->Bind(1, q.reason)
+        .Bind(2, q.from_agent)
+        .Bind(3, q.after ? q.after->failed_at_ms
+                         : std::numeric_limits<int64_t>::max())
+        .Bind(4, absl::string_view(q.after ? q.after->message_id : ""))
+        .Bind(5, rows::SqlLimit(q.limit));
+    return rows::ReadAll<DeadLetterRow>(*stmt, [](const Stmt& s) {
+      DeadLetterRow row;
+      if (s.OptText(0).has_value()) row.message = rows::ReadMessage(s);
+      row.dead_letter.message_id = s.Text(14);
+      row.dead_letter.reason = s.Text(15);
+      row.dead_letter.failed_at_ms = s.Int(16);
+      row.dead_letter.last_error = s.OptText(17);
+      return row;
+    });
   });
 }
 

@@ -17,6 +17,16 @@ namespace hub::storage {
 
 namespace rows {
 
+const char kRolesPageSql[] =
+    "SELECT " HUB_ROLE_COLUMNS
+    " FROM role_registry "
+    "WHERE role_key_wire > ?5 "
+    "AND (?1 IS NULL OR project_id = ?1) "
+    "AND (?2 IS NULL OR role_kind = ?2) AND (?3 IS NULL OR scope_id = ?3) "
+    "AND (?4 IS NULL OR state IN (SELECT value FROM json_each(?4))) "
+    "AND (?6 IS NULL OR project_id IN (SELECT value FROM json_each(?6))) "
+    "ORDER BY role_key_wire LIMIT ?7";
+
 RoleRecord ReadRole(const Stmt& s) {
   RoleRecord r;
   r.role_key_wire = s.Text(0);
@@ -449,25 +459,19 @@ absl::StatusOr<std::vector<RoleRecord>> SqliteStore::ListRoles(
     const RoleFilter& f) {
   using Result = std::vector<RoleRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "SELECT " HUB_ROLE_COLUMNS
-        " FROM role_registry "
-        "WHERE (?1 IS NULL OR project_id = ?1) "
-        "AND (?2 IS NULL OR role_kind = ?2) AND (?3 IS NULL OR scope_id = ?3) "
-        "ORDER BY role_key_wire");
+    // `role_key_wire > ?5` always binds ("" from the start: every wire is
+    // longer) so the primary key index drives the range and the order.
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kRolesPageSql);
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, f.project_id).Bind(2, f.role_kind).Bind(3, f.scope_id);
-    absl::StatusOr<Result> all =
-        rows::ReadAll<RoleRecord>(*stmt, rows::ReadRole);
-    if (!all.ok() || f.states.empty()) return all;
-    Result out;
-    for (RoleRecord& r : *all) {
-      if (std::find(f.states.begin(), f.states.end(), r.state) !=
-          f.states.end()) {
-        out.push_back(std::move(r));
-      }
-    }
-    return out;
+    rows::BindList(*stmt, 4,
+                   f.states.empty()
+                       ? std::nullopt
+                       : std::optional<std::vector<std::string>>(f.states));
+    stmt->Bind(5, absl::string_view(f.after_wire ? *f.after_wire : ""));
+    rows::BindList(*stmt, 6, f.projects);
+    stmt->Bind(7, rows::SqlLimit(f.limit));
+    return rows::ReadAll<RoleRecord>(*stmt, rows::ReadRole);
   });
 }
 

@@ -29,6 +29,15 @@ absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(
   return ReadOne<ClosedScopeRecord>(*stmt, ReadClosedScope);
 }
 
+const char kClosedScopesPageSql[] = "SELECT " HUB_CLOSED_SCOPE_COLUMNS
+                                    " FROM hub_closed_scopes "
+                                    "WHERE role_key_wire > ?3 "
+                                    "AND (?1 IS NULL OR project_id = ?1) "
+                                    "AND (?2 IS NULL OR scope_id = ?2) "
+                                    "AND (?4 IS NULL OR project_id IN "
+                                    "(SELECT value FROM json_each(?4))) "
+                                    "ORDER BY role_key_wire LIMIT ?5";
+
 ClosedScopeRecord ReadClosedScope(const Stmt& s) {
   ClosedScopeRecord r;
   r.project_id = s.Text(0);
@@ -164,14 +173,13 @@ absl::StatusOr<std::vector<ClosedScopeRecord>> SqliteStore::ListClosedScopes(
     const ClosedScopeFilter& f) {
   using Result = std::vector<ClosedScopeRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt =
-        conn.Prepare("SELECT " HUB_CLOSED_SCOPE_COLUMNS
-                     " FROM hub_closed_scopes "
-                     "WHERE (?1 IS NULL OR project_id = ?1) "
-                     "AND (?2 IS NULL OR scope_id = ?2) "
-                     "ORDER BY role_key_wire");
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kClosedScopesPageSql);
     if (!stmt.ok()) return stmt.status();
+    // As ListRoles: the UNIQUE index on role_key_wire drives range and order.
     stmt->Bind(1, f.project_id).Bind(2, f.scope_id);
+    stmt->Bind(3, absl::string_view(f.after_wire ? *f.after_wire : ""));
+    rows::BindList(*stmt, 4, f.projects);
+    stmt->Bind(5, rows::SqlLimit(f.limit));
     return rows::ReadAll<ClosedScopeRecord>(*stmt, rows::ReadClosedScope);
   });
 }

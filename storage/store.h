@@ -131,6 +131,20 @@ struct PresenceTransition {
 
 // A lease renewed in memory (heartbeats, attached presence streams), written
 // back in batches by CheckpointLeases.
+// One keyset page of agents (Store::ListAgentsPage), by agent_id. Filters
+// combine with AND; unset matches all.
+struct AgentPageQuery {
+  std::string after_agent_id;     // only agent_id > this ("" = from the start)
+  std::vector<std::string> clis;  // empty = any
+  std::optional<std::string> project_id;
+  // When set, only agents whose project is one of these: an empty list
+  // matches nothing, and agents without a project never match.
+  std::optional<std::vector<std::string>> projects;
+  // Only agents whose topics_json is an array holding this string.
+  std::optional<std::string> topic;
+  int64_t limit = 100;  // rows at most; must be > 0
+};
+
 struct LeaseCheckpoint {
   std::string agent_id;
   int64_t presence_generation = 0;
@@ -237,6 +251,12 @@ struct RoleFilter {
   std::optional<std::string> role_kind;
   std::optional<std::string> scope_id;
   std::vector<std::string> states;  // empty = any
+  // Keyset paging: only role_key_wire > after_wire (bytes), only rows whose
+  // project is one of `projects` when set (empty list: none), and at most
+  // `limit` rows when limit > 0.
+  std::optional<std::string> after_wire;
+  std::optional<std::vector<std::string>> projects;
+  int64_t limit = 0;
 };
 
 struct CandidateRecord {
@@ -250,6 +270,25 @@ struct CandidateRecord {
   std::optional<int64_t> last_probe_ms;
   std::optional<std::string> last_probe_code;
   int64_t updated_at_ms = 0;
+};
+
+// One keyset page of candidates (Store::ListCandidatesPage), ordered by
+// role_key_wire, then the activator's order: priority DESC, updated_at_ms
+// DESC, agent_id ASC. Filters combine with AND; unset matches all.
+struct CandidatePageQuery {
+  std::optional<std::string> role_key_wire;
+  std::optional<std::string> agent_id;
+  // Only candidates of roles whose project is one of these (empty: none).
+  // Without role_key_wire, only candidates whose role row exists are listed.
+  std::optional<std::vector<std::string>> projects;
+  struct Key {
+    std::string role_key_wire;
+    int64_t priority = 0;
+    int64_t updated_at_ms = 0;
+    std::string agent_id;
+  };
+  std::optional<Key> after;
+  int64_t limit = 0;  // 0 = every row
 };
 
 // UpsertCandidate input (§5.6): absent fields keep the stored value (or take
@@ -328,6 +367,55 @@ struct ExpiryTransition {
   bool dlq_inserted = false;  // false: an earlier dead letter row was kept
 };
 
+// Keyset pages of message listings. Each `after` is the listing's key of the
+// last row already returned (rows strictly after it come back); limit 0 =
+// every row.
+
+// ListPendingPage: the agent's unacked queued|delivered messages with
+// expires > now, priority DESC, created ASC, id ASC.
+struct PendingPageQuery {
+  std::string agent_id;
+  int64_t now_ms = 0;
+  std::optional<std::string> topic;
+  struct Key {
+    int64_t priority = 0;
+    int64_t created_at_ms = 0;
+    std::string id;
+  };
+  std::optional<Key> after;
+  int64_t limit = 0;
+};
+
+// ListTraceMessages: one trace's messages, any status, created ASC, id ASC.
+struct TracePageQuery {
+  std::string trace_id;
+  struct Key {
+    int64_t created_at_ms = 0;
+    std::string id;
+  };
+  std::optional<Key> after;
+  int64_t limit = 0;
+};
+
+// ListDeadLetters: failed_at DESC, message_id ASC.
+struct DeadLetterPageQuery {
+  std::optional<std::string> reason;
+  // Only dead letters whose message exists and was sent by this agent.
+  std::optional<std::string> from_agent;
+  struct Key {
+    int64_t failed_at_ms = 0;
+    std::string message_id;
+  };
+  std::optional<Key> after;
+  int64_t limit = 0;
+};
+
+// A dead letter and its message, when the message row still exists.
+struct DeadLetterRow {
+  DeadLetterRecord dead_letter;
+  std::optional<MessageRecord> message;
+};
+
 struct RecoveryResult {
   std::vector<RoleRecord> recovered;  // rows RecoverRoles changed, after
   std::vector<RoleRecord> roles;      // every row, after recovery
@@ -355,6 +443,11 @@ struct ClosedScopeRecord {
 struct ClosedScopeFilter {
   std::optional<std::string> project_id;
   std::optional<std::string> scope_id;
+  // Keyset paging, as in RoleFilter: role_key_wire > after_wire, projects
+  // among `projects` when set, at most `limit` rows when limit > 0.
+  std::optional<std::string> after_wire;
+  std::optional<std::vector<std::string>> projects;
+  int64_t limit = 0;
 };
 
 // CloseLeadScope input: the lead key's decoded fields and canonical wire.
@@ -454,6 +547,10 @@ class Store {
   virtual absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) = 0;
   // Every agent, by agent_id.
   virtual absl::StatusOr<std::vector<AgentRecord>> ListAgents() = 0;
+  // At most query.limit agents matching the query, by agent_id: one keyset
+  // page, so its cost follows the page, not the table.
+  virtual absl::StatusOr<std::vector<AgentRecord>> ListAgentsPage(
+      const AgentPageQuery& query) = 0;
 
   // ---- agent owners (hub_agent_owners, hub_schema_version 2)
   // Records `principal` as the owner of `agent_id` unless the agent already
@@ -481,7 +578,7 @@ class Store {
   // The closed-scope record of a lead wire, or nullopt when it is open.
   virtual absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
       absl::string_view wire) = 0;
-  // Every closed-scope record matching `filter`, by role_key_wire (bytes).
+  // The closed-scope records matching `filter`, by role_key_wire (bytes).
   virtual absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
       const ClosedScopeFilter& filter) = 0;
 
@@ -512,7 +609,7 @@ class Store {
   virtual absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) = 0;
   // NotFound (ROLE_NOT_FOUND) when absent.
   virtual absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) = 0;
-  // Matching rows ordered by wire.
+  // Matching rows ordered by wire (bytes).
   virtual absl::StatusOr<std::vector<RoleRecord>> ListRoles(
       const RoleFilter& filter) = 0;
   // Rows in elected-probing or active whose holder lease is NULL or <= now,
@@ -528,6 +625,9 @@ class Store {
   // Priority DESC, updated_at_ms DESC, agent_id ASC.
   virtual absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
       absl::string_view wire) = 0;
+  // One keyset page of candidates (see CandidatePageQuery).
+  virtual absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
+      const CandidatePageQuery& query) = 0;
 
   // ---- messages
   // Inserts the message and one inbox row per distinct recipient, atomically.
@@ -645,6 +745,9 @@ class Store {
   // priority DESC, created ASC, id ASC.
   virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
       absl::string_view agent_id, int64_t now_ms, int limit) = 0;
+  // One keyset page of them (see PendingPageQuery).
+  virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
+      const PendingPageQuery& query) = 0;
   // How many messages ListPendingForAgent would return, counting at most
   // `limit` (the answer is min(count, limit)).
   virtual absl::StatusOr<int64_t> CountPendingForAgent(
@@ -667,11 +770,13 @@ class Store {
   // NotFound (DEAD_LETTER_NOT_FOUND) when absent.
   virtual absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) = 0;
-  // Every message of a trace, any status: created ASC, id ASC.
+  // A trace's messages, any status: created ASC, id ASC (TracePageQuery).
   virtual absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
-      absl::string_view trace_id) = 0;
-  // Every dead letter: failed_at DESC, message_id ASC.
-  virtual absl::StatusOr<std::vector<DeadLetterRecord>> ListDeadLetters() = 0;
+      const TracePageQuery& query) = 0;
+  // Dead letters with their messages: failed_at DESC, message_id ASC
+  // (DeadLetterPageQuery).
+  virtual absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
+      const DeadLetterPageQuery& query) = 0;
 };
 
 // The reason-coded status for a fence outcome, for callers that only need

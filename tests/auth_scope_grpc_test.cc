@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/str_format.h"
 #include "tests/auth_grpc_fixture.h"
 
 namespace hub::auth_grpc {
@@ -212,6 +213,83 @@ TEST_F(AuthScopeGrpcTest, RoleAndCandidateReadsShowOnlyTheTokensProjects) {
   ExpectScopeMismatch(
       roles_->ListRoleCandidates(As(kAlice).get(), candidates, &page),
       "ListRoleCandidates of a role of another project");
+}
+
+TEST_F(AuthScopeGrpcTest,
+       HundredsOfAgentsPageByTokenAndLiveStatusEachOnceInOrder) {
+  Start(/*tls=*/false);
+  // Interleaved projects; every sixth agent (all of them alice's) leaves.
+  std::vector<std::string> alices_online;
+  for (int i = 0; i < 240; ++i) {
+    const std::string id = absl::StrFormat("agent-%03d", i);
+    const bool alices = i % 2 == 0;
+    RegisterIn(alices ? kAlice : kCarol, id, alices ? kProject : kOtherProject);
+    if (i % 6 == 0) {
+      hub::v1::DeregisterRequest request;
+      request.set_agent_id(id);
+      hub::v1::DeregisterResponse response;
+      ASSERT_TRUE(
+          presence_->Deregister(As(kAlice).get(), request, &response).ok());
+    } else if (alices) {
+      alices_online.push_back(id);
+    }
+  }
+  for (int page_size : {1, 7, 64}) {
+    std::vector<std::string> ids;
+    hub::v1::ListAgentsRequest request;
+    request.set_page_size(page_size);
+    request.add_statuses(hub::v1::AGENT_STATUS_ONLINE);
+    for (int pages = 0; pages < 200; ++pages) {
+      hub::v1::ListAgentsResponse response;
+      grpc::Status s =
+          presence_->ListAgents(As(kAlice).get(), request, &response);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      for (const auto& agent : response.agents()) {
+        EXPECT_EQ(agent.status(), hub::v1::AGENT_STATUS_ONLINE);
+        ids.push_back(agent.agent_id());
+      }
+      if (response.next_page_token().empty()) break;
+      ASSERT_EQ(response.agents_size(), page_size) << "a short middle page";
+      request.set_page_token(response.next_page_token());
+    }
+    EXPECT_EQ(ids, alices_online) << "page size " << page_size;
+  }
+}
+
+TEST_F(AuthScopeGrpcTest, HundredsOfRolesPageByTokenAndKindEachOnceInOrder) {
+  Start(/*tls=*/false);
+  std::set<std::string> alices_leads;
+  for (const char* project : {kProject, kOtherProject}) Reserve(Cto(project));
+  for (int i = 0; i < 150; ++i) {
+    hub::v1::RoleKey key = Lead(i % 2 == 0 ? kProject : kOtherProject, 'A');
+    key.set_scope_id(absl::StrFormat("scp_%022d", i));
+    Reserve(key);
+    if (i % 2 == 0) alices_leads.insert(key.scope_id());
+  }
+  for (int page_size : {1, 9, 100}) {
+    std::vector<std::string> wires;
+    std::set<std::string> scopes;
+    hub::v1::ListRolesRequest request;
+    request.set_page_size(page_size);
+    request.set_kind(hub::v1::ROLE_KIND_LEAD);
+    for (int pages = 0; pages < 200; ++pages) {
+      hub::v1::ListRolesResponse response;
+      grpc::Status s = roles_->ListRoles(As(kAlice).get(), request, &response);
+      ASSERT_TRUE(s.ok()) << s.error_message();
+      for (const auto& role : response.roles()) {
+        EXPECT_EQ(role.role_key().project_id(), kProject);
+        EXPECT_TRUE(wires.empty() || wires.back() < role.role_key_wire())
+            << "out of order or repeated: " << role.role_key_wire();
+        wires.push_back(role.role_key_wire());
+        scopes.insert(role.role_key().scope_id());
+      }
+      if (response.next_page_token().empty()) break;
+      ASSERT_EQ(response.roles_size(), page_size) << "a short middle page";
+      request.set_page_token(response.next_page_token());
+    }
+    EXPECT_EQ(wires.size(), alices_leads.size()) << "page size " << page_size;
+    EXPECT_EQ(scopes, alices_leads) << "page size " << page_size;
+  }
 }
 
 TEST_F(AuthScopeGrpcTest, ClosedScopesShowOnlyTheTokensProjectsAndPageFully) {
