@@ -499,7 +499,8 @@ TEST(Migration, AFileWithoutTheDeadLetterIndexGainsItOnOpen) {
   }
   auto store = OpenOrDie(path);
   EXPECT_TRUE(store->migration().migrated);
-  EXPECT_EQ(store->Info().hub_schema_version, "4");
+  EXPECT_EQ(store->Info().hub_schema_version,
+            std::to_string(kHubSchemaVersion));
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT name FROM sqlite_master WHERE type = 'index' "
                       "AND name = 'idx_dead_letters_failed'"),
