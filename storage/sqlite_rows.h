@@ -36,15 +36,6 @@ namespace hub::storage::rows {
   "expires_at_ms, correlation_id, trace_id, payload_json, status, "          \
   "role_key_wire"
 
-// The expiry sweep's claim query (§6.6): pending messages whose TTL has
-// passed, oldest deadline first. It runs on the writer every sweep, so it
-// must be a range on idx_messages_pending_expiry, never a scan of every
-// pending message (sqlite_store_messages_test checks the plan).
-#define HUB_EXPIRED_MESSAGES_SQL                                    \
-  "SELECT id, status FROM messages "                                \
-  "WHERE status IN ('queued', 'delivered') AND expires_at_ms <= ? " \
-  "ORDER BY expires_at_ms, id"
-
 #define HUB_CLOSED_SCOPE_COLUMNS                                           \
   "project_id, scope_id, role_key_wire, closed_at_ms, closed_by, reason, " \
   "dead_lettered_count"
@@ -59,6 +50,10 @@ extern const char kRoleCandidatesPageSql[];  // ... of one role
 extern const char kPendingPageSql[];         // Store::ListPendingPage
 extern const char kTracePageSql[];           // Store::ListTraceMessages
 extern const char kDeadLettersPageSql[];     // Store::ListDeadLetters
+// The expiry sweep's claim (§6.6). It runs on the writer every sweep, so it
+// must be a range on idx_messages_pending_expiry, never a scan of every
+// pending message.
+extern const char kExpiredMessagesSql[];  // Store::SweepExpiredMessages
 
 AgentRecord ReadAgent(const Stmt& s);
 RoleRecord ReadRole(const Stmt& s);

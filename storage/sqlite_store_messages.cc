@@ -32,6 +32,11 @@ const char kDeadLettersPageSql[] =
     "AND (?2 IS NULL OR m.from_agent = ?2) "
     "ORDER BY d.failed_at_ms DESC, d.message_id ASC LIMIT ?5";
 
+const char kExpiredMessagesSql[] =
+    "SELECT id, status FROM messages "
+    "WHERE status IN ('queued', 'delivered') AND expires_at_ms <= ? "
+    "ORDER BY expires_at_ms, id";
+
 const char kPendingPageSql[] =
     "SELECT m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "
     "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, "
@@ -561,7 +566,7 @@ absl::StatusOr<std::vector<ExpiryTransition>> SqliteStore::SweepExpiredMessages(
     int64_t now_ms) {
   using Result = std::vector<ExpiryTransition>;
   return Write<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> select = conn.Prepare(HUB_EXPIRED_MESSAGES_SQL);
+    absl::StatusOr<Stmt> select = conn.Prepare(rows::kExpiredMessagesSql);
     if (!select.ok()) return select.status();
     select->Bind(1, now_ms);
     absl::StatusOr<Result> expired =

@@ -198,7 +198,7 @@ TEST(ExpirySweep, ReadsARangeOfItsIndexNotEveryPendingMessage) {
   for (int analyzed = 0; analyzed < 2; ++analyzed) {
     if (analyzed == 1) ASSERT_EQ(db.Exec("ANALYZE"), "");
     const std::vector<std::string> plan =
-        QueryPlan(db, HUB_EXPIRED_MESSAGES_SQL);
+        QueryPlan(db, rows::kExpiredMessagesSql);
     ASSERT_FALSE(plan.empty());
     EXPECT_NE(plan[0].find("USING INDEX idx_messages_pending_expiry (status=? "
                            "AND expires_at_ms<?)"),
