@@ -498,20 +498,19 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::ListInbox(
 
 absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingForAgent(
     absl::string_view agent_id, int64_t now_ms, int limit) {
+  // The first page of ListPendingPage, any topic, `limit` rows exactly as
+  // given (LIMIT 0 is none, a negative limit all).
   using Result = std::vector<MessageRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "SELECT m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "
-        "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, "
-        "m.trace_id, m.payload_json, m.status, m.role_key_wire "
-        "FROM message_inbox i JOIN messages m ON m.id = i.message_id "
-        "WHERE i.agent_id = ?1 AND i.acked_at_ms IS NULL "
-        "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > ?2 "
-        "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC LIMIT ?3");
+    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kPendingPageSql);
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, agent_id)
         .Bind(2, now_ms)
-        .Bind(3, static_cast<int64_t>(limit));
+        .Bind(3, std::optional<std::string>())
+        .Bind(4, std::numeric_limits<int64_t>::max())
+        .Bind(5, int64_t{0})
+        .Bind(6, absl::string_view(""))
+        .Bind(7, static_cast<int64_t>(limit));
     return rows::ReadAll<MessageRecord>(*stmt, rows::ReadMessage);
   });
 }

@@ -16,6 +16,7 @@
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "hub/server.h"
+#include "hub/v1/role_service.pb.h"
 
 namespace hub::testing {
 
@@ -33,6 +34,24 @@ inline google::rpc::ErrorInfo ErrorInfoOf(const grpc::Status& status) {
 // The ErrorInfo.reason of a failed call ("" if none).
 inline std::string Reason(const grpc::Status& status) {
   return ErrorInfoOf(status).reason();
+}
+
+// A CompareAndSetRole request guarded by exactly `row`'s four-part fence
+// (version, epoch, activation_seq, activation_id or none); no patch.
+inline hub::v1::CompareAndSetRoleRequest CasRequestGuardedBy(
+    const hub::v1::Role& row) {
+  hub::v1::CompareAndSetRoleRequest request;
+  request.set_role_key_wire(row.role_key_wire());
+  request.set_expected_version(row.version());
+  request.set_expected_epoch(row.epoch());
+  request.set_expected_activation_seq(row.activation_seq());
+  if (row.has_activation_id()) {
+    request.mutable_expected_activation_id()->set_activation_id(
+        row.activation_id());
+  } else {
+    request.mutable_expected_activation_id()->set_none(true);
+  }
+  return request;
 }
 
 // A database path under $TEST_TMPDIR named after the running test, with any

@@ -118,18 +118,7 @@ class RoleGrpcTest : public ::testing::Test {
 
   // A CAS request guarded by exactly `row`'s fence.
   CompareAndSetRoleRequest CasFrom(const Role& row) {
-    CompareAndSetRoleRequest request;
-    request.set_role_key_wire(row.role_key_wire());
-    request.set_expected_version(row.version());
-    request.set_expected_epoch(row.epoch());
-    request.set_expected_activation_seq(row.activation_seq());
-    if (row.has_activation_id()) {
-      request.mutable_expected_activation_id()->set_activation_id(
-          row.activation_id());
-    } else {
-      request.mutable_expected_activation_id()->set_none(true);
-    }
-    return request;
+    return CasRequestGuardedBy(row);
   }
 
   grpc::Status Cas(const CompareAndSetRoleRequest& request,

@@ -25,6 +25,7 @@
 namespace hub {
 namespace {
 
+using testing::CasRequestGuardedBy;
 using testing::ErrorInfoOf;
 using testing::Reason;
 
@@ -117,17 +118,7 @@ class ScopeCloseGrpcTest : public ::testing::Test {
 
   grpc::Status Cas(const hub::v1::Role& row, const hub::v1::RolePatch& patch,
                    hub::v1::Role* role = nullptr) {
-    hub::v1::CompareAndSetRoleRequest request;
-    request.set_role_key_wire(row.role_key_wire());
-    request.set_expected_version(row.version());
-    request.set_expected_epoch(row.epoch());
-    request.set_expected_activation_seq(row.activation_seq());
-    if (row.has_activation_id()) {
-      request.mutable_expected_activation_id()->set_activation_id(
-          row.activation_id());
-    } else {
-      request.mutable_expected_activation_id()->set_none(true);
-    }
+    hub::v1::CompareAndSetRoleRequest request = CasRequestGuardedBy(row);
     *request.mutable_patch() = patch;
     hub::v1::CompareAndSetRoleResponse response;
     grpc::Status s = roles_->CompareAndSetRole(Ctx().get(), request, &response);
