@@ -39,8 +39,16 @@ constexpr Seam kSeams[] = {
 // write. Dropped after schema.sql on every open; a triflux binary that opens
 // the file again recreates them (its own IF NOT EXISTS), which is harmless.
 constexpr const char* kRetiredIndexes[] = {
-    "idx_messages_status",  "idx_messages_to_agent", "idx_messages_correlation",
-    "idx_messages_expires", "idx_messages_priority", "idx_inbox_message",
+    "idx_messages_status",
+    "idx_messages_to_agent",
+    "idx_messages_correlation",
+    "idx_messages_expires",
+    "idx_messages_priority",
+    "idx_inbox_message",
+    // hub_schema_version 6: replaced by the partial indexes of pending
+    // messages (idx_messages_expiry_pending, idx_messages_role_pending).
+    "idx_messages_role_key",
+    "idx_messages_pending_expiry",
 };
 
 absl::Status DropRetiredIndexes(Connection& conn) {

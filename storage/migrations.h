@@ -19,8 +19,9 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // hub_agent_owners (agent ownership by authenticated principal), 3
 // hub_closed_scopes (lead scopes closed for good), 4
 // hub_closed_scopes.dead_lettered_count, 5 replaced triflux's message
-// indexes that no hub query uses by idx_messages_pending_expiry.
-inline constexpr int kHubSchemaVersion = 5;
+// indexes that no hub query uses by idx_messages_pending_expiry, 6 replaced
+// that and idx_messages_role_key by partial indexes of pending messages.
+inline constexpr int kHubSchemaVersion = 6;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

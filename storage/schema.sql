@@ -55,13 +55,17 @@ CREATE TABLE IF NOT EXISTS messages (
 );
 -- Only the indexes hub's queries use (docs/design/storage.md, "Indexes"):
 -- every index is one more b-tree insert per publish. triflux's
--- idx_messages_status, _to_agent, _correlation, _expires and _priority are
--- dropped when a database is opened (storage/migrations.cc).
-CREATE INDEX IF NOT EXISTS idx_messages_pending_expiry
-  ON messages(status, expires_at_ms);
+-- idx_messages_status, _to_agent, _correlation, _expires, _priority and
+-- _role_key are dropped when a database is opened (storage/migrations.cc).
+-- The two partial indexes hold pending messages only: an ack takes a message
+-- out of them and adds nothing, and an agent or topic message never enters
+-- the role backlog's.
+CREATE INDEX IF NOT EXISTS idx_messages_expiry_pending
+  ON messages(expires_at_ms) WHERE status IN ('queued', 'delivered');
 CREATE INDEX IF NOT EXISTS idx_messages_trace ON messages(trace_id);
-CREATE INDEX IF NOT EXISTS idx_messages_role_key
-  ON messages(role_key_wire, status, expires_at_ms);
+CREATE INDEX IF NOT EXISTS idx_messages_role_pending
+  ON messages(role_key_wire, expires_at_ms)
+  WHERE role_key_wire IS NOT NULL AND status IN ('queued', 'delivered');
 
 -- Durable per-recipient delivery state (triflux created but never wrote it).
 CREATE TABLE IF NOT EXISTS message_inbox (

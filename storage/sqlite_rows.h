@@ -51,9 +51,17 @@ extern const char kPendingPageSql[];         // Store::ListPendingPage
 extern const char kTracePageSql[];           // Store::ListTraceMessages
 extern const char kDeadLettersPageSql[];     // Store::ListDeadLetters
 // The expiry sweep's claim (§6.6). It runs on the writer every sweep, so it
-// must be a range on idx_messages_pending_expiry, never a scan of every
+// must be a range on idx_messages_expiry_pending, never a scan of every
 // pending message.
 extern const char kExpiredMessagesSql[];  // Store::SweepExpiredMessages
+// A role's pending backlog (?1 the wire, ?2 now), read when a holder becomes
+// active: a range of idx_messages_role_pending, which holds pending role
+// messages only. kAllRoleBacklogsSql (?1 now) is every role's, at start.
+extern const char kRoleBacklogSql[];      // Store::ListPendingRoleMessages
+extern const char kAllRoleBacklogsSql[];  // Store::RecoverRoles
+// Every pending message of one role, expired or not (?1 the wire): what a
+// lead scope's close dead-letters.
+extern const char kScopeBacklogSql[];  // Store::CloseRoleScope
 
 AgentRecord ReadAgent(const Stmt& s);
 RoleRecord ReadRole(const Stmt& s);

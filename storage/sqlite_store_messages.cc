@@ -1,10 +1,12 @@
 // SqliteStore: messages, per-recipient inbox rows, expiry and dead letters
 // (TRIFLUX-HUB.md §6, B0 expiry of §6.6).
 #include <limits>
+#include <optional>
 #include <set>
 #include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "registry/status.h"
 #include "storage/sqlite_rows.h"
@@ -49,6 +51,28 @@ const char kPendingPageSql[] =
     "OR (m.created_at_ms = ?5 AND m.id > ?6)))) "
     "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC LIMIT ?7";
 
+const char kRoleBacklogSql[] =
+    "SELECT " HUB_MESSAGE_COLUMNS
+    " FROM messages "
+    "WHERE role_key_wire = ?1 "
+    "AND status IN ('queued', 'delivered') AND expires_at_ms > ?2 "
+    "ORDER BY priority DESC, created_at_ms ASC, id ASC";
+
+// `+expires_at_ms` keeps the planner off idx_messages_expiry_pending, whose
+// range would be every pending message, agents' and topics' too.
+const char kAllRoleBacklogsSql[] =
+    "SELECT " HUB_MESSAGE_COLUMNS
+    " FROM messages "
+    "WHERE role_key_wire IS NOT NULL "
+    "AND status IN ('queued', 'delivered') AND +expires_at_ms > ?1 "
+    "ORDER BY priority DESC, created_at_ms ASC, id ASC";
+
+const char kScopeBacklogSql[] =
+    "SELECT " HUB_MESSAGE_COLUMNS
+    " FROM messages WHERE role_key_wire = ?1 "
+    "AND status IN ('queued', 'delivered') "
+    "ORDER BY priority DESC, created_at_ms ASC, id ASC";
+
 MessageRecord ReadMessage(const Stmt& s) {
   MessageRecord m;
   m.id = s.Text(0);
@@ -70,15 +94,14 @@ MessageRecord ReadMessage(const Stmt& s) {
 
 absl::StatusOr<std::vector<MessageRecord>> PendingRoleMessages(
     Connection& conn, std::optional<std::string> wire, int64_t now_ms) {
-  absl::StatusOr<Stmt> stmt = conn.Prepare(
-      "SELECT " HUB_MESSAGE_COLUMNS
-      " FROM messages "
-      "WHERE role_key_wire IS NOT NULL "
-      "AND (?1 IS NULL OR role_key_wire = ?1) "
-      "AND status IN ('queued', 'delivered') AND expires_at_ms > ?2 "
-      "ORDER BY priority DESC, created_at_ms ASC, id ASC");
+  absl::StatusOr<Stmt> stmt =
+      conn.Prepare(wire.has_value() ? kRoleBacklogSql : kAllRoleBacklogsSql);
   if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, wire).Bind(2, now_ms);
+  if (wire.has_value()) {
+    stmt->Bind(1, *wire).Bind(2, now_ms);
+  } else {
+    stmt->Bind(1, now_ms);
+  }
   return ReadAll<MessageRecord>(*stmt, ReadMessage);
 }
 
@@ -100,13 +123,20 @@ absl::Status MessageNotFound(absl::string_view id) {
                        absl::StrCat("message '", id, "' not found"));
 }
 
+// A recipient's row; `delivered_at_ms` set: handed to its stream already
+// (one attempt).
 absl::Status InsertInboxRow(Connection& conn, absl::string_view message_id,
-                            absl::string_view agent_id) {
+                            absl::string_view agent_id,
+                            std::optional<int64_t> delivered_at_ms = {}) {
   absl::StatusOr<Stmt> stmt = conn.Prepare(
-      "INSERT INTO message_inbox (message_id, agent_id) VALUES (?, ?) "
+      "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
+      "attempts) VALUES (?1, ?2, ?3, ?4) "
       "ON CONFLICT(message_id, agent_id) DO NOTHING");
   if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, message_id).Bind(2, agent_id);
+  stmt->Bind(1, message_id)
+      .Bind(2, agent_id)
+      .Bind(3, delivered_at_ms)
+      .Bind(4, int64_t{delivered_at_ms.has_value() ? 1 : 0});
   return stmt->Run();
 }
 
@@ -208,27 +238,32 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
                        absl::StrCat("message '", m.id, "' already exists"));
   }
   if (!s.ok()) return s;
-  for (const std::string& agent : recipients) {
-    s = InsertInboxRow(conn, m.id, agent);
-    if (!s.ok()) return s;
-  }
-  std::vector<InboxRecord> delivered;
-  delivered.reserve(deliver_to.size());
+  // A recipient whose stream gets the message now starts delivered: one
+  // insert, no update of idx_inbox_agent after it.
+  const absl::flat_hash_set<absl::string_view> now_delivered(deliver_to.begin(),
+                                                             deliver_to.end());
+  const absl::flat_hash_set<absl::string_view> recipient_set(recipients.begin(),
+                                                             recipients.end());
   for (const std::string& agent : deliver_to) {
-    absl::StatusOr<Stmt> inbox = conn.Prepare(
-        "UPDATE message_inbox SET "
-        "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
-        "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2");
-    if (!inbox.ok()) return inbox.status();
-    inbox->Bind(1, absl::string_view(m.id))
-        .Bind(2, absl::string_view(agent))
-        .Bind(3, now_ms);
-    if (s = inbox->Run(); !s.ok()) return s;
-    if (conn.Changes() != 1) {
+    if (!recipient_set.contains(agent)) {
       return NotFoundError(
           "DELIVERY_NOT_FOUND",
           absl::StrCat("message '", m.id, "' has no recipient '", agent, "'"));
     }
+  }
+  std::vector<InboxRecord> delivered;
+  delivered.reserve(deliver_to.size());
+  std::vector<const std::string*> inserted;  // a recipient named twice: once
+  inserted.reserve(recipients.size());
+  for (const std::string& agent : recipients) {
+    const bool delivered_now = now_delivered.contains(agent);
+    s = InsertInboxRow(
+        conn, m.id, agent,
+        delivered_now ? std::optional<int64_t>(now_ms) : std::nullopt);
+    if (!s.ok()) return s;
+    if (conn.Changes() != 1) continue;
+    inserted.push_back(&agent);
+    if (!delivered_now) continue;
     InboxRecord row;
     row.message_id = m.id;
     row.agent_id = agent;
@@ -236,9 +271,8 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
     row.attempts = 1;
     delivered.push_back(std::move(row));
   }
-  // Recipients are distinct and the message new: one row each.
   if (pending) {
-    for (const std::string& agent : recipients) pending_.Add(agent, 1);
+    for (const std::string* agent : inserted) pending_.Add(*agent, 1);
   }
   return delivered;
 }

@@ -95,11 +95,7 @@ absl::StatusOr<ScopeCloseResult> SqliteStore::CloseScopeIn(
 
   // Every pending message of the role, expired or not: none can be
   // delivered any more.
-  absl::StatusOr<Stmt> pending =
-      conn.Prepare("SELECT " HUB_MESSAGE_COLUMNS
-                   " FROM messages WHERE role_key_wire = ? "
-                   "AND status IN ('queued', 'delivered') "
-                   "ORDER BY priority DESC, created_at_ms ASC, id ASC");
+  absl::StatusOr<Stmt> pending = conn.Prepare(rows::kScopeBacklogSql);
   if (!pending.ok()) return pending.status();
   pending->Bind(1, c.role_key_wire);
   absl::StatusOr<std::vector<MessageRecord>> messages =
