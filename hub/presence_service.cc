@@ -581,7 +581,12 @@ class PresenceServiceImpl::AttachReactor final
       current_ = std::move(outbox_.front());
       outbox_.pop_front();
       writing_ = true;
-      StartWrite(&current_);
+      // More frames are queued behind this one: gRPC may hold it and send
+      // it with the next (one sendmsg for a burst of deliveries). The last
+      // frame of the queue goes without the hint, so it flushes the rest.
+      StartWrite(&current_, outbox_.empty()
+                                ? grpc::WriteOptions()
+                                : grpc::WriteOptions().set_buffer_hint());
       return;
     }
     if (finishing_) {

@@ -142,6 +142,44 @@ TEST_F(MessageGrpcTest, APublishIsPushedOnTheStreamAndAckedThere) {
   EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
 }
 
+TEST_F(MessageGrpcTest, EveryMessageOfABurstArrivesWithNothingSentAfterIt) {
+  // Frames queued behind a write go out with gRPC's buffer hint; the last
+  // one of a burst must still flush, with no later traffic to push it.
+  Agent b = testing::AttachOk(presence_.get(), "agent-b", Register("agent-b"),
+                              absl::Seconds(60));
+  constexpr int kPublishers = 8;
+  constexpr int kEach = 40;
+  std::vector<std::thread> publishers;
+  for (int p = 0; p < kPublishers; ++p) {
+    publishers.emplace_back([&] {
+      auto channel = grpc::CreateChannel(server_->address(),
+                                         grpc::InsecureChannelCredentials());
+      auto stub = hub::v1::MessageService::NewStub(channel);
+      for (int i = 0; i < kEach; ++i) {
+        grpc::ClientContext context;
+        hub::v1::PublishRequest request;
+        request.set_from_agent_id("sender-1");
+        request.set_to("agent-b");
+        hub::v1::PublishResponse response;
+        EXPECT_TRUE(stub->Publish(&context, request, &response).ok());
+      }
+    });
+  }
+  for (std::thread& t : publishers) t.join();
+  const absl::Time published = absl::Now();
+  std::set<std::string> arrived;
+  AttachResponse frame;
+  while (arrived.size() < kPublishers * kEach && b.stream->Read(&frame)) {
+    if (frame.event().has_message()) {
+      arrived.insert(frame.event().message().message().message_id());
+    }
+  }
+  EXPECT_EQ(arrived.size(), kPublishers * kEach)
+      << "the stream ended (deadline) before the last messages arrived";
+  // A held frame would go out with the next keepalive ping (5 s) at best.
+  EXPECT_LT(absl::Now() - published, absl::Seconds(4));
+}
+
 TEST_F(MessageGrpcTest, APayloadReadsBackExactlyAsItWasSent) {
   hub::v1::PublishRequest request;
   request.set_from_agent_id("sender-1");
