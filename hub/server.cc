@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <system_error>
 #include <utility>
 
@@ -295,6 +296,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     return s;
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
+  server->presence_->SetGraceWakeup([raw] {
+    absl::MutexLock lock(&raw->ticker_mu_);
+    raw->grace_started_ = true;
+    raw->ticker_wake_.Signal();
+  });
   server->ticker_ =
       std::thread([raw, interval = options.tick_interval,
                    activator_interval = options.presence.sweep_interval] {
@@ -306,14 +312,37 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
 
 void HubServer::RunTicker(absl::Duration interval,
                           absl::Duration activator_interval) {
+  absl::Time next_tick = absl::Now() + interval;
   absl::Time next_activator_tick = absl::Now() + activator_interval;
-  while (!stop_ticker_.WaitForNotificationWithTimeout(interval)) {
+  while (true) {
+    absl::Duration wait = next_tick - absl::Now();
+    // A detach grace that ends before the next tick wakes the ticker then:
+    // a holder's failover starts when its grace ends, not up to a tick
+    // later (docs/design/presence.md, "Streams").
+    if (std::optional<absl::Duration> grace = presence_->TimeToNextGraceEnd();
+        grace.has_value() && *grace < wait) {
+      wait = std::max(*grace, absl::Milliseconds(1));
+    }
+    {
+      absl::MutexLock lock(&ticker_mu_);
+      const absl::Time until = absl::Now() + wait;
+      while (!ticker_stop_ && !grace_started_ &&
+             !ticker_wake_.WaitWithDeadline(&ticker_mu_, until)) {
+      }
+      if (ticker_stop_) return;
+      if (grace_started_) {  // a grace that ends sooner: sleep again
+        grace_started_ = false;
+        continue;
+      }
+    }
     presence_->Tick();
+    if (absl::Now() < next_tick) continue;  // woken for a grace only
     messaging_->Tick();
     if (absl::Now() >= next_activator_tick) {
       activator_->Tick();
       next_activator_tick = absl::Now() + activator_interval;
     }
+    next_tick = absl::Now() + interval;
   }
 }
 
@@ -419,7 +448,12 @@ void HubServer::Shutdown(absl::Duration grace) {
   if (role_changes_ != nullptr) role_changes_->Stop();
   role_change_pool_.reset();  // pushes what it holds (to ended streams)
   if (ticker_.joinable()) {
-    stop_ticker_.Notify();
+    presence_->SetGraceWakeup(nullptr);
+    {
+      absl::MutexLock lock(&ticker_mu_);
+      ticker_stop_ = true;
+      ticker_wake_.Signal();
+    }
     ticker_.join();
   }
   activator_pool_.reset();  // finishes the flights it holds

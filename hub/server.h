@@ -181,7 +181,12 @@ class HubServer {
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
   std::unique_ptr<MetricsHttpServer> metrics_http_;
-  absl::Notification stop_ticker_;
+  // The ticker sleeps on ticker_wake_ until its next tick, the end of the
+  // earliest detach grace, a grace that ends sooner starting, or shutdown.
+  absl::Mutex ticker_mu_;
+  absl::CondVar ticker_wake_;
+  bool ticker_stop_ ABSL_GUARDED_BY(ticker_mu_) = false;
+  bool grace_started_ ABSL_GUARDED_BY(ticker_mu_) = false;
   std::thread ticker_;
   bool shut_down_ = false;
 };

@@ -570,13 +570,44 @@ void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
   // Whatever the stream was asked and did not answer, it never will.
   EndProbes(stream_id);
   Shard& shard = ShardFor(agent_id);
-  absl::MutexLock lock(&shard.mu);
-  auto it = shard.entries.find(agent_id);
-  if (it == shard.entries.end() || it->second.stream_id != stream_id) return;
-  it->second.stream.reset();
-  it->second.stream_id = 0;
-  it->second.detached_at_ms = UnixMillis(clock_->Now());
-  shard.detaching.insert(agent_id);
+  bool earliest = false;
+  {
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.stream_id != stream_id) return;
+    it->second.stream.reset();
+    it->second.stream_id = 0;
+    it->second.detached_at_ms = UnixMillis(clock_->Now());
+    shard.detaching.insert(agent_id);
+    earliest = LowerEarliestDetach(*it->second.detached_at_ms);
+  }
+  if (earliest) {
+    absl::MutexLock lock(&listener_mu_);
+    if (grace_wakeup_) grace_wakeup_();
+  }
+}
+
+bool PresenceRegistry::LowerEarliestDetach(int64_t detached_at_ms) {
+  int64_t seen = earliest_detach_ms_.load();
+  while (detached_at_ms < seen) {
+    if (earliest_detach_ms_.compare_exchange_weak(seen, detached_at_ms)) {
+      return true;
+    }
+  }
+  return false;
+}
+
+void PresenceRegistry::SetGraceWakeup(std::function<void()> wakeup) {
+  absl::MutexLock lock(&listener_mu_);
+  grace_wakeup_ = std::move(wakeup);
+}
+
+std::optional<absl::Duration> PresenceRegistry::TimeToNextGraceEnd() const {
+  const int64_t earliest = earliest_detach_ms_.load();
+  if (earliest == kNoDetach) return std::nullopt;
+  const int64_t due = earliest + Millis(config_.detach_grace);
+  return absl::Milliseconds(
+      std::max<int64_t>(0, due - UnixMillis(clock_->Now())));
 }
 
 absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
@@ -710,6 +741,9 @@ void PresenceRegistry::Tick() {
   const int64_t now = UnixMillis(clock_->Now());
   const int64_t grace = Millis(config_.detach_grace);
   std::vector<std::pair<std::string, int64_t>> gone;
+  // Recomputed from the graces still running below; a Detach() during the
+  // pass lowers it again, before or after its shard is visited.
+  earliest_detach_ms_.store(kNoDetach);
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (auto id = shard->detaching.begin(); id != shard->detaching.end();) {
@@ -727,6 +761,7 @@ void PresenceRegistry::Tick() {
         shard->detaching.erase(id++);
         continue;
       }
+      LowerEarliestDetach(*entry.detached_at_ms);
       ++id;
     }
   }

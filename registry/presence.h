@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -275,6 +276,17 @@ class PresenceRegistry {
   // Runs what is due: detach graces, lease renewal for attached streams,
   // the lease checkpoint and the stale/offline sweep.
   void Tick();
+  // How long until the earliest running detach grace ends (zero when one is
+  // due now), or nullopt when no grace runs. The owner's ticker sleeps no
+  // longer than this, so an agent counts as gone when its grace ends rather
+  // than up to one tick later. May be early (a re-attach does not move it);
+  // Tick() brings it up to date.
+  std::optional<absl::Duration> TimeToNextGraceEnd() const;
+  // Called (from the thread that ended a stream, no lock of the registry
+  // held) when a grace starts that ends before every other running one, so
+  // that a ticker sleeping longer than the grace can wake and sleep again
+  // for TimeToNextGraceEnd(). Must be quick.
+  void SetGraceWakeup(std::function<void()> wakeup);
   // Fences every attached stream (hub shutting down) and checkpoints leases.
   void Shutdown();
 
@@ -316,6 +328,7 @@ class PresenceRegistry {
 
   absl::Mutex listener_mu_;
   AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
+  std::function<void()> grace_wakeup_ ABSL_GUARDED_BY(listener_mu_);
 
   UuidV7Generator probe_ids_;
   absl::Mutex probe_mu_;  // a leaf: nothing is locked while holding it
@@ -338,6 +351,13 @@ class PresenceRegistry {
       subscribers_ ABSL_GUARDED_BY(topics_mu_);
   absl::flat_hash_map<std::string, Subscription> subscriptions_
       ABSL_GUARDED_BY(topics_mu_);
+
+  // The earliest detached_at_ms of the agents in a shard's `detaching` set,
+  // or kNoDetach. Lowered by Detach(), recomputed by Tick().
+  static constexpr int64_t kNoDetach = std::numeric_limits<int64_t>::max();
+  std::atomic<int64_t> earliest_detach_ms_{kNoDetach};
+  // True when `detached_at_ms` became the earliest.
+  bool LowerEarliestDetach(int64_t detached_at_ms);
 
   absl::Mutex tick_mu_;  // one Tick at a time
   int64_t last_checkpoint_ms_ ABSL_GUARDED_BY(tick_mu_) = 0;

@@ -315,6 +315,32 @@ TEST_F(PresenceTest, StreamEndStartsTheGraceThenTheAgentCountsAsGone) {
   EXPECT_EQ(StoredStatus("agent-a"), "online");
 }
 
+TEST_F(PresenceTest, TheTimeToTheNextGraceEndFollowsTheEarliestRunningGrace) {
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), std::nullopt);
+  Register("agent-a");
+  Register("agent-b");
+  absl::StatusOr<uint64_t> a =
+      registry_->Attach("agent-a", 1, {}, std::make_shared<FakeStream>());
+  absl::StatusOr<uint64_t> b =
+      registry_->Attach("agent-b", 1, {}, std::make_shared<FakeStream>());
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), std::nullopt);
+  registry_->Detach("agent-a", *a);
+  clock_.Advance(absl::Milliseconds(500));
+  registry_->Detach("agent-b", *b);
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), absl::Milliseconds(1500));
+  clock_.Advance(absl::Milliseconds(1500));
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), absl::ZeroDuration());
+  registry_->Tick();  // agent-a is gone; agent-b's grace runs on
+  ASSERT_EQ(gone().size(), 1u);
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), absl::Milliseconds(500));
+  // A re-attach ends agent-b's grace; the next Tick forgets it.
+  ASSERT_TRUE(
+      registry_->Attach("agent-b", 1, {}, std::make_shared<FakeStream>()).ok());
+  registry_->Tick();
+  EXPECT_EQ(registry_->TimeToNextGraceEnd(), std::nullopt);
+}
+
 TEST_F(PresenceTest, ReattachingWithinTheGraceKeepsTheAgentPresent) {
   Register("agent-a");
   auto first = std::make_shared<FakeStream>();

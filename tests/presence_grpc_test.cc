@@ -47,12 +47,12 @@ class PresenceGrpcTest : public ::testing::Test {
     Start();
   }
 
-  void Start() {
+  void Start(absl::Duration tick_interval = absl::Milliseconds(20)) {
     HubServerOptions options;
     options.listen = "127.0.0.1:0";
     options.db_path = db_path_;
     options.presence.detach_grace = absl::Milliseconds(300);
-    options.tick_interval = absl::Milliseconds(20);
+    options.tick_interval = tick_interval;
     auto server = HubServer::Start(options);
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = std::move(*server);
@@ -67,11 +67,11 @@ class PresenceGrpcTest : public ::testing::Test {
     stub_ = hub::v1::PresenceService::NewStub(channel_);
   }
 
-  void Restart() {
+  void Restart(absl::Duration tick_interval = absl::Milliseconds(20)) {
     stub_.reset();
     channel_.reset();
     server_.reset();
-    Start();
+    Start(tick_interval);
   }
 
   hub::v1::RegisterAgentRequest Request(const std::string& agent_id,
@@ -452,6 +452,27 @@ TEST_F(PresenceGrpcTest,
   ASSERT_TRUE(GetAgent("agent-a", &agent).ok());
   EXPECT_EQ(agent.status(),
             hub::v1::AGENT_STATUS_ONLINE);  // the lease still runs
+}
+
+TEST_F(PresenceGrpcTest, TheGraceEndsOnTimeNotOnTheTickAfterIt) {
+  // A slow ticker: the grace (300 ms) must still end when it ends.
+  Restart(absl::Seconds(10));
+  const int64_t gen = RegisterOk("agent-a");
+  absl::Time closed;
+  {
+    Stream stream(stub_.get());
+    ASSERT_TRUE(stream.Hello("agent-a", gen));
+    AttachResponse response;
+    ASSERT_TRUE(stream.Read(&response));
+    EXPECT_TRUE(stream.Close().ok());
+    closed = absl::Now();
+  }
+  while (gone().empty() && absl::Now() < closed + absl::Seconds(20))
+    absl::SleepFor(absl::Milliseconds(10));
+  ASSERT_EQ(gone().size(), 1u);
+  EXPECT_EQ(gone()[0], "agent-a@1:stream_grace_expired");
+  EXPECT_LT(absl::Now() - closed, absl::Seconds(5))
+      << "the agent counted as gone only at a regular tick";
 }
 
 TEST_F(PresenceGrpcTest, AgentsSurviveARestartAndOldHubIdentitiesAreRejected) {
