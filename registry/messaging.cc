@@ -300,6 +300,7 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
 }
 
 absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
+  if (before_write_for_testing_ && NeedsEnsure(p)) before_write_for_testing_();
   absl::StatusOr<std::vector<storage::InboxRecord>> delivered =
       store_->InsertMessageDelivering(p.message, p.recipients, p.deliver_to,
                                       p.now_ms, config_.max_pending_per_inbox);
@@ -372,8 +373,23 @@ absl::StatusOr<PublishResult> Messaging::Published(
     // The message is durable backlog whatever the ensure does.
     absl::StatusOr<EnsureReceipt> receipt = activator_->Ensure(ensure);
     if (receipt.ok()) result.activation = *receipt;
+    HandOverIfActive(m);
   }
   return result;
+}
+
+void Messaging::HandOverIfActive(const MessageRecord& m) {
+  // The role may have become active after this publish looked at it and
+  // before its write committed; the activation then handed over the backlog
+  // it could see, without this message. Whoever is live now takes it (the
+  // inbox row is added only if absent, so a hand-over that did see it is
+  // not repeated).
+  const std::optional<RoleRecord> holder =
+      LiveHolder(*m.role_key_wire, UnixMillis(clock_->Now()));
+  if (!holder.has_value()) return;  // the next activation hands it over
+  absl::StatusOr<bool> added =
+      store_->AddRecipient(m.id, *holder->holder_agent_id);
+  if (added.ok() && *added) Push(m, *holder->holder_agent_id, holder);
 }
 
 bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,

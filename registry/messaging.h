@@ -219,6 +219,12 @@ class Messaging {
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
+  // Runs `hook` in each role-addressed publish that waits for a holder,
+  // after the publish looked for a holder and before its write: lets a test
+  // put a role change in that gap. REQUIRES: set before any publish.
+  void SetBeforeBacklogWriteForTesting(std::function<void()> hook) {
+    before_write_for_testing_ = std::move(hook);
+  }
 
  private:
   struct Waiter {
@@ -245,6 +251,9 @@ class Messaging {
   absl::StatusOr<std::vector<std::string>> CheckAck(
       const std::string& agent_id, const std::vector<std::string>& message_ids);
   bool NeedsEnsure(const Prepared& p) const;
+  // A role message written as backlog: hands it to the role's live holder
+  // if there is one now and it is not a recipient yet.
+  void HandOverIfActive(const storage::MessageRecord& m);
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
   // After the write: pushes, wakes askers, starts the ensure if needed.
   absl::StatusOr<PublishResult> Published(
@@ -285,6 +294,7 @@ class Messaging {
   const Clock* const clock_;
   const MessagingConfig config_;
   DeadLetterListener dead_letter_listener_;
+  std::function<void()> before_write_for_testing_;
 
   absl::Mutex ask_mu_;
   absl::CondVar ask_cv_;

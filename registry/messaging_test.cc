@@ -446,6 +446,53 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_EQ(holder->messages().size(), 3u);
 }
 
+TEST_F(MessagingTest,
+       ARoleMessageWrittenJustAfterTheActivationReachesTheHolder) {
+  auto holder = Agent("holder-1");
+  RoleKeyRef ref;
+  ref.wire = Wire();
+  CandidateUpsertInput c;
+  c.role = ref;
+  c.agent_id = "holder-1";
+  c.patch.source = "operator";
+  ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+  // The first message wakes the holder; its ACK is still to come.
+  PublishResult first = MustPublish(To("topic:role:" + Wire()));
+  ASSERT_EQ(holder->activations().size(), 1u);
+  // The second publish finds no holder; the ACK lands after that and before
+  // its write, so the activation's backlog hand-over cannot see it.
+  bool acked = false;
+  messaging_->SetBeforeBacklogWriteForTesting([&] {
+    if (acked) return;
+    acked = true;
+    const ActivationEnvelope e = holder->activations()[0];
+    ActivationAck a;
+    a.schema = "tfx.role-activation-ack.v1";
+    a.activation_id = e.activation_id;
+    a.role.wire = e.role_key_wire;
+    a.epoch = e.epoch;
+    a.activation_seq = e.activation_seq;
+    a.holder_agent_id = e.holder_agent_id;
+    a.reachable = true;
+    a.has_charter_ack = true;
+    a.charter_role.wire = e.role_key_wire;
+    a.charter_epoch = e.epoch;
+    a.charter_version = e.charter_version;
+    a.principal_agent_id = "holder-1";
+    ASSERT_TRUE(activator_->Ack(a).ok());
+    ASSERT_EQ(holder->messages().size(), 1u);  // the first message only
+  });
+  PublishResult second = MustPublish(To("topic:role:" + Wire()));
+  ASSERT_TRUE(acked);
+  EXPECT_EQ(second.recipient_count, 0);
+  ASSERT_EQ(holder->messages().size(), 2u);
+  EXPECT_EQ(holder->messages()[0].message.id, first.message.id);
+  EXPECT_EQ(holder->messages()[1].message.id, second.message.id);
+  EXPECT_EQ(holder->messages()[1].role_epoch, holder->activations()[0].epoch);
+  // In the holder's inbox once, durable: a re-attach would deliver it.
+  EXPECT_EQ(store_->ListInbox(second.message.id)->size(), 1u);
+}
+
 TEST_F(MessagingTest, ExpiryDeadLettersOnceAndNotifiesTheSenderOnce) {
   Agent("sender-1", {}, /*attach=*/false);
   PublishInput in = To("agent-b");

@@ -138,8 +138,8 @@ class SqliteStore final : public Store {
       const std::vector<std::string>& deliver_to, int64_t now_ms,
       int64_t max_pending_per_inbox,
       Callback<std::vector<InboxRecord>> done) override;
-  absl::Status AddRecipient(absl::string_view message_id,
-                            absl::string_view agent_id) override;
+  absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
+                                    absl::string_view agent_id) override;
   absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
                                             absl::string_view agent_id,
                                             int64_t now_ms) override;

@@ -334,18 +334,18 @@ void SqliteStore::InsertMessageDeliveringAsync(
       std::move(done));
 }
 
-absl::Status SqliteStore::AddRecipient(absl::string_view message_id,
-                                       absl::string_view agent_id) {
-  return WriteStatus([&](Connection& conn) -> absl::Status {
+absl::StatusOr<bool> SqliteStore::AddRecipient(absl::string_view message_id,
+                                               absl::string_view agent_id) {
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
     absl::StatusOr<std::optional<MessageRecord>> m =
         LoadMessage(conn, message_id);
     if (!m.ok()) return m.status();
     if (!m->has_value()) return MessageNotFound(message_id);
     if (absl::Status s = InsertInboxRow(conn, message_id, agent_id); !s.ok())
       return s;
-    if (conn.Changes() == 1 && IsPending((*m)->status))
-      pending_.Add(agent_id, 1);
-    return absl::OkStatus();
+    const bool added = conn.Changes() == 1;
+    if (added && IsPending((*m)->status)) pending_.Add(agent_id, 1);
+    return added;
   });
 }
 
@@ -651,12 +651,14 @@ absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
 
 namespace {
 
-DeadLetterRecord ReadDeadLetter(const Stmt& s) {
+// The dead-letter columns (message_id, reason, failed_at_ms, last_error)
+// from column `first` on.
+DeadLetterRecord ReadDeadLetter(const Stmt& s, int first = 0) {
   DeadLetterRecord d;
-  d.message_id = s.Text(0);
-  d.reason = s.Text(1);
-  d.failed_at_ms = s.Int(2);
-  d.last_error = s.OptText(3);
+  d.message_id = s.Text(first);
+  d.reason = s.Text(first + 1);
+  d.failed_at_ms = s.Int(first + 2);
+  d.last_error = s.OptText(first + 3);
   return d;
 }
 
@@ -697,10 +699,7 @@ absl::StatusOr<std::vector<DeadLetterRow>> SqliteStore::ListDeadLetters(
     return rows::ReadAll<DeadLetterRow>(*stmt, [](const Stmt& s) {
       DeadLetterRow row;
       if (s.OptText(0).has_value()) row.message = rows::ReadMessage(s);
-      row.dead_letter.message_id = s.Text(14);
-      row.dead_letter.reason = s.Text(15);
-      row.dead_letter.failed_at_ms = s.Int(16);
-      row.dead_letter.last_error = s.OptText(17);
+      row.dead_letter = ReadDeadLetter(s, 14);  // after the message's 14
       return row;
     });
   });
@@ -716,7 +715,8 @@ absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
         if (!stmt.ok()) return stmt.status();
         stmt->Bind(1, message_id);
         absl::StatusOr<std::optional<DeadLetterRecord>> row =
-            rows::ReadOne<DeadLetterRecord>(*stmt, ReadDeadLetter);
+            rows::ReadOne<DeadLetterRecord>(
+                *stmt, [](const Stmt& s) { return ReadDeadLetter(s); });
         if (!row.ok()) return row.status();
         if (!row->has_value()) {
           return NotFoundError(

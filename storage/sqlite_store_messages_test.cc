@@ -125,10 +125,11 @@ TEST(MessageStore, RoleBacklogIsListedInOrderAndHandedToANewHolder) {
   auto backlog = store->ListPendingRoleMessages("rk2.w", kNow);
   ASSERT_EQ(backlog->size(), 2u);
   EXPECT_EQ((*backlog)[0].id, "m2");
-  ASSERT_TRUE(store->AddRecipient("m1", "holder").ok());
-  ASSERT_TRUE(store->AddRecipient("m1", "holder").ok());  // idempotent
+  EXPECT_EQ(store->AddRecipient("m1", "holder").value_or(false), true);
+  // Idempotent, and says so.
+  EXPECT_EQ(store->AddRecipient("m1", "holder").value_or(true), false);
   EXPECT_EQ(store->ListInbox("m1")->size(), 1u);
-  EXPECT_EQ(ReasonOf(store->AddRecipient("nope", "holder")),
+  EXPECT_EQ(ReasonOf(store->AddRecipient("nope", "holder").status()),
             "MESSAGE_NOT_FOUND");
 }
 

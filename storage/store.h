@@ -679,8 +679,9 @@ class Store {
                                             now_ms, max_pending_per_inbox));
   }
   // Adds an inbox row if absent (role backlog handed to a new holder).
-  virtual absl::Status AddRecipient(absl::string_view message_id,
-                                    absl::string_view agent_id) = 0;
+  // True when it added one, false when the agent was a recipient already.
+  virtual absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
+                                            absl::string_view agent_id) = 0;
   // Records a delivery attempt (attempts +1, first delivered_at kept) and
   // moves the message queued -> delivered. NotFound (DELIVERY_NOT_FOUND).
   virtual absl::StatusOr<InboxRecord> MarkDelivered(
