@@ -300,7 +300,7 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
 }
 
 absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
-  if (before_write_for_testing_ && NeedsEnsure(p)) before_write_for_testing_();
+  if (before_write_for_testing_) before_write_for_testing_();
   absl::StatusOr<std::vector<storage::InboxRecord>> delivered =
       store_->InsertMessageDelivering(p.message, p.recipients, p.deliver_to,
                                       p.now_ms, config_.max_pending_per_inbox);
@@ -328,14 +328,16 @@ void Messaging::PublishAsync(const PublishInput& input,
   store_->InsertMessageDeliveringAsync(
       prepared->message, prepared->recipients, prepared->deliver_to,
       prepared->now_ms, config_.max_pending_per_inbox,
-      [this, prepared, done = std::move(done)](
+      [this, prepared, blocking, done = std::move(done)](
           absl::StatusOr<std::vector<storage::InboxRecord>> delivered) mutable {
-        std::move(done)(Published(std::move(*prepared), std::move(delivered)));
+        std::move(done)(
+            Published(std::move(*prepared), std::move(delivered), blocking));
       });
 }
 
 absl::StatusOr<PublishResult> Messaging::Published(
-    Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered) {
+    Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered,
+    const BlockingExecutor& blocking) {
   if (!delivered.ok()) {
     // A full inbox (the store decides it inside the write) names the field.
     // So does a closed lead scope (also decided inside the write).
@@ -365,6 +367,7 @@ absl::StatusOr<PublishResult> Messaging::Published(
     // the agent gets it when it attaches again.
     presence_->DeliverMessage(agent_id, delivery);
   }
+  PushToLateAttachers(p, blocking);
   if (NeedsEnsure(p)) {
     EnsureRequest ensure;
     ensure.role.wire = p.address.role->wire;
@@ -376,6 +379,34 @@ absl::StatusOr<PublishResult> Messaging::Published(
     HandOverIfActive(m);
   }
   return result;
+}
+
+void Messaging::PushToLateAttachers(const Prepared& p,
+                                    const BlockingExecutor& blocking) {
+  // A recipient without a stream when this publish looked may have attached
+  // since; its attach-time push (PushPending) read the pending messages
+  // either after this write committed, and pushed this one, or before, and
+  // missed it. Both attached now: push it (a duplicate in the first case,
+  // at least once; never a message left until the next attach).
+  std::vector<std::string> late;
+  for (const std::string& agent : p.recipients) {
+    if (std::find(p.deliver_to.begin(), p.deliver_to.end(), agent) !=
+        p.deliver_to.end()) {
+      continue;
+    }
+    if (presence_->StreamAttached(agent)) late.push_back(agent);
+  }
+  if (late.empty()) return;
+  auto push = [this, m = p.message, role = p.address.holder_role,
+               late = std::move(late)] {
+    for (const std::string& agent : late) Push(m, agent, role);
+  };
+  // Push writes (MarkDelivered): never on the writer's completion thread.
+  if (blocking) {
+    blocking(std::move(push));
+  } else {
+    push();
+  }
 }
 
 void Messaging::HandOverIfActive(const MessageRecord& m) {

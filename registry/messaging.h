@@ -219,10 +219,11 @@ class Messaging {
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
-  // Runs `hook` in each role-addressed publish that waits for a holder,
-  // after the publish looked for a holder and before its write: lets a test
-  // put a role change in that gap. REQUIRES: set before any publish.
-  void SetBeforeBacklogWriteForTesting(std::function<void()> hook) {
+  // Runs `hook` in each blocking Publish() (and each role publish that waits
+  // for a holder), after the publish looked for holders and attached
+  // streams and before its write: lets a test put an attach or a role change
+  // in that gap. REQUIRES: set before any publish.
+  void SetBeforePublishWriteForTesting(std::function<void()> hook) {
     before_write_for_testing_ = std::move(hook);
   }
 
@@ -256,8 +257,14 @@ class Messaging {
   void HandOverIfActive(const storage::MessageRecord& m);
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
   // After the write: pushes, wakes askers, starts the ensure if needed.
+  // Pushes that write run on `blocking` (inline when it is empty: the
+  // caller is not a store thread).
   absl::StatusOr<PublishResult> Published(
-      Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered);
+      Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered,
+      const BlockingExecutor& blocking = nullptr);
+  // Pushes the message to recipients whose stream attached between the
+  // publish's look and its write (see the .cc).
+  void PushToLateAttachers(const Prepared& p, const BlockingExecutor& blocking);
   absl::StatusOr<storage::MessageRecord> Validate(const PublishInput& input,
                                                   int64_t now_ms);
   absl::StatusOr<Address> Resolve(const PublishInput& input,

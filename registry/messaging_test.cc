@@ -462,7 +462,7 @@ TEST_F(MessagingTest,
   // The second publish finds no holder; the ACK lands after that and before
   // its write, so the activation's backlog hand-over cannot see it.
   bool acked = false;
-  messaging_->SetBeforeBacklogWriteForTesting([&] {
+  messaging_->SetBeforePublishWriteForTesting([&] {
     if (acked) return;
     acked = true;
     const ActivationEnvelope e = holder->activations()[0];
@@ -491,6 +491,27 @@ TEST_F(MessagingTest,
   EXPECT_EQ(holder->messages()[1].role_epoch, holder->activations()[0].epoch);
   // In the holder's inbox once, durable: a re-attach would deliver it.
   EXPECT_EQ(store_->ListInbox(second.message.id)->size(), 1u);
+}
+
+TEST_F(MessagingTest, AnAgentThatAttachesDuringAPublishGetsItPushed) {
+  Agent("agent-b", {}, /*attach=*/false);
+  // The publish finds agent-b without a stream; agent-b attaches, and its
+  // attach-time push runs, before the publish's write commits.
+  auto stream = std::make_shared<RecordingStream>();
+  messaging_->SetBeforePublishWriteForTesting([&] {
+    if (presence_->StreamAttached("agent-b")) return;
+    ASSERT_TRUE(presence_->Attach("agent-b", 1, {}, stream).ok());
+    EXPECT_EQ(messaging_->PushPending("agent-b", UnixMillis(clock_.Now())), 0);
+  });
+  PublishResult r = MustPublish(To("agent-b"));
+  EXPECT_EQ(r.recipient_count, 1);
+  ASSERT_EQ(stream->messages().size(), 1u);
+  EXPECT_EQ(stream->messages()[0].message.id, r.message.id);
+  EXPECT_EQ(stream->messages()[0].inbox.attempts, 1);
+  // A publish after the attach is pushed by itself, once.
+  PublishResult next = MustPublish(To("agent-b"));
+  ASSERT_EQ(stream->messages().size(), 2u);
+  EXPECT_EQ(stream->messages()[1].message.id, next.message.id);
 }
 
 TEST_F(MessagingTest, ExpiryDeadLettersOnceAndNotifiesTheSenderOnce) {
