@@ -246,6 +246,7 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
   }
   address.role = *key;
   address.default_topic = "role";
+  address.handovers_seen = Handovers(key->wire);  // before the role's row
   address.holder_role = LiveHolder(key->wire, now_ms);
   if (address.holder_role.has_value())
     address.recipients = {*address.holder_role->holder_agent_id};
@@ -376,9 +377,28 @@ absl::StatusOr<PublishResult> Messaging::Published(
     // The message is durable backlog whatever the ensure does.
     absl::StatusOr<EnsureReceipt> receipt = activator_->Ensure(ensure);
     if (receipt.ok()) result.activation = *receipt;
-    HandOverIfActive(m);
+  }
+  // An activation that began its hand-over after this publish read the role
+  // (the ACK landed in between, or the role failed over to a new holder)
+  // may have read the backlog before this write committed: the message then
+  // goes to whoever holds the role now.
+  if (m.role_key_wire.has_value() &&
+      Handovers(*m.role_key_wire) != p.address.handovers_seen) {
+    auto hand_over = [this, m] { HandOverIfActive(m); };
+    // It writes (AddRecipient): never on the writer's completion thread.
+    if (blocking) {
+      blocking(std::move(hand_over));
+    } else {
+      hand_over();
+    }
   }
   return result;
+}
+
+uint64_t Messaging::Handovers(const std::string& wire) {
+  absl::MutexLock lock(&handover_mu_);
+  auto it = handovers_.find(wire);
+  return it == handovers_.end() ? 0 : it->second;
 }
 
 void Messaging::PushToLateAttachers(const Prepared& p,
@@ -410,11 +430,8 @@ void Messaging::PushToLateAttachers(const Prepared& p,
 }
 
 void Messaging::HandOverIfActive(const MessageRecord& m) {
-  // The role may have become active after this publish looked at it and
-  // before its write committed; the activation then handed over the backlog
-  // it could see, without this message. Whoever is live now takes it (the
-  // inbox row is added only if absent, so a hand-over that did see it is
-  // not repeated).
+  // Whoever is live now takes it; the inbox row is added only if absent,
+  // so a hand-over (or a holder) that had it already gets no second push.
   const std::optional<RoleRecord> holder =
       LiveHolder(*m.role_key_wire, UnixMillis(clock_->Now()));
   if (!holder.has_value()) return;  // the next activation hands it over
@@ -563,6 +580,12 @@ int Messaging::PushPending(const std::string& agent_id,
 
 void Messaging::OnRoleActive(const RoleRecord& active) {
   if (!active.holder_agent_id.has_value()) return;
+  {
+    // Counted before the backlog is read: a publish that read the role
+    // before this count and commits after the read below sees the change.
+    absl::MutexLock lock(&handover_mu_);
+    ++handovers_[active.role_key_wire];
+  }
   const std::string& holder = *active.holder_agent_id;
   const int64_t now_ms = UnixMillis(clock_->Now());
   absl::StatusOr<std::vector<MessageRecord>> backlog =

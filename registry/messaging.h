@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
@@ -236,6 +237,11 @@ class Messaging {
     std::optional<ResolvedRoleKey> role;
     std::optional<storage::RoleRecord> holder_role;  // an active holder
     std::string default_topic;
+    // A role address: the role's hand-over count (Handovers) read before
+    // the role itself. A different count after the write means an
+    // activation handed over the backlog meanwhile, maybe without this
+    // message.
+    uint64_t handovers_seen = 0;
   };
 
   // A validated publish, ready for its write.
@@ -252,9 +258,11 @@ class Messaging {
   absl::StatusOr<std::vector<std::string>> CheckAck(
       const std::string& agent_id, const std::vector<std::string>& message_ids);
   bool NeedsEnsure(const Prepared& p) const;
-  // A role message written as backlog: hands it to the role's live holder
-  // if there is one now and it is not a recipient yet.
+  // A role message an activation may have missed: hands it to the role's
+  // live holder if there is one now and it is not a recipient yet.
   void HandOverIfActive(const storage::MessageRecord& m);
+  // How many backlog hand-overs (OnRoleActive) have started for `wire`.
+  uint64_t Handovers(const std::string& wire);
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
   // After the write: pushes, wakes askers, starts the ensure if needed.
   // Pushes that write run on `blocking` (inline when it is empty: the
@@ -301,6 +309,11 @@ class Messaging {
   const Clock* const clock_;
   const MessagingConfig config_;
   DeadLetterListener dead_letter_listener_;
+  // Hand-overs started per role wire (one entry per role ever activated
+  // while this hub ran).
+  absl::Mutex handover_mu_;
+  absl::flat_hash_map<std::string, uint64_t> handovers_
+      ABSL_GUARDED_BY(handover_mu_);
   std::function<void()> before_write_for_testing_;
 
   absl::Mutex ask_mu_;

@@ -446,6 +446,24 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_EQ(holder->messages().size(), 3u);
 }
 
+// The ACK an agent sends to accept activation `e` and its charter.
+ActivationAck AcceptingAck(const ActivationEnvelope& e) {
+  ActivationAck a;
+  a.schema = "tfx.role-activation-ack.v1";
+  a.activation_id = e.activation_id;
+  a.role.wire = e.role_key_wire;
+  a.epoch = e.epoch;
+  a.activation_seq = e.activation_seq;
+  a.holder_agent_id = e.holder_agent_id;
+  a.reachable = true;
+  a.has_charter_ack = true;
+  a.charter_role.wire = e.role_key_wire;
+  a.charter_epoch = e.epoch;
+  a.charter_version = e.charter_version;
+  a.principal_agent_id = e.holder_agent_id;
+  return a;
+}
+
 TEST_F(MessagingTest,
        ARoleMessageWrittenJustAfterTheActivationReachesTheHolder) {
   auto holder = Agent("holder-1");
@@ -465,21 +483,7 @@ TEST_F(MessagingTest,
   messaging_->SetBeforePublishWriteForTesting([&] {
     if (acked) return;
     acked = true;
-    const ActivationEnvelope e = holder->activations()[0];
-    ActivationAck a;
-    a.schema = "tfx.role-activation-ack.v1";
-    a.activation_id = e.activation_id;
-    a.role.wire = e.role_key_wire;
-    a.epoch = e.epoch;
-    a.activation_seq = e.activation_seq;
-    a.holder_agent_id = e.holder_agent_id;
-    a.reachable = true;
-    a.has_charter_ack = true;
-    a.charter_role.wire = e.role_key_wire;
-    a.charter_epoch = e.epoch;
-    a.charter_version = e.charter_version;
-    a.principal_agent_id = "holder-1";
-    ASSERT_TRUE(activator_->Ack(a).ok());
+    ASSERT_TRUE(activator_->Ack(AcceptingAck(holder->activations()[0])).ok());
     ASSERT_EQ(holder->messages().size(), 1u);  // the first message only
   });
   PublishResult second = MustPublish(To("topic:role:" + Wire()));
@@ -491,6 +495,49 @@ TEST_F(MessagingTest,
   EXPECT_EQ(holder->messages()[1].role_epoch, holder->activations()[0].epoch);
   // In the holder's inbox once, durable: a re-attach would deliver it.
   EXPECT_EQ(store_->ListInbox(second.message.id)->size(), 1u);
+}
+
+TEST_F(MessagingTest, ARoleMessageWrittenAcrossAFailoverReachesTheNewHolder) {
+  auto first = Agent("holder-1");
+  auto second = Agent("holder-2");
+  RoleKeyRef ref;
+  ref.wire = Wire();
+  for (const auto& [id, priority] :
+       std::vector<std::pair<std::string, int64_t>>{{"holder-1", 10},
+                                                    {"holder-2", 5}}) {
+    CandidateUpsertInput c;
+    c.role = ref;
+    c.agent_id = id;
+    c.patch.source = "operator";
+    c.patch.priority = priority;
+    ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+  }
+  MustPublish(To("topic:role:" + Wire()));  // wakes holder-1
+  ASSERT_EQ(first->activations().size(), 1u);
+  ASSERT_TRUE(activator_->Ack(AcceptingAck(first->activations()[0])).ok());
+  ASSERT_EQ(first->messages().size(), 1u);
+  // The next publish addresses holder-1; before its write, holder-1 leaves,
+  // holder-2 takes the role and the backlog is handed to it.
+  bool failed_over = false;
+  messaging_->SetBeforePublishWriteForTesting([&] {
+    if (failed_over) return;
+    failed_over = true;
+    ASSERT_TRUE(presence_->Deregister("holder-1", std::nullopt, {}).ok());
+    activator_->OnAgentGone("holder-1", AgentGoneReason::kDeregistered);
+    ASSERT_EQ(second->activations().size(), 1u);
+    ASSERT_TRUE(activator_->Ack(AcceptingAck(second->activations()[0])).ok());
+  });
+  PublishResult during = MustPublish(To("topic:role:" + Wire()));
+  ASSERT_TRUE(failed_over);
+  EXPECT_EQ(during.recipient_count, 1);  // holder-1, as the publish saw it
+  std::vector<std::string> got;
+  for (const MessageDelivery& d : second->messages())
+    got.push_back(d.message.id);
+  EXPECT_NE(std::find(got.begin(), got.end(), during.message.id), got.end())
+      << "the new holder never got the message written across the failover";
+  ASSERT_FALSE(second->messages().empty());
+  EXPECT_EQ(second->messages().back().role_epoch,
+            second->activations()[0].epoch);
 }
 
 TEST_F(MessagingTest, AnAgentThatAttachesDuringAPublishGetsItPushed) {
