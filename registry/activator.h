@@ -84,6 +84,26 @@ struct ActivationAck {
   std::string principal_agent_id;
 };
 
+// The ACK that accepts `activation` and its charter, as its holder sends it
+// when it takes the role, authenticated as `principal_agent_id`.
+inline ActivationAck AcceptingAck(const ActivationEnvelope& activation,
+                                  const std::string& principal_agent_id) {
+  ActivationAck a;
+  a.schema = "tfx.role-activation-ack.v1";
+  a.activation_id = activation.activation_id;
+  a.role.wire = activation.role_key_wire;
+  a.epoch = activation.epoch;
+  a.activation_seq = activation.activation_seq;
+  a.holder_agent_id = activation.holder_agent_id;
+  a.reachable = true;
+  a.has_charter_ack = true;
+  a.charter_role.wire = activation.role_key_wire;
+  a.charter_epoch = activation.epoch;
+  a.charter_version = activation.charter_version;
+  a.principal_agent_id = principal_agent_id;
+  return a;
+}
+
 struct AckOutcome {
   bool idempotent = false;
   storage::RoleRecord role;

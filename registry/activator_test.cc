@@ -287,20 +287,7 @@ class ActivatorTest : public ::testing::Test {
 
   ActivationAck AckFor(const ActivationEnvelope& e,
                        const std::string& principal) {
-    ActivationAck a;
-    a.schema = "tfx.role-activation-ack.v1";
-    a.activation_id = e.activation_id;
-    a.role.wire = e.role_key_wire;
-    a.epoch = e.epoch;
-    a.activation_seq = e.activation_seq;
-    a.holder_agent_id = e.holder_agent_id;
-    a.reachable = true;
-    a.has_charter_ack = true;
-    a.charter_role.wire = e.role_key_wire;
-    a.charter_epoch = e.epoch;
-    a.charter_version = e.charter_version;
-    a.principal_agent_id = principal;
-    return a;
+    return AcceptingAck(e, principal);
   }
 
   FakeClock clock_;

@@ -105,6 +105,17 @@ class MessagingTest : public ::testing::Test {
     return s;
   }
 
+  // Makes `id` an operator-set candidate of the cto role (Wire()).
+  void Candidate(const std::string& id,
+                 std::optional<int64_t> priority = std::nullopt) {
+    CandidateUpsertInput c;
+    c.role.wire = Wire();
+    c.agent_id = id;
+    c.patch.source = "operator";
+    c.patch.priority = priority;
+    ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+  }
+
   std::string Wire() {
     RoleKeyInput in;
     in.project_id = kProject;
@@ -404,13 +415,7 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_EQ(low.activation->cause_id, low.message.id);
 
   auto holder = Agent("holder-1");
-  RoleKeyRef ref;
-  ref.wire = Wire();
-  CandidateUpsertInput c;
-  c.role = ref;
-  c.agent_id = "holder-1";
-  c.patch.source = "operator";
-  ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+  Candidate("holder-1");
   clock_.Advance(absl::Milliseconds(5));
   PublishResult high = MustPublish(To("topic:role:" + Wire(), 8));
   EXPECT_EQ(high.recipient_count, 0);
@@ -418,20 +423,7 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_TRUE(holder->messages().empty());
 
   const ActivationEnvelope e = holder->activations()[0];
-  ActivationAck a;
-  a.schema = "tfx.role-activation-ack.v1";
-  a.activation_id = e.activation_id;
-  a.role.wire = e.role_key_wire;
-  a.epoch = e.epoch;
-  a.activation_seq = e.activation_seq;
-  a.holder_agent_id = e.holder_agent_id;
-  a.reachable = true;
-  a.has_charter_ack = true;
-  a.charter_role.wire = e.role_key_wire;
-  a.charter_epoch = e.epoch;
-  a.charter_version = e.charter_version;
-  a.principal_agent_id = "holder-1";
-  ASSERT_TRUE(activator_->Ack(a).ok());
+  ASSERT_TRUE(activator_->Ack(AcceptingAck(e, "holder-1")).ok());
 
   ASSERT_EQ(holder->messages().size(), 2u);
   EXPECT_EQ(holder->messages()[0].message.id, high.message.id);
@@ -446,34 +438,10 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_EQ(holder->messages().size(), 3u);
 }
 
-// The ACK an agent sends to accept activation `e` and its charter.
-ActivationAck AcceptingAck(const ActivationEnvelope& e) {
-  ActivationAck a;
-  a.schema = "tfx.role-activation-ack.v1";
-  a.activation_id = e.activation_id;
-  a.role.wire = e.role_key_wire;
-  a.epoch = e.epoch;
-  a.activation_seq = e.activation_seq;
-  a.holder_agent_id = e.holder_agent_id;
-  a.reachable = true;
-  a.has_charter_ack = true;
-  a.charter_role.wire = e.role_key_wire;
-  a.charter_epoch = e.epoch;
-  a.charter_version = e.charter_version;
-  a.principal_agent_id = e.holder_agent_id;
-  return a;
-}
-
 TEST_F(MessagingTest,
        ARoleMessageWrittenJustAfterTheActivationReachesTheHolder) {
   auto holder = Agent("holder-1");
-  RoleKeyRef ref;
-  ref.wire = Wire();
-  CandidateUpsertInput c;
-  c.role = ref;
-  c.agent_id = "holder-1";
-  c.patch.source = "operator";
-  ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
+  Candidate("holder-1");
   // The first message wakes the holder; its ACK is still to come.
   PublishResult first = MustPublish(To("topic:role:" + Wire()));
   ASSERT_EQ(holder->activations().size(), 1u);
@@ -483,7 +451,9 @@ TEST_F(MessagingTest,
   messaging_->SetBeforePublishWriteForTesting([&] {
     if (acked) return;
     acked = true;
-    ASSERT_TRUE(activator_->Ack(AcceptingAck(holder->activations()[0])).ok());
+    ASSERT_TRUE(
+        activator_->Ack(AcceptingAck(holder->activations()[0], "holder-1"))
+            .ok());
     ASSERT_EQ(holder->messages().size(), 1u);  // the first message only
   });
   PublishResult second = MustPublish(To("topic:role:" + Wire()));
@@ -500,21 +470,12 @@ TEST_F(MessagingTest,
 TEST_F(MessagingTest, ARoleMessageWrittenAcrossAFailoverReachesTheNewHolder) {
   auto first = Agent("holder-1");
   auto second = Agent("holder-2");
-  RoleKeyRef ref;
-  ref.wire = Wire();
-  for (const auto& [id, priority] :
-       std::vector<std::pair<std::string, int64_t>>{{"holder-1", 10},
-                                                    {"holder-2", 5}}) {
-    CandidateUpsertInput c;
-    c.role = ref;
-    c.agent_id = id;
-    c.patch.source = "operator";
-    c.patch.priority = priority;
-    ASSERT_TRUE(roles_->UpsertCandidate(c).ok());
-  }
+  Candidate("holder-1", 10);
+  Candidate("holder-2", 5);
   MustPublish(To("topic:role:" + Wire()));  // wakes holder-1
   ASSERT_EQ(first->activations().size(), 1u);
-  ASSERT_TRUE(activator_->Ack(AcceptingAck(first->activations()[0])).ok());
+  ASSERT_TRUE(
+      activator_->Ack(AcceptingAck(first->activations()[0], "holder-1")).ok());
   ASSERT_EQ(first->messages().size(), 1u);
   // The next publish addresses holder-1; before its write, holder-1 leaves,
   // holder-2 takes the role and the backlog is handed to it.
@@ -525,7 +486,9 @@ TEST_F(MessagingTest, ARoleMessageWrittenAcrossAFailoverReachesTheNewHolder) {
     ASSERT_TRUE(presence_->Deregister("holder-1", std::nullopt, {}).ok());
     activator_->OnAgentGone("holder-1", AgentGoneReason::kDeregistered);
     ASSERT_EQ(second->activations().size(), 1u);
-    ASSERT_TRUE(activator_->Ack(AcceptingAck(second->activations()[0])).ok());
+    ASSERT_TRUE(
+        activator_->Ack(AcceptingAck(second->activations()[0], "holder-2"))
+            .ok());
   });
   PublishResult during = MustPublish(To("topic:role:" + Wire()));
   ASSERT_TRUE(failed_over);
