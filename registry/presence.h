@@ -282,10 +282,11 @@ class PresenceRegistry {
   // than up to one tick later. May be early (a re-attach does not move it);
   // Tick() brings it up to date.
   std::optional<absl::Duration> TimeToNextGraceEnd() const;
-  // Called (from the thread that ended a stream, no lock of the registry
-  // held) when a grace starts that ends before every other running one, so
-  // that a ticker sleeping longer than the grace can wake and sleep again
-  // for TimeToNextGraceEnd(). Must be quick.
+  // Called (on the thread that ended a stream, under the registry's
+  // listener lock, so never again once SetGraceWakeup(nullptr) returned)
+  // when a grace starts that ends before every other running one, so that
+  // a ticker sleeping longer than the grace can wake and sleep again for
+  // TimeToNextGraceEnd(). Must be quick and must not call the registry.
   void SetGraceWakeup(std::function<void()> wakeup);
   // Fences every attached stream (hub shutting down) and checkpoints leases.
   void Shutdown();
