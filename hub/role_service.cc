@@ -28,18 +28,24 @@ std::string ProjectOf(const RoleKeyRef& ref) {
   return key.ok() ? key->key.project_id : "";
 }
 
-// A list request's project filter: the principal must hold the project it
-// names. A malformed id is left to the registry (PROJECT_ID_INVALID).
-absl::Status ProjectFilter(const Principal& principal,
-                           const std::string& project_id,
-                           std::optional<std::string>* filter) {
-  if (project_id.empty()) return absl::OkStatus();
-  if (IsProjectId(project_id)) {
-    if (absl::Status s = RequireProject(principal, project_id); !s.ok()) {
-      return s;
+// A list request's scoping, the same for ListRoles and ListClosedScopes:
+// the project filter (the principal must hold the project it names; a
+// malformed id is left to the registry, PROJECT_ID_INVALID), the projects
+// the principal may see, and the scope filter.
+template <typename Filter>
+absl::Status ScopeListing(const Principal& principal,
+                          const std::string& project_id,
+                          const std::string& scope_id, Filter* filter) {
+  if (!project_id.empty()) {
+    if (IsProjectId(project_id)) {
+      if (absl::Status s = RequireProject(principal, project_id); !s.ok()) {
+        return s;
+      }
     }
+    filter->project_id = project_id;
   }
-  *filter = project_id;
+  filter->scope = ScopeOf(principal);
+  if (!scope_id.empty()) filter->scope_id = scope_id;
   return absl::OkStatus();
 }
 
@@ -134,13 +140,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     return FinishUnary(context, admit);
   }
   RoleListFilter filter;
-  if (absl::Status s =
-          ProjectFilter(*principal, request->project_id(), &filter.project_id);
+  if (absl::Status s = ScopeListing(*principal, request->project_id(),
+                                    request->scope_id(), &filter);
       !s.ok()) {
     return Finish(context, s);
   }
-  filter.scope = ScopeOf(*principal);
-  if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
   absl::StatusOr<std::optional<RoleKind>> kind =
       KindFilter(request->kind(), "kind");
   if (!kind.ok()) return Finish(context, kind.status());
@@ -319,13 +323,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
     return FinishUnary(context, admit);
   }
   ClosedScopeListFilter filter;
-  if (absl::Status s =
-          ProjectFilter(*principal, request->project_id(), &filter.project_id);
+  if (absl::Status s = ScopeListing(*principal, request->project_id(),
+                                    request->scope_id(), &filter);
       !s.ok()) {
     return Finish(context, s);
   }
-  filter.scope = ScopeOf(*principal);
-  if (!request->scope_id().empty()) filter.scope_id = request->scope_id();
   const absl::Time now = clock_->Now();
   absl::StatusOr<ClosedScopePage> page = registry_->ListClosedScopes(
       filter, request->page_size(), request->page_token());

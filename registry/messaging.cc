@@ -408,10 +408,13 @@ void Messaging::PushToLateAttachers(const Prepared& p,
   // either after this write committed, and pushed this one, or before, and
   // missed it. Both attached now: push it (a duplicate in the first case,
   // at least once; never a message left until the next attach).
+  // deliver_to is the attached subsequence of the sorted recipients: one
+  // walk over both, however large the fan-out.
   std::vector<std::string> late;
+  auto pushed = p.deliver_to.begin();
   for (const std::string& agent : p.recipients) {
-    if (std::find(p.deliver_to.begin(), p.deliver_to.end(), agent) !=
-        p.deliver_to.end()) {
+    if (pushed != p.deliver_to.end() && *pushed == agent) {
+      ++pushed;
       continue;
     }
     if (presence_->StreamAttached(agent)) late.push_back(agent);

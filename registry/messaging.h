@@ -249,7 +249,7 @@ class Messaging {
     int64_t now_ms = 0;
     storage::MessageRecord message;
     std::vector<std::string> recipients;  // sorted, unique
-    std::vector<std::string> deliver_to;  // the attached ones among them
+    std::vector<std::string> deliver_to;  // the attached ones, same order
     Address address;
   };
 

@@ -67,6 +67,23 @@ class RoleRegistryTest : public ::testing::Test {
     return r.ok() ? r->role : RoleRecord();
   }
 
+  // Makes agent-a a candidate of the cto role through `registry`.
+  static void CandidateA(RoleRegistry& registry) {
+    CandidateUpsertInput up;
+    up.role = Cto();
+    up.agent_id = "agent-a";
+    ASSERT_TRUE(registry.UpsertCandidate(up).ok());
+  }
+
+  // A probe of agent-a for the cto role that ended with `code`.
+  static ProbeReportInput ProbeOfA(const std::string& code) {
+    ProbeReportInput probe;
+    probe.role = Cto();
+    probe.agent_id = "agent-a";
+    probe.code = code;
+    return probe;
+  }
+
   CasInput CasFrom(const RoleRecord& row) {
     CasInput in;
     in.role = Cto();
@@ -475,14 +492,8 @@ TEST_F(RoleRegistryTest,
 }
 
 TEST_F(RoleRegistryTest, ProbeFailuresBackOffThenQuarantineAndOkResets) {
-  CandidateUpsertInput up;
-  up.role = Cto();
-  up.agent_id = "agent-a";
-  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
-  ProbeReportInput probe;
-  probe.role = Cto();
-  probe.agent_id = "agent-a";
-  probe.code = "timeout";
+  CandidateA(*registry_);
+  ProbeReportInput probe = ProbeOfA("timeout");
   const int64_t now = UnixMillis(clock_.Now());
   absl::StatusOr<storage::CandidateRecord> c = registry_->ReportProbe(probe);
   ASSERT_TRUE(c.ok()) << c.status();
@@ -684,14 +695,8 @@ TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
   options.policy.max_probe_failures = 4;
   options.policy.candidate_quarantine = absl::Minutes(1);
   RoleRegistry registry(store_.get(), &clock_, options);
-  CandidateUpsertInput up;
-  up.role = Cto();
-  up.agent_id = "agent-a";
-  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
-  ProbeReportInput probe;
-  probe.role = Cto();
-  probe.agent_id = "agent-a";
-  probe.code = "transport_error";
+  CandidateA(registry);
+  ProbeReportInput probe = ProbeOfA("transport_error");
   probe.probed_at_ms = UnixMillis(clock_.Now());
   const int64_t at = *probe.probed_at_ms;
   // 500 ms, 1.5 s, 4.5 s capped at 4 s, each +20 %; then the quarantine.
@@ -710,14 +715,8 @@ TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
   double u = 0.0;
   RoleRegistry registry(store_.get(), &clock_,
                         RoleRegistryOptions{[&u] { return u; }, {}, {}});
-  CandidateUpsertInput up;
-  up.role = Cto();
-  up.agent_id = "agent-a";
-  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
-  ProbeReportInput probe;
-  probe.role = Cto();
-  probe.agent_id = "agent-a";
-  probe.code = "timeout";
+  CandidateA(registry);
+  ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());
   const int64_t at = *probe.probed_at_ms;
   EXPECT_EQ(registry.ReportProbe(probe)->excluded_until_ms, at + 800);
@@ -727,14 +726,8 @@ TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
 }
 
 TEST_F(RoleRegistryTest, AFailuresExclusionFollowsTheCountTheReportCommits) {
-  CandidateUpsertInput up;
-  up.role = Cto();
-  up.agent_id = "agent-a";
-  ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
-  ProbeReportInput probe;
-  probe.role = Cto();
-  probe.agent_id = "agent-a";
-  probe.code = "timeout";
+  CandidateA(*registry_);
+  ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());
   const int64_t at = *probe.probed_at_ms;
   // An overridden count is the count the exclusion follows (1 s, 2 s, then
@@ -773,14 +766,8 @@ TEST_F(RoleRegistryTest,
   options.policy.backoff_max = absl::Hours(1);
   options.policy.max_probe_failures = kReports + 1;
   RoleRegistry registry(store_.get(), &clock_, options);
-  CandidateUpsertInput up;
-  up.role = Cto();
-  up.agent_id = "agent-a";
-  ASSERT_TRUE(registry.UpsertCandidate(up).ok());
-  ProbeReportInput probe;
-  probe.role = Cto();
-  probe.agent_id = "agent-a";
-  probe.code = "timeout";
+  CandidateA(registry);
+  ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());
   const int64_t at = *probe.probed_at_ms;
   auto exclusion = [at](int64_t failures) {

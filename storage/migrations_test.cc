@@ -370,6 +370,29 @@ TEST(Migration, NewerTrifluxVersionIsRefusedNamingBothVersionsUntouched) {
             "9");
 }
 
+// A lead scope close of prj_1 by "ops", as the hub records one.
+ScopeClose CloseOf(const std::string& scope_id, const std::string& wire) {
+  ScopeClose close;
+  close.project_id = "prj_1";
+  close.scope_id = scope_id;
+  close.role_key_wire = wire;
+  close.closed_by = "ops";
+  close.now_ms = 9;
+  return close;
+}
+
+// After a migration: the next open migrates nothing and the file says the
+// current hub_schema_version.
+void ExpectSettledAtTheCurrentHubVersion(const std::string& path) {
+  {
+    auto reopened = OpenOrDie(path);
+    EXPECT_FALSE(reopened->migration().migrated);
+  }
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
+            std::to_string(kHubSchemaVersion));
+}
+
 TEST(Migration, HubVersionOneGainsTheAgentOwnersAndClosedScopesTables) {
   std::string path = FreshDbPath();
   { auto store = OpenOrDie(path); }
@@ -417,23 +440,13 @@ TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
   EXPECT_EQ(store->migration().from_hub_schema_version, "2");
   EXPECT_EQ(store->GetRole("rk2.lead")->scope_id, "scp_1");
   // The new table works: closing the scope removes the migrated role.
-  ScopeClose close;
-  close.project_id = "prj_1";
-  close.scope_id = "scp_1";
-  close.role_key_wire = "rk2.lead";
-  close.closed_by = "ops";
-  close.now_ms = 9;
-  absl::StatusOr<ScopeCloseResult> closed = store->CloseLeadScope(close);
+  absl::StatusOr<ScopeCloseResult> closed =
+      store->CloseLeadScope(CloseOf("scp_1", "rk2.lead"));
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_TRUE(closed->removed_role.has_value());
   store.reset();
-  {
-    auto reopened = OpenOrDie(path);
-    EXPECT_FALSE(reopened->migration().migrated);
-  }
+  ExpectSettledAtTheCurrentHubVersion(path);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT principal FROM hub_agent_owners"), "alice");
   EXPECT_EQ(raw.Query("SELECT closed_by FROM hub_closed_scopes"), "ops");
   EXPECT_EQ(raw.Query("PRAGMA integrity_check"), "ok");
@@ -466,22 +479,11 @@ TEST(Migration, HubVersionThreeClosedScopesGainTheirDeadLetteredCount) {
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ(old->reason, "done");
   EXPECT_FALSE(old->dead_lettered_count.has_value());
-  ScopeClose close;
-  close.project_id = "prj_1";
-  close.scope_id = "scp_new";
-  close.role_key_wire = "rk2.new";
-  close.closed_by = "ops";
-  close.now_ms = 9;
-  ASSERT_TRUE(store->CloseLeadScope(close).ok());
+  ASSERT_TRUE(store->CloseLeadScope(CloseOf("scp_new", "rk2.new")).ok());
   EXPECT_EQ((*store->GetClosedScope("rk2.new"))->dead_lettered_count, 0);
   store.reset();
-  {
-    auto reopened = OpenOrDie(path);
-    EXPECT_FALSE(reopened->migration().migrated);
-  }
+  ExpectSettledAtTheCurrentHubVersion(path);
   RawDb raw(path);
-  EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
-            std::to_string(kHubSchemaVersion));
   EXPECT_EQ(raw.Query("SELECT count(*) FROM hub_closed_scopes WHERE "
                       "dead_lettered_count IS NULL"),
             "1");

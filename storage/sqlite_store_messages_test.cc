@@ -164,22 +164,6 @@ TEST(ExpirySweep, ClaimsQueuedAndDeliveredAtOrPastExpiryExactlyOnce) {
             "DEAD_LETTER_NOT_FOUND");
 }
 
-// EXPLAIN QUERY PLAN's detail lines for `sql`, one per step.
-std::vector<std::string> QueryPlan(RawDb& db, const std::string& sql) {
-  std::vector<std::string> plan;
-  sqlite3_stmt* stmt = nullptr;
-  EXPECT_EQ(sqlite3_prepare_v2(db.raw(), ("EXPLAIN QUERY PLAN " + sql).c_str(),
-                               -1, &stmt, nullptr),
-            SQLITE_OK)
-      << sqlite3_errmsg(db.raw());
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
-    plan.emplace_back(
-        reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3)));
-  }
-  sqlite3_finalize(stmt);
-  return plan;
-}
-
 TEST(ExpirySweep, ReadsARangeOfItsIndexNotEveryPendingMessage) {
   const std::string path = FreshDbPath();
   {
@@ -199,7 +183,7 @@ TEST(ExpirySweep, ReadsARangeOfItsIndexNotEveryPendingMessage) {
   for (int analyzed = 0; analyzed < 2; ++analyzed) {
     if (analyzed == 1) ASSERT_EQ(db.Exec("ANALYZE"), "");
     const std::vector<std::string> plan =
-        QueryPlan(db, rows::kExpiredMessagesSql);
+        db.QueryPlan(rows::kExpiredMessagesSql);
     ASSERT_FALSE(plan.empty());
     EXPECT_NE(plan[0].find(
                   "USING INDEX idx_messages_expiry_pending (expires_at_ms<?)"),
@@ -230,7 +214,7 @@ TEST(RoleBacklog, ReadsThePartialIndexOfPendingRoleMessages) {
     if (analyzed == 1) ASSERT_EQ(db.Exec("ANALYZE"), "");
     for (const char* sql : {rows::kRoleBacklogSql, rows::kAllRoleBacklogsSql,
                             rows::kScopeBacklogSql}) {
-      const std::vector<std::string> plan = QueryPlan(db, sql);
+      const std::vector<std::string> plan = db.QueryPlan(sql);
       ASSERT_FALSE(plan.empty());
       EXPECT_NE(plan[0].find("USING INDEX idx_messages_role_pending"),
                 std::string::npos)

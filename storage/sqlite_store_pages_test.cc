@@ -31,20 +31,10 @@ constexpr int64_t kNow = 1'700'000'000'000;
 
 // The plan SQLite chooses for `sql`, one detail line per step.
 std::string Plan(const std::string& path, const char* sql) {
-  RawDb raw(path);
-  sqlite3_stmt* stmt = nullptr;
-  const std::string explain = absl::StrCat("EXPLAIN QUERY PLAN ", sql);
-  if (sqlite3_prepare_v2(raw.raw(), explain.c_str(), -1, &stmt, nullptr) !=
-      SQLITE_OK) {
-    return absl::StrCat("<error: ", sqlite3_errmsg(raw.raw()), ">");
-  }
   std::string out;
-  while (sqlite3_step(stmt) == SQLITE_ROW) {
-    absl::StrAppend(&out,
-                    reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3)),
-                    "\n");
+  for (const std::string& step : RawDb(path).QueryPlan(sql)) {
+    absl::StrAppend(&out, step, "\n");
   }
-  sqlite3_finalize(stmt);
   return out;
 }
 

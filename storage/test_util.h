@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -76,6 +77,23 @@ class RawDb {
     }
     sqlite3_finalize(stmt);
     return out;
+  }
+  // EXPLAIN QUERY PLAN's detail lines for `sql`, one per step.
+  std::vector<std::string> QueryPlan(const std::string& sql) {
+    std::vector<std::string> plan;
+    sqlite3_stmt* stmt = nullptr;
+    const std::string explain = absl::StrCat("EXPLAIN QUERY PLAN ", sql);
+    if (sqlite3_prepare_v2(db_, explain.c_str(), -1, &stmt, nullptr) !=
+        SQLITE_OK) {
+      ADD_FAILURE() << sqlite3_errmsg(db_) << "\n" << sql;
+      return {absl::StrCat("<error: ", sqlite3_errmsg(db_), ">")};
+    }
+    while (sqlite3_step(stmt) == SQLITE_ROW) {
+      plan.emplace_back(
+          reinterpret_cast<const char*>(sqlite3_column_text(stmt, 3)));
+    }
+    sqlite3_finalize(stmt);
+    return plan;
   }
   sqlite3* raw() { return db_; }
 
