@@ -181,7 +181,9 @@ TEST(ExpirySweep, ReadsARangeOfItsIndexNotEveryPendingMessage) {
   RawDb db(path);
   // As hub runs it (no statistics), and after ANALYZE.
   for (int analyzed = 0; analyzed < 2; ++analyzed) {
-    if (analyzed == 1) ASSERT_EQ(db.Exec("ANALYZE"), "");
+    if (analyzed == 1) {
+      ASSERT_EQ(db.Exec("ANALYZE"), "");
+    }
     const std::vector<std::string> plan =
         db.QueryPlan(rows::kExpiredMessagesSql);
     ASSERT_FALSE(plan.empty());
@@ -211,7 +213,9 @@ TEST(RoleBacklog, ReadsThePartialIndexOfPendingRoleMessages) {
                      "NULL AND status IN ('queued', 'delivered')"),
             "11");
   for (int analyzed = 0; analyzed < 2; ++analyzed) {
-    if (analyzed == 1) ASSERT_EQ(db.Exec("ANALYZE"), "");
+    if (analyzed == 1) {
+      ASSERT_EQ(db.Exec("ANALYZE"), "");
+    }
     for (const char* sql : {rows::kRoleBacklogSql, rows::kAllRoleBacklogsSql,
                             rows::kScopeBacklogSql}) {
       const std::vector<std::string> plan = db.QueryPlan(sql);

@@ -355,9 +355,9 @@ TEST_F(MessageGrpcTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
        "REQUEST_INVALID"},
       {"empty value in the payload",
        [](auto& r) {
-         (*(*r.mutable_payload()->mutable_fields())["l"]
-               .mutable_list_value()
-               ->add_values());
+         (*r.mutable_payload()->mutable_fields())["l"]
+             .mutable_list_value()
+             ->add_values();
        },
        "REQUEST_INVALID"},
   };
