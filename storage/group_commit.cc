@@ -140,47 +140,72 @@ void GroupCommitWriter::Complete() {
   }
 }
 
-bool GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
+GroupCommitWriter::Ran GroupCommitWriter::RunOps(std::deque<Pending*>& group,
+                                                 bool savepoints) {
   Connection& conn = *conn_;
-  absl::Status begin = Step(conn, "BEGIN IMMEDIATE");
-  if (!begin.ok()) {
-    for (Pending* p : group) p->result = begin;
-    return false;
-  }
-  absl::Status lost;  // set when SQLite rolled the whole transaction back
   for (Pending* p : group) {
-    if (!lost.ok()) {
-      p->result = lost;
-      continue;
-    }
-    absl::Status s = Step(conn, "SAVEPOINT op");
+    const int64_t changes_before = sqlite3_total_changes64(conn.raw());
+    absl::Status s = savepoints ? Step(conn, "SAVEPOINT op") : absl::OkStatus();
     if (s.ok()) s = p->op(conn);
     if (sqlite3_get_autocommit(conn.raw()) != 0) {
       // SQLITE_FULL, IOERR and the like may roll back the transaction
       // itself: every earlier op of the group is undone with it.
-      lost = s.ok() ? absl::InternalError("transaction lost") : s;
-      for (Pending* q : group) {
-        if (q == p) break;
-        q->result = lost;
+      absl::Status lost = s.ok() ? absl::InternalError("transaction lost") : s;
+      for (Pending* q : group) q->result = lost;
+      return Ran::kLost;
+    }
+    p->result = s;
+    if (!savepoints) {
+      // A failed op that changed no row (a validation, a constraint that
+      // aborted its one statement, a missing row) left nothing to undo.
+      if (!s.ok() && sqlite3_total_changes64(conn.raw()) != changes_before) {
+        return Ran::kNeedsSavepoints;
       }
-      p->result = lost;
       continue;
     }
     if (s.ok()) {
       s = Step(conn, "RELEASE op");
+      p->result = s;
     } else {
       absl::Status undo = Step(conn, "ROLLBACK TO op");
       if (undo.ok()) undo = Step(conn, "RELEASE op");
-      if (!undo.ok()) lost = undo;
+      if (!undo.ok()) {
+        for (Pending* q : group) q->result = undo;
+        return Ran::kLost;
+      }
     }
-    p->result = s;
   }
-  if (!lost.ok()) {
+  return Ran::kAll;
+}
+
+bool GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
+  Connection& conn = *conn_;
+  auto fail_all = [&](const absl::Status& s) {
     if (sqlite3_get_autocommit(conn.raw()) == 0) {
       conn.Exec("ROLLBACK").IgnoreError();
     }
-    for (Pending* p : group) p->result = lost;
+    for (Pending* p : group) p->result = s;
     return false;
+  };
+  // First without savepoints: almost every op succeeds, or fails before it
+  // wrote anything, and then a savepoint per op is pure cost.
+  bool savepoints = false;
+  while (true) {
+    absl::Status begin = Step(conn, "BEGIN IMMEDIATE");
+    if (!begin.ok()) return fail_all(begin);
+    Ran ran = RunOps(group, savepoints);
+    if (ran == Ran::kLost) return fail_all(group.front()->result);
+    if (ran == Ran::kAll) break;
+    // An op failed after writing: undo the whole group and run it again,
+    // each op in its own savepoint, so that only that op's writes are undone.
+    absl::Status undo = Step(conn, "ROLLBACK");
+    if (!undo.ok()) return fail_all(undo);
+    if (on_rollback_) on_rollback_();
+    {
+      absl::MutexLock lock(&mu_);
+      ++stats_.replays;
+    }
+    savepoints = true;
   }
   absl::Status commit = Step(conn, "COMMIT");
   if (!commit.ok()) {

@@ -1,14 +1,17 @@
 // Group commit: one thread owns the write connection and commits queued
 // operations in groups, one transaction (hence one WAL sync) per group.
 //
-// Each operation runs in its own SAVEPOINT, so an operation that fails (a
-// constraint, or any error it returns) is rolled back alone and the others in
-// its group still commit. Run() returns only after the group's COMMIT
-// returned: an OK reply means committed with the connection's durability.
-// Submit() is the same without a waiting thread: its callback runs once the
-// group committed, so an RPC handler can answer from there (no thread parked
-// per write, no wake-up per write: one per group). It is not responsible for
-// reads (readers use their own connections).
+// An operation that fails (a constraint, or any error it returns) is rolled
+// back alone and the others in its group still commit. A group runs first
+// without savepoints; only when an operation fails after changing a row is
+// the group's transaction undone and the group run again, each operation in
+// its own SAVEPOINT. Operations must therefore be safe to run twice: they
+// write only through the connection (and caches the rollback hook drops). Run()
+// returns only after the group's COMMIT returned: an OK reply means committed
+// with the connection's durability. Submit() is the same without a waiting
+// thread: its callback runs once the group committed, so an RPC handler can
+// answer from there (no thread parked per write, no wake-up per write: one per
+// group). It is not responsible for reads (readers use their own connections).
 #ifndef HUB_STORAGE_GROUP_COMMIT_H_
 #define HUB_STORAGE_GROUP_COMMIT_H_
 
@@ -31,8 +34,8 @@ namespace hub::storage {
 
 class GroupCommitWriter {
  public:
-  // An operation: runs on the writer thread inside a transaction and a
-  // savepoint. A non-OK return rolls back what it wrote.
+  // An operation: runs on the writer thread inside a transaction. A non-OK
+  // return rolls back what it wrote. May run twice (see above).
   using Op = std::function<absl::Status(Connection&)>;
   // Receives what Run() would have returned.
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
@@ -40,15 +43,19 @@ class GroupCommitWriter {
   struct Stats {
     int64_t groups = 0;
     int64_t ops = 0;
+    // Groups run a second time, with savepoints, because an operation
+    // failed after writing.
+    int64_t replays = 0;
   };
   // Told about each group after its COMMIT (or failure) on the writer
   // thread: how many operations it held and how long BEGIN..COMMIT took.
   // For metrics; must be quick and must not write.
   using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
-  // Runs on the writer thread after a group whose transaction did not
-  // commit (BEGIN, a lost transaction or COMMIT failed), before any of its
-  // callers hears back: whatever the store caches about rows the group
-  // wrote must be dropped. Must not write.
+  // Runs on the writer thread after a group's transaction was undone: it did
+  // not commit (BEGIN, a lost transaction or COMMIT failed), before any of
+  // its callers hears back, or it is about to be replayed with savepoints.
+  // Whatever the store caches about rows the group wrote must be dropped.
+  // Must not write.
   using RollbackHook = std::function<void()>;
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
@@ -90,10 +97,20 @@ class GroupCommitWriter {
     absl::Notification done;  // Run(): each caller sleeps on its own
   };
 
+  enum class Ran {
+    kAll,              // every op ran; failed ones left nothing behind
+    kLost,             // the transaction is gone; every result is set
+    kNeedsSavepoints,  // an op failed after writing (savepoints off)
+  };
+
   void Enqueue(Pending* pending);
+  // Runs the group's ops inside the open transaction, each in a savepoint
+  // when `savepoints`; otherwise stops at the first op that failed after
+  // writing.
+  Ran RunOps(std::deque<Pending*>& group, bool savepoints);
   void Loop();
   // True when the group's transaction committed (some of its ops may still
-  // have failed alone and been rolled back to their savepoints).
+  // have failed alone, their writes undone).
   bool CommitGroup(std::deque<Pending*>& group);
   void Complete();
 

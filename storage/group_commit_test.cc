@@ -92,6 +92,9 @@ TEST(GroupCommit, QueuedOperationsCommitInOneGroupEachWithItsOwnResult) {
   GroupCommitWriter::Stats stats = writer.stats();
   EXPECT_EQ(stats.groups, 2);
   EXPECT_EQ(stats.ops, 6);
+  // The failure after a write made the second group run again with a
+  // savepoint per op; the duplicate key changed no row and needed none.
+  EXPECT_EQ(stats.replays, 1);
 
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT group_concat(k, ',') FROM "
@@ -116,6 +119,85 @@ TEST(GroupCommit, OnlyAGroupThatDidNotCommitRunsTheRollbackHook) {
   ASSERT_EQ(holder.Exec("ROLLBACK"), "");
   EXPECT_TRUE(writer.Run(Insert("b")).ok());
   EXPECT_EQ(rollbacks.load(), 1);
+}
+
+TEST(GroupCommit, AFailureThatWroteNothingCommitsTheGroupWithoutAReplay) {
+  std::string path = FreshDbPath();
+  std::atomic<int> rollbacks{0};
+  GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/2,
+                           /*observer=*/nullptr, [&] { ++rollbacks; });
+  // A fence lost before any write, and a constraint that aborted its only
+  // statement: neither changed a row.
+  EXPECT_EQ(ReasonOf(writer.Run([](Connection&) {
+              return AbortedError("LOST_FENCE", "changed-row count was 0");
+            })),
+            "LOST_FENCE");
+  EXPECT_EQ(ReasonOf(writer.Run(Insert("fence"))), "STORE_CONSTRAINT");
+  EXPECT_EQ(writer.stats().replays, 0);
+  EXPECT_EQ(rollbacks.load(), 0);
+}
+
+TEST(GroupCommit, AReplayRunsEveryOpOfTheGroupAgainAndKeepsAllButTheFailedOne) {
+  std::string path = FreshDbPath();
+  std::atomic<int> rollbacks{0};
+  GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/2,
+                           /*observer=*/nullptr, [&] { ++rollbacks; });
+  absl::Notification entered, release;
+  std::thread blocker([&] {
+    EXPECT_TRUE(writer
+                    .Run([&](Connection&) {
+                      entered.Notify();
+                      release.WaitForNotification();
+                      return absl::OkStatus();
+                    })
+                    .ok());
+  });
+  entered.WaitForNotification();
+
+  // Each op counts its runs; the second writes then fails.
+  std::atomic<int> runs[3] = {0, 0, 0};
+  absl::Status results[3];
+  std::vector<std::thread> callers;
+  callers.emplace_back([&] {
+    results[0] = writer.Run([&](Connection& conn) {
+      ++runs[0];
+      return Insert("before")(conn);
+    });
+  });
+  WaitForQueue(writer, 1);
+  callers.emplace_back([&] {
+    results[1] = writer.Run([&](Connection& conn) {
+      ++runs[1];
+      absl::Status s = Insert("undone")(conn);
+      if (!s.ok()) return s;
+      return InvalidArgumentError("BAD_INPUT", "found after the write");
+    });
+  });
+  WaitForQueue(writer, 2);
+  callers.emplace_back([&] {
+    results[2] = writer.Run([&](Connection& conn) {
+      ++runs[2];
+      return Insert("after")(conn);
+    });
+  });
+  WaitForQueue(writer, 3);
+  release.Notify();
+  blocker.join();
+  for (std::thread& t : callers) t.join();
+
+  EXPECT_TRUE(results[0].ok());
+  EXPECT_EQ(ReasonOf(results[1]), "BAD_INPUT");
+  EXPECT_TRUE(results[2].ok());
+  // The first run stopped at the failed op; the replay ran all three.
+  EXPECT_EQ(runs[0].load(), 2);
+  EXPECT_EQ(runs[1].load(), 2);
+  EXPECT_EQ(runs[2].load(), 1);
+  EXPECT_EQ(writer.stats().replays, 1);
+  EXPECT_EQ(rollbacks.load(), 1);  // caches dropped before the replay
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT group_concat(k, ',') FROM "
+                      "(SELECT k FROM t ORDER BY k)"),
+            "after,before,fence");
 }
 
 TEST(GroupCommit, GroupSizeOneCommitsEveryOperationAlone) {
