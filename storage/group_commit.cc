@@ -17,6 +17,9 @@ absl::Status Step(Connection& conn, const char* sql) {
   return stmt->Run();
 }
 
+// The writer whose completion thread this is, if it is one.
+thread_local const GroupCommitWriter* completing_for = nullptr;
+
 }  // namespace
 
 GroupCommitWriter::GroupCommitWriter(std::unique_ptr<Connection> conn,
@@ -57,6 +60,8 @@ void GroupCommitWriter::Enqueue(Pending* pending) {
 absl::Status GroupCommitWriter::Run(Op op) {
   Pending pending;
   pending.op = std::move(op);
+  // A completion thread waiting here cannot also be the one that wakes it.
+  pending.wake_from_writer = completing_for == this;
   Enqueue(&pending);
   pending.done.WaitForNotification();
   return pending.result;
@@ -104,17 +109,20 @@ void GroupCommitWriter::Loop() {
       ++stats_.groups;
       stats_.ops += static_cast<int64_t>(group.size());
     }
-    std::vector<Pending*> submitted;
+    // Waking the callers is left to a completion thread too: on the writer
+    // thread a wake-up per caller is CPU the next group waits for.
+    std::vector<Pending*> batch;
+    batch.reserve(group.size());
     for (Pending* p : group) {
-      if (p->callback) {
-        submitted.push_back(p);
-      } else {
+      if (p->wake_from_writer) {
         p->done.Notify();  // p may be gone after this
+      } else {
+        batch.push_back(p);
       }
     }
-    if (!submitted.empty()) {
+    if (!batch.empty()) {
       absl::MutexLock lock(&completion_mu_);
-      completions_.push_back(std::move(submitted));
+      completions_.push_back(std::move(batch));
       completion_ready_.Signal();
     }
   }
@@ -122,6 +130,7 @@ void GroupCommitWriter::Loop() {
 
 void GroupCommitWriter::Complete() {
   pthread_setname_np(pthread_self(), "hub-committed");
+  completing_for = this;
   while (true) {
     std::vector<Pending*> batch;
     {
@@ -133,7 +142,16 @@ void GroupCommitWriter::Complete() {
       batch = std::move(completions_.front());
       completions_.pop_front();
     }
+    // Parked callers first (a wake-up each), then the callbacks in order.
+    std::vector<Pending*> callbacks;
     for (Pending* p : batch) {
+      if (p->callback) {
+        callbacks.push_back(p);
+      } else {
+        p->done.Notify();  // p may be gone after this
+      }
+    }
+    for (Pending* p : callbacks) {
       std::move(p->callback)(std::move(p->result));
       delete p;
     }

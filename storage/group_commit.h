@@ -60,7 +60,7 @@ class GroupCommitWriter {
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
   // Starts the writer thread and `completion_threads` threads for Submit()
-  // callbacks; takes ownership of `conn`.
+  // callbacks and Run() wake-ups; takes ownership of `conn`.
   GroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
                     int completion_threads = 2,
                     CommitObserver observer = nullptr,
@@ -72,7 +72,8 @@ class GroupCommitWriter {
   GroupCommitWriter(const GroupCommitWriter&) = delete;
   GroupCommitWriter& operator=(const GroupCommitWriter&) = delete;
 
-  // Enqueues `op` and blocks until its group has committed or failed.
+  // Enqueues `op` and blocks until its group has committed or failed (the
+  // wake-up comes from a completion thread, so that the writer moves on).
   // Returns the op's own status, or the group's storage error (STORE_BUSY
   // from BEGIN, STORE_FULL from COMMIT, ...) in which case nothing of the op
   // was committed. Thread-safe.
@@ -95,6 +96,9 @@ class GroupCommitWriter {
     absl::Status result;
     Done callback;            // Submit(): owned by the writer, deleted after
     absl::Notification done;  // Run(): each caller sleeps on its own
+    // Run() from one of this writer's completion threads: woken by the
+    // writer itself, since the completion threads may all be waiting.
+    bool wake_from_writer = false;
   };
 
   enum class Ran {

@@ -200,6 +200,24 @@ TEST(GroupCommit, AReplayRunsEveryOpOfTheGroupAgainAndKeepsAllButTheFailedOne) {
             "after,before,fence");
 }
 
+TEST(GroupCommit, ACallbackThatWritesAndWaitsIsWokenWithOneCompletionThread) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/1);
+  absl::Notification finished;
+  absl::Status inner;
+  writer.Submit(Insert("first"), [&](absl::Status s) {
+    ASSERT_TRUE(s.ok());
+    // The only completion thread parks here; the writer must wake it.
+    inner = writer.Run(Insert("second"));
+    finished.Notify();
+  });
+  ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  EXPECT_TRUE(inner.ok());
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k IN ('first', 'second')"),
+            "2");
+}
+
 TEST(GroupCommit, GroupSizeOneCommitsEveryOperationAlone) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 1);
