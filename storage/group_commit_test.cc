@@ -48,22 +48,31 @@ void WaitForQueue(GroupCommitWriter& writer, int n) {
   ASSERT_EQ(writer.queued(), n);
 }
 
-TEST(GroupCommit, QueuedOperationsCommitInOneGroupEachWithItsOwnResult) {
-  std::string path = FreshDbPath();
-  GroupCommitWriter writer(OpenTable(path), 64);
-
-  // Hold the writer inside a first group so the next callers queue up.
-  absl::Notification entered, release;
-  std::thread blocker([&] {
-    ASSERT_TRUE(writer
+// Holds the writer inside a first group until `release` is notified, so that
+// the next callers queue up behind it. Returns once the writer is held; the
+// caller joins the returned thread after notifying `release`.
+std::thread HoldTheWriter(GroupCommitWriter& writer,
+                          absl::Notification& release) {
+  auto entered = std::make_shared<absl::Notification>();
+  std::thread blocker([&writer, &release, entered] {
+    EXPECT_TRUE(writer
                     .Run([&](Connection&) {
-                      entered.Notify();
+                      entered->Notify();
                       release.WaitForNotification();
                       return absl::OkStatus();
                     })
                     .ok());
   });
-  entered.WaitForNotification();
+  entered->WaitForNotification();
+  return blocker;
+}
+
+TEST(GroupCommit, QueuedOperationsCommitInOneGroupEachWithItsOwnResult) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+
+  absl::Notification release;
+  std::thread blocker = HoldTheWriter(writer, release);
 
   absl::Status results[5];
   std::vector<std::thread> callers;
@@ -142,17 +151,8 @@ TEST(GroupCommit, AReplayRunsEveryOpOfTheGroupAgainAndKeepsAllButTheFailedOne) {
   std::atomic<int> rollbacks{0};
   GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/2,
                            /*observer=*/nullptr, [&] { ++rollbacks; });
-  absl::Notification entered, release;
-  std::thread blocker([&] {
-    EXPECT_TRUE(writer
-                    .Run([&](Connection&) {
-                      entered.Notify();
-                      release.WaitForNotification();
-                      return absl::OkStatus();
-                    })
-                    .ok());
-  });
-  entered.WaitForNotification();
+  absl::Notification release;
+  std::thread blocker = HoldTheWriter(writer, release);
 
   // Each op counts its runs; the second writes then fails.
   std::atomic<int> runs[3] = {0, 0, 0};
