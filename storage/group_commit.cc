@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "registry/status.h"
 
 namespace hub::storage {
 namespace {
@@ -168,7 +169,10 @@ GroupCommitWriter::Ran GroupCommitWriter::RunOps(std::deque<Pending*>& group,
     if (sqlite3_get_autocommit(conn.raw()) != 0) {
       // SQLITE_FULL, IOERR and the like may roll back the transaction
       // itself: every earlier op of the group is undone with it.
-      absl::Status lost = s.ok() ? absl::InternalError("transaction lost") : s;
+      absl::Status lost =
+          s.ok() ? UnavailableError("STORE_UNAVAILABLE",
+                                    "SQLite rolled the transaction back")
+                 : s;
       for (Pending* q : group) q->result = lost;
       return Ran::kLost;
     }

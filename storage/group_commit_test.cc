@@ -218,6 +218,37 @@ TEST(GroupCommit, ACallbackThatWritesAndWaitsIsWokenWithOneCompletionThread) {
             "2");
 }
 
+TEST(GroupCommit, ATransactionSQLiteRolledBackFailsTheWholeGroupAsUnavailable) {
+  std::string path = FreshDbPath();
+  std::atomic<int> rollbacks{0};
+  GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/2,
+                           /*observer=*/nullptr, [&] { ++rollbacks; });
+  absl::Notification release;
+  std::thread blocker = HoldTheWriter(writer, release);
+  absl::Status results[2];
+  std::vector<std::thread> callers;
+  callers.emplace_back([&] { results[0] = writer.Run(Insert("kept?")); });
+  WaitForQueue(writer, 1);
+  // Stands for SQLITE_FULL or an I/O error, after which SQLite has rolled
+  // the transaction back although the op itself saw nothing wrong.
+  callers.emplace_back([&] {
+    results[1] =
+        writer.Run([](Connection& conn) { return conn.Exec("ROLLBACK"); });
+  });
+  WaitForQueue(writer, 2);
+  release.Notify();
+  blocker.join();
+  for (std::thread& t : callers) t.join();
+
+  for (const absl::Status& s : results) {
+    EXPECT_EQ(s.code(), absl::StatusCode::kUnavailable);
+    EXPECT_EQ(ReasonOf(s), "STORE_UNAVAILABLE");
+  }
+  EXPECT_EQ(rollbacks.load(), 1);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k = 'kept?'"), "0");
+}
+
 TEST(GroupCommit, GroupSizeOneCommitsEveryOperationAlone) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 1);
