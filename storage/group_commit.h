@@ -51,11 +51,11 @@ class GroupCommitWriter {
   // thread: how many operations it held and how long BEGIN..COMMIT took.
   // For metrics; must be quick and must not write.
   using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
-  // Runs on the writer thread after a group's transaction was undone: it did
-  // not commit (BEGIN, a lost transaction or COMMIT failed), before any of
-  // its callers hears back, or it is about to be replayed with savepoints.
-  // Whatever the store caches about rows the group wrote must be dropped.
-  // Must not write.
+  // Runs on the writer thread each time a group's transaction is undone:
+  // when it did not commit (BEGIN, a lost transaction or COMMIT failed),
+  // before any of its callers hears back, and before a group is replayed with
+  // savepoints. Whatever the store caches about rows the group wrote must be
+  // dropped. Must not write.
   using RollbackHook = std::function<void()>;
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
