@@ -422,6 +422,14 @@ absl::Status HubServer::StartMetrics(const std::string& listen) {
         return std::vector<MetricSample>{
             {{}, static_cast<double>(store->write_stats().groups)}};
       });
+  registry.AddCallback(
+      "hub_store_commit_replays_total",
+      "Group commits run a second time, a savepoint per operation, because an "
+      "operation failed after writing.",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().replays)}};
+      });
   if (listen.empty()) return absl::OkStatus();
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
       MetricsHttpServer::Start(listen, &registry);
@@ -461,8 +469,9 @@ void HubServer::Shutdown(absl::Duration grace) {
   write_pool_.reset();  // finishes the writes it holds
   if (store_ != nullptr) {
     const storage::GroupCommitWriter::Stats stats = store_->write_stats();
-    log::Info("store_closing",
-              {{"writes", stats.ops}, {"groups", stats.groups}});
+    log::Info("store_closing", {{"writes", stats.ops},
+                                {"groups", stats.groups},
+                                {"replays", stats.replays}});
   }
 }
 

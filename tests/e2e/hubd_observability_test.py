@@ -139,6 +139,9 @@ class MetricsTest(unittest.TestCase):
                              ("hub_messages_delivered_total", "counter"),
                              ("hub_messages_acked_total", "counter"),
                              ("hub_messages_dead_lettered_total", "counter"),
+                             ("hub_store_writes_total", "counter"),
+                             ("hub_store_commit_groups_total", "counter"),
+                             ("hub_store_commit_replays_total", "counter"),
                              ("hub_store_commit_group_size", "histogram"),
                              ("hub_store_commit_duration_seconds", "histogram")]:
             self.assertEqual(types.get(family), kind, family)
