@@ -124,11 +124,13 @@ class PresenceGrpcTest : public ::testing::Test {
   }
 
   std::string db_path_;
+  // Declared before server_ so that they outlive it: the server's ticker
+  // may call the gone listener, which writes gone_, until it has stopped.
+  absl::Mutex mu_;
+  std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);
   std::unique_ptr<HubServer> server_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<hub::v1::PresenceService::Stub> stub_;
-  absl::Mutex mu_;
-  std::vector<std::string> gone_ ABSL_GUARDED_BY(mu_);
 };
 
 // A locator that passes every rule; cases below break one rule each.
