@@ -23,6 +23,17 @@ using storage::RoleRecord;
 
 namespace {
 
+// Runs `task`, which may block on writes, on `blocking`, or inline when
+// there is none (the caller is not a store thread).
+void RunMayBlock(const Messaging::BlockingExecutor& blocking,
+                 std::function<void()> task) {
+  if (blocking) {
+    blocking(std::move(task));
+  } else {
+    task();
+  }
+}
+
 constexpr absl::string_view kTopicPrefix = "topic:";
 constexpr absl::string_view kRoleTopicPrefix = "topic:role:";
 constexpr absl::string_view kCtoAddress = "topic:cto";
@@ -384,13 +395,8 @@ absl::StatusOr<PublishResult> Messaging::Published(
   // goes to whoever holds the role now.
   if (m.role_key_wire.has_value() &&
       Handovers(*m.role_key_wire) != p.address.handovers_seen) {
-    auto hand_over = [this, m] { HandOverIfActive(m); };
     // It writes (AddRecipient): never on the writer's completion thread.
-    if (blocking) {
-      blocking(std::move(hand_over));
-    } else {
-      hand_over();
-    }
+    RunMayBlock(blocking, [this, m] { HandOverIfActive(m); });
   }
   return result;
 }
@@ -425,11 +431,7 @@ void Messaging::PushToLateAttachers(const Prepared& p,
     for (const std::string& agent : late) Push(m, agent, role);
   };
   // Push writes (MarkDelivered): never on the writer's completion thread.
-  if (blocking) {
-    blocking(std::move(push));
-  } else {
-    push();
-  }
+  RunMayBlock(blocking, std::move(push));
 }
 
 void Messaging::HandOverIfActive(const MessageRecord& m) {

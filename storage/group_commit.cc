@@ -18,6 +18,13 @@ absl::Status Step(Connection& conn, const char* sql) {
   return stmt->Run();
 }
 
+// Ends the transaction if SQLite has not already.
+void RollBackIfOpen(Connection& conn) {
+  if (sqlite3_get_autocommit(conn.raw()) == 0) {
+    conn.Exec("ROLLBACK").IgnoreError();
+  }
+}
+
 // The writer whose completion thread this is, if it is one.
 thread_local const GroupCommitWriter* completing_for = nullptr;
 
@@ -203,9 +210,7 @@ GroupCommitWriter::Ran GroupCommitWriter::RunOps(std::deque<Pending*>& group,
 bool GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
   Connection& conn = *conn_;
   auto fail_all = [&](const absl::Status& s) {
-    if (sqlite3_get_autocommit(conn.raw()) == 0) {
-      conn.Exec("ROLLBACK").IgnoreError();
-    }
+    RollBackIfOpen(conn);
     for (Pending* p : group) p->result = s;
     return false;
   };
@@ -231,9 +236,7 @@ bool GroupCommitWriter::CommitGroup(std::deque<Pending*>& group) {
   }
   absl::Status commit = Step(conn, "COMMIT");
   if (!commit.ok()) {
-    if (sqlite3_get_autocommit(conn.raw()) == 0) {
-      conn.Exec("ROLLBACK").IgnoreError();
-    }
+    RollBackIfOpen(conn);
     for (Pending* p : group) {
       if (p->result.ok()) p->result = commit;
     }
