@@ -578,17 +578,10 @@ bool Authority::OwnerKnown(absl::string_view agent_id) const {
   return owners_.contains(agent_id);
 }
 
-absl::Status Authority::ClaimOwner(const Principal& principal,
-                                   absl::string_view agent_id) {
-  if (principal.anonymous) return absl::OkStatus();
-  if (!OwnerKnown(agent_id)) {
-    absl::StatusOr<std::string> owner = store_->ClaimAgentOwner(
-        agent_id, principal.name, absl::ToUnixMillis(absl::Now()));
-    if (!owner.ok()) return owner.status();
-    absl::MutexLock lock(&owners_mu_);
-    owners_[std::string(agent_id)] = *owner;
-  }
-  return CheckOwner(principal, agent_id);
+void Authority::RememberOwner(absl::string_view agent_id,
+                              absl::string_view principal) {
+  absl::MutexLock lock(&owners_mu_);
+  owners_.try_emplace(std::string(agent_id), std::string(principal));
 }
 
 // ---- the services' checks

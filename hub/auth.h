@@ -137,13 +137,13 @@ class Authority {
   // PERMISSION_DENIED unless `principal` owns `agent_id` (anonymous: OK).
   absl::Status CheckOwner(const Principal& principal,
                           absl::string_view agent_id) const;
-  // Whether ClaimOwner would answer without writing (the owner is known).
+  // Whether the owner of `agent_id` is known (on record when the hub
+  // started, or claimed since).
   bool OwnerKnown(absl::string_view agent_id) const;
-  // Makes `principal` the owner of `agent_id` unless the agent already has
-  // one (a durable write the first time), then CheckOwner. Anonymous: OK,
-  // nothing recorded.
-  absl::Status ClaimOwner(const Principal& principal,
-                          absl::string_view agent_id);
+  // Notes that `principal` owns `agent_id`, as a registration that claimed
+  // it (storage::AgentRegistration::owner) has just committed. The first
+  // owner noted stays: the store's claim is first-writer-wins too.
+  void RememberOwner(absl::string_view agent_id, absl::string_view principal);
 
  private:
   struct TokenSet {

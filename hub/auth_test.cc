@@ -131,7 +131,7 @@ TEST(Authenticate, WithoutATokenFileEveryCallerIsAnAnonymousAdmin) {
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(p->anonymous);
   EXPECT_EQ(p->kind, PrincipalKind::kAdmin);
-  EXPECT_TRUE(authority->ClaimOwner(*p, "agent-1").ok());
+  EXPECT_TRUE(authority->CheckOwner(*p, "agent-1").ok());
   EXPECT_FALSE(authority->OwnerKnown("agent-1"));
 }
 
@@ -152,7 +152,22 @@ TEST(Authority, ABadReloadKeepsThePreviousTokens) {
           .ok());
 }
 
-TEST(Authority, OwnershipGoesToTheFirstClaimantAndSurvivesARestart) {
+TEST(Authority, TheFirstOwnerNotedStays) {
+  auto store = storage::testing::OpenOrDie(storage::testing::FreshDbPath());
+  auto authority = Create(store.get(), WriteFile("tokens", TokenFileText()));
+  ASSERT_NE(authority, nullptr);
+  const Principal alice =
+      *authority->AuthenticateValues({std::string("Bearer ") + kAliceToken});
+  const Principal ops =
+      *authority->AuthenticateValues({std::string("Bearer ") + kOpsToken});
+  authority->RememberOwner("agent-1", alice.name);
+  authority->RememberOwner("agent-1", ops.name);
+  EXPECT_TRUE(authority->CheckOwner(alice, "agent-1").ok());
+  EXPECT_EQ(authority->CheckOwner(ops, "agent-1").code(),
+            absl::StatusCode::kPermissionDenied);
+}
+
+TEST(Authority, OwnersOnRecordAreKnownAfterARestart) {
   const std::string db = storage::testing::FreshDbPath();
   const std::string file = WriteFile("tokens", TokenFileText());
   Principal alice, ops;
@@ -163,9 +178,9 @@ TEST(Authority, OwnershipGoesToTheFirstClaimantAndSurvivesARestart) {
     alice =
         *authority->AuthenticateValues({std::string("Bearer ") + kAliceToken});
     ops = *authority->AuthenticateValues({std::string("Bearer ") + kOpsToken});
-    EXPECT_TRUE(authority->ClaimOwner(alice, "agent-1").ok());
-    EXPECT_EQ(authority->ClaimOwner(ops, "agent-1").code(),
-              absl::StatusCode::kPermissionDenied);
+    // What a registration's transaction records (storage::AgentRegistration
+    // ::owner).
+    ASSERT_EQ(*store->ClaimAgentOwner("agent-1", alice.name, 1), alice.name);
     EXPECT_EQ(ReasonOf(authority->CheckOwner(ops, "agent-2")),
               "PERMISSION_DENIED");
   }

@@ -236,6 +236,29 @@ class PresenceServiceImpl::AttachReactor final
     }
   }
 
+  // The answer to an activation_ack frame, once the activator decided.
+  void AnswerActivationAck(int64_t frame_id,
+                           absl::StatusOr<AckOutcome> outcome) {
+    absl::MutexLock lock(&mu_);
+    --writes_in_flight_;
+    if (!outcome.ok()) {
+      AnswerErrorLocked(frame_id, outcome.status());
+    } else {
+      AttachResponse response;
+      response.set_frame_id(frame_id);
+      hub::v1::RoleActivationAckResult* result =
+          response.mutable_activation_ack_result();
+      result->set_idempotent(outcome->idempotent);
+      *result->mutable_role() = ToRoleProto(outcome->role);
+      result->set_backlog_delivered_count(outcome->backlog_delivered);
+      QueueLocked(std::move(response));
+    }
+    if (read_paused_ && !finishing_) {
+      read_paused_ = false;
+      ReadNextLocked();
+    }
+  }
+
   // Pushes a role change event; false once the stream is closing.
   bool DeliverRoleChange(const RoleChangeNotice& notice) {
     absl::MutexLock lock(&mu_);
@@ -288,6 +311,19 @@ class PresenceServiceImpl::AttachReactor final
       absl::MutexLock lock(&mu_);
       if (reactor_ != nullptr)
         reactor_->AnswerMessageAck(frame_id, std::move(result));
+    }
+    // The backlog's pushes follow the answer, with no lock held (they take
+    // this stream's).
+    void AnswerActivationAck(int64_t frame_id,
+                             absl::StatusOr<AckOutcome> outcome) {
+      std::function<void()> push;
+      if (outcome.ok()) push = std::move(outcome->push_backlog);
+      {
+        absl::MutexLock lock(&mu_);
+        if (reactor_ != nullptr)
+          reactor_->AnswerActivationAck(frame_id, std::move(outcome));
+      }
+      if (push) push();
     }
     bool DeliverRoleChange(const RoleChangeNotice& notice) override {
       absl::MutexLock lock(&mu_);
@@ -464,7 +500,9 @@ class PresenceServiceImpl::AttachReactor final
     QueueLocked(std::move(response));
   }
 
-  // The principal of an ACK on a stream is the stream's own agent.
+  // The principal of an ACK on a stream is the stream's own agent. The ACK
+  // writes (the role, the backlog it hands over) and so runs on the pool,
+  // off this stream's lock, answering through the sink like a message ack.
   void ActivationAckLocked(int64_t frame_id)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Activator* activator = service_->activator_.load();
@@ -474,19 +512,13 @@ class PresenceServiceImpl::AttachReactor final
                                          "this hub runs no activator"));
       return;
     }
-    absl::StatusOr<AckOutcome> outcome =
-        activator->Ack(ToActivationAck(request_.activation_ack(), agent_id_));
-    if (!outcome.ok()) {
-      AnswerErrorLocked(frame_id, outcome.status());
-      return;
-    }
-    AttachResponse response;
-    response.set_frame_id(frame_id);
-    response.mutable_activation_ack_result()->set_idempotent(
-        outcome->idempotent);
-    *response.mutable_activation_ack_result()->mutable_role() =
-        ToRoleProto(outcome->role);
-    QueueLocked(std::move(response));
+    ++writes_in_flight_;
+    write_ = [pool = service_->pool_, activator, sink = sink_, frame_id,
+              ack = ToActivationAck(request_.activation_ack(), agent_id_)] {
+      pool->Schedule([activator, sink, frame_id, ack] {
+        sink->AnswerActivationAck(frame_id, activator->Ack(ack));
+      });
+    };
   }
 
   // A probe answer: hands it to the waiting prober and sends nothing back,
@@ -662,24 +694,17 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (authority_ != nullptr && !principal->anonymous) {
-    if (!authority_->OwnerKnown(input->agent_id)) {
-      // The first registration of this agent id records its owner durably
-      // (on the pool: a blocking write) before registering.
-      pool_->Schedule([this, reactor, response, principal = *principal,
-                       input = *std::move(input)]() mutable {
-        if (absl::Status s = authority_->ClaimOwner(principal, input.agent_id);
-            !s.ok()) {
-          reactor->Finish(ToGrpcStatus(s));
-          return;
-        }
-        Register(reactor, std::move(input), response);
-      });
-      return reactor;
-    }
-    if (absl::Status s = authority_->CheckOwner(*principal, input->agent_id);
-        !s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
+    if (authority_->OwnerKnown(input->agent_id)) {
+      if (absl::Status s = authority_->CheckOwner(*principal, input->agent_id);
+          !s.ok()) {
+        reactor->Finish(ToGrpcStatus(s));
+        return reactor;
+      }
+    } else {
+      // The first registration of this agent id claims it for the caller
+      // in the registration's own transaction, after every check: a
+      // refused registration claims nothing.
+      input->owner = principal->name;
     }
   }
   Register(reactor, *std::move(input), response);
@@ -691,23 +716,28 @@ void PresenceServiceImpl::Register(grpc::ServerUnaryReactor* reactor,
                                    hub::v1::RegisterAgentResponse* response) {
   // No thread waits for the group commit: the answer is sent from the
   // store's completion thread once the registration is durable.
-  registry_->RegisterAsync(input, [this, reactor,
-                                   response](absl::StatusOr<AgentView> view) {
-    if (!view.ok()) {
-      reactor->Finish(ToGrpcStatus(view.status()));
-      return;
-    }
-    const absl::Time now = clock_->Now();
-    *response->mutable_agent() = ToAgentProto(*view, now);
-    response->set_presence_generation(view->record.presence_generation);
-    *response->mutable_lease_expires_at() =
-        ToProtoTimestamp(absl::FromUnixMillis(view->record.lease_expires_ms));
-    *response->mutable_heartbeat_ttl() = ToProtoDuration(view->ttl);
-    response->set_hub_instance_id(hub_instance_id_);
-    response->set_store_fingerprint(store_fingerprint_);
-    *response->mutable_server_time() = ToProtoTimestamp(now);
-    reactor->Finish(grpc::Status::OK);
-  });
+  std::optional<std::string> owner = input.owner;
+  registry_->RegisterAsync(
+      input, [this, reactor, response,
+              owner = std::move(owner)](absl::StatusOr<AgentView> view) {
+        if (!view.ok()) {
+          reactor->Finish(ToGrpcStatus(view.status()));
+          return;
+        }
+        // Committed with the registration: later calls check it from memory.
+        if (owner.has_value())
+          authority_->RememberOwner(view->record.agent_id, *owner);
+        const absl::Time now = clock_->Now();
+        *response->mutable_agent() = ToAgentProto(*view, now);
+        response->set_presence_generation(view->record.presence_generation);
+        *response->mutable_lease_expires_at() = ToProtoTimestamp(
+            absl::FromUnixMillis(view->record.lease_expires_ms));
+        *response->mutable_heartbeat_ttl() = ToProtoDuration(view->ttl);
+        response->set_hub_instance_id(hub_instance_id_);
+        response->set_store_fingerprint(store_fingerprint_);
+        *response->mutable_server_time() = ToProtoTimestamp(now);
+        reactor->Finish(grpc::Status::OK);
+      });
 }
 
 grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(

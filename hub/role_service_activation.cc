@@ -205,7 +205,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
     hub::v1::RoleActivationAckResult* result = response->mutable_result();
     result->set_idempotent(outcome->idempotent);
     *result->mutable_role() = ToRoleProto(outcome->role);
+    result->set_backlog_delivered_count(outcome->backlog_delivered);
     reactor->Finish(grpc::Status::OK);
+    if (outcome->push_backlog) outcome->push_backlog();
   });
   return reactor;
 }

@@ -141,6 +141,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   role_options.on_transition = [metrics](const RoleTransitionNote& note) {
     metrics->OnRoleTransition(note);
   };
+  // A written candidate row is a candidate event: a role that waits for a
+  // holder is ensured again (the activator exists by the time a call can
+  // write one).
+  HubServer* raw = server.get();
+  role_options.on_candidate_written = [raw](const std::string& wire,
+                                            const std::string& agent_id) {
+    Activator* activator = raw->activator_.get();
+    raw->activator_pool_->Schedule([activator, wire, agent_id] {
+      activator->OnCandidateChanged(wire, agent_id);
+    });
+  };
   server->roles_ =
       std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
   // Role changes reach the presence streams of their holders and candidates
@@ -160,14 +171,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       std::make_unique<BlockingPool>(options.activator_threads);
   ActivatorOptions activator_options = options.activator;
   BlockingPool* activator_pool = server->activator_pool_.get();
-  HubServer* raw = server.get();
-  // A role that became active gets its backlog. The ACK may arrive on the
-  // holder's own presence stream, whose reactor lock is held during the
-  // call, so the hand-off (which pushes on that stream) runs on the pool.
+  // A role that became active gets its backlog, handed over durably before
+  // the ACK answers (it says how many); the ACK's caller pushes it once the
+  // answer is queued.
   activator_options.on_role_active = [raw](const storage::RoleRecord& row) {
-    Messaging* messaging = raw->messaging_.get();
-    raw->write_pool_->Schedule(
-        [messaging, row] { messaging->OnRoleActive(row); });
+    return raw->messaging_->HandOverBacklog(row);
   };
   // A closed scope's dead-lettered requests and handoffs notify their
   // senders. CloseRoleScope runs on the write pool with no stream lock held,
@@ -176,6 +184,12 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       [raw](const storage::ScopeCloseResult& closed) {
         raw->messaging_->OnScopeClosed(closed);
       };
+  // A role that waits for a holder is ensured when backlog waits for it,
+  // even if no ensure asked for it yet.
+  activator_options.has_backlog = [raw](const std::string& wire) {
+    Messaging* messaging = raw->messaging_.get();
+    return messaging != nullptr && messaging->HasBacklog(wire);
+  };
   activator_options.executor = [activator_pool](std::function<void()> work) {
     activator_pool->Schedule(std::move(work));
   };
@@ -192,6 +206,12 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         activator_pool->Schedule([activator, agent_id, reason] {
           activator->OnAgentGone(agent_id, reason);
         });
+      });
+  // A candidate that registers or attaches is a candidate event too.
+  server->presence_->SetArrivalListener(
+      [activator, activator_pool](const std::string& agent_id) {
+        activator_pool->Schedule(
+            [activator, agent_id] { activator->OnCandidateArrived(agent_id); });
       });
 
   server->hub_service_ = std::make_unique<HubServiceImpl>(

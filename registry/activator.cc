@@ -226,8 +226,23 @@ bool Activator::ManagerEnabled(RoleKind kind) const {
 }
 
 void Activator::Land(const std::string& wire) {
-  absl::MutexLock lock(&mu_);
-  flying_.erase(wire);
+  std::optional<std::string> recheck;
+  {
+    absl::MutexLock lock(&mu_);
+    flying_.erase(wire);
+    auto it = recheck_.find(wire);
+    if (it != recheck_.end()) {
+      recheck = std::move(it->second);
+      recheck_.erase(it);
+    }
+  }
+  // Off this thread: Land runs inside flights and ensures, and the recheck
+  // may ensure (and so fly) again.
+  if (recheck.has_value()) {
+    options_.executor([this, wire, cause = *std::move(recheck)] {
+      ReconsiderRole(wire, cause);
+    });
+  }
 }
 
 absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
@@ -242,6 +257,11 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
   {
     absl::MutexLock lock(&mu_);
     joined = !flying_.insert(key->wire).second;
+    // The flight this joins may decide without the candidate this event
+    // is about: look again when it lands.
+    if (joined && request.trigger == "candidate_changed") {
+      recheck_.emplace(key->wire, request.cause_id);
+    }
   }
   if (joined) {
     EnsureReceipt receipt;
@@ -822,7 +842,10 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
                                    "the holder is not present");
   }
   if (row->state == "active" && row->charter_acked_epoch == row->epoch) {
-    return AckOutcome{true, *row};
+    AckOutcome repeated;
+    repeated.idempotent = true;
+    repeated.role = *row;
+    return repeated;
   }
   // Only a state the table lets an ACK move (elected-probing) accepts it;
   // from any other the ACK is stale (§5.2 stale_ack).
@@ -844,8 +867,14 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
                    "last_reason"};
   absl::StatusOr<TransitionResult> active = roles_->Transition(acked);
   if (!active.ok()) return StaleAck(*row, "lost the race to another change");
-  if (options_.on_role_active) options_.on_role_active(active->role);
-  return AckOutcome{false, active->role};
+  AckOutcome outcome;
+  outcome.role = active->role;
+  if (options_.on_role_active) {
+    BacklogHandover handover = options_.on_role_active(active->role);
+    outcome.backlog_delivered = handover.handed_over;
+    outcome.push_backlog = std::move(handover.push);
+  }
+  return outcome;
 }
 
 void Activator::OnAgentGone(const std::string& agent_id,

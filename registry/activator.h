@@ -104,9 +104,22 @@ inline ActivationAck AcceptingAck(const ActivationEnvelope& activation,
   return a;
 }
 
+// A role's backlog as handed to its new holder: how many messages became
+// the holder's (durable), and the pushes of them to its stream, to run after
+// the ACK's answer is queued, with no lock held (may be empty).
+struct BacklogHandover {
+  int64_t handed_over = 0;
+  std::function<void()> push;
+};
+
 struct AckOutcome {
   bool idempotent = false;
   storage::RoleRecord role;
+  // Backlog messages this ACK handed to the holder (0 when idempotent).
+  int64_t backlog_delivered = 0;
+  // The pushes of those messages: the caller runs it once the ACK's answer
+  // is on its way, so the holder learns it holds the role first.
+  std::function<void()> push_backlog;
 };
 
 // How the activator reaches an agent over its presence stream.
@@ -159,9 +172,17 @@ struct ActivatorOptions {
   bool cto_manager_enabled = true;
   bool lead_manager_enabled = true;
   // Called after an activation ACK moved a role to active (the CAS
-  // applied), with the active row and no activator lock held. Messaging hands
-  // the role's backlog to the new holder here. Default: nothing.
-  std::function<void(const storage::RoleRecord& active)> on_role_active;
+  // applied), with the active row and no activator lock held, on the ACK's
+  // thread (which may hold the holder's stream lock: it must not push on
+  // that stream itself). Messaging hands the role's backlog to the new
+  // holder here and returns how many messages it handed over, which the
+  // ACK answers (AckOutcome::backlog_delivered). Default: nothing.
+  std::function<BacklogHandover(const storage::RoleRecord& active)>
+      on_role_active;
+  // Whether the role has role-addressed messages waiting for a holder
+  // (backlog). A candidate event ensures such a role even when no ensure
+  // asked for it yet. Default: none has.
+  std::function<bool(const std::string& wire)> has_backlog;
   // Called after CloseScope closed a scope (not for a repeat), on the
   // caller's thread with no activator lock held. Messaging sends the
   // dead-letter notices of the backlog here. Default: nothing.
@@ -191,6 +212,19 @@ class Activator {
   void OnAgentGone(const std::string& agent_id, AgentGoneReason reason);
   // ACK timeouts, due retries, holders whose lease ran out.
   void Tick();
+
+  // Candidate events (TRIFLUX-HUB §5.6's notifyCandidateChanged): an agent
+  // that may be a candidate registered or attached its presence stream
+  // (OnCandidateArrived: every role it is a candidate of), or a candidate
+  // row of `wire` was written (OnCandidateChanged). Each such role that
+  // waits for a holder (electable, with no holder, and asked for: its last
+  // ensure found no candidate, or it has backlog) is ensured again with
+  // trigger candidate_changed. A role whose ensure is in flight is looked at
+  // again when that flight lands, so an event that comes while an ensure
+  // reads the candidates is never lost. May block (it ensures): call from
+  // the executor's threads, not from a stream's or the store's.
+  void OnCandidateArrived(const std::string& agent_id);
+  void OnCandidateChanged(const std::string& wire, const std::string& agent_id);
 
  private:
   struct Flight;
@@ -245,7 +279,14 @@ class Activator {
   void RevokeHeld(const std::string& agent_id, RoleTrigger active_trigger,
                   const std::string& ensure_trigger,
                   const std::string& cause_id);
+  // Ends the role's flight; a candidate event that came meanwhile
+  // (recheck_) is then looked at again on the executor.
   void Land(const std::string& wire);
+  // OnCandidateChanged's work for one role: ensures it if it waits for a
+  // holder, or marks it for a recheck when its ensure is in flight.
+  void ReconsiderRole(const std::string& wire, const std::string& cause_id);
+  // Whether `row` waits for a holder that a new candidate may be.
+  bool WaitsForHolder(const storage::RoleRecord& row) const;
 
   RoleRegistry* const roles_;
   PresenceRegistry* const presence_;
@@ -256,6 +297,9 @@ class Activator {
   absl::Mutex mu_;
   // Roles with a flight in the air (singleflight).
   std::set<std::string> flying_ ABSL_GUARDED_BY(mu_);
+  // Roles in flying_ that a candidate event named meanwhile, with the
+  // event's cause id: reconsidered when their flight lands.
+  std::map<std::string, std::string> recheck_ ABSL_GUARDED_BY(mu_);
   std::set<std::string> disabled_kinds_ ABSL_GUARDED_BY(mu_);
   std::map<std::string, std::unique_ptr<TransportAdapter>> adapters_
       ABSL_GUARDED_BY(mu_);

@@ -206,6 +206,7 @@ absl::StatusOr<storage::AgentRegistration> BuildRegistration(
   if (identity->locators.has_value()) {
     r.transport_locators_json = TransportLocatorsToJson(*identity->locators);
   }
+  r.owner = input.owner;
   return r;
 }
 

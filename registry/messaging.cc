@@ -583,8 +583,9 @@ int Messaging::PushPending(const std::string& agent_id,
   return pushed;
 }
 
-void Messaging::OnRoleActive(const RoleRecord& active) {
-  if (!active.holder_agent_id.has_value()) return;
+BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
+  BacklogHandover handover;
+  if (!active.holder_agent_id.has_value()) return handover;
   {
     // Counted before the backlog is read: a publish that read the role
     // before this count and commits after the read below sees the change.
@@ -595,14 +596,34 @@ void Messaging::OnRoleActive(const RoleRecord& active) {
   const int64_t now_ms = UnixMillis(clock_->Now());
   absl::StatusOr<std::vector<MessageRecord>> backlog =
       store_->ListPendingRoleMessages(active.role_key_wire, now_ms);
-  if (!backlog.ok()) return;
-  bool pushing = true;
-  for (const MessageRecord& m : *backlog) {
-    // Durable first: once the holder is a recipient the message is in its
-    // inbox (ListPending, re-attach) even if the push below fails.
-    if (!store_->AddRecipient(m.id, holder).ok()) return;
-    if (pushing) pushing = Push(m, holder, active);
+  if (!backlog.ok()) return handover;
+  // Durable first: once the holder is a recipient the message is in its
+  // inbox (ListPending, re-attach) even if a push fails.
+  std::vector<MessageRecord> handed;
+  for (MessageRecord& m : *backlog) {
+    if (!store_->AddRecipient(m.id, holder).ok()) break;
+    handed.push_back(std::move(m));
   }
+  handover.handed_over = static_cast<int64_t>(handed.size());
+  if (handed.empty()) return handover;
+  handover.push = [this, active, handed = std::move(handed)] {
+    for (const MessageRecord& m : handed) {
+      if (!Push(m, *active.holder_agent_id, active)) break;
+    }
+  };
+  return handover;
+}
+
+int64_t Messaging::OnRoleActive(const RoleRecord& active) {
+  BacklogHandover handover = HandOverBacklog(active);
+  if (handover.push) handover.push();
+  return handover.handed_over;
+}
+
+bool Messaging::HasBacklog(const std::string& wire) {
+  absl::StatusOr<std::vector<MessageRecord>> backlog =
+      store_->ListPendingRoleMessages(wire, UnixMillis(clock_->Now()));
+  return backlog.ok() && !backlog->empty();
 }
 
 }  // namespace hub

@@ -184,8 +184,15 @@ class Messaging {
                   std::optional<int64_t> created_up_to_ms = std::nullopt);
   // Hands the role's backlog to its new holder (the activator's
   // on_role_active): adds the holder as a recipient of each pending role
-  // message and pushes them in order, fenced by `active`'s epoch.
-  void OnRoleActive(const storage::RoleRecord& active);
+  // message, durably and in pending order, and returns how many, with the
+  // pushes of them in that order (fenced by `active`'s epoch) for the caller
+  // to run once it may push on the holder's stream.
+  BacklogHandover HandOverBacklog(const storage::RoleRecord& active);
+  // HandOverBacklog, then its pushes at once. Returns how many.
+  int64_t OnRoleActive(const storage::RoleRecord& active);
+  // Whether role-addressed messages wait for `wire`'s holder (backlog that
+  // is not expired); false when the store cannot tell.
+  bool HasBacklog(const std::string& wire);
   absl::StatusOr<DeadLetterPage> ListDeadLetters(const DeadLetterQuery& query);
   // REQUEST_INVALID (trace_id), PAGE_TOKEN_INVALID.
   // Only messages visible in `scope` (InScope), applied before paging.

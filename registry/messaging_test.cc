@@ -69,7 +69,9 @@ class MessagingTest : public ::testing::Test {
     reach_ = std::make_unique<PresenceStreamReach>(presence_.get());
     ActivatorOptions options;
     options.on_role_active = [this](const storage::RoleRecord& row) {
-      messaging_->OnRoleActive(row);
+      BacklogHandover handover;
+      handover.handed_over = messaging_->OnRoleActive(row);
+      return handover;
     };
     activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
                                              reach_.get(), &clock_, options);

@@ -36,6 +36,22 @@ int64_t Millis(absl::Duration d) { return absl::ToInt64Milliseconds(d); }
 
 }  // namespace
 
+bool NamesRoleCandidacy(const std::string& capabilities_json) {
+  // Most agents name none: skip the parse on the registration path.
+  if (!absl::StrContains(capabilities_json, ":candidate")) return false;
+  nlohmann::json value =
+      nlohmann::json::parse(capabilities_json, nullptr, false);
+  if (!value.is_array()) return false;
+  for (const auto& v : value) {
+    if (!v.is_string()) continue;
+    const std::string& c = v.get_ref<const std::string&>();
+    if (absl::StartsWith(c, "role:") && absl::EndsWith(c, ":candidate")) {
+      return true;
+    }
+  }
+  return false;
+}
+
 absl::string_view AgentGoneReasonName(AgentGoneReason reason) {
   switch (reason) {
     case AgentGoneReason::kStreamGrace:
@@ -66,6 +82,9 @@ struct PresenceRegistry::Entry {
   uint64_t stream_id = 0;
   // Set while the detach grace runs (the stream ended, no re-attach yet).
   std::optional<int64_t> detached_at_ms;
+  // Its capabilities name a role candidacy (NamesRoleCandidacy): an attach
+  // is then an arrival the activator hears of.
+  bool may_be_candidate = false;
 };
 
 struct PresenceRegistry::PendingProbe {
@@ -110,6 +129,20 @@ PresenceRegistry::Shard& PresenceRegistry::ShardFor(
 void PresenceRegistry::SetGoneListener(AgentGoneListener listener) {
   absl::MutexLock lock(&listener_mu_);
   listener_ = std::move(listener);
+}
+
+void PresenceRegistry::SetArrivalListener(AgentArrivalListener listener) {
+  absl::MutexLock lock(&listener_mu_);
+  arrival_listener_ = std::move(listener);
+}
+
+void PresenceRegistry::NotifyArrival(const std::string& agent_id) {
+  AgentArrivalListener listener;
+  {
+    absl::MutexLock lock(&listener_mu_);
+    listener = arrival_listener_;
+  }
+  if (listener) listener(agent_id);
 }
 
 void PresenceRegistry::Notify(const std::string& agent_id, int64_t generation,
@@ -205,6 +238,7 @@ absl::Status PresenceRegistry::Recover() {
     entry.lease_expires_ms = a.lease_expires_ms;
     entry.persisted_lease_ms = a.lease_expires_ms;
     entry.persisted_last_seen_ms = a.last_seen_ms;
+    entry.may_be_candidate = NamesRoleCandidacy(a.capabilities_json);
     if (a.status != "offline") {
       // A restart must not declare anyone dead: give every present agent a
       // full TTL from now to reconnect (etcd does the same for leases).
@@ -286,6 +320,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
       entry.ttl_ms = ttl_ms;
       entry.persisted_lease_ms = record->lease_expires_ms;
       entry.persisted_last_seen_ms = now;
+      entry.may_be_candidate = NamesRoleCandidacy(record->capabilities_json);
     }
     view = ViewOf(*record, entry);
   }
@@ -297,6 +332,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
   if (superseded_generation > 0) {
     Notify(agent_id, superseded_generation, AgentGoneReason::kSuperseded);
   }
+  if (NamesRoleCandidacy(record->capabilities_json)) NotifyArrival(agent_id);
   return view;
 }
 
@@ -517,6 +553,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
   const uint64_t stream_id = next_stream_id_.fetch_add(1);
   std::shared_ptr<PresenceStream> replaced;
   bool revive = false;
+  bool may_be_candidate = false;
   int64_t ttl_ms = 0;
   {
     Shard& shard = ShardFor(agent_id);
@@ -542,6 +579,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     entry.lease_expires_ms = now + entry.ttl_ms;
     revive = entry.status == "stale";
     ttl_ms = entry.ttl_ms;
+    may_be_candidate = entry.may_be_candidate;
   }
   if (replaced != nullptr) {
     replaced->Fence(FailedPreconditionError(
@@ -563,6 +601,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
       entry.persisted_last_seen_ms = now;
     }
   }
+  if (may_be_candidate) NotifyArrival(agent_id);
   return stream_id;
 }
 

@@ -82,6 +82,16 @@ absl::string_view AgentGoneReasonName(AgentGoneReason reason);
 using AgentGoneListener = std::function<void(
     const std::string& agent_id, int64_t generation, AgentGoneReason reason)>;
 
+// Told when an agent that may be a role candidate (its capabilities name
+// one: "role:<kind>:candidate") registered or attached a presence stream,
+// so the activator can ensure the roles that wait for it. Called with no
+// registry lock held, on the thread that did it (a store thread for a
+// registration, a stream's for an attach): must not block.
+using AgentArrivalListener = std::function<void(const std::string& agent_id)>;
+
+// Whether a capabilities JSON array names a role candidacy.
+bool NamesRoleCandidacy(const std::string& capabilities_json);
+
 // A presence stream as the registry sees it (implemented by the gRPC edge).
 class PresenceStream {
  public:
@@ -140,6 +150,10 @@ struct RegisterInput {
   // Structured locators already turned into triflux JSON objects.
   std::optional<std::vector<std::string>> transport_locator_objects;
   HubFence fence;
+  // The authenticated principal registering, when tokens are on: the
+  // registration claims the agent id for it in its own transaction, so a
+  // refused registration claims nothing (storage::AgentRegistration::owner).
+  std::optional<std::string> owner;
 };
 
 struct HeartbeatInput {
@@ -203,6 +217,7 @@ class PresenceRegistry {
   absl::Status Recover();
 
   void SetGoneListener(AgentGoneListener listener);
+  void SetArrivalListener(AgentArrivalListener listener);
 
   // Registers or re-registers (generation + 1) durably. A previous
   // registration's stream is fenced with STALE_PRESENCE_OWNER.
@@ -308,6 +323,7 @@ class PresenceRegistry {
   absl::Status CheckFence(const HubFence& fence) const;
   absl::Status StaleOwner(const std::string& agent_id,
                           int64_t current_generation) const;
+  void NotifyArrival(const std::string& agent_id);
   void Notify(const std::string& agent_id, int64_t generation,
               AgentGoneReason reason);
   AgentView ViewOf(storage::AgentRecord record, const Entry& entry) const;
@@ -329,6 +345,7 @@ class PresenceRegistry {
 
   absl::Mutex listener_mu_;
   AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
+  AgentArrivalListener arrival_listener_ ABSL_GUARDED_BY(listener_mu_);
   std::function<void()> grace_wakeup_ ABSL_GUARDED_BY(listener_mu_);
 
   UuidV7Generator probe_ids_;

@@ -296,6 +296,11 @@ struct RoleRegistryOptions {
   // pair (nothing written). Runs on the writer's thread with no registry lock
   // held; must not block. hubd: metrics and a log line. Default: nothing.
   std::function<void(const RoleTransitionNote&)> on_transition;
+  // Told after UpsertCandidate committed a candidate row (role wire, agent
+  // id), on the caller's thread with no registry lock held; must not block.
+  // hubd: the activator's candidate event. Default: nothing.
+  std::function<void(const std::string& wire, const std::string& agent_id)>
+      on_candidate_written;
 };
 
 class RoleRegistry {

@@ -303,6 +303,9 @@ absl::StatusOr<CandidateUpsertResult> RoleRegistry::UpsertCandidate(
                                          : RoleTrigger::kLocatorRegistered)
         .IgnoreError();
   }
+  if (options_.on_candidate_written) {
+    options_.on_candidate_written(key->wire, in.agent_id);
+  }
   return CandidateUpsertResult{*row, created};
 }
 

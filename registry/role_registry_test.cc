@@ -713,8 +713,9 @@ TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
 
 TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
   double u = 0.0;
-  RoleRegistry registry(store_.get(), &clock_,
-                        RoleRegistryOptions{[&u] { return u; }, {}, {}});
+  RoleRegistryOptions options;
+  options.random_unit = [&u] { return u; };
+  RoleRegistry registry(store_.get(), &clock_, options);
   CandidateA(registry);
   ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());

@@ -406,9 +406,38 @@ absl::StatusOr<PresenceWrite> RunPresenceWrite(Connection& conn, Stmt& stmt,
   return w;
 }
 
+// The ownership claim of a registration, before its upsert: a claim lost to
+// another principal writes nothing (the insert does nothing on conflict).
+absl::Status ClaimOwnerIn(Connection& conn, const AgentRegistration& r) {
+  absl::StatusOr<Stmt> insert = conn.Prepare(
+      "INSERT INTO hub_agent_owners(agent_id, principal, claimed_at_ms) "
+      "VALUES (?, ?, ?) ON CONFLICT(agent_id) DO NOTHING");
+  if (!insert.ok()) return insert.status();
+  insert->Bind(1, absl::string_view(r.agent_id))
+      .Bind(2, absl::string_view(*r.owner))
+      .Bind(3, r.now_ms);
+  if (absl::Status s = insert->Run(); !s.ok()) return s;
+  absl::StatusOr<Stmt> select =
+      conn.Prepare("SELECT principal FROM hub_agent_owners WHERE agent_id = ?");
+  if (!select.ok()) return select.status();
+  select->Bind(1, absl::string_view(r.agent_id));
+  absl::StatusOr<bool> row = select->Step();
+  if (!row.ok()) return row.status();
+  if (*row && select->Text(0) == *r.owner) return absl::OkStatus();
+  return WithMetadata(
+      ReasonError(
+          absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+          absl::StrCat("agent ", r.agent_id,
+                       " is owned by another principal than ", *r.owner)),
+      "agent_id", r.agent_id);
+}
+
 // The upsert of RegisterAgent, run by the writer.
 absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
                                        const AgentRegistration& r) {
+  if (r.owner.has_value()) {
+    if (absl::Status s = ClaimOwnerIn(conn, r); !s.ok()) return s;
+  }
   // The generation bump and the identity patch are one statement: no
   // window where a new owner's row carries the old owner's identity.
   absl::StatusOr<Stmt> stmt = conn.Prepare(

@@ -108,6 +108,12 @@ struct AgentRegistration {
   Patch<std::string> session_id;
   Patch<std::string> host_id;
   Patch<std::string> transport_locators_json;
+  // The principal registering (tokens on). The registration then also
+  // claims the agent id for it in the same transaction, first claimant wins
+  // (hub_agent_owners): when another principal owns the id nothing is
+  // written and the answer is PERMISSION_DENIED / PERMISSION_DENIED with
+  // metadata agent_id. nullopt: no ownership (anonymous callers).
+  std::optional<std::string> owner;
 };
 
 // Outcome of a write fenced by presence_generation.

@@ -3,6 +3,9 @@
 // bearer-token failures and their reasons, principal-bound agents, operator
 // rights, the activation ACK's principal check, token hot reload and the
 // non-loopback rule.
+#include <functional>
+#include <vector>
+
 #include "tests/auth_grpc_fixture.h"
 
 namespace hub::auth_grpc {
@@ -176,6 +179,60 @@ TEST_F(AuthGrpcTest, RegistrationIsLimitedToTheTokensProjects) {
   grpc::Status refused = Register(kCarol, "agent-x", kProject);
   EXPECT_EQ(Reason(refused), "PROJECT_SCOPE_MISMATCH");
   EXPECT_TRUE(Register(kAlice, "agent-x", kProject).ok());
+}
+
+TEST_F(AuthGrpcTest, ARefusedRegistrationClaimsNoAgentId) {
+  Start(/*tls=*/false);
+  auto valid = [] {
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id("agent-free");
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    request.set_project_id(kProject);
+    return request;
+  };
+  struct Refusal {
+    const char* what;
+    grpc::StatusCode code;
+    std::function<void(hub::v1::RegisterAgentRequest*)> spoil;
+  };
+  const std::vector<Refusal> refusals = {
+      {"a 5 s heartbeat ttl", grpc::StatusCode::INVALID_ARGUMENT,
+       [](hub::v1::RegisterAgentRequest* r) {
+         r->mutable_heartbeat_ttl()->set_seconds(5);
+       }},
+      {"no cli", grpc::StatusCode::INVALID_ARGUMENT,
+       [](hub::v1::RegisterAgentRequest* r) {
+         r->set_cli(hub::v1::AGENT_CLI_UNSPECIFIED);
+       }},
+      {"a bad topic", grpc::StatusCode::INVALID_ARGUMENT,
+       [](hub::v1::RegisterAgentRequest* r) { r->add_topics("bad topic!"); }},
+      {"a bad session id", grpc::StatusCode::INVALID_ARGUMENT,
+       [](hub::v1::RegisterAgentRequest* r) {
+         r->set_session_id(std::string(300, 'x'));
+       }},
+      {"65 topics", grpc::StatusCode::RESOURCE_EXHAUSTED,
+       [](hub::v1::RegisterAgentRequest* r) {
+         for (int i = 0; i < 65; ++i) r->add_topics(absl::StrCat("t", i));
+       }},
+  };
+  for (const Refusal& refusal : refusals) {
+    hub::v1::RegisterAgentRequest request = valid();
+    refusal.spoil(&request);
+    hub::v1::RegisterAgentResponse response;
+    grpc::Status s =
+        presence_->RegisterAgent(As(kAlice).get(), request, &response);
+    EXPECT_EQ(s.error_code(), refusal.code) << refusal.what;
+  }
+  // Nothing was written, the claim included: another principal takes the
+  // id, durably its own from then on.
+  hub::v1::GetAgentRequest get;
+  get.set_agent_id("agent-free");
+  hub::v1::GetAgentResponse agent;
+  EXPECT_EQ(presence_->GetAgent(As(kAdmin).get(), get, &agent).error_code(),
+            grpc::StatusCode::NOT_FOUND);
+  EXPECT_TRUE(Register(kBob, "agent-free").ok());
+  EXPECT_EQ(Register(kAlice, "agent-free").error_code(),
+            grpc::StatusCode::PERMISSION_DENIED);
 }
 
 TEST_F(AuthGrpcTest, OnlyAnAdminMayBackUpTheStore) {
