@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "registry/status.h"
 #include "storage/sqlite_store.h"
@@ -900,6 +901,93 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
            {"unreachable", "alternate_candidate_available"}}) {
     EXPECT_EQ(covered_.count(pair), 1u) << pair.first << "+" << pair.second;
   }
+}
+
+}  // namespace
+}  // namespace hub
+
+namespace hub {
+namespace {
+
+// A StreamReach whose first Attached() answer is read, then held until the
+// test releases it: an ensure that looked at a candidate just before it
+// attached.
+class StaleFirstLook : public StreamReach {
+ public:
+  explicit StaleFirstLook(StreamReach* inner) : inner_(inner) {}
+  bool Attached(const std::string& agent_id) override {
+    const bool attached = inner_->Attached(agent_id);
+    if (!held_.exchange(true)) {
+      looked_.Notify();
+      release_.WaitForNotification();
+    }
+    return attached;
+  }
+  StreamProbeResult Probe(const std::string& agent_id,
+                          const RoleProbeEnvelope& probe,
+                          absl::Duration timeout) override {
+    return inner_->Probe(agent_id, probe, timeout);
+  }
+  bool Deliver(const std::string& agent_id,
+               const ActivationEnvelope& envelope) override {
+    return inner_->Deliver(agent_id, envelope);
+  }
+  absl::Notification looked_;
+  absl::Notification release_;
+
+ private:
+  StreamReach* const inner_;
+  std::atomic<bool> held_{false};
+};
+
+TEST_F(ActivatorTest,
+       ACandidateThatArrivesWhileAnEnsureLooksTheOtherWayIsStillElected) {
+  Candidate("agent-a", /*stream=*/false);
+  StaleFirstLook reach(reach_.get());
+  Activator activator(roles_.get(), presence_.get(), &reach, &clock_, {});
+  std::thread publish([&] {
+    EnsureRequest r;
+    r.role.wire = Wire();
+    r.trigger = "publish_no_holder";
+    r.cause_id = "msg-1";
+    absl::StatusOr<EnsureReceipt> receipt = activator.Ensure(r);
+    ASSERT_TRUE(receipt.ok()) << receipt.status();
+    EXPECT_EQ(receipt->disposition, EnsureDisposition::kNoCandidate);
+  });
+  reach.looked_.WaitForNotification();
+  // The candidate attaches after the ensure saw it without a stream; its
+  // arrival event comes while that ensure is still in flight.
+  auto stream = std::make_shared<RecordingStream>();
+  const int64_t generation =
+      presence_->Get("agent-a")->record.presence_generation;
+  absl::StatusOr<uint64_t> id =
+      presence_->Attach("agent-a", generation, {}, stream);
+  ASSERT_TRUE(id.ok());
+  stream->stream_id = *id;
+  stream->SetAnswer([this, raw = stream.get()](const RoleProbeEnvelope& p) {
+    EXPECT_TRUE(
+        presence_->AnswerProbe("agent-a", raw->stream_id, p.probe_id, true)
+            .ok());
+  });
+  activator.OnCandidateArrived("agent-a");
+  reach.release_.Notify();
+  publish.join();  // its landing looked again and elected agent-a
+
+  const RoleRecord row = Row();
+  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.holder_agent_id, "agent-a");
+  ASSERT_EQ(stream->activations().size(), 1u);
+  EXPECT_EQ(stream->activations()[0].epoch, row.epoch);
+}
+
+TEST_F(ActivatorTest, ACandidateOfARoleNobodyAskedForDoesNotActivateIt) {
+  auto stream = Candidate("agent-a");
+  activator_->OnCandidateArrived("agent-a");
+  activator_->OnCandidateChanged(Wire(), "agent-a");
+  EXPECT_EQ(Row().state, "electable");
+  EXPECT_EQ(stream->activations().size(), 0u);
+  // Asked for, it is.
+  EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kStarted);
 }
 
 }  // namespace
