@@ -11,6 +11,8 @@
 #        client and .proto files: tools/hubbench's reference).
 #        Python's gRPC runtime (clients/python; stubs come from Debian's
 #        protoc and grpc_python_plugin).
+#   apt (storage/pg): libpq-dev, and postgresql-15 for the servers the
+#        PostgreSQL tests start themselves (initdb/pg_ctl, no service).
 #   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, and the Node.js
 #        client's dependencies (@grpc/grpc-js, @grpc/proto-loader, exactly as
 #        clients/node/package-lock.json pins them) into
@@ -24,6 +26,7 @@ APT_PACKAGES=(
   bazel-bootstrap bazel-rules-java
   libgrpc++-dev protobuf-compiler-grpc protobuf-compiler libprotobuf-dev grpc-proto
   libabsl-dev libsqlite3-dev libssl-dev nlohmann-json3-dev
+  libpq-dev postgresql-15  # storage/pg: libpq, and a server the tests start
   libspdlog-dev libcpp-httplib-dev  # hubd's logs and its /metrics endpoint
   golang-github-gogo-googleapis-dev  # google/rpc/{status,error_details}.proto
   googletest libgtest-dev libbenchmark-dev

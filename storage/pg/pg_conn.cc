@@ -1,0 +1,252 @@
+#include "storage/pg/pg_conn.h"
+
+#include <postgresql/libpq-fe.h>
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
+#include "registry/status.h"
+
+namespace hub::storage::pg {
+namespace {
+
+// libpq's messages end with a newline.
+std::string Trimmed(const char* message) {
+  return std::string(
+      absl::StripTrailingAsciiWhitespace(message != nullptr ? message : ""));
+}
+
+// Parameter pointers for libpq: nullptr is NULL.
+std::vector<const char*> Values(const std::vector<Param>& params) {
+  std::vector<const char*> values;
+  values.reserve(params.size());
+  for (const Param& p : params) {
+    values.push_back(p.has_value() ? p->c_str() : nullptr);
+  }
+  return values;
+}
+
+absl::Status PipelineAborted() {
+  return ReasonError(absl::StatusCode::kAborted, "STORE_PIPELINE_ABORTED",
+                     "an earlier statement of the pipeline failed");
+}
+
+}  // namespace
+
+Result::Result(pg_result* result) : result_(result) {}
+Result::Result(Result&& other) noexcept
+    : result_(std::exchange(other.result_, nullptr)) {}
+Result& Result::operator=(Result&& other) noexcept {
+  if (this != &other) {
+    if (result_ != nullptr) PQclear(result_);
+    result_ = std::exchange(other.result_, nullptr);
+  }
+  return *this;
+}
+Result::~Result() {
+  if (result_ != nullptr) PQclear(result_);
+}
+
+int Result::rows() const { return result_ ? PQntuples(result_) : 0; }
+int Result::columns() const { return result_ ? PQnfields(result_) : 0; }
+bool Result::IsNull(int row, int column) const {
+  return result_ == nullptr || PQgetisnull(result_, row, column) == 1;
+}
+absl::string_view Result::Text(int row, int column) const {
+  if (IsNull(row, column)) return "";
+  return absl::string_view(PQgetvalue(result_, row, column),
+                           PQgetlength(result_, row, column));
+}
+std::optional<int64_t> Result::Int(int row, int column) const {
+  if (IsNull(row, column)) return std::nullopt;
+  int64_t value = 0;
+  if (!absl::SimpleAtoi(Text(row, column), &value)) return std::nullopt;
+  return value;
+}
+int64_t Result::changed() const {
+  if (result_ == nullptr) return 0;
+  int64_t n = 0;
+  return absl::SimpleAtoi(PQcmdTuples(result_), &n) ? n : 0;
+}
+
+absl::Status ResultError(const pg_result* result, absl::string_view what) {
+  const char* state = PQresultErrorField(result, PG_DIAG_SQLSTATE);
+  const std::string sqlstate = state != nullptr ? state : "";
+  const std::string message =
+      absl::StrCat(what, ": ", Trimmed(PQresultErrorMessage(result)));
+  absl::Status s;
+  if (absl::StartsWith(sqlstate, "08") || sqlstate == "57P01" ||
+      sqlstate == "57P02" || sqlstate == "57P03" || sqlstate == "25006") {
+    // Connection exceptions, an administrator's shutdown or termination of
+    // this backend, a server starting up, a read-only transaction (a
+    // standby): the store is unavailable, not broken.
+    s = UnavailableError("STORE_UNAVAILABLE", message);
+  } else if (absl::StartsWith(sqlstate, "23")) {
+    s = ReasonError(absl::StatusCode::kFailedPrecondition, "STORE_CONSTRAINT",
+                    message);
+  } else if (sqlstate == "40001" || sqlstate == "40P01" ||
+             sqlstate == "55P03") {
+    s = ReasonError(absl::StatusCode::kAborted, "STORE_BUSY", message);
+  } else if (sqlstate == "53100") {
+    s = ReasonError(absl::StatusCode::kResourceExhausted, "STORE_FULL",
+                    message);
+  } else if (sqlstate.empty() && PQresultStatus(result) == PGRES_FATAL_ERROR) {
+    // libpq's own failure (the connection broke mid-statement).
+    s = UnavailableError("STORE_UNAVAILABLE", message);
+  } else {
+    s = ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL", message);
+  }
+  return sqlstate.empty() ? s
+                          : WithMetadata(std::move(s), "sqlstate", sqlstate);
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
+    const std::string& conninfo) {
+  PGconn* conn = PQconnectdb(conninfo.c_str());
+  if (conn == nullptr) {
+    return UnavailableError("STORE_UNAVAILABLE",
+                            "cannot allocate a PostgreSQL connection");
+  }
+  std::unique_ptr<Connection> c(new Connection(conn));
+  if (PQstatus(conn) != CONNECTION_OK) {
+    return c->ConnectionError("cannot connect to PostgreSQL");
+  }
+  return c;
+}
+
+Connection::~Connection() { PQfinish(conn_); }
+
+absl::Status Connection::ConnectionError(absl::string_view what) const {
+  return UnavailableError(
+      "STORE_UNAVAILABLE",
+      absl::StrCat(what, ": ", Trimmed(PQerrorMessage(conn_))));
+}
+
+bool Connection::Healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+int Connection::BackendPid() const { return PQbackendPID(conn_); }
+
+namespace {
+
+// A result that is not an error, as a Result; otherwise its status.
+absl::StatusOr<Result> Take(PGresult* raw, absl::string_view what,
+                            pg_conn* conn) {
+  if (raw == nullptr) {
+    return UnavailableError(
+        "STORE_UNAVAILABLE",
+        absl::StrCat(what, ": ", Trimmed(PQerrorMessage(conn))));
+  }
+  Result result(raw);
+  switch (PQresultStatus(raw)) {
+    case PGRES_COMMAND_OK:
+    case PGRES_TUPLES_OK:
+    case PGRES_EMPTY_QUERY:
+      return result;
+    case PGRES_PIPELINE_ABORTED:
+      return PipelineAborted();
+    default:
+      return ResultError(raw, what);
+  }
+}
+
+}  // namespace
+
+absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
+  const std::string text(sql);
+  return Take(PQexec(conn_, text.c_str()), "statement failed", conn_);
+}
+
+absl::StatusOr<Result> Connection::Query(absl::string_view sql,
+                                         const std::vector<Param>& params) {
+  const std::string text(sql);
+  std::vector<const char*> values = Values(params);
+  return Take(PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()),
+                           nullptr, values.data(), nullptr, nullptr, 0),
+              "statement failed", conn_);
+}
+
+absl::Status Connection::Prepare(const std::string& name,
+                                 absl::string_view sql) {
+  const std::string text(sql);
+  absl::StatusOr<Result> r =
+      Take(PQprepare(conn_, name.c_str(), text.c_str(), 0, nullptr),
+           absl::StrCat("cannot prepare ", name), conn_);
+  if (!r.ok()) return r.status();
+  prepared_.push_back(name);
+  return absl::OkStatus();
+}
+
+bool Connection::Prepared(const std::string& name) const {
+  return std::find(prepared_.begin(), prepared_.end(), name) != prepared_.end();
+}
+
+absl::StatusOr<Result> Connection::ExecPrepared(
+    const std::string& name, const std::vector<Param>& params) {
+  std::vector<const char*> values = Values(params);
+  return Take(
+      PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
+                     values.data(), nullptr, nullptr, 0),
+      absl::StrCat(name, " failed"), conn_);
+}
+
+std::vector<absl::StatusOr<Result>> Connection::Pipeline(
+    const std::vector<Pipelined>& statements) {
+  std::vector<absl::StatusOr<Result>> answers;
+  answers.reserve(statements.size());
+  auto fail_all = [&](const absl::Status& s) {
+    std::vector<absl::StatusOr<Result>> failed;
+    for (size_t i = 0; i < statements.size(); ++i) failed.push_back(s);
+    return failed;
+  };
+  if (statements.empty()) return answers;
+  if (PQenterPipelineMode(conn_) != 1) {
+    return fail_all(ConnectionError("cannot enter pipeline mode"));
+  }
+  bool sent = true;
+  for (const Pipelined& p : statements) {
+    std::vector<const char*> values = Values(p.params);
+    if (PQsendQueryPrepared(conn_, p.statement.c_str(),
+                            static_cast<int>(values.size()), values.data(),
+                            nullptr, nullptr, 0) != 1) {
+      sent = false;
+      break;
+    }
+  }
+  if (!sent || PQpipelineSync(conn_) != 1) {
+    absl::Status s = ConnectionError("cannot send the pipeline");
+    PQexitPipelineMode(conn_);
+    return fail_all(s);
+  }
+  for (const Pipelined& p : statements) {
+    // Each statement's answer is its result, then a NULL that ends it.
+    PGresult* raw = PQgetResult(conn_);
+    answers.push_back(Take(raw, absl::StrCat(p.statement, " failed"), conn_));
+    if (raw == nullptr) break;  // the connection broke: no more answers
+    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+  }
+  // The Sync's answer; then the pipeline is idle and can be left. (A few
+  // stray end-of-result NULLs are skipped; a broken connection gives only
+  // NULLs.)
+  for (int nulls = 0; nulls < 3 && Healthy();) {
+    PGresult* sync = PQgetResult(conn_);
+    if (sync == nullptr) {
+      ++nulls;
+      continue;
+    }
+    const bool done = PQresultStatus(sync) == PGRES_PIPELINE_SYNC;
+    PQclear(sync);
+    if (done) break;
+  }
+  PQexitPipelineMode(conn_);
+  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+    PQclear(PQexec(conn_, "ROLLBACK"));
+  }
+  while (answers.size() < statements.size()) {
+    answers.push_back(ConnectionError("the connection broke mid-pipeline"));
+  }
+  return answers;
+}
+
+}  // namespace hub::storage::pg

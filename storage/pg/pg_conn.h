@@ -1,0 +1,114 @@
+// A libpq connection with the few operations the PostgreSQL store needs:
+// simple statements, prepared statements, and pipelines that send many
+// prepared statements in one round trip (libpq's pipeline mode), each
+// answered with a Result or a reason-coded status.
+//
+// Not thread-safe: one owner at a time (the store's writer, or one reader).
+// Failures carry the store's reasons: a lost or refused connection is
+// UNAVAILABLE / STORE_UNAVAILABLE, a constraint violation FAILED_PRECONDITION
+// / STORE_CONSTRAINT, a serialization failure or deadlock ABORTED /
+// STORE_BUSY, anything else INTERNAL / STORE_INTERNAL; metadata sqlstate
+// names PostgreSQL's code. See docs/design/postgres.md.
+#ifndef HUB_STORAGE_PG_PG_CONN_H_
+#define HUB_STORAGE_PG_PG_CONN_H_
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+struct pg_conn;
+struct pg_result;
+
+namespace hub::storage::pg {
+
+// One statement's rows (or its changed-row count). Movable, owns the
+// PGresult.
+class Result {
+ public:
+  Result() = default;
+  explicit Result(pg_result* result);
+  Result(Result&&) noexcept;
+  Result& operator=(Result&&) noexcept;
+  ~Result();
+
+  int rows() const;
+  int columns() const;
+  bool IsNull(int row, int column) const;
+  // The value as text (PostgreSQL's text format); "" for NULL.
+  absl::string_view Text(int row, int column) const;
+  // The value as an integer; nullopt for NULL or text that is no integer.
+  std::optional<int64_t> Int(int row, int column) const;
+  // Rows the statement changed (INSERT, UPDATE, DELETE); 0 for others.
+  int64_t changed() const;
+
+ private:
+  pg_result* result_ = nullptr;
+};
+
+// A statement parameter in text format; nullopt is SQL NULL.
+using Param = std::optional<std::string>;
+
+// A prepared statement and its parameters, for Pipeline().
+struct Pipelined {
+  std::string statement;  // a name given to Prepare()
+  std::vector<Param> params;
+};
+
+class Connection {
+ public:
+  // Connects with a libpq connection string or URI (several hosts and
+  // target_session_attrs=read-write work as libpq documents).
+  // UNAVAILABLE / STORE_UNAVAILABLE when the server cannot be reached.
+  static absl::StatusOr<std::unique_ptr<Connection>> Open(
+      const std::string& conninfo);
+  ~Connection();
+  Connection(const Connection&) = delete;
+  Connection& operator=(const Connection&) = delete;
+
+  // Runs `sql` (one or more statements, no parameters) with the simple
+  // query protocol; the last statement's result.
+  absl::StatusOr<Result> Exec(absl::string_view sql);
+  // Runs one statement with parameters ($1, $2, ...).
+  absl::StatusOr<Result> Query(absl::string_view sql,
+                               const std::vector<Param>& params);
+  // Prepares `sql` under `name` on this connection (once; a reconnect
+  // forgets it: Prepared() tells).
+  absl::Status Prepare(const std::string& name, absl::string_view sql);
+  bool Prepared(const std::string& name) const;
+  absl::StatusOr<Result> ExecPrepared(const std::string& name,
+                                      const std::vector<Param>& params);
+  // Sends every statement, then one Sync, and reads every answer: one
+  // network round trip for the lot. One answer per statement, in order.
+  // Without an explicit BEGIN the statements up to the Sync form one
+  // implicit transaction (PostgreSQL's extended protocol): the first failure
+  // rolls back the earlier ones too, and the rest answer ABORTED /
+  // STORE_PIPELINE_ABORTED. A failed explicit transaction (BEGIN sent
+  // first) is rolled back before this returns, so the connection is idle.
+  std::vector<absl::StatusOr<Result>> Pipeline(
+      const std::vector<Pipelined>& statements);
+
+  // Whether the connection is still up (PQstatus).
+  bool Healthy() const;
+  // The server's process id for this connection (pg_terminate_backend).
+  int BackendPid() const;
+
+ private:
+  explicit Connection(pg_conn* conn) : conn_(conn) {}
+  absl::Status ConnectionError(absl::string_view what) const;
+
+  pg_conn* conn_;
+  std::vector<std::string> prepared_;
+};
+
+// The status for a failed PGresult (its SQLSTATE decides the reason).
+absl::Status ResultError(const pg_result* result, absl::string_view what);
+
+}  // namespace hub::storage::pg
+
+#endif  // HUB_STORAGE_PG_PG_CONN_H_

@@ -1,0 +1,199 @@
+// The libpq wrapper against a real PostgreSQL 15 that the test starts
+// itself (PgTestServer): statements, parameters and NULLs, pipelines of
+// prepared statements in one round trip and how a failure inside one
+// aborts the rest, transactions sent as a pipeline, and the reasons of a
+// server that is missing, terminated or restarted.
+#include "storage/pg/pg_conn.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "registry/status.h"
+#include "storage/pg/pg_test_server.h"
+
+namespace hub::storage::pg {
+namespace {
+
+using testing::PgTestServer;
+
+class PgConnTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<PgTestServer>> started =
+        PgTestServer::Create();
+    ASSERT_TRUE(started.ok()) << started.status();
+    server_ = started->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    database_ = absl::StrCat(
+        "t_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    for (char& c : database_) c = static_cast<char>(std::tolower(c));
+    ASSERT_TRUE(server_->CreateDatabase(database_).ok());
+    conn_ = Connect();
+    ASSERT_NE(conn_, nullptr);
+    ASSERT_TRUE(conn_
+                    ->Exec("CREATE TABLE items (id BIGSERIAL PRIMARY KEY, "
+                           "name TEXT NOT NULL UNIQUE, note TEXT)")
+                    .ok());
+    ASSERT_TRUE(conn_
+                    ->Prepare("insert_item",
+                              "INSERT INTO items (name, note) VALUES ($1, $2) "
+                              "RETURNING id")
+                    .ok());
+  }
+
+  std::unique_ptr<Connection> Connect() {
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        Connection::Open(server_->ConnInfo(database_));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  int64_t Count() {
+    absl::StatusOr<Result> r = Connect()->Exec("SELECT count(*) FROM items");
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? r->Int(0, 0).value_or(-1) : -1;
+  }
+
+  static PgTestServer* server_;
+  std::string database_;
+  std::unique_ptr<Connection> conn_;
+};
+
+PgTestServer* PgConnTest::server_ = nullptr;
+
+TEST_F(PgConnTest, AMissingServerIsUnavailable) {
+  absl::StatusOr<std::unique_ptr<Connection>> c =
+      Connection::Open("host=/nonexistent-hub-socket-dir port=5432 user=hub");
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(c.status()), "STORE_UNAVAILABLE");
+}
+
+TEST_F(PgConnTest, ParametersNullsAndChangedRowsReadBack) {
+  absl::StatusOr<Result> inserted =
+      conn_->ExecPrepared("insert_item", {std::string("a"), std::nullopt});
+  ASSERT_TRUE(inserted.ok()) << inserted.status();
+  ASSERT_EQ(inserted->rows(), 1);
+  const std::optional<int64_t> id = inserted->Int(0, 0);
+  ASSERT_TRUE(id.has_value());
+  absl::StatusOr<Result> row = conn_->Query(
+      "SELECT name, note FROM items WHERE id = $1", {absl::StrCat(*id)});
+  ASSERT_TRUE(row.ok()) << row.status();
+  EXPECT_EQ(row->Text(0, 0), "a");
+  EXPECT_TRUE(row->IsNull(0, 1));
+  EXPECT_FALSE(row->Int(0, 1).has_value());
+  absl::StatusOr<Result> updated =
+      conn_->Query("UPDATE items SET note = $1 WHERE name = $2",
+                   {std::string("é, ünïcode"), std::string("a")});
+  ASSERT_TRUE(updated.ok()) << updated.status();
+  EXPECT_EQ(updated->changed(), 1);
+  absl::StatusOr<Result> none = conn_->Query(
+      "UPDATE items SET note = 'x' WHERE name = $1", {std::string("zz")});
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->changed(), 0);
+}
+
+TEST_F(PgConnTest, APipelineIsAnsweredInOrderInOneRoundTrip) {
+  std::vector<Pipelined> batch;
+  for (int i = 0; i < 100; ++i) {
+    batch.push_back({"insert_item", {absl::StrCat("item-", i), std::nullopt}});
+  }
+  std::vector<absl::StatusOr<Result>> answers = conn_->Pipeline(batch);
+  ASSERT_EQ(answers.size(), 100u);
+  int64_t previous = 0;
+  for (const absl::StatusOr<Result>& a : answers) {
+    ASSERT_TRUE(a.ok()) << a.status();
+    const int64_t id = a->Int(0, 0).value_or(0);
+    EXPECT_GT(id, previous);  // in the order sent
+    previous = id;
+  }
+  EXPECT_EQ(Count(), 100);
+  // The connection is usable as before once the pipeline is done.
+  EXPECT_TRUE(conn_->Exec("SELECT 1").ok());
+}
+
+TEST_F(PgConnTest, AFailureAbortsTheRestOfItsPipeline) {
+  std::vector<absl::StatusOr<Result>> answers = conn_->Pipeline({
+      {"insert_item", {std::string("x"), std::nullopt}},
+      {"insert_item", {std::string("x"), std::nullopt}},  // duplicate name
+      {"insert_item", {std::string("y"), std::nullopt}},
+  });
+  ASSERT_EQ(answers.size(), 3u);
+  EXPECT_TRUE(answers[0].ok());
+  EXPECT_EQ(answers[1].status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(answers[1].status()), "STORE_CONSTRAINT");
+  EXPECT_EQ(MetadataOf(answers[1].status()).at("sqlstate"), "23505");
+  EXPECT_EQ(ReasonOf(answers[2].status()), "STORE_PIPELINE_ABORTED");
+  // The statements up to the Sync were one implicit transaction: the first
+  // insert is rolled back with the failure, the last never ran.
+  EXPECT_EQ(Count(), 0);
+  EXPECT_TRUE(conn_->ExecPrepared("insert_item", {std::string("y"), {}}).ok());
+}
+
+TEST_F(PgConnTest, ATransactionSentAsOnePipelineCommitsAllOrNothing) {
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  ASSERT_TRUE(conn_->Prepare("commit", "COMMIT").ok());
+  std::vector<absl::StatusOr<Result>> good = conn_->Pipeline({
+      {"begin", {}},
+      {"insert_item", {std::string("p"), std::nullopt}},
+      {"insert_item", {std::string("q"), std::nullopt}},
+      {"commit", {}},
+  });
+  for (const absl::StatusOr<Result>& a : good)
+    EXPECT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(Count(), 2);
+
+  std::vector<absl::StatusOr<Result>> bad = conn_->Pipeline({
+      {"begin", {}},
+      {"insert_item", {std::string("r"), std::nullopt}},
+      {"insert_item", {std::string("p"), std::nullopt}},  // duplicate
+      {"commit", {}},
+  });
+  EXPECT_FALSE(bad[2].ok());
+  EXPECT_EQ(ReasonOf(bad[3].status()), "STORE_PIPELINE_ABORTED");
+  EXPECT_EQ(Count(), 2);  // "r" rolled back with the failed transaction
+  // which Pipeline() ended: the connection is idle, not in a failed block.
+  EXPECT_TRUE(conn_->Exec("SELECT 1").ok());
+}
+
+TEST_F(PgConnTest, ATerminatedBackendIsUnavailableAndANewConnectionWorks) {
+  std::unique_ptr<Connection> admin = Connect();
+  ASSERT_TRUE(admin
+                  ->Query("SELECT pg_terminate_backend($1)",
+                          {absl::StrCat(conn_->BackendPid())})
+                  .ok());
+  absl::StatusOr<Result> after = conn_->Exec("SELECT 1");
+  ASSERT_FALSE(after.ok());
+  EXPECT_EQ(after.status().code(), absl::StatusCode::kUnavailable)
+      << after.status();
+  EXPECT_EQ(ReasonOf(after.status()), "STORE_UNAVAILABLE");
+  EXPECT_FALSE(conn_->Healthy());
+  std::vector<absl::StatusOr<Result>> piped =
+      conn_->Pipeline({{"insert_item", {std::string("z"), std::nullopt}}});
+  ASSERT_EQ(piped.size(), 1u);
+  EXPECT_EQ(piped[0].status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_TRUE(Connect()->Exec("SELECT 1").ok());
+}
+
+TEST_F(PgConnTest, ARestartedServerServesWhatWasCommitted) {
+  ASSERT_TRUE(
+      conn_->ExecPrepared("insert_item", {std::string("kept"), {}}).ok());
+  ASSERT_TRUE(server_->Stop("fast").ok());
+  EXPECT_EQ(conn_->Exec("SELECT 1").status().code(),
+            absl::StatusCode::kUnavailable);
+  ASSERT_TRUE(server_->Start().ok());
+  EXPECT_EQ(Count(), 1);
+}
+
+}  // namespace
+}  // namespace hub::storage::pg
