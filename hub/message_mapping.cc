@@ -181,33 +181,6 @@ hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d) {
   return out;
 }
 
-hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt) {
-  hub::v1::EnsureRoleReceipt out;
-  const hub::v1::Role role = ToRoleProto(receipt.role);
-  out.set_accepted(receipt.accepted);
-  out.set_disposition(DispositionProto(receipt.disposition));
-  *out.mutable_role_key() = role.role_key();
-  out.set_role_key_wire(role.role_key_wire());
-  out.set_state(role.state());
-  out.set_epoch(role.epoch());
-  if (receipt.role.activation_id) {
-    out.set_activation_id(*receipt.role.activation_id);
-  }
-  if (receipt.role.holder_agent_id) {
-    out.set_holder_agent_id(*receipt.role.holder_agent_id);
-  }
-  if (receipt.role.activation_deadline_ms) {
-    *out.mutable_activation_deadline() = ToProtoTimestamp(
-        absl::FromUnixMillis(*receipt.role.activation_deadline_ms));
-  }
-  if (receipt.role.blocked_reason) {
-    out.set_blocked_reason(*receipt.role.blocked_reason);
-  }
-  out.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_PUBLISH_NO_HOLDER);
-  out.set_cause_id(receipt.cause_id);
-  return out;
-}
-
 void FillPublishResponse(const PublishResult& result,
                          hub::v1::PublishResponse* out) {
   const storage::MessageRecord& m = result.message;

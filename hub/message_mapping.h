@@ -31,7 +31,6 @@ hub::v1::MessageDelivery ToDeliveryProto(const MessageDelivery& d);
 hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d);
 void FillPublishResponse(const PublishResult& result,
                          hub::v1::PublishResponse* out);
-hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt);
 hub::v1::MessageAckResult ToAckResultProto(const AckResult& result);
 
 }  // namespace hub

@@ -9,6 +9,7 @@
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
+#include "hub/role_mapping.h"
 #include "hub/proto_time.h"
 #include "registry/status.h"
 

@@ -3,6 +3,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "hub/proto_time.h"
 #include "nlohmann/json.hpp"
@@ -407,6 +408,44 @@ ActivationAck ToActivationAck(const hub::v1::RoleActivationAck& ack,
     out.charter_version = ack.charter_ack().charter_version();
   }
   out.principal_agent_id = principal;
+  return out;
+}
+
+hub::v1::EnsureRoleTrigger TriggerProto(const std::string& word) {
+  hub::v1::EnsureRoleTrigger trigger = hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED;
+  if (word.empty() ||
+      !hub::v1::EnsureRoleTrigger_Parse(
+          absl::StrCat("ENSURE_ROLE_TRIGGER_", absl::AsciiStrToUpper(word)),
+          &trigger)) {
+    return hub::v1::ENSURE_ROLE_TRIGGER_UNSPECIFIED;
+  }
+  return trigger;
+}
+
+hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt) {
+  hub::v1::EnsureRoleReceipt out;
+  const hub::v1::Role role = ToRoleProto(receipt.role);
+  out.set_accepted(receipt.accepted);
+  out.set_disposition(DispositionProto(receipt.disposition));
+  *out.mutable_role_key() = role.role_key();
+  out.set_role_key_wire(role.role_key_wire());
+  out.set_state(role.state());
+  out.set_epoch(role.epoch());
+  if (receipt.role.activation_id) {
+    out.set_activation_id(*receipt.role.activation_id);
+  }
+  if (receipt.role.holder_agent_id) {
+    out.set_holder_agent_id(*receipt.role.holder_agent_id);
+  }
+  if (receipt.role.activation_deadline_ms) {
+    *out.mutable_activation_deadline() = ToProtoTimestamp(
+        absl::FromUnixMillis(*receipt.role.activation_deadline_ms));
+  }
+  if (receipt.role.blocked_reason) {
+    out.set_blocked_reason(*receipt.role.blocked_reason);
+  }
+  out.set_trigger(TriggerProto(receipt.trigger));
+  out.set_cause_id(receipt.cause_id);
   return out;
 }
 

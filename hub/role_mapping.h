@@ -67,6 +67,12 @@ CandidatePatchInput ToCandidatePatchInput(
 hub::v1::RoleCandidate ToCandidateProto(const storage::CandidateRecord& c);
 
 hub::v1::EnsureRoleDisposition DispositionProto(EnsureDisposition d);
+// ENSURE_ROLE_TRIGGER_HOLDER_OFFLINE for "holder_offline" ...; UNSPECIFIED
+// for a word that names none.
+hub::v1::EnsureRoleTrigger TriggerProto(const std::string& word);
+// The receipt as the API shows it; its trigger and cause id are the
+// receipt's own.
+hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt);
 
 // "ok" for PROBE_CODE_OK ...; "" for UNSPECIFIED or unknown numbers.
 std::string ProbeCodeWord(int code);

@@ -85,6 +85,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       grpc::CallbackServerContext* context,
       const hub::v1::AckRoleActivationRequest* request,
       hub::v1::AckRoleActivationResponse* response) override;
+  grpc::ServerUnaryReactor* ReleaseRole(
+      grpc::CallbackServerContext* context,
+      const hub::v1::ReleaseRoleRequest* request,
+      hub::v1::ReleaseRoleResponse* response) override;
   grpc::ServerUnaryReactor* UpsertRoleCandidate(
       grpc::CallbackServerContext* context,
       const hub::v1::UpsertRoleCandidateRequest* request,

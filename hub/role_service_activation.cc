@@ -30,29 +30,11 @@ std::string TriggerWord(hub::v1::EnsureRoleTrigger trigger) {
   return absl::AsciiStrToLower(name.substr(kPrefix.size()));
 }
 
+// The receipt, with the trigger and cause id the caller sent.
 void FillReceipt(const EnsureReceipt& receipt,
                  const hub::v1::EnsureRoleRequest& request,
                  hub::v1::EnsureRoleReceipt* out) {
-  const hub::v1::Role role = ToRoleProto(receipt.role);
-  out->set_accepted(receipt.accepted);
-  out->set_disposition(DispositionProto(receipt.disposition));
-  *out->mutable_role_key() = role.role_key();
-  out->set_role_key_wire(role.role_key_wire());
-  out->set_state(role.state());
-  out->set_epoch(role.epoch());
-  if (receipt.role.activation_id) {
-    out->set_activation_id(*receipt.role.activation_id);
-  }
-  if (receipt.role.holder_agent_id) {
-    out->set_holder_agent_id(*receipt.role.holder_agent_id);
-  }
-  if (receipt.role.activation_deadline_ms) {
-    *out->mutable_activation_deadline() = ToProtoTimestamp(
-        absl::FromUnixMillis(*receipt.role.activation_deadline_ms));
-  }
-  if (receipt.role.blocked_reason) {
-    out->set_blocked_reason(*receipt.role.blocked_reason);
-  }
+  *out = ToReceiptProto(receipt);
   out->set_trigger(request.trigger());
   out->set_cause_id(request.cause_id());
 }
@@ -208,6 +190,58 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
     result->set_backlog_delivered_count(outcome->backlog_delivered);
     reactor->Finish(grpc::Status::OK);
     if (outcome->push_backlog) outcome->push_backlog();
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::ReleaseRole(
+    grpc::CallbackServerContext* context,
+    const hub::v1::ReleaseRoleRequest* request,
+    hub::v1::ReleaseRoleResponse* response) {
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // Only the principal that owns the holder may step down for it (the
+  // activator then requires that agent to be the holder at the epoch).
+  if (absl::Status s =
+          AuthorizeAgent(authority_, *context, request->agent_id());
+      !s.ok()) {
+    reactor->Finish(ToGrpcStatus(s));
+    return reactor;
+  }
+  pool_->Schedule([this, reactor, request, response] {
+    Activator* activator = activator_.load();
+    if (activator == nullptr) {
+      reactor->Finish(ToGrpcStatus(UnavailableError(
+          "ROLE_ACTIVATOR_UNAVAILABLE", "this hub runs no activator")));
+      return;
+    }
+    StepDownInput in;
+    in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                           request->role_key_wire());
+    in.agent_id = request->agent_id();
+    in.epoch = request->epoch();
+    absl::StatusOr<StepDownOutcome> outcome = activator->StepDown(in);
+    if (!outcome.ok()) {
+      reactor->Finish(ToGrpcStatus(outcome.status()));
+      return;
+    }
+    *response->mutable_released() = ToRoleProto(outcome->released);
+    if (outcome->next.ok()) {
+      *response->mutable_next() = ToReceiptProto(*outcome->next);
+    } else {
+      // The release is done and durable; the election that follows failed
+      // (the store, say): the role waits as electable, and the next ensure
+      // or candidate event elects. The receipt says so.
+      EnsureReceipt waiting;
+      waiting.accepted = false;
+      waiting.disposition = EnsureDisposition::kJoined;
+      waiting.role = outcome->released;
+      waiting.trigger = "holder_offline";
+      *response->mutable_next() = ToReceiptProto(waiting);
+    }
+    reactor->Finish(grpc::Status::OK);
   });
   return reactor;
 }

@@ -416,7 +416,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
       from = *restored;
     }
   }
-  return ReserveNext(key, from, request, {});
+  return ReserveNext(key, from, request, request.passed_over);
 }
 
 std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {

@@ -56,6 +56,9 @@ struct EnsureRequest {
   // candidate_changed (ENSURE_ROLE_REQUEST_INVALID otherwise).
   std::string trigger;
   std::string cause_id;  // non-empty (ENSURE_ROLE_REQUEST_INVALID)
+  // Agents this decision must not elect: a holder that just stepped down
+  // (StepDown). Default: none.
+  std::set<std::string> passed_over;
 };
 
 struct EnsureReceipt {
@@ -64,6 +67,20 @@ struct EnsureReceipt {
   storage::RoleRecord role;  // the row after the decision
   std::string trigger;
   std::string cause_id;
+};
+
+// A holder giving up its role on purpose (ReleaseRole).
+struct StepDownInput {
+  RoleKeyRef role;
+  std::string agent_id;  // the holder
+  int64_t epoch = 0;     // the epoch it gives up (>= 1)
+};
+
+struct StepDownOutcome {
+  storage::RoleRecord released;  // the row right after the release
+  // The election that followed, at once (no detach grace), the agent that
+  // stepped down passed over; its error when it failed.
+  absl::StatusOr<EnsureReceipt> next = EnsureReceipt{};
 };
 
 // `tfx.role-activation-ack.v1`, as the holder sends it.
@@ -207,6 +224,18 @@ class Activator {
   // at its next gate), later ensures answer scope_closed and later ACKs
   // ROLE_SCOPE_CLOSED. Then on_scope_closed.
   absl::StatusOr<ScopeCloseOutcome> CloseScope(const ScopeCloseInput& input);
+  // The holder steps down: fenced by the epoch (the release raises it, so
+  // whatever the holder fenced with it is refused from then on), the role
+  // is released (active: holder_offline; still probing:
+  // holder_lease_expired; last_reason "released") and the next eligible
+  // candidate is elected at once, the one stepping down passed over for
+  // that election (it stays a candidate for later ones). Backlog stays for
+  // the next holder. Errors: role-key reasons, AGENT_ID_INVALID,
+  // REQUEST_INVALID (epoch < 1) (INVALID_ARGUMENT); ROLE_NOT_FOUND; STALE_EPOCH
+  // (the role is past or before `epoch`, or not held) and HOLDER_MISMATCH
+  // (someone else holds it) (FAILED_PRECONDITION), with the row's fence in
+  // metadata.
+  absl::StatusOr<StepDownOutcome> StepDown(const StepDownInput& input);
   // The presence registry's gone signal: fences every role the agent holds
   // (at that generation or older) and ensures it again.
   void OnAgentGone(const std::string& agent_id, AgentGoneReason reason);

@@ -15,8 +15,11 @@ bool Activator::WaitsForHolder(const storage::RoleRecord& row) const {
     return false;
   }
   // Asked for: the last ensure found nobody (a publish's, an operator's, a
-  // restart's), or messages wait for whoever takes it.
-  if (row.blocked_reason == "no_candidate") return true;
+  // restart's), its holder stepped down, or messages wait for whoever takes
+  // it.
+  if (row.blocked_reason == "no_candidate" || row.last_reason == "released") {
+    return true;
+  }
   return options_.has_backlog && options_.has_backlog(row.role_key_wire);
 }
 

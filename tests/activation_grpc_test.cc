@@ -302,5 +302,112 @@ TEST_F(ActivationGrpcTest, GetStatusCountsRolesByState) {
   EXPECT_EQ(status.open_presence_streams(), 1);
 }
 
+grpc::Status Release(hub::v1::RoleService::Stub* roles,
+                     const std::string& agent, int64_t epoch,
+                     hub::v1::ReleaseRoleResponse* response) {
+  grpc::ClientContext context;
+  hub::v1::ReleaseRoleRequest request;
+  *request.mutable_role_key() = Cto();
+  request.set_agent_id(agent);
+  request.set_epoch(epoch);
+  return roles->ReleaseRole(&context, request, response);
+}
+
+TEST_F(ActivationGrpcTest,
+       AHolderThatStepsDownHandsTheRoleToTheNextCandidateWithNoGrace) {
+  Agent a = Candidate("agent-a", /*priority=*/10);
+  Agent b = Candidate("agent-b", /*priority=*/5);
+  ASSERT_EQ(Ensure().holder_agent_id(), "agent-a");
+  const hub::v1::RoleActivation first = NextActivation(a);
+  ASSERT_TRUE(a.stream->Write(AckFrame(first)));
+  AttachResponse answer;
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
+  ASSERT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
+
+  hub::v1::ReleaseRoleResponse released;
+  grpc::Status s = Release(roles_.get(), "agent-a", first.epoch(), &released);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(released.released().has_holder_agent_id())
+      << released.DebugString();
+  EXPECT_GT(released.released().epoch(), first.epoch());
+  EXPECT_EQ(released.released().last_reason(), "released");
+  // agent-a is still attached and the highest priority, yet passed over.
+  EXPECT_EQ(released.next().disposition(),
+            hub::v1::ENSURE_ROLE_DISPOSITION_STARTED);
+  EXPECT_EQ(released.next().holder_agent_id(), "agent-b");
+  EXPECT_EQ(released.next().trigger(),
+            hub::v1::ENSURE_ROLE_TRIGGER_HOLDER_OFFLINE);
+  const hub::v1::RoleActivation second = NextActivation(b);
+  EXPECT_GT(second.epoch(), released.released().epoch() - 1);
+  ASSERT_TRUE(b.stream->Write(AckFrame(second)));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &answer));
+  ASSERT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
+  EXPECT_EQ(GetRole().holder_agent_id(), "agent-b");
+
+  // The old epoch is fenced: a second release of it, or a late ACK.
+  s = Release(roles_.get(), "agent-a", first.epoch(), &released);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(s), "STALE_EPOCH");
+  EXPECT_EQ(testing::ErrorInfoOf(s).metadata().at("holder_agent_id"),
+            "agent-b");
+}
+
+TEST_F(ActivationGrpcTest, OnlyTheHolderAtItsEpochCanStepDown) {
+  Agent a = Candidate("agent-a");
+  Agent b = Candidate("agent-b");
+  hub::v1::ReleaseRoleResponse response;
+  grpc::Status s = Release(roles_.get(), "agent-a", 1, &response);
+  EXPECT_EQ(Reason(s), "STALE_EPOCH");  // not held yet (epoch 0)
+  const hub::v1::EnsureRoleReceipt receipt = Ensure();
+  const std::string holder = receipt.holder_agent_id();
+  const std::string other = holder == "agent-a" ? "agent-b" : "agent-a";
+
+  s = Release(roles_.get(), other, receipt.epoch(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(s), "HOLDER_MISMATCH");
+  s = Release(roles_.get(), holder, receipt.epoch() + 1, &response);
+  EXPECT_EQ(Reason(s), "STALE_EPOCH");
+  EXPECT_EQ(testing::ErrorInfoOf(s).metadata().at("epoch"),
+            absl::StrCat(receipt.epoch()));
+  s = Release(roles_.get(), holder, 0, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(s), "REQUEST_INVALID");
+  s = Release(roles_.get(), "", receipt.epoch(), &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  // None of these changed the role.
+  EXPECT_EQ(GetRole().epoch(), receipt.epoch());
+  EXPECT_EQ(GetRole().holder_agent_id(), holder);
+}
+
+TEST_F(ActivationGrpcTest, ALoneHolderThatStepsDownLeavesTheRoleWaiting) {
+  Agent a = Candidate("agent-a");
+  Ensure();
+  const hub::v1::RoleActivation activation = NextActivation(a);
+  hub::v1::ReleaseRoleResponse released;
+  ASSERT_TRUE(
+      Release(roles_.get(), "agent-a", activation.epoch(), &released).ok());
+  // Nobody else can take it. (JOINED when the release came while the
+  // activation's own flight was still landing: the election follows its
+  // landing.)
+  EXPECT_TRUE(released.next().disposition() ==
+                  hub::v1::ENSURE_ROLE_DISPOSITION_NO_CANDIDATE ||
+              released.next().disposition() ==
+                  hub::v1::ENSURE_ROLE_DISPOSITION_JOINED)
+      << released.DebugString();
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  while (GetRole().blocked_reason() != "no_candidate") {
+    ASSERT_LT(absl::Now(), deadline) << GetRole().DebugString();
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  const hub::v1::Role role = GetRole();
+  EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ELECTABLE);
+  EXPECT_FALSE(role.has_holder_agent_id());
+  EXPECT_GT(role.epoch(), activation.epoch());
+  // A new candidate takes it when it arrives, with no EnsureRole (agent-a
+  // was passed over only in the election that followed its release).
+  Agent c = Candidate("agent-c", /*priority=*/5);
+  EXPECT_EQ(NextActivation(c).holder_agent_id(), "agent-c");
+}
+
 }  // namespace
 }  // namespace hub
