@@ -114,6 +114,17 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // EnsureRole's agent_id: registered, and of the role's project.
   absl::Status CheckEnsureAgent(const EnsureRequest& in,
                                 const std::string& agent_id);
+  // The start the holder's own calls share (AckRoleActivation,
+  // ReleaseRole): the call gate, the caller must own `agent_id`, then `work`
+  // runs on the pool with the activator (ROLE_ACTIVATOR_UNAVAILABLE without
+  // one) and finishes `reactor` itself.
+  template <typename Request>
+  grpc::ServerUnaryReactor* AsHolder(
+      grpc::CallbackServerContext* context, const Request& request,
+      const std::string& agent_id,
+      std::function<void(grpc::ServerUnaryReactor* reactor,
+                         Activator* activator)>
+          work);
   class WatchReactor;
 
   void Untrack(WatchReactor* reactor);

@@ -150,100 +150,98 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
   return reactor;
 }
 
-grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
-    grpc::CallbackServerContext* context,
-    const hub::v1::AckRoleActivationRequest* request,
-    hub::v1::AckRoleActivationResponse* response) {
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+template <typename Request>
+grpc::ServerUnaryReactor* RoleServiceImpl::AsHolder(
+    grpc::CallbackServerContext* context, const Request& request,
+    const std::string& agent_id,
+    std::function<void(grpc::ServerUnaryReactor*, Activator*)> work) {
+  if (absl::Status admit = AdmitCall(gate_, *context, request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  // §5.8's principal check, authenticated: only the principal that owns the
-  // acknowledging agent may ACK for it (the activator then requires that
-  // agent to be the holder).
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
+  if (absl::Status s = AuthorizeAgent(authority_, *context, agent_id);
       !s.ok()) {
     reactor->Finish(ToGrpcStatus(s));
     return reactor;
   }
-  pool_->Schedule([this, reactor, request, response] {
+  pool_->Schedule([this, reactor, work = std::move(work)] {
     Activator* activator = activator_.load();
     if (activator == nullptr) {
       reactor->Finish(ToGrpcStatus(UnavailableError(
           "ROLE_ACTIVATOR_UNAVAILABLE", "this hub runs no activator")));
       return;
     }
-    if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return;
-    }
-    absl::StatusOr<AckOutcome> outcome =
-        activator->Ack(ToActivationAck(request->ack(), request->agent_id()));
-    if (!outcome.ok()) {
-      reactor->Finish(ToGrpcStatus(outcome.status()));
-      return;
-    }
-    hub::v1::RoleActivationAckResult* result = response->mutable_result();
-    result->set_idempotent(outcome->idempotent);
-    *result->mutable_role() = ToRoleProto(outcome->role);
-    result->set_backlog_delivered_count(outcome->backlog_delivered);
-    reactor->Finish(grpc::Status::OK);
-    if (outcome->push_backlog) outcome->push_backlog();
+    work(reactor, activator);
   });
   return reactor;
+}
+
+grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
+    grpc::CallbackServerContext* context,
+    const hub::v1::AckRoleActivationRequest* request,
+    hub::v1::AckRoleActivationResponse* response) {
+  // §5.8's principal check, authenticated: only the principal that owns the
+  // acknowledging agent may ACK for it (the activator then requires that
+  // agent to be the holder).
+  return AsHolder(
+      context, *request, request->agent_id(),
+      [request, response](grpc::ServerUnaryReactor* reactor,
+                          Activator* activator) {
+        if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
+          reactor->Finish(ToGrpcStatus(s));
+          return;
+        }
+        absl::StatusOr<AckOutcome> outcome = activator->Ack(
+            ToActivationAck(request->ack(), request->agent_id()));
+        if (!outcome.ok()) {
+          reactor->Finish(ToGrpcStatus(outcome.status()));
+          return;
+        }
+        hub::v1::RoleActivationAckResult* result = response->mutable_result();
+        result->set_idempotent(outcome->idempotent);
+        *result->mutable_role() = ToRoleProto(outcome->role);
+        result->set_backlog_delivered_count(outcome->backlog_delivered);
+        reactor->Finish(grpc::Status::OK);
+        if (outcome->push_backlog) outcome->push_backlog();
+      });
 }
 
 grpc::ServerUnaryReactor* RoleServiceImpl::ReleaseRole(
     grpc::CallbackServerContext* context,
     const hub::v1::ReleaseRoleRequest* request,
     hub::v1::ReleaseRoleResponse* response) {
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Only the principal that owns the holder may step down for it (the
   // activator then requires that agent to be the holder at the epoch).
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
-  pool_->Schedule([this, reactor, request, response] {
-    Activator* activator = activator_.load();
-    if (activator == nullptr) {
-      reactor->Finish(ToGrpcStatus(UnavailableError(
-          "ROLE_ACTIVATOR_UNAVAILABLE", "this hub runs no activator")));
-      return;
-    }
-    StepDownInput in;
-    in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
-                           request->role_key_wire());
-    in.agent_id = request->agent_id();
-    in.epoch = request->epoch();
-    absl::StatusOr<StepDownOutcome> outcome = activator->StepDown(in);
-    if (!outcome.ok()) {
-      reactor->Finish(ToGrpcStatus(outcome.status()));
-      return;
-    }
-    *response->mutable_released() = ToRoleProto(outcome->released);
-    if (outcome->next.ok()) {
-      *response->mutable_next() = ToReceiptProto(*outcome->next);
-    } else {
-      // The release is done and durable; the election that follows failed
-      // (the store, say): the role waits as electable, and the next ensure
-      // or candidate event elects. The receipt says so.
-      EnsureReceipt waiting;
-      waiting.accepted = false;
-      waiting.disposition = EnsureDisposition::kJoined;
-      waiting.role = outcome->released;
-      waiting.trigger = "holder_offline";
-      *response->mutable_next() = ToReceiptProto(waiting);
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
-  return reactor;
+  return AsHolder(
+      context, *request, request->agent_id(),
+      [request, response](grpc::ServerUnaryReactor* reactor,
+                          Activator* activator) {
+        StepDownInput in;
+        in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                               request->role_key_wire());
+        in.agent_id = request->agent_id();
+        in.epoch = request->epoch();
+        absl::StatusOr<StepDownOutcome> outcome = activator->StepDown(in);
+        if (!outcome.ok()) {
+          reactor->Finish(ToGrpcStatus(outcome.status()));
+          return;
+        }
+        *response->mutable_released() = ToRoleProto(outcome->released);
+        if (outcome->next.ok()) {
+          *response->mutable_next() = ToReceiptProto(*outcome->next);
+        } else {
+          // The release is done and durable; the election that follows failed
+          // (the store, say): the role waits as electable, and the next ensure
+          // or candidate event elects. The receipt says so.
+          EnsureReceipt waiting;
+          waiting.accepted = false;
+          waiting.disposition = EnsureDisposition::kJoined;
+          waiting.role = outcome->released;
+          waiting.trigger = "holder_offline";
+          *response->mutable_next() = ToReceiptProto(waiting);
+        }
+        reactor->Finish(grpc::Status::OK);
+      });
 }
 
 }  // namespace hub
