@@ -227,18 +227,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReleaseRole(
           return;
         }
         *response->mutable_released() = ToRoleProto(outcome->released);
+        // The release is durable either way. An election that could not
+        // run (the store failed) leaves `next` unset: the role waits as
+        // electable for the next ensure or candidate event.
         if (outcome->next.ok()) {
           *response->mutable_next() = ToReceiptProto(*outcome->next);
-        } else {
-          // The release is done and durable; the election that follows failed
-          // (the store, say): the role waits as electable, and the next ensure
-          // or candidate event elects. The receipt says so.
-          EnsureReceipt waiting;
-          waiting.accepted = false;
-          waiting.disposition = EnsureDisposition::kJoined;
-          waiting.role = outcome->released;
-          waiting.trigger = "holder_offline";
-          *response->mutable_next() = ToReceiptProto(waiting);
         }
         reactor->Finish(grpc::Status::OK);
       });
