@@ -37,21 +37,6 @@ HubFence FenceOf(bool has_instance, const std::string& instance,
   return fence;
 }
 
-// The in-band form of a failure, for answers that must not end the stream.
-hub::v1::ErrorStatus ToErrorStatus(const absl::Status& status) {
-  hub::v1::ErrorStatus out;
-  out.set_code(static_cast<int>(status.code()));
-  hub::v1::ErrorReason reason = hub::v1::ERROR_REASON_UNSPECIFIED;
-  hub::v1::ErrorReason_Parse(absl::StrCat("ERROR_REASON_", ReasonOf(status)),
-                             &reason);
-  out.set_reason(reason);
-  out.set_message(std::string(status.message()));
-  for (const auto& [key, value] : MetadataOf(status)) {
-    (*out.mutable_metadata())[key] = value;
-  }
-  return out;
-}
-
 hub::v1::RoleActivation ToRoleActivationProto(const ActivationEnvelope& e) {
   hub::v1::RoleActivation a;
   a.set_schema("tfx.role-activation.v1");
@@ -586,8 +571,9 @@ class PresenceServiceImpl::AttachReactor final
     event->set_sequence(++event_sequence_);
     *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
     hub::v1::FencingNotice* notice = event->mutable_fencing();
-    notice->set_reason(ToErrorStatus(status).reason());
-    notice->set_message(std::string(status.message()));
+    hub::v1::ErrorStatus error = ToErrorStatus(status);
+    notice->set_reason(error.reason());
+    notice->set_message(std::move(*error.mutable_message()));
     const auto metadata = MetadataOf(status);
     if (auto it = metadata.find("presence_generation"); it != metadata.end()) {
       int64_t generation = 0;

@@ -61,7 +61,7 @@ absl::Status ValidateAgentId(absl::string_view agent_id) {
             "AGENT_ID_INVALID",
             absl::StrCat("agent_id must match ^[A-Za-z0-9._:-]{3,64}$ and not "
                          "start with \"topic:\", got \"",
-                         agent_id.substr(0, 80), "\"")),
+                         ErrorText(agent_id, 80), "\"")),
         "agent_id");
   }
   return absl::OkStatus();
@@ -86,7 +86,7 @@ absl::Status ValidateTopic(absl::string_view topic) {
         "TOPIC_INVALID",
         absl::StrCat("topic must match ^[A-Za-z0-9._:-]{1,128}$ and not start "
                      "with \"role:\", got \"",
-                     topic.substr(0, 80), "\""));
+                     ErrorText(topic, 80), "\""));
   }
   return absl::OkStatus();
 }

@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
@@ -224,6 +225,22 @@ TEST(TopicsJsonContainsTest, MatchesWholeNamesOnly) {
   EXPECT_TRUE(TopicsJsonContains(R"(["a","bc"])", "bc"));
   EXPECT_FALSE(TopicsJsonContains(R"(["a","bc"])", "b"));
   EXPECT_FALSE(TopicsJsonContains("not json", "a"));
+}
+
+TEST(ValidateAgentIdTest, AQuotedMultiByteIdIsNeverSplitInTwo) {
+  std::string id = "a";
+  std::string topic = "t";
+  for (int i = 0; i < 100; ++i) {
+    absl::StrAppend(&id, "\xC3\xA9");  // U+00E9
+    absl::StrAppend(&topic, "\xC3\xA9");
+  }
+  for (const absl::Status& s : {ValidateAgentId(id), ValidateTopic(topic)}) {
+    ASSERT_FALSE(s.ok());
+    // ErrorText changes nothing in a message that is already valid UTF-8.
+    EXPECT_EQ(ErrorText(s.message(), s.message().size()), s.message());
+    EXPECT_TRUE(absl::StrContains(s.message(), "\xE2\x80\xA6\""))
+        << "the quoted value ends with an ellipsis: " << s.message();
+  }
 }
 
 }  // namespace

@@ -1,5 +1,7 @@
 #include "registry/status.h"
 
+#include <algorithm>
+
 #include "absl/strings/cord.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -11,6 +13,42 @@ namespace {
 // into google.rpc.ErrorInfo.
 constexpr absl::string_view kReasonUrl = "hub.v1/reason";
 constexpr absl::string_view kMetadataUrlPrefix = "hub.v1/metadata/";
+
+constexpr absl::string_view kReplacement = "\xEF\xBF\xBD";  // U+FFFD
+constexpr absl::string_view kEllipsis = "\xE2\x80\xA6";     // U+2026
+
+bool IsContinuation(unsigned char c) { return (c & 0xC0) == 0x80; }
+
+// The length of the well-formed UTF-8 sequence at the start of `s`
+// (RFC 3629: no overlong forms, no surrogates, nothing above U+10FFFF), or
+// 0 when it does not start with one.
+size_t SequenceLength(absl::string_view s) {
+  const auto byte = [&s](size_t i) {
+    return i < s.size() ? static_cast<unsigned char>(s[i]) : 0;
+  };
+  const unsigned char c = byte(0);
+  if (c < 0x80) return 1;
+  size_t length = 0;
+  unsigned char low = 0x80, high = 0xBF;  // the second byte's range
+  if (c >= 0xC2 && c <= 0xDF) {
+    length = 2;
+  } else if (c >= 0xE0 && c <= 0xEF) {
+    length = 3;
+    if (c == 0xE0) low = 0xA0;   // overlong
+    if (c == 0xED) high = 0x9F;  // surrogates
+  } else if (c >= 0xF0 && c <= 0xF4) {
+    length = 4;
+    if (c == 0xF0) low = 0x90;   // overlong
+    if (c == 0xF4) high = 0x8F;  // above U+10FFFF
+  } else {
+    return 0;
+  }
+  if (byte(1) < low || byte(1) > high) return 0;
+  for (size_t i = 2; i < length; ++i) {
+    if (!IsContinuation(byte(i))) return 0;
+  }
+  return length;
+}
 
 }  // namespace
 
@@ -79,6 +117,32 @@ std::map<std::string, std::string> MetadataOf(const absl::Status& status) {
         }
       });
   return metadata;
+}
+
+std::string ErrorText(absl::string_view text, size_t max_bytes) {
+  std::string out;
+  out.reserve(std::min(text.size(), max_bytes + kReplacement.size()));
+  size_t i = 0;
+  // One character past the bound is enough to know the text must be cut.
+  while (i < text.size() && out.size() <= max_bytes) {
+    const size_t length = SequenceLength(text.substr(i));
+    if (length == 0) {
+      out.append(kReplacement.data(), kReplacement.size());
+      ++i;
+    } else {
+      out.append(text.data() + i, length);
+      i += length;
+    }
+  }
+  if (out.size() <= max_bytes && i == text.size()) return out;
+  // Cut on a character boundary so that the ellipsis still fits.
+  size_t cut = max_bytes - kEllipsis.size();
+  while (cut > 0 && IsContinuation(static_cast<unsigned char>(out[cut]))) {
+    --cut;
+  }
+  out.resize(cut);
+  out.append(kEllipsis.data(), kEllipsis.size());
+  return out;
 }
 
 }  // namespace hub

@@ -8,6 +8,7 @@
 #ifndef HUB_REGISTRY_STATUS_H_
 #define HUB_REGISTRY_STATUS_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -51,6 +52,22 @@ absl::Status WithMetadata(absl::Status status, absl::string_view key,
 
 // All metadata attached with WithMetadata, by key.
 std::map<std::string, std::string> MetadataOf(const absl::Status& status);
+
+// What one value quoted back to a client (an id, a path, a metadata value)
+// may weigh, in bytes of UTF-8. A canonical lead role key wire (140 bytes)
+// fits whole; a caller's 6,000-byte id does not, and one error must never
+// approach gRPC's default 8 KiB limit on trailers.
+inline constexpr size_t kMaxErrorValueBytes = 160;
+
+// `text` made fit to travel in an error: valid UTF-8, where every byte that
+// is not part of a well-formed sequence becomes U+FFFD (strict protobuf
+// parsers reject a whole google.rpc.Status over one bad string), and at most
+// `max_bytes` bytes; a longer text is cut on a character boundary and ends
+// with "\u2026" (the ellipsis counts). Reads at most about `max_bytes`
+// bytes of `text`, so a huge input costs no more than a short one.
+// REQUIRES: max_bytes >= 3.
+std::string ErrorText(absl::string_view text,
+                      size_t max_bytes = kMaxErrorValueBytes);
 
 }  // namespace hub
 
