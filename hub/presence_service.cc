@@ -13,6 +13,7 @@
 #include "absl/synchronization/mutex.h"
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
+#include "hub/malformed_request.h"
 #include "hub/message_mapping.h"
 #include "hub/presence_mapping.h"
 #include "hub/proto_time.h"
@@ -28,6 +29,8 @@ namespace {
 
 using hub::v1::AttachRequest;
 using hub::v1::AttachResponse;
+
+constexpr absl::string_view kAttachMethod = "/hub.v1.PresenceService/Attach";
 
 HubFence FenceOf(bool has_instance, const std::string& instance,
                  bool has_fingerprint, const std::string& fingerprint) {
@@ -116,6 +119,7 @@ class PresenceServiceImpl::AttachReactor final
       }
       ticket_ = std::move(*ticket);
     }
+    MarkUnread(&request_);
     StartRead(&request_);
   }
 
@@ -124,8 +128,11 @@ class PresenceServiceImpl::AttachReactor final
     {
       absl::MutexLock lock(&mu_);
       if (!ok) {
-        // Client half-close or a broken connection: end (OK) and detach.
-        FinishLocked(absl::OkStatus());
+        // A frame that does not parse ends the stream as the contract says;
+        // a half-close or a broken connection ends it OK (and detaches).
+        FinishLocked(ReadFailedToParse(request_)
+                         ? MalformedRequestError(kAttachMethod)
+                         : absl::OkStatus());
         return;
       }
       if (finishing_) return;
@@ -553,6 +560,7 @@ class PresenceServiceImpl::AttachReactor final
       read_paused_ = true;
       return;
     }
+    MarkUnread(&request_);
     StartRead(&request_);
   }
 

@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hub/log.h"
+#include "hub/malformed_request.h"
 #include "hub/rpc_observer.h"
 #include "hub/version.h"
 #include "registry/claude_uds_adapter.h"
@@ -294,6 +295,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
+  // First, so that the observer counts the status it rewrites.
+  interceptors.push_back(std::make_unique<MalformedRequestFactory>());
   interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
   builder.RegisterService(server->hub_service_.get());
