@@ -51,8 +51,9 @@ google::rpc::ErrorInfo InfoOf(const grpc::Status& g) {
   EXPECT_TRUE(details.ParseFromString(g.error_details()));
   EXPECT_EQ(details.details_size(), 1);
   google::rpc::ErrorInfo info;
-  if (details.details_size() > 0)
+  if (details.details_size() > 0) {
     EXPECT_TRUE(details.details(0).UnpackTo(&info));
+  }
   return info;
 }
 

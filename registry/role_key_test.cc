@@ -228,6 +228,12 @@ TEST(RoleKeyTest, WireLongerThan512BytesIsRefusedWhenEncoding) {
   EXPECT_EQ(ReasonOf(over.status()), "ROLE_KEY_WIRE_TOO_LONG");
 }
 
+TEST(RoleKeyTest, AnEmptyWireLacksThePrefixAsInTriflux) {
+  // triflux checks the length bound, then the prefix; an empty wire fails
+  // the prefix (hub.proto, errors.proto and docs/api.md say so).
+  EXPECT_EQ(ReasonOf(DecodeRoleKey("").status()), "ROLE_KEY_WIRE_PREFIX");
+}
+
 TEST(RoleKeyTest, DecodeRefusesAWireLongerThan512BytesBeforeLookingAtIt) {
   std::string long_wire(513, 'A');  // not even the prefix: length wins
   EXPECT_EQ(ReasonOf(DecodeRoleKey(long_wire).status()),
