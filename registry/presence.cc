@@ -164,7 +164,7 @@ absl::Status PresenceRegistry::CheckFence(const HubFence& fence) const {
       *fence.hub_instance_id != hub_instance_id_) {
     return with_identity(FailedPreconditionError(
         "STALE_HUB_INSTANCE",
-        absl::StrCat("hub instance ", *fence.hub_instance_id,
+        absl::StrCat("hub instance ", ErrorText(*fence.hub_instance_id),
                      " is gone; this hub is ", hub_instance_id_,
                      ": register again")));
   }
@@ -172,7 +172,7 @@ absl::Status PresenceRegistry::CheckFence(const HubFence& fence) const {
       *fence.store_fingerprint != store_fingerprint_) {
     return with_identity(FailedPreconditionError(
         "STORE_FINGERPRINT_MISMATCH",
-        absl::StrCat("store ", *fence.store_fingerprint,
+        absl::StrCat("store ", ErrorText(*fence.store_fingerprint),
                      " is not this hub's store ", store_fingerprint_)));
   }
   return absl::OkStatus();

@@ -107,7 +107,7 @@ absl::StatusOr<absl::flat_hash_set<std::string>> ParseMask(
       return FieldError(
           InvalidArgumentError(
               "UPDATE_MASK_INVALID",
-              absl::StrCat("update_mask path '", path, "' is ",
+              absl::StrCat("update_mask path '", ErrorText(path), "' is ",
                            known ? "repeated" : "not a field of the patch")),
           "update_mask");
     }
