@@ -6,8 +6,8 @@
 // Prints one line when it serves, with the bound address, the database, the
 // version and the security settings. SIGINT or SIGTERM shut it down cleanly
 // (exit 0); SIGHUP reloads the token file and the TLS files; a taken port, an
-// unusable database or an insecure non-loopback address is a clear message and
-// exit 1.
+// unusable database, a database another hubd holds, a --db that is a URL or
+// an insecure non-loopback address is a clear message and exit 1.
 #include <malloc.h>
 #include <signal.h>
 #include <unistd.h>
@@ -29,8 +29,10 @@
 ABSL_FLAG(std::string, listen, "127.0.0.1:27889",
           "host:port to serve gRPC on; port 0 picks a free port");
 ABSL_FLAG(std::string, db, "var/hub.sqlite",
-          "SQLite database file (created with its directory if missing; a "
-          "triflux database is opened in place)");
+          "SQLite database file path (created with its directory if missing; "
+          "a triflux database is opened in place; a URL is refused). One hubd "
+          "per database: a second one on a file that a running hubd holds "
+          "(<db>.lock) exits 1 naming it");
 ABSL_FLAG(std::string, synchronous, "full",
           "SQLite synchronous mode for every durable write: full (an "
           "acknowledged write survives power loss) or normal (survives a "

@@ -13,6 +13,8 @@
 #include <system_error>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hub/log.h"
@@ -27,11 +29,43 @@
 namespace hub {
 namespace {
 
-// Opens (creating its directory first) and migrates the database. Every
-// failure names the file.
+// A database named by URL is refused: hubd serves SQLite files only, and
+// taking "postgresql://..." as a path would create a directory
+// "postgresql:" and serve an empty database in it. The message names only the
+// scheme, since the rest of a URL may carry a password.
+absl::Status CheckDatabasePath(absl::string_view path) {
+  const size_t colon = path.find(':');
+  if (colon == absl::string_view::npos || colon == 0) return absl::OkStatus();
+  const absl::string_view scheme = path.substr(0, colon);
+  const bool scheme_like =
+      absl::ascii_isalpha(scheme[0]) &&
+      std::all_of(scheme.begin(), scheme.end(), [](char c) {
+        return absl::ascii_isalnum(c) || c == '+' || c == '-' || c == '.';
+      });
+  const bool file_uri = absl::EqualsIgnoreCase(scheme, "file");
+  if (!scheme_like ||
+      (!file_uri && !absl::StartsWith(path.substr(colon + 1), "//"))) {
+    return absl::OkStatus();
+  }
+  return WithMetadata(
+      InvalidArgumentError(
+          "DATABASE_URL_UNSUPPORTED",
+          absl::StrCat(
+              "the database must be a SQLite file path, relative or absolute "
+              "(e.g. var/hub.sqlite or /var/lib/hub/hub.sqlite), not a URL: "
+              "hubd serves no '",
+              scheme, ":' databases",
+              file_uri ? "; give the path without the file: prefix" : "")),
+      "scheme", scheme);
+}
+
+// Creates the database's directory, takes the database's lock (before
+// anything, migrations and recovery included, writes to the file), then
+// opens and migrates it. Every failure names the file.
 absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
-    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock,
-    HubMetrics* metrics) {
+    const HubServerOptions& options, const std::string& hub_instance_id,
+    UuidV7Generator* ids, const Clock* clock, HubMetrics* metrics,
+    std::unique_ptr<storage::DatabaseLock>* lock) {
   auto unusable = [&options](const absl::Status& cause) {
     return ReasonError(
         cause.code(),
@@ -49,6 +83,18 @@ absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
                          absl::StrCat("cannot create directory ",
                                       parent.string(), ": ", error.message())));
   }
+  storage::DatabaseHolder self;
+  self.program = "hubd";
+  self.address = options.listen;  // the bound port once it is known
+  self.hub_instance_id = hub_instance_id;
+  absl::StatusOr<std::unique_ptr<storage::DatabaseLock>> locked =
+      storage::DatabaseLock::Acquire(options.db_path, self);
+  if (!locked.ok()) {
+    // Already a whole sentence naming the database and its holder.
+    if (ReasonOf(locked.status()) == "DATABASE_LOCKED") return locked.status();
+    return unusable(locked.status());
+  }
+  *lock = std::move(*locked);
   storage::SqliteStoreOptions store_options;
   store_options.path = options.db_path;
   store_options.synchronous = options.synchronous;
@@ -81,6 +127,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         absl::StrCat("listen address must be host:port, got '", options.listen,
                      "'"));
   }
+  if (absl::Status s = CheckDatabasePath(options.db_path); !s.ok()) return s;
   if (absl::Status s = CheckListenExposure(
           options.listen, !options.tls.cert_file.empty(),
           !options.auth.token_file.empty(), options.insecure);
@@ -108,13 +155,14 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   std::unique_ptr<HubServer> server(new HubServer());
   server->metrics_ = std::make_unique<HubMetrics>();
   HubMetrics* metrics = server->metrics_.get();
-  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
-      OpenStore(options, ids, clock, metrics);
+  const std::string hub_instance_id = ids->Next();
+  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store = OpenStore(
+      options, hub_instance_id, ids, clock, metrics, &server->db_lock_);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
   const storage::StoreInfo info = server->store_->Info();
-  server->identity_ = HubIdentity{ids->Next(), info.store_type, info.db_path,
-                                  info.fingerprint, clock->Now()};
+  server->identity_ = HubIdentity{hub_instance_id, info.store_type,
+                                  info.db_path, info.fingerprint, clock->Now()};
   absl::StatusOr<std::unique_ptr<Authority>> authority =
       Authority::Create(options.auth, server->store_.get());
   if (!authority.ok()) return authority.status();
@@ -315,6 +363,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                          " (address in use or not available)"));
   }
   server->address_ = WithPort(options.listen, server->port_);
+  {
+    // A refused second hub names the address clients actually reach.
+    storage::DatabaseHolder self;
+    self.program = "hubd";
+    self.address = server->address_;
+    self.hub_instance_id = hub_instance_id;
+    if (absl::Status s = server->db_lock_->UpdateHolder(self); !s.ok()) {
+      log::Warn("database_lock_holder_not_recorded",
+                {{"message", s.message()}});
+    }
+  }
   if (absl::Status s = server->StartMetrics(options.metrics_listen); !s.ok()) {
     return s;
   }

@@ -37,6 +37,7 @@
 #include "registry/presence.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
+#include "storage/database_lock.h"
 #include "storage/sqlite_store.h"
 
 namespace hub {
@@ -44,7 +45,10 @@ namespace hub {
 struct HubServerOptions {
   // host:port to listen on; port 0 picks a free port (see HubServer::port()).
   std::string listen = "127.0.0.1:27889";
-  // SQLite database file; created (with its directory) when missing.
+  // SQLite database file; created (with its directory) when missing. A URL
+  // (`scheme://...`, `file:...`) is refused: hubd serves SQLite files only.
+  // While the server lives it holds "<db_path>.lock" (storage/database_lock.h)
+  // and a second server on the same file is refused.
   std::string db_path = "var/hub.sqlite";
   storage::SqliteStoreOptions::Synchronous synchronous =
       storage::SqliteStoreOptions::Synchronous::kFull;
@@ -100,7 +104,9 @@ struct HubServerOptions {
 class HubServer {
  public:
   // Opens the database and starts serving. Fails with a clear status when
-  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED), the
+  // the address cannot be bound (UNAVAILABLE, reason LISTEN_FAILED), db_path
+  // is a URL (INVALID_ARGUMENT, DATABASE_URL_UNSUPPORTED), another process
+  // holds the database (FAILED_PRECONDITION, DATABASE_LOCKED, naming it), the
   // database is unusable (the store's status, naming the file), the TLS or
   // token files are unusable (naming the file) or a non-loopback address
   // lacks TLS and tokens (FAILED_PRECONDITION, INSECURE_LISTEN_REFUSED).
@@ -155,6 +161,8 @@ class HubServer {
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
+  // Declared before store_: released only after the store has closed.
+  std::unique_ptr<storage::DatabaseLock> db_lock_;
   std::unique_ptr<storage::SqliteStore> store_;
   std::unique_ptr<Authority> authority_;
   // Before server_: the certificates' private copy outlives the listener.

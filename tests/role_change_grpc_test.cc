@@ -92,7 +92,12 @@ class RoleChangeGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override { StartHub(TestHubOptions(FreshTestDbPath())); }
 
+  // Replaces the running hub: the old one goes first, since one database
+  // has one hub at a time (the new one's start is refused otherwise).
   void StartHub(const HubServerOptions& options) {
+    presence_.reset();
+    roles_.reset();
+    server_.reset();
     server_ = StartTestHub(options);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),

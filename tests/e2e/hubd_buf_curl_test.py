@@ -410,6 +410,57 @@ class HubdLifecycleTest(unittest.TestCase):
         finally:
             h.stop()
 
+    def test_second_hubd_on_a_held_database_is_refused_naming_the_holder(self):
+        db = os.path.join(hubtest.tmpdir(), "held.sqlite")
+        h = hubtest.Hubd(db)
+        try:
+            r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:0", "--db=" + db],
+                               capture_output=True, text=True, timeout=60)
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertNotIn("serving on", r.stdout)
+            self.assertIn("hubd: database %s is in use by hubd" % db, r.stderr)
+            self.assertIn("pid %d" % h.proc.pid, r.stderr)
+            self.assertIn("address %s" % h.address, r.stderr)
+            self.assertIn("hub_instance_id %s" % h.instance_id, r.stderr)
+            # The first hub still serves, and still writes.
+            code, out, err = hubtest.buf_curl(
+                h.address, "hub.v1.PresenceService/RegisterAgent",
+                {"agentId": "session:after-refusal", "cli": "AGENT_CLI_CLAUDE"})
+            self.assertEqual(code, 0, err)
+            code, out, err = hubtest.buf_curl(h.address, "hub.v1.HubService/GetStatus", {})
+            self.assertEqual(code, 0, err)
+            self.assertEqual(json.loads(out)["hubInstanceId"], h.instance_id)
+        finally:
+            self.assertEqual(h.stop(), 0)
+
+    def test_a_new_hubd_starts_at_once_after_the_holder_is_killed(self):
+        db = os.path.join(hubtest.tmpdir(), "killed.sqlite")
+        first = hubtest.Hubd(db)
+        first.stop(signal.SIGKILL)
+        # No stale lock: the kernel released it with the dead process.
+        second = hubtest.Hubd(db)
+        try:
+            self.assertNotEqual(second.instance_id, first.instance_id)
+            code, out, err = hubtest.buf_curl(second.address, "hub.v1.HubService/GetStatus", {})
+            self.assertEqual(code, 0, err)
+        finally:
+            self.assertEqual(second.stop(), 0)
+
+    def test_a_database_url_is_refused_with_what_hubd_accepts(self):
+        workdir = tempfile.mkdtemp(dir=hubtest.tmpdir())
+        for db, scheme in (("postgresql://user:s3cret@/db?host=/var/run/postgresql",
+                            "postgresql"),
+                           ("mysql://localhost/hub", "mysql"),
+                           ("file:hub.sqlite", "file")):
+            r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:0", "--db=" + db],
+                               capture_output=True, text=True, timeout=60, cwd=workdir)
+            self.assertEqual(r.returncode, 1, db)
+            self.assertNotIn("serving on", r.stdout)
+            self.assertIn("must be a SQLite file path", r.stderr)
+            self.assertIn("'%s:'" % scheme, r.stderr)
+            self.assertNotIn("s3cret", r.stderr)
+        self.assertEqual(os.listdir(workdir), [], "a URL created files")
+
     def test_unusable_database_path_is_a_clear_error_and_exit_code_one(self):
         not_a_db = os.path.join(hubtest.tmpdir(), "not_a_db.sqlite")
         with open(not_a_db, "wb") as f:
