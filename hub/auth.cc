@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "hub/call_gate.h"
 #include "nlohmann/json.hpp"
 #include "registry/role_key.h"
 #include "registry/status.h"
@@ -591,6 +592,17 @@ absl::StatusOr<Principal> CallPrincipal(
     const Authority* authority, const grpc::ServerContextBase& context) {
   if (authority == nullptr) return Anonymous();
   return authority->Authenticate(context);
+}
+
+std::string LimitPrincipal(const Authority* authority,
+                           const grpc::ServerContextBase& context) {
+  if (authority != nullptr && authority->enabled()) {
+    absl::StatusOr<Principal> principal = authority->Authenticate(context);
+    if (principal.ok() && !principal->anonymous) {
+      return absl::StrCat("principal:", principal->name);
+    }
+  }
+  return PeerPrincipalOf(context.peer());
 }
 
 absl::Status AuthorizeAgent(const Authority* authority,

@@ -187,6 +187,16 @@ class Authority {
 // The caller's principal.
 absl::StatusOr<Principal> CallPrincipal(const Authority* authority,
                                         const grpc::ServerContextBase& context);
+// Who a call's limits count against (the CallGate's PrincipalFn,
+// hub/call_gate.h): "principal:<name>" for a call whose token authenticates,
+// so every agent's token has its own budget wherever it calls from; the peer
+// host (PeerPrincipalOf) for every other call: no token file, no token, or a
+// token that does not authenticate. So what a call puts in its authorization
+// header can neither give it a fresh budget nor spend another principal's.
+// The prefix keeps a principal named like a peer ("ipv4:127.0.0.1") from
+// sharing that host's budget.
+std::string LimitPrincipal(const Authority* authority,
+                           const grpc::ServerContextBase& context);
 // Authenticates and requires ownership of `agent_id` (heartbeat, deregister,
 // attach, acknowledgements, publishing as an agent).
 absl::Status AuthorizeAgent(const Authority* authority,

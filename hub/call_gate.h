@@ -2,11 +2,11 @@
 // runs (docs/design/limits.md): request size, a token bucket of calls per
 // second, a cap on open streams, and the idle timeout of presence streams.
 //
-// The principal is whoever a limit is counted against. Until calls carry an
-// authenticated identity it is the peer's address without its port (every
-// connection from one host shares the budget); the server may install a
-// PrincipalFn that names the authenticated principal instead, and the
-// limits then follow it.
+// The principal is whoever a limit is counted against, named by a
+// PrincipalFn. The gate's default is the peer's address without its port
+// (every connection from one host shares the budget); HubServer installs
+// LimitPrincipal (hub/auth.h): a call with a valid bearer token counts
+// against the token's principal, every other call against its peer host.
 #ifndef HUB_HUB_CALL_GATE_H_
 #define HUB_HUB_CALL_GATE_H_
 
@@ -38,8 +38,8 @@ struct CallLimits {
   int64_t max_request_bytes = 2 * 1024 * 1024;
   // Token bucket per principal: sustained calls per second and burst. Every
   // unary call and every stream start takes one token. 0 disables it. The
-  // defaults only stop floods: while the principal is the peer host, every
-  // agent (and hubbench) on one machine shares this budget.
+  // defaults only stop floods: without tokens the principal is the peer
+  // host, and every agent (and hubbench) on one machine shares this budget.
   double requests_per_second = 100000;
   int64_t request_burst = 200000;
   // Open Attach + WatchRoles streams per principal. 0 disables it.

@@ -22,8 +22,8 @@ ABSL_FLAG(int32_t, max_capabilities_per_agent, 64,
 ABSL_FLAG(int64_t, max_metadata_bytes, 64 * 1024,
           "largest registration metadata (JSON text) in bytes");
 ABSL_FLAG(int64_t, max_streams_per_principal, 20000,
-          "open Attach + WatchRoles streams per principal (peer address until "
-          "tokens name principals); 0 = unlimited");
+          "open Attach + WatchRoles streams per principal (a valid token's "
+          "principal; the peer host for calls without one); 0 = unlimited");
 ABSL_FLAG(int64_t, max_pending_per_inbox, 10000,
           "unacknowledged messages an agent may have; a publish that would "
           "exceed it is refused whole");

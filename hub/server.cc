@@ -301,9 +301,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->message_service_->SetAuthority(server->authority_.get());
   server->role_service_->SetPresence(server->presence_.get());
 
+  // Limits follow the token's principal once calls carry one, the peer host
+  // otherwise (LimitPrincipal).
+  const Authority* authority_for_limits = server->authority_.get();
   server->gate_ = std::make_unique<CallGate>(
       options.limits,
-      options.principal ? options.principal : PrincipalFn(PeerPrincipal));
+      options.principal
+          ? options.principal
+          : PrincipalFn([authority_for_limits](
+                            const grpc::CallbackServerContext& context) {
+              return LimitPrincipal(authority_for_limits, context);
+            }));
   server->hub_service_->SetCallGate(server->gate_.get());
   server->presence_service_->SetCallGate(server->gate_.get());
   server->role_service_->SetCallGate(server->gate_.get());

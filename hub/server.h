@@ -65,7 +65,8 @@ struct HubServerOptions {
   absl::Duration min_client_ping_interval = absl::Seconds(1);
   int max_ping_strikes = 2;
   // Per-principal limits (request size, rate, streams, idle streams) and
-  // who counts as a principal (the peer address unless set).
+  // who counts as a principal (unless set: LimitPrincipal, the token's
+  // principal for a call with a valid token, else the peer host).
   CallLimits limits;
   PrincipalFn principal;
   // Message limits (payload size, pending per inbox, ...).

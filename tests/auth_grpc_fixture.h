@@ -10,6 +10,7 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -127,6 +128,7 @@ class AuthGrpcTest : public ::testing::Test {
     options.tick_interval = absl::Milliseconds(20);
     options.auth.token_file = token_file_;
     options.auth.poll_interval = absl::Milliseconds(50);
+    if (edit_options_) edit_options_(options);
     if (tls) {
       options.tls.cert_file = tls_dir + "/server.pem";
       options.tls.key_file = tls_dir + "/server.key";
@@ -228,6 +230,8 @@ class AuthGrpcTest : public ::testing::Test {
   }
 
   inline static std::string* pki_ = nullptr;
+  // Applied to the options before Start() starts the hub (e.g. limits).
+  std::function<void(HubServerOptions&)> edit_options_;
   std::string token_file_;
   std::unique_ptr<HubServer> server_;
   std::unique_ptr<hub::v1::HubService::Stub> hub_;
