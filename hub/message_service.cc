@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -209,36 +210,48 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
                        "field", "await_timeout"));
     }
   }
-  // The wait ends 50 ms before the call's deadline when that comes first.
+  // When the call's deadline comes first, the wait ends early enough for
+  // the answer to reach the caller before it: a tenth of the time left (at
+  // least 50 ms, at most 1 s) before the deadline, which counts the time
+  // the ask waits for a thread and for its request's durable write too. A
+  // fixed 50 ms was less than one busy machine's scheduling delay.
+  std::optional<absl::Time> answer_by;
   const absl::Time deadline = absl::FromChrono(context->deadline());
   if (deadline != absl::InfiniteFuture()) {
-    const absl::Duration left = deadline - absl::Now() - absl::Milliseconds(50);
-    wait = std::max(absl::ZeroDuration(), std::min(wait, left));
+    const absl::Duration left = deadline - absl::Now();
+    answer_by = deadline -
+                std::clamp(left / 10, absl::Milliseconds(50), absl::Seconds(1));
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  ask_pool_->Schedule([this, reactor, response, wait, in = std::move(*input)] {
-    absl::StatusOr<AskResult> result = messaging_->Ask(in, wait);
-    if (!result.ok()) {
-      reactor->Finish(ToGrpcStatus(result.status()));
-      return;
-    }
-    const storage::MessageRecord& m = result->request.message;
-    response->set_state(AskStateProto(result->state));
-    response->set_request_message_id(m.id);
-    response->set_correlation_id(m.correlation_id);
-    response->set_trace_id(m.trace_id);
-    if (result->response.has_value()) {
-      *response->mutable_response() = ToMessageProto(*result->response);
-    }
-    response->set_recipient_count(result->request.recipient_count);
-    *response->mutable_expires_at() =
-        ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
-    if (result->request.activation.has_value()) {
-      *response->mutable_activation() =
-          ToReceiptProto(*result->request.activation);
-    }
-    reactor->Finish(grpc::Status::OK);
-  });
+  ask_pool_->Schedule(
+      [this, reactor, response, wait, answer_by, in = std::move(*input)] {
+        absl::Duration waited = wait;
+        if (answer_by.has_value()) {
+          waited = std::max(absl::ZeroDuration(),
+                            std::min(waited, *answer_by - absl::Now()));
+        }
+        absl::StatusOr<AskResult> result = messaging_->Ask(in, waited);
+        if (!result.ok()) {
+          reactor->Finish(ToGrpcStatus(result.status()));
+          return;
+        }
+        const storage::MessageRecord& m = result->request.message;
+        response->set_state(AskStateProto(result->state));
+        response->set_request_message_id(m.id);
+        response->set_correlation_id(m.correlation_id);
+        response->set_trace_id(m.trace_id);
+        if (result->response.has_value()) {
+          *response->mutable_response() = ToMessageProto(*result->response);
+        }
+        response->set_recipient_count(result->request.recipient_count);
+        *response->mutable_expires_at() =
+            ToProtoTimestamp(absl::FromUnixMillis(m.expires_at_ms));
+        if (result->request.activation.has_value()) {
+          *response->mutable_activation() =
+              ToReceiptProto(*result->request.activation);
+        }
+        reactor->Finish(grpc::Status::OK);
+      });
   return reactor;
 }
 

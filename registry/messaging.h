@@ -200,8 +200,9 @@ class Messaging {
                                       int page_size,
                                       const std::string& page_token,
                                       const ProjectScope& scope = {});
-  // Publishes a REQUEST, then waits up to `wait` (0 .. 30 s, else
-  // REQUEST_INVALID) for the first RESPONSE with its correlation id.
+  // Publishes a REQUEST, then waits until `wait` (0 .. 30 s, else
+  // REQUEST_INVALID) after the call, the request's write included, for the
+  // first RESPONSE with its correlation id.
   absl::StatusOr<AskResult> Ask(PublishInput input, absl::Duration wait);
   // The expiry sweep (§6.6 B0): dead-letters expired messages and sends one
   // handoff.dead_letter notice per claimed request or handoff. Returns how

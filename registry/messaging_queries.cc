@@ -339,6 +339,9 @@ absl::StatusOr<AskResult> Messaging::Ask(PublishInput input,
                                              "await_timeout must be 0 .. 30 s"),
                         "field", "await_timeout");
   }
+  // The wait counts from the call, not from the end of the request's write:
+  // a caller's wait (and a deadline derived from it) includes the write.
+  const absl::Time wait_until = absl::Now() + wait;
   input.type = "request";
   // The correlation id is fixed before publishing so the waiter is in place
   // before any answer can be published.
@@ -354,9 +357,8 @@ absl::StatusOr<AskResult> Messaging::Ask(PublishInput input,
   {
     absl::MutexLock lock(&ask_mu_);
     if (published.ok() && wait > absl::ZeroDuration()) {
-      const absl::Time deadline = absl::Now() + wait;
       while (!waiter.response.has_value() && !shutting_down_ &&
-             !ask_cv_.WaitWithDeadline(&ask_mu_, deadline)) {
+             !ask_cv_.WaitWithDeadline(&ask_mu_, wait_until)) {
       }
     }
     result.response = waiter.response;
