@@ -56,12 +56,15 @@ class ClaudeUdsGrpcTest : public ::testing::Test {
   }
 
   // A fake tfx-live: records each call's argv (NUL-separated) in
-  // <verb>.argv and answers like tfx-live does.
+  // <verb>.argv and answers like tfx-live does. The file is written beside
+  // and renamed into place, so a reader never sees it half written.
   std::string WriteFakeTfxLive() {
     const std::string path = dir_ + "/tfx-live";
     std::ofstream script(path);
     script << "#!/bin/sh\n"
-           << "printf '%s\\0' \"$@\" > '" << dir_ << "/'\"$1\".argv\n"
+           << "printf '%s\\0' \"$@\" > '" << dir_ << "/'\"$1\".argv.$$\n"
+           << "mv '" << dir_ << "/'\"$1\".argv.$$ '" << dir_
+           << "/'\"$1\".argv\n"
            << "case \"$1\" in\n"
            << "  probe) echo '{\"schema_version\":\"tfx-live.transport-probe."
               "v1\",\"ok\":true,\"reachable\":true,\"wakeable\":true,"
@@ -153,7 +156,6 @@ class ClaudeUdsGrpcTest : public ::testing::Test {
     while (stat(path.c_str(), &st) != 0 && absl::Now() < deadline) {
       absl::SleepFor(absl::Milliseconds(20));
     }
-    absl::SleepFor(absl::Milliseconds(50));  // the write may be in progress
     std::string text = ReadAll(path);
     if (text.empty()) return {};
     if (text.back() == '\0') text.pop_back();

@@ -41,9 +41,12 @@ class RoleWatchGrpcTest : public RoleGrpcTest {
     return roles;
   }
 
+  // Polls `done` for up to 30 s (a generous bound for a busy machine).
   bool WaitFor(const std::function<bool()>& done) {
-    for (int i = 0; i < 500 && !done(); ++i)
+    const absl::Time give_up = absl::Now() + absl::Seconds(30);
+    while (!done() && absl::Now() < give_up) {
       absl::SleepFor(absl::Milliseconds(10));
+    }
     return done();
   }
 };
