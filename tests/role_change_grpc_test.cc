@@ -63,14 +63,21 @@ class StreamReader {
     return {};
   }
 
-  // Reads until a role change matching `match` arrives.
+  // The next role change matching `match`: one already read while waiting
+  // for another frame (the change that a frame's answer caused may come
+  // before that answer), else the next to arrive.
   RoleChange NextChange(const std::function<bool(const RoleChange&)>& match) {
-    return ReadUntil([&](const AttachResponse& f) {
-             return f.event().has_role_change() &&
-                    match(f.event().role_change());
-           })
-        .event()
-        .role_change();
+    for (; matched_ < changes_.size(); ++matched_) {
+      if (match(changes_[matched_])) return changes_[matched_++];
+    }
+    RoleChange next =
+        ReadUntil([&](const AttachResponse& f) {
+          return f.event().has_role_change() && match(f.event().role_change());
+        })
+            .event()
+            .role_change();
+    matched_ = changes_.size();
+    return next;
   }
 
   hub::v1::RoleActivation NextActivation() {
@@ -87,6 +94,7 @@ class StreamReader {
   AttachedAgent* const agent_;
   int64_t last_sequence_ = 0;
   std::vector<RoleChange> changes_;
+  size_t matched_ = 0;  // changes_ before it were looked at by NextChange
 };
 
 class RoleChangeGrpcTest : public ::testing::Test {
