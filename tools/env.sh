@@ -8,5 +8,8 @@ HUB_BUF="$HUB_CACHE_DIR/tools/node_modules/@bufbuild/buf-linux-x64/bin/buf"
 # The Node.js client's npm dependencies (clients/node/package-lock.json),
 # installed by setup.sh outside the checkout; node finds them via NODE_PATH.
 HUB_NODE_MODULES="$HUB_CACHE_DIR/node-client/node_modules"
+# hub-mcp's npm dependencies (clients/mcp/package-lock.json: the MCP SDK and
+# the Node.js client's gRPC libraries), installed the same way.
+HUB_MCP_MODULES="$HUB_CACHE_DIR/mcp/node_modules"
 HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
-export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES
+export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES

@@ -16,7 +16,8 @@
 #   npm: buf (lint and `buf curl`) into $HUB_CACHE_DIR/tools, and the Node.js
 #        client's dependencies (@grpc/grpc-js, @grpc/proto-loader, exactly as
 #        clients/node/package-lock.json pins them) into
-#        $HUB_CACHE_DIR/node-client, both outside the checkout.
+#        $HUB_CACHE_DIR/node-client, and hub-mcp's (clients/mcp/package-lock.json)
+#        into $HUB_CACHE_DIR/mcp, all outside the checkout.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -82,4 +83,17 @@ if ! cmp -s "$node_client_lock" "$node_client_dir/package-lock.json" ||
   mkdir -p "$node_client_dir"
   cp "$HUB_ROOT/clients/node/package.json" "$node_client_lock" "$node_client_dir/"
   npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$node_client_dir" >/dev/null
+fi
+
+# hub-mcp's dependencies (the MCP SDK, and the client's gRPC libraries again),
+# the same way from clients/mcp's lockfile.
+mcp_dir="$HUB_CACHE_DIR/mcp"
+mcp_lock="$HUB_ROOT/clients/mcp/package-lock.json"
+if ! cmp -s "$mcp_lock" "$mcp_dir/package-lock.json" ||
+  [[ ! -f "$HUB_MCP_MODULES/@modelcontextprotocol/sdk/package.json" ]] ||
+  [[ ! -f "$HUB_MCP_MODULES/@grpc/grpc-js/package.json" ]]; then
+  echo "setup: installing hub-mcp's npm dependencies into $mcp_dir"
+  mkdir -p "$mcp_dir"
+  cp "$HUB_ROOT/clients/mcp/package.json" "$mcp_lock" "$mcp_dir/"
+  npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$mcp_dir" >/dev/null
 fi

@@ -1,0 +1,321 @@
+'use strict';
+// `hub-mcp install|uninstall`: writes (or removes) the hub server entry in the
+// documented configuration of one CLI, and for Claude Code its hooks, and
+// nothing else.
+//
+//   claude  project: <dir>/.mcp.json             mcpServers.hub
+//                    <dir>/.claude/settings.json hooks
+//           user:    ~/.claude.json              mcpServers.hub
+//                    ~/.claude/settings.json     hooks
+//   codex   user:    ~/.codex/config.toml        [mcp_servers.hub] ($CODEX_HOME)
+//           project: <dir>/.codex/config.toml     [mcp_servers.hub] (trusted projects)
+//   gemini  project: <dir>/.gemini/settings.json mcpServers.hub
+//           user:    ~/.gemini/settings.json     mcpServers.hub
+//
+// JSON files are parsed and written back with their own indentation and key
+// order, so every other entry keeps its bytes when the file was formatted
+// that way (as the CLIs write them). The TOML file is never re-serialized:
+// only the text of the [mcp_servers.hub] table (and its sub-tables) is
+// replaced, added or removed, and the result is parsed again before it is
+// written. A file that does not parse is reported and left alone.
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const BIN = path.resolve(__dirname, '..', 'bin', 'hub-mcp');
+const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PostToolUse'];
+
+class InstallError extends Error {}
+
+function modulesDir(env) {
+  if (env.HUB_MCP_MODULES) return path.resolve(env.HUB_MCP_MODULES);
+  const cache = env.HUB_CACHE_DIR || path.join(env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache'), 'hub');
+  return path.join(cache, 'mcp', 'node_modules');
+}
+
+function serverArgs(o) {
+  const args = ['serve', `--client=${o.client}`];
+  if (o.hub) args.push(`--hub=${o.hub}`);
+  if (o.tokenEnv) args.push(`--token-env=${o.tokenEnv}`);
+  return args;
+}
+
+// ---- JSON ---------------------------------------------------------------------
+
+function readJson(file) {
+  if (!fs.existsSync(file)) return { exists: false, text: '', data: {}, indent: 2 };
+  const text = fs.readFileSync(file, 'utf8');
+  let data;
+  try {
+    data = text.trim() === '' ? {} : JSON.parse(text);
+  } catch (e) {
+    throw new InstallError(`${file} is not valid JSON (${e.message}); fix it first, nothing was written`);
+  }
+  if (!data || typeof data !== 'object' || Array.isArray(data)) {
+    throw new InstallError(`${file} does not hold a JSON object; nothing was written`);
+  }
+  const m = /\n([ \t]+)"/.exec(text);
+  return { exists: true, text, data, indent: m ? m[1] : 2 };
+}
+
+function objectAt(data, key, file) {
+  if (data[key] === undefined) return null;
+  if (!data[key] || typeof data[key] !== 'object' || Array.isArray(data[key])) {
+    throw new InstallError(`${file}: "${key}" is not an object; nothing was written`);
+  }
+  return data[key];
+}
+
+// Writes `data` when its serialization differs; returns what happened.
+function writeJson(file, before, data, { removeIfEmpty = false } = {}) {
+  const empty = Object.keys(data).length === 0;
+  if (removeIfEmpty && empty) {
+    if (!before.exists) return 'unchanged';
+    fs.rmSync(file);
+    return 'removed';
+  }
+  const text = JSON.stringify(data, null, before.indent) + '\n';
+  if (before.exists && text === before.text) return 'unchanged';
+  if (!before.exists && empty) return 'unchanged';
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.hub-mcp.tmp`;
+  fs.writeFileSync(tmp, text, { mode: before.exists ? fs.statSync(file).mode & 0o777 : 0o644 });
+  fs.renameSync(tmp, file);
+  return before.exists ? 'changed' : 'created';
+}
+
+function editMcpServers(file, entry) {
+  const before = readJson(file);
+  const data = before.data;
+  const servers = objectAt(data, 'mcpServers', file);
+  if (entry) {
+    // An existing key keeps its place among its siblings; a new one goes last.
+    if (servers) servers.hub = entry;
+    else data.mcpServers = { hub: entry };
+  } else if (servers) {
+    delete servers.hub;
+    if (Object.keys(servers).length === 0) delete data.mcpServers;
+  }
+  return writeJson(file, before, data, { removeIfEmpty: !entry });
+}
+
+// The hook command of `event`, and whether a command is one of ours.
+function hookCommand(event) {
+  return `${BIN} hook --client=claude --event=${event}`;
+}
+function isOurHook(command, event) {
+  return typeof command === 'string' && /hub-mcp hook /.test(command) &&
+    command.includes(`--event=${event}`);
+}
+
+function editHooks(file, install) {
+  const before = readJson(file);
+  const data = before.data;
+  const hooks = objectAt(data, 'hooks', file) || {};
+  for (const event of HOOK_EVENTS) {
+    const groups = hooks[event] === undefined ? [] : hooks[event];
+    if (!Array.isArray(groups)) throw new InstallError(`${file}: hooks.${event} is not an array; nothing was written`);
+    const mine = { type: 'command', command: hookCommand(event), timeout: 5 };
+    let found = false;
+    const kept = [];
+    for (const group of groups) {
+      if (!group || !Array.isArray(group.hooks)) { kept.push(group); continue; }
+      const ours = group.hooks.findIndex((h) => h && isOurHook(h.command, event));
+      if (ours < 0) { kept.push(group); continue; }
+      if (install && !found) {
+        group.hooks[ours] = mine;
+        found = true;
+        kept.push(group);
+      } else {
+        group.hooks.splice(ours, 1);
+        if (group.hooks.length > 0) kept.push(group);
+      }
+    }
+    if (install && !found) {
+      kept.push(event === 'PostToolUse' ? { matcher: '*', hooks: [mine] } : { hooks: [mine] });
+    }
+    if (kept.length > 0) hooks[event] = kept;
+    else delete hooks[event];
+  }
+  if (Object.keys(hooks).length > 0) data.hooks = hooks;
+  else delete data.hooks;
+  return writeJson(file, before, data, { removeIfEmpty: !install });
+}
+
+// ---- TOML (Codex) -------------------------------------------------------------
+
+const TABLE_HEADER = /^[ \t]*\[\[?[^\]]*\]\]?[ \t]*(#.*)?$/;
+const HUB_HEADER = /^[ \t]*\[[ \t]*mcp_servers[ \t]*\.[ \t]*("hub"|'hub'|hub)[ \t]*(\.[^\]]*)?\][ \t]*(#.*)?$/;
+
+function tomlString(s) {
+  return JSON.stringify(s);  // a TOML basic string is JSON's escaping for these
+}
+
+function codexBlock(o, env) {
+  const args = serverArgs(o).map(tomlString).join(', ');
+  return '[mcp_servers.hub]\n' +
+    `command = ${tomlString(BIN)}\n` +
+    `args = [${args}]\n` +
+    `env = { HUB_MCP_MODULES = ${tomlString(modulesDir(env))} }\n`;
+}
+
+// Splits `text` into lines with their end, and finds the hub table's lines.
+function hubTableRange(lines) {
+  let start = -1;
+  let end = -1;
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i].replace(/\r?\n$/, '');
+    if (!TABLE_HEADER.test(line)) continue;
+    if (HUB_HEADER.test(line)) {
+      if (start < 0) start = i;
+      else if (end >= 0) throw new InstallError('the [mcp_servers.hub] tables are not together');
+    } else if (start >= 0 && end < 0) {
+      end = i;
+    }
+  }
+  if (start >= 0 && end < 0) end = lines.length;
+  return { start, end };
+}
+
+function editCodex(file, o, env, install) {
+  const exists = fs.existsSync(file);
+  const text = exists ? fs.readFileSync(file, 'utf8') : '';
+  const toml = require('smol-toml');
+  let parsed;
+  try {
+    parsed = toml.parse(text);
+  } catch (e) {
+    throw new InstallError(`${file} is not valid TOML (${String(e.message).split('\n')[0]}); fix it first, nothing was written`);
+  }
+  const lines = text.match(/[^\n]*\n|[^\n]+$/g) || [];
+  const { start, end } = hubTableRange(lines);
+  const defined = parsed.mcp_servers && Object.prototype.hasOwnProperty.call(parsed.mcp_servers, 'hub');
+  if (defined && start < 0) {
+    throw new InstallError(`${file} defines mcp_servers.hub in a form hub-mcp does not edit ` +
+      '(an inline table or dotted keys); change it by hand');
+  }
+  let next;
+  if (install) {
+    const block = codexBlock(o, env);
+    if (start >= 0) {
+      // Keep blank lines and comments that follow the table's own lines.
+      let keepFrom = end;
+      while (keepFrom > start + 1 && /^[ \t]*(#.*)?\r?\n?$/.test(lines[keepFrom - 1])) keepFrom -= 1;
+      next = lines.slice(0, start).join('') + block + lines.slice(keepFrom, end).join('') + lines.slice(end).join('');
+    } else {
+      let head = text;
+      if (head.length > 0 && !head.endsWith('\n')) head += '\n';
+      if (head.length > 0 && !head.endsWith('\n\n')) head += '\n';
+      next = head + block;
+    }
+  } else {
+    if (start < 0) return 'unchanged';
+    let head = lines.slice(0, start).join('');
+    const tail = lines.slice(end).join('');
+    if (tail === '' && head.endsWith('\n\n')) head = head.slice(0, -1);
+    next = head + tail;
+  }
+  if (next === text) return 'unchanged';
+  try {
+    const check = toml.parse(next);
+    const hub = check.mcp_servers && check.mcp_servers.hub;
+    if (install ? !hub || hub.command !== BIN : Boolean(hub)) throw new Error('the edit did not take');
+  } catch (e) {
+    throw new InstallError(`${file}: editing [mcp_servers.hub] would break the file (${e.message}); nothing was written`);
+  }
+  if (!install && next.trim() === '') {
+    fs.rmSync(file);
+    return 'removed';
+  }
+  fs.mkdirSync(path.dirname(file), { recursive: true });
+  const tmp = `${file}.hub-mcp.tmp`;
+  fs.writeFileSync(tmp, next, { mode: exists ? fs.statSync(file).mode & 0o777 : 0o600 });
+  fs.renameSync(tmp, file);
+  return exists ? 'changed' : 'created';
+}
+
+// ---- the command ----------------------------------------------------------------
+
+/**
+ * Installs or uninstalls. o: client, scope ('user' | 'project'), hub,
+ * tokenEnv, home, dir (the project), env. Returns {changes: [{file, what,
+ * result}], notes: [string]}; throws InstallError for what it refuses.
+ */
+function apply(install, o) {
+  const env = o.env || process.env;
+  const home = o.home || os.homedir();
+  const dir = path.resolve(o.dir || process.cwd());
+  const scope = o.scope || (o.client === 'codex' ? 'user' : 'project');
+  if (!['user', 'project'].includes(scope)) throw new InstallError('--scope must be user or project');
+  if (o.tokenEnv && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(o.tokenEnv)) {
+    throw new InstallError('--token-env must name an environment variable');
+  }
+  const changes = [];
+  const notes = [];
+  const env0 = { HUB_MCP_MODULES: modulesDir(env) };
+  const change = (file, what, result) => changes.push({ file, what, result });
+  if (o.client === 'claude') {
+    const mcpFile = scope === 'project' ? path.join(dir, '.mcp.json') : path.join(home, '.claude.json');
+    const settings = scope === 'project' ? path.join(dir, '.claude', 'settings.json')
+      : path.join(home, '.claude', 'settings.json');
+    // Check both files before writing either.
+    readJson(mcpFile);
+    readJson(settings);
+    const entry = install ? { type: 'stdio', command: BIN, args: serverArgs(o), env: env0 } : null;
+    change(mcpFile, 'mcpServers.hub', editMcpServers(mcpFile, entry));
+    change(settings, `hooks (${HOOK_EVENTS.join(', ')})`, editHooks(settings, install));
+    if (install && scope === 'project') {
+      notes.push('Claude Code asks once to approve the project MCP servers of .mcp.json: ' +
+        'approve "hub" when it asks (claude mcp reset-project-choices asks again).');
+    }
+  } else if (o.client === 'codex') {
+    const file = scope === 'project' ? path.join(dir, '.codex', 'config.toml')
+      : path.join(env.CODEX_HOME || path.join(home, '.codex'), 'config.toml');
+    change(file, '[mcp_servers.hub]', editCodex(file, o, env, install));
+    if (install && scope === 'project') {
+      notes.push('Codex reads a project\'s .codex/config.toml only when the project is trusted: ' +
+        'trust it when Codex asks.');
+    }
+    if (install) {
+      notes.push('Codex starts MCP servers with only part of its environment: a token variable ' +
+        'named by --token-env must be listed for the server or set in its env table.');
+    }
+  } else if (o.client === 'gemini') {
+    const file = scope === 'project' ? path.join(dir, '.gemini', 'settings.json')
+      : path.join(home, '.gemini', 'settings.json');
+    readJson(file);
+    const entry = install ? { command: BIN, args: serverArgs(o), env: env0 } : null;
+    change(file, 'mcpServers.hub', editMcpServers(file, entry));
+    if (install && scope === 'project') {
+      notes.push('Gemini CLI reads project settings only in trusted folders: trust this folder ' +
+        'when it asks (or with /permissions).');
+    }
+    if (install) {
+      notes.push('Gemini CLI has no hook hub-mcp installs: the model learns of new messages through ' +
+        'hub_inbox and hub_whoami.');
+    }
+  } else {
+    throw new InstallError('--client must be claude, codex or gemini');
+  }
+  return { changes, notes };
+}
+
+function runInstall(command, flags) {
+  const install = command === 'install';
+  try {
+    const { changes, notes } = apply(install, {
+      client: flags.client, scope: flags.scope, hub: typeof flags.hub === 'string' ? flags.hub : undefined,
+      tokenEnv: typeof flags['token-env'] === 'string' ? flags['token-env'] : undefined,
+      dir: typeof flags.dir === 'string' ? flags.dir : undefined,
+    });
+    for (const c of changes) process.stdout.write(`${c.result}: ${c.file} (${c.what})\n`);
+    for (const n of notes) process.stdout.write(`next: ${n}\n`);
+    return 0;
+  } catch (e) {
+    if (!(e instanceof InstallError)) throw e;
+    process.stderr.write(`hub-mcp ${command}: ${e.message}\n`);
+    return 1;
+  }
+}
+
+module.exports = { apply, runInstall, InstallError, BIN, hookCommand, HOOK_EVENTS };

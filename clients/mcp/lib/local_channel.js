@@ -1,0 +1,141 @@
+'use strict';
+// The local channel between a running hub-mcp server and its CLI's hooks: a
+// directory per CLI process that the hook (bin/hub-mcp, plain sh) reads
+// without starting Node.js or a gRPC client.
+//
+//   <root>/<cli pid>/server.pid   the server's pid (the hook checks it lives)
+//   <root>/<cli pid>/start.txt    the SessionStart context, kept current
+//   <root>/<cli pid>/ev/<seq>     one file per new event since the last look
+//
+// Text files hold the context already escaped as the inside of a JSON string,
+// so the hook only concatenates. Every file is written to a temporary name and
+// renamed, so a reader never sees half of one; the hook claims an event file
+// by renaming it, so each event is shown once. At most MAX_EVENT_FILES wait;
+// older ones are dropped (the inbox tool still lists every message).
+//
+// <root> is $HUB_MCP_RUNTIME_DIR, else $XDG_RUNTIME_DIR/hub-mcp, else
+// /tmp/hub-mcp-<uid>; the hook computes the same.
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
+
+const MAX_EVENT_FILES = 200;
+
+function runtimeRoot(env = process.env) {
+  if (env.HUB_MCP_RUNTIME_DIR) return env.HUB_MCP_RUNTIME_DIR;
+  if (env.XDG_RUNTIME_DIR) return path.join(env.XDG_RUNTIME_DIR, 'hub-mcp');
+  return path.join(os.tmpdir(), `hub-mcp-${process.getuid ? process.getuid() : 0}`);
+}
+
+// The inside of a JSON string literal for `text`.
+function jsonInner(text) {
+  return JSON.stringify(text).slice(1, -1);
+}
+
+function alive(pid) {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (e) {
+    return e.code === 'EPERM';
+  }
+}
+
+class LocalChannel {
+  /**
+   * @param {object} o root (default runtimeRoot()), cliPid (default the
+   *   parent process: the CLI that started this server).
+   */
+  constructor({ root = runtimeRoot(), cliPid = process.ppid } = {}) {
+    this.root = root;
+    this.dir = path.join(root, String(cliPid));
+    this.evDir = path.join(this.dir, 'ev');
+    this._seq = 0;
+    this._tmp = 0;
+    this._ok = false;
+  }
+
+  /** Creates the directory (0700) and removes those of dead servers. */
+  open() {
+    try {
+      fs.mkdirSync(this.root, { recursive: true, mode: 0o700 });
+      this._sweep();
+      fs.rmSync(this.dir, { recursive: true, force: true });
+      fs.mkdirSync(this.evDir, { recursive: true, mode: 0o700 });
+      this._write(path.join(this.dir, 'server.pid'), `${process.pid}\n`);
+      this._ok = true;
+    } catch (e) {
+      process.stderr.write(`hub-mcp: no local channel for hooks (${e.message})\n`);
+    }
+    return this._ok;
+  }
+
+  _sweep() {
+    for (const name of fs.readdirSync(this.root)) {
+      if (!/^\d+$/.test(name)) continue;
+      const dir = path.join(this.root, name);
+      let pid = 0;
+      try {
+        pid = Number(fs.readFileSync(path.join(dir, 'server.pid'), 'utf8'));
+      } catch (_) { /* no pid: a dead or half-made directory */ }
+      if (!pid || !alive(pid)) fs.rmSync(dir, { recursive: true, force: true });
+    }
+  }
+
+  _write(file, text) {
+    this._tmp += 1;
+    const tmp = `${file}.tmp${process.pid}.${this._tmp}`;
+    fs.writeFileSync(tmp, text, { mode: 0o600 });
+    fs.renameSync(tmp, file);
+  }
+
+  /** Replaces the SessionStart context. */
+  setStartContext(text) {
+    if (!this._ok) return;
+    try {
+      this._write(path.join(this.dir, 'start.txt'), jsonInner(text));
+    } catch (_) { /* the hook then shows nothing */ }
+  }
+
+  /** Adds one event line for the next UserPromptSubmit / PostToolUse hook. */
+  addEvent(line) {
+    if (!this._ok) return;
+    this._seq += 1;
+    this._tmp += 1;
+    // Written beside ev/ and renamed into it: the hook claims ev/ as a whole
+    // by renaming it, and a file renamed in before that is part of the claim.
+    const tmp = path.join(this.dir, `ev.tmp${process.pid}.${this._tmp}`);
+    const target = path.join(this.evDir, String(this._seq).padStart(12, '0'));
+    try {
+      fs.writeFileSync(tmp, jsonInner(line.endsWith('\n') ? line : line + '\n'), { mode: 0o600 });
+      try {
+        fs.renameSync(tmp, target);
+      } catch (e) {
+        if (e.code !== 'ENOENT') throw e;
+        fs.mkdirSync(this.evDir, { recursive: true, mode: 0o700 });
+        fs.renameSync(tmp, target);
+      }
+      if (this._seq % 20 === 0) this._prune();
+    } catch (_) {
+      fs.rmSync(tmp, { force: true });  // best effort: the inbox tool is the record
+    }
+  }
+
+  _prune() {
+    const files = fs.readdirSync(this.evDir).filter((f) => /^\d{12}$/.test(f)).sort();
+    for (const f of files.slice(0, Math.max(0, files.length - MAX_EVENT_FILES))) {
+      fs.rmSync(path.join(this.evDir, f), { force: true });
+    }
+  }
+
+  /** Removes the directory (a normal end of the session). */
+  close() {
+    if (!this._ok) return;
+    this._ok = false;
+    try {
+      fs.rmSync(this.dir, { recursive: true, force: true });
+    } catch (_) { /* nothing to do */ }
+  }
+}
+
+module.exports = { LocalChannel, runtimeRoot, jsonInner, MAX_EVENT_FILES };

@@ -1,0 +1,290 @@
+'use strict';
+// The hub-mcp server: one process per CLI session, over stdio. It is the agent
+// for hub: it registers, holds the presence stream (PresenceSession, which
+// reconnects) for as long as the session lives, keeps what the hub pushes
+// (bounded) for the tools, the hooks and MCP notifications, and deregisters
+// when the session ends normally (stdin closed, SIGTERM, SIGINT) so that a
+// role it held moves on at once. A crash leaves the hub's detach grace to do
+// that.
+const Ajv = require('ajv');
+const { Server } = require('@modelcontextprotocol/sdk/server/index.js');
+const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio.js');
+const { CallToolRequestSchema, ListToolsRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
+const { HubClient } = require('../../node/lib/client');
+const { PresenceSession } = require('../../node/lib/session');
+const { resolveIdentity, tmuxLocator } = require('./identity');
+const { LocalChannel } = require('./local_channel');
+const { TOOLS, FIELD_REASONS, roleName, firstLine } = require('./tools');
+const { ToolError, errorResult } = require('./errors');
+
+const VERSION = require('../package.json').version;
+const MAX_PENDING_IDS = 10000;  // message ids pushed and not yet acknowledged
+const MAX_RECENT = 200;         // recent push events kept for hub_whoami
+const MAX_SENT = 1000;          // messages sent, for hub_message_status
+const MAX_ACTIVATIONS = 50;
+
+// A Map that forgets its oldest entries past `max`.
+function boundedSet(map, key, value, max) {
+  map.delete(key);
+  map.set(key, value);
+  while (map.size > max) map.delete(map.keys().next().value);
+}
+
+class HubMcpServer {
+  /**
+   * @param {object} o hub (address), token, identity flags (client, agentId,
+   *   project, host, session, noTmux), topics, heartbeatTtlMs, runtimeDir,
+   *   cliPid, env, cwd.
+   */
+  constructor(o) {
+    this.options = o;
+    this.hubAddress = o.hub;
+    this.identity = resolveIdentity(o, o.env || process.env, o.cwd || process.cwd());
+    for (const w of this.identity.warnings) process.stderr.write(`hub-mcp: ${w}\n`);
+    this.client = new HubClient(this.hubAddress, { token: o.token });
+    this.pending = new Map();      // message id -> true
+    this.recent = [];              // {at, kind, text}
+    this.sent = new Map();         // message id -> {traceId, to}
+    this.activations = new Map();  // activation id -> {activation, status, epoch, error}
+    this.withdrawn = new Set();    // role wires this session declines
+    this.manualRoles = new Map();  // wire -> {epoch, roleKey} acked by hub_role_ack_activation
+    this.channel = new LocalChannel({ root: o.runtimeDir, cliPid: o.cliPid });
+    this.session = this._makeSession();
+    this.mcp = this._makeMcp();
+    this._stopping = null;
+  }
+
+  _makeSession() {
+    const id = this.identity;
+    const ttlMs = this.options.heartbeatTtlMs || 600000;
+    const options = {
+      agentId: id.agentId, cli: id.cli, hostId: id.hostId,
+      capabilities: ['role:cto:candidate', 'role:lead:candidate', 'mcp'],
+      topics: this.options.topics || [],
+      metadata: { client: 'hub-mcp', version: VERSION, cli: id.client,
+        agent_id_source: id.agentIdSource },
+      heartbeatTtlMs: ttlMs,
+      acceptActivation: (a) => !this.withdrawn.has(a.roleKeyWire),
+    };
+    if (id.projectId) options.projectId = id.projectId;
+    if (id.sessionId) options.sessionId = id.sessionId;
+    const session = new PresenceSession(this.client, options);
+    if (id.tmux) {
+      // A locator must expire within the lease of the registration that
+      // carries it, and the session registers again after a hub restart:
+      // build it fresh each time it is read.
+      Object.defineProperty(session._opts, 'transportLocators', {
+        get: () => [tmuxLocator(id.tmux, id.hostId, ttlMs)], enumerable: true });
+    }
+    session.on('state', () => this._refreshStart());
+    session.on('attached', () => this._refreshStart());
+    session.on('message', (delivery) => this._onMessage(delivery));
+    session.on('roleActivation', (a) => this._activation(a, 'received'));
+    session.on('roleActivated', ({ activation, epoch }) => {
+      this._activation(activation, 'acked', { epoch });
+      this._announce('role', `you are now ${roleName(activation.roleKey)} at epoch ${epoch}; ` +
+        `fencing token ${epoch} (acknowledged by hub-mcp on receipt)`);
+    });
+    session.on('roleActivationDeclined', (a) => {
+      this._activation(a, 'declined');
+      this._announce('role', `declined an activation as ${roleName(a.roleKey)} at epoch ${a.epoch} ` +
+        '(not a candidate any more); hub_role_ack_activation takes it');
+    });
+    session.on('roleActivationFailed', ({ activation, error }) => {
+      this._activation(activation, 'failed', { error: error.reason || error.codeName });
+      this._announce('role', `activation as ${roleName(activation.roleKey)} at epoch ` +
+        `${activation.epoch} was refused: ${error.reason || error.codeName}`);
+    });
+    session.on('roleLost', ({ roleKeyWire, epoch, reason }) => {
+      const held = this._wireName(roleKeyWire);
+      this.manualRoles.delete(roleKeyWire);
+      this._announce('role', `you are no longer ${held} (epoch ${epoch} ended: ${reason}); ` +
+        'stop acting for it');
+    });
+    session.on('roleChange', (change) => {
+      const r = change.role;
+      if (!r || r.holderAgentId === id.agentId || !r.holderAgentId) return;
+      if (r.state === 'ROLE_STATE_ACTIVE' && change.previousState !== 'ROLE_STATE_ACTIVE') {
+        this._announce('role', `${roleName(r.roleKey)} is now held by ${r.holderAgentId} at epoch ${r.epoch}`);
+      }
+    });
+    session.on('authorityLost', ({ reason }) => {
+      this._announce('presence', `hub-mcp lost the agent ${id.agentId} (${reason}): another ` +
+        'registration of the same id took over; this session no longer speaks for it');
+    });
+    session.on('failed', (error) => {
+      this._announce('presence', `hub-mcp stopped: the hub refused the registration ` +
+        `(${error.reason || error.codeName}: ${error.details})`);
+    });
+    return session;
+  }
+
+  _wireName(wire) {
+    const a = [...this.activations.values()].find((e) => e.activation.roleKeyWire === wire);
+    return a ? roleName(a.activation.roleKey) : `role ${wire}`;
+  }
+
+  _onMessage(delivery) {
+    const m = delivery.message;
+    if (!m) return;
+    if (this.pending.has(m.messageId)) return;  // a redelivery: announced already
+    boundedSet(this.pending, m.messageId, true, MAX_PENDING_IDS);
+    const type = String(m.type).replace('MESSAGE_TYPE_', '').toLowerCase();
+    this._announce('message', `message ${m.messageId} from ${m.fromAgentId} [${type}, priority ` +
+      `${m.priority}${m.correlationId && type === 'request' ? `, correlation ${m.correlationId}` : ''}]: ` +
+      `${firstLine(m)}`);
+  }
+
+  _activation(activation, status, extra = {}) {
+    boundedSet(this.activations, activation.activationId,
+      { activation, status, ...extra }, MAX_ACTIVATIONS);
+    this._refreshStart();
+  }
+
+  // Keeps a push event for hub_whoami, the hook and an MCP notification.
+  _announce(kind, text) {
+    this.recent.push({ at: new Date().toISOString(), kind, text });
+    if (this.recent.length > MAX_RECENT) this.recent.splice(0, this.recent.length - MAX_RECENT);
+    this.channel.addEvent(`hub ${kind}: ${text}`);
+    this._refreshStart();
+    if (this._initialized) {
+      this.mcp.sendLoggingMessage({ level: 'notice', logger: 'hub', data: `${kind}: ${text}` })
+        .catch(() => {});
+    }
+  }
+
+  // ---- what tools read -------------------------------------------------------
+  heldRoles() {
+    const roles = this.session.roles.map((r) => ({ wire: r.roleKeyWire, key: r.roleKey, epoch: r.epoch,
+      activationId: r.activationId }));
+    for (const [wire, r] of this.manualRoles) {
+      if (!roles.some((x) => x.wire === wire)) roles.push({ wire, key: r.roleKey, epoch: r.epoch, activationId: r.activationId });
+    }
+    return roles.map((r) => ({
+      name: roleName(r.key), role: r.key && r.key.kind === 'ROLE_KIND_LEAD' ? 'lead' : 'cto',
+      project_id: r.key && r.key.projectId, scope_id: (r.key && r.key.scopeId) || null,
+      role_key_wire: r.wire, epoch: r.epoch, fencing_token: r.epoch, activation_id: r.activationId,
+    }));
+  }
+
+  activationList() {
+    return [...this.activations.values()].map((e) => ({
+      activation_id: e.activation.activationId, role: roleName(e.activation.roleKey),
+      role_key_wire: e.activation.roleKeyWire, epoch: e.activation.epoch, status: e.status,
+      error: e.error || null,
+    }));
+  }
+
+  pendingCount() { return this.pending.size; }
+  forgetPending(ids) { for (const id of ids || []) this.pending.delete(id); this._refreshStart(); }
+  rememberSent(messageId, traceId, to) { boundedSet(this.sent, messageId, { traceId, to }, MAX_SENT); }
+  sentMessage(messageId) { return this.sent.get(messageId); }
+  setWithdrawn(wire, withdrawn) {
+    if (withdrawn) this.withdrawn.add(wire);
+    else this.withdrawn.delete(wire);
+  }
+  unackedActivation(activationId) {
+    const list = [...this.activations.values()].filter((e) => e.status !== 'acked');
+    if (activationId) return list.find((e) => e.activation.activationId === activationId) || null;
+    return list.length ? list[list.length - 1] : null;
+  }
+  activationAcked(activation, epoch) {
+    this.withdrawn.delete(activation.roleKeyWire);
+    this.manualRoles.set(activation.roleKeyWire, { roleKey: activation.roleKey, epoch,
+      activationId: activation.activationId });
+    this._activation(activation, 'acked', { epoch });
+  }
+
+  // The SessionStart context: who am I, roles held, pending count.
+  _startContext() {
+    const s = this.session;
+    const id = this.identity;
+    const roles = this.heldRoles();
+    const lines = [
+      `hub: you are agent ${id.agentId} on hub ${this.hubAddress}` +
+        (s.presenceGeneration ? ` (presence generation ${s.presenceGeneration}, ${s.attached ? 'attached' : s.state})`
+          : ` (${s.state}: not registered yet)`) + `; project ${id.projectId || 'none'}.`,
+      roles.length === 0 ? 'hub: you hold no role.'
+        : roles.map((r) => `hub: you are ${r.name} at epoch ${r.epoch}; fencing token ${r.fencing_token}.`).join('\n'),
+      `hub: ${this.pending.size} pending message(s) pushed to you; read them with hub_inbox, ` +
+        'acknowledge with hub_ack.',
+    ];
+    return lines.join('\n') + '\n';
+  }
+
+  _refreshStart() {
+    if (this._refreshQueued) return;
+    this._refreshQueued = true;
+    setImmediate(() => {
+      this._refreshQueued = false;
+      this.channel.setStartContext(this._startContext());
+    });
+  }
+
+  // ---- MCP -----------------------------------------------------------------------
+  _makeMcp() {
+    const mcp = new Server({ name: 'hub', version: VERSION },
+      { capabilities: { tools: {}, logging: {} },
+        instructions: 'hub coordinates the agents of a project: hub_whoami says who you are and ' +
+          'which roles you hold (with the epoch: your fencing token); hub_inbox lists messages for ' +
+          'you, hub_ack acknowledges them; hub_send / hub_ask / hub_reply talk to agents, topics ' +
+          'and roles ("cto", "lead:scp_…").' });
+    const ajv = new Ajv({ allErrors: false, strict: false });
+    const validators = new Map(TOOLS.map((t) => [t.name, ajv.compile(t.inputSchema)]));
+    mcp.setRequestHandler(ListToolsRequestSchema, async () => ({
+      tools: TOOLS.map((t) => ({ name: t.name, description: t.description, inputSchema: t.inputSchema,
+        annotations: t.annotations })),
+    }));
+    mcp.setRequestHandler(CallToolRequestSchema, async (request) => this._call(request.params, validators));
+    mcp.oninitialized = () => { this._initialized = true; };
+    return mcp;
+  }
+
+  async _call(params, validators) {
+    const t = TOOLS.find((x) => x.name === params.name);
+    if (!t) return errorResult(new ToolError('TOOL_UNKNOWN', `no tool ${params.name}`), this.hubAddress);
+    const args = params.arguments || {};
+    const validate = validators.get(t.name);
+    if (!validate(args)) {
+      const e = validate.errors[0];
+      const field = e.params.missingProperty || e.params.additionalProperty ||
+        e.instancePath.split('/')[1] || '';
+      const reason = FIELD_REASONS[field] || 'REQUEST_INVALID';
+      const what = e.params.additionalProperty ? 'is not an argument of this tool' : e.message;
+      return errorResult(new ToolError(reason, `${field || 'arguments'} ${what}`), this.hubAddress);
+    }
+    try {
+      const { text, structured } = await t.handler(args, this);
+      return { content: [{ type: 'text', text }], structuredContent: structured };
+    } catch (error) {
+      return errorResult(error, this.hubAddress);
+    }
+  }
+
+  /** Starts the local channel, the MCP transport, then the presence session. */
+  async start() {
+    this.channel.open();
+    this._refreshStart();
+    const transport = new StdioServerTransport();
+    transport.onclose = () => this.stop('stdin closed');
+    process.stdin.on('end', () => this.stop('stdin closed'));
+    await this.mcp.connect(transport);
+    this.session.start().catch(() => {});  // reconnects by itself; failures are announced
+  }
+
+  /** Says goodbye (Deregister), then exits. Idempotent. */
+  stop(why) {
+    if (this._stopping) return this._stopping;
+    process.stderr.write(`hub-mcp: stopping (${why})\n`);
+    this._stopping = (async () => {
+      this.channel.close();
+      const timeout = new Promise((resolve) => setTimeout(resolve, 3000).unref());
+      await Promise.race([this.session.stop({ deregister: true }).catch(() => {}), timeout]);
+      try { this.client.close(); } catch (_) { /* closed */ }
+      process.exit(0);
+    })();
+    return this._stopping;
+  }
+}
+
+module.exports = { HubMcpServer, VERSION };

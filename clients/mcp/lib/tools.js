@@ -1,0 +1,510 @@
+'use strict';
+// The hub_* tools: one JSON Schema each, carrying hub's own bounds
+// (proto/hub/v1/*.proto), and one handler that calls the hub through the
+// Node.js client and answers {text, structured}. Handlers throw HubError or
+// ToolError; server.js turns those into tool errors.
+const { duration, toDate, toStruct, fromStruct } = require('../../node/lib/convert');
+const { ToolError } = require('./errors');
+
+// ---- bounds (proto/hub/v1) ------------------------------------------------
+const AGENT_ID = '^[A-Za-z0-9._:-]{3,64}$';
+const PROJECT_ID = '^prj_[A-Za-z0-9_-]{22}$';
+const SCOPE_ID = '^scp_[A-Za-z0-9_-]{22}$';
+const TOPIC = '^[A-Za-z0-9._:-]{1,128}$';
+const REF = '^[A-Za-z0-9._:-]{1,128}$';  // correlation and trace ids
+const TYPES = ['request', 'response', 'event', 'handoff', 'human_request', 'human_response'];
+const STATES = ['electable', 'elected_probing', 'active', 'unreachable', 'quarantined'];
+const MAX_TTL_S = 24 * 3600;  // PublishRequest.ttl: 1 s .. 24 h
+const MAX_ASK_WAIT_S = 30;    // AskRequest.await_timeout: 0 .. 30 s
+const MAX_QUESTION = 20000;   // hub-mcp's bound on an ask's question
+const MAX_TEXT = 100000;      // and on a message's text (payload limit: 1 MiB)
+
+const priority = { type: 'integer', minimum: 1, maximum: 9, default: 5,
+  description: '1 (lowest) .. 9 (highest); 7 and above is urgent' };
+const ttl = { type: 'integer', minimum: 1, maximum: MAX_TTL_S, default: 300,
+  description: 'time to live in seconds, 1 .. 86400 (24 h); then the message is dead-lettered' };
+const to = { type: 'string', minLength: 1, maxLength: 600,
+  description: 'an agent id; "topic:<name>" (every subscriber); "cto" (the CTO of this ' +
+    'project) or "cto:prj_…"; "lead:scp_…" (the lead of a scope of this project) or ' +
+    '"lead:prj_…:scp_…"; or "topic:role:rk2.…"' };
+const roleProps = {
+  role: { type: 'string', enum: ['cto', 'lead'], description: 'the role kind' },
+  scope_id: { type: 'string', pattern: SCOPE_ID, description: 'the scope of a lead (scp_…)' },
+  project_id: { type: 'string', pattern: PROJECT_ID,
+    description: 'the project (prj_…); default: this session\'s project' },
+  role_key_wire: { type: 'string', pattern: '^rk2\\.[A-Za-z0-9_-]{1,508}$',
+    description: 'the role as its rk2 wire, instead of role/scope_id/project_id' },
+};
+const pageSize = (max, dflt) => ({ type: 'integer', minimum: 1, maximum: max, default: dflt,
+  description: `page size, 1 .. ${max}` });
+const pageToken = { type: 'string', maxLength: 4096,
+  description: 'next_page_token of the previous call with the same filters' };
+const object = (properties, required = []) => ({
+  type: 'object', properties, required, additionalProperties: false });
+
+// Argument errors name the reason hub would give for the same field.
+const FIELD_REASONS = {
+  priority: 'PRIORITY_INVALID', ttl_seconds: 'TTL_INVALID', to: 'MESSAGE_ADDRESS_INVALID',
+  agent_id: 'AGENT_ID_INVALID', topic: 'TOPIC_INVALID', project_id: 'PROJECT_ID_INVALID',
+  scope_id: 'SCOPE_ID_INVALID', role_key_wire: 'ROLE_KEY_WIRE_INVALID',
+  message_ids: 'MESSAGE_ID_INVALID', message_id: 'MESSAGE_ID_INVALID', type: 'MESSAGE_TYPE_INVALID',
+  role: 'ROLE_KIND_UNSUPPORTED', page_token: 'PAGE_TOKEN_INVALID',
+};
+
+// ---- rendering ----------------------------------------------------------------
+const lower = (prefix, v) => (v ? String(v).replace(prefix, '').toLowerCase() : v);
+const iso = (ts) => { const d = toDate(ts); return d ? d.toISOString() : null; };
+
+function renderAgent(a) {
+  return {
+    agent_id: a.agentId, cli: lower('AGENT_CLI_', a.cli), status: lower('AGENT_STATUS_', a.status),
+    live: a.live, stream_attached: a.streamAttached, project_id: a.projectId || null,
+    session_id: a.sessionId || null, host_id: a.hostId || null, topics: a.topics,
+    capabilities: a.capabilities, presence_generation: a.presenceGeneration,
+    last_seen_at: iso(a.lastSeenAt),
+  };
+}
+
+function roleName(key) {
+  if (!key) return '?';
+  return key.kind === 'ROLE_KIND_LEAD' ? `lead of ${key.scopeId} in ${key.projectId}`
+    : `cto of ${key.projectId}`;
+}
+
+function renderRole(r) {
+  return {
+    role: lower('ROLE_KIND_', r.roleKey && r.roleKey.kind), project_id: r.roleKey && r.roleKey.projectId,
+    scope_id: (r.roleKey && r.roleKey.scopeId) || null, role_key_wire: r.roleKeyWire,
+    state: lower('ROLE_STATE_', r.state), holder_agent_id: r.holderAgentId || null,
+    epoch: r.epoch, activation_id: r.activationId || null,
+    charter_acked_epoch: r.charterAckedEpoch === undefined ? null : r.charterAckedEpoch,
+    blocked_reason: r.blockedReason || null, last_reason: r.lastReason, version: r.version,
+  };
+}
+
+function renderMessage(m) {
+  const payload = fromStruct(m.payload) || {};
+  return {
+    message_id: m.messageId, from: m.fromAgentId, to: m.to, type: lower('MESSAGE_TYPE_', m.type),
+    priority: m.priority, topic: m.topic, created_at: iso(m.createdAt), expires_at: iso(m.expiresAt),
+    correlation_id: m.correlationId, trace_id: m.traceId, status: lower('MESSAGE_STATUS_', m.status),
+    text: typeof payload.text === 'string' ? payload.text : null, payload,
+  };
+}
+
+// The first line of a message body (payload.text, else the payload as JSON),
+// at most 160 characters.
+function clip(text, payload) {
+  const body = typeof text === 'string' ? text : JSON.stringify(payload);
+  const line = body.split('\n')[0];
+  return line.length > 160 ? line.slice(0, 157) + '...' : line;
+}
+
+function firstLine(m) {
+  const payload = fromStruct(m.payload) || {};
+  return clip(payload.text, payload);
+}
+
+// ---- resolution ---------------------------------------------------------------
+
+// The structured role key of a tool call's role arguments.
+function roleKeyOf(args, ctx) {
+  if (args.role_key_wire) return { roleKeyWire: args.role_key_wire };
+  if (!args.role) throw new ToolError('ROLE_KEY_INVALID', 'give role (cto or lead) or role_key_wire');
+  const projectId = args.project_id || ctx.identity.projectId;
+  if (!projectId) {
+    throw new ToolError('SCOPE_REQUIRED', 'this session has no project; give project_id');
+  }
+  if (args.role === 'lead' && !args.scope_id) {
+    throw new ToolError('SCOPE_REQUIRED', 'a lead role needs scope_id (scp_…)');
+  }
+  if (args.role === 'cto' && args.scope_id) {
+    throw new ToolError('ROLE_SCOPE_FORBIDDEN', 'a cto role has no scope_id');
+  }
+  return { roleKey: { projectId, kind: args.role === 'lead' ? 'ROLE_KIND_LEAD' : 'ROLE_KIND_CTO',
+    scopeId: args.scope_id || '' } };
+}
+
+async function wireOf(ref, ctx) {
+  if (ref.roleKeyWire) return ref.roleKeyWire;
+  const r = await ctx.client.hub.encodeRoleKey({ roleKey: ref.roleKey });
+  return r.wire;
+}
+
+// A tool's `to` as a hub address.
+async function addressOf(toArg, ctx) {
+  const m = /^(cto|lead)(?::(prj_[A-Za-z0-9_-]{22}))?(?::(scp_[A-Za-z0-9_-]{22}))?$/.exec(toArg);
+  if (m && (m[1] === 'lead') === Boolean(m[3])) {
+    const ref = roleKeyOf({ role: m[1], project_id: m[2], scope_id: m[3] }, ctx);
+    return `topic:role:${await wireOf(ref, ctx)}`;
+  }
+  if (toArg.startsWith('role:rk2.')) return `topic:${toArg}`;
+  return toArg;
+}
+
+function payloadOf(args) {
+  const payload = { ...(args.payload || {}) };
+  if (args.text !== undefined) payload.text = args.text;
+  return toStruct(payload);
+}
+
+function publishFields(args, ctx) {
+  const req = {
+    fromAgentId: ctx.identity.agentId,
+    priority: args.priority || 5,
+    ttl: duration((args.ttl_seconds || 300) * 1000),
+    payload: payloadOf(args),
+    topic: args.topic || '',
+    correlationId: args.correlation_id || '',
+    traceId: args.trace_id || '',
+  };
+  if (ctx.identity.projectId) req.projectId = ctx.identity.projectId;
+  return req;
+}
+
+function requireGeneration(ctx) {
+  const g = ctx.session.presenceGeneration;
+  if (!g) throw new ToolError('NOT_REGISTERED', `not registered with the hub at ${ctx.hubAddress} yet`);
+  return g;
+}
+
+// ---- the tools ------------------------------------------------------------------
+const TOOLS = [];
+function tool(name, description, inputSchema, handler, annotations = {}) {
+  TOOLS.push({ name, description, inputSchema, handler, annotations });
+}
+
+tool('hub_whoami',
+  'Who this session is on hub: agent id, presence generation, hub identity, project, and the ' +
+  'roles it holds with their epochs (the fencing token to hand to anything it writes to).',
+  object({}),
+  async (args, ctx) => {
+    const s = ctx.session;
+    const roles = ctx.heldRoles();
+    const structured = {
+      agent_id: ctx.identity.agentId, agent_id_source: ctx.identity.agentIdSource,
+      client: ctx.identity.client, project_id: ctx.identity.projectId || null,
+      project_source: ctx.identity.projectSource, host_id: ctx.identity.hostId,
+      session_id: ctx.identity.sessionId || null,
+      tmux: ctx.identity.tmux ? { session: ctx.identity.tmux.sessionName,
+        server: ctx.identity.tmux.serverId, pane: ctx.identity.tmux.pane } : null,
+      presence_generation: s.presenceGeneration, state: s.state, attached: s.attached,
+      hub: { address: ctx.hubAddress, instance_id: s.hubInstanceId, store_fingerprint: s.storeFingerprint },
+      roles, activations: ctx.activationList(), pending_messages: ctx.pendingCount(),
+    };
+    const roleText = roles.length === 0 ? 'no roles'
+      : roles.map((r) => `${r.name} at epoch ${r.epoch} (fencing token ${r.fencing_token})`).join('; ');
+    const text = `agent ${structured.agent_id} (generation ${s.presenceGeneration}, ${s.state}) on hub ` +
+      `${ctx.hubAddress}${s.hubInstanceId ? ` instance ${s.hubInstanceId}` : ''}; project ` +
+      `${structured.project_id || 'none'}; ${roleText}; ${structured.pending_messages} unacknowledged ` +
+      'messages pushed to this session';
+    return { text, structured };
+  }, { readOnlyHint: true });
+
+tool('hub_list_agents',
+  'Lists agents known to hub, by agent id. Default: this project\'s agents.',
+  object({
+    project_id: roleProps.project_id,
+    all_projects: { type: 'boolean', default: false, description: 'list agents of every project' },
+    topic: { type: 'string', pattern: TOPIC, description: 'only agents subscribed to this topic' },
+    status: { type: 'array', items: { type: 'string', enum: ['online', 'stale', 'offline'] },
+      maxItems: 3, uniqueItems: true, description: 'only agents with one of these statuses' },
+    page_size: pageSize(1000, 100), page_token: pageToken,
+  }),
+  async (args, ctx) => {
+    const req = { pageSize: args.page_size || 100, pageToken: args.page_token || '',
+      topic: args.topic || '', statuses: (args.status || []).map((s) => `AGENT_STATUS_${s.toUpperCase()}`) };
+    if (!args.all_projects) req.projectId = args.project_id || ctx.identity.projectId || '';
+    const r = await ctx.client.presence.listAgents(req);
+    const agents = r.agents.map(renderAgent);
+    const text = agents.length === 0 ? 'no agents match' : agents.map((a) =>
+      `${a.agent_id} (${a.cli}, ${a.status}${a.stream_attached ? ', attached' : ''})`).join('\n');
+    return { text, structured: { agents, next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true });
+
+tool('hub_send',
+  'Sends a message to an agent, a topic, or a role (the cto of this project, the lead of a ' +
+  'scope); durable before it returns. A role with no active holder keeps it as backlog for the ' +
+  'next holder.',
+  object({
+    to, text: { type: 'string', maxLength: MAX_TEXT, description: 'the message body (payload.text)' },
+    payload: { type: 'object', description: 'extra JSON payload fields' },
+    type: { type: 'string', enum: TYPES, description: 'default event (response when correlation_id is given)' },
+    priority, ttl_seconds: ttl,
+    topic: { type: 'string', pattern: '^[A-Za-z0-9._:-]{0,128}$', description: 'subject label for filtering' },
+    correlation_id: { type: 'string', pattern: REF }, trace_id: { type: 'string', pattern: REF },
+  }, ['to']),
+  async (args, ctx) => {
+    const req = { ...publishFields(args, ctx), to: await addressOf(args.to, ctx) };
+    if (args.type) req.type = `MESSAGE_TYPE_${args.type.toUpperCase()}`;
+    const r = await ctx.client.messages.publish(req);
+    ctx.rememberSent(r.messageId, r.traceId, req.to);
+    const structured = {
+      message_id: r.messageId, to: req.to, recipient_count: r.recipientCount,
+      type: lower('MESSAGE_TYPE_', r.type), correlation_id: r.correlationId, trace_id: r.traceId,
+      expires_at: iso(r.expiresAt), role_key_wire: r.roleKeyWire || null,
+      activation: r.activation ? { disposition: lower('ENSURE_ROLE_DISPOSITION_', r.activation.disposition),
+        holder_agent_id: r.activation.holderAgentId || null, epoch: r.activation.epoch } : null,
+    };
+    const text = `sent ${r.messageId} to ${args.to}: ${r.recipientCount} recipient(s)` +
+      (r.recipientCount === 0 && r.roleKeyWire ? ' (no active holder: kept as role backlog)' : '');
+    return { text, structured };
+  });
+
+tool('hub_inbox',
+  'Lists this agent\'s pending (unacknowledged, unexpired) messages, highest priority first, ' +
+  'then oldest. Acknowledge each with hub_ack once handled.',
+  object({ limit: pageSize(100, 20), topic: { type: 'string', pattern: TOPIC }, page_token: pageToken }),
+  async (args, ctx) => {
+    const req = { agentId: ctx.identity.agentId, pageSize: args.limit || 20, topic: args.topic || '',
+      pageToken: args.page_token || '' };
+    if (ctx.session.presenceGeneration) req.presenceGeneration = ctx.session.presenceGeneration;
+    const r = await ctx.client.messages.listPending(req);
+    const messages = r.deliveries.map((d) => ({ ...renderMessage(d.message),
+      state: lower('DELIVERY_STATE_', d.state), attempts: d.attempts,
+      role_epoch: d.roleEpoch === undefined ? null : d.roleEpoch }));
+    const text = messages.length === 0 ? 'no pending messages' : messages.map((m) =>
+      `${m.message_id} from ${m.from} [${m.type}, p${m.priority}]: ${clip(m.text, m.payload)}`).join('\n') + (r.nextPageToken ? '\n(more: page_token)' : '');
+    return { text, structured: { messages, next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true });
+
+tool('hub_ack',
+  'Acknowledges handled messages (1..100 ids); acknowledged messages are not delivered again.',
+  object({ message_ids: { type: 'array', minItems: 1, maxItems: 100, uniqueItems: true,
+    items: { type: 'string', minLength: 1, maxLength: 64 } } }, ['message_ids']),
+  async (args, ctx) => {
+    requireGeneration(ctx);
+    const r = await ctx.session.ackMessages(args.message_ids);
+    ctx.forgetPending(r.ackedMessageIds);
+    const text = `acknowledged ${r.ackedMessageIds.length}` +
+      (r.ignoredMessageIds.length ? `; ignored ${r.ignoredMessageIds.length} (unknown, not ` +
+        `delivered to this agent, or dead): ${r.ignoredMessageIds.join(', ')}` : '');
+    return { text, structured: { acked: r.ackedMessageIds, ignored: r.ignoredMessageIds } };
+  }, { idempotentHint: true });
+
+tool('hub_ask',
+  'Sends a request and waits (at most wait_seconds, 0 .. 30) for the first response with its ' +
+  'correlation id. The request stays pending for the recipient whatever the outcome.',
+  object({
+    to, question: { type: 'string', minLength: 1, maxLength: MAX_QUESTION },
+    wait_seconds: { type: 'integer', minimum: 0, maximum: MAX_ASK_WAIT_S, default: 30 },
+    payload: { type: 'object' }, priority, ttl_seconds: ttl,
+    topic: { type: 'string', pattern: '^[A-Za-z0-9._:-]{0,128}$' },
+    correlation_id: { type: 'string', pattern: REF }, trace_id: { type: 'string', pattern: REF },
+  }, ['to', 'question']),
+  async (args, ctx) => {
+    const wait = args.wait_seconds === undefined ? 30 : args.wait_seconds;
+    const req = { ...publishFields({ ...args, text: args.question }, ctx), to: await addressOf(args.to, ctx),
+      awaitTimeout: duration(wait * 1000) };
+    const r = await ctx.client.messages.ask(req, { deadlineMs: wait * 1000 + 5000 });
+    ctx.rememberSent(r.requestMessageId, r.traceId, req.to);
+    const state = lower('ASK_STATE_', r.state);
+    const answer = r.response ? renderMessage(r.response) : null;
+    const structured = { state, request_message_id: r.requestMessageId, correlation_id: r.correlationId,
+      trace_id: r.traceId, recipient_count: r.recipientCount, answer };
+    const text = answer ? `answered by ${answer.from}: ${answer.text !== null ? answer.text : JSON.stringify(answer.payload)}`
+      : `no answer within ${wait} s (request ${state}); the request ${r.requestMessageId} stays pending ` +
+        `(correlation ${r.correlationId})`;
+    return { text, structured };
+  });
+
+tool('hub_reply',
+  'Answers a request: a response to its sender with its correlation id (what hub_ask waits for).',
+  object({
+    to: { type: 'string', pattern: AGENT_ID, description: 'the requester (the request\'s from)' },
+    correlation_id: { type: 'string', pattern: REF, description: 'the request\'s correlation_id' },
+    text: { type: 'string', minLength: 1, maxLength: MAX_TEXT }, payload: { type: 'object' },
+    ack_message_id: { type: 'string', minLength: 1, maxLength: 64,
+      description: 'also acknowledge this request message' },
+    priority, ttl_seconds: ttl, trace_id: { type: 'string', pattern: REF },
+  }, ['to', 'correlation_id', 'text']),
+  async (args, ctx) => {
+    const req = { ...publishFields(args, ctx), to: args.to, type: 'MESSAGE_TYPE_RESPONSE' };
+    const r = await ctx.client.messages.publish(req);
+    ctx.rememberSent(r.messageId, r.traceId, req.to);
+    let acked = null;
+    if (args.ack_message_id) {
+      acked = await ctx.session.ackMessages([args.ack_message_id]);
+      ctx.forgetPending(acked.ackedMessageIds);
+    }
+    return { text: `replied ${r.messageId} to ${args.to} (correlation ${r.correlationId})`,
+      structured: { message_id: r.messageId, correlation_id: r.correlationId, trace_id: r.traceId,
+        acked: acked ? acked.ackedMessageIds : [] } };
+  });
+
+tool('hub_message_status',
+  'Where a message sent from this session stands: queued, delivered, acked or dead_letter, and ' +
+  'whether its recipient is present now.',
+  object({ message_id: { type: 'string', minLength: 1, maxLength: 64 },
+    trace_id: { type: 'string', pattern: REF, description: 'needed for messages not sent from this session' } },
+  ['message_id']),
+  async (args, ctx) => {
+    const sent = ctx.sentMessage(args.message_id);
+    const traceId = args.trace_id || (sent && sent.traceId);
+    if (!traceId) {
+      throw new ToolError('MESSAGE_NOT_FOUND', `${args.message_id} was not sent from this session`);
+    }
+    let message = null;
+    let pageToken = '';
+    do {
+      const r = await ctx.client.messages.listTrace({ traceId, pageSize: 1000, pageToken });
+      message = r.messages.find((m) => m.messageId === args.message_id) || null;
+      pageToken = r.nextPageToken;
+    } while (!message && pageToken);
+    if (!message) throw new ToolError('MESSAGE_NOT_FOUND', `no message ${args.message_id} in trace ${traceId}`);
+    const m = renderMessage(message);
+    const recipient = await recipientPresence(message, ctx);
+    return { text: `${m.message_id} to ${m.to}: ${m.status}; recipient ${recipient.summary}`,
+      structured: { message_id: m.message_id, to: m.to, status: m.status, type: m.type,
+        created_at: m.created_at, expires_at: m.expires_at, recipient } };
+  }, { readOnlyHint: true });
+
+async function recipientPresence(message, ctx) {
+  const agentPresence = async (agentId) => {
+    try {
+      const { agent } = await ctx.client.presence.getAgent({ agentId });
+      const present = agent.live && agent.streamAttached;
+      return { agent_id: agentId, present, status: lower('AGENT_STATUS_', agent.status),
+        summary: `${agentId} ${present ? 'present' : `not present (${lower('AGENT_STATUS_', agent.status)})`}` };
+    } catch (e) {
+      if (e.reason !== 'AGENT_NOT_FOUND') throw e;
+      return { agent_id: agentId, present: false, status: 'unknown', summary: `${agentId} not registered` };
+    }
+  };
+  if (message.roleKeyWire) {
+    const { role } = await ctx.client.roles.getRole({ roleKeyWire: message.roleKeyWire });
+    if (!role.holderAgentId || role.state !== 'ROLE_STATE_ACTIVE') {
+      return { role_key_wire: message.roleKeyWire, present: false, summary: `role ${lower('ROLE_STATE_', role.state)}, no active holder` };
+    }
+    return { role_key_wire: message.roleKeyWire, ...(await agentPresence(role.holderAgentId)) };
+  }
+  if (message.to.startsWith('topic:')) {
+    const r = await ctx.client.presence.listAgents({ topic: message.to.slice(6), statuses: ['AGENT_STATUS_ONLINE'] });
+    const present = r.agents.filter((a) => a.streamAttached).length;
+    return { topic: message.to.slice(6), present: present > 0, subscribers_present: present,
+      summary: `${present} subscriber(s) present` };
+  }
+  return agentPresence(message.to);
+}
+
+tool('hub_role_get',
+  'Reads one role: state, holder, epoch.',
+  object(roleProps),
+  async (args, ctx) => {
+    const { role } = await ctx.client.roles.getRole(roleKeyOf(args, ctx));
+    const r = renderRole(role);
+    return { text: `${roleName(role.roleKey)}: ${r.state}, holder ${r.holder_agent_id || 'none'}, epoch ${r.epoch}`,
+      structured: r };
+  }, { readOnlyHint: true });
+
+tool('hub_role_list',
+  'Lists roles (default: this project\'s).',
+  object({
+    project_id: roleProps.project_id, all_projects: { type: 'boolean', default: false },
+    role: roleProps.role, scope_id: roleProps.scope_id,
+    states: { type: 'array', items: { type: 'string', enum: STATES }, maxItems: 5, uniqueItems: true },
+    page_size: pageSize(1000, 100), page_token: pageToken,
+  }),
+  async (args, ctx) => {
+    const req = { pageSize: args.page_size || 100, pageToken: args.page_token || '',
+      scopeId: args.scope_id || '', states: (args.states || []).map((s) => `ROLE_STATE_${s.toUpperCase()}`) };
+    if (args.role) req.kind = `ROLE_KIND_${args.role.toUpperCase()}`;
+    if (!args.all_projects) req.projectId = args.project_id || ctx.identity.projectId || '';
+    const r = await ctx.client.roles.listRoles(req);
+    const roles = r.roles.map(renderRole);
+    const text = roles.length === 0 ? 'no roles' : r.roles.map((x) =>
+      `${roleName(x.roleKey)}: ${lower('ROLE_STATE_', x.state)}, holder ${x.holderAgentId || 'none'}, epoch ${x.epoch}`).join('\n');
+    return { text, structured: { roles, next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true });
+
+tool('hub_role_candidates',
+  'Lists a role\'s candidates in the order the activator tries them.',
+  object({ ...roleProps, page_size: pageSize(1000, 100), page_token: pageToken }),
+  async (args, ctx) => {
+    const r = await ctx.client.roles.listRoleCandidates({ ...roleKeyOf(args, ctx),
+      pageSize: args.page_size || 100, pageToken: args.page_token || '' });
+    const candidates = r.candidates.map((c) => ({ agent_id: c.agentId, priority: c.priority,
+      source: lower('CANDIDATE_SOURCE_', c.source), consecutive_probe_failures: c.consecutiveProbeFailures,
+      excluded_until: iso(c.excludedUntil), last_probe_code: c.lastProbeCode || null }));
+    const text = candidates.length === 0 ? 'no candidates' : candidates.map((c) =>
+      `${c.agent_id} (priority ${c.priority}${c.excluded_until ? `, excluded until ${c.excluded_until}` : ''})`).join('\n');
+    return { text, structured: { candidates, next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true });
+
+// hub has no call that deletes a candidate: withdrawing excludes this agent
+// for a century and makes this session decline activations of the role.
+const WITHDRAWN_FOR_MS = 100 * 365 * 24 * 3600 * 1000;
+
+tool('hub_role_candidacy',
+  'Becomes (candidate: true) or stops being (candidate: false) a candidate for a role. A ' +
+  'candidate may be activated by hub whenever the role needs a holder. Stopping does not step ' +
+  'down from a role already held.',
+  object({ ...roleProps, candidate: { type: 'boolean' },
+    priority: { type: 'integer', minimum: -1000000, maximum: 1000000, default: 0,
+      description: 'preference among candidates: higher is tried first' } }, ['candidate']),
+  async (args, ctx) => {
+    const ref = roleKeyOf(args, ctx);
+    const wire = await wireOf(ref, ctx);
+    const req = { roleKeyWire: wire, agentId: ctx.identity.agentId };
+    if (args.candidate) {
+      req.candidate = { priority: args.priority || 0, consecutiveProbeFailures: 0 };
+      req.updateMask = { paths: ['priority', 'consecutive_probe_failures', 'excluded_until'] };
+    } else {
+      const until = Date.now() + WITHDRAWN_FOR_MS;
+      req.candidate = { excludedUntil: { seconds: Math.floor(until / 1000), nanos: 0 } };
+      req.updateMask = { paths: ['excluded_until'] };
+    }
+    const r = await ctx.client.roles.upsertRoleCandidate(req);
+    ctx.setWithdrawn(wire, !args.candidate);
+    const c = r.candidate;
+    const name = roleName(c.roleKey);
+    return { text: args.candidate ? `now a candidate for ${name} (priority ${c.priority})`
+      : `no longer a candidate for ${name} (excluded until ${iso(c.excludedUntil)}; ` +
+        'activations of it are declined)',
+    structured: { role_key_wire: c.roleKeyWire, candidate: args.candidate, created: r.created,
+      priority: c.priority, excluded_until: iso(c.excludedUntil) } };
+  }, { idempotentHint: true });
+
+tool('hub_role_ensure',
+  'Asks hub to make a role active now (pick and activate a candidate). Returns at once with ' +
+  'the decision; the chosen holder learns it on its stream.',
+  object({ ...roleProps, cause: { type: 'string', minLength: 1, maxLength: 200, description: 'why (logged)' } }),
+  async (args, ctx) => {
+    const ref = roleKeyOf(args, ctx);
+    const req = { ...ref, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL',
+      causeId: args.cause || `hub-mcp:${ctx.identity.agentId}:${Date.now()}` };
+    if (ctx.session.presenceGeneration) req.agentId = ctx.identity.agentId;
+    const { receipt } = await ctx.client.roles.ensureRole(req);
+    const structured = { accepted: receipt.accepted,
+      disposition: lower('ENSURE_ROLE_DISPOSITION_', receipt.disposition), state: lower('ROLE_STATE_', receipt.state),
+      epoch: receipt.epoch, holder_agent_id: receipt.holderAgentId || null,
+      activation_id: receipt.activationId || null, blocked_reason: receipt.blockedReason || null,
+      role_key_wire: receipt.roleKeyWire };
+    return { text: `${roleName(receipt.roleKey)}: ${structured.disposition}, ${structured.state}, epoch ` +
+      `${receipt.epoch}, holder ${structured.holder_agent_id || 'none'}`, structured };
+  });
+
+tool('hub_role_ack_activation',
+  'Acknowledges a role activation this session received but did not acknowledge (one it ' +
+  'declined while not a candidate, or whose automatic ACK failed). Activations are normally ' +
+  'acknowledged on receipt; hub_whoami lists them.',
+  object({ activation_id: { type: 'string', minLength: 1, maxLength: 64,
+    description: 'default: the newest unacknowledged activation' } }),
+  async (args, ctx) => {
+    const generation = requireGeneration(ctx);
+    const entry = ctx.unackedActivation(args.activation_id);
+    if (!entry) throw new ToolError('ACTIVATION_NOT_FOUND', 'no unacknowledged activation ' + (args.activation_id || ''));
+    const a = entry.activation;
+    const ack = { schema: 'tfx.role-activation-ack.v1', activationId: a.activationId,
+      roleKeyWire: a.roleKeyWire, epoch: a.epoch, activationSeq: a.activationSeq,
+      holderAgentId: a.holderAgentId, reachable: true,
+      charterAck: { roleKeyWire: a.roleKeyWire, epoch: a.epoch, charterVersion: a.charterVersion } };
+    const { result } = await ctx.client.roles.ackRoleActivation({ ack, agentId: ctx.identity.agentId,
+      presenceGeneration: generation });
+    ctx.activationAcked(a, result.role ? result.role.epoch : a.epoch);
+    return { text: `acknowledged: you are now ${roleName(a.roleKey)} at epoch ${a.epoch}; fencing token ${a.epoch}`,
+      structured: { role_key_wire: a.roleKeyWire, epoch: a.epoch, idempotent: result.idempotent,
+        backlog_delivered_count: result.backlogDeliveredCount } };
+  });
+
+module.exports = { TOOLS, FIELD_REASONS, roleName, renderMessage, firstLine, MAX_QUESTION, MAX_TTL_S };

@@ -1,0 +1,85 @@
+'use strict';
+// The Claude Code hook: its JSON from what the running server left, nothing
+// when the server is gone, and never a failure.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook } = require('./harness');
+
+let hubd;
+let hub;
+
+test.before(async () => {
+  hubd = await Hubd.start({ dbPath: freshDbPath('hook') });
+  hub = new HubClient(hubd.address);
+});
+test.after(async () => {
+  hub.close();
+  await hubd.stop();
+});
+
+function context(r, event) {
+  assert.equal(r.code, 0, r.stderr);
+  const out = JSON.parse(r.stdout);
+  assert.deepEqual(Object.keys(out), ['hookSpecificOutput']);
+  assert.equal(out.hookSpecificOutput.hookEventName, event);
+  assert.equal(typeof out.hookSpecificOutput.additionalContext, 'string');
+  return out.hookSpecificOutput.additionalContext;
+}
+
+test('with 100 pending messages the hooks say who, what and how many; then the server is gone', async () => {
+  const m = await startMcp({ hub: hubd.address, agentId: 'mcp-hook' });
+  await attached(m);
+  for (let i = 0; i < 100; i++) {
+    await hub.messages.publish({ fromAgentId: 'sender-x', to: 'mcp-hook', type: 'MESSAGE_TYPE_HANDOFF',
+      priority: 3, payload: { fields: { text: { stringValue: `task ${i} "quoted"\\ok\nmore` } } } });
+  }
+  await waitFor('100 pushed', async () => (await m.call('hub_whoami')).structuredContent.pending_messages === 100);
+  // The start context is rewritten after the last push: wait for it.
+  const start = await waitFor('the start context', async () => {
+    const r = await runHook('SessionStart');
+    return r.stdout.includes('100 pending') ? r : null;
+  });
+  const ctx = context(start, 'SessionStart');
+  assert.match(ctx, /^hub: you are agent mcp-hook on hub /);
+  assert.match(ctx, /you hold no role\./);
+  assert.match(ctx, /100 pending message\(s\)/);
+  // SessionStart took the events so far: a prompt now has nothing new.
+  const quiet = await runHook('UserPromptSubmit');
+  assert.deepEqual([quiet.code, quiet.stdout], [0, '']);
+
+  await hub.messages.publish({ fromAgentId: 'sender-y', to: 'mcp-hook', priority: 9,
+    payload: { fields: { text: { stringValue: 'urgent: stop the deploy\nsecond line' } } } });
+  const next = await waitFor('the new message', async () => {
+    const r = await runHook('PostToolUse');
+    return r.stdout ? r : null;
+  });
+  const line = context(next, 'PostToolUse');
+  assert.match(line, /^hub: new since your last look:\n/);
+  assert.match(line, /hub message: message \S+ from sender-y \[event, priority 9\]: urgent: stop the deploy\n$/);
+  assert.ok(!line.includes('second line'));
+
+  // A burst of 120: the hook shows the last 50 and says how many it left out.
+  for (let i = 0; i < 120; i++) {
+    await hub.messages.publish({ fromAgentId: 'sender-z', to: 'mcp-hook', payload: { fields: { text: { stringValue: `b${i}` } } } });
+  }
+  await waitFor('221 pushed', async () => (await m.call('hub_whoami')).structuredContent.pending_messages === 221);
+  const burst = context(await runHook('UserPromptSubmit'), 'UserPromptSubmit');
+  assert.match(burst, /\(70 earlier events not shown; hub_inbox lists every message\)/);
+  assert.equal((burst.match(/hub message: /g) || []).length, 50);
+  assert.match(burst, /: b119\n$/);
+
+  const gone = exited(m);
+  process.kill(m.pid, 'SIGKILL');
+  await gone;
+  for (const event of ['SessionStart', 'UserPromptSubmit', 'PostToolUse']) {
+    const r = await runHook(event);
+    assert.deepEqual([r.code, r.stdout], [0, ''], event);
+  }
+});
+
+test('no server at all, or an unknown event: nothing, exit 0, quickly', async () => {
+  for (const event of ['SessionStart', 'UserPromptSubmit', 'Bogus']) {
+    const r = await runHook(event, { HUB_MCP_RUNTIME_DIR: '/nonexistent/hub-mcp' });
+    assert.deepEqual([r.code, r.stdout, r.stderr], [0, '', ''], event);
+  }
+});

@@ -1,0 +1,254 @@
+'use strict';
+// hub-mcp against the real hubd, through the MCP SDK's Client over stdio.
+const test = require('node:test');
+const assert = require('node:assert/strict');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, PROJECT } = require('./harness');
+
+let hubd;
+let hub;
+const open = [];
+
+test.before(async () => {
+  hubd = await Hubd.start({ dbPath: freshDbPath('mcp'), args: ['--detach_grace=300ms'] });
+  hub = new HubClient(hubd.address);
+});
+test.after(async () => {
+  for (const m of open) await m.close();
+  hub.close();
+  await hubd.stop();
+});
+
+async function mcp(agentId, extra = {}) {
+  const m = await startMcp({ hub: hubd.address, agentId, ...extra });
+  open.push(m);
+  return m;
+}
+
+const errorText = (r) => { assert.equal(r.isError, true, JSON.stringify(r)); return r.content[0].text; };
+
+test('lists every tool with hub_ names and schemas that carry hub\'s bounds', async () => {
+  const a = await mcp('mcp-tools');
+  const { tools } = await a.client.listTools();
+  const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
+  for (const name of ['hub_whoami', 'hub_list_agents', 'hub_send', 'hub_inbox', 'hub_ack', 'hub_ask',
+    'hub_reply', 'hub_message_status', 'hub_role_get', 'hub_role_list', 'hub_role_candidates',
+    'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation']) {
+    assert.ok(byName[name], `tool ${name}`);
+    assert.equal(byName[name].inputSchema.type, 'object');
+  }
+  for (const t of tools) assert.match(t.name, /^hub_[a-z_]+$/);
+  const send = byName.hub_send.inputSchema.properties;
+  assert.deepEqual([send.priority.minimum, send.priority.maximum], [1, 9]);
+  assert.deepEqual([send.ttl_seconds.minimum, send.ttl_seconds.maximum], [1, 86400]);
+  assert.equal(byName.hub_ask.inputSchema.properties.question.maxLength, 20000);
+  assert.equal(byName.hub_ask.inputSchema.properties.wait_seconds.maximum, 30);
+  assert.equal(byName.hub_inbox.inputSchema.properties.limit.maximum, 100);
+  assert.equal(byName.hub_ack.inputSchema.properties.message_ids.maxItems, 100);
+  assert.equal(byName.hub_list_agents.inputSchema.properties.page_size.maximum, 1000);
+});
+
+test('whoami: agent id, generation, hub identity, project', async () => {
+  const a = await mcp('mcp-whoami');
+  const me = await attached(a);
+  assert.equal(me.agent_id, 'mcp-whoami');
+  assert.ok(me.presence_generation >= 1);
+  assert.equal(me.project_id, PROJECT);
+  assert.equal(me.hub.instance_id, hubd.instanceId);
+  assert.deepEqual(me.roles, []);
+  const { agent } = await hub.presence.getAgent({ agentId: 'mcp-whoami' });
+  assert.equal(agent.cli, 'AGENT_CLI_CLAUDE');
+  assert.equal(agent.streamAttached, true);
+  assert.equal(agent.projectId, PROJECT);
+});
+
+test('A sends to B; B sees it pushed and in its inbox, acks it; A sees it acked', async () => {
+  const a = await mcp('mcp-send-a');
+  const b = await mcp('mcp-send-b');
+  await attached(a);
+  await attached(b);
+  const sent = await a.call('hub_send', { to: 'mcp-send-b', text: 'build is red\nsecond line', type: 'handoff',
+    priority: 8, ttl_seconds: 600, correlation_id: 'corr-1', trace_id: 'trace-1' });
+  assert.equal(sent.isError, undefined, JSON.stringify(sent));
+  assert.equal(sent.structuredContent.recipient_count, 1);
+  const id = sent.structuredContent.message_id;
+  await waitFor('the push', async () => (await b.call('hub_whoami')).structuredContent.pending_messages === 1);
+  await waitFor('a notification', () => b.notifications.some((n) => n.method === 'notifications/message' &&
+    String(n.params.data).includes(id)));
+  const inbox = await b.call('hub_inbox', {});
+  assert.equal(inbox.structuredContent.messages.length, 1);
+  const m = inbox.structuredContent.messages[0];
+  assert.deepEqual([m.message_id, m.from, m.type, m.priority, m.text, m.correlation_id, m.trace_id],
+    [id, 'mcp-send-a', 'handoff', 8, 'build is red\nsecond line', 'corr-1', 'trace-1']);
+  let status = await a.call('hub_message_status', { message_id: id });
+  assert.equal(status.structuredContent.status, 'delivered');
+  assert.equal(status.structuredContent.recipient.present, true);
+  const ack = await b.call('hub_ack', { message_ids: [id, '01234567-0000-7000-8000-000000000000'] });
+  assert.deepEqual(ack.structuredContent.acked, [id]);
+  assert.equal(ack.structuredContent.ignored.length, 1);
+  assert.equal((await b.call('hub_inbox', {})).structuredContent.messages.length, 0);
+  status = await a.call('hub_message_status', { message_id: id });
+  assert.equal(status.structuredContent.status, 'acked');
+  const list = await a.call('hub_list_agents', { status: ['online'] });
+  const ids = list.structuredContent.agents.map((x) => x.agent_id);
+  assert.ok(ids.includes('mcp-send-a') && ids.includes('mcp-send-b'), ids.join(','));
+});
+
+test('inbox orders by priority, then age; topics reach subscribers', async () => {
+  const a = await mcp('mcp-order-a');
+  const b = await mcp('mcp-order-b', { args: ['--topics=builds'] });
+  await attached(a);
+  await attached(b);
+  for (const [text, priority] of [['low', 2], ['high', 9], ['mid', 5], ['high2', 9]]) {
+    await a.call('hub_send', { to: 'mcp-order-b', text, priority });
+  }
+  await a.call('hub_send', { to: 'topic:builds', text: 'topic msg', priority: 1 });
+  const inbox = await waitFor('five messages', async () => {
+    const r = await b.call('hub_inbox', {});
+    return r.structuredContent.messages.length === 5 ? r : null;
+  });
+  assert.deepEqual(inbox.structuredContent.messages.map((m) => m.text), ['high', 'high2', 'mid', 'low', 'topic msg']);
+  const bySubscribers = await a.call('hub_list_agents', { topic: 'builds' });
+  assert.deepEqual(bySubscribers.structuredContent.agents.map((x) => x.agent_id), ['mcp-order-b']);
+});
+
+test('ask waits for the reply the other agent sends', async () => {
+  const a = await mcp('mcp-ask-a');
+  const b = await mcp('mcp-ask-b');
+  await attached(a);
+  await attached(b);
+  const asking = a.call('hub_ask', { to: 'mcp-ask-b', question: 'which branch?', wait_seconds: 20 });
+  const request = await waitFor('the request', async () => {
+    const r = await b.call('hub_inbox', {});
+    return r.structuredContent.messages.find((m) => m.type === 'request');
+  });
+  assert.equal(request.text, 'which branch?');
+  const reply = await b.call('hub_reply', { to: request.from, correlation_id: request.correlation_id,
+    text: 'wip/mcp', ack_message_id: request.message_id });
+  assert.deepEqual(reply.structuredContent.acked, [request.message_id]);
+  const answer = await asking;
+  assert.equal(answer.structuredContent.state, 'answered', JSON.stringify(answer));
+  assert.equal(answer.structuredContent.answer.text, 'wip/mcp');
+  const noWait = await a.call('hub_ask', { to: 'mcp-ask-b', question: 'q', wait_seconds: 0 });
+  assert.equal(noWait.structuredContent.state, 'queued');
+});
+
+test('bad arguments are refused with hub\'s reason codes; hub refusals lead with theirs', async () => {
+  const a = await mcp('mcp-bad');
+  await attached(a);
+  const cases = [
+    [{ to: 'x-agent', priority: 0 }, /^PRIORITY_INVALID: /],
+    [{ to: 'x-agent', priority: 10 }, /^PRIORITY_INVALID: /],
+    [{ to: 'x-agent', ttl_seconds: 0 }, /^TTL_INVALID: /],
+    [{ to: 'x-agent', ttl_seconds: 86401 }, /^TTL_INVALID: /],
+    [{ to: 'x-agent', type: 'system' }, /^MESSAGE_TYPE_INVALID: /],
+    [{ text: 'no address' }, /^MESSAGE_ADDRESS_INVALID: /],
+    [{ to: 'x-agent', bogus: 1 }, /^REQUEST_INVALID: bogus is not an argument/],
+    [{ to: 'x-agent', correlation_id: 'has space' }, /^REQUEST_INVALID: /],
+    [{ to: 'topic:' }, /^(TOPIC_INVALID|MESSAGE_ADDRESS_INVALID): .*What to do: /],
+    [{ to: 'ab' }, /^(AGENT_ID_INVALID|MESSAGE_ADDRESS_INVALID): /],
+  ];
+  for (const [args, want] of cases) {
+    const r = await a.call('hub_send', args);
+    assert.match(errorText(r), want, JSON.stringify(args));
+    assert.ok(r.structuredContent.error.reason);
+  }
+  assert.match(errorText(await a.call('hub_ask', { to: 'x-agent', question: 'q'.repeat(20001) })), /^REQUEST_INVALID: question/);
+  assert.match(errorText(await a.call('hub_ask', { to: 'x-agent', question: 'q', wait_seconds: 31 })), /^REQUEST_INVALID: wait_seconds/);
+  assert.match(errorText(await a.call('hub_ack', { message_ids: [] })), /^MESSAGE_ID_INVALID: /);
+  assert.match(errorText(await a.call('hub_ack', { message_ids: Array.from({ length: 101 }, (_, i) => `m${i}`) })), /^MESSAGE_ID_INVALID: /);
+  assert.match(errorText(await a.call('hub_inbox', { limit: 101 })), /^REQUEST_INVALID: limit/);
+  assert.match(errorText(await a.call('hub_inbox', { page_token: 'garbage' })), /^PAGE_TOKEN_INVALID: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'cto', project_id: 'prj_short' })), /^PROJECT_ID_INVALID: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'lead' })), /^SCOPE_REQUIRED: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'boss' })), /^ROLE_KIND_UNSUPPORTED: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'lead', scope_id: 'scp_AAAAAAAAAAAAAAAAAAAAAA' })), /^ROLE_NOT_FOUND: /);
+  assert.match(errorText(await a.call('hub_message_status', { message_id: 'nope' })), /^MESSAGE_NOT_FOUND: /);
+  assert.match(errorText(await a.call('hub_role_ack_activation', {})), /^ACTIVATION_NOT_FOUND: /);
+  assert.match(errorText(await a.call('hub_no_such_tool', {})), /^TOOL_UNKNOWN: /);
+  // Still alive and serving after all that.
+  assert.equal((await a.call('hub_whoami')).structuredContent.agent_id, 'mcp-bad');
+});
+
+test('A holds the cto role with its epoch; after A is SIGKILLed, candidate B takes it after the grace', async () => {
+  const project = 'prj_ROLEtestROLEtestROLEte';
+  const a = await mcp('mcp-role-a', { project });
+  const b = await mcp('mcp-role-b', { project });
+  await attached(a);
+  await attached(b);
+  const cand = await a.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 10 });
+  assert.equal(cand.isError, undefined, JSON.stringify(cand));
+  const ensure = await a.call('hub_role_ensure', { role: 'cto', cause: 'test' });
+  assert.equal(ensure.isError, undefined, JSON.stringify(ensure));
+  const heldByA = await waitFor('A holds cto', async () => {
+    const me = (await a.call('hub_whoami')).structuredContent;
+    return me.roles.find((r) => r.role === 'cto' && r.project_id === project);
+  });
+  assert.ok(heldByA.epoch >= 1);
+  assert.equal(heldByA.fencing_token, heldByA.epoch);
+  const role = await a.call('hub_role_get', { role: 'cto' });
+  assert.deepEqual([role.structuredContent.state, role.structuredContent.holder_agent_id, role.structuredContent.epoch],
+    ['active', 'mcp-role-a', heldByA.epoch]);
+  assert.equal((await b.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 1 })).isError, undefined);
+  const cands = await b.call('hub_role_candidates', { role: 'cto' });
+  assert.deepEqual(cands.structuredContent.candidates.map((c) => c.agent_id), ['mcp-role-a', 'mcp-role-b']);
+  const listed = await b.call('hub_role_list', {});
+  assert.equal(listed.structuredContent.roles.length, 1);
+
+  process.kill(a.pid, 'SIGKILL');
+  await exited(a);
+  const heldByB = await waitFor('B holds cto', async () => {
+    const me = (await b.call('hub_whoami')).structuredContent;
+    return me.roles.find((r) => r.role === 'cto');
+  });
+  assert.ok(heldByB.epoch > heldByA.epoch, `${heldByB.epoch} > ${heldByA.epoch}`);
+  await waitFor('the role announced to B', () => b.notifications.some((n) =>
+    String(n.params && n.params.data).includes(`you are now cto of ${project} at epoch ${heldByB.epoch}`)));
+  // Stopping candidacy is recorded and does not step down.
+  const stop = await b.call('hub_role_candidacy', { role: 'cto', candidate: false });
+  assert.ok(stop.structuredContent.excluded_until);
+  assert.equal((await b.call('hub_role_get', { role: 'cto' })).structuredContent.holder_agent_id, 'mcp-role-b');
+});
+
+test('stdin closed: the agent is deregistered at once and its role moves on', async () => {
+  const project = 'prj_BYEtestBYEtestBYEtestX';
+  const a = await mcp('mcp-bye-a', { project });
+  await attached(a);
+  await a.call('hub_role_candidacy', { role: 'cto', candidate: true });
+  await a.call('hub_role_ensure', { role: 'cto' });
+  await waitFor('A holds cto', async () => (await a.call('hub_whoami')).structuredContent.roles.length === 1);
+  const gone = exited(a);
+  await a.close();  // closes the server's stdin
+  await gone;
+  const { agent } = await hub.presence.getAgent({ agentId: 'mcp-bye-a' });
+  assert.equal(agent.status, 'AGENT_STATUS_OFFLINE');
+  const { role } = await hub.roles.getRole({ roleKey: { projectId: project, kind: 'ROLE_KIND_CTO' } });
+  assert.notEqual(role.state, 'ROLE_STATE_ACTIVE');
+});
+
+test('a restarted session with the same derived identity supersedes the first', async () => {
+  const env = { TMUX: '/tmp/tmux-0/default,1,0', TMUX_PANE: '%7', HUB_TMUX_SESSION: 'work' };
+  const first = await mcp(undefined, { env });
+  const one = await attached(first);
+  assert.match(one.agent_id, /^claude:[A-Za-z0-9_-]{22}$/);
+  assert.equal(one.agent_id_source, 'tmux pane');
+  assert.deepEqual(one.tmux, { session: 'work', server: 'default', pane: '%7' });
+  const second = await mcp(undefined, { env });
+  const two = await attached(second);
+  assert.equal(two.agent_id, one.agent_id);
+  assert.ok(two.presence_generation > one.presence_generation);
+  await waitFor('the first is superseded', async () => (await first.call('hub_whoami')).structuredContent.state === 'lost');
+  const { agent } = await hub.presence.getAgent({ agentId: one.agent_id });
+  assert.equal(agent.presenceGeneration, two.presence_generation);
+  assert.equal(agent.transportLocators[0].kind, 'TRANSPORT_KIND_TMUX');
+  assert.deepEqual(agent.transportLocators[0].tmux, { sessionName: 'work', muxServerId: 'default' });
+});
+
+test('a hub that is down: tools answer "hub unavailable at ADDR" and the server keeps going', async () => {
+  const down = await startMcp({ hub: '127.0.0.1:1', agentId: 'mcp-down' });
+  open.push(down);
+  const r = await down.call('hub_list_agents', {});
+  assert.match(errorText(r), /^HUB_UNAVAILABLE: hub unavailable at 127\.0\.0\.1:1/);
+  const me = await down.call('hub_whoami');
+  assert.equal(me.structuredContent.attached, false);
+  assert.match(errorText(await down.call('hub_ack', { message_ids: ['x'] })), /^NOT_REGISTERED: /);
+});
