@@ -252,3 +252,16 @@ test('a hub that is down: tools answer "hub unavailable at ADDR" and the server 
   assert.equal(me.structuredContent.attached, false);
   assert.match(errorText(await down.call('hub_ack', { message_ids: ['x'] })), /^NOT_REGISTERED: /);
 });
+
+test('SIGTERM and SIGINT also say goodbye (Deregister) before exiting', async () => {
+  for (const signal of ['SIGTERM', 'SIGINT']) {
+    const id = `mcp-${signal.toLowerCase()}`;
+    const a = await mcp(id);
+    await attached(a);
+    const gone = exited(a);
+    process.kill(a.pid, signal);
+    await gone;
+    const { agent } = await hub.presence.getAgent({ agentId: id });
+    assert.equal(agent.status, 'AGENT_STATUS_OFFLINE', signal);
+  }
+});
