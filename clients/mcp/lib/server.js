@@ -14,7 +14,8 @@ const { HubClient } = require('../../node/lib/client');
 const { PresenceSession } = require('../../node/lib/session');
 const { resolveIdentity, tmuxLocator } = require('./identity');
 const { LocalChannel } = require('./local_channel');
-const { TOOLS, FIELD_REASONS, roleName, firstLine } = require('./tools');
+const { TOOLS, FIELD_REASONS } = require('./tools');
+const { roleName, firstLine } = require('./render');
 const { ToolError, errorResult } = require('./errors');
 
 const VERSION = require('../package.json').version;

@@ -3,7 +3,7 @@
 // when the server is gone, and never a failure.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook } = require('./harness');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, PROJECT } = require('./harness');
 
 let hubd;
 let hub;
@@ -67,6 +67,21 @@ test('with 100 pending messages the hooks say who, what and how many; then the s
   assert.match(burst, /\(70 earlier events not shown; hub_inbox lists every message\)/);
   assert.equal((burst.match(/hub message: /g) || []).length, 50);
   assert.match(burst, /: b119\n$/);
+
+  // A role: the next hook says it, with its epoch as the fencing token.
+  await m.call('hub_role_candidacy', { role: 'cto', candidate: true });
+  await m.call('hub_role_ensure', { role: 'cto' });
+  const held = await waitFor('cto held', async () => (await m.call('hub_whoami')).structuredContent.roles[0]);
+  const roleLine = await waitFor('the role event', async () => {
+    const r = await runHook('UserPromptSubmit');
+    return r.stdout.includes('you are now cto') ? context(r, 'UserPromptSubmit') : null;
+  });
+  assert.ok(roleLine.includes(`hub role: you are now cto of ${PROJECT} at epoch ${held.epoch}; fencing token ${held.epoch}`), roleLine);
+  const again = await waitFor('the start context with the role', async () => {
+    const r = await runHook('SessionStart');
+    return r.stdout.includes('you are cto') ? context(r, 'SessionStart') : null;
+  });
+  assert.ok(again.includes(`hub: you are cto of ${PROJECT} at epoch ${held.epoch}; fencing token ${held.epoch}.`), again);
 
   const gone = exited(m);
   process.kill(m.pid, 'SIGKILL');
