@@ -89,7 +89,7 @@ class LocalChannel {
     fs.renameSync(tmp, file);
   }
 
-  /** Replaces the SessionStart context. */
+  /** Replaces the SessionStart context ("" for none). */
   setStartContext(text) {
     if (!this._ok) return;
     try {

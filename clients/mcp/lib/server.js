@@ -196,15 +196,16 @@ class HubMcpServer {
     this._activation(activation, 'acked', { epoch });
   }
 
-  // The SessionStart context: who am I, roles held, pending count.
+  // The SessionStart context: who am I, roles held, pending count; nothing
+  // while the hub is not reachable (the hook then prints nothing).
   _startContext() {
     const s = this.session;
+    if (!s.attached) return '';
     const id = this.identity;
     const roles = this.heldRoles();
     const lines = [
-      `hub: you are agent ${id.agentId} on hub ${this.hubAddress}` +
-        (s.presenceGeneration ? ` (presence generation ${s.presenceGeneration}, ${s.attached ? 'attached' : s.state})`
-          : ` (${s.state}: not registered yet)`) + `; project ${id.projectId || 'none'}.`,
+      `hub: you are agent ${id.agentId} on hub ${this.hubAddress} (presence generation ` +
+        `${s.presenceGeneration}); project ${id.projectId || 'none'}.`,
       roles.length === 0 ? 'hub: you hold no role.'
         : roles.map((r) => `hub: you are ${r.name} at epoch ${r.epoch}; fencing token ${r.fencing_token}.`).join('\n'),
       `hub: ${this.pending.size} pending message(s) pushed to you; read them with hub_inbox, ` +

@@ -92,6 +92,17 @@ test('with 100 pending messages the hooks say who, what and how many; then the s
   }
 });
 
+test('a server whose hub is down: SessionStart prints nothing', async () => {
+  const m = await startMcp({ hub: '127.0.0.1:1', agentId: 'mcp-hook-down' });
+  try {
+    await waitFor('the local channel', async () => (await m.call('hub_whoami')).structuredContent.state === 'backoff');
+    const r = await runHook('SessionStart');
+    assert.deepEqual([r.code, r.stdout], [0, '']);
+  } finally {
+    await m.close();
+  }
+});
+
 test('no server at all, or an unknown event: nothing, exit 0, quickly', async () => {
   for (const event of ['SessionStart', 'UserPromptSubmit', 'Bogus']) {
     const r = await runHook(event, { HUB_MCP_RUNTIME_DIR: '/nonexistent/hub-mcp' });
