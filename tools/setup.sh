@@ -17,9 +17,8 @@
 #        client's dependencies (@grpc/grpc-js, @grpc/proto-loader, exactly as
 #        clients/node/package-lock.json pins them) into
 #        $HUB_CACHE_DIR/node-client, and hub-mcp's (clients/mcp/package-lock.json)
-#        into $HUB_CACHE_DIR/mcp, and the agent CLIs hub-mcp's tests run
-#        (claude, codex, gemini; clients/mcp/test/clis/package-lock.json) into
-#        $HUB_CACHE_DIR/agent-clis, all outside the checkout.
+#        into $HUB_CACHE_DIR/mcp, all outside the checkout. The agent CLIs
+#        that only the tests need come from tools/setup_agent_clis.sh.
 set -euo pipefail
 
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
@@ -98,19 +97,4 @@ if ! cmp -s "$mcp_lock" "$mcp_dir/package-lock.json" ||
   mkdir -p "$mcp_dir"
   cp "$HUB_ROOT/clients/mcp/package.json" "$mcp_lock" "$mcp_dir/"
   npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$mcp_dir" >/dev/null
-fi
-
-# The real agent CLIs, for hub-mcp's install test (`claude mcp list`, ...):
-# about 900 MB, installed once and redone when the lockfile changes. Install
-# scripts are not run, except Claude Code's own, which links its native binary
-# from the platform package npm installed.
-clis_dir="$HUB_CACHE_DIR/agent-clis"
-clis_lock="$HUB_ROOT/clients/mcp/test/clis/package-lock.json"
-if ! cmp -s "$clis_lock" "$clis_dir/package-lock.json" ||
-  [[ ! -x "$HUB_AGENT_CLIS/claude" || $(stat -c %s "$clis_dir/node_modules/@anthropic-ai/claude-code/bin/claude.exe" 2>/dev/null || echo 0) -lt 100000 || ! -x "$HUB_AGENT_CLIS/codex" || ! -x "$HUB_AGENT_CLIS/gemini" ]]; then
-  echo "setup: installing the agent CLIs (claude, codex, gemini) from npm into $clis_dir"
-  mkdir -p "$clis_dir"
-  cp "$HUB_ROOT/clients/mcp/test/clis/package.json" "$clis_lock" "$clis_dir/"
-  npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$clis_dir" >/dev/null
-  (cd "$clis_dir/node_modules/@anthropic-ai/claude-code" && node install.cjs >/dev/null)
 fi

@@ -13,7 +13,7 @@ set -uo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/env.sh"
 cd "$HUB_ROOT"
 
-if ! tools/setup.sh; then
+if ! tools/setup.sh || ! tools/setup_agent_clis.sh; then
   echo "setup failed"
   echo "0 passed, 1 failed"
   exit 1
