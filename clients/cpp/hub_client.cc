@@ -72,12 +72,24 @@ absl::StatusOr<std::string> ReadPemFile(const std::string& path) {
 std::shared_ptr<grpc::Channel> CreateHubChannel(
     const HubClientOptions& options) {
   grpc::ChannelArguments args;
-  const int max_backoff_ms = static_cast<int>(
-      absl::ToInt64Milliseconds(options.max_reconnect_backoff));
+  const int max_backoff_ms = std::max(
+      1, static_cast<int>(
+             absl::ToInt64Milliseconds(options.max_reconnect_backoff)));
   args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, max_backoff_ms);
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS,
-              std::min(max_backoff_ms, 200));
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, std::min(max_backoff_ms, 200));
+              std::min(max_backoff_ms, 100));
+  // Despite its name, gRPC C++ (1.51) uses this as the minimum time a
+  // connection attempt (TCP connect + HTTP/2 handshake) may take before it
+  // is abandoned. Once set to 200 ms, like the backoff: an attempt that no
+  // thread was polling for could not finish in time, and every attempt
+  // failed with "tcp handshaker shutdown" until the 5 s backup poller
+  // happened to run during one (docs/RELIABILITY.md).
+  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 5000);
+  // Every HubClient gets its own connection and reconnect state, as in
+  // gRPC's other languages: in C++'s default global pool, channels to the
+  // same address share one subchannel, so 64 clients made one TCP
+  // connection and a new client inherited an old one's backoff.
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   std::shared_ptr<grpc::ChannelCredentials> credentials =
       grpc::InsecureChannelCredentials();
   if (options.tls || !options.tls_root_certs_pem.empty() ||
@@ -113,6 +125,10 @@ HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
       roles_(hub::v1::RoleService::NewStub(channel_)),
       messages_(hub::v1::MessageService::NewStub(channel_)),
       admin_(hub::v1::AdminService::NewStub(channel_)) {}
+
+bool HubClient::WaitForConnected(absl::Duration timeout) const {
+  return channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout));
+}
 
 template <typename Stub, typename Request, typename Response>
 absl::StatusOr<Response> HubClient::Unary(

@@ -51,9 +51,12 @@ struct HubClientOptions {
   std::string token;
   // Deadline of a unary call whose CallOptions give none. Must be positive.
   absl::Duration default_deadline = absl::Seconds(10);
-  // Upper bound of gRPC's own reconnect backoff on the channel, so a client
-  // notices a restarted hub quickly (gRPC's default grows to 120 s).
-  absl::Duration max_reconnect_backoff = absl::Seconds(2);
+  // Upper bound of gRPC's own reconnect backoff on the channel (gRPC's
+  // default grows to 120 s). While the hub is down the channel tries to
+  // connect about this often, so it bounds how long a client that waits for
+  // the channel (WaitForConnected, PresenceSession) stays away from a hub
+  // that came back: docs/RELIABILITY.md.
+  absl::Duration max_reconnect_backoff = absl::Milliseconds(500);
 };
 
 // Per-call overrides.
@@ -77,6 +80,15 @@ class HubClient {
 
   const HubClientOptions& options() const { return options_; }
   const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
+
+  // Waits up to `timeout` for the channel to be connected to the hub,
+  // starting a connection attempt if there is none; true once connected
+  // (at once when it already is). The waiting thread also runs the
+  // channel's I/O: with gRPC's synchronous API nothing else does, so a
+  // connection attempt that no thread waits for completes only when gRPC's
+  // backup poller comes by (every 5 s). Retry loops wait here rather than
+  // sleep and fail fast against a channel in backoff.
+  bool WaitForConnected(absl::Duration timeout) const;
 
   // ---- HubService ----
   absl::StatusOr<hub::v1::GetStatusResponse> GetStatus(

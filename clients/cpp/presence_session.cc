@@ -45,6 +45,10 @@ bool IsTransient(const absl::Status& status) {
   }
 }
 
+// How long one wait for the channel lasts before the session checks whether
+// it is stopping.
+constexpr absl::Duration kConnectWaitSlice = absl::Milliseconds(200);
+
 }  // namespace
 
 const char* SessionStateName(SessionState state) {
@@ -123,6 +127,17 @@ bool PresenceSession::SleepUnlessStopping(absl::Duration delay) {
   absl::MutexLock lock(&mu_);
   mu_.AwaitWithTimeout(absl::Condition(&stopping_), delay);
   return !stopping_;
+}
+
+bool PresenceSession::PauseBeforeRetry(Backoff& backoff) {
+  if (client_->WaitForConnected(absl::ZeroDuration())) {
+    return SleepUnlessStopping(backoff.Next());
+  }
+  // Waited out in slices, so that Stop() is not held up for long.
+  while (!stopping()) {
+    if (client_->WaitForConnected(kConnectWaitSlice)) return true;
+  }
+  return false;
 }
 
 SessionState PresenceSession::state() const {
@@ -273,7 +288,7 @@ void PresenceSession::Run() {
       if (next == Next::kStop) break;
       if (next == Next::kCheckOwner) {
         SetState(SessionState::kReconnecting, why);
-        if (!SleepUnlessStopping(backoff.Next())) break;
+        if (!PauseBeforeRetry(backoff)) break;
         continue;
       }
     }
@@ -281,8 +296,7 @@ void PresenceSession::Run() {
       // The first registration after a loss goes out at once; further ones
       // that did not lead to an attach are paced, so a hub that keeps
       // refusing the stream is not hammered.
-      if (registrations_since_attach > 0 &&
-          !SleepUnlessStopping(backoff.Next())) {
+      if (registrations_since_attach > 0 && !PauseBeforeRetry(backoff)) {
         break;
       }
       ++registrations_since_attach;
@@ -311,7 +325,7 @@ void PresenceSession::Run() {
     if (next == Next::kStop) break;
     if (next == Next::kReattach) {
       SetState(SessionState::kReconnecting, why);
-      if (!SleepUnlessStopping(backoff.Next())) break;
+      if (!PauseBeforeRetry(backoff)) break;
     }
   }
   SessionState final_state;

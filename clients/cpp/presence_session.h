@@ -10,7 +10,8 @@
 // Authority policy (docs/design/clients.md):
 //   - Transport failures (UNAVAILABLE, deadline, a hub that stops answering
 //     heartbeats, HUB_SHUTTING_DOWN): re-attach with the same generation,
-//     after a backoff.
+//     after a backoff, or, when the channel lost its connection, as soon as
+//     it has reconnected.
 //   - The hub restarted (STALE_HUB_INSTANCE) or forgot/expired the agent
 //     (AGENT_OFFLINE, AGENT_NOT_FOUND): the session reads the agent; if the
 //     stored generation is still its own (or the agent is gone), it registers
@@ -55,7 +56,7 @@ namespace hub::client {
 enum class SessionState {
   kConnecting,    // registering or attaching
   kAttached,      // the presence stream is bound
-  kReconnecting,  // the stream was lost; waiting out a backoff
+  kReconnecting,  // the stream was lost; waiting for the hub or a backoff
   kSuperseded,    // terminal: another registration holds the agent id
   kFailed,        // terminal: a non-retryable error
   kStopped,       // terminal: Stop() or the destructor
@@ -73,7 +74,9 @@ struct PresenceSessionOptions {
   // How long the hub may take to answer hello or a heartbeat before the
   // stream is treated as dead and reconnected.
   absl::Duration reply_timeout = absl::Seconds(10);
-  // Delays between reconnect attempts; reset once attached.
+  // Delays between attempts while the hub is reachable but the attempts
+  // fail (while it is unreachable the session waits for the channel
+  // instead); reset once attached.
   BackoffPolicy backoff;
   // On Stop() (or destruction) while the session holds its registration,
   // deregister the agent (fenced by generation), so its roles fail over at
@@ -190,6 +193,13 @@ class PresenceSession {
   void LoseAuthority(SessionState state, const absl::Status& status);
   // Sleeps `delay` unless the session stops first; false when stopping.
   bool SleepUnlessStopping(absl::Duration delay);
+  // Before the next attempt after a failure. When the channel is not
+  // connected the failure was the transport's: wait (driving gRPC's
+  // reconnection, see HubClient::WaitForConnected) until it is, then retry
+  // at once without growing the backoff; gRPC's own reconnect backoff paces
+  // the attempts. The session's backoff is for a hub that is reachable and
+  // refuses. False when stopping.
+  bool PauseBeforeRetry(Backoff& backoff);
   bool stopping() const;
 
   const HubClient* const client_;

@@ -76,6 +76,16 @@ void RoleWatcher::Run() {
     const bool permanent = IsPermanent(ended);
     if (callbacks_.on_disconnect) callbacks_.on_disconnect(ended, permanent);
     if (permanent) return;
+    if (!client_->WaitForConnected(absl::ZeroDuration())) {
+      // The connection is gone: wait until gRPC has reconnected (this thread
+      // drives it, see HubClient::WaitForConnected) and watch again at once.
+      // Slices, so that Stop() is not held up for long.
+      while (!client_->WaitForConnected(absl::Milliseconds(200))) {
+        absl::MutexLock lock(&mu_);
+        if (stopping_) return;
+      }
+      continue;
+    }
     absl::MutexLock lock(&mu_);
     mu_.AwaitWithTimeout(absl::Condition(&stopping_), backoff.Next());
     if (stopping_) return;

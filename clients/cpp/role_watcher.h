@@ -3,9 +3,10 @@
 //
 // The first connection delivers the hub's snapshot (kind SNAPSHOT), then
 // snapshot_end, then live changes. When the stream breaks (hub restart,
-// network), the watcher reconnects with backoff and resumes: the new stream's
-// snapshot is compared with the last version seen of each role, and only
-// roles that changed while disconnected are delivered (still with kind
+// network), the watcher reconnects (as soon as the channel has reconnected;
+// after a backoff when a reachable hub ends the watch) and resumes: the new
+// stream's snapshot is compared with the last version seen of each role, and
+// only roles that changed while disconnected are delivered (still with kind
 // SNAPSHOT, since the hub reports their current state, not the steps), so a
 // callback sees each version at most once. Roles that vanished while
 // disconnected are not reported. One thread per watcher runs the stream and
