@@ -9,13 +9,16 @@ const { fromGrpcError } = require('./errors');
 const DEFAULT_DEADLINE_MS = 10000;
 
 // Channel defaults: find a dead hub within ~15 s even when idle, and retry a
-// lost connection quickly (the presence session adds its own backoff with
-// jitter on top). The hub accepts pings every second or slower.
+// lost connection quickly. While the hub is down the channel tries to
+// connect every max_reconnect_backoff_ms (+-20 %), and a PresenceSession
+// waits for the channel rather than sleeping a backoff of its own, so this
+// bounds how long an agent stays away from a hub that came back
+// (docs/RELIABILITY.md). The hub accepts pings every second or slower.
 const DEFAULT_CHANNEL_OPTIONS = {
   'grpc.keepalive_time_ms': 10000,
   'grpc.keepalive_timeout_ms': 5000,
-  'grpc.initial_reconnect_backoff_ms': 200,
-  'grpc.max_reconnect_backoff_ms': 5000,
+  'grpc.initial_reconnect_backoff_ms': 100,
+  'grpc.max_reconnect_backoff_ms': 500,
 };
 
 const SERVICES = {
@@ -137,6 +140,36 @@ class HubClient {
   /** Opens a raw RoleService.WatchRoles stream. */
   watchRoles(request, metadata) {
     return this._stubs.roles.WatchRoles(request || {}, metadata || new grpc.Metadata());
+  }
+
+  /**
+   * The channel's connectivity: 'ready', 'shutdown' (closed) or 'down'
+   * (idle, connecting or in reconnect backoff). `tryToConnect` starts a
+   * connection attempt when the channel is idle.
+   */
+  connectivity(tryToConnect = false) {
+    const state = this._channel.getConnectivityState(tryToConnect);
+    if (state === grpc.connectivityState.READY) return 'ready';
+    if (state === grpc.connectivityState.SHUTDOWN) return 'shutdown';
+    return 'down';
+  }
+
+  /**
+   * Resolves with connectivity() once the channel is ready or shut down, or
+   * after timeoutMs with 'down'. Starts a connection attempt if none is
+   * under way.
+   */
+  waitForConnected(timeoutMs) {
+    const deadline = Date.now() + timeoutMs;
+    return new Promise((resolve) => {
+      const check = () => {
+        const now = this.connectivity(true);
+        if (now !== 'down' || Date.now() >= deadline) return resolve(now);
+        this._channel.watchConnectivityState(
+          this._channel.getConnectivityState(false), deadline, check);
+      };
+      check();
+    });
   }
 
   /** A HubError from an error or status a raw stream reported. */

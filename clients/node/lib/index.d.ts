@@ -56,6 +56,10 @@ export class HubClient {
   attach(metadata?: Metadata): ClientDuplexStream<Msg, Msg>;
   watchRoles(request?: Msg, metadata?: Metadata): ClientReadableStream<Msg>;
   toHubError(err: unknown): HubError;
+  /** 'ready', 'shutdown' (closed) or 'down'; tryToConnect starts an attempt when idle. */
+  connectivity(tryToConnect?: boolean): 'ready' | 'shutdown' | 'down';
+  /** Resolves once the channel is ready or shut down, or with 'down' after timeoutMs. */
+  waitForConnected(timeoutMs: number): Promise<'ready' | 'shutdown' | 'down'>;
   close(): void;
 }
 
@@ -135,7 +139,7 @@ export class PresenceSession extends EventEmitter {
   on(event: 'roleActivated', listener: (e: { activation: Msg; role: Msg | null; epoch: number }) => void): this;
   on(event: 'roleActivationFailed', listener: (e: { activation: Msg; error: HubError }) => void): this;
   on(event: 'roleLost', listener: (e: { roleKeyWire: string; epoch: number; reason: string }) => void): this;
-  on(event: 'disconnected', listener: (e: { error: HubError | null; retryInMs: number }) => void): this;
+  on(event: 'disconnected', listener: (e: { error: HubError | null; retryInMs: number; waitingForHub?: boolean }) => void): this;
   on(event: 'hubRestarted', listener: (e: { previousHubInstanceId: string | null; hubInstanceId: string | null; reason: string }) => void): this;
   on(event: 'authorityLost', listener: (e: { reason: string; error: HubError; currentPresenceGeneration?: number }) => void): this;
   on(event: 'failed', listener: (error: HubError) => void): this;

@@ -4,11 +4,12 @@
 //
 //   register (RegisterAgent) -> attach (PresenceService.Attach, hello) ->
 //   heartbeat frames every heartbeatFraction of the lease TTL -> on any
-//   break: reconnect with exponential backoff and jitter, re-attaching with
-//   the same registration; when the hub restarted (STALE_HUB_INSTANCE,
-//   STORE_FINGERPRINT_MISMATCH) or forgot the agent (AGENT_NOT_FOUND,
-//   AGENT_OFFLINE), register again first, unless the agent was meanwhile
-//   registered by someone else.
+//   break: reconnect, re-attaching with the same registration, as soon as
+//   the channel has reconnected (or, when a reachable hub ended the stream,
+//   after an exponential backoff with jitter); when the hub restarted
+//   (STALE_HUB_INSTANCE, STORE_FINGERPRINT_MISMATCH) or forgot the agent
+//   (AGENT_NOT_FOUND, AGENT_OFFLINE), register again first, at once, unless
+//   the agent was meanwhile registered by someone else.
 //
 // When another registration of the same agent id supersedes this one
 // (STALE_PRESENCE_OWNER), another stream took over this registration
@@ -33,8 +34,9 @@
 //   'roleChange'  (RoleChange)
 //   'roleLost'    ({roleKeyWire, epoch, reason}) a held role's authority ended
 //   'fencing'     (FencingNotice) the hub is about to end the stream
-//   'disconnected' ({error: HubError|null, retryInMs}) the stream ended; a
-//                 retry follows after retryInMs
+//   'disconnected' ({error: HubError|null, retryInMs, waitingForHub}) the
+//                 stream ended; a retry follows after retryInMs or, with
+//                 waitingForHub, as soon as the channel has reconnected
 //   'hubRestarted' ({previousHubInstanceId, hubInstanceId|null, reason})
 //   'authorityLost' ({reason, error, currentPresenceGeneration})
 //   'failed'      (HubError) a non-retryable failure (e.g. INVALID_ARGUMENT
@@ -217,6 +219,7 @@ class PresenceSession extends EventEmitter {
 
   async _run() {
     let attempt = 0;
+    let registeredSinceAttach = false;
     while (!this._stopped) {
       let outcome;
       try {
@@ -254,13 +257,53 @@ class PresenceSession extends EventEmitter {
         this._needsRegister = true;
         this._verifyOwner = true;
       }
-      if (outcome.attached) attempt = 0;
+      if (outcome.attached) {
+        attempt = 0;
+        registeredSinceAttach = false;
+      }
+      this._setState('backoff');
+      if ((kind === 'hubChanged' || kind === 'reregister') && !registeredSinceAttach) {
+        // The hub answered, so it is up: the first registration after a
+        // loss goes out at once (one that does not lead to an attach is
+        // paced by the backoff below next time).
+        registeredSinceAttach = true;
+        this.emit('disconnected', { error: error || null, retryInMs: 0 });
+        continue;
+      }
+      if (this._client.connectivity(true) === 'down') {
+        // The connection is gone: wait for the channel to reconnect (its own
+        // backoff, up to max_reconnect_backoff_ms, paces the attempts) and
+        // try at once. Sleeping a growing backoff instead kept agents away
+        // for seconds after the hub was back; the session's backoff is for
+        // a hub that is reachable and refuses.
+        this.emit('disconnected', { error: error || null, retryInMs: 0, waitingForHub: true });
+        await this._waitForChannel();
+        continue;
+      }
       const delay = this._backoff(attempt);
       attempt += 1;
-      this._setState('backoff');
       this.emit('disconnected', { error: error || null, retryInMs: delay });
       await this._wait(delay);
     }
+  }
+
+  // Resolves once the client's channel is ready (or closed), or the session
+  // stops (stop() wakes it like a backoff wait).
+  _waitForChannel() {
+    return new Promise((resolve) => {
+      const sleep = { timer: null, resolve };
+      this._sleep = sleep;
+      const check = (state) => {
+        if (this._sleep !== sleep) return;  // stopped meanwhile
+        if (state !== 'down') {
+          this._sleep = null;
+          resolve();
+          return;
+        }
+        this._client.waitForConnected(1000).then(check);
+      };
+      check('down');
+    });
   }
 
   _backoff(attempt) {

@@ -184,11 +184,31 @@ test('a role activation is acknowledged on the stream and its epoch becomes the 
   await s.stop();
 });
 
-test('while no hub answers the session retries with exponential backoff, capped and jittered', async () => {
-  // A port nothing listens on: every registration attempt fails UNAVAILABLE.
-  const down = new HubClient('127.0.0.1:1');
+// A hub that is reachable but refuses every registration with UNAVAILABLE
+// (as a hub would under a retryable failure); resolves with {address, close}.
+function refusingHub() {
+  const grpc = require('@grpc/grpc-js');
+  const { loadProtos } = require('../lib/protos');
+  const { packageDefinition } = loadProtos();
+  const v1 = grpc.loadPackageDefinition(packageDefinition).hub.v1;
+  const server = new grpc.Server();
+  server.addService(v1.PresenceService.service, {
+    RegisterAgent: (call, callback) =>
+      callback({ code: status.UNAVAILABLE, details: 'refusing for the test' }),
+  });
+  return new Promise((resolve, reject) => {
+    server.bindAsync('127.0.0.1:0', grpc.ServerCredentials.createInsecure(), (err, port) => {
+      if (err) return reject(err);
+      resolve({ address: `127.0.0.1:${port}`, close: () => server.forceShutdown() });
+    });
+  });
+}
+
+test('while a reachable hub refuses, the session retries with exponential backoff, capped and jittered', async () => {
+  const hub = await refusingHub();
+  const refusing = new HubClient(hub.address);
   const jitters = [0.5, 1, 0, 0.5, 0.5, 0.5];  // Math.random values: 0, +20 %, -20 %, 0, ...
-  const s = new PresenceSession(down, {
+  const s = new PresenceSession(refusing, {
     agentId: 'node-backoff-1', cli: 'AGENT_CLI_GEMINI',
     backoffInitialMs: 20, backoffMaxMs: 200, backoffMultiplier: 2, backoffJitter: 0.2,
     random: () => jitters.shift() ?? 0.5,
@@ -205,5 +225,29 @@ test('while no hub answers the session retries with exponential backoff, capped 
   assert.equal(s.state, 'backoff');
   await s.stop();
   await assert.rejects(started, (e) => e.code === status.CANCELLED);
+  refusing.close();
+  hub.close();
+});
+
+test('while no hub answers the session waits for the channel to connect instead of backing off', async () => {
+  // A port nothing listens on: the connection is refused.
+  const down = new HubClient('127.0.0.1:1');
+  const s = new PresenceSession(down, {
+    agentId: 'node-backoff-2', cli: 'AGENT_CLI_GEMINI', backoffInitialMs: 20,
+  });
+  const [{ error, retryInMs, waitingForHub }] = await (async () => {
+    const disconnected = once(s, 'disconnected');
+    s.start().catch(() => {});
+    return disconnected;
+  })();
+  assert.equal(error.code, status.UNAVAILABLE);
+  assert.equal(waitingForHub, true);
+  assert.equal(retryInMs, 0);
+  assert.equal(s.state, 'backoff');
+  // stop() ends the wait at once.
+  const stopping = Date.now();
+  await s.stop();
+  assert.ok(Date.now() - stopping < 2000);
+  assert.equal(s.state, 'stopped');
   down.close();
 });

@@ -3,6 +3,7 @@
 // same port and database, without help from the application.
 const { test } = require('node:test');
 const assert = require('node:assert/strict');
+const grpc = require('@grpc/grpc-js');
 const { HubClient, PresenceSession, toStruct } = require('../lib');
 const { Hubd, freshDbPath, once } = require('./hubd');
 
@@ -75,6 +76,50 @@ test('after hubd is killed and restarted on the same port and db the session rec
     assert.equal(agent.status, 'AGENT_STATUS_ONLINE');
     assert.equal(agent.streamAttached, true);
     assert.equal(agent.presenceGeneration, s.presenceGeneration);
+  } finally {
+    await s.stop();
+    client.close();
+    await hubd.stop();
+  }
+});
+
+// Resolves once `channel` reports `state`; rejects after timeoutMs.
+function channelState(channel, state, timeoutMs) {
+  const deadline = Date.now() + timeoutMs;
+  return new Promise((resolve, reject) => {
+    const check = () => {
+      const now = channel.getConnectivityState(false);
+      if (now === state) return resolve();
+      if (Date.now() >= deadline) return reject(new Error(`channel not in state ${state}`));
+      channel.watchConnectivityState(now, deadline, check);
+    };
+    check();
+  });
+}
+
+test('with default options the session re-attaches within seconds of a killed hubd serving again', async () => {
+  let hubd = await Hubd.start({ dbPath: freshDbPath('restart-fast') });
+  // Everything at its defaults, as an agent would run it: the session's
+  // backoff (up to 15 s) and the channel's.
+  const client = new HubClient(hubd.address);
+  const s = new PresenceSession(client, { agentId: 'node-restart-fast', cli: 'AGENT_CLI_CODEX' });
+  try {
+    await s.start();
+    const firstInstance = s.hubInstanceId;
+    const disconnected = once(s, 'disconnected');
+    await hubd.stop('SIGKILL');
+    await disconnected;
+    // The hub stays down until the channel has failed to reconnect: the
+    // session used to sleep a growing backoff from here on, and came back
+    // seconds after the hub did.
+    await channelState(client._channel, grpc.connectivityState.TRANSIENT_FAILURE, 30000);
+    const reattached = once(s, 'attached', 10000);  // generous for a busy machine
+    hubd = await hubd.restart();
+    const serving = Date.now();
+    const [attached] = await reattached;
+    assert.equal(attached.hubInstanceId, hubd.instanceId);
+    assert.notEqual(attached.hubInstanceId, firstInstance);
+    assert.ok(Date.now() - serving < 10000);
   } finally {
     await s.stop();
     client.close();
