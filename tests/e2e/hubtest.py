@@ -38,12 +38,12 @@ def tmpdir():
 class Hubd:
     """A hubd process on a free loopback port, stopped with SIGTERM."""
 
-    def __init__(self, db_path, *extra_args):
+    def __init__(self, db_path, *extra_args, listen="127.0.0.1:0"):
         self.db_path = db_path
         self.log_path = db_path + ".stdout"
         self.err_path = db_path + ".stderr"
         self.proc = subprocess.Popen(
-            [hubd_path(), "--listen=127.0.0.1:0", "--db=" + db_path, *extra_args],
+            [hubd_path(), "--listen=" + listen, "--db=" + db_path, *extra_args],
             stdout=open(self.log_path, "w"), stderr=open(self.err_path, "w"))
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:

@@ -12,9 +12,19 @@ from . import stubs
 
 DEFAULT_DEADLINE = 10.0  # seconds
 # Find a dead hub within ~15 s; the hub accepts pings every second or slower.
+# While the hub is down the channel tries to connect every 500 ms (+-20 %)
+# rather than gRPC's default of up to 120 s, so a client that waits for it
+# (wait_for_connected, PresenceSession.start) is back within about that long
+# once a restarted hub serves. Each HubClient has its own connection and
+# reconnect state: in gRPC's default global pool, channels to one address
+# share a subchannel, and a new client inherited an old one's backoff
+# (docs/RELIABILITY.md).
 DEFAULT_CHANNEL_OPTIONS = [
     ("grpc.keepalive_time_ms", 10000),
     ("grpc.keepalive_timeout_ms", 5000),
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
+    ("grpc.use_local_subchannel_pool", 1),
 ]
 _SERVICES = {
     "hub": ("hub", "HubService"),
@@ -166,12 +176,26 @@ class HubClient:
             self.channel = grpc.secure_channel(address, credentials, options=options)
         else:
             self.channel = grpc.insecure_channel(address, options=options)
+        self._raw_channel = self.channel
         if token is None:
             token = os.environ.get("HUB_TOKEN") or None
         if token:
             self.channel = grpc.intercept_channel(self.channel, _BearerToken(token.strip()))
         for name, (module, service) in _SERVICES.items():
             setattr(self, name, _Service(self, module, service))
+
+    def wait_for_connected(self, timeout):
+        """Waits up to `timeout` seconds for the channel to be connected,
+        starting a connection attempt if needed; True once it is. While a
+        thread waits here gRPC's I/O for the channel runs: nothing else drives
+        a connection attempt that no call waits for, so retry loops should
+        wait here rather than sleep and fail fast against a channel in
+        backoff."""
+        try:
+            grpc.channel_ready_future(self._raw_channel).result(timeout=timeout)
+            return True
+        except grpc.FutureTimeoutError:
+            return False
 
     def attach(self, request_iterator, metadata=None):
         """The raw PresenceService.Attach stream; see PresenceSession."""

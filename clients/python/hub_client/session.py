@@ -3,7 +3,8 @@ heartbeats, receives messages (and activations) and acknowledges messages.
 
 A small, thread-based helper: it does not reconnect by itself. When the
 stream ends, `ended` is set and `end_error` tells why (a HubError, None for
-a clean end); `authority_lost` is true when another registration or stream
+a clean end); to come back, start a new session on the same client (its
+start() waits for the hub to be reachable again); `authority_lost` is true when another registration or stream
 took the agent over (STALE_PRESENCE_OWNER, PRESENCE_STREAM_REPLACED,
 AGENT_DEREGISTERED); then do not register again to fight back. The Node.js
 client (clients/node) has the full reconnecting session.
@@ -71,7 +72,11 @@ class PresenceSession:
 
     def start(self, timeout=10.0):
         """Registers, attaches and starts heartbeats. Returns the
-        PresenceAttached answer; raises HubError if either step fails."""
+        PresenceAttached answer; raises HubError if either step fails.
+        While the hub is unreachable it waits for it (up to `timeout`), so a
+        new session started after the previous one `ended` attaches as soon
+        as a restarted hub serves."""
+        self._client.wait_for_connected(timeout)
         registered = self._client.presence.register_agent(
             agent_id=self.agent_id, cli=self._cli, heartbeat_ttl=_duration(self._ttl),
             **self._registration)

@@ -3,7 +3,9 @@
 proto/hub/v1, a session that registers, attaches, heartbeats, receives and
 acknowledges a message, and errors that carry hub's reason codes."""
 import os
+import signal
 import sys
+import threading
 import time
 import unittest
 
@@ -107,6 +109,64 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(first.fencing.current_presence_generation,
                          second.presence_generation)
         self.assertFalse(second.ended.is_set())
+
+
+class PythonClientRestartTest(unittest.TestCase):
+    """A client that outlives hubd being killed (SIGKILL) and restarted on the
+    same address and database."""
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ.setdefault("HUB_PROTO_DIR", os.path.join(_ROOT, "proto"))
+        os.environ.setdefault("HUB_PY_STUBS_DIR", os.path.join(hubtest.tmpdir(), "py-stubs"))
+        cls.db = os.path.join(hubtest.tmpdir(), "python-restart.sqlite")
+        cls.hubd = hubtest.Hubd(cls.db)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hubd.stop()
+
+    def test_a_session_started_while_the_hub_is_down_attaches_soon_after_it_serves(self):
+        client = HubClient(self.hubd.address)  # the defaults, as an agent runs it
+        self.addCleanup(client.close)
+        first = PresenceSession(client, "py-restart-1", "AGENT_CLI_CODEX")
+        self.addCleanup(first.stop)
+        first.start()
+        first_instance = first.hub_instance_id
+
+        self.hubd.stop(signal.SIGKILL)
+        self.assertTrue(first.ended.wait(20))
+        # The hub stays down until the channel has failed to reconnect.
+        failed = threading.Event()
+
+        def on_state(state):
+            if state == grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                failed.set()
+        client.channel.subscribe(on_state, try_to_connect=True)
+        self.assertTrue(failed.wait(30), "the channel never failed to reconnect")
+        client.channel.unsubscribe(on_state)
+
+        second = PresenceSession(client, "py-restart-1", "AGENT_CLI_CODEX")
+        self.addCleanup(second.stop)
+        outcome = {}
+        done = threading.Event()
+
+        def start():
+            try:
+                outcome["attached"] = second.start(timeout=60)
+            except HubError as err:
+                outcome["error"] = err
+            finally:
+                done.set()
+        threading.Thread(target=start, daemon=True).start()
+        self.__class__.hubd = hubtest.Hubd(self.db, listen=self.hubd.address)
+        serving = time.monotonic()
+        # Generous for a busy machine; a healthy client takes well under a second.
+        self.assertTrue(done.wait(10), "not attached 10 s after the hub was serving")
+        self.assertNotIn("error", outcome)
+        self.assertLess(time.monotonic() - serving, 10)
+        self.assertEqual(outcome["attached"].hub_instance_id, self.hubd.instance_id)
+        self.assertNotEqual(outcome["attached"].hub_instance_id, first_instance)
 
 
 class PythonClientTlsTest(unittest.TestCase):
