@@ -8,8 +8,6 @@
 // Prints figures as it goes and a summary; exits 0 when every check passed,
 // 1 on any violation, 2 when the hub could not be (re)started.
 #include <fcntl.h>
-#include <grpcpp/create_channel.h>
-#include <grpcpp/security/credentials.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
@@ -174,19 +172,11 @@ void Worker(Load* load, int index, uint64_t seed) {
   client::HubClientOptions options;
   options.address = load->address;
   options.default_deadline = absl::Seconds(2);
-  // Like a client that reconnects when it learns the hub restarted: a new
-  // channel per hub process (a long-lived channel took seconds to reconnect
-  // to a hub restarted on the same port, see docs/RELIABILITY.md).
-  auto connect = [&options] {
-    grpc::ChannelArguments args;
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    return std::make_unique<client::HubClient>(
-        grpc::CreateCustomChannel(options.address,
-                                  grpc::InsecureChannelCredentials(), args),
-        options);
-  };
+  // One long-lived channel, like an agent's. After a restart the worker
+  // waits for it to reconnect (which also drives the reconnection, see
+  // HubClient::WaitForConnected) instead of failing fast against it.
+  client::HubClient hub_client(options);
   int64_t connected_to = load->hub_runs;
-  std::unique_ptr<client::HubClient> client = connect();
   std::mt19937_64 random(seed);
   const std::string me = AgentName(index);
   int64_t generation = 0;
@@ -204,9 +194,9 @@ void Worker(Load* load, int index, uint64_t seed) {
     }
     if (connected_to != load->hub_runs) {
       connected_to = load->hub_runs;
-      client = connect();
+      hub_client.WaitForConnected(absl::Seconds(10));
     }
-    client::HubClient& hub = *client;
+    client::HubClient& hub = hub_client;
     const int dice = static_cast<int>(random() % 100);
     bool ok = false;
     if (generation != 0 && dice < 4) {
