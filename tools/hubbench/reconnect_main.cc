@@ -2,14 +2,16 @@
 // a hub that crashed and came back (issue 16 §5).
 //
 //   reconnect --hubd=PATH [--sessions=1000] [--channels=64] [--rounds=3]
-//             [--db=PATH]
+//             [--downtime=1s] [--db=PATH]
 //
 // Starts hubd on a free loopback port, attaches `sessions` PresenceSessions
-// spread round-robin over `channels` HubClients (each with its own channel,
-// as separate agent processes would have), then per round: SIGKILL hubd,
-// restart it on the same address and database, and take the clock from the
-// moment hubd prints its "serving on" line to each session's next attach.
-// The sessions and channels live for the whole run, like real agents'.
+// spread round-robin over `channels` HubClients with the default options,
+// then per round: SIGKILL hubd, wait until every session noticed, keep hubd
+// down for `downtime` (a supervisor's restart delay), restart it on the same
+// address and database, and take the clock from the moment hubd prints its
+// "serving on" line to each session's next attach. The sessions and
+// channels live for the whole run, like real agents'. tools/hubbench/
+// reconnect.sh runs it, also against a build of an older client library.
 //
 // Prints one JSON line (hubbench's format, workload "reconnect") with
 // p50/p99/max in ms over every session of every round; each round's figures
@@ -17,6 +19,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -42,7 +45,7 @@ ABSL_FLAG(std::string, db, "",
 ABSL_FLAG(int, sessions, 1000, "PresenceSessions (one agent each)");
 ABSL_FLAG(int, channels, 64, "HubClients the sessions are spread over");
 ABSL_FLAG(int, rounds, 3, "kill + restart cycles to measure");
-ABSL_FLAG(absl::Duration, downtime, absl::Seconds(2),
+ABSL_FLAG(absl::Duration, downtime, absl::Seconds(1),
           "how long hubd stays dead before the restart (a supervisor's "
           "restart delay plus hubd's start-up)");
 ABSL_FLAG(absl::Duration, give_up, absl::Seconds(60),
@@ -235,9 +238,12 @@ int main(int argc, char** argv) {
       }
     }
     std::sort(round_ms.begin(), round_ms.end());
-    std::fprintf(stderr,
-                 "reconnect: round %d: p50 %.0f ms, p99 %.0f ms, max %.0f ms\n",
-                 round, At(round_ms, 0.5), At(round_ms, 0.99), round_ms.back());
+    std::fprintf(
+        stderr,
+        "reconnect: round %d: first %.0f ms, p50 %.0f ms, p99 %.0f ms, "
+        "max %.0f ms\n",
+        round, round_ms.front(), At(round_ms, 0.5), At(round_ms, 0.99),
+        round_ms.back());
     ms.insert(ms.end(), round_ms.begin(), round_ms.end());
     absl::SleepFor(absl::Seconds(1));
   }
@@ -256,6 +262,15 @@ int main(int argc, char** argv) {
         layout.c_str());
     return 1;
   }
+  // CPU of this process (the clients) and of the hubd processes, whole run.
+  auto cpu_s = [](int who) {
+    rusage usage{};
+    getrusage(who, &usage);
+    return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+           1e-6 * (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec);
+  };
+  std::fprintf(stderr, "reconnect: CPU: clients %.2f s, hubd %.2f s\n",
+               cpu_s(RUSAGE_SELF), cpu_s(RUSAGE_CHILDREN));
   std::sort(ms.begin(), ms.end());
   std::printf(
       "{\"target\":\"hub\",\"workload\":\"reconnect\",\"layout\":\"%s\","
