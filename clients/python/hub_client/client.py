@@ -191,10 +191,12 @@ class HubClient:
         a connection attempt that no call waits for, so retry loops should
         wait here rather than sleep and fail fast against a channel in
         backoff."""
+        ready = grpc.channel_ready_future(self._raw_channel)
         try:
-            grpc.channel_ready_future(self._raw_channel).result(timeout=timeout)
+            ready.result(timeout=timeout)
             return True
         except grpc.FutureTimeoutError:
+            ready.cancel()  # ends its subscription to the channel's state
             return False
 
     def attach(self, request_iterator, metadata=None):
