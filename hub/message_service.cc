@@ -10,8 +10,8 @@
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/message_mapping.h"
-#include "hub/role_mapping.h"
 #include "hub/proto_time.h"
+#include "hub/role_mapping.h"
 #include "registry/status.h"
 
 namespace hub {
