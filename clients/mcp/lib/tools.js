@@ -431,6 +431,31 @@ tool('hub_role_ensure',
       `${receipt.epoch}, holder ${structured.holder_agent_id || 'none'}`, structured };
   });
 
+tool('hub_role_step_down',
+  'Steps down from a role this session holds: hub releases it at its epoch (the fencing token ' +
+  'is then stale) and activates the next candidate at once, passing this session over for that ' +
+  'election. Use it when the work of the role is done or handed over; to stay out of later ' +
+  'elections, also call hub_role_candidacy with candidate: false.',
+  object({ ...roleProps, epoch: { type: 'integer', minimum: 1,
+    description: 'the epoch given up; default: the one this session holds' } }),
+  async (args, ctx) => {
+    const ref = roleKeyOf(args, ctx);
+    const wire = await wireOf(ref, ctx);
+    const held = ctx.heldRoles().find((r) => r.role_key_wire === wire);
+    const epoch = args.epoch || (held && held.epoch);
+    if (!epoch) throw new ToolError('ROLE_NOT_HELD', 'this session holds no epoch of that role; give epoch');
+    const r = await ctx.client.roles.releaseRole({ roleKeyWire: wire, agentId: ctx.identity.agentId,
+      epoch });
+    const next = r.next || null;
+    const structured = { role_key_wire: wire, released_epoch: epoch, epoch: r.released.epoch,
+      next: next && { disposition: lower('ENSURE_ROLE_DISPOSITION_', next.disposition),
+        holder_agent_id: next.holderAgentId || null, epoch: next.epoch } };
+    const after = !next ? 'the role waits for its next holder'
+      : next.holderAgentId ? `${next.holderAgentId} is being activated at epoch ${next.epoch}`
+        : `no other candidate (${structured.next.disposition})`;
+    return { text: `stepped down from ${roleName(r.released.roleKey)} at epoch ${epoch}; ${after}`, structured };
+  });
+
 tool('hub_role_ack_activation',
   'Acknowledges a role activation this session received but did not acknowledge (one it ' +
   'declined while not a candidate, or whose automatic ACK failed). Activations are normally ' +

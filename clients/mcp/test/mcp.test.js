@@ -32,7 +32,7 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   for (const name of ['hub_whoami', 'hub_list_agents', 'hub_send', 'hub_inbox', 'hub_ack', 'hub_ask',
     'hub_reply', 'hub_message_status', 'hub_role_get', 'hub_role_list', 'hub_role_candidates',
-    'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation']) {
+    'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation', 'hub_role_step_down']) {
     assert.ok(byName[name], `tool ${name}`);
     assert.equal(byName[name].inputSchema.type, 'object');
   }
@@ -207,6 +207,32 @@ test('A holds the cto role with its epoch; after A is SIGKILLed, candidate B tak
   const stop = await b.call('hub_role_candidacy', { role: 'cto', candidate: false });
   assert.ok(stop.structuredContent.excluded_until);
   assert.equal((await b.call('hub_role_get', { role: 'cto' })).structuredContent.holder_agent_id, 'mcp-role-b');
+});
+
+test('a holder that steps down hands the role to the next candidate at once', async () => {
+  const project = 'prj_STEPtestSTEPtestSTEPte';
+  const a = await mcp('mcp-step-a', { project });
+  const b = await mcp('mcp-step-b', { project });
+  await attached(a);
+  await attached(b);
+  await a.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 10 });
+  await b.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 1 });
+  await a.call('hub_role_ensure', { role: 'cto' });
+  const heldByA = await waitFor('A holds cto', async () =>
+    (await a.call('hub_whoami')).structuredContent.roles.find((r) => r.role === 'cto'));
+  const step = await a.call('hub_role_step_down', { role: 'cto' });
+  assert.equal(step.isError, undefined, JSON.stringify(step));
+  assert.equal(step.structuredContent.released_epoch, heldByA.epoch);
+  assert.equal(step.structuredContent.next.holder_agent_id, 'mcp-step-b');
+  const heldByB = await waitFor('B holds cto', async () =>
+    (await b.call('hub_whoami')).structuredContent.roles.find((r) => r.role === 'cto'));
+  assert.ok(heldByB.epoch > heldByA.epoch);
+  await waitFor('A no longer holds it', async () =>
+    (await a.call('hub_whoami')).structuredContent.roles.length === 0);
+  // The old epoch is stale: stepping down from it again is hub's STALE_EPOCH.
+  assert.match(errorText(await a.call('hub_role_step_down', { role: 'cto', epoch: heldByA.epoch })),
+    /^STALE_EPOCH/);
+  assert.match(errorText(await a.call('hub_role_step_down', { role: 'cto' })), /^ROLE_NOT_HELD/);
 });
 
 test('stdin closed: the agent is deregistered at once and its role moves on', async () => {
