@@ -73,28 +73,30 @@ if [[ ! -x "$HUB_BUF" ]] || [[ "$("$HUB_BUF" --version 2>/dev/null)" != "$HUB_BU
 fi
 "$HUB_BUF" --version >/dev/null
 
-# The Node.js client's dependencies: `npm ci` of clients/node's lockfile in a
-# copy outside the checkout, redone only when the lockfile changes.
-node_client_dir="$HUB_CACHE_DIR/node-client"
-node_client_lock="$HUB_ROOT/clients/node/package-lock.json"
-if ! cmp -s "$node_client_lock" "$node_client_dir/package-lock.json" ||
-  [[ ! -f "$HUB_NODE_MODULES/@grpc/grpc-js/package.json" ]] ||
-  [[ ! -f "$HUB_NODE_MODULES/@grpc/proto-loader/package.json" ]]; then
-  echo "setup: installing the Node.js client's npm dependencies into $node_client_dir"
-  mkdir -p "$node_client_dir"
-  cp "$HUB_ROOT/clients/node/package.json" "$node_client_lock" "$node_client_dir/"
-  npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$node_client_dir" >/dev/null
-fi
+# npm_ci_copy WHAT SOURCE TARGET MARKER...: `npm ci` of SOURCE's lockfile
+# (SOURCE relative to the checkout) in a copy at TARGET, outside the checkout,
+# redone only when the lockfile changes or a MARKER (relative to
+# TARGET/node_modules) is missing.
+npm_ci_copy() {
+  local what="$1" source="$HUB_ROOT/$2" target="$3"
+  shift 3
+  local stale=0 marker
+  cmp -s "$source/package-lock.json" "$target/package-lock.json" || stale=1
+  for marker in "$@"; do
+    [[ -f "$target/node_modules/$marker" ]] || stale=1
+  done
+  if ((stale)); then
+    echo "setup: installing $what into $target"
+    mkdir -p "$target"
+    cp "$source/package.json" "$source/package-lock.json" "$target/"
+    npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$target" >/dev/null
+  fi
+}
 
-# hub-mcp's dependencies (the MCP SDK, and the client's gRPC libraries again),
-# the same way from clients/mcp's lockfile.
-mcp_dir="$HUB_CACHE_DIR/mcp"
-mcp_lock="$HUB_ROOT/clients/mcp/package-lock.json"
-if ! cmp -s "$mcp_lock" "$mcp_dir/package-lock.json" ||
-  [[ ! -f "$HUB_MCP_MODULES/@modelcontextprotocol/sdk/package.json" ]] ||
-  [[ ! -f "$HUB_MCP_MODULES/@grpc/grpc-js/package.json" ]]; then
-  echo "setup: installing hub-mcp's npm dependencies into $mcp_dir"
-  mkdir -p "$mcp_dir"
-  cp "$HUB_ROOT/clients/mcp/package.json" "$mcp_lock" "$mcp_dir/"
-  npm ci --silent --no-audit --no-fund --ignore-scripts --prefix "$mcp_dir" >/dev/null
-fi
+# The Node.js client's dependencies (node finds them via NODE_PATH), and
+# hub-mcp's (the MCP SDK, and the client's gRPC libraries again).
+npm_ci_copy "the Node.js client's npm dependencies" clients/node \
+  "$HUB_CACHE_DIR/node-client" @grpc/grpc-js/package.json \
+  @grpc/proto-loader/package.json
+npm_ci_copy "hub-mcp's npm dependencies" clients/mcp "$HUB_CACHE_DIR/mcp" \
+  @modelcontextprotocol/sdk/package.json @grpc/grpc-js/package.json
