@@ -1,0 +1,35 @@
+// Creating and migrating hub's schema in a PostgreSQL database: the tables
+// of storage/pg/schema.sql, versioned in hub_meta.hub_schema_version like
+// SQLite's _meta, migrated in one transaction under an advisory lock so that
+// several hubs starting at once over one database migrate it exactly once.
+// A database of a newer version is refused, never downgraded.
+#ifndef HUB_STORAGE_PG_PG_SCHEMA_H_
+#define HUB_STORAGE_PG_PG_SCHEMA_H_
+
+#include <optional>
+
+#include "absl/status/statusor.h"
+#include "storage/pg/pg_conn.h"
+
+namespace hub::storage::pg {
+
+// The schema version this hub writes and understands. 1: the tables of
+// storage/schema.sql at SQLite's hub_schema_version 6.
+inline constexpr int kPgSchemaVersion = 1;
+
+struct PgMigrationReport {
+  std::optional<int> from_version;  // nullopt: an empty database
+  int to_version = kPgSchemaVersion;
+  bool changed = false;  // false: it was current already
+};
+
+// Brings the database `conn` is connected to up to kPgSchemaVersion.
+// FAILED_PRECONDITION / SCHEMA_TOO_NEW for a newer database,
+// STORE_UNRECOGNIZED for a version that is no number; the store's reasons
+// otherwise (pg_conn.h). Nothing is changed when it fails.
+// REQUIRES: `conn` is idle (no transaction open).
+absl::StatusOr<PgMigrationReport> MigratePostgres(Connection& conn);
+
+}  // namespace hub::storage::pg
+
+#endif  // HUB_STORAGE_PG_PG_SCHEMA_H_

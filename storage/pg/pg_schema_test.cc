@@ -1,0 +1,157 @@
+// Creating and migrating hub's PostgreSQL schema against a real server the
+// test starts itself: a fresh database gets every table at the current
+// version, a second run changes nothing, hubs that migrate at once migrate
+// once, a newer database is refused untouched, and the tables keep the
+// rules of SQLite's (a CHECK refused as STORE_CONSTRAINT).
+#include "storage/pg/pg_schema.h"
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "registry/status.h"
+#include "storage/pg/pg_test_server.h"
+
+namespace hub::storage::pg {
+namespace {
+
+using testing::PgTestServer;
+
+class PgSchemaTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    absl::StatusOr<std::unique_ptr<PgTestServer>> created =
+        PgTestServer::Create();
+    ASSERT_TRUE(created.ok()) << created.status();
+    server_ = created->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  void SetUp() override {
+    ASSERT_NE(server_, nullptr);
+    database_ = absl::StrCat(
+        "s_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    for (char& c : database_) c = static_cast<char>(std::tolower(c));
+    ASSERT_TRUE(server_->CreateDatabase(database_).ok());
+  }
+
+  std::unique_ptr<Connection> Connect() {
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        Connection::Open(server_->ConnInfo(database_));
+    EXPECT_TRUE(c.ok()) << c.status();
+    return c.ok() ? std::move(*c) : nullptr;
+  }
+
+  std::vector<std::string> Tables() {
+    absl::StatusOr<Result> r = Connect()->Exec(
+        "SELECT table_name FROM information_schema.tables WHERE "
+        "table_schema = 'public' ORDER BY table_name");
+    std::vector<std::string> names;
+    if (!r.ok()) return names;
+    for (int i = 0; i < r->rows(); ++i) names.emplace_back(r->Text(i, 0));
+    return names;
+  }
+
+  static PgTestServer* server_;
+  std::string database_;
+};
+
+PgTestServer* PgSchemaTest::server_ = nullptr;
+
+TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
+  std::unique_ptr<Connection> conn = Connect();
+  absl::StatusOr<PgMigrationReport> report = MigratePostgres(*conn);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->from_version.has_value());
+  EXPECT_TRUE(report->changed);
+  EXPECT_EQ(Tables(), (std::vector<std::string>{
+                          "agents", "dead_letters", "hub_agent_owners",
+                          "hub_closed_scopes", "hub_meta", "message_inbox",
+                          "messages", "role_candidates", "role_registry"}));
+  absl::StatusOr<Result> version =
+      conn->Exec("SELECT value FROM hub_meta WHERE key = 'hub_schema_version'");
+  ASSERT_TRUE(version.ok());
+  EXPECT_EQ(version->Text(0, 0), absl::StrCat(kPgSchemaVersion));
+
+  absl::StatusOr<PgMigrationReport> again = MigratePostgres(*conn);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(again->from_version, kPgSchemaVersion);
+  EXPECT_FALSE(again->changed);
+}
+
+TEST_F(PgSchemaTest, HubsThatMigrateAtOnceMigrateOnce) {
+  constexpr int kHubs = 6;
+  std::vector<absl::StatusOr<PgMigrationReport>> reports(kHubs);
+  std::vector<std::thread> hubs;
+  for (int i = 0; i < kHubs; ++i) {
+    hubs.emplace_back([this, i, &reports] {
+      std::unique_ptr<Connection> conn = Connect();
+      reports[i] = conn ? MigratePostgres(*conn)
+                        : absl::StatusOr<PgMigrationReport>(
+                              absl::UnavailableError("no connection"));
+    });
+  }
+  for (std::thread& t : hubs) t.join();
+  int changed = 0;
+  for (const auto& r : reports) {
+    ASSERT_TRUE(r.ok()) << r.status();
+    changed += r->changed ? 1 : 0;
+  }
+  EXPECT_EQ(changed, 1);
+}
+
+TEST_F(PgSchemaTest, ANewerDatabaseIsRefusedAndLeftAsItIs) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  ASSERT_TRUE(conn->Exec("UPDATE hub_meta SET value = '99' WHERE key = "
+                         "'hub_schema_version'")
+                  .ok());
+  absl::StatusOr<PgMigrationReport> report = MigratePostgres(*conn);
+  ASSERT_FALSE(report.ok());
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(report.status()), "SCHEMA_TOO_NEW");
+  absl::StatusOr<Result> version =
+      conn->Exec("SELECT value FROM hub_meta WHERE key = 'hub_schema_version'");
+  ASSERT_TRUE(version.ok()) << version.status();  // the connection is idle
+  EXPECT_EQ(version->Text(0, 0), "99");
+
+  ASSERT_TRUE(conn->Exec("UPDATE hub_meta SET value = 'v2' WHERE key = "
+                         "'hub_schema_version'")
+                  .ok());
+  EXPECT_EQ(ReasonOf(MigratePostgres(*conn).status()), "STORE_UNRECOGNIZED");
+}
+
+TEST_F(PgSchemaTest, TheTablesKeepTheRulesOfSqlites) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  // An active role needs a holder; a cto has no scope.
+  absl::StatusOr<Result> holderless = conn->Exec(
+      "INSERT INTO role_registry (role_key_wire, project_id, role_kind, "
+      "state, last_transition_ms, last_reason) VALUES ('rk2.x', 'prj_x', "
+      "'cto', 'active', 0, 'test')");
+  ASSERT_FALSE(holderless.ok());
+  EXPECT_EQ(ReasonOf(holderless.status()), "STORE_CONSTRAINT");
+  EXPECT_EQ(MetadataOf(holderless.status()).at("sqlstate"), "23514");
+  absl::StatusOr<Result> scoped_cto = conn->Exec(
+      "INSERT INTO role_registry (role_key_wire, project_id, role_kind, "
+      "scope_id, state, last_transition_ms, last_reason) VALUES ('rk2.y', "
+      "'prj_x', 'cto', 'scp_x', 'electable', 0, 'test')");
+  EXPECT_EQ(ReasonOf(scoped_cto.status()), "STORE_CONSTRAINT");
+  // A candidate of no role, and an inbox row of no message, are refused.
+  absl::StatusOr<Result> orphan = conn->Exec(
+      "INSERT INTO role_candidates (role_key_wire, agent_id, source, "
+      "updated_at_ms) VALUES ('rk2.none', 'agent-1', 'operator', 0)");
+  EXPECT_EQ(MetadataOf(orphan.status()).at("sqlstate"), "23503");
+  absl::StatusOr<Result> inbox = conn->Exec(
+      "INSERT INTO message_inbox (message_id, agent_id) VALUES ('m', 'a')");
+  EXPECT_EQ(ReasonOf(inbox.status()), "STORE_CONSTRAINT");
+}
+
+}  // namespace
+}  // namespace hub::storage::pg

@@ -1,0 +1,145 @@
+-- hub's schema in PostgreSQL (issue #18): the tables of storage/schema.sql
+-- with the same names, columns and rules, in PostgreSQL types, so one Store
+-- contract reads the same rows from either engine. Times stay milliseconds
+-- since the epoch (BIGINT), JSON columns stay TEXT (the bytes a client wrote
+-- read back unchanged), and the CHECKs SQLite needed triggers for are plain
+-- CHECKs. No triflux history: PostgreSQL databases are hub's own.
+--
+-- Every statement is idempotent (IF NOT EXISTS): storage/pg/pg_schema.cc runs
+-- the whole file in one transaction, under an advisory lock, whenever the
+-- recorded version is older than kPgSchemaVersion.
+
+CREATE TABLE IF NOT EXISTS agents (
+  agent_id TEXT PRIMARY KEY,
+  cli TEXT NOT NULL CHECK (cli IN ('codex', 'gemini', 'claude', 'other')),
+  pid BIGINT,
+  capabilities_json TEXT NOT NULL DEFAULT '[]',
+  topics_json TEXT NOT NULL DEFAULT '[]',
+  last_seen_ms BIGINT NOT NULL,
+  lease_expires_ms BIGINT NOT NULL,
+  status TEXT NOT NULL CHECK (status IN ('online', 'stale', 'offline')),
+  metadata_json TEXT NOT NULL DEFAULT '{}',
+  project_id TEXT,
+  session_id TEXT,
+  host_id TEXT,
+  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  presence_generation BIGINT NOT NULL DEFAULT 0,
+  lease_ttl_ms BIGINT
+);
+CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
+CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);
+
+CREATE TABLE IF NOT EXISTS messages (
+  id TEXT PRIMARY KEY,
+  type TEXT NOT NULL CHECK (type IN ('request', 'response', 'event', 'handoff',
+                                     'human_request', 'human_response',
+                                     'system')),
+  from_agent TEXT NOT NULL,
+  to_agent TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 9),
+  ttl_ms BIGINT NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  correlation_id TEXT NOT NULL,
+  trace_id TEXT NOT NULL,
+  payload_json TEXT NOT NULL DEFAULT '{}',
+  status TEXT NOT NULL CHECK (status IN ('queued', 'delivered', 'acked',
+                                         'expired', 'dead_letter')),
+  role_key_wire TEXT
+);
+-- The same partial indexes of pending messages as SQLite's (an ack takes a
+-- message out of them and adds nothing).
+CREATE INDEX IF NOT EXISTS idx_messages_expiry_pending
+  ON messages(expires_at_ms) WHERE status IN ('queued', 'delivered');
+CREATE INDEX IF NOT EXISTS idx_messages_trace ON messages(trace_id);
+CREATE INDEX IF NOT EXISTS idx_messages_role_pending
+  ON messages(role_key_wire, expires_at_ms)
+  WHERE role_key_wire IS NOT NULL AND status IN ('queued', 'delivered');
+
+-- delivery_id orders one recipient's deliveries as they were written; it is
+-- no cursor across hubs (an identity is handed out in insert order, not
+-- commit order: docs/design/postgres.md).
+CREATE TABLE IF NOT EXISTS message_inbox (
+  delivery_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  delivered_at_ms BIGINT,
+  acked_at_ms BIGINT,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  UNIQUE (message_id, agent_id)
+);
+CREATE INDEX IF NOT EXISTS idx_inbox_agent
+  ON message_inbox(agent_id, delivered_at_ms);
+
+CREATE TABLE IF NOT EXISTS dead_letters (
+  message_id TEXT PRIMARY KEY,
+  reason TEXT NOT NULL,
+  failed_at_ms BIGINT NOT NULL,
+  last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS idx_dead_letters_failed
+  ON dead_letters(failed_at_ms DESC, message_id);
+
+CREATE TABLE IF NOT EXISTS role_registry (
+  role_key_wire TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  role_kind TEXT NOT NULL CHECK (role_kind IN ('cto', 'lead')),
+  scope_id TEXT NOT NULL DEFAULT '',
+  state TEXT NOT NULL CHECK (state IN ('electable', 'elected-probing', 'active',
+                                       'unreachable', 'quarantined')),
+  holder_agent_id TEXT,
+  previous_holder_agent_id TEXT,
+  epoch BIGINT NOT NULL DEFAULT 0 CHECK (epoch >= 0),
+  activation_seq BIGINT NOT NULL DEFAULT 0 CHECK (activation_seq >= 0),
+  activation_id TEXT,
+  activation_deadline_ms BIGINT,
+  holder_lease_expires_ms BIGINT,
+  charter_version TEXT,
+  charter_acked_epoch BIGINT,
+  retry_count BIGINT NOT NULL DEFAULT 0,
+  next_probe_ms BIGINT,
+  blocked_reason TEXT,
+  last_transition_ms BIGINT NOT NULL,
+  last_reason TEXT NOT NULL,
+  version BIGINT NOT NULL DEFAULT 0,
+  CHECK ((role_kind = 'cto' AND scope_id = '') OR
+         (role_kind = 'lead' AND scope_id <> '')),
+  CHECK (state <> 'active' OR holder_agent_id IS NOT NULL),
+  UNIQUE (project_id, role_kind, scope_id)
+);
+
+CREATE TABLE IF NOT EXISTS role_candidates (
+  role_key_wire TEXT NOT NULL
+    REFERENCES role_registry(role_key_wire) ON DELETE CASCADE,
+  agent_id TEXT NOT NULL,
+  source TEXT NOT NULL CHECK (source IN ('grant', 'standup', 'operator')),
+  priority BIGINT NOT NULL DEFAULT 0,
+  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  consecutive_probe_failures BIGINT NOT NULL DEFAULT 0,
+  excluded_until_ms BIGINT,
+  last_probe_ms BIGINT,
+  last_probe_code TEXT,
+  updated_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (role_key_wire, agent_id)
+);
+-- Candidates by agent (a candidate's arrival re-ensures its roles).
+CREATE INDEX IF NOT EXISTS idx_role_candidates_agent
+  ON role_candidates(agent_id);
+
+CREATE TABLE IF NOT EXISTS hub_agent_owners (
+  agent_id TEXT PRIMARY KEY,
+  principal TEXT NOT NULL CHECK (principal <> ''),
+  claimed_at_ms BIGINT NOT NULL
+);
+
+CREATE TABLE IF NOT EXISTS hub_closed_scopes (
+  project_id TEXT NOT NULL,
+  scope_id TEXT NOT NULL CHECK (scope_id <> ''),
+  role_key_wire TEXT NOT NULL UNIQUE,
+  closed_at_ms BIGINT NOT NULL,
+  closed_by TEXT NOT NULL CHECK (closed_by <> ''),
+  reason TEXT NOT NULL,
+  dead_lettered_count BIGINT CHECK (dead_lettered_count >= 0),
+  PRIMARY KEY (project_id, scope_id)
+);
