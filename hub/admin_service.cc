@@ -11,7 +11,7 @@
 #include "absl/time/clock.h"
 #include "hub/error_mapping.h"
 #include "hub/log.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

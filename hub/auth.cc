@@ -21,7 +21,7 @@
 #include "hub/call_gate.h"
 #include "nlohmann/json.hpp"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

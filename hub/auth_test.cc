@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/test_util.h"
 
 namespace hub {

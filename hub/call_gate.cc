@@ -8,7 +8,7 @@
 #include "absl/strings/ascii.h"
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

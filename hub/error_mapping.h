@@ -1,7 +1,7 @@
 // The one place where domain errors become what a client reads.
 //
 // An absl::Status keeps its code (absl and gRPC codes share numbers) and its
-// message; its reason code and metadata (registry/status.h) travel as a
+// message; its reason code and metadata (status/status.h) travel as a
 // google.rpc.ErrorInfo with domain "hub.v1" inside google.rpc.Status details
 // (the grpc-status-details-bin trailer), which grpcurl and buf curl print.
 // On the presence stream the same information travels in-band as a

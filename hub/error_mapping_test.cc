@@ -9,7 +9,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -11,7 +11,7 @@
 #include "hub/proto_time.h"
 #include "hub/version.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_replace.h"
 #include "absl/strings/strip.h"
 #include "hub/error_mapping.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

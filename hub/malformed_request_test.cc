@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "hub/v1/presence.pb.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -8,7 +8,7 @@
 #include "hub/role_mapping.h"
 #include "hub/struct_json.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -12,7 +12,7 @@
 #include "hub/message_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

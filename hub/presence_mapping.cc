@@ -7,7 +7,7 @@
 #include "hub/struct_json.h"
 #include "nlohmann/json.hpp"
 #include "registry/clock.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -22,7 +22,7 @@
 #include "hub/v1/role_activation.pb.h"
 #include "registry/agent_validation.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -3,7 +3,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

@@ -9,7 +9,7 @@
 #include "nlohmann/json.hpp"
 #include "registry/clock.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -10,7 +10,7 @@
 #include "hub/role_service.h"
 #include "hub/v1/role_activation.pb.h"
 #include "registry/agent_validation.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -22,7 +22,7 @@
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
 #include "hub/role_service.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

@@ -22,9 +22,9 @@
 #include "hub/rpc_observer.h"
 #include "hub/version.h"
 #include "registry/claude_uds_adapter.h"
-#include "registry/status.h"
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

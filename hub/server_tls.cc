@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -6,7 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "registry/role_transitions.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

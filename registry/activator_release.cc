@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "registry/activator.h"
 #include "registry/agent_validation.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

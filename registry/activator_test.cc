@@ -17,7 +17,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_store.h"
 #include "storage/test_util.h"
 

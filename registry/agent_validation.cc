@@ -9,8 +9,8 @@
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
 #include "registry/role_key.h"
-#include "registry/status.h"
 #include "registry/transport_locator.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

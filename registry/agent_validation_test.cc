@@ -8,7 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

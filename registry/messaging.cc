@@ -14,7 +14,7 @@
 #include "registry/agent_validation.h"
 #include "registry/messaging_internal.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

@@ -12,7 +12,7 @@
 #include "registry/messaging.h"
 #include "registry/messaging_internal.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_store.h"
 #include "storage/test_util.h"
 

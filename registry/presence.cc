@@ -11,8 +11,8 @@
 #include "absl/synchronization/notification.h"
 #include "nlohmann/json.hpp"
 #include "registry/agent_validation.h"
-#include "registry/status.h"
 #include "registry/transport_locator.h"
+#include "status/status.h"
 
 namespace hub {
 

@@ -9,7 +9,7 @@
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_store.h"
 #include "storage/test_util.h"
 

@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

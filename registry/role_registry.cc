@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "registry/agent_validation.h"
 #include "registry/role_registry_internal.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

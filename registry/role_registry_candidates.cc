@@ -12,8 +12,8 @@
 #include "registry/agent_validation.h"
 #include "registry/role_registry.h"
 #include "registry/role_registry_internal.h"
-#include "registry/status.h"
 #include "registry/transport_locator.h"
+#include "status/status.h"
 
 namespace hub {
 

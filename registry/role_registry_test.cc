@@ -11,7 +11,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "registry/clock.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/test_util.h"
 
 namespace hub {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_cat.h"
 #include "registry/role_registry.h"
 #include "registry/role_registry_internal.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 

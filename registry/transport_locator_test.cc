@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {

@@ -13,7 +13,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage {
 namespace {

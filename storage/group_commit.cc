@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage {
 namespace {

@@ -5,7 +5,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage {
 namespace {

@@ -14,7 +14,7 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_rows.h"
 
 namespace hub::storage {

@@ -8,7 +8,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 

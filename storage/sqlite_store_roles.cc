@@ -9,7 +9,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 

@@ -3,7 +3,7 @@
 #include <memory>
 
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/sqlite_store.h"
 #include "storage/test_util.h"
 

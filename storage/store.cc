@@ -1,7 +1,7 @@
 #include "storage/store.h"
 
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage {
 

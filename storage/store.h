@@ -13,7 +13,7 @@
 //  - A fenced write carries its fence in the SQL WHERE clause and checks the
 //    changed-row count; losing the fence is an outcome value (with the latest
 //    row), not a storage error, and changes nothing.
-//  - Storage errors carry a reason (registry/status.h): STORE_BUSY,
+//  - Storage errors carry a reason (status/status.h): STORE_BUSY,
 //    STORE_READ_ONLY, STORE_UNAVAILABLE (UNAVAILABLE); STORE_FULL
 //    (RESOURCE_EXHAUSTED); STORE_CONSTRAINT (FAILED_PRECONDITION, a row broke
 //    a schema constraint); STORE_CORRUPT, STORE_NOT_SQLITE, SCHEMA_TOO_NEW,

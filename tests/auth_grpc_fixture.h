@@ -24,7 +24,7 @@
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "tests/hub_test_util.h"
 
 namespace hub::auth_grpc {

@@ -8,7 +8,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage::pg {
 namespace {

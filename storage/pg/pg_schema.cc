@@ -4,7 +4,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace hub::storage::pg {
 

@@ -12,7 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "registry/status.h"
+#include "status/status.h"
 #include "storage/pg/pg_test_server.h"
 
 namespace hub::storage::pg {

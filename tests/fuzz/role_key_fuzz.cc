@@ -10,7 +10,7 @@
 
 #include "absl/strings/string_view.h"
 #include "registry/role_key.h"
-#include "registry/status.h"
+#include "status/status.h"
 
 namespace {
 

@@ -12,8 +12,8 @@
 #include <string>
 
 #include "nlohmann/json.hpp"
-#include "registry/status.h"
 #include "registry/transport_locator.h"
+#include "status/status.h"
 
 namespace {
 

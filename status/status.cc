@@ -1,4 +1,4 @@
-#include "registry/status.h"
+#include "status/status.h"
 
 #include <algorithm>
 

@@ -5,8 +5,8 @@
 // google.rpc.ErrorInfo.reason). The reason is set once, where the failure is
 // detected; callers pass the status on and never re-derive it. Optional
 // metadata (key/value strings) travels with it into ErrorInfo.metadata.
-#ifndef HUB_REGISTRY_STATUS_H_
-#define HUB_REGISTRY_STATUS_H_
+#ifndef HUB_STATUS_STATUS_H_
+#define HUB_STATUS_STATUS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -71,4 +71,4 @@ std::string ErrorText(absl::string_view text,
 
 }  // namespace hub
 
-#endif  // HUB_REGISTRY_STATUS_H_
+#endif  // HUB_STATUS_STATUS_H_
