@@ -5,6 +5,11 @@
 //
 //   <root>/<cli pid>/server.pid   the server's pid (the hook checks it lives)
 //   <root>/<cli pid>/start.txt    the SessionStart context, kept current
+//   <root>/<cli pid>/session.id   the CLI's session id, when it says
+//                                 ($CLAUDE_CODE_SESSION_ID): a hook of another
+//                                 session (a claude nested in this one, whose
+//                                 own server has no directory yet) prints
+//                                 nothing instead of this session's context
 //   <root>/<cli pid>/ev/<seq>     one file per new event since the last look
 //
 // Text files hold the context already escaped as the inside of a JSON string,
@@ -62,6 +67,8 @@ class LocalChannel {
       this._sweep();
       fs.rmSync(this.dir, { recursive: true, force: true });
       fs.mkdirSync(this.evDir, { recursive: true, mode: 0o700 });
+      const session = process.env.CLAUDE_CODE_SESSION_ID;
+      if (session) this._write(path.join(this.dir, 'session.id'), `${session}\n`);
       this._write(path.join(this.dir, 'server.pid'), `${process.pid}\n`);
       this._ok = true;
     } catch (e) {

@@ -81,7 +81,7 @@ function exited(mcp) {
 }
 
 /** Runs `hub-mcp hook ...`; resolves {code, stdout, stderr, ms}. */
-function runHook(event, env = {}) {
+function runHook(event, env = {}, sessionId = 'test') {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
     const p = spawn(BIN, ['hook', '--client=claude', `--event=${event}`], { env: baseEnv(env),
@@ -91,7 +91,7 @@ function runHook(event, env = {}) {
     p.stdout.on('data', (c) => { stdout += c; });
     p.stderr.on('data', (c) => { stderr += c; });
     p.stdin.on('error', () => {});
-    p.stdin.end('{"session_id":"test","hook_event_name":"' + event + '"}');
+    p.stdin.end(JSON.stringify({ session_id: sessionId, hook_event_name: event }));
     p.on('close', (code) => resolve({ code, stdout, stderr,
       ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
   });

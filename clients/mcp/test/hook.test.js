@@ -3,7 +3,10 @@
 // when the server is gone, and never a failure.
 const test = require('node:test');
 const assert = require('node:assert/strict');
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, PROJECT } = require('./harness');
+const fs = require('fs');
+const path = require('path');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, PROJECT, RUNTIME_DIR } =
+  require('./harness');
 
 let hubd;
 let hub;
@@ -98,6 +101,26 @@ test('a server whose hub is down: SessionStart prints nothing', async () => {
     await waitFor('the local channel', async () => (await m.call('hub_whoami')).structuredContent.state === 'backoff');
     const r = await runHook('SessionStart');
     assert.deepEqual([r.code, r.stdout], [0, '']);
+  } finally {
+    await m.close();
+  }
+});
+
+test('a hook of another session (a claude nested in this one) shows nothing of this one', async () => {
+  const m = await startMcp({ hub: hubd.address, agentId: 'mcp-hook-outer',
+    env: { CLAUDE_CODE_SESSION_ID: 'outer-session' } });
+  try {
+    await attached(m);
+    await hub.messages.publish({ fromAgentId: 'sender-n', to: 'mcp-hook-outer',
+      payload: { fields: { text: { stringValue: 'for the outer session' } } } });
+    // The server left the event for the outer session's next hook.
+    const ev = path.join(RUNTIME_DIR, String(process.pid), 'ev');
+    await waitFor('the event file', () => fs.existsSync(ev) && fs.readdirSync(ev).length > 0);
+    const nested = await runHook('UserPromptSubmit', {}, 'inner-session');
+    assert.deepEqual([nested.code, nested.stdout], [0, '']);
+    // and it claimed nothing: the outer session's next look still has it.
+    const outer = await runHook('UserPromptSubmit', {}, 'outer-session');
+    assert.match(context(outer, 'UserPromptSubmit'), /for the outer session/);
   } finally {
     await m.close();
   }
