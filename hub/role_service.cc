@@ -196,6 +196,30 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
   return reactor;
 }
 
+grpc::ServerUnaryReactor* RoleServiceImpl::RemoveRoleCandidate(
+    grpc::CallbackServerContext* context,
+    const hub::v1::RemoveRoleCandidateRequest* request,
+    hub::v1::RemoveRoleCandidateResponse* response) {
+  const RoleKeyRef role = ToRoleKeyRef(
+      request->has_role_key(), request->role_key(), request->role_key_wire());
+  if (absl::Status s = AuthorizeOperator(authority_, *context, ProjectOf(role),
+                                         "RemoveRoleCandidate");
+      !s.ok()) {
+    return Finish(context, s);
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  pool_->Schedule([this, reactor, request, response, role] {
+    absl::StatusOr<bool> removed =
+        registry_->RemoveCandidate(role, request->agent_id());
+    if (removed.ok()) response->set_removed(*removed);
+    reactor->Finish(ToGrpcStatus(removed.status()));
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,

@@ -93,6 +93,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
       grpc::CallbackServerContext* context,
       const hub::v1::UpsertRoleCandidateRequest* request,
       hub::v1::UpsertRoleCandidateResponse* response) override;
+  grpc::ServerUnaryReactor* RemoveRoleCandidate(
+      grpc::CallbackServerContext* context,
+      const hub::v1::RemoveRoleCandidateRequest* request,
+      hub::v1::RemoveRoleCandidateResponse* response) override;
   grpc::ServerUnaryReactor* ListRoleCandidates(
       grpc::CallbackServerContext* context,
       const hub::v1::ListRoleCandidatesRequest* request,

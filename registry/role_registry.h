@@ -358,6 +358,10 @@ class RoleRegistry {
   // quarantined role to electable by a reservation.
   absl::StatusOr<CandidateUpsertResult> UpsertCandidate(
       const CandidateUpsertInput& input);
+  // Removes the candidate; true when there was one (an absent candidate or
+  // role is no error). Role-key reasons, AGENT_ID_INVALID.
+  absl::StatusOr<bool> RemoveCandidate(const RoleKeyRef& role,
+                                       const std::string& agent_id);
   // Activator order: priority DESC, updated_at DESC, agent_id ASC.
   absl::StatusOr<CandidatePage> ListCandidates(const CandidateListInput& input);
   // §5.6 reachability update: ok resets failures and exclusion;

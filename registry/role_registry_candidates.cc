@@ -309,6 +309,16 @@ absl::StatusOr<CandidateUpsertResult> RoleRegistry::UpsertCandidate(
   return CandidateUpsertResult{*row, created};
 }
 
+absl::StatusOr<bool> RoleRegistry::RemoveCandidate(
+    const RoleKeyRef& role, const std::string& agent_id) {
+  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(role);
+  if (!key.ok()) return key.status();
+  if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) {
+    return FieldError(std::move(s), "agent_id");
+  }
+  return store_->DeleteCandidate(key->wire, agent_id);
+}
+
 absl::StatusOr<CandidatePage> RoleRegistry::ListCandidates(
     const CandidateListInput& in) {
   std::optional<std::string> wire;

@@ -117,6 +117,8 @@ class SqliteStore final : public Store {
       const RoleFilter& filter) override;
   absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
       int64_t now_ms) override;
+  absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,
+                                       absl::string_view agent_id) override;
   absl::StatusOr<CandidateRecord> UpsertCandidate(
       const CandidateUpsert& upsert) override;
   absl::StatusOr<CandidateRecord> UpdateCandidateReachability(

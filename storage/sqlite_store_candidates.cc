@@ -115,6 +115,21 @@ absl::StatusOr<CandidateRecord> SaveCandidate(Connection& conn,
 
 }  // namespace
 
+absl::StatusOr<bool> SqliteStore::DeleteCandidate(absl::string_view wire,
+                                                  absl::string_view agent_id) {
+  const std::string w(wire);
+  const std::string a(agent_id);
+  return Write<bool>([w, a](Connection& conn) -> absl::StatusOr<bool> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "DELETE FROM role_candidates WHERE role_key_wire = ?1 AND "
+        "agent_id = ?2");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, absl::string_view(w)).Bind(2, absl::string_view(a));
+    if (absl::Status s = stmt->Run(); !s.ok()) return s;
+    return conn.Changes() > 0;
+  });
+}
+
 absl::StatusOr<CandidateRecord> SqliteStore::UpsertCandidate(
     const CandidateUpsert& u) {
   return Write<CandidateRecord>(

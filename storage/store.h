@@ -625,6 +625,9 @@ class Store {
   // §5.6 merge upsert; NotFound (ROLE_NOT_FOUND) when the role is absent.
   virtual absl::StatusOr<CandidateRecord> UpsertCandidate(
       const CandidateUpsert& upsert) = 0;
+  // Deletes the candidate row; true when there was one.
+  virtual absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,
+                                               absl::string_view agent_id) = 0;
   // §5.6 probe result; NotFound (CANDIDATE_NOT_FOUND) when absent.
   virtual absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
       const ReachabilityUpdate& update) = 0;

@@ -167,6 +167,48 @@ grpc::Status Upsert(hub::v1::RoleService::Stub* stub,
   return stub->UpsertRoleCandidate(&context, request, response);
 }
 
+grpc::Status Remove(hub::v1::RoleService::Stub* stub, const std::string& agent,
+                    bool* removed) {
+  grpc::ClientContext context;
+  hub::v1::RemoveRoleCandidateRequest request;
+  *request.mutable_role_key() = LeadKey();
+  request.set_agent_id(agent);
+  hub::v1::RemoveRoleCandidateResponse response;
+  grpc::Status s = stub->RemoveRoleCandidate(&context, request, &response);
+  *removed = response.removed();
+  return s;
+}
+
+TEST_F(RoleGrpcTest,
+       ARemovedCandidateIsNoLongerListedAndRemovingAgainIsNoError) {
+  bool removed = true;
+  // Nothing there yet (not even the role): no error.
+  ASSERT_TRUE(Remove(stub_.get(), "agent-a", &removed).ok());
+  EXPECT_FALSE(removed);
+  for (const char* agent : {"agent-a", "agent-b"}) {
+    hub::v1::UpsertRoleCandidateRequest up;
+    *up.mutable_role_key() = LeadKey();
+    up.set_agent_id(agent);
+    hub::v1::UpsertRoleCandidateResponse upserted;
+    ASSERT_TRUE(Upsert(stub_.get(), up, &upserted).ok());
+  }
+  ASSERT_TRUE(Remove(stub_.get(), "agent-a", &removed).ok());
+  EXPECT_TRUE(removed);
+  ASSERT_TRUE(Remove(stub_.get(), "agent-a", &removed).ok());
+  EXPECT_FALSE(removed);
+  hub::v1::ListRoleCandidatesRequest list;
+  *list.mutable_role_key() = LeadKey();
+  hub::v1::ListRoleCandidatesResponse listed;
+  grpc::ClientContext context;
+  ASSERT_TRUE(stub_->ListRoleCandidates(&context, list, &listed).ok());
+  ASSERT_EQ(listed.candidates_size(), 1);
+  EXPECT_EQ(listed.candidates(0).agent_id(), "agent-b");
+
+  grpc::Status bad = Remove(stub_.get(), "", &removed);
+  EXPECT_EQ(bad.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(bad), "AGENT_ID_INVALID");
+}
+
 TEST_F(RoleGrpcTest, CandidateWritesFollowTheMaskRulesAndListAcrossRoles) {
   hub::v1::UpsertRoleCandidateRequest up;
   *up.mutable_role_key() = CtoKey();

@@ -378,38 +378,34 @@ tool('hub_role_candidates',
     return { text, structured: { candidates, next_page_token: r.nextPageToken } };
   }, { readOnlyHint: true });
 
-// hub has no call that deletes a candidate: withdrawing excludes this agent
-// for a century and makes this session decline activations of the role.
-const WITHDRAWN_FOR_MS = 100 * 365 * 24 * 3600 * 1000;
-
 tool('hub_role_candidacy',
   'Becomes (candidate: true) or stops being (candidate: false) a candidate for a role. A ' +
   'candidate may be activated by hub whenever the role needs a holder. Stopping does not step ' +
-  'down from a role already held.',
+  'down from a role already held (hub_role_step_down does).',
   object({ ...roleProps, candidate: { type: 'boolean' },
     priority: { type: 'integer', minimum: -1000000, maximum: 1000000, default: 0,
       description: 'preference among candidates: higher is tried first' } }, ['candidate']),
   async (args, ctx) => {
     const ref = roleKeyOf(args, ctx);
     const wire = await wireOf(ref, ctx);
-    const req = { roleKeyWire: wire, agentId: ctx.identity.agentId };
-    if (args.candidate) {
-      req.candidate = { priority: args.priority || 0, consecutiveProbeFailures: 0 };
-      req.updateMask = { paths: ['priority', 'consecutive_probe_failures', 'excluded_until'] };
-    } else {
-      const until = Date.now() + WITHDRAWN_FOR_MS;
-      req.candidate = { excludedUntil: { seconds: Math.floor(until / 1000), nanos: 0 } };
-      req.updateMask = { paths: ['excluded_until'] };
+    if (!args.candidate) {
+      const r = await ctx.client.roles.removeRoleCandidate({ roleKeyWire: wire,
+        agentId: ctx.identity.agentId });
+      // An activation already on its way is declined, too.
+      ctx.setWithdrawn(wire, true);
+      return { text: r.removed ? `no longer a candidate for ${wire}`
+        : `was not a candidate for ${wire}`,
+      structured: { role_key_wire: wire, candidate: false, removed: r.removed } };
     }
-    const r = await ctx.client.roles.upsertRoleCandidate(req);
-    ctx.setWithdrawn(wire, !args.candidate);
+    const r = await ctx.client.roles.upsertRoleCandidate({ roleKeyWire: wire,
+      agentId: ctx.identity.agentId,
+      candidate: { priority: args.priority || 0, consecutiveProbeFailures: 0 },
+      updateMask: { paths: ['priority', 'consecutive_probe_failures', 'excluded_until'] } });
+    ctx.setWithdrawn(wire, false);
     const c = r.candidate;
-    const name = roleName(c.roleKey);
-    return { text: args.candidate ? `now a candidate for ${name} (priority ${c.priority})`
-      : `no longer a candidate for ${name} (excluded until ${iso(c.excludedUntil)}; ` +
-        'activations of it are declined)',
-    structured: { role_key_wire: c.roleKeyWire, candidate: args.candidate, created: r.created,
-      priority: c.priority, excluded_until: iso(c.excludedUntil) } };
+    return { text: `now a candidate for ${roleName(c.roleKey)} (priority ${c.priority})`,
+      structured: { role_key_wire: c.roleKeyWire, candidate: true, created: r.created,
+        priority: c.priority, excluded_until: iso(c.excludedUntil) } };
   }, { idempotentHint: true });
 
 tool('hub_role_ensure',

@@ -205,7 +205,9 @@ test('A holds the cto role with its epoch; after A is SIGKILLed, candidate B tak
     String(n.params && n.params.data).includes(`you are now cto of ${project} at epoch ${heldByB.epoch}`)));
   // Stopping candidacy is recorded and does not step down.
   const stop = await b.call('hub_role_candidacy', { role: 'cto', candidate: false });
-  assert.ok(stop.structuredContent.excluded_until);
+  assert.equal(stop.structuredContent.removed, true, JSON.stringify(stop));
+  const left = await b.call('hub_role_candidates', { role: 'cto' });
+  assert.deepEqual(left.structuredContent.candidates.map((c) => c.agent_id), ['mcp-role-a']);
   assert.equal((await b.call('hub_role_get', { role: 'cto' })).structuredContent.holder_agent_id, 'mcp-role-b');
 });
 
