@@ -59,6 +59,16 @@ absl::Status CheckDatabasePath(absl::string_view path) {
       "scheme", scheme);
 }
 
+// What the database's lock file says of this hubd.
+storage::DatabaseHolder HubdHolder(const std::string& address,
+                                   const std::string& hub_instance_id) {
+  storage::DatabaseHolder holder;
+  holder.program = "hubd";
+  holder.address = address;
+  holder.hub_instance_id = hub_instance_id;
+  return holder;
+}
+
 // Creates the database's directory, takes the database's lock (before
 // anything, migrations and recovery included, writes to the file), then
 // opens and migrates it. Every failure names the file.
@@ -83,12 +93,10 @@ absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
                          absl::StrCat("cannot create directory ",
                                       parent.string(), ": ", error.message())));
   }
-  storage::DatabaseHolder self;
-  self.program = "hubd";
-  self.address = options.listen;  // the bound port once it is known
-  self.hub_instance_id = hub_instance_id;
+  // The bound port once it is known (UpdateHolder).
   absl::StatusOr<std::unique_ptr<storage::DatabaseLock>> locked =
-      storage::DatabaseLock::Acquire(options.db_path, self);
+      storage::DatabaseLock::Acquire(
+          options.db_path, HubdHolder(options.listen, hub_instance_id));
   if (!locked.ok()) {
     // Already a whole sentence naming the database and its holder.
     if (ReasonOf(locked.status()) == "DATABASE_LOCKED") return locked.status();
@@ -373,11 +381,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->address_ = WithPort(options.listen, server->port_);
   {
     // A refused second hub names the address clients actually reach.
-    storage::DatabaseHolder self;
-    self.program = "hubd";
-    self.address = server->address_;
-    self.hub_instance_id = hub_instance_id;
-    if (absl::Status s = server->db_lock_->UpdateHolder(self); !s.ok()) {
+    if (absl::Status s = server->db_lock_->UpdateHolder(
+            HubdHolder(server->address_, hub_instance_id));
+        !s.ok()) {
       log::Warn("database_lock_holder_not_recorded",
                 {{"message", s.message()}});
     }

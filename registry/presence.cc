@@ -302,6 +302,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
   std::shared_ptr<PresenceStream> superseded;
   int64_t superseded_generation = 0;
   AgentView view;
+  const bool may_be_candidate = NamesRoleCandidacy(record->capabilities_json);
   {
     Shard& shard = ShardFor(agent_id);
     absl::MutexLock lock(&shard.mu);
@@ -320,7 +321,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
       entry.ttl_ms = ttl_ms;
       entry.persisted_lease_ms = record->lease_expires_ms;
       entry.persisted_last_seen_ms = now;
-      entry.may_be_candidate = NamesRoleCandidacy(record->capabilities_json);
+      entry.may_be_candidate = may_be_candidate;
     }
     view = ViewOf(*record, entry);
   }
@@ -332,7 +333,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
   if (superseded_generation > 0) {
     Notify(agent_id, superseded_generation, AgentGoneReason::kSuperseded);
   }
-  if (NamesRoleCandidacy(record->capabilities_json)) NotifyArrival(agent_id);
+  if (may_be_candidate) NotifyArrival(agent_id);
   return view;
 }
 

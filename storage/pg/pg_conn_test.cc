@@ -12,32 +12,16 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/pg/pg_test_server.h"
+#include "storage/pg/pg_test_database.h"
 
 namespace hub::storage::pg {
 namespace {
 
-using testing::PgTestServer;
-
-class PgConnTest : public ::testing::Test {
+class PgConnTest : public testing::PgDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<PgTestServer>> started =
-        PgTestServer::Create();
-    ASSERT_TRUE(started.ok()) << started.status();
-    server_ = started->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    database_ = absl::StrCat(
-        "t_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    for (char& c : database_) c = static_cast<char>(std::tolower(c));
-    ASSERT_TRUE(server_->CreateDatabase(database_).ok());
+    PgDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     conn_ = Connect();
     ASSERT_NE(conn_, nullptr);
     ASSERT_TRUE(conn_
@@ -51,25 +35,14 @@ class PgConnTest : public ::testing::Test {
                     .ok());
   }
 
-  std::unique_ptr<Connection> Connect() {
-    absl::StatusOr<std::unique_ptr<Connection>> c =
-        Connection::Open(server_->ConnInfo(database_));
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
-  }
-
   int64_t Count() {
     absl::StatusOr<Result> r = Connect()->Exec("SELECT count(*) FROM items");
     EXPECT_TRUE(r.ok()) << r.status();
     return r.ok() ? r->Int(0, 0).value_or(-1) : -1;
   }
 
-  static PgTestServer* server_;
-  std::string database_;
   std::unique_ptr<Connection> conn_;
 };
-
-PgTestServer* PgConnTest::server_ = nullptr;
 
 TEST_F(PgConnTest, AMissingServerIsUnavailable) {
   absl::StatusOr<std::unique_ptr<Connection>> c =

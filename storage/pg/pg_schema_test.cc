@@ -13,41 +13,13 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/pg/pg_test_server.h"
+#include "storage/pg/pg_test_database.h"
 
 namespace hub::storage::pg {
 namespace {
 
-using testing::PgTestServer;
-
-class PgSchemaTest : public ::testing::Test {
+class PgSchemaTest : public testing::PgDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<PgTestServer>> created =
-        PgTestServer::Create();
-    ASSERT_TRUE(created.ok()) << created.status();
-    server_ = created->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
-  void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    database_ = absl::StrCat(
-        "s_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    for (char& c : database_) c = static_cast<char>(std::tolower(c));
-    ASSERT_TRUE(server_->CreateDatabase(database_).ok());
-  }
-
-  std::unique_ptr<Connection> Connect() {
-    absl::StatusOr<std::unique_ptr<Connection>> c =
-        Connection::Open(server_->ConnInfo(database_));
-    EXPECT_TRUE(c.ok()) << c.status();
-    return c.ok() ? std::move(*c) : nullptr;
-  }
-
   std::vector<std::string> Tables() {
     absl::StatusOr<Result> r = Connect()->Exec(
         "SELECT table_name FROM information_schema.tables WHERE "
@@ -57,12 +29,7 @@ class PgSchemaTest : public ::testing::Test {
     for (int i = 0; i < r->rows(); ++i) names.emplace_back(r->Text(i, 0));
     return names;
   }
-
-  static PgTestServer* server_;
-  std::string database_;
 };
-
-PgTestServer* PgSchemaTest::server_ = nullptr;
 
 TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
   std::unique_ptr<Connection> conn = Connect();
