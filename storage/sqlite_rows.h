@@ -9,36 +9,11 @@
 
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "storage/record_rows.h"
 #include "storage/sqlite_db.h"
 #include "storage/store.h"
 
 namespace hub::storage::rows {
-
-#define HUB_AGENT_COLUMNS                                              \
-  "agent_id, cli, pid, capabilities_json, topics_json, last_seen_ms, " \
-  "lease_expires_ms, presence_generation, status, metadata_json, "     \
-  "project_id, session_id, host_id, transport_locators_json, lease_ttl_ms"
-
-#define HUB_ROLE_COLUMNS                                                     \
-  "role_key_wire, project_id, role_kind, scope_id, state, holder_agent_id, " \
-  "previous_holder_agent_id, epoch, activation_seq, activation_id, "         \
-  "activation_deadline_ms, holder_lease_expires_ms, charter_version, "       \
-  "charter_acked_epoch, retry_count, next_probe_ms, blocked_reason, "        \
-  "last_transition_ms, last_reason, version"
-
-#define HUB_CANDIDATE_COLUMNS                                            \
-  "role_key_wire, agent_id, source, priority, transport_locators_json, " \
-  "consecutive_probe_failures, excluded_until_ms, last_probe_ms, "       \
-  "last_probe_code, updated_at_ms"
-
-#define HUB_MESSAGE_COLUMNS                                                  \
-  "id, type, from_agent, to_agent, topic, priority, ttl_ms, created_at_ms, " \
-  "expires_at_ms, correlation_id, trace_id, payload_json, status, "          \
-  "role_key_wire"
-
-#define HUB_CLOSED_SCOPE_COLUMNS                                           \
-  "project_id, scope_id, role_key_wire, closed_at_ms, closed_by, reason, " \
-  "dead_lettered_count"
 
 // The keyset page queries, shared with the tests that check their plans
 // (EXPLAIN QUERY PLAN) so the plans checked are the ones run.

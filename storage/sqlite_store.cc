@@ -20,12 +20,6 @@
 namespace hub::storage {
 namespace {
 
-int64_t SystemNowMs() {
-  return std::chrono::duration_cast<std::chrono::milliseconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
 const char* SynchronousPragma(SqliteStoreOptions::Synchronous s) {
   switch (s) {
     case SqliteStoreOptions::Synchronous::kOff:
@@ -107,101 +101,7 @@ absl::Status ExplainOpenFailure(const std::string& path, absl::Status s) {
   return s;
 }
 
-// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
-absl::Status AgentNotFound(absl::string_view agent_id) {
-  return WithMetadata(
-      NotFoundError("AGENT_NOT_FOUND",
-                    absl::StrCat("agent '", agent_id, "' not found")),
-      "agent_id", agent_id);
-}
-
 }  // namespace
-
-std::string NewUuidV7() {
-  static absl::Mutex mu(absl::kConstInit);
-  static int64_t last_ms = 0;
-  static int64_t seq = 0;
-  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
-  absl::MutexLock lock(&mu);
-  int64_t ms = std::max(SystemNowMs(), last_ms);
-  if (ms == last_ms) {
-    if (++seq > 0xfff) {
-      ++ms;
-      seq = 0;
-    }
-  } else {
-    seq = 0;
-  }
-  last_ms = ms;
-  uint64_t rand_b = (*rng)();
-  uint64_t hi =
-      (static_cast<uint64_t>(ms) << 16) | 0x7000u | static_cast<uint64_t>(seq);
-  uint64_t lo = (rand_b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
-  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
-                         (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48,
-                         lo & 0xffffffffffffULL);
-}
-
-absl::string_view RoleOutcomeName(RoleOutcome outcome) {
-  switch (outcome) {
-    case RoleOutcome::kApplied:
-      return "ok";
-    case RoleOutcome::kNotFound:
-      return "not_found";
-    case RoleOutcome::kStaleVersion:
-      return "stale_version";
-    case RoleOutcome::kStaleEpoch:
-      return "stale_epoch";
-    case RoleOutcome::kStaleActivationSeq:
-      return "stale_activation_seq";
-    case RoleOutcome::kStaleActivationId:
-      return "stale_activation_id";
-    case RoleOutcome::kInvalidCas:
-      return "invalid_cas";
-    case RoleOutcome::kCasConflict:
-      return "cas_conflict";
-  }
-  return "unknown";
-}
-
-absl::Status ToStatus(RoleOutcome outcome) {
-  std::string msg =
-      absl::StrCat("role write refused: ", RoleOutcomeName(outcome));
-  switch (outcome) {
-    case RoleOutcome::kApplied:
-      return absl::OkStatus();
-    case RoleOutcome::kNotFound:
-      return NotFoundError("ROLE_NOT_FOUND", msg);
-    case RoleOutcome::kStaleVersion:
-      return FailedPreconditionError("STALE_VERSION", msg);
-    case RoleOutcome::kStaleEpoch:
-      return FailedPreconditionError("STALE_EPOCH", msg);
-    case RoleOutcome::kStaleActivationSeq:
-      return FailedPreconditionError("STALE_ACTIVATION_SEQ", msg);
-    case RoleOutcome::kStaleActivationId:
-      return FailedPreconditionError("STALE_ACTIVATION_ID", msg);
-    case RoleOutcome::kInvalidCas:
-      return InvalidArgumentError("INVALID_CAS", msg);
-    case RoleOutcome::kCasConflict:
-      return AbortedError("CAS_CONFLICT", msg);
-  }
-  return AbortedError("CAS_CONFLICT", msg);
-}
-
-absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
-  switch (outcome) {
-    case PresenceOutcome::kApplied:
-      return absl::OkStatus();
-    case PresenceOutcome::kNotFound:
-      return AgentNotFound(agent_id);
-    case PresenceOutcome::kStaleGeneration:
-      return FailedPreconditionError(
-          "STALE_PRESENCE_OWNER",
-          absl::StrCat("agent '", agent_id,
-                       "' was re-registered by a newer owner"));
-  }
-  return absl::OkStatus();
-}
 
 // ---- open ------------------------------------------------------------------
 
@@ -335,25 +235,7 @@ const char kAgentsPageSql[] =
     "WHERE type = 'text' AND value = ?5) END) "
     "ORDER BY agent_id LIMIT ?6";
 
-AgentRecord ReadAgent(const Stmt& s) {
-  AgentRecord a;
-  a.agent_id = s.Text(0);
-  a.cli = s.Text(1);
-  a.pid = s.OptInt(2);
-  a.capabilities_json = s.Text(3);
-  a.topics_json = s.Text(4);
-  a.last_seen_ms = s.Int(5);
-  a.lease_expires_ms = s.Int(6);
-  a.presence_generation = s.Int(7);
-  a.status = s.Text(8);
-  a.metadata_json = s.Text(9);
-  a.project_id = s.OptText(10);
-  a.session_id = s.OptText(11);
-  a.host_id = s.OptText(12);
-  a.transport_locators_json = s.Text(13);
-  a.lease_ttl_ms = s.OptInt(14);
-  return a;
-}
+AgentRecord ReadAgent(const Stmt& s) { return ReadAgentRow(s); }
 
 }  // namespace rows
 

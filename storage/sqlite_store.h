@@ -289,9 +289,6 @@ class SqliteStore final : public Store {
       ABSL_GUARDED_BY(readers_mu_);
 };
 
-// A new UUIDv7 (RFC 9562), lower-case text; monotonic within the process.
-std::string NewUuidV7();
-
 }  // namespace hub::storage
 
 #endif  // HUB_STORAGE_SQLITE_STORE_H_

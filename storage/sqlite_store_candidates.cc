@@ -49,20 +49,7 @@ const char kRoleCandidatesPageSql[] =
     "AND r.project_id IN (SELECT value FROM json_each(?6)))) "
     "ORDER BY c.priority DESC, c.updated_at_ms DESC, c.agent_id LIMIT ?7";
 
-CandidateRecord ReadCandidate(const Stmt& s) {
-  CandidateRecord c;
-  c.role_key_wire = s.Text(0);
-  c.agent_id = s.Text(1);
-  c.source = s.Text(2);
-  c.priority = s.Int(3);
-  c.transport_locators_json = s.Text(4);
-  c.consecutive_probe_failures = s.Int(5);
-  c.excluded_until_ms = s.OptInt(6);
-  c.last_probe_ms = s.OptInt(7);
-  c.last_probe_code = s.OptText(8);
-  c.updated_at_ms = s.Int(9);
-  return c;
-}
+CandidateRecord ReadCandidate(const Stmt& s) { return ReadCandidateRow(s); }
 
 }  // namespace rows
 

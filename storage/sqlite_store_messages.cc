@@ -73,24 +73,7 @@ const char kScopeBacklogSql[] =
     "AND status IN ('queued', 'delivered') "
     "ORDER BY priority DESC, created_at_ms ASC, id ASC";
 
-MessageRecord ReadMessage(const Stmt& s) {
-  MessageRecord m;
-  m.id = s.Text(0);
-  m.type = s.Text(1);
-  m.from_agent = s.Text(2);
-  m.to_agent = s.Text(3);
-  m.topic = s.Text(4);
-  m.priority = s.Int(5);
-  m.ttl_ms = s.Int(6);
-  m.created_at_ms = s.Int(7);
-  m.expires_at_ms = s.Int(8);
-  m.correlation_id = s.Text(9);
-  m.trace_id = s.Text(10);
-  m.payload_json = s.Text(11);
-  m.status = s.Text(12);
-  m.role_key_wire = s.OptText(13);
-  return m;
-}
+MessageRecord ReadMessage(const Stmt& s) { return ReadMessageRow(s); }
 
 absl::StatusOr<std::vector<MessageRecord>> PendingRoleMessages(
     Connection& conn, std::optional<std::string> wire, int64_t now_ms) {

@@ -27,30 +27,7 @@ const char kRolesPageSql[] =
     "AND (?6 IS NULL OR project_id IN (SELECT value FROM json_each(?6))) "
     "ORDER BY role_key_wire LIMIT ?7";
 
-RoleRecord ReadRole(const Stmt& s) {
-  RoleRecord r;
-  r.role_key_wire = s.Text(0);
-  r.project_id = s.Text(1);
-  r.role_kind = s.Text(2);
-  r.scope_id = s.Text(3);
-  r.state = s.Text(4);
-  r.holder_agent_id = s.OptText(5);
-  r.previous_holder_agent_id = s.OptText(6);
-  r.epoch = s.Int(7);
-  r.activation_seq = s.Int(8);
-  r.activation_id = s.OptText(9);
-  r.activation_deadline_ms = s.OptInt(10);
-  r.holder_lease_expires_ms = s.OptInt(11);
-  r.charter_version = s.OptText(12);
-  r.charter_acked_epoch = s.OptInt(13);
-  r.retry_count = s.Int(14);
-  r.next_probe_ms = s.OptInt(15);
-  r.blocked_reason = s.OptText(16);
-  r.last_transition_ms = s.Int(17);
-  r.last_reason = s.Text(18);
-  r.version = s.Int(19);
-  return r;
-}
+RoleRecord ReadRole(const Stmt& s) { return ReadRoleRow(s); }
 
 absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
                                                    absl::string_view wire) {

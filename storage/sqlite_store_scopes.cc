@@ -39,15 +39,7 @@ const char kClosedScopesPageSql[] = "SELECT " HUB_CLOSED_SCOPE_COLUMNS
                                     "ORDER BY role_key_wire LIMIT ?5";
 
 ClosedScopeRecord ReadClosedScope(const Stmt& s) {
-  ClosedScopeRecord r;
-  r.project_id = s.Text(0);
-  r.scope_id = s.Text(1);
-  r.role_key_wire = s.Text(2);
-  r.closed_at_ms = s.Int(3);
-  r.closed_by = s.Text(4);
-  r.reason = s.Text(5);
-  r.dead_lettered_count = s.OptInt(6);
-  return r;
+  return ReadClosedScopeRow(s);
 }
 
 absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,

@@ -1,9 +1,116 @@
 #include "storage/store.h"
 
+#include <algorithm>
+#include <chrono>
+#include <random>
+
+#include "absl/base/const_init.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/synchronization/mutex.h"
 #include "status/status.h"
 
 namespace hub::storage {
+
+int64_t SystemNowMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// NOT_FOUND for an agent id nobody registered, naming it (errors.proto).
+absl::Status AgentNotFound(absl::string_view agent_id) {
+  return WithMetadata(
+      NotFoundError("AGENT_NOT_FOUND",
+                    absl::StrCat("agent '", agent_id, "' not found")),
+      "agent_id", agent_id);
+}
+
+std::string NewUuidV7() {
+  static absl::Mutex mu(absl::kConstInit);
+  static int64_t last_ms = 0;
+  static int64_t seq = 0;
+  static std::mt19937_64* rng = new std::mt19937_64(std::random_device{}());
+  absl::MutexLock lock(&mu);
+  int64_t ms = std::max(SystemNowMs(), last_ms);
+  if (ms == last_ms) {
+    if (++seq > 0xfff) {
+      ++ms;
+      seq = 0;
+    }
+  } else {
+    seq = 0;
+  }
+  last_ms = ms;
+  uint64_t rand_b = (*rng)();
+  uint64_t hi =
+      (static_cast<uint64_t>(ms) << 16) | 0x7000u | static_cast<uint64_t>(seq);
+  uint64_t lo = (rand_b & 0x3fffffffffffffffULL) | 0x8000000000000000ULL;
+  return absl::StrFormat("%08x-%04x-%04x-%04x-%012x", hi >> 32,
+                         (hi >> 16) & 0xffff, hi & 0xffff, lo >> 48,
+                         lo & 0xffffffffffffULL);
+}
+
+absl::string_view RoleOutcomeName(RoleOutcome outcome) {
+  switch (outcome) {
+    case RoleOutcome::kApplied:
+      return "ok";
+    case RoleOutcome::kNotFound:
+      return "not_found";
+    case RoleOutcome::kStaleVersion:
+      return "stale_version";
+    case RoleOutcome::kStaleEpoch:
+      return "stale_epoch";
+    case RoleOutcome::kStaleActivationSeq:
+      return "stale_activation_seq";
+    case RoleOutcome::kStaleActivationId:
+      return "stale_activation_id";
+    case RoleOutcome::kInvalidCas:
+      return "invalid_cas";
+    case RoleOutcome::kCasConflict:
+      return "cas_conflict";
+  }
+  return "unknown";
+}
+
+absl::Status ToStatus(RoleOutcome outcome) {
+  std::string msg =
+      absl::StrCat("role write refused: ", RoleOutcomeName(outcome));
+  switch (outcome) {
+    case RoleOutcome::kApplied:
+      return absl::OkStatus();
+    case RoleOutcome::kNotFound:
+      return NotFoundError("ROLE_NOT_FOUND", msg);
+    case RoleOutcome::kStaleVersion:
+      return FailedPreconditionError("STALE_VERSION", msg);
+    case RoleOutcome::kStaleEpoch:
+      return FailedPreconditionError("STALE_EPOCH", msg);
+    case RoleOutcome::kStaleActivationSeq:
+      return FailedPreconditionError("STALE_ACTIVATION_SEQ", msg);
+    case RoleOutcome::kStaleActivationId:
+      return FailedPreconditionError("STALE_ACTIVATION_ID", msg);
+    case RoleOutcome::kInvalidCas:
+      return InvalidArgumentError("INVALID_CAS", msg);
+    case RoleOutcome::kCasConflict:
+      return AbortedError("CAS_CONFLICT", msg);
+  }
+  return AbortedError("CAS_CONFLICT", msg);
+}
+
+absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
+  switch (outcome) {
+    case PresenceOutcome::kApplied:
+      return absl::OkStatus();
+    case PresenceOutcome::kNotFound:
+      return AgentNotFound(agent_id);
+    case PresenceOutcome::kStaleGeneration:
+      return FailedPreconditionError(
+          "STALE_PRESENCE_OWNER",
+          absl::StrCat("agent '", agent_id,
+                       "' was re-registered by a newer owner"));
+  }
+  return absl::OkStatus();
+}
 
 absl::Status CheckAckGeneration(int64_t current,
                                 std::optional<int64_t> claimed) {

@@ -797,6 +797,16 @@ class Store {
 absl::Status ToStatus(RoleOutcome outcome);
 absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id);
 
+// NOT_FOUND / AGENT_NOT_FOUND for an agent id nobody registered, naming it
+// (metadata agent_id).
+absl::Status AgentNotFound(absl::string_view agent_id);
+
+// The wall clock in milliseconds since the epoch.
+int64_t SystemNowMs();
+
+// A new UUIDv7 (RFC 9562), lower-case text; monotonic within the process.
+std::string NewUuidV7();
+
 }  // namespace hub::storage
 
 #endif  // HUB_STORAGE_STORE_H_

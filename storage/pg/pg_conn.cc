@@ -103,6 +103,28 @@ absl::Status ResultError(const pg_result* result, absl::string_view what) {
                           : WithMetadata(std::move(s), "sqlstate", sqlstate);
 }
 
+absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo) {
+  char* error = nullptr;
+  PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
+  if (options == nullptr) {
+    absl::Status s = InvalidArgumentError(
+        "DATABASE_URL_INVALID",
+        absl::StrCat("not a PostgreSQL connection string: ",
+                     Trimmed(error != nullptr ? error : "out of memory")));
+    PQfreemem(error);
+    return s;
+  }
+  std::string out;
+  for (PQconninfoOption* o = options; o->keyword != nullptr; ++o) {
+    if (o->val == nullptr || o->val[0] == '\0') continue;
+    if (std::string_view(o->keyword) == "password") continue;
+    if (!out.empty()) out += ' ';
+    absl::StrAppend(&out, o->keyword, "=", o->val);
+  }
+  PQconninfoFree(options);
+  return out;
+}
+
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
     const std::string& conninfo) {
   PGconn* conn = PQconnectdb(conninfo.c_str());
@@ -126,6 +148,25 @@ absl::Status Connection::ConnectionError(absl::string_view what) const {
 }
 
 bool Connection::Healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+
+Connection::Transaction Connection::TransactionState() const {
+  switch (PQtransactionStatus(conn_)) {
+    case PQTRANS_IDLE:
+      return Transaction::kIdle;
+    case PQTRANS_INTRANS:
+    case PQTRANS_ACTIVE:
+      return Transaction::kOpen;
+    case PQTRANS_INERROR:
+      return Transaction::kFailed;
+    default:
+      return Transaction::kUnknown;
+  }
+}
+
+absl::StatusOr<Result> Connection::Counted(absl::StatusOr<Result> result) {
+  if (result.ok()) total_changed_ += result->changed();
+  return result;
+}
 int Connection::BackendPid() const { return PQbackendPID(conn_); }
 
 namespace {
@@ -155,16 +196,17 @@ absl::StatusOr<Result> Take(PGresult* raw, absl::string_view what,
 
 absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
   const std::string text(sql);
-  return Take(PQexec(conn_, text.c_str()), "statement failed", conn_);
+  return Counted(Take(PQexec(conn_, text.c_str()), "statement failed", conn_));
 }
 
 absl::StatusOr<Result> Connection::Query(absl::string_view sql,
                                          const std::vector<Param>& params) {
   const std::string text(sql);
   std::vector<const char*> values = Values(params);
-  return Take(PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()),
-                           nullptr, values.data(), nullptr, nullptr, 0),
-              "statement failed", conn_);
+  return Counted(
+      Take(PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()),
+                        nullptr, values.data(), nullptr, nullptr, 0),
+           "statement failed", conn_));
 }
 
 absl::Status Connection::Prepare(const std::string& name,
@@ -185,10 +227,32 @@ bool Connection::Prepared(const std::string& name) const {
 absl::StatusOr<Result> Connection::ExecPrepared(
     const std::string& name, const std::vector<Param>& params) {
   std::vector<const char*> values = Values(params);
-  return Take(
-      PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
-                     values.data(), nullptr, nullptr, 0),
-      absl::StrCat(name, " failed"), conn_);
+  return Counted(
+      Take(PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
+                          values.data(), nullptr, nullptr, 0),
+           absl::StrCat(name, " failed"), conn_));
+}
+
+absl::StatusOr<Result> Connection::Run(absl::string_view sql,
+                                       const std::vector<Param>& params) {
+  auto it = by_text_.find(sql);
+  if (it == by_text_.end()) {
+    std::string name = absl::StrCat("hub_", by_text_.size());
+    absl::Status s = Prepare(name, sql);
+    if (!s.ok()) return s;
+    it = by_text_.emplace(std::string(sql), std::move(name)).first;
+  }
+  return ExecPrepared(it->second, params);
+}
+
+absl::Status Connection::Reconnect() {
+  prepared_.clear();
+  by_text_.clear();
+  PQreset(conn_);
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    return ConnectionError("cannot reconnect to PostgreSQL");
+  }
+  return absl::OkStatus();
 }
 
 std::vector<absl::StatusOr<Result>> Connection::Pipeline(
@@ -201,6 +265,7 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     return failed;
   };
   if (statements.empty()) return answers;
+  const bool in_transaction = PQtransactionStatus(conn_) != PQTRANS_IDLE;
   if (PQenterPipelineMode(conn_) != 1) {
     return fail_all(ConnectionError("cannot enter pipeline mode"));
   }
@@ -222,7 +287,8 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
   for (const Pipelined& p : statements) {
     // Each statement's answer is its result, then a NULL that ends it.
     PGresult* raw = PQgetResult(conn_);
-    answers.push_back(Take(raw, absl::StrCat(p.statement, " failed"), conn_));
+    answers.push_back(
+        Counted(Take(raw, absl::StrCat(p.statement, " failed"), conn_)));
     if (raw == nullptr) break;  // the connection broke: no more answers
     while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
   }
@@ -240,7 +306,7 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     if (done) break;
   }
   PQexitPipelineMode(conn_);
-  if (PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+  if (!in_transaction && PQtransactionStatus(conn_) == PQTRANS_INERROR) {
     PQclear(PQexec(conn_, "ROLLBACK"));
   }
   while (answers.size() < statements.size()) {

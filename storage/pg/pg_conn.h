@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -83,28 +84,54 @@ class Connection {
   bool Prepared(const std::string& name) const;
   absl::StatusOr<Result> ExecPrepared(const std::string& name,
                                       const std::vector<Param>& params);
+  // Runs `sql` with parameters as a statement prepared on this connection
+  // the first time this text is run (parsed and planned once, like SQLite's
+  // statement cache); the store's statements are all run this way.
+  absl::StatusOr<Result> Run(absl::string_view sql,
+                             const std::vector<Param>& params = {});
+  // Reconnects with the same parameters (PQreset) after the connection
+  // broke; prepared statements are forgotten (Run() prepares them again).
+  absl::Status Reconnect();
   // Sends every statement, then one Sync, and reads every answer: one
   // network round trip for the lot. One answer per statement, in order.
   // Without an explicit BEGIN the statements up to the Sync form one
   // implicit transaction (PostgreSQL's extended protocol): the first failure
   // rolls back the earlier ones too, and the rest answer ABORTED /
-  // STORE_PIPELINE_ABORTED. A failed explicit transaction (BEGIN sent
-  // first) is rolled back before this returns, so the connection is idle.
+  // STORE_PIPELINE_ABORTED. A failed explicit transaction begun by the
+  // pipeline itself (BEGIN sent first) is rolled back before this returns,
+  // so the connection is idle; one that was open before the call is left
+  // to the caller (failed: it must roll back, or back to a savepoint).
   std::vector<absl::StatusOr<Result>> Pipeline(
       const std::vector<Pipelined>& statements);
 
   // Whether the connection is still up (PQstatus).
   bool Healthy() const;
+  // Where the connection is as to transactions (PQtransactionStatus).
+  enum class Transaction { kIdle, kOpen, kFailed, kUnknown };
+  Transaction TransactionState() const;
+  // Rows changed by every statement this connection ran so far (the sum of
+  // their changed() counts): whether an operation wrote anything.
+  int64_t total_changed() const { return total_changed_; }
   // The server's process id for this connection (pg_terminate_backend).
   int BackendPid() const;
 
  private:
   explicit Connection(pg_conn* conn) : conn_(conn) {}
   absl::Status ConnectionError(absl::string_view what) const;
+  // Counts a successful result's changed rows.
+  absl::StatusOr<Result> Counted(absl::StatusOr<Result> result);
 
   pg_conn* conn_;
+  int64_t total_changed_ = 0;
   std::vector<std::string> prepared_;
+  // Run()'s statements: their text -> the name they were prepared under.
+  absl::flat_hash_map<std::string, std::string> by_text_;
 };
+
+// `conninfo` (a key=value string or a URI) as key=value pairs without its
+// password, for logs and StoreInfo; INVALID_ARGUMENT /
+// DATABASE_URL_INVALID when libpq cannot parse it.
+absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo);
 
 // The status for a failed PGresult (its SQLSTATE decides the reason).
 absl::Status ResultError(const pg_result* result, absl::string_view what);

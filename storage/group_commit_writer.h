@@ -1,0 +1,386 @@
+// Group commit, independent of the database engine: one thread owns the
+// write connection and commits queued operations in groups, one transaction
+// (hence one durable sync) per group.
+//
+// An operation that fails (a constraint, or any error it returns) is rolled
+// back alone and the others in its group still commit. A group runs first
+// without savepoints; only when an operation fails after changing a row (or
+// leaves the transaction failed, as any error does in PostgreSQL) is the
+// group's transaction undone and the group run again, each operation in its
+// own SAVEPOINT. Operations must therefore be safe to run twice: they write
+// only through the connection (and caches the rollback hook drops). Run()
+// returns only after the group's COMMIT returned: an OK reply means committed
+// with the connection's durability. Submit() is the same without a waiting
+// thread: its callback runs once the group committed, so an RPC handler can
+// answer from there (no thread parked per write, no wake-up per write: one per
+// group). It is not responsible for reads (readers use their own connections).
+//
+// `Engine` adapts a connection type (storage/group_commit.h for SQLite,
+// storage/pg/pg_group_commit.h for PostgreSQL):
+//   using Connection = ...;
+//   static constexpr const char* kThreadName;      // the writer thread's
+//   static absl::Status Ready(std::unique_ptr<Connection>&);  // reconnects
+//   static absl::Status Exec(Connection&, const char* sql);   // BEGIN, ...
+//   static const char* const kBegin;               // starts a write
+//   static Transaction State(Connection&);         // below
+//   static int64_t Changes(Connection&);           // rows changed so far
+#ifndef HUB_STORAGE_GROUP_COMMIT_WRITER_H_
+#define HUB_STORAGE_GROUP_COMMIT_WRITER_H_
+
+#include <pthread.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/functional/any_invocable.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
+#include "status/status.h"
+
+namespace hub::storage {
+
+// Where the writer's transaction is after an operation ran.
+enum class GroupTransaction {
+  kOpen,    // open and usable
+  kFailed,  // open, but every statement is refused until a rollback
+  kGone,    // the engine ended it (or the connection is lost)
+};
+
+struct GroupCommitStats {
+  int64_t groups = 0;
+  int64_t ops = 0;
+  // Groups run a second time, with savepoints, because an operation
+  // failed after writing.
+  int64_t replays = 0;
+};
+
+namespace group_commit_internal {
+// The writer whose completion thread this is, if it is one.
+inline thread_local const void* completing_for = nullptr;
+}  // namespace group_commit_internal
+
+template <typename Engine>
+class BasicGroupCommitWriter {
+ public:
+  using Connection = typename Engine::Connection;
+  // An operation: runs on the writer thread inside a transaction. A non-OK
+  // return rolls back what it wrote. May run twice (see above).
+  using Op = std::function<absl::Status(Connection&)>;
+  // Receives what Run() would have returned.
+  using Done = absl::AnyInvocable<void(absl::Status) &&>;
+  using Stats = GroupCommitStats;
+  // Told about each group after its COMMIT (or failure) on the writer
+  // thread: how many operations it held and how long BEGIN..COMMIT took.
+  // For metrics; must be quick and must not write.
+  using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
+  // Runs on the writer thread each time a group's transaction is undone:
+  // when it did not commit (BEGIN, a lost transaction or COMMIT failed),
+  // before any of its callers hears back, and before a group is replayed with
+  // savepoints. Whatever the store caches about rows the group wrote must be
+  // dropped. Must not write.
+  using RollbackHook = std::function<void()>;
+
+  // `max_group_size` 1 gives one transaction per write (the baseline).
+  // Starts the writer thread and `completion_threads` threads for Submit()
+  // callbacks and Run() wake-ups; takes ownership of `conn`.
+  BasicGroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
+                         int completion_threads = 2,
+                         CommitObserver observer = nullptr,
+                         RollbackHook on_rollback = nullptr)
+      : conn_(std::move(conn)),
+        max_group_size_(max_group_size < 1 ? 1 : max_group_size),
+        observer_(std::move(observer)),
+        on_rollback_(std::move(on_rollback)),
+        thread_([this] { Loop(); }) {
+    for (int i = 0; i < std::max(1, completion_threads); ++i) {
+      completion_threads_.emplace_back([this] { Complete(); });
+    }
+  }
+  // Finishes every queued operation and runs every callback, then stops the
+  // threads.
+  ~BasicGroupCommitWriter() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      work_.Signal();
+    }
+    thread_.join();  // every queued op has committed and been handed over
+    {
+      absl::MutexLock lock(&completion_mu_);
+      completion_stopping_ = true;
+      completion_ready_.SignalAll();
+    }
+    for (std::thread& t : completion_threads_) t.join();
+  }
+
+  BasicGroupCommitWriter(const BasicGroupCommitWriter&) = delete;
+  BasicGroupCommitWriter& operator=(const BasicGroupCommitWriter&) = delete;
+
+  // Enqueues `op` and blocks until its group has committed or failed (the
+  // wake-up comes from a completion thread, so that the writer moves on).
+  // Returns the op's own status, or the group's storage error (STORE_BUSY
+  // from BEGIN, STORE_FULL from COMMIT, ...) in which case nothing of the op
+  // was committed. Thread-safe.
+  absl::Status Run(Op op) {
+    Pending pending;
+    pending.op = std::move(op);
+    // A completion thread waiting here cannot also be the one that wakes it.
+    pending.wake_from_writer = group_commit_internal::completing_for == this;
+    Enqueue(&pending);
+    pending.done.WaitForNotification();
+    return pending.result;
+  }
+
+  // Enqueues `op` and returns at once. `done` runs exactly once, after the
+  // group has committed or failed, on a completion thread (never on the
+  // caller's thread and never on the writer thread, which moves on to the
+  // next group): the callbacks of one group run in order on one thread.
+  // Thread-safe.
+  void Submit(Op op, Done done) {
+    auto* pending = new Pending;
+    pending->op = std::move(op);
+    pending->callback = std::move(done);
+    Enqueue(pending);
+  }
+
+  Stats stats() const {
+    absl::MutexLock lock(&mu_);
+    return stats_;
+  }
+  // Operations enqueued and not yet taken by the writer (for tests).
+  int queued() const {
+    absl::MutexLock lock(&mu_);
+    return static_cast<int>(queue_.size());
+  }
+
+ private:
+  struct Pending {
+    Op op;
+    absl::Status result;
+    Done callback;            // Submit(): owned by the writer, deleted after
+    absl::Notification done;  // Run(): each caller sleeps on its own
+    // Run() from one of this writer's completion threads: woken by the
+    // writer itself, since the completion threads may all be waiting.
+    bool wake_from_writer = false;
+  };
+
+  enum class Ran {
+    kAll,              // every op ran; failed ones left nothing behind
+    kLost,             // the transaction is gone; every result is set
+    kNeedsSavepoints,  // an op failed after writing (savepoints off)
+  };
+
+  void Enqueue(Pending* pending) {
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(pending);
+    if (queue_.size() == 1) work_.Signal();
+  }
+
+  // Runs the group's ops inside the open transaction, each in a savepoint
+  // when `savepoints`; otherwise stops at the first op that failed after
+  // writing.
+  Ran RunOps(std::deque<Pending*>& group, bool savepoints) {
+    Connection& conn = *conn_;
+    for (Pending* p : group) {
+      const int64_t changes_before = Engine::Changes(conn);
+      absl::Status s =
+          savepoints ? Engine::Exec(conn, "SAVEPOINT op") : absl::OkStatus();
+      if (s.ok()) s = p->op(conn);
+      const GroupTransaction state = Engine::State(conn);
+      if (state == GroupTransaction::kGone) {
+        // SQLITE_FULL, IOERR, a lost connection and the like end the
+        // transaction itself: every earlier op of the group is undone too.
+        absl::Status lost =
+            s.ok() ? UnavailableError("STORE_UNAVAILABLE",
+                                      "the database ended the transaction")
+                   : s;
+        for (Pending* q : group) q->result = lost;
+        return Ran::kLost;
+      }
+      if (state == GroupTransaction::kFailed && s.ok()) {
+        s = ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                        "an operation left its transaction failed");
+      }
+      p->result = s;
+      if (!savepoints) {
+        // A failed op that changed no row (a validation, a constraint that
+        // aborted its one statement in SQLite, a missing row) left nothing
+        // to undo; a failed PostgreSQL transaction refuses everything after.
+        if (state == GroupTransaction::kFailed ||
+            (!s.ok() && Engine::Changes(conn) != changes_before)) {
+          return Ran::kNeedsSavepoints;
+        }
+        continue;
+      }
+      if (s.ok()) {
+        s = Engine::Exec(conn, "RELEASE op");
+        p->result = s;
+      } else {
+        absl::Status undo = Engine::Exec(conn, "ROLLBACK TO op");
+        if (undo.ok()) undo = Engine::Exec(conn, "RELEASE op");
+        if (!undo.ok()) {
+          for (Pending* q : group) q->result = undo;
+          return Ran::kLost;
+        }
+      }
+    }
+    return Ran::kAll;
+  }
+
+  // Ends the transaction if the engine has not already.
+  void RollBackIfOpen() {
+    if (Engine::State(*conn_) != GroupTransaction::kGone) {
+      Engine::Exec(*conn_, "ROLLBACK").IgnoreError();
+    }
+  }
+
+  // True when the group's transaction committed (some of its ops may still
+  // have failed alone, their writes undone).
+  bool CommitGroup(std::deque<Pending*>& group) {
+    auto fail_all = [&](const absl::Status& s) {
+      if (conn_ != nullptr) RollBackIfOpen();
+      for (Pending* p : group) p->result = s;
+      return false;
+    };
+    absl::Status ready = Engine::Ready(conn_);
+    if (!ready.ok()) return fail_all(ready);
+    Connection& conn = *conn_;
+    // First without savepoints: almost every op succeeds, or fails before it
+    // wrote anything, and then a savepoint per op is pure cost.
+    bool savepoints = false;
+    while (true) {
+      absl::Status begin = Engine::Exec(conn, Engine::kBegin);
+      if (!begin.ok()) return fail_all(begin);
+      Ran ran = RunOps(group, savepoints);
+      if (ran == Ran::kLost) return fail_all(group.front()->result);
+      if (ran == Ran::kAll) break;
+      // An op failed after writing: undo the whole group and run it again,
+      // each op in its own savepoint, so that only that op's writes are
+      // undone.
+      absl::Status undo = Engine::Exec(conn, "ROLLBACK");
+      if (!undo.ok()) return fail_all(undo);
+      if (on_rollback_) on_rollback_();
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.replays;
+      }
+      savepoints = true;
+    }
+    absl::Status commit = Engine::Exec(conn, "COMMIT");
+    if (!commit.ok()) {
+      RollBackIfOpen();
+      for (Pending* p : group) {
+        if (p->result.ok()) p->result = commit;
+      }
+      return false;
+    }
+    return true;
+  }
+
+  void Loop() {
+    pthread_setname_np(pthread_self(), Engine::kThreadName);  // top -H, perf
+    while (true) {
+      std::deque<Pending*> group;
+      {
+        absl::MutexLock lock(&mu_);
+        while (queue_.empty() && !stopping_) work_.Wait(&mu_);
+        if (queue_.empty()) return;  // stopping and drained
+        while (!queue_.empty() &&
+               static_cast<int>(group.size()) < max_group_size_) {
+          group.push_back(queue_.front());
+          queue_.pop_front();
+        }
+      }
+      const absl::Time started = absl::Now();
+      const bool committed = CommitGroup(group);
+      if (!committed && on_rollback_) on_rollback_();
+      if (observer_) {
+        observer_(static_cast<int>(group.size()), absl::Now() - started);
+      }
+      {
+        absl::MutexLock lock(&mu_);
+        ++stats_.groups;
+        stats_.ops += static_cast<int64_t>(group.size());
+      }
+      // Waking the callers is left to a completion thread too: on the writer
+      // thread a wake-up per caller is CPU the next group waits for.
+      std::vector<Pending*> batch;
+      batch.reserve(group.size());
+      for (Pending* p : group) {
+        if (p->wake_from_writer) {
+          p->done.Notify();  // p may be gone after this
+        } else {
+          batch.push_back(p);
+        }
+      }
+      if (!batch.empty()) {
+        absl::MutexLock lock(&completion_mu_);
+        completions_.push_back(std::move(batch));
+        completion_ready_.Signal();
+      }
+    }
+  }
+
+  void Complete() {
+    pthread_setname_np(pthread_self(), "hub-committed");
+    group_commit_internal::completing_for = this;
+    while (true) {
+      std::vector<Pending*> batch;
+      {
+        absl::MutexLock lock(&completion_mu_);
+        while (completions_.empty() && !completion_stopping_) {
+          completion_ready_.Wait(&completion_mu_);
+        }
+        if (completions_.empty()) return;  // stopping and drained
+        batch = std::move(completions_.front());
+        completions_.pop_front();
+      }
+      // Parked callers first (a wake-up each), then the callbacks in order.
+      std::vector<Pending*> callbacks;
+      for (Pending* p : batch) {
+        if (p->callback) {
+          callbacks.push_back(p);
+        } else {
+          p->done.Notify();  // p may be gone after this
+        }
+      }
+      for (Pending* p : callbacks) {
+        std::move(p->callback)(std::move(p->result));
+        delete p;
+      }
+    }
+  }
+
+  std::unique_ptr<Connection> conn_;  // used by the writer thread only
+  const int max_group_size_;
+  const CommitObserver observer_;  // before thread_, which reads it
+  const RollbackHook on_rollback_;
+  mutable absl::Mutex mu_;
+  absl::CondVar work_;  // signalled when queue_ becomes non-empty
+  std::deque<Pending*> queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  Stats stats_ ABSL_GUARDED_BY(mu_);
+  std::thread thread_;
+
+  // Submit() callbacks of committed groups, one batch per group.
+  absl::Mutex completion_mu_;
+  absl::CondVar completion_ready_;
+  std::deque<std::vector<Pending*>> completions_
+      ABSL_GUARDED_BY(completion_mu_);
+  bool completion_stopping_ ABSL_GUARDED_BY(completion_mu_) = false;
+  std::vector<std::thread> completion_threads_;
+};
+
+}  // namespace hub::storage
+
+#endif  // HUB_STORAGE_GROUP_COMMIT_WRITER_H_
