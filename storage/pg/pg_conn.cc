@@ -255,6 +255,39 @@ absl::Status Connection::Reconnect() {
   return absl::OkStatus();
 }
 
+absl::Status Connection::StartCopyIn(absl::string_view sql) {
+  const std::string text(sql);
+  PGresult* raw = PQexec(conn_, text.c_str());
+  if (raw != nullptr && PQresultStatus(raw) == PGRES_COPY_IN) {
+    PQclear(raw);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<Result> r = Take(raw, "COPY failed", conn_);
+  if (!r.ok()) return r.status();
+  return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                     "COPY did not start a copy (not COPY ... FROM STDIN?)");
+}
+
+absl::Status Connection::PutCopyData(absl::string_view data) {
+  if (PQputCopyData(conn_, data.data(), static_cast<int>(data.size())) != 1) {
+    return ConnectionError("cannot send COPY data");
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Result> Connection::EndCopyIn(
+    const std::optional<std::string>& abort_reason) {
+  if (PQputCopyEnd(conn_, abort_reason.has_value() ? abort_reason->c_str()
+                                                   : nullptr) != 1) {
+    return ConnectionError("cannot end COPY");
+  }
+  // The COPY's own result, then a NULL that ends it.
+  absl::StatusOr<Result> answer =
+      Take(PQgetResult(conn_), "COPY failed", conn_);
+  while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+  return answer;
+}
+
 std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     const std::vector<Pipelined>& statements) {
   std::vector<absl::StatusOr<Result>> answers;

@@ -104,6 +104,18 @@ class Connection {
   std::vector<absl::StatusOr<Result>> Pipeline(
       const std::vector<Pipelined>& statements);
 
+  // COPY ... FROM STDIN in three steps: StartCopyIn runs the COPY
+  // statement `sql`, PutCopyData sends rows in the format it names (any
+  // chunking; libpq buffers), EndCopyIn ends the data and returns the
+  // COPY's result (changed() = rows copied) or the server's error: one bad
+  // row fails the whole COPY. `abort_reason` ends it with that error
+  // instead (nothing is copied). REQUIRES: nothing else is sent on this
+  // connection between StartCopyIn and EndCopyIn.
+  absl::Status StartCopyIn(absl::string_view sql);
+  absl::Status PutCopyData(absl::string_view data);
+  absl::StatusOr<Result> EndCopyIn(
+      const std::optional<std::string>& abort_reason = std::nullopt);
+
   // Whether the connection is still up (PQstatus).
   bool Healthy() const;
   // Where the connection is as to transactions (PQtransactionStatus).

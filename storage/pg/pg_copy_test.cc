@@ -1,0 +1,330 @@
+// Copying a SQLite database into a real PostgreSQL server the test starts
+// itself: every table arrives row for row by either method (awkward text
+// included), the identity continues after the copied ids, a triflux-shaped
+// file is migrated on a private snapshot and left untouched, a target with
+// hub data is refused, a row PostgreSQL refuses or a verification that
+// reads back a different row leaves the target empty, and every refusal
+// carries its reason.
+#include "storage/pg/pg_copy.h"
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "status/status.h"
+#include "storage/database_lock.h"
+#include "storage/pg/pg_test_database.h"
+#include "storage/test_util.h"
+
+namespace hub::storage::pg {
+namespace {
+
+using storage::testing::FreshDbPath;
+using storage::testing::RawDb;
+
+std::string FileBytes(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string(std::istreambuf_iterator<char>(in), {});
+}
+
+// A hub database at the current schema with rows in every table, values
+// that COPY's text format must escape, NULLs and 64-bit integers.
+void BuildHubDb(const std::string& path) {
+  { ASSERT_NE(storage::testing::OpenOrDie(path), nullptr); }
+  RawDb raw(path);
+  ASSERT_EQ(
+      raw.Exec(
+          "INSERT INTO agents (agent_id, cli, pid, capabilities_json, "
+          "topics_json, last_seen_ms, lease_expires_ms, status, "
+          "metadata_json, project_id, session_id, host_id, "
+          "transport_locators_json, presence_generation, lease_ttl_ms) VALUES "
+          "('a-1', 'claude', 42, '[\"x\"]', '[]', 1000, 9223372036854775807, "
+          "'online', '{\"tab\":\"a\tb\",\"nl\":\"a\nb\\\\n\",\"cr\":\"\r\"}', "
+          "'prj_X', NULL, 'hst_1', '[]', 3, 30000),"
+          "('a-2', 'codex', NULL, '[]', '[]', 2, 3, 'offline', '{}', NULL, "
+          "'s', NULL, '[]', 0, NULL),"
+          "('\xC3\xA9t\xC3\xA9', 'gemini', -1, '[]', '[]', 2, 3, 'stale', "
+          "'{\"\xE2\x9C\x93\":\"\\\\\"}', NULL, NULL, NULL, '[]', 0, NULL);"
+          "INSERT INTO messages (id, type, from_agent, to_agent, topic, "
+          "priority, ttl_ms, created_at_ms, expires_at_ms, correlation_id, "
+          "trace_id, payload_json, status, role_key_wire) VALUES "
+          "('m-1', 'event', 'a-1', 'a-2', 't', 7, 1000, 10, 1010, 'c', 't', "
+          "'{\"x\":\"\\\\N\"}', 'queued', NULL),"
+          "('m-2', 'handoff', 'a-2', 'a-1', 'd', 5, 1000, 20, 1020, 'c', 't', "
+          "'', 'dead_letter', 'rk2.lead');"
+          "INSERT INTO message_inbox (delivery_id, message_id, agent_id, "
+          "delivered_at_ms, acked_at_ms, attempts) VALUES "
+          "(1, 'm-1', 'a-2', 11, NULL, 1), (5, 'm-2', 'a-1', 21, 22, 2),"
+          "(9, 'm-1', 'a-1', NULL, NULL, 0);"
+          "DELETE FROM message_inbox WHERE delivery_id = 9;"
+          "INSERT INTO dead_letters VALUES ('m-2', 'ttl_expired', 1020, NULL);"
+          "INSERT INTO role_registry (role_key_wire, project_id, role_kind, "
+          "scope_id, state, holder_agent_id, epoch, activation_seq, "
+          "activation_id, last_transition_ms, last_reason, version) VALUES "
+          "('rk2.cto', 'prj_X', 'cto', '', 'active', 'a-1', 3, 3, 'act-3', "
+          "100, 'role_activated', 4),"
+          "('rk2.lead', 'prj_X', 'lead', 'scp_1', 'electable', NULL, 0, 0, "
+          "NULL, 100, 'created', 0);"
+          "INSERT INTO role_candidates (role_key_wire, agent_id, source, "
+          "priority, updated_at_ms) VALUES ('rk2.cto', 'a-1', 'grant', 5, 1),"
+          "('rk2.cto', 'a-2', 'standup', 0, 2),"
+          "('rk2.lead', 'a-2', 'operator', 1, 3);"
+          "INSERT INTO hub_agent_owners VALUES ('a-1', 'alice', 7);"
+          "INSERT INTO hub_closed_scopes VALUES ('prj_X', 'scp_0', "
+          "'rk2.closed', 50, 'alice', 'done', 2),"
+          "('prj_X', 'scp_9', 'rk2.old', 40, 'bob', '', NULL);"),
+      "");
+}
+
+class PgCopyTest : public testing::PgDatabaseTest {
+ protected:
+  CopyOptions Options(const std::string& sqlite_path) {
+    CopyOptions options;
+    options.sqlite_path = sqlite_path;
+    options.conninfo = server_->ConnInfo(database_);
+    options.temp_dir = std::getenv("TEST_TMPDIR");
+    options.now_ms = [] { return int64_t{1'700'000'000'000}; };
+    return options;
+  }
+  // The number of rows in each copied table, and in hub_meta.
+  std::string Counts() {
+    std::unique_ptr<Connection> conn = Connect();
+    std::string out;
+    for (const std::string& t : CopiedTables()) {
+      absl::StatusOr<Result> r =
+          conn->Exec(absl::StrCat("SELECT count(*) FROM ", t));
+      absl::StrAppend(&out, t, "=", r.ok() ? r->Text(0, 0) : "?", " ");
+    }
+    return out;
+  }
+  std::string PgValue(const std::string& sql) {
+    absl::StatusOr<Result> r = Connect()->Exec(sql);
+    if (!r.ok()) return std::string(r.status().message());
+    return r->rows() == 0 ? "<none>" : std::string(r->Text(0, 0));
+  }
+};
+
+class PgCopyMethodTest : public PgCopyTest,
+                         public ::testing::WithParamInterface<CopyMethod> {};
+
+TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  const std::string before = FileBytes(path);
+  CopyOptions options = Options(path);
+  options.method = GetParam();
+  options.batch_rows = 2;  // several INSERTs per table, a partial last one
+  absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_FALSE(report->migrated_snapshot);
+  EXPECT_EQ(report->from_hub_schema_version, "6");
+  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2);
+  std::string counts;
+  for (const TableRows& t : report->tables) {
+    absl::StrAppend(&counts, t.table, "=", t.rows, " ");
+  }
+  EXPECT_EQ(counts,
+            "agents=3 messages=2 message_inbox=2 dead_letters=1 "
+            "role_registry=2 role_candidates=3 hub_agent_owners=1 "
+            "hub_closed_scopes=2 ");
+  EXPECT_EQ(Counts(), counts);
+  EXPECT_TRUE(report->left_behind.empty());
+  EXPECT_EQ(FileBytes(path), before);
+
+  EXPECT_EQ(PgValue("SELECT metadata_json FROM agents WHERE agent_id='a-1'"),
+            "{\"tab\":\"a\tb\",\"nl\":\"a\nb\\\\n\",\"cr\":\"\r\"}");
+  EXPECT_EQ(PgValue("SELECT lease_expires_ms FROM agents WHERE "
+                    "agent_id='a-1'"),
+            "9223372036854775807");
+  EXPECT_EQ(PgValue("SELECT pid IS NULL FROM agents WHERE agent_id='a-2'"),
+            "t");
+  EXPECT_EQ(PgValue("SELECT payload_json FROM messages WHERE id='m-2'"), "");
+  // Delivery ids continue after the highest one SQLite handed out (9, since
+  // deleted), not after the highest left (5).
+  EXPECT_EQ(PgValue("INSERT INTO message_inbox (message_id, agent_id) "
+                    "VALUES ('m-2', 'a-2') RETURNING delivery_id"),
+            "10");
+  EXPECT_EQ(PgValue("SELECT value FROM hub_meta WHERE "
+                    "key='copied_from_sqlite'"),
+            path);
+
+  // The copy verifies again on its own, and a later change is found.
+  absl::StatusOr<CopyReport> verified = VerifySqliteAgainstPostgres(options);
+  EXPECT_EQ(ReasonOf(verified.status()), "COPY_VERIFY_MISMATCH");
+  EXPECT_EQ(MetadataOf(verified.status())["table"], "message_inbox");
+  EXPECT_NE(verified.status().message().find(
+                "delivery_id=10: in PostgreSQL but not in SQLite"),
+            std::string::npos)
+      << verified.status();
+  ASSERT_EQ(PgValue("DELETE FROM message_inbox WHERE delivery_id = 10"),
+            "<none>");
+  verified = VerifySqliteAgainstPostgres(options);
+  ASSERT_TRUE(verified.ok()) << verified.status();
+  EXPECT_EQ(verified->rows, report->rows);
+}
+
+INSTANTIATE_TEST_SUITE_P(Methods, PgCopyMethodTest,
+                         ::testing::Values(CopyMethod::kCopy,
+                                           CopyMethod::kInsert),
+                         [](const ::testing::TestParamInfo<CopyMethod>& p) {
+                           return p.param == CopyMethod::kCopy ? "Copy"
+                                                               : "Insert";
+                         });
+
+TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  {
+    // A file as triflux v8 left it after a hub opened it once (no hub
+    // version, no hub tables), with one of triflux's own tables.
+    // tests/e2e/hubctl_db_copy_test.py copies a file of triflux's DDL.
+    RawDb raw(path);
+    ASSERT_EQ(
+        raw.Exec("DELETE FROM _meta WHERE key = 'hub_schema_version';"
+                 "DROP TABLE hub_agent_owners; DROP TABLE "
+                 "hub_closed_scopes; CREATE TABLE pipeline_state (key TEXT "
+                 "PRIMARY KEY, value TEXT); INSERT INTO pipeline_state "
+                 "VALUES ('k', 'v'), ('k2', 'v2');"),
+        "");
+  }
+  const std::string before = FileBytes(path);
+  absl::StatusOr<CopyReport> report = CopySqliteToPostgres(Options(path));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->migrated_snapshot);
+  EXPECT_EQ(report->from_schema_version, "8");
+  EXPECT_EQ(report->from_hub_schema_version, "");
+  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3);
+  ASSERT_EQ(report->left_behind.size(), 1u);
+  EXPECT_EQ(report->left_behind[0].table, "pipeline_state");
+  EXPECT_EQ(report->left_behind[0].rows, 2);
+  EXPECT_EQ(PgValue("SELECT count(*) FROM hub_closed_scopes"), "0");
+  EXPECT_EQ(FileBytes(path), before);
+  // No snapshot stays behind.
+  for (const auto& entry :
+       std::filesystem::directory_iterator(std::getenv("TEST_TMPDIR"))) {
+    EXPECT_EQ(entry.path().filename().string().rfind("hub-copy.", 0),
+              std::string::npos)
+        << entry.path();
+  }
+}
+
+TEST_F(PgCopyTest, ATargetWithHubDataIsRefusedUntouched) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  ASSERT_TRUE(CopySqliteToPostgres(Options(path)).ok());
+  const std::string counts = Counts();
+  absl::StatusOr<CopyReport> again = CopySqliteToPostgres(Options(path));
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(again.status()), "TARGET_NOT_EMPTY");
+  EXPECT_EQ(MetadataOf(again.status())["table"], "agents");
+  EXPECT_EQ(Counts(), counts);
+
+  // Emptied tables still carry the record of the earlier copy.
+  ASSERT_EQ(PgValue("TRUNCATE agents, messages, message_inbox, dead_letters, "
+                    "role_registry, role_candidates, hub_agent_owners, "
+                    "hub_closed_scopes"),
+            "<none>");
+  again = CopySqliteToPostgres(Options(path));
+  EXPECT_EQ(ReasonOf(again.status()), "TARGET_NOT_EMPTY");
+  EXPECT_EQ(MetadataOf(again.status())["table"], "hub_meta");
+}
+
+TEST_F(PgCopyTest, AVerificationThatReadsADifferentRowLeavesTheTargetEmpty) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  CopyOptions options = Options(path);
+  options.before_verify = [](Connection& pg) {
+    return pg
+        .Exec("UPDATE role_candidates SET priority = 6 WHERE agent_id = 'a-1'")
+        .status();
+  };
+  absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
+  EXPECT_EQ(report.status().code(), absl::StatusCode::kDataLoss);
+  EXPECT_EQ(ReasonOf(report.status()), "COPY_VERIFY_MISMATCH");
+  std::map<std::string, std::string> meta = MetadataOf(report.status());
+  EXPECT_EQ(meta["table"], "role_candidates");
+  EXPECT_EQ(meta["key"], "role_key_wire=rk2.cto,agent_id=a-1");
+  EXPECT_EQ(meta["column"], "priority");
+  EXPECT_NE(
+      report.status().message().find("is '5' in SQLite but '6' in PostgreSQL"),
+      std::string::npos)
+      << report.status();
+  EXPECT_EQ(Counts(),
+            "agents=0 messages=0 message_inbox=0 dead_letters=0 "
+            "role_registry=0 role_candidates=0 hub_agent_owners=0 "
+            "hub_closed_scopes=0 ");
+  EXPECT_EQ(PgValue("SELECT count(*) FROM hub_meta WHERE key LIKE 'copied%'"),
+            "0");
+  // The failed copy left nothing that refuses the next one.
+  options.before_verify = nullptr;
+  EXPECT_TRUE(CopySqliteToPostgres(options).ok());
+}
+
+TEST_F(PgCopyTest, ARowPostgresRefusesFailsTheCopyNamingItsTable) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  {
+    // SQLite enforces foreign keys only when asked: an orphan delivery.
+    RawDb raw(path);
+    ASSERT_EQ(raw.Exec("INSERT INTO message_inbox (message_id, agent_id) "
+                       "VALUES ('gone', 'a-1')"),
+              "");
+  }
+  absl::StatusOr<CopyReport> report = CopySqliteToPostgres(Options(path));
+  EXPECT_EQ(ReasonOf(report.status()), "STORE_CONSTRAINT") << report.status();
+  EXPECT_EQ(MetadataOf(report.status())["table"], "message_inbox");
+  EXPECT_EQ(MetadataOf(report.status())["sqlstate"], "23503");
+  EXPECT_EQ(PgValue("SELECT count(*) FROM agents"), "0");
+}
+
+TEST_F(PgCopyTest, EveryRefusalCarriesItsReason) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  CopyOptions options = Options(path);
+
+  options.conninfo = "postgres://[::1";
+  EXPECT_EQ(ReasonOf(CopySqliteToPostgres(options).status()),
+            "STORE_URL_INVALID");
+  options.conninfo = "host=/nonexistent-dir port=5432 dbname=x";
+  absl::Status unreachable = CopySqliteToPostgres(options).status();
+  EXPECT_EQ(unreachable.code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(unreachable), "STORE_UNAVAILABLE");
+  options.conninfo = server_->ConnInfo(database_);
+
+  options.sqlite_path = path + ".missing";
+  EXPECT_EQ(CopySqliteToPostgres(options).status().code(),
+            absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReasonOf(CopySqliteToPostgres(options).status()),
+            "STORE_NOT_FOUND");
+  const std::string junk = FreshDbPath("-junk");
+  std::ofstream(junk) << "not a database at all, just some text";
+  options.sqlite_path = junk;
+  EXPECT_EQ(ReasonOf(CopySqliteToPostgres(options).status()),
+            "STORE_NOT_SQLITE");
+  const std::string newer = FreshDbPath("-newer");
+  BuildHubDb(newer);
+  RawDb(newer).Exec(
+      "UPDATE _meta SET value = '99' WHERE key = 'hub_schema_version'");
+  options.sqlite_path = newer;
+  EXPECT_EQ(ReasonOf(CopySqliteToPostgres(options).status()), "SCHEMA_TOO_NEW");
+
+  options.sqlite_path = path;
+  {
+    absl::StatusOr<std::unique_ptr<DatabaseLock>> held =
+        DatabaseLock::Acquire(path, DatabaseHolder{"hubd", "", "x:1", ""});
+    ASSERT_TRUE(held.ok());
+    absl::Status locked = CopySqliteToPostgres(options).status();
+    EXPECT_EQ(ReasonOf(locked), "DATABASE_LOCKED");
+    EXPECT_NE(locked.message().find("hubctl backup"), std::string::npos);
+  }
+  EXPECT_TRUE(CopySqliteToPostgres(options).ok());
+}
+
+}  // namespace
+}  // namespace hub::storage::pg
