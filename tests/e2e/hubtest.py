@@ -188,3 +188,57 @@ def run_tests():
                 ET.SubElement(tc, outcome, message=detail[:200]).text = detail
         ET.ElementTree(suites).write(xml_path, encoding="utf-8", xml_declaration=True)
     sys.exit(0 if result.wasSuccessful() else 1)
+
+
+class Postgres:
+    """A throw-away PostgreSQL 15 server (like storage/pg/pg_test_server.h):
+    initdb into a fresh directory under /tmp, listening only on a Unix
+    socket there, run as `nobody` when the test runs as root (PostgreSQL
+    refuses root; the Bazel target is tagged no-sandbox for it)."""
+
+    BIN = "/usr/lib/postgresql/15/bin/"
+
+    def __init__(self):
+        import tempfile
+        self.dir = tempfile.mkdtemp(prefix="hub-pg-e2e.", dir="/tmp")
+        if os.geteuid() == 0:
+            import pwd
+            nobody = pwd.getpwnam("nobody")
+            os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
+        self._run("initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "hub",
+                  "-E", "UTF8", "--locale=C", "--no-sync")
+        options = ("-c listen_addresses= -c unix_socket_directories=%s "
+                   "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
+                   % self.dir)
+        self._run("pg_ctl", "-D", self.dir + "/data", "-l", self.dir + "/server.log",
+                  "-o", options, "-w", "-t", "60", "start")
+
+    def _run(self, program, *args, stdin=None):
+        prefix = []
+        if os.geteuid() == 0:
+            prefix = ["/usr/bin/setpriv", "--reuid=nobody", "--regid=nogroup",
+                      "--clear-groups"]
+        r = subprocess.run(prefix + [self.BIN + program, *args], cwd=self.dir,
+                           capture_output=True, text=True, input=stdin, timeout=120)
+        if r.returncode != 0:
+            raise RuntimeError("%s failed: %s%s" % (program, r.stdout, r.stderr))
+        return r.stdout
+
+    def url(self, database):
+        """A libpq URI for `database` as the superuser `hub`."""
+        return "postgresql://hub@/%s?host=%s" % (database, self.dir)
+
+    def create_database(self, name):
+        self._run("createdb", "-h", self.dir, "-U", "hub", name)
+
+    def sql(self, database, statement):
+        """Runs `statement` with psql; its rows as tab-separated lines."""
+        return self._run("psql", "-h", self.dir, "-U", "hub", "-d", database, "-XAtq",
+                         "-F", "\t", "-v", "ON_ERROR_STOP=1", "-c", statement).strip()
+
+    def stop(self):
+        try:
+            self._run("pg_ctl", "-D", self.dir + "/data", "-m", "immediate", "-w", "stop")
+        finally:
+            import shutil
+            shutil.rmtree(self.dir, ignore_errors=True)

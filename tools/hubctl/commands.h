@@ -38,6 +38,7 @@ std::vector<Command> HubCommands();      // status, rolekey
 std::vector<Command> AgentCommands();    // agents
 std::vector<Command> RoleCommands();     // roles, candidates
 std::vector<Command> MessageCommands();  // publish, pending, ack, dead-letters
+std::vector<Command> DbCommands();       // db copy, db verify (offline)
 
 // Role key arguments shared by role commands: a wire as the positional
 // argument at `index`, or --project/--kind[/--scope].

@@ -1,4 +1,5 @@
-// hubctl: the operator's command line for a running hub.
+// hubctl: the operator's command line for a running hub (and, offline,
+// for its databases: db copy, db verify).
 //
 //   hubctl [--addr=host:port] [--json] [--timeout=10s] [--tls_ca=ca.pem
 //          [--tls_cert=c.pem --tls_key=k.pem]] [--token_file=f] COMMAND ...
@@ -95,8 +96,8 @@ absl::Status ApplySecurityFlags(const Args& args,
 
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
-  for (auto group :
-       {HubCommands(), AgentCommands(), RoleCommands(), MessageCommands()}) {
+  for (auto group : {HubCommands(), AgentCommands(), RoleCommands(),
+                     MessageCommands(), DbCommands()}) {
     all.insert(all.end(), group.begin(), group.end());
   }
   return all;
