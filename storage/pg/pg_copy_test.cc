@@ -7,6 +7,7 @@
 // carries its reason.
 #include "storage/pg/pg_copy.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -14,11 +15,13 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
 #include "storage/database_lock.h"
+#include "storage/pg/pg_schema.h"
 #include "storage/pg/pg_test_database.h"
 #include "storage/test_util.h"
 
@@ -176,6 +179,20 @@ INSTANTIATE_TEST_SUITE_P(Methods, PgCopyMethodTest,
                            return p.param == CopyMethod::kCopy ? "Copy"
                                                                : "Insert";
                          });
+
+TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButHubMeta) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  absl::StatusOr<Result> r = conn->Exec(
+      "SELECT table_name FROM information_schema.tables WHERE "
+      "table_schema = 'public' AND table_name <> 'hub_meta' ORDER BY 1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  std::vector<std::string> tables;
+  for (int i = 0; i < r->rows(); ++i) tables.emplace_back(r->Text(i, 0));
+  std::vector<std::string> copied = CopiedTables();
+  std::sort(copied.begin(), copied.end());
+  EXPECT_EQ(copied, tables);
+}
 
 TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
   const std::string path = FreshDbPath();
