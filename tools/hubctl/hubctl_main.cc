@@ -118,7 +118,8 @@ void PrintFlags(std::ostream& out, const std::vector<FlagSpec>& flags) {
 }
 
 void TopHelp(std::ostream& out, const std::vector<Command>& commands) {
-  out << "hubctl: operator command line for a running hub.\n\n"
+  out << "hubctl: operator command line for a running hub (the db commands\n"
+         "work on database files directly, offline).\n\n"
          "Usage: hubctl [global flags] COMMAND [arguments] [flags]\n\n"
          "Commands:\n";
   size_t width = 0;
