@@ -670,4 +670,29 @@ absl::Status AuthorizeOperator(const Authority* authority,
   return RequireProject(*principal, project_id);
 }
 
+absl::StatusOr<Principal> AuthorizeOperatorOrOwner(
+    const Authority* authority, const grpc::ServerContextBase& context,
+    absl::string_view project_id, absl::string_view agent_id) {
+  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
+  if (!principal.ok()) return principal.status();
+  if (!project_id.empty()) {
+    if (absl::Status s = RequireProject(*principal, project_id); !s.ok()) {
+      return s;
+    }
+  }
+  if (!principal->IsAgentToken() || authority == nullptr) return principal;
+  if (agent_id.empty()) {
+    return WithMetadata(
+        Denied("PERMISSION_DENIED",
+               absl::StrCat("principal ", principal->name,
+                            " has an agent token, which acts only for an "
+                            "agent it owns: name it in agent_id")),
+        "field", "agent_id");
+  }
+  if (absl::Status s = authority->CheckOwner(*principal, agent_id); !s.ok()) {
+    return s;
+  }
+  return principal;
+}
+
 }  // namespace hub

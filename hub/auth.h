@@ -44,6 +44,11 @@ struct Principal {
   bool anonymous = true;              // no token file: everything allowed
 
   bool MayTouchProject(absl::string_view project_id) const;
+  // An agent token's principal (not an operator, admin or the anonymous
+  // admin).
+  bool IsAgentToken() const {
+    return !anonymous && kind == PrincipalKind::kAgent;
+  }
 };
 
 // One token of the token file: the SHA-256 of the token and its principal.
@@ -224,6 +229,18 @@ absl::Status AuthorizeOperator(const Authority* authority,
                                const grpc::ServerContextBase& context,
                                absl::string_view project_id,
                                absl::string_view what);
+
+// Authenticates and requires, for a call about `agent_id`'s part in a role
+// of `project_id` (its candidacy, an election asked for it): operator rights
+// on the project, as AuthorizeOperator; or an agent token whose projects hold
+// `project_id` (PROJECT_SCOPE_MISMATCH) and whose principal owns `agent_id`
+// (PERMISSION_DENIED, metadata agent_id). `project_id` "" skips the project
+// check, as in AuthorizeOperator. Returns the principal, so that the caller
+// can add the rules it keeps for agent tokens (docs/design/auth.md, "An
+// agent's own candidacy").
+absl::StatusOr<Principal> AuthorizeOperatorOrOwner(
+    const Authority* authority, const grpc::ServerContextBase& context,
+    absl::string_view project_id, absl::string_view agent_id);
 
 }  // namespace hub
 

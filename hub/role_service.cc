@@ -1,10 +1,12 @@
 // RoleService unary handlers. WatchRoles is in role_service_watch.cc.
 #include "hub/role_service.h"
 
+#include <algorithm>
 #include <optional>
 #include <string>
 #include <utility>
 
+#include "absl/strings/str_cat.h"
 #include "hub/call_gate.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
@@ -46,6 +48,45 @@ absl::Status ScopeListing(const Principal& principal,
   }
   filter->scope = ScopeOf(principal);
   if (!scope_id.empty()) filter->scope_id = scope_id;
+  return absl::OkStatus();
+}
+
+// What an agent token may write in its own candidate row: its preference
+// (priority, within +-kMaxAgentPriority, so that operators keep the ranks
+// above and below every self-declared one) and how to reach it (the
+// locators, as at registration). Where the row came from (source) and the
+// hub's record of probing it (failures, exclusion, last probe) are an
+// operator's to write: PERMISSION_DENIED, metadata field. A path the patch
+// does not have is left to the registry (UPDATE_MASK_INVALID).
+absl::Status CheckAgentPatch(const CandidatePatchInput& p) {
+  const std::pair<absl::string_view, bool> operator_only[] = {
+      {"source", p.source.has_value()},
+      {"consecutive_probe_failures", p.consecutive_probe_failures.has_value()},
+      {"excluded_until", p.excluded_until_ms.has_value()},
+      {"last_probe_at", p.last_probe_ms.has_value()},
+      {"last_probe_code", p.last_probe_code.has_value()}};
+  for (const auto& [path, set] : operator_only) {
+    const bool written =
+        p.update_mask.empty()
+            ? set
+            : std::find(p.update_mask.begin(), p.update_mask.end(), path) !=
+                  p.update_mask.end();
+    if (written) {
+      return WithMetadata(
+          ReasonError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                      absl::StrCat("an agent token may not write candidate.",
+                                   path, ": it is an operator's")),
+          "field", absl::StrCat("candidate.", path));
+    }
+  }
+  constexpr int64_t kMax = RoleServiceImpl::kMaxAgentPriority;
+  if (p.priority.has_value() && (*p.priority > kMax || *p.priority < -kMax)) {
+    return WithMetadata(
+        ReasonError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                    absl::StrCat("an agent token may set a priority of -", kMax,
+                                 "..", kMax, " only; beyond is an operator's")),
+        "field", "candidate.priority");
+  }
   return absl::OkStatus();
 }
 
@@ -166,25 +207,25 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
     grpc::CallbackServerContext* context,
     const hub::v1::UpsertRoleCandidateRequest* request,
     hub::v1::UpsertRoleCandidateResponse* response) {
-  if (absl::Status s = AuthorizeOperator(
-          authority_, *context,
-          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
-                                 request->role_key_wire())),
-          "UpsertRoleCandidate");
-      !s.ok()) {
-    return Finish(context, s);
+  CandidateUpsertInput input;
+  input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
+                            request->role_key_wire());
+  input.agent_id = request->agent_id();
+  input.patch =
+      ToCandidatePatchInput(request->candidate(), request->update_mask());
+  absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
+      authority_, *context, ProjectOf(input.role), input.agent_id);
+  if (!principal.ok()) return Finish(context, principal.status());
+  if (principal->IsAgentToken()) {
+    if (absl::Status s = CheckAgentPatch(input.patch); !s.ok()) {
+      return Finish(context, s);
+    }
   }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  pool_->Schedule([this, reactor, request, response] {
-    CandidateUpsertInput input;
-    input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
-                              request->role_key_wire());
-    input.agent_id = request->agent_id();
-    input.patch =
-        ToCandidatePatchInput(request->candidate(), request->update_mask());
+  pool_->Schedule([this, reactor, response, input = std::move(input)] {
     absl::StatusOr<CandidateUpsertResult> result =
         registry_->UpsertCandidate(input);
     if (result.ok()) {
@@ -202,10 +243,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::RemoveRoleCandidate(
     hub::v1::RemoveRoleCandidateResponse* response) {
   const RoleKeyRef role = ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire());
-  if (absl::Status s = AuthorizeOperator(authority_, *context, ProjectOf(role),
-                                         "RemoveRoleCandidate");
-      !s.ok()) {
-    return Finish(context, s);
+  if (absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
+          authority_, *context, ProjectOf(role), request->agent_id());
+      !principal.ok()) {
+    return Finish(context, principal.status());
   }
   if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
     return FinishUnary(context, admit);

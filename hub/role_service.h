@@ -25,6 +25,11 @@ namespace hub {
 
 class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
  public:
+  // The largest priority (and, negated, the smallest) an agent token may
+  // give its own candidacy; beyond it only operators rank candidates
+  // (docs/design/auth.md, "An agent's own candidacy").
+  static constexpr int64_t kMaxAgentPriority = 1'000'000;
+
   // The limits every call passes first (docs/design/limits.md); set before
   // the server starts, must outlive the service. Without one, calls are not
   // limited.

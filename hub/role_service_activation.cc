@@ -30,6 +30,25 @@ std::string TriggerWord(hub::v1::EnsureRoleTrigger trigger) {
   return absl::AsciiStrToLower(name.substr(kPrefix.size()));
 }
 
+// What an agent token may give as EnsureRole's trigger: what an agent
+// session does (it starts, or it asks). The other client triggers name hub or
+// operator events the log would then misreport, and CHARTER_ISSUED re-elects
+// an active holder under a new epoch (fencing it): PERMISSION_DENIED, metadata
+// field. UNSPECIFIED and hub-only triggers stay ENSURE_ROLE_REQUEST_INVALID.
+absl::Status CheckAgentTrigger(hub::v1::EnsureRoleTrigger trigger) {
+  if (trigger == hub::v1::ENSURE_ROLE_TRIGGER_SESSION_START ||
+      trigger == hub::v1::ENSURE_ROLE_TRIGGER_MANUAL ||
+      TriggerWord(trigger).empty()) {
+    return absl::OkStatus();
+  }
+  return WithMetadata(
+      ReasonError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                  absl::StrCat("an agent token may ask for an election with "
+                               "trigger SESSION_START or MANUAL, not ",
+                               TriggerWord(trigger))),
+      "field", "trigger");
+}
+
 // The receipt, with the trigger and cause id the caller sent.
 void FillReceipt(const EnsureReceipt& receipt,
                  const hub::v1::EnsureRoleRequest& request,
@@ -85,10 +104,14 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(
         ToRoleKeyRef(request->has_role_key(), request->role_key(),
                      request->role_key_wire()));
-    if (absl::Status s = AuthorizeOperator(authority_, *context,
-                                           key.ok() ? key->key.project_id : "",
-                                           "EnsureRole");
-        !s.ok()) {
+    absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
+        authority_, *context, key.ok() ? key->key.project_id : "",
+        request->agent_id());
+    absl::Status s = principal.status();
+    if (s.ok() && principal->IsAgentToken()) {
+      s = CheckAgentTrigger(request->trigger());
+    }
+    if (!s.ok()) {
       reactor->Finish(ToGrpcStatus(s));
       return reactor;
     }
