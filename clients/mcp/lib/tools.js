@@ -397,10 +397,11 @@ tool('hub_role_candidacy',
         : `was not a candidate for ${wire}`,
       structured: { role_key_wire: wire, candidate: false, removed: r.removed } };
     }
+    // Only the priority: the probe record (failures, exclusion) is hub's, and
+    // an agent token may not write it (docs/design/auth.md).
     const r = await ctx.client.roles.upsertRoleCandidate({ roleKeyWire: wire,
-      agentId: ctx.identity.agentId,
-      candidate: { priority: args.priority || 0, consecutiveProbeFailures: 0 },
-      updateMask: { paths: ['priority', 'consecutive_probe_failures', 'excluded_until'] } });
+      agentId: ctx.identity.agentId, candidate: { priority: args.priority || 0 },
+      updateMask: { paths: ['priority'] } });
     ctx.setWithdrawn(wire, false);
     const c = r.candidate;
     return { text: `now a candidate for ${roleName(c.roleKey)} (priority ${c.priority})`,

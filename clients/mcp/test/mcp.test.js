@@ -2,6 +2,9 @@
 // hub-mcp against the real hubd, through the MCP SDK's Client over stdio.
 const test = require('node:test');
 const assert = require('node:assert/strict');
+const fs = require('fs');
+const os = require('os');
+const path = require('path');
 const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, PROJECT } = require('./harness');
 
 let hubd;
@@ -209,6 +212,31 @@ test('A holds the cto role with its epoch; after A is SIGKILLed, candidate B tak
   const left = await b.call('hub_role_candidates', { role: 'cto' });
   assert.deepEqual(left.structuredContent.candidates.map((c) => c.agent_id), ['mcp-role-a']);
   assert.equal((await b.call('hub_role_get', { role: 'cto' })).structuredContent.holder_agent_id, 'mcp-role-b');
+});
+
+test('with an agent token, a session becomes a candidate, is elected and stops, with no operator token', async () => {
+  const token = 'mcp-agent-token-000000001';
+  const tokens = path.join(fs.mkdtempSync(path.join(process.env.TEST_TMPDIR || os.tmpdir(), 'mcp-tokens-')),
+    'tokens.json');
+  fs.writeFileSync(tokens, JSON.stringify({ tokens: [
+    { token, principal: 'mcp-agent', kind: 'agent', projects: [PROJECT] }] }));
+  const secured = await Hubd.start({ dbPath: freshDbPath('mcp-tokens'), args: [`--token_file=${tokens}`] });
+  const a = await startMcp({ hub: secured.address, agentId: 'mcp-token-a', env: { HUB_TOKEN: token } });
+  try {
+    await attached(a);
+    const cand = await a.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 5 });
+    assert.equal(cand.isError, undefined, JSON.stringify(cand));
+    const ensure = await a.call('hub_role_ensure', { role: 'cto', cause: 'test' });
+    assert.equal(ensure.isError, undefined, JSON.stringify(ensure));
+    await waitFor('A holds cto', async () =>
+      (await a.call('hub_whoami')).structuredContent.roles.find((r) => r.role === 'cto'));
+    const stop = await a.call('hub_role_candidacy', { role: 'cto', candidate: false });
+    assert.equal(stop.structuredContent.removed, true, JSON.stringify(stop));
+    assert.deepEqual((await a.call('hub_role_candidates', { role: 'cto' })).structuredContent.candidates, []);
+  } finally {
+    await a.close();
+    await secured.stop();
+  }
 });
 
 test('a holder that steps down hands the role to the next candidate at once', async () => {
