@@ -5,7 +5,8 @@
 const USAGE = `usage:
   hub-mcp [serve] [--client=claude|codex|gemini|other] [--hub=ADDR] [--token-env=VAR]
           [--agent-id=ID] [--project=prj_…] [--topics=a,b] [--heartbeat-ttl=SECONDS] [--no-tmux]
-  hub-mcp hook --client=claude --event=SessionStart|UserPromptSubmit|PostToolUse
+  hub-mcp hook --client=claude|codex --event=SessionStart|UserPromptSubmit|PostToolUse
+  hub-mcp hook --client=gemini --event=SessionStart|BeforeAgent|AfterTool
   hub-mcp install|uninstall --client=claude|codex|gemini [--scope=user|project] [--hub=ADDR]
           [--token-env=VAR]
 The hub address is --hub, else $HUB_ADDR, else 127.0.0.1:27889.`;

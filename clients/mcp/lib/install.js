@@ -1,16 +1,18 @@
 'use strict';
-// `hub-mcp install|uninstall`: writes (or removes) the hub server entry in the
-// documented configuration of one CLI, and for Claude Code its hooks, and
-// nothing else.
+// `hub-mcp install|uninstall`: writes (or removes) the hub server entry and
+// hub-mcp's hooks in the documented configuration of one CLI, and nothing
+// else.
 //
 //   claude  project: <dir>/.mcp.json             mcpServers.hub
 //                    <dir>/.claude/settings.json hooks
 //           user:    ~/.claude.json              mcpServers.hub
 //                    ~/.claude/settings.json     hooks
 //   codex   user:    ~/.codex/config.toml        [mcp_servers.hub] ($CODEX_HOME)
+//                    ~/.codex/hooks.json         hooks
 //           project: <dir>/.codex/config.toml     [mcp_servers.hub] (trusted projects)
-//   gemini  project: <dir>/.gemini/settings.json mcpServers.hub
-//           user:    ~/.gemini/settings.json     mcpServers.hub
+//                    <dir>/.codex/hooks.json      hooks
+//   gemini  project: <dir>/.gemini/settings.json mcpServers.hub, hooks
+//           user:    ~/.gemini/settings.json     mcpServers.hub, hooks
 //
 // JSON files are parsed and written back with their own indentation and key
 // order, so every other entry keeps its bytes when the file was formatted
@@ -23,7 +25,20 @@ const os = require('os');
 const path = require('path');
 
 const BIN = path.resolve(__dirname, '..', 'bin', 'hub-mcp');
-const HOOK_EVENTS = ['SessionStart', 'UserPromptSubmit', 'PostToolUse'];
+// The hooks of each CLI: its events for the same three moments (the session
+// starts, a prompt is submitted, a tool call returned), the matcher its tool
+// event needs to match every tool, and its timeout's unit. All three read
+// the same output (hookSpecificOutput.additionalContext, bin/hub-mcp).
+const HOOKS = {
+  claude: { events: ['SessionStart', 'UserPromptSubmit', 'PostToolUse'], tool: 'PostToolUse', matcher: '*',
+    timeout: 5 },
+  // Codex: a group without a matcher matches every tool; timeout in seconds.
+  codex: { events: ['SessionStart', 'UserPromptSubmit', 'PostToolUse'], timeout: 5 },
+  // Gemini CLI: timeout in milliseconds; the name is what /hooks shows and
+  // hooksConfig.disabled lists.
+  gemini: { events: ['SessionStart', 'BeforeAgent', 'AfterTool'], tool: 'AfterTool', matcher: '*',
+    timeout: 5000, named: true },
+};
 
 class InstallError extends Error {}
 
@@ -84,9 +99,16 @@ function writeJson(file, before, data, { removeIfEmpty = false } = {}) {
   return before.exists ? 'changed' : 'created';
 }
 
-function editMcpServers(file, entry) {
+// Reads and checks `file`, applies each edit to its data; returns the write,
+// to be run once every file of the command has been checked.
+function planJson(file, install, ...edits) {
   const before = readJson(file);
-  const data = before.data;
+  for (const edit of edits) edit(before.data, file);
+  return () => writeJson(file, before, before.data, { removeIfEmpty: !install });
+}
+
+// Sets (entry) or removes (null) mcpServers.hub.
+function setMcpServer(data, file, entry) {
   const servers = objectAt(data, 'mcpServers', file);
   if (entry) {
     // An existing key keeps its place among its siblings; a new one goes last.
@@ -96,26 +118,33 @@ function editMcpServers(file, entry) {
     delete servers.hub;
     if (Object.keys(servers).length === 0) delete data.mcpServers;
   }
-  return writeJson(file, before, data, { removeIfEmpty: !entry });
 }
 
 // The hook command of `event`, and whether a command is one of ours.
-function hookCommand(event) {
-  return `${BIN} hook --client=claude --event=${event}`;
+function hookCommand(event, client = 'claude') {
+  return `${BIN} hook --client=${client} --event=${event}`;
 }
 function isOurHook(command, event) {
   return typeof command === 'string' && /hub-mcp hook /.test(command) &&
     command.includes(`--event=${event}`);
 }
 
-function editHooks(file, install) {
-  const before = readJson(file);
-  const data = before.data;
+function hookEntry(client, event) {
+  const spec = HOOKS[client];
+  const entry = { type: 'command', command: hookCommand(event, client), timeout: spec.timeout };
+  if (spec.named) entry.name = `hub-mcp ${event}`;
+  return entry;
+}
+
+// Adds (install) or removes our hook of each of `client`'s events in the
+// "hooks" object; an existing one of ours is replaced in place.
+function setHooks(data, file, client, install) {
   const hooks = objectAt(data, 'hooks', file) || {};
-  for (const event of HOOK_EVENTS) {
+  const spec = HOOKS[client];
+  for (const event of spec.events) {
     const groups = hooks[event] === undefined ? [] : hooks[event];
     if (!Array.isArray(groups)) throw new InstallError(`${file}: hooks.${event} is not an array; nothing was written`);
-    const mine = { type: 'command', command: hookCommand(event), timeout: 5 };
+    const mine = hookEntry(client, event);
     let found = false;
     const kept = [];
     for (const group of groups) {
@@ -132,14 +161,13 @@ function editHooks(file, install) {
       }
     }
     if (install && !found) {
-      kept.push(event === 'PostToolUse' ? { matcher: '*', hooks: [mine] } : { hooks: [mine] });
+      kept.push(event === spec.tool ? { matcher: spec.matcher, hooks: [mine] } : { hooks: [mine] });
     }
     if (kept.length > 0) hooks[event] = kept;
     else delete hooks[event];
   }
   if (Object.keys(hooks).length > 0) data.hooks = hooks;
   else delete data.hooks;
-  return writeJson(file, before, data, { removeIfEmpty: !install });
 }
 
 // ---- TOML (Codex) -------------------------------------------------------------
@@ -177,7 +205,8 @@ function hubTableRange(lines) {
   return { start, end };
 }
 
-function editCodex(file, o, env, install) {
+// Checks `file` and computes its new text; returns the write (see planJson).
+function planCodex(file, o, env, install) {
   const exists = fs.existsSync(file);
   const text = exists ? fs.readFileSync(file, 'utf8') : '';
   const toml = require('smol-toml');
@@ -209,13 +238,13 @@ function editCodex(file, o, env, install) {
       next = head + block;
     }
   } else {
-    if (start < 0) return 'unchanged';
+    if (start < 0) return () => 'unchanged';
     let head = lines.slice(0, start).join('');
     const tail = lines.slice(end).join('');
     if (tail === '' && head.endsWith('\n\n')) head = head.slice(0, -1);
     next = head + tail;
   }
-  if (next === text) return 'unchanged';
+  if (next === text) return () => 'unchanged';
   try {
     const check = toml.parse(next);
     const hub = check.mcp_servers && check.mcp_servers.hub;
@@ -223,15 +252,17 @@ function editCodex(file, o, env, install) {
   } catch (e) {
     throw new InstallError(`${file}: editing [mcp_servers.hub] would break the file (${e.message}); nothing was written`);
   }
-  if (!install && next.trim() === '') {
-    fs.rmSync(file);
-    return 'removed';
-  }
-  fs.mkdirSync(path.dirname(file), { recursive: true });
-  const tmp = `${file}.hub-mcp.tmp`;
-  fs.writeFileSync(tmp, next, { mode: exists ? fs.statSync(file).mode & 0o777 : 0o600 });
-  fs.renameSync(tmp, file);
-  return exists ? 'changed' : 'created';
+  return () => {
+    if (!install && next.trim() === '') {
+      fs.rmSync(file);
+      return 'removed';
+    }
+    fs.mkdirSync(path.dirname(file), { recursive: true });
+    const tmp = `${file}.hub-mcp.tmp`;
+    fs.writeFileSync(tmp, next, { mode: exists ? fs.statSync(file).mode & 0o777 : 0o600 });
+    fs.renameSync(tmp, file);
+    return exists ? 'changed' : 'created';
+  };
 }
 
 // ---- the command ----------------------------------------------------------------
@@ -250,53 +281,54 @@ function apply(install, o) {
   if (o.tokenEnv && !/^[A-Za-z_][A-Za-z0-9_]*$/.test(o.tokenEnv)) {
     throw new InstallError('--token-env must name an environment variable');
   }
-  const changes = [];
+  const planned = [];  // [file, what, write]: every file is checked before any is written
   const notes = [];
   const env0 = { HUB_MCP_MODULES: modulesDir(env) };
-  const change = (file, what, result) => changes.push({ file, what, result });
+  const hooksWhat = (client) => `hooks (${HOOKS[client].events.join(', ')})`;
+  const hooks = (client) => (data, file) => setHooks(data, file, client, install);
   if (o.client === 'claude') {
     const mcpFile = scope === 'project' ? path.join(dir, '.mcp.json') : path.join(home, '.claude.json');
     const settings = scope === 'project' ? path.join(dir, '.claude', 'settings.json')
       : path.join(home, '.claude', 'settings.json');
-    // Check both files before writing either.
-    readJson(mcpFile);
-    readJson(settings);
     const entry = install ? { type: 'stdio', command: BIN, args: serverArgs(o), env: env0 } : null;
-    change(mcpFile, 'mcpServers.hub', editMcpServers(mcpFile, entry));
-    change(settings, `hooks (${HOOK_EVENTS.join(', ')})`, editHooks(settings, install));
+    planned.push([mcpFile, 'mcpServers.hub', planJson(mcpFile, install, (d, f) => setMcpServer(d, f, entry))]);
+    planned.push([settings, hooksWhat('claude'), planJson(settings, install, hooks('claude'))]);
     if (install && scope === 'project') {
       notes.push('Claude Code asks once to approve the project MCP servers of .mcp.json: ' +
         'approve "hub" when it asks (claude mcp reset-project-choices asks again).');
     }
   } else if (o.client === 'codex') {
-    const file = scope === 'project' ? path.join(dir, '.codex', 'config.toml')
-      : path.join(env.CODEX_HOME || path.join(home, '.codex'), 'config.toml');
-    change(file, '[mcp_servers.hub]', editCodex(file, o, env, install));
+    const layer = scope === 'project' ? path.join(dir, '.codex') : env.CODEX_HOME || path.join(home, '.codex');
+    const file = path.join(layer, 'config.toml');
+    const hooksFile = path.join(layer, 'hooks.json');
+    planned.push([file, '[mcp_servers.hub]', planCodex(file, o, env, install)]);
+    planned.push([hooksFile, hooksWhat('codex'), planJson(hooksFile, install, hooks('codex'))]);
     if (install && scope === 'project') {
-      notes.push('Codex reads a project\'s .codex/config.toml only when the project is trusted: ' +
-        'trust it when Codex asks.');
+      notes.push('Codex reads a project\'s .codex/config.toml and .codex/hooks.json only when the project ' +
+        'is trusted: trust it when Codex asks.');
     }
     if (install) {
+      notes.push('Codex runs a new or changed hook only once you trust it, and skips it silently until ' +
+        'then: open /hooks in codex and trust the three "hub-mcp hook" entries (codex exec ' +
+        '--dangerously-bypass-hook-trust runs them without, for automation that vets its hooks).');
       notes.push('Codex starts MCP servers with only part of its environment: a token variable ' +
         'named by --token-env must be listed for the server or set in its env table.');
     }
   } else if (o.client === 'gemini') {
     const file = scope === 'project' ? path.join(dir, '.gemini', 'settings.json')
       : path.join(home, '.gemini', 'settings.json');
-    readJson(file);
     const entry = install ? { command: BIN, args: serverArgs(o), env: env0 } : null;
-    change(file, 'mcpServers.hub', editMcpServers(file, entry));
-    if (install && scope === 'project') {
-      notes.push('Gemini CLI reads project settings only in trusted folders: trust this folder ' +
-        'when it asks (or with /permissions).');
-    }
+    planned.push([file, `mcpServers.hub, ${hooksWhat('gemini')}`,
+      planJson(file, install, (d, f) => setMcpServer(d, f, entry), hooks('gemini'))]);
     if (install) {
-      notes.push('Gemini CLI has no hook hub-mcp installs: the model learns of new messages through ' +
-        'hub_inbox and hub_whoami.');
+      notes.push('Gemini CLI starts MCP servers and runs hooks, the user\'s too, only in trusted folders: ' +
+        'trust the project folder when it asks (or with /permissions); gemini -p needs --skip-trust ' +
+        'or GEMINI_CLI_TRUST_WORKSPACE=true in a folder not trusted yet.');
     }
   } else {
     throw new InstallError('--client must be claude, codex or gemini');
   }
+  const changes = planned.map(([file, what, write]) => ({ file, what, result: write() }));
   return { changes, notes };
 }
 
@@ -318,4 +350,4 @@ function runInstall(command, flags) {
   }
 }
 
-module.exports = { apply, runInstall, InstallError, BIN, hookCommand, HOOK_EVENTS };
+module.exports = { apply, runInstall, InstallError, BIN, hookCommand, HOOKS };

@@ -30,8 +30,8 @@ function baseEnv(extra = {}) {
 }
 
 /** A hub-mcp process with an MCP client connected to it. */
-async function startMcp({ hub, agentId, project = PROJECT, args = [], env = {} }) {
-  const argv = ['serve', '--client=claude', `--hub=${hub}`, ...args];
+async function startMcp({ hub, agentId, project = PROJECT, args = [], env = {}, cli = 'claude' }) {
+  const argv = ['serve', `--client=${cli}`, `--hub=${hub}`, ...args];
   if (agentId) argv.push(`--agent-id=${agentId}`);
   if (project) argv.push(`--project=${project}`);
   const transport = new StdioClientTransport({ command: BIN, args: argv, env: baseEnv(env), stderr: 'pipe' });
@@ -80,18 +80,21 @@ function exited(mcp) {
   return new Promise((resolve) => proc.once('exit', resolve));
 }
 
-/** Runs `hub-mcp hook ...`; resolves {code, stdout, stderr, ms}. */
-function runHook(event, env = {}, sessionId = 'test') {
+/**
+ * Runs `hub-mcp hook --client=CLIENT --event=EVENT` with `input` (default
+ * {session_id, hook_event_name}) on stdin; resolves {code, stdout, stderr, ms}.
+ */
+function runHook(event, env = {}, sessionId = 'test', { client = 'claude', input } = {}) {
   return new Promise((resolve) => {
     const t0 = process.hrtime.bigint();
-    const p = spawn(BIN, ['hook', '--client=claude', `--event=${event}`], { env: baseEnv(env),
+    const p = spawn(BIN, ['hook', `--client=${client}`, `--event=${event}`], { env: baseEnv(env),
       stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     p.stdout.on('data', (c) => { stdout += c; });
     p.stderr.on('data', (c) => { stderr += c; });
     p.stdin.on('error', () => {});
-    p.stdin.end(JSON.stringify({ session_id: sessionId, hook_event_name: event }));
+    p.stdin.end(JSON.stringify(input || { session_id: sessionId, hook_event_name: event }));
     p.on('close', (code) => resolve({ code, stdout, stderr,
       ms: Number(process.hrtime.bigint() - t0) / 1e6 }));
   });

@@ -1,5 +1,5 @@
 'use strict';
-// The Claude Code hook: its JSON from what the running server left, nothing
+// The hook of each CLI: its JSON from what the running server left, nothing
 // when the server is gone, and never a failure.
 const test = require('node:test');
 const assert = require('node:assert/strict');
@@ -126,9 +126,66 @@ test('a hook of another session (a claude nested in this one) shows nothing of t
   }
 });
 
-test('no server at all, or an unknown event: nothing, exit 0, quickly', async () => {
-  for (const event of ['SessionStart', 'UserPromptSubmit', 'Bogus']) {
-    const r = await runHook(event, { HUB_MCP_RUNTIME_DIR: '/nonexistent/hub-mcp' });
-    assert.deepEqual([r.code, r.stdout, r.stderr], [0, '', ''], event);
+// The inputs Codex 0.171 and Gemini CLI 0.61 sent their hooks (recorded from
+// `codex exec` and `gemini -p` runs): the hook reads only session_id.
+const INPUTS = {
+  codex: (event, sid) => ({ session_id: sid, turn_id: '01a2316c-6acf-7ff0-b7fa-684a262fe7d7',
+    transcript_path: '/tmp/home/.codex/sessions/2026/12/01/rollout.jsonl', cwd: '/tmp/proj', hook_event_name: event,
+    model: 'gpt-test', permission_mode: 'bypassPermissions', ...(event === 'SessionStart' ? { source: 'startup' } : {}),
+    ...(event === 'UserPromptSubmit' ? { prompt: 'say "hi"' } : {}) }),
+  gemini: (event, sid) => ({ session_id: sid, transcript_path: '/tmp/home/.gemini/tmp/proj/chats/session.jsonl',
+    cwd: '/tmp/proj', hook_event_name: event, timestamp: '2026-12-01T11:46:28.490Z',
+    ...(event === 'SessionStart' ? { source: 'startup' } : {}), ...(event === 'BeforeAgent' ? { prompt: 'say hi' } : {}) }),
+};
+
+for (const [client, [start, prompt, tool], other] of [
+  ['codex', ['SessionStart', 'UserPromptSubmit', 'PostToolUse'], 'AfterTool'],
+  ['gemini', ['SessionStart', 'BeforeAgent', 'AfterTool'], 'PostToolUse'],
+]) {
+  test(`${client}: ${start}, ${prompt} and ${tool} print ${client}'s hook output`, async () => {
+    const agentId = `mcp-hook-${client}`;
+    const m = await startMcp({ hub: hubd.address, agentId, cli: client });
+    const hook = (event) => runHook(event, {}, 'any', { client, input: INPUTS[client](event, `${client}-session`) });
+    try {
+      await attached(m);
+      const send = (text) => hub.messages.publish({ fromAgentId: 'sender-c', to: agentId, priority: 6,
+        payload: { fields: { text: { stringValue: text } } } });
+      await send('before the session\nsecond line');
+      const begun = await waitFor('the start context', async () => {
+        const r = await hook(start);
+        return r.stdout.includes('1 pending') ? r : null;
+      });
+      assert.match(context(begun, start), new RegExp(`^hub: you are agent ${agentId} on hub `));
+      for (const [event, text] of [[prompt, 'on a prompt'], [tool, 'after a tool']]) {
+        await send(`${text} "quoted"`);
+        const r = await waitFor(`the message ${text}`, async () => {
+          const x = await hook(event);
+          return x.stdout ? x : null;
+        });
+        assert.match(context(r, event), new RegExp(`^hub: new since your last look:\nhub message: message \\S+ ` +
+          `from sender-c \\[event, priority 6\\]: ${text} "quoted"\n$`));
+      }
+      // Another CLI's event name is not this CLI's hook: nothing, and nothing claimed.
+      await send('still waiting');
+      await waitFor('the event file', () => fs.readdirSync(path.join(RUNTIME_DIR, String(process.pid), 'ev')).length > 0);
+      const wrong = await hook(other);
+      assert.deepEqual([wrong.code, wrong.stdout, wrong.stderr], [0, '', '']);
+      assert.match(context(await hook(prompt), prompt), /still waiting/);
+    } finally {
+      const down = exited(m);
+      await m.close();
+      await down;
+    }
+    const gone = await hook(start);
+    assert.deepEqual([gone.code, gone.stdout], [0, '']);
+  });
+}
+
+test('no server at all, or an unknown event or client: nothing, exit 0, quickly', async () => {
+  const env = { HUB_MCP_RUNTIME_DIR: '/nonexistent/hub-mcp' };
+  for (const [client, event] of [['claude', 'SessionStart'], ['claude', 'UserPromptSubmit'], ['claude', 'Bogus'],
+    ['codex', 'PostToolUse'], ['gemini', 'BeforeAgent'], ['vim', 'SessionStart']]) {
+    const r = await runHook(event, env, 'test', { client });
+    assert.deepEqual([r.code, r.stdout, r.stderr], [0, '', ''], `${client} ${event}`);
   }
 });

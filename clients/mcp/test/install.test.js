@@ -6,7 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { apply, InstallError, BIN } = require('../lib/install');
+const { apply, InstallError, BIN, hookCommand } = require('../lib/install');
 const { tmpDir } = require('./harness');
 
 const ENV = { HUB_MCP_MODULES: '/opt/hub-mcp/node_modules' };
@@ -77,21 +77,38 @@ test('claude, project scope: .mcp.json and .claude/settings.json, created and re
   assert.ok(!fs.existsSync(path.join(home, '.claude.json')));
 });
 
-test('codex: only the [mcp_servers.hub] table text changes', () => {
+// A hooks file with an entry of its own, as a user or another tool wrote it.
+const CODEX_HOOKS = JSON.stringify({ hooks: { PostToolUse: [{ matcher: 'Bash', hooks: [
+  { type: 'command', command: 'python3 ~/.codex/log.py', timeout: 30 }] }] } }, null, 2) + '\n';
+
+test('codex: only the [mcp_servers.hub] table text changes; hooks in hooks.json beside it', () => {
   const { home, dir } = dirs();
   const file = path.join(home, '.codex', 'config.toml');
+  const hooksFile = path.join(home, '.codex', 'hooks.json');
   const original = '# my settings\nmodel = "o3"   # keep this comment\n\n[mcp_servers.other]\ncommand = "x"\n' +
     'args = [ "a",  "b" ]\n\n[profiles.fast]\nmodel="o4-mini"\n';
   write(file, original);
+  write(hooksFile, CODEX_HOOKS);
   const o = { client: 'codex', hub: '127.0.0.1:5', home, dir, env: ENV };
-  assert.deepEqual(results(apply(true, o)), ['changed']);
+  const r = apply(true, o);
+  assert.deepEqual(results(r), ['changed', 'changed']);
+  assert.match(r.notes.join('\n'), /trust the three "hub-mcp hook" entries/);
+  const hooks = JSON.parse(read(hooksFile)).hooks;
+  assert.deepEqual(Object.keys(hooks), ['PostToolUse', 'SessionStart', 'UserPromptSubmit']);
+  assert.equal(hooks.PostToolUse[0].hooks[0].command, 'python3 ~/.codex/log.py');
+  for (const event of ['SessionStart', 'UserPromptSubmit', 'PostToolUse']) {
+    // No matcher: every tool (Codex reads a matcher as a regular expression).
+    assert.deepEqual(hooks[event][hooks[event].length - 1], { hooks: [{ type: 'command',
+      command: `${BIN} hook --client=codex --event=${event}`, timeout: 5 }] }, event);
+  }
+  assert.ok(read(hooksFile).startsWith(CODEX_HOOKS.slice(0, CODEX_HOOKS.indexOf('\n    ]'))));
   const text = read(file);
   assert.ok(text.startsWith(original), 'everything before is kept byte for byte');
   assert.equal(text.slice(original.length), `\n[mcp_servers.hub]\ncommand = ${JSON.stringify(BIN)}\n` +
     'args = ["serve", "--client=codex", "--hub=127.0.0.1:5"]\nenv = { HUB_MCP_MODULES = "/opt/hub-mcp/node_modules" }\n');
-  assert.deepEqual(results(apply(true, o)), ['unchanged']);
+  assert.deepEqual(results(apply(true, o)), ['unchanged', 'unchanged']);
   // A changed address replaces the table in place.
-  assert.deepEqual(results(apply(true, { ...o, hub: '127.0.0.1:6' })), ['changed']);
+  assert.deepEqual(results(apply(true, { ...o, hub: '127.0.0.1:6' })), ['changed', 'unchanged']);
   assert.match(read(file), /--hub=127\.0\.0\.1:6/);
   assert.equal((read(file).match(/\[mcp_servers\.hub\]/g) || []).length, 1);
   // A table in the middle is replaced where it is, with its sub-table.
@@ -100,26 +117,49 @@ test('codex: only the [mcp_servers.hub] table text changes', () => {
   assert.match(read(file), /^a = 1\n\n\[mcp_servers\.hub\]\ncommand = "[^"]+"\nargs = .*\nenv = .*\n\n\[z\]\nb = 2\n$/);
   write(file, original);
   apply(true, o);
-  assert.deepEqual(results(apply(false, o)), ['changed']);
+  assert.deepEqual(results(apply(false, o)), ['changed', 'changed']);
   assert.equal(read(file), original);
+  assert.equal(read(hooksFile), CODEX_HOOKS);
+  // Ours alone: uninstall removes the file; $CODEX_HOME and project scope.
+  fs.rmSync(hooksFile);
+  const codexHome = path.join(home, 'codex-home');
+  assert.deepEqual(results(apply(true, { ...o, env: { ...ENV, CODEX_HOME: codexHome } })), ['created', 'created']);
+  assert.ok(fs.existsSync(path.join(codexHome, 'hooks.json')));
+  const p = apply(true, { ...o, scope: 'project' });
+  assert.deepEqual(p.changes.map((c) => c.file), [path.join(dir, '.codex', 'config.toml'), path.join(dir, '.codex', 'hooks.json')]);
+  assert.match(p.notes.join('\n'), /only when the project is trusted/);
+  assert.deepEqual(results(apply(false, { ...o, scope: 'project' })), ['removed', 'removed']);
 });
 
-test('gemini: mcpServers.hub in .gemini/settings.json (project) or ~/.gemini/settings.json (user)', () => {
+test('gemini: mcpServers.hub and hooks in .gemini/settings.json (project) or ~/.gemini/settings.json (user)', () => {
   const { home, dir } = dirs();
   const userFile = path.join(home, '.gemini', 'settings.json');
-  const original = '{\n    "theme": "GitHub",\n    "mcpServers": {}\n}\n';
+  const original = '{\n    "theme": "GitHub",\n    "mcpServers": {},\n    "hooks": {\n        "AfterTool": [\n' +
+    '            {\n                "matcher": "write_file",\n                "hooks": [\n' +
+    '                    {\n                        "type": "command",\n                        "command": "npx prettier"\n' +
+    '                    }\n                ]\n            }\n        ]\n    }\n}\n';
   write(userFile, original);
   const o = { client: 'gemini', scope: 'user', home, dir, env: ENV };
-  assert.deepEqual(results(apply(true, o)), ['changed']);
+  const r = apply(true, o);
+  assert.deepEqual(results(r), ['changed']);
+  assert.equal(r.changes[0].what, 'mcpServers.hub, hooks (SessionStart, BeforeAgent, AfterTool)');
+  assert.match(r.notes.join('\n'), /only in trusted folders/);
   const data = JSON.parse(read(userFile));
   assert.deepEqual(data.mcpServers.hub, { command: BIN, args: ['serve', '--client=gemini'], env: ENV });
+  assert.deepEqual(Object.keys(data.hooks), ['AfterTool', 'SessionStart', 'BeforeAgent']);
+  assert.equal(data.hooks.AfterTool[0].hooks[0].command, 'npx prettier');
+  const entry = (event) => ({ type: 'command', command: hookCommand(event, 'gemini'), timeout: 5000,
+    name: `hub-mcp ${event}` });
+  assert.deepEqual(data.hooks.AfterTool[1], { matcher: '*', hooks: [entry('AfterTool')] });
+  assert.deepEqual(data.hooks.SessionStart, [{ hooks: [entry('SessionStart')] }]);
+  assert.deepEqual(data.hooks.BeforeAgent, [{ hooks: [entry('BeforeAgent')] }]);
   assert.match(read(userFile), /^\{\n {4}"theme"/, 'keeps the file\'s 4-space indentation');
   assert.deepEqual(results(apply(true, o)), ['unchanged']);
   apply(false, o);
-  assert.equal(read(userFile), '{\n    "theme": "GitHub"\n}\n');
+  assert.equal(read(userFile), original.replace('    "mcpServers": {},\n', ''));
   const p = apply(true, { ...o, scope: 'project' });
   assert.equal(p.changes[0].file, path.join(dir, '.gemini', 'settings.json'));
-  assert.match(p.notes.join('\n'), /trust/);
+  assert.deepEqual(results(apply(false, { ...o, scope: 'project' })), ['removed']);
 });
 
 test('a malformed file is reported and never overwritten', () => {
@@ -130,16 +170,20 @@ test('a malformed file is reported and never overwritten', () => {
     ['claude', 'project', path.join(dir, '.mcp.json'), '{"mcpServers": []}'],
     ['codex', 'user', path.join(home, '.codex', 'config.toml'), 'model = "o3\n[mcp_servers.other\n'],
     ['codex', 'user', path.join(home, '.codex', 'config.toml'), 'mcp_servers = { hub = { command = "x" } }\n'],
+    ['codex', 'user', path.join(home, '.codex', 'hooks.json'), '{"hooks": {"UserPromptSubmit": {}}}'],
     ['gemini', 'project', path.join(dir, '.gemini', 'settings.json'), '[1, 2]'],
+    ['gemini', 'project', path.join(dir, '.gemini', 'settings.json'), '{"hooks": {"BeforeAgent": "x"}}'],
   ];
   for (const [client, scope, file, text] of cases) {
-    for (const f of [path.join(home, '.claude.json'), path.join(home, '.claude', 'settings.json')]) {
-      fs.rmSync(f, { force: true });
-    }
+    const all = [path.join(home, '.claude.json'), path.join(home, '.claude', 'settings.json'),
+      path.join(home, '.codex', 'config.toml'), path.join(home, '.codex', 'hooks.json')];
+    for (const f of all) fs.rmSync(f, { force: true });
     write(file, text);
     for (const install of [true, false]) {
       assert.throws(() => apply(install, { client, scope, home, dir, env: ENV }), InstallError, `${client} ${file}`);
       assert.equal(read(file), text);
+      // Nothing else was written either: every file is checked first.
+      assert.deepEqual(all.filter((f) => f !== file && fs.existsSync(f)), [], `${client} ${file}`);
     }
   }
   assert.throws(() => apply(true, { client: 'vim', home, dir, env: ENV }), InstallError);
