@@ -21,7 +21,7 @@ test.after(async () => {
 });
 
 function context(r, event) {
-  assert.equal(r.code, 0, r.stderr);
+  assert.deepEqual([r.code, r.stderr], [0, '']);
   const out = JSON.parse(r.stdout);
   assert.deepEqual(Object.keys(out), ['hookSpecificOutput']);
   assert.equal(out.hookSpecificOutput.hookEventName, event);
