@@ -179,12 +179,21 @@ function tomlString(s) {
   return JSON.stringify(s);  // a TOML basic string is JSON's escaping for these
 }
 
+// The variables of Codex's environment hub-mcp reads. Codex starts an MCP
+// server with only a few of its own (HOME, PATH, TMPDIR, ...) unless env_vars
+// names more; without XDG_RUNTIME_DIR the server would keep its local channel
+// where its hooks (which get all of Codex's environment) do not look.
+const CODEX_ENV_VARS = ['HUB_ADDR', 'HUB_AGENT_ID', 'HUB_SESSION_ID', 'HUB_PROJECT_ID', 'TFX_PROJECT_ID',
+  'HUB_HOST_ID', 'TFX_HOST_ID', 'HUB_MCP_RUNTIME_DIR', 'XDG_RUNTIME_DIR', 'TMUX', 'TMUX_PANE', 'HUB_TMUX_SESSION'];
+
 function codexBlock(o, env) {
   const args = serverArgs(o).map(tomlString).join(', ');
+  const vars = [...CODEX_ENV_VARS, o.tokenEnv || 'HUB_TOKEN'].map(tomlString).join(', ');
   return '[mcp_servers.hub]\n' +
     `command = ${tomlString(BIN)}\n` +
     `args = [${args}]\n` +
-    `env = { HUB_MCP_MODULES = ${tomlString(modulesDir(env))} }\n`;
+    `env = { HUB_MCP_MODULES = ${tomlString(modulesDir(env))} }\n` +
+    `env_vars = [${vars}]\n`;
 }
 
 // Splits `text` into lines with their end, and finds the hub table's lines.
@@ -311,8 +320,6 @@ function apply(install, o) {
       notes.push('Codex runs a new or changed hook only once you trust it, and skips it silently until ' +
         'then: open /hooks in codex and trust the three "hub-mcp hook" entries (codex exec ' +
         '--dangerously-bypass-hook-trust runs them without, for automation that vets its hooks).');
-      notes.push('Codex starts MCP servers with only part of its environment: a token variable ' +
-        'named by --token-env must be listed for the server or set in its env table.');
     }
   } else if (o.client === 'gemini') {
     const file = scope === 'project' ? path.join(dir, '.gemini', 'settings.json')
