@@ -10,13 +10,9 @@
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
-const http = require('http');
 const path = require('path');
-const { execFile, spawn } = require('child_process');
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, tmpDir, BIN, PROJECT } = require('./harness');
-
-const CLIS = process.env.HUB_AGENT_CLIS;
-const skip = !CLIS || !fs.existsSync(path.join(CLIS, 'claude')) ? 'HUB_AGENT_CLIS is not set (tools/setup.sh installs the CLIs)' : false;
+const { waitFor, tmpDir, PROJECT } = require('./harness');
+const { skip, texts, installUser, runCli, recordingServer, turnFixture } = require('./turns');
 
 const A = 'claude-turn-a';
 const B = 'claude-turn-b';
@@ -24,14 +20,6 @@ const SEND_TOOL = 'mcp__hub__hub_send';
 const HELLO = 'hello from claude';
 const PENDING = 'please review PR 17 first\nthe second line stays out of the hook';
 const FINAL = 'Sent "hello from claude" to claude-turn-b.';
-
-// Every string inside `value` (the texts of a request's system and messages).
-function texts(value, out = []) {
-  if (typeof value === 'string') out.push(value);
-  else if (Array.isArray(value)) for (const v of value) texts(v, out);
-  else if (value && typeof value === 'object') for (const v of Object.values(value)) texts(v, out);
-  return out;
-}
 
 function toolUses(body) {
   const uses = [];
@@ -60,7 +48,6 @@ function toolResult(body, id) {
  * each answer to a request with tools. Records every request.
  */
 function startModel({ beforeAnswer = async () => {} } = {}) {
-  const requests = [];
   let seq = 0;
   const script = (body) => {
     const names = (body.tools || []).map((t) => t.name);
@@ -85,99 +72,61 @@ function startModel({ beforeAnswer = async () => {} } = {}) {
     }
     return { text: 'no hub tools offered' };
   };
-  const server = http.createServer((req, res) => {
-    let raw = '';
-    req.on('data', (c) => { raw += c; });
-    req.on('end', async () => {
-      let body = null;
-      try { body = raw ? JSON.parse(raw) : null; } catch (_) { /* recorded raw */ }
-      requests.push({ method: req.method, url: req.url, body, raw });
-      // TURN_DUMP=/some/prefix keeps each request body for a look by hand.
-      if (process.env.TURN_DUMP) fs.writeFileSync(`${process.env.TURN_DUMP}.${requests.length}.json`, raw);
-      const json = (code, value) => {
-        res.writeHead(code, { 'content-type': 'application/json' });
-        res.end(JSON.stringify(value));
-      };
-      const url = req.url.split('?')[0];
-      if (req.method === 'POST' && url === '/v1/messages/count_tokens') return json(200, { input_tokens: 100 });
-      if (req.method === 'GET' && url.startsWith('/v1/models')) {
-        return json(200, { data: [], has_more: false, first_id: null, last_id: null });
+  return recordingServer(async (req, body, res) => {
+    const json = (code, value) => {
+      res.writeHead(code, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(value));
+    };
+    const url = req.url.split('?')[0];
+    if (req.method === 'POST' && url === '/v1/messages/count_tokens') return json(200, { input_tokens: 100 });
+    if (req.method === 'GET' && url.startsWith('/v1/models')) {
+      return json(200, { data: [], has_more: false, first_id: null, last_id: null });
+    }
+    if (req.method === 'HEAD') { res.writeHead(200); return res.end(); }
+    if (!(req.method === 'POST' && url === '/v1/messages' && body)) {
+      return json(404, { type: 'error', error: { type: 'not_found_error', message: `no ${req.method} ${url} here` } });
+    }
+    if ((body.tools || []).length) await beforeAnswer(body).catch(() => {});
+    const step = script(body);
+    seq += 1;
+    const id = `msg_turn${seq}`;
+    const block = step.tool
+      ? { type: 'tool_use', id: `toolu_turn${seq}`, name: step.tool.name, input: step.tool.input }
+      : { type: 'text', text: step.text };
+    const stop = step.tool ? 'tool_use' : 'end_turn';
+    const usage = { input_tokens: 100, output_tokens: 10, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    if (!body.stream) {
+      return json(200, { id, type: 'message', role: 'assistant', model: body.model, content: [block],
+        stop_reason: stop, stop_sequence: null, usage });
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const event = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+    event('message_start', { message: { id, type: 'message', role: 'assistant', model: body.model, content: [],
+      stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
+    if (step.tool) {
+      event('content_block_start', { index: 0, content_block: { ...block, input: {} } });
+      const args = JSON.stringify(block.input);
+      const cut = Math.floor(args.length / 2);
+      for (const part of [args.slice(0, cut), args.slice(cut)]) {
+        event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: part } });
       }
-      if (req.method === 'HEAD') { res.writeHead(200); return res.end(); }
-      if (!(req.method === 'POST' && url === '/v1/messages' && body)) {
-        return json(404, { type: 'error', error: { type: 'not_found_error', message: `no ${req.method} ${url} here` } });
-      }
-      if ((body.tools || []).length) await beforeAnswer(body).catch(() => {});
-      const step = script(body);
-      seq += 1;
-      const id = `msg_turn${seq}`;
-      const block = step.tool
-        ? { type: 'tool_use', id: `toolu_turn${seq}`, name: step.tool.name, input: step.tool.input }
-        : { type: 'text', text: step.text };
-      const stop = step.tool ? 'tool_use' : 'end_turn';
-      const usage = { input_tokens: 100, output_tokens: 10, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
-      if (!body.stream) {
-        return json(200, { id, type: 'message', role: 'assistant', model: body.model, content: [block],
-          stop_reason: stop, stop_sequence: null, usage });
-      }
-      res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-      const event = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-      event('message_start', { message: { id, type: 'message', role: 'assistant', model: body.model, content: [],
-        stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
-      if (step.tool) {
-        event('content_block_start', { index: 0, content_block: { ...block, input: {} } });
-        const args = JSON.stringify(block.input);
-        const cut = Math.floor(args.length / 2);
-        for (const part of [args.slice(0, cut), args.slice(cut)]) {
-          event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: part } });
-        }
-      } else {
-        event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
-        event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: block.text } });
-      }
-      event('content_block_stop', { index: 0 });
-      event('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 10 } });
-      event('message_stop', {});
-      return res.end();
-    });
-  });
-  return new Promise((resolve) => server.listen(0, '127.0.0.1', () => resolve({
-    requests, url: `http://127.0.0.1:${server.address().port}`,
-    close: () => new Promise((r) => { server.closeAllConnections(); server.close(r); }),
-  })));
-}
-
-/** Runs the claude CLI; resolves {code, signal, stdout, stderr, pid}. */
-function runClaude(args, { home, cwd, env, timeoutMs, onSpawn }) {
-  return new Promise((resolve) => {
-    const p = spawn(path.join(CLIS, 'claude'), args, { cwd, env: { PATH: process.env.PATH, HOME: home,
-      TERM: 'dumb', NO_COLOR: '1', ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
-    onSpawn(p.pid);
-    let stdout = '';
-    let stderr = '';
-    p.stdout.on('data', (c) => { stdout += c; });
-    p.stderr.on('data', (c) => { stderr += c; });
-    const timer = setTimeout(() => p.kill('SIGKILL'), timeoutMs);
-    p.on('close', (code, signal) => {
-      clearTimeout(timer);
-      resolve({ code, signal, stdout, stderr, pid: p.pid });
-    });
+    } else {
+      event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: block.text } });
+    }
+    event('content_block_stop', { index: 0 });
+    event('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 10 } });
+    event('message_stop', {});
+    return res.end();
   });
 }
 
 test('one claude -p turn: the model calls hub_send, B gets the message, the hook told the model what was pending',
   { skip, timeout: 150000 }, async (t) => {
-    const hubd = await Hubd.start({ dbPath: freshDbPath('claude-turn') });
-    const hub = new HubClient(hubd.address);
-    let b;
+    // A message from B pending for A before its session starts.
+    const { hubd, hub, b, pendingId, close } = await turnFixture('claude-turn', { a: A, b: B, text: PENDING });
     let model;
     try {
-      b = await startMcp({ hub: hubd.address, agentId: B });
-      await attached(b);
-      // Pending for A before its session starts.
-      const sent = await b.call('hub_send', { to: A, text: PENDING, type: 'handoff', priority: 7, ttl_seconds: 3600 });
-      assert.equal(sent.isError, undefined, JSON.stringify(sent));
-      const pendingId = sent.structuredContent.message_id;
 
       // Before answering, wait until A's server has the pending message
       // (its local channel says so): the hooks that run after that see it.
@@ -197,15 +146,12 @@ test('one claude -p turn: the model calls hub_send, B gets the message, the hook
       const home = tmpDir('turn-home');
       const project = tmpDir('turn-project');
       fs.writeFileSync(path.join(project, '.hub'), `${PROJECT}\n`);
-      const install = await new Promise((resolve) => execFile(BIN,
-        ['install', '--client=claude', '--scope=user', `--hub=${hubd.address}`],
-        { cwd: project, env: { PATH: process.env.PATH, HOME: home, HUB_MCP_MODULES: process.env.HUB_MCP_MODULES } },
-        (error, stdout, stderr) => resolve({ code: error ? error.code : 0, out: stdout + stderr })));
+      const install = await installUser('claude', { home, cwd: project, hub: hubd.address });
       assert.equal(install.code, 0, install.out);
       assert.match(install.out, /created: .*\.claude\.json \(mcpServers\.hub\)/, install.out);
 
       const t0 = Date.now();
-      const run = await runClaude(['-p', `send hello to ${B}`, '--output-format', 'json',
+      const run = await runCli('claude', ['-p', `send hello to ${B}`, '--output-format', 'json',
         '--allowedTools', `${SEND_TOOL},ToolSearch`], {
         home, cwd: project, timeoutMs: 120000, onSpawn: (pid) => { claudePid = pid; },
         env: {
@@ -266,8 +212,6 @@ test('one claude -p turn: the model calls hub_send, B gets the message, the hook
         `the ${hook[1]} hook's context reached request ${main.indexOf(carrying[0]) + 1}`);
     } finally {
       if (model) await model.close();
-      if (b) await b.close();
-      hub.close();
-      await hubd.stop();
+      await close();
     }
   });

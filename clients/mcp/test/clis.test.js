@@ -1,13 +1,14 @@
 'use strict';
 // The real CLIs read what `hub-mcp install` wrote (user scope, a temporary
-// HOME): Claude Code connects to the server, Codex and Gemini CLI list it.
+// HOME): Claude Code connects to the server, Codex and Gemini CLI list it,
+// and Codex lists the hooks (untrusted until the user trusts them).
 // Needs $HUB_AGENT_CLIS (tools/setup.sh installs the CLIs; tools/test.sh
 // passes it); skipped without it.
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { execFile } = require('child_process');
+const { execFile, spawn } = require('child_process');
 const { apply, BIN } = require('../lib/install');
 const { Hubd, freshDbPath, tmpDir, RUNTIME_DIR } = require('./harness');
 
@@ -40,4 +41,46 @@ test('claude mcp list: hub Connected; codex and gemini mcp list show it', { skip
   } finally {
     await hubd.stop();
   }
+});
+
+// Codex's own account of its hooks: `codex app-server` (JSON-RPC over stdio,
+// one message a line), initialize then hooks/list for the project directory.
+function codexHooks(home, cwd) {
+  return new Promise((resolve, reject) => {
+    const p = spawn(path.join(CLIS, 'codex'), ['app-server'], { cwd, stdio: ['pipe', 'pipe', 'ignore'],
+      env: { PATH: process.env.PATH, HOME: home, TERM: 'dumb' } });
+    const timer = setTimeout(() => { p.kill('SIGKILL'); reject(new Error('codex app-server did not answer')); }, 60000);
+    const send = (m) => p.stdin.write(JSON.stringify(m) + '\n');
+    let buf = '';
+    p.stdout.on('data', (c) => {
+      buf += c;
+      let i;
+      while ((i = buf.indexOf('\n')) >= 0) {
+        const m = JSON.parse(buf.slice(0, i));
+        buf = buf.slice(i + 1);
+        if (m.id === 1) {
+          send({ method: 'initialized' });
+          send({ id: 2, method: 'hooks/list', params: { cwds: [cwd] } });
+        } else if (m.id === 2) {
+          clearTimeout(timer);
+          p.kill();
+          resolve(m.result || m);
+        }
+      }
+    });
+    send({ id: 1, method: 'initialize', params: { clientInfo: { name: 'hub-mcp-test', version: '1.0.0' } } });
+  });
+}
+
+test('codex app-server hooks/list: the three hub-mcp hooks, from the user layer, not trusted yet', { skip }, async () => {
+  const home = tmpDir('clis-codex-hooks');
+  apply(true, { client: 'codex', scope: 'user', hub: '127.0.0.1:1', home, dir: home,
+    env: { HUB_MCP_MODULES: process.env.HUB_MCP_MODULES } });
+  const listed = await codexHooks(home, home);
+  const hooks = listed.data[0].hooks.map((h) => [h.eventName, h.command, h.source, h.timeoutSec, h.trustStatus]).sort();
+  assert.deepEqual(hooks, [
+    ['postToolUse', `${BIN} hook --client=codex --event=PostToolUse`, 'user', 5, 'untrusted'],
+    ['sessionStart', `${BIN} hook --client=codex --event=SessionStart`, 'user', 5, 'untrusted'],
+    ['userPromptSubmit', `${BIN} hook --client=codex --event=UserPromptSubmit`, 'user', 5, 'untrusted'],
+  ], JSON.stringify(listed));
 });
