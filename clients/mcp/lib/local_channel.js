@@ -4,7 +4,9 @@
 // without starting Node.js or a gRPC client.
 //
 //   <root>/<cli pid>/server.pid   the server's pid (the hook checks it lives)
-//   <root>/<cli pid>/start.txt    the SessionStart context, kept current
+//   <root>/<cli pid>/start.txt    "<seq> <context>": the session-start context,
+//                                 kept current, and the last event file it
+//                                 counts (the hook shows only later ones)
 //   <root>/<cli pid>/session.id   the CLI's session id, when it says
 //                                 ($CLAUDE_CODE_SESSION_ID): a hook of another
 //                                 session (a claude nested in this one, whose
@@ -96,11 +98,14 @@ class LocalChannel {
     fs.renameSync(tmp, file);
   }
 
-  /** Replaces the SessionStart context ("" for none). */
+  /**
+   * Replaces the session-start context ("" for none), which must count
+   * every event added so far (the hook drops those, and shows later ones).
+   */
   setStartContext(text) {
     if (!this._ok) return;
     try {
-      this._write(path.join(this.dir, 'start.txt'), jsonInner(text));
+      this._write(path.join(this.dir, 'start.txt'), `${this._seq} ${jsonInner(text)}`);
     } catch (_) { /* the hook then shows nothing */ }
   }
 

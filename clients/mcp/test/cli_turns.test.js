@@ -220,7 +220,7 @@ for (const [client, dialect] of Object.entries(DIALECTS)) {
         const all = turns.flatMap((x) => dialect.contexts(x.body));
         const how = all.some((x) => x.includes(`hub message: message ${pendingId} from ${B} [handoff, priority 7]: ` +
           'please review PR 17 first\n')) ? 'its line' : all.some((x) => /1 pending message\(s\)/.test(x)) ? 'the start count' : '';
-        assert.ok(how, JSON.stringify(all));
+        assert.ok(how, `no request carries the pending message: ${JSON.stringify(all.filter((x) => x.startsWith('hub')))}\n${why}`);
         assert.ok(!all.some((x) => x.includes('the second line stays out')));
         t.diagnostic(`${client} turn: ${ms} ms, ${model.requests.length} requests (${turns.length} offering hub_send); ` +
           `the pending message reached the model as ${how}`);

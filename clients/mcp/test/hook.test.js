@@ -5,8 +5,9 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, PROJECT, RUNTIME_DIR } =
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, tmpDir, PROJECT, RUNTIME_DIR } =
   require('./harness');
+const { LocalChannel } = require('../lib/local_channel');
 
 let hubd;
 let hub;
@@ -123,6 +124,36 @@ test('a hook of another session (a claude nested in this one) shows nothing of t
     assert.match(context(outer, 'UserPromptSubmit'), /for the outer session/);
   } finally {
     await m.close();
+  }
+});
+
+// The server writes an event file, then (a turn of its event loop later) the
+// start context that counts it; a session-start hook in between must show
+// that event rather than drop it with the ones its context counts. A message
+// can also come before the session counts as attached (empty context).
+test('the session-start hook shows the events its context does not count yet, and drops the others', async () => {
+  const root = tmpDir('hook-seq');
+  const channel = new LocalChannel({ root, cliPid: process.pid });
+  assert.ok(channel.open());
+  const env = { HUB_MCP_RUNTIME_DIR: root };
+  try {
+    channel.addEvent('hub message: one');
+    channel.setStartContext('hub: start, 1 pending\n');
+    channel.addEvent('hub message: two');
+    assert.equal(context(await runHook('SessionStart', env), 'SessionStart'),
+      'hub: start, 1 pending\nhub: new since your last look:\nhub message: two\n');
+    channel.addEvent('hub message: three');
+    channel.setStartContext('hub: start, 3 pending\n');
+    assert.equal(context(await runHook('SessionStart', env), 'SessionStart'), 'hub: start, 3 pending\n');
+    const quiet = await runHook('UserPromptSubmit', env);
+    assert.deepEqual([quiet.code, quiet.stdout], [0, '']);
+    // Not attached (yet): an empty context counts nothing, so nothing is dropped.
+    channel.addEvent('hub message: four');
+    channel.setStartContext('');
+    assert.equal(context(await runHook('SessionStart', env), 'SessionStart'),
+      'hub: new since your last look:\nhub message: four\n');
+  } finally {
+    channel.close();
   }
 });
 
