@@ -54,7 +54,11 @@ absl::StatusOr<std::unique_ptr<PgTestServer>> PgTestServer::Create(
   }
   if (absl::Status s = server->Run(
           {absl::StrCat(kBin, "initdb"), "-D", server->dir_ + "/data", "-A",
-           "trust", "-U", "hub", "-E", "UTF8", "--locale=C", "--no-sync"});
+           "trust", "-U", "hub", "-E", "UTF8", "--locale=C.UTF-8",
+           // A linguistic default collation ('a' < 'B'), as most
+           // installations have, so that a query relying on byte order
+           // without saying so fails here.
+           "--locale-provider=icu", "--icu-locale=en-US", "--no-sync"});
       !s.ok()) {
     return s;
   }

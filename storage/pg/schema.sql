@@ -3,26 +3,29 @@
 -- contract reads the same rows from either engine. Times stay milliseconds
 -- since the epoch (BIGINT), JSON columns stay TEXT (the bytes a client wrote
 -- read back unchanged), and the CHECKs SQLite needed triggers for are plain
--- CHECKs. No triflux history: PostgreSQL databases are hub's own.
+-- CHECKs. Every text column orders and compares byte by byte (COLLATE "C"),
+-- as SQLite does, whatever the database's default collation: page tokens and
+-- orderings are the same on both engines. No triflux history: PostgreSQL
+-- databases are hub's own.
 --
 -- Every statement is idempotent (IF NOT EXISTS): storage/pg/pg_schema.cc runs
 -- the whole file in one transaction, under an advisory lock, whenever the
 -- recorded version is older than kPgSchemaVersion.
 
 CREATE TABLE IF NOT EXISTS agents (
-  agent_id TEXT PRIMARY KEY,
-  cli TEXT NOT NULL CHECK (cli IN ('codex', 'gemini', 'claude', 'other')),
+  agent_id TEXT COLLATE "C" PRIMARY KEY,
+  cli TEXT COLLATE "C" NOT NULL CHECK (cli IN ('codex', 'gemini', 'claude', 'other')),
   pid BIGINT,
-  capabilities_json TEXT NOT NULL DEFAULT '[]',
-  topics_json TEXT NOT NULL DEFAULT '[]',
+  capabilities_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
+  topics_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   last_seen_ms BIGINT NOT NULL,
   lease_expires_ms BIGINT NOT NULL,
-  status TEXT NOT NULL CHECK (status IN ('online', 'stale', 'offline')),
-  metadata_json TEXT NOT NULL DEFAULT '{}',
-  project_id TEXT,
-  session_id TEXT,
-  host_id TEXT,
-  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  status TEXT COLLATE "C" NOT NULL CHECK (status IN ('online', 'stale', 'offline')),
+  metadata_json TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+  project_id TEXT COLLATE "C",
+  session_id TEXT COLLATE "C",
+  host_id TEXT COLLATE "C",
+  transport_locators_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   presence_generation BIGINT NOT NULL DEFAULT 0,
   lease_ttl_ms BIGINT
 );
@@ -30,23 +33,23 @@ CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
 CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);
 
 CREATE TABLE IF NOT EXISTS messages (
-  id TEXT PRIMARY KEY,
-  type TEXT NOT NULL CHECK (type IN ('request', 'response', 'event', 'handoff',
+  id TEXT COLLATE "C" PRIMARY KEY,
+  type TEXT COLLATE "C" NOT NULL CHECK (type IN ('request', 'response', 'event', 'handoff',
                                      'human_request', 'human_response',
                                      'system')),
-  from_agent TEXT NOT NULL,
-  to_agent TEXT NOT NULL,
-  topic TEXT NOT NULL,
+  from_agent TEXT COLLATE "C" NOT NULL,
+  to_agent TEXT COLLATE "C" NOT NULL,
+  topic TEXT COLLATE "C" NOT NULL,
   priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 9),
   ttl_ms BIGINT NOT NULL,
   created_at_ms BIGINT NOT NULL,
   expires_at_ms BIGINT NOT NULL,
-  correlation_id TEXT NOT NULL,
-  trace_id TEXT NOT NULL,
-  payload_json TEXT NOT NULL DEFAULT '{}',
-  status TEXT NOT NULL CHECK (status IN ('queued', 'delivered', 'acked',
+  correlation_id TEXT COLLATE "C" NOT NULL,
+  trace_id TEXT COLLATE "C" NOT NULL,
+  payload_json TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+  status TEXT COLLATE "C" NOT NULL CHECK (status IN ('queued', 'delivered', 'acked',
                                          'expired', 'dead_letter')),
-  role_key_wire TEXT
+  role_key_wire TEXT COLLATE "C"
 );
 -- The same partial indexes of pending messages as SQLite's (an ack takes a
 -- message out of them and adds nothing).
@@ -62,8 +65,8 @@ CREATE INDEX IF NOT EXISTS idx_messages_role_pending
 -- commit order: docs/design/postgres.md).
 CREATE TABLE IF NOT EXISTS message_inbox (
   delivery_id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  message_id TEXT NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
-  agent_id TEXT NOT NULL,
+  message_id TEXT COLLATE "C" NOT NULL REFERENCES messages(id) ON DELETE CASCADE,
+  agent_id TEXT COLLATE "C" NOT NULL,
   delivered_at_ms BIGINT,
   acked_at_ms BIGINT,
   attempts INTEGER NOT NULL DEFAULT 0,
@@ -73,35 +76,35 @@ CREATE INDEX IF NOT EXISTS idx_inbox_agent
   ON message_inbox(agent_id, delivered_at_ms);
 
 CREATE TABLE IF NOT EXISTS dead_letters (
-  message_id TEXT PRIMARY KEY,
-  reason TEXT NOT NULL,
+  message_id TEXT COLLATE "C" PRIMARY KEY,
+  reason TEXT COLLATE "C" NOT NULL,
   failed_at_ms BIGINT NOT NULL,
-  last_error TEXT
+  last_error TEXT COLLATE "C"
 );
 CREATE INDEX IF NOT EXISTS idx_dead_letters_failed
   ON dead_letters(failed_at_ms DESC, message_id);
 
 CREATE TABLE IF NOT EXISTS role_registry (
-  role_key_wire TEXT PRIMARY KEY,
-  project_id TEXT NOT NULL,
-  role_kind TEXT NOT NULL CHECK (role_kind IN ('cto', 'lead')),
-  scope_id TEXT NOT NULL DEFAULT '',
-  state TEXT NOT NULL CHECK (state IN ('electable', 'elected-probing', 'active',
+  role_key_wire TEXT COLLATE "C" PRIMARY KEY,
+  project_id TEXT COLLATE "C" NOT NULL,
+  role_kind TEXT COLLATE "C" NOT NULL CHECK (role_kind IN ('cto', 'lead')),
+  scope_id TEXT COLLATE "C" NOT NULL DEFAULT '',
+  state TEXT COLLATE "C" NOT NULL CHECK (state IN ('electable', 'elected-probing', 'active',
                                        'unreachable', 'quarantined')),
-  holder_agent_id TEXT,
-  previous_holder_agent_id TEXT,
+  holder_agent_id TEXT COLLATE "C",
+  previous_holder_agent_id TEXT COLLATE "C",
   epoch BIGINT NOT NULL DEFAULT 0 CHECK (epoch >= 0),
   activation_seq BIGINT NOT NULL DEFAULT 0 CHECK (activation_seq >= 0),
-  activation_id TEXT,
+  activation_id TEXT COLLATE "C",
   activation_deadline_ms BIGINT,
   holder_lease_expires_ms BIGINT,
-  charter_version TEXT,
+  charter_version TEXT COLLATE "C",
   charter_acked_epoch BIGINT,
   retry_count BIGINT NOT NULL DEFAULT 0,
   next_probe_ms BIGINT,
-  blocked_reason TEXT,
+  blocked_reason TEXT COLLATE "C",
   last_transition_ms BIGINT NOT NULL,
-  last_reason TEXT NOT NULL,
+  last_reason TEXT COLLATE "C" NOT NULL,
   version BIGINT NOT NULL DEFAULT 0,
   CHECK ((role_kind = 'cto' AND scope_id = '') OR
          (role_kind = 'lead' AND scope_id <> '')),
@@ -110,16 +113,16 @@ CREATE TABLE IF NOT EXISTS role_registry (
 );
 
 CREATE TABLE IF NOT EXISTS role_candidates (
-  role_key_wire TEXT NOT NULL
+  role_key_wire TEXT COLLATE "C" NOT NULL
     REFERENCES role_registry(role_key_wire) ON DELETE CASCADE,
-  agent_id TEXT NOT NULL,
-  source TEXT NOT NULL CHECK (source IN ('grant', 'standup', 'operator')),
+  agent_id TEXT COLLATE "C" NOT NULL,
+  source TEXT COLLATE "C" NOT NULL CHECK (source IN ('grant', 'standup', 'operator')),
   priority BIGINT NOT NULL DEFAULT 0,
-  transport_locators_json TEXT NOT NULL DEFAULT '[]',
+  transport_locators_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   consecutive_probe_failures BIGINT NOT NULL DEFAULT 0,
   excluded_until_ms BIGINT,
   last_probe_ms BIGINT,
-  last_probe_code TEXT,
+  last_probe_code TEXT COLLATE "C",
   updated_at_ms BIGINT NOT NULL,
   PRIMARY KEY (role_key_wire, agent_id)
 );
@@ -128,18 +131,30 @@ CREATE INDEX IF NOT EXISTS idx_role_candidates_agent
   ON role_candidates(agent_id);
 
 CREATE TABLE IF NOT EXISTS hub_agent_owners (
-  agent_id TEXT PRIMARY KEY,
-  principal TEXT NOT NULL CHECK (principal <> ''),
+  agent_id TEXT COLLATE "C" PRIMARY KEY,
+  principal TEXT COLLATE "C" NOT NULL CHECK (principal <> ''),
   claimed_at_ms BIGINT NOT NULL
 );
 
 CREATE TABLE IF NOT EXISTS hub_closed_scopes (
-  project_id TEXT NOT NULL,
-  scope_id TEXT NOT NULL CHECK (scope_id <> ''),
-  role_key_wire TEXT NOT NULL UNIQUE,
+  project_id TEXT COLLATE "C" NOT NULL,
+  scope_id TEXT COLLATE "C" NOT NULL CHECK (scope_id <> ''),
+  role_key_wire TEXT COLLATE "C" NOT NULL UNIQUE,
   closed_at_ms BIGINT NOT NULL,
-  closed_by TEXT NOT NULL CHECK (closed_by <> ''),
-  reason TEXT NOT NULL,
+  closed_by TEXT COLLATE "C" NOT NULL CHECK (closed_by <> ''),
+  reason TEXT COLLATE "C" NOT NULL,
   dead_lettered_count BIGINT CHECK (dead_lettered_count >= 0),
   PRIMARY KEY (project_id, scope_id)
 );
+
+-- Whether `doc` is a JSON array with the string `item` among its elements;
+-- false for text that is no JSON array at all (a malformed topics_json
+-- matches nothing instead of failing the query, as in SQLite).
+CREATE OR REPLACE FUNCTION hub_json_array_has(doc TEXT, item TEXT)
+RETURNS BOOLEAN LANGUAGE plpgsql IMMUTABLE STRICT AS $$
+BEGIN
+  RETURN jsonb_typeof(doc::jsonb) = 'array' AND doc::jsonb ? item;
+EXCEPTION WHEN others THEN
+  RETURN false;
+END
+$$;
