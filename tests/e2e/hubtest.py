@@ -206,7 +206,8 @@ class Postgres:
             nobody = pwd.getpwnam("nobody")
             os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
         self._run("initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "hub",
-                  "-E", "UTF8", "--locale=C", "--no-sync")
+                  "-E", "UTF8", "--locale=C.UTF-8", "--locale-provider=icu",
+                  "--icu-locale=en-US", "--no-sync")
         options = ("-c listen_addresses= -c unix_socket_directories=%s "
                    "-c fsync=off -c full_page_writes=off -c synchronous_commit=off"
                    % self.dir)
