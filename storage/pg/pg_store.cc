@@ -1,0 +1,120 @@
+// PostgresStore: open, the reader pool, shared helpers. The operations
+// live in pg_store_agents.cc, pg_store_roles.cc, pg_store_candidates.cc,
+// pg_store_scopes.cc and pg_store_messages.cc.
+#include "storage/pg/pg_store.h"
+
+#include <openssl/sha.h>
+
+#include <utility>
+
+#include "absl/strings/escaping.h"
+#include "absl/strings/str_cat.h"
+#include "status/status.h"
+#include "storage/pg/pg_rows.h"
+
+namespace hub::storage::pg {
+namespace {
+
+std::string Sha256Hex(absl::string_view text) {
+  unsigned char digest[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(),
+         digest);
+  return absl::BytesToHexString(
+      absl::string_view(reinterpret_cast<const char*>(digest), sizeof(digest)));
+}
+
+}  // namespace
+
+std::string TextArray(const std::vector<std::string>& values) {
+  std::string out = "{";
+  for (const std::string& v : values) {
+    if (out.size() > 1) out += ',';
+    out += '"';
+    for (char c : v) {
+      if (c == '"' || c == '\\') out += '\\';
+      out += c;
+    }
+    out += '"';
+  }
+  out += '}';
+  return out;
+}
+
+Param OptTextArray(const std::optional<std::vector<std::string>>& values) {
+  if (!values.has_value()) return Null();
+  return TextArray(*values);
+}
+
+absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
+    PostgresStoreOptions options) {
+  if (!options.new_id) options.new_id = NewUuidV7;
+  if (!options.now_ms) options.now_ms = SystemNowMs;
+  absl::StatusOr<std::string> redacted = RedactedConnInfo(options.conninfo);
+  if (!redacted.ok()) return redacted.status();
+  std::unique_ptr<PostgresStore> store(new PostgresStore(std::move(options)));
+  const PostgresStoreOptions& opts = store->options_;
+
+  absl::StatusOr<std::unique_ptr<Connection>> conn =
+      Connection::Open(opts.conninfo);
+  if (!conn.ok()) return conn.status();
+  absl::StatusOr<PgMigrationReport> migrated = MigratePostgres(**conn);
+  if (!migrated.ok()) return migrated.status();
+  store->migration_ = *migrated;
+  absl::StatusOr<Result> set =
+      (*conn)->Query("SELECT set_config('synchronous_commit', $1, false)",
+                     {P(opts.synchronous_commit)});
+  if (!set.ok()) return set.status();
+  absl::StatusOr<Result> identity = (*conn)->Exec(
+      "SELECT system_identifier::text, current_database() "
+      "FROM pg_control_system()");
+  if (!identity.ok()) return identity.status();
+
+  store->info_.store_type = "postgres";
+  store->info_.db_path = *redacted;
+  // The cluster and the database, not the address: every hub over one
+  // database reports the same fingerprint, whatever host name it uses.
+  store->info_.fingerprint = absl::StrCat(
+      "postgres:",
+      Sha256Hex(absl::StrCat(identity->Text(0, 0), "/", identity->Text(0, 1))));
+  store->info_.schema_version = std::to_string(kPgTrifluxSchemaVersion);
+  store->info_.hub_schema_version = std::to_string(kPgSchemaVersion);
+  // Fail at open, not at the first read, if readers cannot connect.
+  absl::StatusOr<std::unique_ptr<Connection>> reader = store->AcquireReader();
+  if (!reader.ok()) return reader.status();
+  store->ReleaseReader(std::move(*reader));
+  store->writer_ = std::make_unique<PgGroupCommitWriter>(
+      std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
+      opts.on_group_committed);
+  return store;
+}
+
+PostgresStore::~PostgresStore() {
+  writer_.reset();  // every queued write committed and answered
+  absl::MutexLock lock(&readers_mu_);
+  idle_readers_.clear();
+}
+
+absl::StatusOr<std::unique_ptr<Connection>> PostgresStore::AcquireReader() {
+  {
+    absl::MutexLock lock(&readers_mu_);
+    while (!idle_readers_.empty()) {
+      std::unique_ptr<Connection> conn = std::move(idle_readers_.back());
+      idle_readers_.pop_back();
+      if (conn->Healthy()) return conn;
+    }
+  }
+  return Connection::Open(options_.conninfo);
+}
+
+void PostgresStore::ReleaseReader(std::unique_ptr<Connection> conn) {
+  if (!conn->Healthy() ||
+      conn->TransactionState() != Connection::Transaction::kIdle) {
+    return;  // broken, or left inside a transaction: not reused
+  }
+  absl::MutexLock lock(&readers_mu_);
+  if (static_cast<int>(idle_readers_.size()) < options_.max_idle_readers) {
+    idle_readers_.push_back(std::move(conn));
+  }
+}
+
+}  // namespace hub::storage::pg

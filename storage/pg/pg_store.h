@@ -1,0 +1,238 @@
+// PostgresStore: the Store on a PostgreSQL database (issue #18), shared by
+// any number of hubs.
+//
+// Writes go through a PgGroupCommitWriter (one writer connection, one
+// transaction and one WAL flush per group, a savepoint per operation only
+// when one failed); reads use a pool of separate connections, so they never
+// wait behind a group. Every fence is a guard in the WHERE clause of the
+// UPDATE that needs it and its changed-row count is checked: another hub may
+// write the same rows at any time. Open() migrates the database first
+// (storage/pg/pg_schema.h). See docs/design/postgres.md.
+#ifndef HUB_STORAGE_PG_PG_STORE_H_
+#define HUB_STORAGE_PG_PG_STORE_H_
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "storage/pg/pg_conn.h"
+#include "storage/pg/pg_group_commit.h"
+#include "storage/pg/pg_schema.h"
+#include "storage/store.h"
+
+namespace hub::storage::pg {
+
+struct PostgresStoreOptions {
+  // A libpq connection string or URI; several hosts with
+  // target_session_attrs=read-write work as libpq documents.
+  std::string conninfo;
+  // Operations per group commit; 1 = one transaction per write.
+  int max_group_size = 512;
+  // The writer's synchronous_commit: "on" (default) answers a write once
+  // its commit is flushed on the primary (and on synchronous standbys when
+  // the server has them); "off" may lose the last writes on a server crash.
+  std::string synchronous_commit = "on";
+  // Idle read connections kept for reuse.
+  int max_idle_readers = 8;
+  // Activation ids for reservations and recovery; default: UUIDv7.
+  std::function<std::string()> new_id;
+  // Wall clock in ms; default: system clock.
+  std::function<int64_t()> now_ms;
+  // Told about every group commit (metrics); default: nothing.
+  PgGroupCommitWriter::CommitObserver on_group_committed;
+};
+
+class PostgresStore final : public Store {
+ public:
+  // Connects, migrates and opens. UNAVAILABLE / STORE_UNAVAILABLE when the
+  // server cannot be reached; SCHEMA_TOO_NEW for a newer database.
+  static absl::StatusOr<std::unique_ptr<PostgresStore>> Open(
+      PostgresStoreOptions options);
+  ~PostgresStore() override;
+
+  const PgMigrationReport& migration() const { return migration_; }
+  GroupCommitStats write_stats() const { return writer_->stats(); }
+
+  StoreInfo Info() const override { return info_; }
+
+  absl::StatusOr<AgentRecord> RegisterAgent(
+      const AgentRegistration& registration) override;
+  void RegisterAgentAsync(const AgentRegistration& registration,
+                          Callback<AgentRecord> done) override;
+  absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      int64_t now_ms, int64_t lease_ttl_ms) override;
+  absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      absl::string_view status) override;
+  absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
+      int64_t now_ms, int64_t offline_after_ms) override;
+  absl::StatusOr<std::vector<bool>> CheckpointLeases(
+      const std::vector<LeaseCheckpoint>& leases) override;
+  absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
+  absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
+  absl::StatusOr<std::vector<AgentRecord>> ListAgentsPage(
+      const AgentPageQuery& query) override;
+  absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
+                                              absl::string_view principal,
+                                              int64_t now_ms) override;
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  ListAgentOwners() override;
+
+  absl::StatusOr<ScopeCloseResult> CloseLeadScope(
+      const ScopeClose& close) override;
+  absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
+      absl::string_view wire) override;
+  absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
+      const ClosedScopeFilter& filter) override;
+
+  absl::StatusOr<RoleWrite> ReserveRole(
+      const RoleReservation& reservation) override;
+  absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
+  void ReserveRoleAsync(const RoleReservation& reservation,
+                        Callback<RoleWrite> done) override;
+  void CompareAndSetRoleAsync(const RoleCas& cas,
+                              Callback<RoleWrite> done) override;
+  absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) override;
+  absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) override;
+  absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) override;
+  absl::StatusOr<std::vector<RoleRecord>> ListRoles(
+      const RoleFilter& filter) override;
+  absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
+      int64_t now_ms) override;
+  absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,
+                                       absl::string_view agent_id) override;
+  absl::StatusOr<CandidateRecord> UpsertCandidate(
+      const CandidateUpsert& upsert) override;
+  absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
+      const ReachabilityUpdate& update) override;
+  absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
+      absl::string_view wire) override;
+  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
+      const CandidatePageQuery& query) override;
+
+  absl::Status InsertMessage(
+      const MessageRecord& message,
+      const std::vector<std::string>& recipients) override;
+  absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox) override;
+  void InsertMessageDeliveringAsync(
+      const MessageRecord& message, const std::vector<std::string>& recipients,
+      const std::vector<std::string>& deliver_to, int64_t now_ms,
+      int64_t max_pending_per_inbox,
+      Callback<std::vector<InboxRecord>> done) override;
+  absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
+                                    absl::string_view agent_id) override;
+  absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
+                                            absl::string_view agent_id,
+                                            int64_t now_ms) override;
+  absl::StatusOr<bool> AckMessage(absl::string_view message_id,
+                                  absl::string_view agent_id,
+                                  int64_t now_ms) override;
+  absl::StatusOr<std::vector<bool>> AckMessages(
+      absl::string_view agent_id, const std::vector<std::string>& message_ids,
+      int64_t now_ms, std::optional<int64_t> presence_generation) override;
+  void AckMessagesAsync(absl::string_view agent_id,
+                        const std::vector<std::string>& message_ids,
+                        int64_t now_ms,
+                        std::optional<int64_t> presence_generation,
+                        Callback<std::vector<bool>> done) override;
+  absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
+  absl::StatusOr<std::vector<InboxRecord>> ListInbox(
+      absl::string_view message_id) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
+      absl::string_view agent_id, int64_t now_ms, int limit) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
+      const PendingPageQuery& query) override;
+  absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
+                                               int64_t now_ms,
+                                               int64_t limit) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
+      absl::string_view wire, int64_t now_ms) override;
+  absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(
+      int64_t now_ms) override;
+  absl::StatusOr<bool> DeadLetterMessage(
+      absl::string_view message_id, absl::string_view reason, int64_t now_ms,
+      std::optional<std::string> last_error) override;
+  absl::StatusOr<DeadLetterRecord> GetDeadLetter(
+      absl::string_view message_id) override;
+  absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
+      const TracePageQuery& query) override;
+  absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
+      const DeadLetterPageQuery& query) override;
+
+ private:
+  explicit PostgresStore(PostgresStoreOptions options)
+      : options_(std::move(options)) {}
+
+  // Runs `fn` as one operation of a group commit; its result is returned
+  // only once committed. A non-OK result rolls back only this operation.
+  template <typename T>
+  absl::StatusOr<T> Write(std::function<absl::StatusOr<T>(Connection&)> fn) {
+    std::optional<absl::StatusOr<T>> out;
+    absl::Status s = writer_->Run([&](Connection& conn) {
+      out.emplace(fn(conn));
+      return out->status();
+    });
+    if (!s.ok()) return s;
+    return std::move(*out);
+  }
+  // Write() without parking the caller: `done` gets the result on one of
+  // the writer's completion threads once the group committed.
+  template <typename T>
+  void WriteAsync(std::function<absl::StatusOr<T>(Connection&)> fn,
+                  Callback<T> done) {
+    auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
+    writer_->Submit(
+        [fn = std::move(fn), out](Connection& conn) {
+          out->emplace(fn(conn));
+          return (*out)->status();
+        },
+        [out, done = std::move(done)](absl::Status s) mutable {
+          if (!s.ok() || !out->has_value()) {
+            std::move(done)(s.ok() ? absl::InternalError("write not run") : s);
+            return;
+          }
+          std::move(done)(std::move(**out));
+        });
+  }
+  absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn) {
+    return writer_->Run(std::move(fn));
+  }
+  // Runs `fn` on a pooled read connection (autocommit: each statement sees
+  // what was committed when it started).
+  template <typename T>
+  absl::StatusOr<T> Read(std::function<absl::StatusOr<T>(Connection&)> fn) {
+    absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+    if (!conn.ok()) return conn.status();
+    absl::StatusOr<T> result = fn(**conn);
+    ReleaseReader(std::move(*conn));
+    return result;
+  }
+  absl::StatusOr<std::unique_ptr<Connection>> AcquireReader();
+  // Keeps a healthy idle connection for the next read; drops a broken one.
+  void ReleaseReader(std::unique_ptr<Connection> conn);
+
+  PostgresStoreOptions options_;
+  StoreInfo info_;
+  PgMigrationReport migration_;
+  std::unique_ptr<PgGroupCommitWriter> writer_;
+  absl::Mutex readers_mu_;
+  std::vector<std::unique_ptr<Connection>> idle_readers_
+      ABSL_GUARDED_BY(readers_mu_);
+};
+
+}  // namespace hub::storage::pg
+
+#endif  // HUB_STORAGE_PG_PG_STORE_H_
