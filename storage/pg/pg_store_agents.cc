@@ -1,6 +1,14 @@
-// PostgresStore: agents. IN PROGRESS: placeholders to be replaced.
+// PostgresStore: agents, their leases and their owners. Every presence
+// write is fenced in its UPDATE's WHERE clause (the presence generation, the
+// status) and decided by the rows it changed: another hub may write the same
+// agent at any moment.
+#include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "status/status.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
@@ -8,67 +16,341 @@
 namespace hub::storage::pg {
 namespace {
 
-absl::Status NotYet() {
-  return ReasonError(absl::StatusCode::kUnimplemented, "NOT_YET",
-                     "not implemented yet");
+constexpr char kSelectAgent[] =
+    "SELECT " HUB_AGENT_COLUMNS " FROM agents WHERE agent_id = $1";
+
+absl::StatusOr<std::optional<AgentRecord>> LoadAgent(Connection& conn,
+                                                     absl::string_view id) {
+  absl::StatusOr<Result> r = conn.Run(kSelectAgent, {P(id)});
+  if (!r.ok()) return r.status();
+  return ReadOne<AgentRecord>(*r, ReadAgent);
+}
+
+// A Patch as (flag, value): flag true = write value (NULL when cleared).
+void AddPatch(std::vector<Param>& params, const Patch<std::string>& p) {
+  params.push_back(P(!p.keep()));
+  params.push_back(p.set() ? P(p.value()) : Null());
+}
+
+// The outcome of a fenced presence UPDATE ... RETURNING: the row it
+// changed, or (none changed) whether the agent is absent or superseded.
+absl::StatusOr<PresenceWrite> PresenceOutcomeOf(Connection& conn,
+                                                absl::StatusOr<Result> r,
+                                                absl::string_view id) {
+  if (!r.ok()) return r.status();
+  PresenceWrite w;
+  if (r->rows() == 1) {
+    w.outcome = PresenceOutcome::kApplied;
+    w.agent = ReadAgent(Row(*r, 0));
+    return w;
+  }
+  absl::StatusOr<std::optional<AgentRecord>> row = LoadAgent(conn, id);
+  if (!row.ok()) return row.status();
+  w.outcome = row->has_value() ? PresenceOutcome::kStaleGeneration
+                               : PresenceOutcome::kNotFound;
+  w.agent = std::move(*row);
+  return w;
+}
+
+// Claims `agent_id` for `principal` unless someone holds it; the holder.
+// A concurrent claim by another hub waits for that hub's transaction (the
+// primary key's lock) and then does nothing; the SELECT, a statement of its
+// own, sees whichever claim committed first.
+absl::StatusOr<std::string> ClaimOwnerIn(Connection& conn,
+                                         absl::string_view agent_id,
+                                         absl::string_view principal,
+                                         int64_t now_ms) {
+  absl::StatusOr<Result> insert = conn.Run(
+      "INSERT INTO hub_agent_owners(agent_id, principal, claimed_at_ms) "
+      "VALUES ($1, $2, $3) ON CONFLICT (agent_id) DO NOTHING",
+      {P(agent_id), P(principal), P(now_ms)});
+  if (!insert.ok()) return insert.status();
+  absl::StatusOr<Result> holder =
+      conn.Run("SELECT principal FROM hub_agent_owners WHERE agent_id = $1",
+               {P(agent_id)});
+  if (!holder.ok()) return holder.status();
+  if (holder->rows() == 0) {
+    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                       "agent owner row vanished");
+  }
+  return std::string(holder->Text(0, 0));
+}
+
+// The upsert of RegisterAgent, run by the writer. The generation bump and
+// the identity patch are one statement: no window where a new owner's row
+// carries the old owner's identity, and two hubs registering one agent at
+// once give two generations (ON CONFLICT DO UPDATE is atomic).
+absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
+                                       const AgentRegistration& r) {
+  if (r.owner.has_value()) {
+    absl::StatusOr<std::string> holder =
+        ClaimOwnerIn(conn, r.agent_id, *r.owner, r.now_ms);
+    if (!holder.ok()) return holder.status();
+    if (*holder != *r.owner) {
+      return WithMetadata(
+          ReasonError(
+              absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+              absl::StrCat("agent ", r.agent_id,
+                           " is owned by another principal than ", *r.owner)),
+          "agent_id", r.agent_id);
+    }
+  }
+  std::vector<Param> params = {P(r.agent_id),
+                               P(r.cli),
+                               P(r.pid),
+                               P(r.capabilities_json),
+                               P(r.topics_json),
+                               P(r.now_ms),
+                               P(r.now_ms + r.lease_ttl_ms),
+                               P(r.metadata_json)};
+  AddPatch(params, r.project_id);               // $9, $10
+  AddPatch(params, r.session_id);               // $11, $12
+  AddPatch(params, r.host_id);                  // $13, $14
+  AddPatch(params, r.transport_locators_json);  // $15, $16
+  params.push_back(P(r.lease_ttl_ms));          // $17
+  absl::StatusOr<Result> row = conn.Run(
+      "INSERT INTO agents AS a (agent_id, cli, pid, capabilities_json, "
+      "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
+      "status, metadata_json, project_id, session_id, host_id, "
+      "transport_locators_json, lease_ttl_ms) "
+      "VALUES ($1, $2, $3::bigint, $4, $5, $6::bigint, $7::bigint, 1, "
+      "'online', $8, $10::text, $12::text, $14::text, "
+      "COALESCE($16::text, '[]'), $17::bigint) "
+      "ON CONFLICT (agent_id) DO UPDATE SET cli = excluded.cli, "
+      "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
+      "topics_json = excluded.topics_json, "
+      "last_seen_ms = excluded.last_seen_ms, "
+      "lease_expires_ms = excluded.lease_expires_ms, "
+      "lease_ttl_ms = excluded.lease_ttl_ms, "
+      "presence_generation = a.presence_generation + 1, "
+      "status = 'online', metadata_json = excluded.metadata_json, "
+      "project_id = CASE WHEN $9::boolean THEN $10::text "
+      "ELSE a.project_id END, "
+      "session_id = CASE WHEN $11::boolean THEN $12::text "
+      "ELSE a.session_id END, "
+      "host_id = CASE WHEN $13::boolean THEN $14::text ELSE a.host_id END, "
+      "transport_locators_json = CASE WHEN $15::boolean "
+      "THEN COALESCE($16::text, '[]') ELSE a.transport_locators_json END "
+      "RETURNING " HUB_AGENT_COLUMNS,
+      params);
+  if (!row.ok()) return row.status();
+  if (row->rows() != 1) {
+    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                       "agent upsert returned no row");
+  }
+  return ReadAgent(Row(*row, 0));
+}
+
+// "{1,2,3}": a bigint[] literal.
+std::string IntArray(const std::vector<int64_t>& values) {
+  std::string out = "{";
+  for (int64_t v : values) {
+    if (out.size() > 1) out += ',';
+    absl::StrAppend(&out, v);
+  }
+  out += '}';
+  return out;
 }
 
 }  // namespace
 
 absl::StatusOr<AgentRecord> PostgresStore::RegisterAgent(
     const AgentRegistration& registration) {
-  return NotYet();
+  return Write<AgentRecord>(
+      [&](Connection& conn) { return RegisterIn(conn, registration); });
 }
 
 void PostgresStore::RegisterAgentAsync(const AgentRegistration& registration,
                                        Callback<AgentRecord> done) {
-  std::move(done)(NotYet());
+  WriteAsync<AgentRecord>(
+      [registration](Connection& conn) {
+        return RegisterIn(conn, registration);
+      },
+      std::move(done));
 }
 
 absl::StatusOr<PresenceWrite> PostgresStore::RefreshLeaseForGeneration(
     absl::string_view agent_id, std::optional<int64_t> generation,
     int64_t now_ms, int64_t lease_ttl_ms) {
-  return NotYet();
+  return Write<PresenceWrite>([&](Connection& conn) {
+    return PresenceOutcomeOf(
+        conn,
+        conn.Run(
+            "UPDATE agents SET last_seen_ms = $2::bigint, "
+            "lease_expires_ms = $3::bigint, "
+            "lease_ttl_ms = $3::bigint - $2::bigint, status = 'online' "
+            "WHERE agent_id = $1 AND ($4::bigint IS NULL OR "
+            "presence_generation = $4::bigint) "
+            "RETURNING " HUB_AGENT_COLUMNS,
+            {P(agent_id), P(now_ms), P(now_ms + lease_ttl_ms), P(generation)}),
+        agent_id);
+  });
 }
 
 absl::StatusOr<PresenceWrite> PostgresStore::SetAgentStatusForGeneration(
     absl::string_view agent_id, std::optional<int64_t> generation,
     absl::string_view status) {
-  return NotYet();
+  return Write<PresenceWrite>([&](Connection& conn) {
+    return PresenceOutcomeOf(
+        conn,
+        conn.Run("UPDATE agents SET status = $2 "
+                 "WHERE agent_id = $1 AND ($3::bigint IS NULL OR "
+                 "presence_generation = $3::bigint) "
+                 "RETURNING " HUB_AGENT_COLUMNS,
+                 {P(agent_id), P(status), P(generation)}),
+        agent_id);
+  });
 }
 
 absl::StatusOr<std::vector<PresenceTransition>>
 PostgresStore::SweepAgentPresence(int64_t now_ms, int64_t offline_after_ms) {
-  return NotYet();
+  using Transitions = std::vector<PresenceTransition>;
+  return Write<Transitions>(
+      [&](Connection& conn) -> absl::StatusOr<Transitions> {
+        // One statement: the WHERE clause is the fence, re-checked on the
+        // newest row version after another hub's concurrent write, so a
+        // transition two hubs sweep at once is made (and reported) once.
+        absl::StatusOr<Result> r = conn.Run(
+            "UPDATE agents SET status = CASE status WHEN 'online' "
+            "THEN 'stale' ELSE 'offline' END "
+            "WHERE (status = 'online' AND lease_expires_ms < $1::bigint) "
+            "OR (status = 'stale' AND lease_expires_ms < $2::bigint) "
+            "RETURNING agent_id, presence_generation, status",
+            {P(now_ms), P(now_ms - offline_after_ms)});
+        if (!r.ok()) return r.status();
+        Transitions out;
+        out.reserve(r->rows());
+        for (int i = 0; i < r->rows(); ++i) {
+          Row row(*r, i);
+          PresenceTransition t;
+          t.agent_id = row.Text(0);
+          t.presence_generation = row.Int(1);
+          t.to_status = row.Text(2);
+          t.from_status = t.to_status == "stale" ? "online" : "stale";
+          out.push_back(std::move(t));
+        }
+        std::sort(out.begin(), out.end(),
+                  [](const PresenceTransition& a, const PresenceTransition& b) {
+                    return a.agent_id < b.agent_id;
+                  });
+        return out;
+      });
 }
 
 absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
     const std::vector<LeaseCheckpoint>& leases) {
-  return NotYet();
+  using Written = std::vector<bool>;
+  if (leases.empty()) return Written();
+  return Write<Written>([&](Connection& conn) -> absl::StatusOr<Written> {
+    // One statement for the batch. A checkpoint is fenced by the generation
+    // that renewed the lease (and an agent that went offline stays
+    // offline); of several checkpoints of one (agent, generation) the last
+    // one wins, as if they had run in order.
+    std::vector<std::string> ids;
+    std::vector<int64_t> generations, seen, expires, ttls;
+    absl::flat_hash_set<std::pair<std::string, int64_t>> taken;
+    for (auto it = leases.rbegin(); it != leases.rend(); ++it) {
+      if (!taken.emplace(it->agent_id, it->presence_generation).second) {
+        continue;
+      }
+      ids.push_back(it->agent_id);
+      generations.push_back(it->presence_generation);
+      seen.push_back(it->last_seen_ms);
+      expires.push_back(it->lease_expires_ms);
+      ttls.push_back(it->lease_ttl_ms);
+    }
+    absl::StatusOr<Result> r = conn.Run(
+        "UPDATE agents AS a SET last_seen_ms = v.seen, "
+        "lease_expires_ms = v.expires, lease_ttl_ms = v.ttl "
+        "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
+        "$5::bigint[]) AS v(agent_id, generation, seen, expires, ttl) "
+        "WHERE a.agent_id = v.agent_id "
+        "AND a.presence_generation = v.generation AND a.status <> 'offline' "
+        "RETURNING a.agent_id, a.presence_generation",
+        {TextArray(ids), IntArray(generations), IntArray(seen),
+         IntArray(expires), IntArray(ttls)});
+    if (!r.ok()) return r.status();
+    absl::flat_hash_set<std::pair<std::string, int64_t>> written;
+    for (int i = 0; i < r->rows(); ++i) {
+      written.emplace(std::string(r->Text(i, 0)), r->Int(i, 1).value_or(-1));
+    }
+    Written out;
+    out.reserve(leases.size());
+    for (const LeaseCheckpoint& lease : leases) {
+      out.push_back(
+          written.contains({lease.agent_id, lease.presence_generation}));
+    }
+    return out;
+  });
 }
 
 absl::StatusOr<AgentRecord> PostgresStore::GetAgent(
     absl::string_view agent_id) {
-  return NotYet();
+  return Read<AgentRecord>(
+      [&](Connection& conn) -> absl::StatusOr<AgentRecord> {
+        absl::StatusOr<std::optional<AgentRecord>> row =
+            LoadAgent(conn, agent_id);
+        if (!row.ok()) return row.status();
+        if (!row->has_value()) return AgentNotFound(agent_id);
+        return std::move(**row);
+      });
 }
 
 absl::StatusOr<std::vector<AgentRecord>> PostgresStore::ListAgents() {
-  return NotYet();
+  using Agents = std::vector<AgentRecord>;
+  return Read<Agents>([](Connection& conn) -> absl::StatusOr<Agents> {
+    absl::StatusOr<Result> r =
+        conn.Run("SELECT " HUB_AGENT_COLUMNS " FROM agents ORDER BY agent_id");
+    if (!r.ok()) return r.status();
+    return ReadAll<AgentRecord>(*r, ReadAgent);
+  });
 }
 
 absl::StatusOr<std::vector<AgentRecord>> PostgresStore::ListAgentsPage(
-    const AgentPageQuery& query) {
-  return NotYet();
+    const AgentPageQuery& q) {
+  using Agents = std::vector<AgentRecord>;
+  return Read<Agents>([&](Connection& conn) -> absl::StatusOr<Agents> {
+    // The primary key drives both the range and the order (agent_id is
+    // COLLATE "C": byte order, the page token's order on both engines).
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT " HUB_AGENT_COLUMNS
+        " FROM agents WHERE agent_id > $1 "
+        "AND ($2::text[] IS NULL OR cli = ANY($2::text[])) "
+        "AND ($3::text IS NULL OR project_id = $3::text) "
+        "AND ($4::text[] IS NULL OR project_id = ANY($4::text[])) "
+        "AND ($5::text IS NULL OR hub_json_array_has(topics_json, $5)) "
+        "ORDER BY agent_id LIMIT $6::bigint",
+        {P(q.after_agent_id), q.clis.empty() ? Null() : P(TextArray(q.clis)),
+         P(q.project_id), OptTextArray(q.projects), P(q.topic),
+         P(std::max<int64_t>(q.limit, 1))});
+    if (!r.ok()) return r.status();
+    return ReadAll<AgentRecord>(*r, ReadAgent);
+  });
 }
 
 absl::StatusOr<std::string> PostgresStore::ClaimAgentOwner(
     absl::string_view agent_id, absl::string_view principal, int64_t now_ms) {
-  return NotYet();
+  const std::string id(agent_id);
+  const std::string who(principal);
+  return Write<std::string>([id, who, now_ms](Connection& conn) {
+    return ClaimOwnerIn(conn, id, who, now_ms);
+  });
 }
 
 absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
 PostgresStore::ListAgentOwners() {
-  return NotYet();
+  using Owners = std::vector<std::pair<std::string, std::string>>;
+  return Read<Owners>([](Connection& conn) -> absl::StatusOr<Owners> {
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT agent_id, principal FROM hub_agent_owners ORDER BY agent_id");
+    if (!r.ok()) return r.status();
+    Owners out;
+    out.reserve(r->rows());
+    for (int i = 0; i < r->rows(); ++i) {
+      out.emplace_back(std::string(r->Text(i, 0)), std::string(r->Text(i, 1)));
+    }
+    return out;
+  });
 }
 
 }  // namespace hub::storage::pg
