@@ -32,7 +32,7 @@ class RefusedWrite final
 class BackupReactor final
     : public grpc::ServerWriteReactor<hub::v1::BackupStoreResponse> {
  public:
-  BackupReactor(storage::SqliteStore* store, BlockingPool* pool,
+  BackupReactor(storage::Store* store, BlockingPool* pool,
                 std::string temp_path)
       : store_(store), temp_path_(std::move(temp_path)) {
     pool->Schedule([this] { Copy(); });
@@ -96,7 +96,7 @@ class BackupReactor final
     StartWrite(&response_);
   }
 
-  storage::SqliteStore* const store_;
+  storage::Store* const store_;
   const std::string temp_path_;
   std::ifstream file_;
   int64_t total_ = 0;

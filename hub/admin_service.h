@@ -24,7 +24,7 @@ class AdminServiceImpl final : public hub::v1::AdminService::CallbackService {
  public:
   // `store`, `pool` (where the copy is written) and `authority` must
   // outlive the service.
-  AdminServiceImpl(storage::SqliteStore* store, BlockingPool* pool,
+  AdminServiceImpl(storage::Store* store, BlockingPool* pool,
                    const Authority* authority)
       : store_(store), pool_(pool), authority_(authority) {}
 
@@ -33,7 +33,7 @@ class AdminServiceImpl final : public hub::v1::AdminService::CallbackService {
       const hub::v1::BackupStoreRequest* request) override;
 
  private:
-  storage::SqliteStore* const store_;
+  storage::Store* const store_;
   BlockingPool* const pool_;
   const Authority* const authority_;
   std::atomic<int64_t> next_backup_{1};

@@ -1,6 +1,6 @@
 // hubd: the hub server.
 //
-//   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite]
+//   hubd [--listen=127.0.0.1:27889] [--db=var/hub.sqlite|postgresql://...]
 //        [--metrics_listen=127.0.0.1:9464] [--log_level=info]
 //
 // Prints one line when it serves, with the bound address, the database, the
@@ -30,13 +30,16 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:27889",
           "host:port to serve gRPC on; port 0 picks a free port");
 ABSL_FLAG(std::string, db, "var/hub.sqlite",
           "SQLite database file path (created with its directory if missing; "
-          "a triflux database is opened in place; a URL is refused). One hubd "
-          "per database: a second one on a file that a running hubd holds "
-          "(<db>.lock) exits 1 naming it");
+          "a triflux database is opened in place); one hubd per file: a "
+          "second one on a file that a running hubd holds (<db>.lock) exits "
+          "1 naming it. Or a PostgreSQL database, postgresql://... (a libpq "
+          "URI; several hosts and target_session_attrs=read-write work), "
+          "migrated on start. Any other URL is refused");
 ABSL_FLAG(std::string, synchronous, "full",
-          "SQLite synchronous mode for every durable write: full (an "
-          "acknowledged write survives power loss) or normal (survives a "
-          "process crash only)");
+          "durability of every write: full (an acknowledged write survives "
+          "power loss: SQLite synchronous=FULL, PostgreSQL "
+          "synchronous_commit=on) or normal (survives a hubd crash only: "
+          "SQLite synchronous=NORMAL, PostgreSQL synchronous_commit=off)");
 ABSL_FLAG(absl::Duration, detach_grace, absl::Seconds(2),
           "after an agent's presence stream ends, how long before it counts "
           "as gone for role purposes unless it re-attaches");

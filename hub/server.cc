@@ -29,11 +29,19 @@
 namespace hub {
 namespace {
 
-// A database named by URL is refused: hubd serves SQLite files only, and
-// taking "postgresql://..." as a path would create a directory
-// "postgresql:" and serve an empty database in it. The message names only the
-// scheme, since the rest of a URL may carry a password.
+// Whether `db` names a PostgreSQL database (a libpq URI) rather than a
+// SQLite file.
+bool IsPostgresUrl(absl::string_view db) {
+  return absl::StartsWith(db, "postgres://") ||
+         absl::StartsWith(db, "postgresql://");
+}
+
+// A database named by any other URL is refused: taking "mysql://..." as a
+// path would create a directory "mysql:" and serve an empty database in it.
+// The message names only the scheme, since the rest of a URL may carry a
+// password.
 absl::Status CheckDatabasePath(absl::string_view path) {
+  if (IsPostgresUrl(path)) return absl::OkStatus();
   const size_t colon = path.find(':');
   if (colon == absl::string_view::npos || colon == 0) return absl::OkStatus();
   const absl::string_view scheme = path.substr(0, colon);
@@ -52,8 +60,8 @@ absl::Status CheckDatabasePath(absl::string_view path) {
           "DATABASE_URL_UNSUPPORTED",
           absl::StrCat(
               "the database must be a SQLite file path, relative or absolute "
-              "(e.g. var/hub.sqlite or /var/lib/hub/hub.sqlite), not a URL: "
-              "hubd serves no '",
+              "(e.g. var/hub.sqlite or /var/lib/hub/hub.sqlite), or a "
+              "PostgreSQL URL (postgresql://...): hubd serves no '",
               scheme, ":' databases",
               file_uri ? "; give the path without the file: prefix" : "")),
       "scheme", scheme);
@@ -69,10 +77,42 @@ storage::DatabaseHolder HubdHolder(const std::string& address,
   return holder;
 }
 
+// Connects to a PostgreSQL database and migrates it. Several hubs may
+// share it: no lock file; every failure names the database without its
+// password.
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenPostgresStore(
+    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock,
+    HubMetrics* metrics) {
+  storage::pg::PostgresStoreOptions store_options;
+  store_options.conninfo = options.db_path;
+  store_options.synchronous_commit =
+      options.synchronous == storage::SqliteStoreOptions::Synchronous::kFull
+          ? "on"
+          : "off";
+  store_options.new_id = [ids] { return ids->Next(); };
+  store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
+  store_options.on_group_committed = [metrics](int ops, absl::Duration took) {
+    metrics->OnGroupCommitted(ops, took);
+  };
+  absl::StatusOr<std::unique_ptr<storage::pg::PostgresStore>> store =
+      storage::pg::PostgresStore::Open(store_options);
+  if (!store.ok()) {
+    absl::StatusOr<std::string> named =
+        storage::pg::RedactedConnInfo(options.db_path);
+    return ReasonError(
+        store.status().code(),
+        ReasonOf(store.status()).empty() ? "STORE_UNAVAILABLE"
+                                         : ReasonOf(store.status()),
+        absl::StrCat("database ", named.ok() ? *named : "(unparsable URL)",
+                     " is unusable: ", store.status().message()));
+  }
+  return std::unique_ptr<storage::Store>(std::move(*store));
+}
+
 // Creates the database's directory, takes the database's lock (before
 // anything, migrations and recovery included, writes to the file), then
 // opens and migrates it. Every failure names the file.
-absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
+absl::StatusOr<std::unique_ptr<storage::Store>> OpenSqliteStore(
     const HubServerOptions& options, const std::string& hub_instance_id,
     UuidV7Generator* ids, const Clock* clock, HubMetrics* metrics,
     std::unique_ptr<storage::DatabaseLock>* lock) {
@@ -114,7 +154,7 @@ absl::StatusOr<std::unique_ptr<storage::SqliteStore>> OpenStore(
   absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
       storage::SqliteStore::Open(store_options);
   if (!store.ok()) return unusable(store.status());
-  return store;
+  return std::unique_ptr<storage::Store>(std::move(*store));
 }
 
 // "host:port" with the port replaced by `port`.
@@ -164,8 +204,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->metrics_ = std::make_unique<HubMetrics>();
   HubMetrics* metrics = server->metrics_.get();
   const std::string hub_instance_id = ids->Next();
-  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store = OpenStore(
-      options, hub_instance_id, ids, clock, metrics, &server->db_lock_);
+  absl::StatusOr<std::unique_ptr<storage::Store>> store =
+      IsPostgresUrl(options.db_path)
+          ? OpenPostgresStore(options, ids, clock, metrics)
+          : OpenSqliteStore(options, hub_instance_id, ids, clock, metrics,
+                            &server->db_lock_);
   if (!store.ok()) return store.status();
   server->store_ = std::move(*store);
   const storage::StoreInfo info = server->store_->Info();
@@ -468,7 +511,7 @@ void HubServer::EnsureRecoveredRoles(
 absl::Status HubServer::StartMetrics(const std::string& listen) {
   HubMetrics* metrics = metrics_.get();
   PresenceRegistry* presence = presence_.get();
-  storage::SqliteStore* store = store_.get();
+  storage::Store* store = store_.get();
   // Every committed role change, from the rows as they are now on.
   absl::StatusOr<RoleWatchStart> watch = roles_->Watch(
       RoleWatchFilter{},
@@ -564,7 +607,7 @@ void HubServer::Shutdown(absl::Duration grace) {
   ask_pool_.reset();
   write_pool_.reset();  // finishes the writes it holds
   if (store_ != nullptr) {
-    const storage::GroupCommitWriter::Stats stats = store_->write_stats();
+    const storage::WriteStats stats = store_->write_stats();
     log::Info("store_closing", {{"writes", stats.ops},
                                 {"groups", stats.groups},
                                 {"replays", stats.replays}});

@@ -38,6 +38,7 @@
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
 #include "storage/database_lock.h"
+#include "storage/pg/pg_store.h"
 #include "storage/sqlite_store.h"
 
 namespace hub {
@@ -45,11 +46,15 @@ namespace hub {
 struct HubServerOptions {
   // host:port to listen on; port 0 picks a free port (see HubServer::port()).
   std::string listen = "127.0.0.1:27889";
-  // SQLite database file; created (with its directory) when missing. A URL
-  // (`scheme://...`, `file:...`) is refused: hubd serves SQLite files only.
-  // While the server lives it holds "<db_path>.lock" (storage/database_lock.h)
-  // and a second server on the same file is refused.
+  // A SQLite database file, created (with its directory) when missing;
+  // while the server lives it holds "<db_path>.lock"
+  // (storage/database_lock.h) and a second server on the same file is
+  // refused. Or a PostgreSQL database, `postgresql://...` (a libpq URI),
+  // migrated on start and shareable by several hubs. Any other URL
+  // (`scheme://...`, `file:...`) is refused.
   std::string db_path = "var/hub.sqlite";
+  // SQLite's synchronous mode; on PostgreSQL kFull is synchronous_commit
+  // on, kNormal off (a server crash may lose the last commits).
   storage::SqliteStoreOptions::Synchronous synchronous =
       storage::SqliteStoreOptions::Synchronous::kFull;
   PresenceConfig presence;
@@ -164,7 +169,7 @@ class HubServer {
   int port_ = 0;
   // Declared before store_: released only after the store has closed.
   std::unique_ptr<storage::DatabaseLock> db_lock_;
-  std::unique_ptr<storage::SqliteStore> store_;
+  std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Authority> authority_;
   // Before server_: the certificates' private copy outlives the listener.
   std::unique_ptr<ServerTls> tls_;

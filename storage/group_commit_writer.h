@@ -46,6 +46,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "status/status.h"
+#include "storage/store.h"
 
 namespace hub::storage {
 
@@ -56,13 +57,7 @@ enum class GroupTransaction {
   kGone,    // the engine ended it (or the connection is lost)
 };
 
-struct GroupCommitStats {
-  int64_t groups = 0;
-  int64_t ops = 0;
-  // Groups run a second time, with savepoints, because an operation
-  // failed after writing.
-  int64_t replays = 0;
-};
+using GroupCommitStats = WriteStats;
 
 namespace group_commit_internal {
 // The writer whose completion thread this is, if it is one.

@@ -56,7 +56,7 @@ class SqliteStore final : public Store {
   ~SqliteStore() override;
 
   const MigrationReport& migration() const { return migration_; }
-  GroupCommitWriter::Stats write_stats() const { return writer_->stats(); }
+  WriteStats write_stats() const override { return writer_->stats(); }
   // Result rows the read methods have stepped through so far, over all
   // read connections (rows SQLite handed over, not rows it examined and
   // filtered out: the query plans bound those).
@@ -68,7 +68,7 @@ class SqliteStore final : public Store {
   // on meanwhile. The copy is compact and in rollback-journal mode; hubd
   // opens it as is. Store errors (STORE_FULL, STORE_READ_ONLY,
   // STORE_UNAVAILABLE) name the cause.
-  absl::Status BackupTo(const std::string& path);
+  absl::Status BackupTo(const std::string& path) override;
 
   StoreInfo Info() const override { return info_; }
 

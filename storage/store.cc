@@ -112,6 +112,16 @@ absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
   return absl::OkStatus();
 }
 
+absl::Status Store::BackupTo(const std::string& path) {
+  (void)path;
+  return FailedPreconditionError(
+      "BACKUP_UNSUPPORTED",
+      absl::StrCat(
+          "the ", Info().store_type,
+          " store is not backed up through hub: use the database's "
+          "own tools (pg_dump, pg_basebackup, streaming replication)"));
+}
+
 absl::Status CheckAckGeneration(int64_t current,
                                 std::optional<int64_t> claimed) {
   if (!claimed.has_value() || *claimed == current) return absl::OkStatus();

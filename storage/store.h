@@ -485,6 +485,15 @@ struct ScopeCloseResult {
 // scope of `wire` is closed.
 absl::Status ScopeClosedError(absl::string_view wire);
 
+// A store's group-commit counters, for metrics.
+struct WriteStats {
+  int64_t groups = 0;
+  int64_t ops = 0;
+  // Groups run a second time, with savepoints, because an operation
+  // failed after writing.
+  int64_t replays = 0;
+};
+
 struct StoreInfo {
   std::string store_type;          // "sqlite"
   std::string db_path;             // absolute
@@ -511,6 +520,13 @@ class Store {
   virtual ~Store() = default;
 
   virtual StoreInfo Info() const = 0;
+  // Group-commit counters (metrics).
+  virtual WriteStats write_stats() const = 0;
+  // Writes a consistent copy of the database, as of one moment, to `path`
+  // (which must not exist), for AdminService.BackupStore. A store that
+  // cannot (PostgreSQL: use its own tools) answers FAILED_PRECONDITION /
+  // BACKUP_UNSUPPORTED.
+  virtual absl::Status BackupTo(const std::string& path);
 
   // ---- agents
   // Upserts the agent: status online, last_seen = now, lease = now + ttl,

@@ -68,6 +68,15 @@ std::optional<int64_t> Result::Int(int row, int column) const {
 }
 int64_t Result::changed() const {
   if (result_ == nullptr) return 0;
+  // PQcmdTuples counts a SELECT's rows too: only writes change rows.
+  const absl::string_view command = PQcmdStatus(result_);
+  if (!absl::StartsWith(command, "INSERT") &&
+      !absl::StartsWith(command, "UPDATE") &&
+      !absl::StartsWith(command, "DELETE") &&
+      !absl::StartsWith(command, "MERGE") &&
+      !absl::StartsWith(command, "COPY")) {
+    return 0;
+  }
   int64_t n = 0;
   return absl::SimpleAtoi(PQcmdTuples(result_), &n) ? n : 0;
 }

@@ -60,7 +60,7 @@ class PostgresStore final : public Store {
   ~PostgresStore() override;
 
   const PgMigrationReport& migration() const { return migration_; }
-  GroupCommitStats write_stats() const { return writer_->stats(); }
+  WriteStats write_stats() const override { return writer_->stats(); }
 
   StoreInfo Info() const override { return info_; }
 
