@@ -1,10 +1,10 @@
 // SqliteStore: role candidates (TRIFLUX-HUB.md §5.6). Absent fields keep
 // the stored value; explicit clears write NULL.
-#include <limits>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/role_updates.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 
@@ -178,27 +178,7 @@ absl::StatusOr<CandidateRecord> SqliteStore::UpdateCandidateReachability(
                            u.role_key_wire, "' not found"));
         }
         CandidateRecord c = **current;
-        switch (u.failures) {
-          case ReachabilityUpdate::Failures::kKeep:
-            break;
-          case ReachabilityUpdate::Failures::kSet:
-            c.consecutive_probe_failures = u.failures_value;
-            break;
-          case ReachabilityUpdate::Failures::kIncrement:
-            ++c.consecutive_probe_failures;
-            break;
-          case ReachabilityUpdate::Failures::kReset:
-            c.consecutive_probe_failures = 0;
-            break;
-        }
-        // The exclusion follows the count this write commits.
-        c.excluded_until_ms =
-            u.excluded_until_for
-                ? std::optional<int64_t>(
-                      u.excluded_until_for(c.consecutive_probe_failures))
-                : u.excluded_until_ms.ApplyTo(c.excluded_until_ms);
-        c.last_probe_ms = u.last_probe_ms.value_or(u.now_ms);
-        c.last_probe_code = u.last_probe_code.ApplyTo(c.last_probe_code);
+        roles::ApplyReachability(u, &c);
         return SaveCandidate(conn, c);
       });
 }
@@ -221,31 +201,18 @@ absl::StatusOr<std::vector<CandidateRecord>> SqliteStore::ListCandidates(
 absl::StatusOr<std::vector<CandidateRecord>> SqliteStore::ListCandidatesPage(
     const CandidatePageQuery& q) {
   using Result = std::vector<CandidateRecord>;
-  std::optional<CandidatePageQuery::Key> after = q.after;
-  if (q.role_key_wire.has_value() && after.has_value() &&
-      after->role_key_wire != *q.role_key_wire) {
-    // A key of another role: all of this role's rows follow it, or none.
-    if (after->role_key_wire > *q.role_key_wire) return Result();
-    after.reset();
-  }
+  const std::optional<CandidatePageQuery::Key> start =
+      roles::CandidatePageStart(q);
+  if (!start.has_value()) return Result();
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
     absl::StatusOr<Stmt> stmt =
         conn.Prepare(q.role_key_wire.has_value() ? rows::kRoleCandidatesPageSql
                                                  : rows::kCandidatesPageSql);
     if (!stmt.ok()) return stmt.status();
-    if (after.has_value()) {
-      stmt->Bind(1, absl::string_view(after->role_key_wire))
-          .Bind(2, after->priority)
-          .Bind(3, after->updated_at_ms)
-          .Bind(4, absl::string_view(after->agent_id));
-    } else {
-      // From the start: every wire is longer than "" (all roles), and
-      // (max, max, "") precedes every row in the activator's order.
-      stmt->Bind(1, absl::string_view(q.role_key_wire.value_or("")))
-          .Bind(2, std::numeric_limits<int64_t>::max())
-          .Bind(3, std::numeric_limits<int64_t>::max())
-          .Bind(4, absl::string_view(""));
-    }
+    stmt->Bind(1, absl::string_view(start->role_key_wire))
+        .Bind(2, start->priority)
+        .Bind(3, start->updated_at_ms)
+        .Bind(4, absl::string_view(start->agent_id));
     stmt->Bind(5, q.agent_id);
     rows::BindList(*stmt, 6, q.projects);
     stmt->Bind(7, rows::SqlLimit(q.limit));

@@ -5,11 +5,11 @@
 // activation_id IS); callers check that it changed exactly one row. The new
 // row is computed in C++ from the row read in the same transaction, so the
 // same code is correct on a database shared by several hubs.
-#include <algorithm>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/role_updates.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 
@@ -42,52 +42,7 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
 
 namespace {
 
-constexpr const char* kRoleStates[] = {"electable", "elected-probing", "active",
-                                       "unreachable", "quarantined"};
-
-bool ValidState(const std::string& state) {
-  return std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
-         std::end(kRoleStates);
-}
-
-// Applies the generic patch rules of §5.4 to `row` (NOT NULL columns keep
-// their value on Clear; last_transition defaults to now).
-void ApplyRolePatch(const RolePatch& p, int64_t now_ms, RoleRecord* row) {
-  if (p.state.set()) row->state = p.state.value();
-  row->holder_agent_id = p.holder_agent_id.ApplyTo(row->holder_agent_id);
-  row->previous_holder_agent_id =
-      p.previous_holder_agent_id.ApplyTo(row->previous_holder_agent_id);
-  row->activation_id = p.activation_id.ApplyTo(row->activation_id);
-  row->activation_deadline_ms =
-      p.activation_deadline_ms.ApplyTo(row->activation_deadline_ms);
-  row->holder_lease_expires_ms =
-      p.holder_lease_expires_ms.ApplyTo(row->holder_lease_expires_ms);
-  row->charter_version = p.charter_version.ApplyTo(row->charter_version);
-  row->charter_acked_epoch =
-      p.charter_acked_epoch.ApplyTo(row->charter_acked_epoch);
-  if (p.retry_count.set()) row->retry_count = p.retry_count.value();
-  row->next_probe_ms = p.next_probe_ms.ApplyTo(row->next_probe_ms);
-  row->blocked_reason = p.blocked_reason.ApplyTo(row->blocked_reason);
-  row->last_transition_ms = p.last_transition_ms.value_or(now_ms);
-  if (p.last_reason.set()) row->last_reason = p.last_reason.value();
-}
-
-absl::Status InvalidState(const std::string& state) {
-  return InvalidArgumentError("ROLE_STATE_INVALID",
-                              absl::StrCat("unknown role state '", state, "'"));
-}
-
-// The fence a role update must still satisfy.
-struct RoleFence {
-  int64_t version;
-  int64_t epoch;
-  int64_t activation_seq;
-  std::optional<std::string> activation_id;
-};
-
-RoleFence FenceOf(const RoleRecord& r) {
-  return {r.version, r.epoch, r.activation_seq, r.activation_id};
-}
+using roles::RoleFence;
 
 // Writes `next` (all mutable columns; version becomes version + 1) WHERE
 // the row still matches `fence`. Returns the new row, or nullopt when the
@@ -164,22 +119,8 @@ absl::StatusOr<RoleWrite> ExplainLostFence(Connection& conn,
                                            const RoleFence& fence) {
   absl::StatusOr<std::optional<RoleRecord>> latest = rows::LoadRole(conn, wire);
   if (!latest.ok()) return latest.status();
-  RoleWrite w;
-  w.role = *latest;
-  if (!latest->has_value()) {
-    w.outcome = RoleOutcome::kNotFound;
-  } else if ((*latest)->version != fence.version) {
-    w.outcome = RoleOutcome::kStaleVersion;
-  } else if ((*latest)->epoch != fence.epoch) {
-    w.outcome = RoleOutcome::kStaleEpoch;
-  } else if ((*latest)->activation_seq != fence.activation_seq) {
-    w.outcome = RoleOutcome::kStaleActivationSeq;
-  } else if ((*latest)->activation_id != fence.activation_id) {
-    w.outcome = RoleOutcome::kStaleActivationId;
-  } else {
-    w.outcome = RoleOutcome::kCasConflict;
-  }
-  return w;
+  return roles::Refused(roles::LostFenceOutcome(*latest, fence),
+                        std::move(*latest));
 }
 
 absl::StatusOr<RoleWrite> ApplyFenced(Connection& conn, const RoleRecord& next,
@@ -193,13 +134,6 @@ absl::StatusOr<RoleWrite> ApplyFenced(Connection& conn, const RoleRecord& next,
   RoleWrite w;
   w.outcome = RoleOutcome::kApplied;
   w.role = std::move(*updated);
-  return w;
-}
-
-RoleWrite Refused(RoleOutcome outcome, std::optional<RoleRecord> latest) {
-  RoleWrite w;
-  w.outcome = outcome;
-  w.role = std::move(latest);
   return w;
 }
 
@@ -217,57 +151,19 @@ absl::StatusOr<RoleWrite> SqliteStore::ReserveIn(Connection& conn,
   absl::StatusOr<std::optional<RoleRecord>> current =
       rows::LoadRole(conn, r.role_key_wire);
   if (!current.ok()) return current.status();
-  RoleRecord next;
-  if (current->has_value()) {
-    const RoleRecord& cur = **current;
-    if (r.expected_version.value_or(cur.version) != cur.version) {
-      return Refused(RoleOutcome::kStaleVersion, cur);
-    }
-    if (r.expected_epoch.value_or(cur.epoch) != cur.epoch ||
-        r.next_epoch.value_or(cur.epoch + 1) != cur.epoch + 1) {
-      return Refused(RoleOutcome::kStaleEpoch, cur);
-    }
-    if (r.next_activation_seq.value_or(cur.activation_seq + 1) !=
-        cur.activation_seq + 1) {
-      return Refused(RoleOutcome::kStaleActivationSeq, cur);
-    }
-    next = cur;
-    next.epoch = cur.epoch + 1;
-    next.activation_seq = cur.activation_seq + 1;
-  } else {
-    next.role_key_wire = r.role_key_wire;
-    next.project_id = r.project_id;
-    next.role_kind = r.role_kind;
-    next.scope_id = r.scope_id;
-  }
-  std::optional<std::string> old_holder = next.holder_agent_id;
-  ApplyRolePatch(r.patch, r.now_ms, &next);
-  // §5.3 defaults for what the caller left unset.
-  if (!r.patch.state.set()) {
-    next.state = next.holder_agent_id ? "elected-probing" : "electable";
-  }
-  if (r.patch.activation_id.keep() && r.patch.holder_agent_id.set()) {
-    next.activation_id = options_.new_id();
-  }
-  if (r.patch.previous_holder_agent_id.keep() &&
-      next.holder_agent_id != old_holder) {
-    next.previous_holder_agent_id = old_holder;
-  }
-  if (!r.patch.last_reason.set()) next.last_reason = "role_reserved";
-  if (!ValidState(next.state)) return InvalidState(next.state);
-
-  if (!current->has_value()) {
-    absl::Status s = InsertRole(conn, next);
+  absl::StatusOr<roles::RolePlan> plan =
+      roles::PlanReservation(*current, r, options_.new_id);
+  if (!plan.ok()) return plan.status();
+  if (plan->refused) return std::move(*plan->refused);
+  if (plan->insert) {
+    absl::Status s = InsertRole(conn, plan->next);
     if (!s.ok()) return s;
     absl::StatusOr<std::optional<RoleRecord>> inserted =
         rows::LoadRole(conn, r.role_key_wire);
     if (!inserted.ok()) return inserted.status();
-    return Refused(RoleOutcome::kApplied, std::move(*inserted));
+    return roles::Refused(RoleOutcome::kApplied, std::move(*inserted));
   }
-  RoleFence fence = FenceOf(**current);
-  fence.version = r.expected_version.value_or(fence.version);
-  fence.epoch = r.expected_epoch.value_or(fence.epoch);
-  return ApplyFenced(conn, next, fence);
+  return ApplyFenced(conn, plan->next, plan->fence);
 }
 
 absl::StatusOr<RoleWrite> SqliteStore::ReserveRole(const RoleReservation& r) {
@@ -279,36 +175,18 @@ absl::StatusOr<RoleWrite> SqliteStore::CasIn(Connection& conn,
   absl::StatusOr<std::optional<RoleRecord>> current =
       rows::LoadRole(conn, cas.role_key_wire);
   if (!current.ok()) return current.status();
-  if (!cas.expected_version || !cas.expected_epoch ||
-      !cas.expected_activation_seq || !cas.expected_activation_id) {
-    return Refused(RoleOutcome::kInvalidCas, *current);
-  }
-  if (!current->has_value()) {
-    if (absl::Status s = rows::RefuseClosedScope(conn, cas.role_key_wire);
-        !s.ok()) {
-      return s;
+  absl::StatusOr<roles::RolePlan> plan = roles::PlanCas(*current, cas);
+  if (!plan.ok()) return plan.status();
+  if (plan->refused) {
+    if (plan->refused->outcome == RoleOutcome::kNotFound) {
+      if (absl::Status s = rows::RefuseClosedScope(conn, cas.role_key_wire);
+          !s.ok()) {
+        return s;
+      }
     }
-    return Refused(RoleOutcome::kNotFound, {});
+    return std::move(*plan->refused);
   }
-  const RoleRecord& cur = **current;
-  if (*cas.expected_version != cur.version) {
-    return Refused(RoleOutcome::kStaleVersion, cur);
-  }
-  if (*cas.expected_epoch != cur.epoch) {
-    return Refused(RoleOutcome::kStaleEpoch, cur);
-  }
-  if (*cas.expected_activation_seq != std::optional(cur.activation_seq)) {
-    return Refused(RoleOutcome::kStaleActivationSeq, cur);
-  }
-  if (*cas.expected_activation_id != cur.activation_id) {
-    return Refused(RoleOutcome::kStaleActivationId, cur);
-  }
-  RoleRecord next = cur;
-  ApplyRolePatch(cas.patch, cas.now_ms, &next);
-  if (!ValidState(next.state)) return InvalidState(next.state);
-  RoleFence fence{*cas.expected_version, *cas.expected_epoch,
-                  cur.activation_seq, *cas.expected_activation_id};
-  return ApplyFenced(conn, next, fence);
+  return ApplyFenced(conn, plan->next, plan->fence);
 }
 
 absl::StatusOr<RoleWrite> SqliteStore::CompareAndSetRole(const RoleCas& cas) {
@@ -339,43 +217,10 @@ absl::StatusOr<std::vector<RoleRecord>> SqliteStore::RecoverIn(Connection& conn,
   if (!rows_before.ok()) return rows_before.status();
   std::vector<RoleRecord> recovered;
   for (const RoleRecord& cur : *rows_before) {
-    bool authority_state =
-        cur.state != "unreachable" && cur.state != "quarantined";
-    RoleRecord next = cur;
-    next.epoch = cur.epoch + 1;
-    next.activation_seq = cur.activation_seq + 1;
-    next.last_transition_ms = now_ms;
-    next.charter_acked_epoch.reset();
-    next.activation_deadline_ms.reset();
-    if (cur.holder_agent_id && authority_state) {
-      bool lease_live = cur.holder_lease_expires_ms.has_value() &&
-                        *cur.holder_lease_expires_ms > now_ms;
-      if (lease_live) {
-        // Never restored straight to active: re-probe under a new id.
-        next.state = "elected-probing";
-        next.activation_id = options_.new_id();
-        next.last_reason = "restart_reprobe_required";
-      } else {
-        next.state = "electable";
-        next.previous_holder_agent_id = cur.holder_agent_id;
-        next.holder_agent_id.reset();
-        next.activation_id.reset();
-        next.holder_lease_expires_ms.reset();
-        next.blocked_reason.reset();
-        next.last_reason = "restart_holder_lease_expired";
-      }
-    } else if (!cur.holder_agent_id &&
-               (cur.activation_id || cur.state == "elected-probing" ||
-                cur.state == "active")) {
-      // Orphaned activation, or a phantom active row (v8).
-      next.state = "electable";
-      next.activation_id.reset();
-      next.last_reason = cur.state == "active" ? "restart_phantom_active"
-                                               : "restart_activation_fenced";
-    } else {
-      continue;  // electable, unreachable, quarantined: keep (and backoff)
-    }
-    absl::StatusOr<RoleWrite> w = ApplyFenced(conn, next, FenceOf(cur));
+    std::optional<RoleRecord> next =
+        roles::RecoveredRole(cur, now_ms, options_.new_id);
+    if (!next.has_value()) continue;
+    absl::StatusOr<RoleWrite> w = ApplyFenced(conn, *next, roles::FenceOf(cur));
     if (!w.ok()) return w.status();
     if (w->outcome == RoleOutcome::kApplied) recovered.push_back(*w->role);
   }

@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/role_updates.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 
@@ -93,34 +94,20 @@ absl::StatusOr<ScopeCloseResult> SqliteStore::CloseScopeIn(
   absl::StatusOr<std::vector<MessageRecord>> messages =
       rows::ReadAll<MessageRecord>(*pending, rows::ReadMessage);
   if (!messages.ok()) return messages.status();
-  const std::optional<std::string> last_error =
-      absl::StrCat("lead scope closed by ", c.closed_by,
-                   c.reason.empty() ? "" : absl::StrCat(": ", c.reason));
+  const std::optional<std::string> last_error = roles::ScopeClosedLastError(c);
   for (MessageRecord& m : *messages) {
     absl::StatusOr<std::optional<bool>> inserted = DeadLetterIfStatus(
         conn, m.id, m.status, kScopeClosedReason, c.now_ms, last_error);
     if (!inserted.ok()) return inserted.status();
     if (!inserted->has_value()) continue;  // fence lost (cannot happen here)
-    ClaimedMessage claimed;
-    claimed.transition.message_id = m.id;
-    claimed.transition.previous_status = m.status;
-    claimed.transition.reason = kScopeClosedReason;
-    claimed.transition.failed_at_ms = c.now_ms;
-    claimed.transition.dlq_inserted = **inserted;
-    claimed.message = std::move(m);
-    result.dead_lettered.push_back(std::move(claimed));
+    result.dead_lettered.push_back(
+        roles::ScopeClosedClaim(std::move(m), c.now_ms, **inserted));
   }
 
   // The record, last, so it carries the count (the order inside the
   // transaction is invisible to every other write).
-  result.closed.project_id = c.project_id;
-  result.closed.scope_id = c.scope_id;
-  result.closed.role_key_wire = c.role_key_wire;
-  result.closed.closed_at_ms = c.now_ms;
-  result.closed.closed_by = c.closed_by;
-  result.closed.reason = c.reason;
-  result.closed.dead_lettered_count =
-      static_cast<int64_t>(result.dead_lettered.size());
+  result.closed = roles::ClosedScopeOf(
+      c, static_cast<int64_t>(result.dead_lettered.size()));
   absl::StatusOr<Stmt> insert = conn.Prepare(
       "INSERT INTO hub_closed_scopes (project_id, scope_id, role_key_wire, "
       "closed_at_ms, closed_by, reason, dead_lettered_count) "
