@@ -1,0 +1,51 @@
+// Role rows and closed lead scopes on PostgreSQL: the reads and locks that
+// pg_store_roles.cc and pg_store_candidates.cc share, and the closed-scope
+// check every write that could bring a scope back makes inside its own
+// transaction (a role-addressed message insert too). Internal to the
+// PostgreSQL store; see docs/design/postgres.md, "Roles, candidates and
+// closed scopes".
+#ifndef HUB_STORAGE_PG_PG_ROLE_ROWS_H_
+#define HUB_STORAGE_PG_PG_ROLE_ROWS_H_
+
+#include <optional>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/pg/pg_conn.h"
+#include "storage/store.h"
+
+namespace hub::storage::pg {
+
+// How a read locks the row it returns until the transaction ends.
+enum class RowLock { kNone, kShare, kUpdate };
+
+// The role row of `wire`, if any, locked as asked.
+absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
+                                                   absl::string_view wire,
+                                                   RowLock lock);
+
+// A lead scope's transaction-scoped advisory locks, which order a scope's
+// close against the writes that would bring it back: CloseLeadScope takes
+// both exclusively; ReserveRole takes the project-and-scope one shared; a
+// role-addressed message insert takes the wire one shared. Taken before the
+// closed-scope check, so a close either committed before the check (and is
+// seen by it) or waits until the write committed (and then sees its rows).
+absl::Status LockScope(Connection& conn, absl::string_view project_id,
+                       absl::string_view scope_id, bool exclusive);
+absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
+                           bool exclusive);
+
+// The closed-scope record whose wire is `wire`, or whose project and scope
+// are `project_id` and `scope_id` ("" matches by wire only).
+absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(
+    Connection& conn, absl::string_view wire, absl::string_view project_id = "",
+    absl::string_view scope_id = "");
+// ScopeClosedError when `wire` (or the project and scope) is closed.
+absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,
+                               absl::string_view project_id = "",
+                               absl::string_view scope_id = "");
+
+}  // namespace hub::storage::pg
+
+#endif  // HUB_STORAGE_PG_PG_ROLE_ROWS_H_
