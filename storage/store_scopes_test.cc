@@ -375,10 +375,15 @@ TEST_P(ClosedScopes, TheRecordSurvivesAReopen) {
 class MultiHubScopes : public StoreTest {};
 HUB_STORE_TEST_SUITE(MultiHubScopes);
 
-TEST_P(MultiHubScopes, CandidatesRacingACloseNeverOutliveTheScope) {
+TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
   if (!postgres()) GTEST_SKIP() << "several hubs share PostgreSQL only";
   std::unique_ptr<Store> other = Open();
   ASSERT_NE(other, nullptr);
+  // The closer is a third hub: a close in the same group as an upsert of
+  // the same role, racing another hub's group, can deadlock (one group's
+  // operations hold their locks until its commit; docs/design/postgres.md).
+  std::unique_ptr<Store> closer = Open();
+  ASSERT_NE(closer, nullptr);
   constexpr int kRounds = 6;
   constexpr int kUpserters = 3;
   for (int round = 0; round < kRounds; ++round) {
@@ -392,7 +397,7 @@ TEST_P(MultiHubScopes, CandidatesRacingACloseNeverOutliveTheScope) {
     for (int t = 0; t < kUpserters; ++t) {
       threads.emplace_back([&, t] {
         Store& hub = t % 2 == 0 ? store() : *other;
-        for (int i = 0; i < 200; ++i) {
+        for (int i = 0; i < 100'000; ++i) {  // until the close
           absl::StatusOr<CandidateRecord> c = hub.UpsertCandidate(
               Candidate(absl::StrCat("agent-", t, "-", i), wire));
           if (c.ok()) {
@@ -408,9 +413,25 @@ TEST_P(MultiHubScopes, CandidatesRacingACloseNeverOutliveTheScope) {
         }
       });
     }
+    // And a reserver on the first hub: a reservation either lands before
+    // the close (whose delete removes the row) or is refused after it.
+    threads.emplace_back([&] {
+      for (int i = 0; i < 100'000; ++i) {  // until the close
+        absl::StatusOr<RoleWrite> w =
+            store().ReserveRole(LeadReservation(wire, scope));
+        if (w.ok()) continue;
+        if (ReasonOf(w.status()) == "ROLE_SCOPE_CLOSED") {
+          refused.fetch_add(1);
+        } else {
+          ADD_FAILURE() << w.status();
+          unexpected.fetch_add(1);
+        }
+        return;
+      }
+    });
     while (applied.load() < 5 + round * 3) std::this_thread::yield();
     ScopeClose close = Closing(wire, scope);
-    absl::StatusOr<ScopeCloseResult> closed = other->CloseLeadScope(close);
+    absl::StatusOr<ScopeCloseResult> closed = closer->CloseLeadScope(close);
     for (std::thread& t : threads) t.join();
     ASSERT_TRUE(closed.ok()) << closed.status();
     EXPECT_FALSE(closed->already_closed);
@@ -418,7 +439,7 @@ TEST_P(MultiHubScopes, CandidatesRacingACloseNeverOutliveTheScope) {
     // Every candidate that was written was written before the close, which
     // removed it; none came after.
     EXPECT_EQ(closed->candidates_removed, applied.load());
-    EXPECT_EQ(refused.load(), kUpserters);
+    EXPECT_EQ(refused.load(), kUpserters + 1);
     EXPECT_EQ(Query("SELECT count(*) FROM role_candidates WHERE "
                     "role_key_wire = '" +
                     wire + "'"),

@@ -25,14 +25,14 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
                                                    absl::string_view wire,
                                                    RowLock lock);
 
-// A lead scope's transaction-scoped advisory locks, which order a scope's
-// close against the writes that would bring it back: CloseLeadScope takes
-// both exclusively; ReserveRole takes the project-and-scope one shared; a
-// role-addressed message insert takes the wire one shared. Taken before the
-// closed-scope check, so a close either committed before the check (and is
-// seen by it) or waits until the write committed (and then sees its rows).
-absl::Status LockScope(Connection& conn, absl::string_view project_id,
-                       absl::string_view scope_id, bool exclusive);
+// A role's transaction-scoped advisory lock (by wire), which orders a lead
+// scope's close against every write that could bring it back or touch its
+// rows: CloseLeadScope takes it exclusively; ReserveRole,
+// CompareAndSetRole, UpsertCandidate, UpdateCandidateReachability (and a
+// role-addressed message insert) take it shared, before any row lock of
+// the role and before the closed-scope check, so a close either committed
+// before the check (and is seen by it) or waits until the write committed
+// (and then removes its rows).
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive);
 

@@ -37,14 +37,6 @@ absl::Status AdvisoryLock(Connection& conn, const std::string& key,
 
 }  // namespace
 
-absl::Status LockScope(Connection& conn, absl::string_view project_id,
-                       absl::string_view scope_id, bool exclusive) {
-  return AdvisoryLock(conn,
-                      absl::StrCat("hub.scope:", project_id.size(), ":",
-                                   project_id, ":", scope_id),
-                      exclusive);
-}
-
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive) {
   return AdvisoryLock(conn, absl::StrCat("hub.scope-wire:", wire), exclusive);
@@ -146,10 +138,6 @@ absl::StatusOr<std::vector<ClaimedMessage>> DeadLetterBacklog(
 
 absl::StatusOr<ScopeCloseResult> CloseScopeIn(Connection& conn,
                                               const ScopeClose& c) {
-  if (absl::Status s = LockScope(conn, c.project_id, c.scope_id, true);
-      !s.ok()) {
-    return s;
-  }
   if (absl::Status s = LockScopeWire(conn, c.role_key_wire, true); !s.ok()) {
     return s;
   }
@@ -318,10 +306,15 @@ absl::Status CandidateNotFound(absl::string_view wire,
 
 absl::StatusOr<CandidateRecord> UpsertIn(Connection& conn,
                                          const CandidateUpsert& u) {
-  // FOR SHARE: the role row stays until this commits, so a scope close (or
-  // a delete) waits for the candidate and then removes it too.
+  // The role row stays until this commits, so a scope close (or a delete)
+  // waits for the candidate and then removes it too. FOR UPDATE, not
+  // FOR SHARE: a later reservation of the same group then needs no upgrade
+  // (two hubs upgrading a shared lock deadlock).
+  if (absl::Status s = LockScopeWire(conn, u.role_key_wire, false); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::optional<RoleRecord>> role =
-      LoadRole(conn, u.role_key_wire, RowLock::kShare);
+      LoadRole(conn, u.role_key_wire, RowLock::kUpdate);
   if (!role.ok()) return role.status();
   if (!role->has_value()) {
     if (absl::Status s = RefuseClosedScope(conn, u.role_key_wire); !s.ok()) {
@@ -351,6 +344,9 @@ absl::StatusOr<CandidateRecord> UpsertIn(Connection& conn,
 
 absl::StatusOr<CandidateRecord> ReachabilityIn(Connection& conn,
                                                const ReachabilityUpdate& u) {
+  if (absl::Status s = LockScopeWire(conn, u.role_key_wire, false); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<Result> current = conn.Run(
       "SELECT " HUB_CANDIDATE_COLUMNS
       " FROM role_candidates WHERE role_key_wire = $1 AND agent_id = $2 "

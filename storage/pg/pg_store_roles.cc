@@ -157,11 +157,8 @@ absl::StatusOr<RoleWrite> ReserveIn(
     const std::function<std::string()>& new_id) {
   // Inside the write, under the scope's lock: a scope closed after the
   // caller's checks is refused here, before anything is written.
-  if (!r.scope_id.empty()) {
-    if (absl::Status s = LockScope(conn, r.project_id, r.scope_id, false);
-        !s.ok()) {
-      return s;
-    }
+  if (absl::Status s = LockScopeWire(conn, r.role_key_wire, false); !s.ok()) {
+    return s;
   }
   if (absl::Status s =
           RefuseClosedScope(conn, r.role_key_wire, r.project_id, r.scope_id);
@@ -196,6 +193,9 @@ absl::StatusOr<RoleWrite> ReserveIn(
 }
 
 absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas) {
+  if (absl::Status s = LockScopeWire(conn, cas.role_key_wire, false); !s.ok()) {
+    return s;
+  }
   absl::StatusOr<std::optional<RoleRecord>> current =
       LoadRole(conn, cas.role_key_wire, RowLock::kUpdate);
   if (!current.ok()) return current.status();
