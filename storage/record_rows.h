@@ -132,6 +132,32 @@ ClosedScopeRecord ReadClosedScopeRow(const Row& s) {
   return r;
 }
 
+#define HUB_INBOX_COLUMNS \
+  "message_id, agent_id, delivered_at_ms, acked_at_ms, attempts"
+
+template <typename Row>
+InboxRecord ReadInboxRow(const Row& s) {
+  InboxRecord r;
+  r.message_id = s.Text(0);
+  r.agent_id = s.Text(1);
+  r.delivered_at_ms = s.OptInt(2);
+  r.acked_at_ms = s.OptInt(3);
+  r.attempts = s.Int(4);
+  return r;
+}
+
+// The dead-letter columns (message_id, reason, failed_at_ms, last_error)
+// from column `first` on.
+template <typename Row>
+DeadLetterRecord ReadDeadLetterRow(const Row& s, int first = 0) {
+  DeadLetterRecord d;
+  d.message_id = s.Text(first);
+  d.reason = s.Text(first + 1);
+  d.failed_at_ms = s.Int(first + 2);
+  d.last_error = s.OptText(first + 3);
+  return d;
+}
+
 }  // namespace hub::storage::rows
 
 #endif  // HUB_STORAGE_RECORD_ROWS_H_

@@ -497,19 +497,12 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::ListInbox(
   using Result = std::vector<InboxRecord>;
   return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
     absl::StatusOr<Stmt> stmt = conn.Prepare(
-        "SELECT message_id, agent_id, delivered_at_ms, acked_at_ms, attempts "
-        "FROM message_inbox WHERE message_id = ? ORDER BY agent_id");
+        "SELECT " HUB_INBOX_COLUMNS
+        " FROM message_inbox WHERE message_id = ? ORDER BY agent_id");
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, message_id);
-    return rows::ReadAll<InboxRecord>(*stmt, [](const Stmt& s) {
-      InboxRecord r;
-      r.message_id = s.Text(0);
-      r.agent_id = s.Text(1);
-      r.delivered_at_ms = s.OptInt(2);
-      r.acked_at_ms = s.OptInt(3);
-      r.attempts = s.Int(4);
-      return r;
-    });
+    return rows::ReadAll<InboxRecord>(
+        *stmt, [](const Stmt& s) { return rows::ReadInboxRow(s); });
   });
 }
 
@@ -632,21 +625,6 @@ absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
   });
 }
 
-namespace {
-
-// The dead-letter columns (message_id, reason, failed_at_ms, last_error)
-// from column `first` on.
-DeadLetterRecord ReadDeadLetter(const Stmt& s, int first = 0) {
-  DeadLetterRecord d;
-  d.message_id = s.Text(first);
-  d.reason = s.Text(first + 1);
-  d.failed_at_ms = s.Int(first + 2);
-  d.last_error = s.OptText(first + 3);
-  return d;
-}
-
-}  // namespace
-
 absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListTraceMessages(
     const TracePageQuery& q) {
   using Result = std::vector<MessageRecord>;
@@ -682,7 +660,8 @@ absl::StatusOr<std::vector<DeadLetterRow>> SqliteStore::ListDeadLetters(
     return rows::ReadAll<DeadLetterRow>(*stmt, [](const Stmt& s) {
       DeadLetterRow row;
       if (s.OptText(0).has_value()) row.message = rows::ReadMessage(s);
-      row.dead_letter = ReadDeadLetter(s, 14);  // after the message's 14
+      row.dead_letter =
+          rows::ReadDeadLetterRow(s, 14);  // after the message's 14
       return row;
     });
   });
@@ -698,8 +677,9 @@ absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
         if (!stmt.ok()) return stmt.status();
         stmt->Bind(1, message_id);
         absl::StatusOr<std::optional<DeadLetterRecord>> row =
-            rows::ReadOne<DeadLetterRecord>(
-                *stmt, [](const Stmt& s) { return ReadDeadLetter(s); });
+            rows::ReadOne<DeadLetterRecord>(*stmt, [](const Stmt& s) {
+              return rows::ReadDeadLetterRow(s);
+            });
         if (!row.ok()) return row.status();
         if (!row->has_value()) {
           return NotFoundError(

@@ -18,6 +18,27 @@
 
 namespace hub::storage::testing {
 
+// A message as the message tests write it: event from "sender" to
+// "agent-a", topic.x, expiring `ttl` ms after `created`.
+inline MessageRecord TestMessage(const std::string& id, int64_t priority = 5,
+                                 int64_t created = 1'700'000'000'000,
+                                 int64_t ttl = 300'000) {
+  MessageRecord m;
+  m.id = id;
+  m.type = "event";
+  m.from_agent = "sender";
+  m.to_agent = "agent-a";
+  m.topic = "topic.x";
+  m.priority = priority;
+  m.ttl_ms = ttl;
+  m.created_at_ms = created;
+  m.expires_at_ms = created + ttl;
+  m.correlation_id = "corr-" + id;
+  m.trace_id = "trace-" + id;
+  m.payload_json = R"({"n":1})";
+  return m;
+}
+
 // A path under $TEST_TMPDIR unique to the running test; any earlier file
 // (and its -wal/-shm) is removed.
 inline std::string FreshDbPath(const std::string& suffix = "") {

@@ -1,6 +1,16 @@
-// PostgresStore: messages. IN PROGRESS: placeholders to be replaced.
+// PostgresStore: messages, per-recipient inbox rows, expiry and dead letters
+// (TRIFLUX-HUB.md §6, B0 expiry of §6.6), with SqliteStore's outcomes. Other
+// hubs write the same rows at any moment (READ COMMITTED), so nothing here
+// is cached across operations: the inbox limit is counted under a lock, an
+// ack locks its message row, the sweep skips rows another transaction holds.
+// See docs/design/postgres.md, "Messages".
+#include <limits>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/container/flat_hash_set.h"
+#include "absl/strings/str_cat.h"
 #include "status/status.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
@@ -8,114 +18,601 @@
 namespace hub::storage::pg {
 namespace {
 
-absl::Status NotYet() {
-  return ReasonError(absl::StatusCode::kUnimplemented, "NOT_YET",
-                     "not implemented yet");
+#define HUB_PG_M_COLUMNS                                           \
+  "m.id, m.type, m.from_agent, m.to_agent, m.topic, m.priority, "  \
+  "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, " \
+  "m.trace_id, m.payload_json, m.status, m.role_key_wire"
+
+// Serializes publishes to one inbox across hubs until the group commits:
+// a transaction-scoped advisory lock per distinct recipient (class 18,
+// hashtext of the agent id; a collision only serializes two inboxes), taken
+// in key order so two publishes never wait on each other crosswise. Agent
+// rows are not locked: a recipient need not be registered, and a publish
+// must not wait behind a lease checkpoint of the same agent.
+constexpr char kLockInboxesSql[] =
+    "SELECT pg_advisory_xact_lock(18, k) FROM (SELECT DISTINCT hashtext(a) "
+    "AS k FROM unnest($1::text[]) AS a ORDER BY k OFFSET 0) AS s";
+
+// The first recipient (in `recipients` order) whose inbox holds $2 pending
+// messages: unacked rows of queued|delivered messages, as SqliteStore counts
+// them (an expired message counts until the sweep claims it). Each count
+// stops at $2 rows of idx_inbox_agent. A statement of its own, after the
+// locks: its snapshot must see every publish committed before them.
+constexpr char kFullInboxSql[] =
+    "SELECT r.agent FROM unnest($1::text[]) WITH ORDINALITY AS r(agent, ord) "
+    "WHERE (SELECT count(*) FROM (SELECT 1 FROM message_inbox i "
+    "JOIN messages m ON m.id = i.message_id "
+    "WHERE i.agent_id = r.agent AND i.acked_at_ms IS NULL "
+    "AND m.status IN ('queued', 'delivered') LIMIT $2::bigint) AS c) "
+    ">= $2::bigint ORDER BY r.ord LIMIT 1";
+
+constexpr char kInsertMessageSql[] =
+    "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id";
+
+// Every recipient's row in one statement; those in $3 (about to be pushed)
+// start delivered with one attempt. A recipient named twice gets one row.
+constexpr char kInsertInboxSql[] =
+    "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
+    "attempts) SELECT $1, r.agent, "
+    "CASE WHEN r.agent = ANY($3::text[]) THEN $4::bigint END, "
+    "CASE WHEN r.agent = ANY($3::text[]) THEN 1 ELSE 0 END "
+    "FROM unnest($2::text[]) WITH ORDINALITY AS r(agent, ord) ORDER BY r.ord "
+    "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id";
+
+// Acks the agent's delivered, unacked rows of the pending messages among
+// $1, locking those messages first (in id order) so that an ack and
+// another hub's ack of the same message, or its expiry, run one after the
+// other: the lock's re-check drops a message that left pending meanwhile.
+constexpr char kAckRowsSql[] =
+    "WITH m AS MATERIALIZED (SELECT id FROM messages "
+    "WHERE id = ANY($1::text[]) AND status IN ('queued', 'delivered') "
+    "ORDER BY id FOR NO KEY UPDATE) "
+    "UPDATE message_inbox i SET acked_at_ms = $3::bigint FROM m "
+    "WHERE i.message_id = m.id AND i.agent_id = $2 "
+    "AND i.delivered_at_ms IS NOT NULL AND i.acked_at_ms IS NULL "
+    "RETURNING i.message_id";
+
+// A statement after kAckRowsSql, so its snapshot sees every ack committed
+// by whoever held a message's lock before us.
+constexpr char kAckMessagesSql[] =
+    "UPDATE messages SET status = 'acked' "
+    "WHERE id = ANY($1::text[]) AND status IN ('queued', 'delivered') "
+    "AND NOT EXISTS (SELECT 1 FROM message_inbox i "
+    "WHERE i.message_id = messages.id AND i.acked_at_ms IS NULL)";
+
+constexpr char kAckedBeforeSql[] =
+    "SELECT message_id FROM message_inbox WHERE message_id = ANY($1::text[]) "
+    "AND agent_id = $2 AND acked_at_ms IS NOT NULL";
+
+// The sweep in one statement: claims pending messages at or past expiry
+// (skipping rows another transaction holds: another hub's sweep, or an ack
+// in flight, which the next sweep sees settled), moves them to dead_letter
+// and inserts their dead letters first-writer-wins.
+constexpr char kSweepSql[] =
+    "WITH claimed AS MATERIALIZED (SELECT id, status, expires_at_ms "
+    "FROM messages WHERE status IN ('queued', 'delivered') "
+    "AND expires_at_ms <= $1::bigint ORDER BY expires_at_ms, id "
+    "FOR UPDATE SKIP LOCKED), "
+    "moved AS (UPDATE messages m SET status = 'dead_letter' FROM claimed c "
+    "WHERE m.id = c.id RETURNING m.id, c.status, c.expires_at_ms), "
+    "dlq AS (INSERT INTO dead_letters (message_id, reason, failed_at_ms, "
+    "last_error) SELECT id, 'ttl_expired', $1::bigint, NULL FROM moved "
+    "ON CONFLICT (message_id) DO NOTHING RETURNING message_id) "
+    "SELECT moved.id, moved.status, dlq.message_id IS NOT NULL "
+    "FROM moved LEFT JOIN dlq ON dlq.message_id = moved.id "
+    "ORDER BY moved.expires_at_ms, moved.id";
+
+constexpr char kPendingPageSql[] =
+    "SELECT " HUB_PG_M_COLUMNS
+    " FROM message_inbox i JOIN messages m ON m.id = i.message_id "
+    "WHERE i.agent_id = $1 AND i.acked_at_ms IS NULL "
+    "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > $2::bigint "
+    "AND ($3::text IS NULL OR m.topic = $3::text) "
+    "AND (m.priority < $4::bigint OR (m.priority = $4::bigint "
+    "AND (m.created_at_ms > $5::bigint "
+    "OR (m.created_at_ms = $5::bigint AND m.id > $6::text)))) "
+    "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC "
+    "LIMIT $7::bigint";
+
+constexpr char kTracePageSql[] =
+    "SELECT " HUB_MESSAGE_COLUMNS
+    " FROM messages WHERE trace_id = $1 AND created_at_ms >= $2::bigint "
+    "AND (created_at_ms > $2::bigint OR id > $3::text) "
+    "ORDER BY created_at_ms, id LIMIT $4::bigint";
+
+constexpr char kDeadLettersPageSql[] =
+    "SELECT " HUB_PG_M_COLUMNS
+    ", d.message_id, d.reason, d.failed_at_ms, d.last_error "
+    "FROM dead_letters d LEFT JOIN messages m ON m.id = d.message_id "
+    "WHERE d.failed_at_ms <= $3::bigint "
+    "AND (d.failed_at_ms < $3::bigint OR d.message_id > $4::text) "
+    "AND ($1::text IS NULL OR d.reason = $1::text) "
+    "AND ($2::text IS NULL OR m.from_agent = $2::text) "
+    "ORDER BY d.failed_at_ms DESC, d.message_id ASC LIMIT $5::bigint";
+
+#undef HUB_PG_M_COLUMNS
+
+bool IsPending(absl::string_view status) {
+  return status == "queued" || status == "delivered";
+}
+
+// A page's LIMIT: `limit` when > 0, else NULL (PostgreSQL: no limit).
+Param PageLimit(int64_t limit) { return limit > 0 ? P(limit) : Null(); }
+
+absl::Status MessageNotFound(absl::string_view id) {
+  return NotFoundError("MESSAGE_NOT_FOUND",
+                       absl::StrCat("message '", id, "' not found"));
+}
+
+absl::Status DeliveryNotFound(absl::string_view id, absl::string_view agent) {
+  return NotFoundError(
+      "DELIVERY_NOT_FOUND",
+      absl::StrCat("message '", id, "' has no recipient '", agent, "'"));
+}
+
+absl::StatusOr<std::optional<MessageRecord>> LoadMessage(Connection& conn,
+                                                         absl::string_view id) {
+  absl::StatusOr<Result> r = conn.Run(
+      "SELECT " HUB_MESSAGE_COLUMNS " FROM messages WHERE id = $1", {P(id)});
+  if (!r.ok()) return r.status();
+  return ReadOne<MessageRecord>(*r, ReadMessage);
+}
+
+// Whether message `id` exists (a statement that returns no row when it does
+// not, so an error after it leaves the group nothing to replay).
+absl::StatusOr<bool> MessageExists(Connection& conn, absl::string_view id) {
+  absl::StatusOr<Result> r =
+      conn.Run("SELECT 1 FROM messages WHERE id = $1", {P(id)});
+  if (!r.ok()) return r.status();
+  return r->rows() == 1;
+}
+
+InboxRecord ReadInbox(const Row& r) { return rows::ReadInboxRow(r); }
+DeadLetterRecord ReadDeadLetter(const Row& r) {
+  return rows::ReadDeadLetterRow(r);
+}
+
+std::vector<std::string> FirstColumn(const Result& r) {
+  return ReadAll<std::string>(r, [](const Row& row) { return row.Text(0); });
+}
+
+// OK, or INBOX_FULL for the first of `recipients` whose inbox holds `limit`
+// pending messages, decided under the inboxes' locks (no overshoot by
+// concurrent publishes, from this hub or another).
+absl::Status CheckInboxLimit(Connection& conn,
+                             const std::vector<std::string>& recipients,
+                             int64_t limit) {
+  if (recipients.empty()) return absl::OkStatus();
+  const std::string agents = TextArray(recipients);
+  if (absl::StatusOr<Result> locked = conn.Run(kLockInboxesSql, {agents});
+      !locked.ok()) {
+    return locked.status();
+  }
+  absl::StatusOr<Result> full = conn.Run(kFullInboxSql, {agents, P(limit)});
+  if (!full.ok()) return full.status();
+  if (full->rows() > 0) return InboxFullError(full->Text(0, 0), limit);
+  return absl::OkStatus();
+}
+
+// Inserts the message, its inbox rows and, for `deliver_to` (recipients
+// about to be pushed to), a first delivery attempt; the message then starts
+// out delivered. Returns the delivered inbox rows in `recipients` order
+// (SqliteStore's). Refusals come before any row is written, in SqliteStore's
+// order: closed scope, full inbox, duplicate id, unknown deliver_to.
+absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
+    Connection& conn, const MessageRecord& m,
+    const std::vector<std::string>& recipients,
+    const std::vector<std::string>& deliver_to, int64_t now_ms,
+    int64_t max_pending_per_inbox) {
+  const bool pending = IsPending(m.status);
+  // Inside the write: a lead scope closed after the publish was checked
+  // still refuses its message (nothing is written).
+  if (m.role_key_wire.has_value()) {
+    absl::StatusOr<Result> closed =
+        conn.Run("SELECT 1 FROM hub_closed_scopes WHERE role_key_wire = $1",
+                 {P(*m.role_key_wire)});
+    if (!closed.ok()) return closed.status();
+    if (closed->rows() > 0) return ScopeClosedError(*m.role_key_wire);
+  }
+  if (max_pending_per_inbox > 0 && pending) {
+    if (absl::Status s =
+            CheckInboxLimit(conn, recipients, max_pending_per_inbox);
+        !s.ok()) {
+      return s;
+    }
+  }
+  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  absl::StatusOr<Result> inserted = conn.Run(
+      kInsertMessageSql,
+      {P(m.id), P(m.type), P(m.from_agent), P(m.to_agent), P(m.topic),
+       P(m.priority), P(m.ttl_ms), P(m.created_at_ms), P(m.expires_at_ms),
+       P(m.correlation_id), P(m.trace_id), P(m.payload_json),
+       P(delivering ? std::string("delivered") : m.status),
+       P(m.role_key_wire)});
+  if (!inserted.ok()) return inserted.status();
+  if (inserted->rows() == 0) {
+    return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
+                       absl::StrCat("message '", m.id, "' already exists"));
+  }
+  const absl::flat_hash_set<absl::string_view> recipient_set(recipients.begin(),
+                                                             recipients.end());
+  for (const std::string& agent : deliver_to) {
+    if (!recipient_set.contains(agent)) return DeliveryNotFound(m.id, agent);
+  }
+  std::vector<InboxRecord> delivered;
+  if (recipients.empty()) return delivered;
+  absl::StatusOr<Result> rows = conn.Run(
+      kInsertInboxSql,
+      {P(m.id), TextArray(recipients), TextArray(deliver_to), P(now_ms)});
+  if (!rows.ok()) return rows.status();
+  const std::vector<std::string> added = FirstColumn(*rows);
+  absl::flat_hash_set<absl::string_view> now_delivered(deliver_to.begin(),
+                                                       deliver_to.end());
+  const absl::flat_hash_set<absl::string_view> added_set(added.begin(),
+                                                         added.end());
+  for (const std::string& agent : recipients) {
+    // erase(): a recipient named twice is reported once.
+    if (!added_set.contains(agent) || now_delivered.erase(agent) == 0) continue;
+    InboxRecord row;
+    row.message_id = m.id;
+    row.agent_id = agent;
+    row.delivered_at_ms = now_ms;
+    row.attempts = 1;
+    delivered.push_back(std::move(row));
+  }
+  return delivered;
+}
+
+// Acks `agent_id`'s rows of `ids`; returns the ids it acked now. A message
+// whose every row is acked becomes acked.
+absl::StatusOr<absl::flat_hash_set<std::string>> AckIn(
+    Connection& conn, absl::string_view agent_id,
+    const std::vector<std::string>& ids, int64_t now_ms) {
+  absl::StatusOr<Result> rows =
+      conn.Run(kAckRowsSql, {TextArray(ids), P(agent_id), P(now_ms)});
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> acked = FirstColumn(*rows);
+  if (!acked.empty()) {
+    if (absl::StatusOr<Result> done =
+            conn.Run(kAckMessagesSql, {TextArray(acked)});
+        !done.ok()) {
+      return done.status();
+    }
+  }
+  return absl::flat_hash_set<std::string>(
+      std::make_move_iterator(acked.begin()),
+      std::make_move_iterator(acked.end()));
+}
+
+// AckMessages in one operation: the owner's generation checked with its
+// row locked FOR SHARE until the group commits (a re-registration by
+// another hub waits for these acks, or these acks see it and refuse), then
+// every id acked, or looked up when there was nothing to ack (acked before
+// by this agent counts as acknowledged).
+absl::StatusOr<std::vector<bool>> AckAllIn(
+    Connection& conn, absl::string_view agent_id,
+    const std::vector<std::string>& message_ids, int64_t now_ms,
+    std::optional<int64_t> presence_generation) {
+  absl::StatusOr<Result> owner = conn.Run(
+      "SELECT presence_generation FROM agents WHERE agent_id = $1 FOR SHARE",
+      {P(agent_id)});
+  if (!owner.ok()) return owner.status();
+  if (owner->rows() == 0) return ToStatus(PresenceOutcome::kNotFound, agent_id);
+  if (absl::Status stale =
+          CheckAckGeneration(owner->Int(0, 0).value_or(0), presence_generation);
+      !stale.ok()) {
+    return stale;
+  }
+  absl::StatusOr<absl::flat_hash_set<std::string>> acked =
+      AckIn(conn, agent_id, message_ids, now_ms);
+  if (!acked.ok()) return acked.status();
+  std::vector<std::string> rest;
+  for (const std::string& id : message_ids) {
+    if (!acked->contains(id)) rest.push_back(id);
+  }
+  if (!rest.empty()) {
+    absl::StatusOr<Result> before =
+        conn.Run(kAckedBeforeSql, {TextArray(rest), P(agent_id)});
+    if (!before.ok()) return before.status();
+    for (std::string& id : FirstColumn(*before)) acked->insert(std::move(id));
+  }
+  std::vector<bool> out;
+  out.reserve(message_ids.size());
+  for (const std::string& id : message_ids) out.push_back(acked->contains(id));
+  return out;
 }
 
 }  // namespace
 
 absl::Status PostgresStore::InsertMessage(
     const MessageRecord& message, const std::vector<std::string>& recipients) {
-  return NotYet();
+  return WriteStatus([&](Connection& conn) -> absl::Status {
+    return InsertMessageIn(conn, message, recipients, {}, 0, 0).status();
+  });
 }
 
 absl::StatusOr<std::vector<InboxRecord>> PostgresStore::InsertMessageDelivering(
     const MessageRecord& message, const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox) {
-  return NotYet();
+  return Write<std::vector<InboxRecord>>([&](Connection& conn) {
+    return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
+                           max_pending_per_inbox);
+  });
 }
 
 void PostgresStore::InsertMessageDeliveringAsync(
     const MessageRecord& message, const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox, Callback<std::vector<InboxRecord>> done) {
-  std::move(done)(NotYet());
+  WriteAsync<std::vector<InboxRecord>>(
+      [message, recipients, deliver_to, now_ms,
+       max_pending_per_inbox](Connection& conn) {
+        return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
+                               max_pending_per_inbox);
+      },
+      std::move(done));
 }
 
 absl::StatusOr<bool> PostgresStore::AddRecipient(absl::string_view message_id,
                                                  absl::string_view agent_id) {
-  return NotYet();
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    absl::StatusOr<Result> added = conn.Run(
+        "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
+        "attempts) SELECT id, $2, NULL, 0 FROM messages WHERE id = $1 "
+        "ON CONFLICT (message_id, agent_id) DO NOTHING",
+        {P(message_id), P(agent_id)});
+    if (!added.ok()) return added.status();
+    if (added->changed() == 1) return true;
+    absl::StatusOr<bool> exists = MessageExists(conn, message_id);
+    if (!exists.ok()) return exists.status();
+    if (!*exists) return MessageNotFound(message_id);
+    return false;  // a recipient already
+  });
 }
 
 absl::StatusOr<InboxRecord> PostgresStore::MarkDelivered(
     absl::string_view message_id, absl::string_view agent_id, int64_t now_ms) {
-  return NotYet();
+  return Write<InboxRecord>(
+      [&](Connection& conn) -> absl::StatusOr<InboxRecord> {
+        absl::StatusOr<Result> inbox = conn.Run(
+            "UPDATE message_inbox SET "
+            "delivered_at_ms = COALESCE(delivered_at_ms, $3::bigint), "
+            "attempts = attempts + 1 WHERE message_id = $1 AND agent_id = $2 "
+            "RETURNING " HUB_INBOX_COLUMNS,
+            {P(message_id), P(agent_id), P(now_ms)});
+        if (!inbox.ok()) return inbox.status();
+        std::optional<InboxRecord> row =
+            ReadOne<InboxRecord>(*inbox, ReadInbox);
+        if (!row.has_value()) return DeliveryNotFound(message_id, agent_id);
+        absl::StatusOr<Result> msg = conn.Run(
+            "UPDATE messages SET status = 'delivered' "
+            "WHERE id = $1 AND status = 'queued'",
+            {P(message_id)});
+        if (!msg.ok()) return msg.status();
+        return std::move(*row);
+      });
 }
 
 absl::StatusOr<bool> PostgresStore::AckMessage(absl::string_view message_id,
                                                absl::string_view agent_id,
                                                int64_t now_ms) {
-  return NotYet();
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    absl::StatusOr<absl::flat_hash_set<std::string>> acked =
+        AckIn(conn, agent_id, {std::string(message_id)}, now_ms);
+    if (!acked.ok()) return acked.status();
+    return !acked->empty();
+  });
 }
 
 absl::StatusOr<std::vector<bool>> PostgresStore::AckMessages(
     absl::string_view agent_id, const std::vector<std::string>& message_ids,
     int64_t now_ms, std::optional<int64_t> presence_generation) {
-  return NotYet();
+  return Write<std::vector<bool>>([&](Connection& conn) {
+    return AckAllIn(conn, agent_id, message_ids, now_ms, presence_generation);
+  });
 }
 
 void PostgresStore::AckMessagesAsync(
     absl::string_view agent_id, const std::vector<std::string>& message_ids,
     int64_t now_ms, std::optional<int64_t> presence_generation,
     Callback<std::vector<bool>> done) {
-  std::move(done)(NotYet());
+  WriteAsync<std::vector<bool>>(
+      [agent = std::string(agent_id), message_ids, now_ms,
+       presence_generation](Connection& conn) {
+        return AckAllIn(conn, agent, message_ids, now_ms, presence_generation);
+      },
+      std::move(done));
 }
 
 absl::StatusOr<MessageRecord> PostgresStore::GetMessage(absl::string_view id) {
-  return NotYet();
+  return Read<MessageRecord>(
+      [&](Connection& conn) -> absl::StatusOr<MessageRecord> {
+        absl::StatusOr<std::optional<MessageRecord>> m = LoadMessage(conn, id);
+        if (!m.ok()) return m.status();
+        if (!m->has_value()) return MessageNotFound(id);
+        return std::move(**m);
+      });
 }
 
 absl::StatusOr<std::vector<InboxRecord>> PostgresStore::ListInbox(
     absl::string_view message_id) {
-  return NotYet();
+  using Rows = std::vector<InboxRecord>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    absl::StatusOr<Result> r =
+        conn.Run("SELECT " HUB_INBOX_COLUMNS
+                 " FROM message_inbox WHERE message_id = $1 ORDER BY agent_id",
+                 {P(message_id)});
+    if (!r.ok()) return r.status();
+    return ReadAll<InboxRecord>(*r, ReadInbox);
+  });
 }
 
 absl::StatusOr<std::vector<MessageRecord>> PostgresStore::ListPendingForAgent(
     absl::string_view agent_id, int64_t now_ms, int limit) {
-  return NotYet();
+  // The first page of ListPendingPage, any topic, `limit` rows exactly as
+  // given (LIMIT 0 is none, a negative limit all).
+  using Rows = std::vector<MessageRecord>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    absl::StatusOr<Result> r = conn.Run(
+        kPendingPageSql,
+        {P(agent_id), P(now_ms), Null(), P(std::numeric_limits<int64_t>::max()),
+         P(int64_t{0}), P(""), limit >= 0 ? P(limit) : Null()});
+    if (!r.ok()) return r.status();
+    return ReadAll<MessageRecord>(*r, ReadMessage);
+  });
 }
 
 absl::StatusOr<std::vector<MessageRecord>> PostgresStore::ListPendingPage(
-    const PendingPageQuery& query) {
-  return NotYet();
+    const PendingPageQuery& q) {
+  using Rows = std::vector<MessageRecord>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    absl::StatusOr<Result> r = conn.Run(
+        kPendingPageSql,
+        {P(q.agent_id), P(q.now_ms), P(q.topic),
+         P(q.after ? q.after->priority : std::numeric_limits<int64_t>::max()),
+         P(q.after ? q.after->created_at_ms : int64_t{0}),
+         P(q.after ? q.after->id : std::string()), PageLimit(q.limit)});
+    if (!r.ok()) return r.status();
+    return ReadAll<MessageRecord>(*r, ReadMessage);
+  });
 }
 
 absl::StatusOr<int64_t> PostgresStore::CountPendingForAgent(
     absl::string_view agent_id, int64_t now_ms, int64_t limit) {
-  return NotYet();
+  return Read<int64_t>([&](Connection& conn) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT count(*) FROM (SELECT 1 FROM message_inbox i "
+        "JOIN messages m ON m.id = i.message_id "
+        "WHERE i.agent_id = $1 AND i.acked_at_ms IS NULL "
+        "AND m.status IN ('queued', 'delivered') "
+        "AND m.expires_at_ms > $2::bigint LIMIT $3::bigint) AS c",
+        {P(agent_id), P(now_ms), limit >= 0 ? P(limit) : Null()});
+    if (!r.ok()) return r.status();
+    return r->Int(0, 0).value_or(0);
+  });
 }
 
 absl::StatusOr<std::vector<MessageRecord>>
 PostgresStore::ListPendingRoleMessages(absl::string_view wire, int64_t now_ms) {
-  return NotYet();
+  using Rows = std::vector<MessageRecord>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    // A range of idx_messages_role_pending (pending role messages only).
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT " HUB_MESSAGE_COLUMNS
+        " FROM messages WHERE role_key_wire = $1 "
+        "AND status IN ('queued', 'delivered') AND expires_at_ms > $2::bigint "
+        "ORDER BY priority DESC, created_at_ms ASC, id ASC",
+        {P(wire), P(now_ms)});
+    if (!r.ok()) return r.status();
+    return ReadAll<MessageRecord>(*r, ReadMessage);
+  });
 }
 
 absl::StatusOr<std::vector<ExpiryTransition>>
 PostgresStore::SweepExpiredMessages(int64_t now_ms) {
-  return NotYet();
+  using Rows = std::vector<ExpiryTransition>;
+  return Write<Rows>([now_ms](Connection& conn) -> absl::StatusOr<Rows> {
+    absl::StatusOr<Result> r = conn.Run(kSweepSql, {P(now_ms)});
+    if (!r.ok()) return r.status();
+    return ReadAll<ExpiryTransition>(*r, [now_ms](const Row& row) {
+      ExpiryTransition t;
+      t.message_id = row.Text(0);
+      t.previous_status = row.Text(1);
+      t.reason = "ttl_expired";
+      t.failed_at_ms = now_ms;
+      t.dlq_inserted = row.Text(2) == "t";
+      return t;
+    });
+  });
 }
 
 absl::StatusOr<bool> PostgresStore::DeadLetterMessage(
     absl::string_view message_id, absl::string_view reason, int64_t now_ms,
     std::optional<std::string> last_error) {
-  return NotYet();
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    // The status fence waits for, then re-checks, a concurrent writer's row.
+    absl::StatusOr<Result> moved = conn.Run(
+        "UPDATE messages SET status = 'dead_letter' "
+        "WHERE id = $1 AND status IN ('queued', 'delivered')",
+        {P(message_id)});
+    if (!moved.ok()) return moved.status();
+    if (moved->changed() == 0) {
+      absl::StatusOr<bool> exists = MessageExists(conn, message_id);
+      if (!exists.ok()) return exists.status();
+      if (!*exists) return MessageNotFound(message_id);
+      return false;  // terminal already
+    }
+    absl::StatusOr<Result> dlq = conn.Run(
+        "INSERT INTO dead_letters (message_id, reason, failed_at_ms, "
+        "last_error) VALUES ($1, $2, $3::bigint, $4) "
+        "ON CONFLICT (message_id) DO NOTHING",
+        {P(message_id), P(reason), P(now_ms), P(last_error)});
+    if (!dlq.ok()) return dlq.status();
+    return true;
+  });
 }
 
 absl::StatusOr<DeadLetterRecord> PostgresStore::GetDeadLetter(
     absl::string_view message_id) {
-  return NotYet();
+  return Read<DeadLetterRecord>(
+      [&](Connection& conn) -> absl::StatusOr<DeadLetterRecord> {
+        absl::StatusOr<Result> r = conn.Run(
+            "SELECT message_id, reason, failed_at_ms, last_error "
+            "FROM dead_letters WHERE message_id = $1",
+            {P(message_id)});
+        if (!r.ok()) return r.status();
+        std::optional<DeadLetterRecord> row =
+            ReadOne<DeadLetterRecord>(*r, ReadDeadLetter);
+        if (!row.has_value()) {
+          return NotFoundError(
+              "DEAD_LETTER_NOT_FOUND",
+              absl::StrCat("no dead letter for message '", message_id, "'"));
+        }
+        return std::move(*row);
+      });
 }
 
 absl::StatusOr<std::vector<MessageRecord>> PostgresStore::ListTraceMessages(
-    const TracePageQuery& query) {
-  return NotYet();
+    const TracePageQuery& q) {
+  using Rows = std::vector<MessageRecord>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    // idx_messages_trace finds the trace's rows; they are sorted to page
+    // them, so a page costs the trace's size, never the table's.
+    absl::StatusOr<Result> r = conn.Run(
+        kTracePageSql,
+        {P(q.trace_id),
+         P(q.after ? q.after->created_at_ms
+                   : std::numeric_limits<int64_t>::min()),
+         P(q.after ? q.after->id : std::string()), PageLimit(q.limit)});
+    if (!r.ok()) return r.status();
+    return ReadAll<MessageRecord>(*r, ReadMessage);
+  });
 }
 
 absl::StatusOr<std::vector<DeadLetterRow>> PostgresStore::ListDeadLetters(
-    const DeadLetterPageQuery& query) {
-  return NotYet();
+    const DeadLetterPageQuery& q) {
+  using Rows = std::vector<DeadLetterRow>;
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    // idx_dead_letters_failed (failed_at_ms DESC, message_id) gives the
+    // order; the redundant `failed_at_ms <= $3` lets it seek to the page.
+    absl::StatusOr<Result> r = conn.Run(
+        kDeadLettersPageSql,
+        {P(q.reason), P(q.from_agent),
+         P(q.after ? q.after->failed_at_ms
+                   : std::numeric_limits<int64_t>::max()),
+         P(q.after ? q.after->message_id : std::string()), PageLimit(q.limit)});
+    if (!r.ok()) return r.status();
+    return ReadAll<DeadLetterRow>(*r, [](const Row& s) {
+      DeadLetterRow row;
+      if (!s.IsNull(0)) row.message = ReadMessage(s);
+      row.dead_letter =
+          rows::ReadDeadLetterRow(s, 14);  // after the message's 14
+      return row;
+    });
+  });
 }
 
 }  // namespace hub::storage::pg
