@@ -458,6 +458,52 @@ TEST_P(MessageStore, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
             "LIMIT_EXCEEDED");
 }
 
+// PostgreSQL keeps each inbox's pending count in hub_inbox_pending (by
+// triggers); it must equal the rows it stands for after every kind of write.
+TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
+  if (!postgres()) GTEST_SKIP() << "SQLite counts in the writer's memory";
+  const auto check = [&](const std::string& when) {
+    EXPECT_EQ(Query("SELECT count(*) FROM (SELECT i.agent_id, count(*) AS n "
+                    "FROM message_inbox i JOIN messages m ON m.id = "
+                    "i.message_id WHERE i.acked_at_ms IS NULL AND m.status "
+                    "IN ('queued', 'delivered') GROUP BY i.agent_id) AS c "
+                    "FULL JOIN hub_inbox_pending p USING (agent_id) "
+                    "WHERE COALESCE(c.n, 0) <> COALESCE(p.pending, 0)"),
+              "0")
+        << when;
+  };
+  ASSERT_TRUE(store()
+                  .InsertMessageDelivering(TestMessage("m1"), {"a", "b"}, {"a"},
+                                           kNow, 5)
+                  .ok());
+  ASSERT_TRUE(
+      store().InsertMessage(TestMessage("m2", 5, kNow, 10), {"a"}).ok());
+  MessageRecord done = TestMessage("m3");
+  done.status = "acked";
+  ASSERT_TRUE(store().InsertMessage(done, {"a"}).ok());
+  check("after the inserts");
+  EXPECT_EQ(Query("SELECT pending FROM hub_inbox_pending WHERE agent_id = 'a'"),
+            "2");
+  ASSERT_TRUE(store().AddRecipient("m2", "c").ok());
+  ASSERT_TRUE(store().AddRecipient("m3", "c").ok());
+  check("after AddRecipient");
+  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow));
+  check("after an ack");
+  ASSERT_TRUE(store().MarkDelivered("m1", "b", kNow).ok());
+  ASSERT_TRUE(*store().AckMessage("m1", "b", kNow));
+  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+  check("after the last ack");
+  ASSERT_EQ(store().SweepExpiredMessages(kNow + 100)->size(), 1u);
+  check("after the sweep");
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m4"), {"a", "c"}).ok());
+  ASSERT_TRUE(*store().DeadLetterMessage("m4", "x", kNow, {}));
+  check("after a dead letter");
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m5"), {"a"}).ok());
+  ASSERT_EQ(Exec("DELETE FROM messages WHERE id = 'm5'"), "");
+  check("after a delete");
+  EXPECT_EQ(Query("SELECT sum(pending) FROM hub_inbox_pending"), "0");
+}
+
 // ---- AckMessages
 
 TEST_P(MessageStore, AckMessagesAcksEachIdInOneWriteCountingEarlierAcks) {

@@ -1,8 +1,9 @@
 // PostgresStore: messages, per-recipient inbox rows, expiry and dead letters
 // (TRIFLUX-HUB.md §6, B0 expiry of §6.6), with SqliteStore's outcomes. Other
 // hubs write the same rows at any moment (READ COMMITTED), so nothing here
-// is cached across operations: the inbox limit is counted under a lock, an
-// ack locks its message row, the sweep skips rows another transaction holds.
+// is cached across operations: the inbox limit reads a count the database
+// keeps, under its row lock; an ack locks its message row; the sweep skips
+// rows another transaction holds.
 // See docs/design/postgres.md, "Messages".
 #include <limits>
 #include <optional>
@@ -23,28 +24,17 @@ namespace {
   "m.ttl_ms, m.created_at_ms, m.expires_at_ms, m.correlation_id, " \
   "m.trace_id, m.payload_json, m.status, m.role_key_wire"
 
-// Serializes publishes to one inbox across hubs until the group commits:
-// a transaction-scoped advisory lock per distinct recipient (class 18,
-// hashtext of the agent id; a collision only serializes two inboxes), taken
-// in key order so two publishes never wait on each other crosswise. Agent
-// rows are not locked: a recipient need not be registered, and a publish
-// must not wait behind a lease checkpoint of the same agent.
-constexpr char kLockInboxesSql[] =
-    "SELECT pg_advisory_xact_lock(18, k) FROM (SELECT DISTINCT hashtext(a) "
-    "AS k FROM unnest($1::text[]) AS a ORDER BY k OFFSET 0) AS s";
-
-// The first recipient (in `recipients` order) whose inbox holds $2 pending
-// messages: unacked rows of queued|delivered messages, as SqliteStore counts
-// them (an expired message counts until the sweep claims it). Each count
-// stops at $2 rows of idx_inbox_agent. A statement of its own, after the
-// locks: its snapshot must see every publish committed before them.
-constexpr char kFullInboxSql[] =
-    "SELECT r.agent FROM unnest($1::text[]) WITH ORDINALITY AS r(agent, ord) "
-    "WHERE (SELECT count(*) FROM (SELECT 1 FROM message_inbox i "
-    "JOIN messages m ON m.id = i.message_id "
-    "WHERE i.agent_id = r.agent AND i.acked_at_ms IS NULL "
-    "AND m.status IN ('queued', 'delivered') LIMIT $2::bigint) AS c) "
-    ">= $2::bigint ORDER BY r.ord LIMIT 1";
+// Locks each distinct recipient's pending count (storage/pg/schema.sql's
+// hub_inbox_pending, kept by triggers) until the group commits, in agent
+// order so two publishes never wait on each other crosswise, and reads it:
+// the latest committed count, since a lock waits for its holder's commit.
+// A recipient with no row yet gets one (count 0), so that a first publish is
+// serialized too. A recipient need not be a registered agent.
+constexpr char kLockPendingCountsSql[] =
+    "INSERT INTO hub_inbox_pending AS p (agent_id, pending) "
+    "SELECT DISTINCT a, 0 FROM unnest($1::text[]) AS a ORDER BY a "
+    "ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending "
+    "RETURNING agent_id, pending";
 
 constexpr char kInsertMessageSql[] =
     "INSERT INTO messages (" HUB_MESSAGE_COLUMNS
@@ -178,21 +168,23 @@ std::vector<std::string> FirstColumn(const Result& r) {
   return ReadAll<std::string>(r, [](const Row& row) { return row.Text(0); });
 }
 
-// OK, or INBOX_FULL for the first of `recipients` whose inbox holds `limit`
-// pending messages, decided under the inboxes' locks (no overshoot by
-// concurrent publishes, from this hub or another).
+// OK, or LIMIT_EXCEEDED for the first of `recipients` whose inbox holds
+// `limit` pending messages, decided under the counts' row locks (no
+// overshoot by concurrent publishes, from this hub or another).
 absl::Status CheckInboxLimit(Connection& conn,
                              const std::vector<std::string>& recipients,
                              int64_t limit) {
   if (recipients.empty()) return absl::OkStatus();
-  const std::string agents = TextArray(recipients);
-  if (absl::StatusOr<Result> locked = conn.Run(kLockInboxesSql, {agents});
-      !locked.ok()) {
-    return locked.status();
+  absl::StatusOr<Result> counts =
+      conn.Run(kLockPendingCountsSql, {TextArray(recipients)});
+  if (!counts.ok()) return counts.status();
+  absl::flat_hash_set<absl::string_view> full;
+  for (int i = 0; i < counts->rows(); ++i) {
+    if (counts->Int(i, 1).value_or(0) >= limit) full.insert(counts->Text(i, 0));
   }
-  absl::StatusOr<Result> full = conn.Run(kFullInboxSql, {agents, P(limit)});
-  if (!full.ok()) return full.status();
-  if (full->rows() > 0) return InboxFullError(full->Text(0, 0), limit);
+  for (const std::string& agent : recipients) {
+    if (full.contains(agent)) return InboxFullError(agent, limit);
+  }
   return absl::OkStatus();
 }
 

@@ -75,6 +75,73 @@ CREATE TABLE IF NOT EXISTS message_inbox (
 CREATE INDEX IF NOT EXISTS idx_inbox_agent
   ON message_inbox(agent_id, delivered_at_ms);
 
+-- Each agent's pending inbox rows (unacked rows of queued|delivered
+-- messages), kept by the triggers below in the same transaction as every
+-- change to them, whoever writes it: what the inbox limit compares with,
+-- and the row a publish locks (FOR UPDATE) so that concurrent publishes from
+-- any hub cannot overshoot the limit. A COUNT per publish would read as many
+-- rows as the inbox holds (up to the limit: 10 000 by default).
+CREATE TABLE IF NOT EXISTS hub_inbox_pending (
+  agent_id TEXT PRIMARY KEY,
+  pending BIGINT NOT NULL DEFAULT 0
+);
+
+CREATE OR REPLACE FUNCTION hub_inbox_pending_add(agent TEXT, delta BIGINT)
+RETURNS void LANGUAGE sql AS $$
+  INSERT INTO hub_inbox_pending AS p (agent_id, pending) VALUES (agent, delta)
+  ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + delta
+$$;
+
+-- An inbox row counts while it is unacked and its message is pending.
+CREATE OR REPLACE FUNCTION hub_inbox_pending_row() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  IF TG_OP IN ('UPDATE', 'DELETE') AND OLD.acked_at_ms IS NULL
+     AND EXISTS (SELECT 1 FROM messages WHERE id = OLD.message_id
+                 AND status IN ('queued', 'delivered')) THEN
+    PERFORM hub_inbox_pending_add(OLD.agent_id, -1);
+  END IF;
+  IF TG_OP IN ('INSERT', 'UPDATE') AND NEW.acked_at_ms IS NULL
+     AND EXISTS (SELECT 1 FROM messages WHERE id = NEW.message_id
+                 AND status IN ('queued', 'delivered')) THEN
+    PERFORM hub_inbox_pending_add(NEW.agent_id, 1);
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- A message entering or leaving pending moves each of its unacked rows.
+-- A deleted message's rows are uncounted before the cascade deletes them
+-- (the rows' own trigger no longer finds the message then).
+CREATE OR REPLACE FUNCTION hub_inbox_pending_message() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  was BOOLEAN := TG_OP IN ('UPDATE', 'DELETE')
+                 AND OLD.status IN ('queued', 'delivered');
+  now_pending BOOLEAN := TG_OP = 'UPDATE'
+                         AND NEW.status IN ('queued', 'delivered');
+BEGIN
+  IF was <> now_pending THEN
+    PERFORM hub_inbox_pending_add(i.agent_id, CASE WHEN was THEN -1 ELSE 1 END)
+    FROM message_inbox i
+    WHERE i.message_id = OLD.id AND i.acked_at_ms IS NULL
+    ORDER BY i.agent_id;
+  END IF;
+  IF TG_OP = 'DELETE' THEN RETURN OLD; END IF;
+  RETURN NULL;
+END $$;
+
+CREATE OR REPLACE TRIGGER hub_inbox_pending_row
+  AFTER INSERT OR DELETE OR UPDATE OF acked_at_ms ON message_inbox
+  FOR EACH ROW EXECUTE FUNCTION hub_inbox_pending_row();
+CREATE OR REPLACE TRIGGER hub_inbox_pending_status
+  AFTER UPDATE OF status ON messages
+  FOR EACH ROW WHEN ((OLD.status IN ('queued', 'delivered')) IS DISTINCT FROM
+                     (NEW.status IN ('queued', 'delivered')))
+  EXECUTE FUNCTION hub_inbox_pending_message();
+CREATE OR REPLACE TRIGGER hub_inbox_pending_delete
+  BEFORE DELETE ON messages
+  FOR EACH ROW EXECUTE FUNCTION hub_inbox_pending_message();
+
 CREATE TABLE IF NOT EXISTS dead_letters (
   message_id TEXT COLLATE "C" PRIMARY KEY,
   reason TEXT COLLATE "C" NOT NULL,
