@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -27,6 +28,31 @@ std::vector<const char*> Values(const std::vector<Param>& params) {
     values.push_back(p.has_value() ? p->c_str() : nullptr);
   }
   return values;
+}
+
+// Whether `sql` may change rows: it names INSERT, UPDATE, DELETE or MERGE
+// other than as a row lock (FOR UPDATE, FOR NO KEY UPDATE). Errs towards
+// yes: a read taken for a write costs a savepoint replay, never a lost undo.
+bool TextWrites(absl::string_view sql) {
+  std::string text = absl::AsciiStrToUpper(sql);
+  for (const char* lock : {"FOR NO KEY UPDATE", "FOR UPDATE"}) {
+    for (size_t at = text.find(lock); at != std::string::npos;
+         at = text.find(lock, at)) {
+      text.replace(at, std::string(lock).size(), " ");
+    }
+  }
+  auto word_at = [&text](size_t at, size_t length) {
+    auto boundary = [](char c) { return !absl::ascii_isalnum(c) && c != '_'; };
+    return (at == 0 || boundary(text[at - 1])) &&
+           (at + length == text.size() || boundary(text[at + length]));
+  };
+  for (const std::string verb : {"INSERT", "UPDATE", "DELETE", "MERGE"}) {
+    for (size_t at = text.find(verb); at != std::string::npos;
+         at = text.find(verb, at + 1)) {
+      if (word_at(at, verb.size())) return true;
+    }
+  }
+  return false;
 }
 
 absl::Status PipelineAborted() {
@@ -172,8 +198,15 @@ Connection::Transaction Connection::TransactionState() const {
   }
 }
 
-absl::StatusOr<Result> Connection::Counted(absl::StatusOr<Result> result) {
-  if (result.ok()) total_changed_ += result->changed();
+absl::StatusOr<Result> Connection::Counted(absl::StatusOr<Result> result,
+                                           bool text_writes) {
+  if (!result.ok()) return result;
+  const int64_t changed = result->changed();
+  if (changed > 0) {
+    total_changed_ += changed;
+  } else if (text_writes) {
+    total_changed_ += result->rows();  // WITH ... UPDATE ... SELECT
+  }
   return result;
 }
 int Connection::BackendPid() const { return PQbackendPID(conn_); }
@@ -205,7 +238,8 @@ absl::StatusOr<Result> Take(PGresult* raw, absl::string_view what,
 
 absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
   const std::string text(sql);
-  return Counted(Take(PQexec(conn_, text.c_str()), "statement failed", conn_));
+  return Counted(Take(PQexec(conn_, text.c_str()), "statement failed", conn_),
+                 TextWrites(sql));
 }
 
 absl::StatusOr<Result> Connection::Query(absl::string_view sql,
@@ -215,7 +249,8 @@ absl::StatusOr<Result> Connection::Query(absl::string_view sql,
   return Counted(
       Take(PQexecParams(conn_, text.c_str(), static_cast<int>(values.size()),
                         nullptr, values.data(), nullptr, nullptr, 0),
-           "statement failed", conn_));
+           "statement failed", conn_),
+      TextWrites(sql));
 }
 
 absl::Status Connection::Prepare(const std::string& name,
@@ -226,6 +261,7 @@ absl::Status Connection::Prepare(const std::string& name,
            absl::StrCat("cannot prepare ", name), conn_);
   if (!r.ok()) return r.status();
   prepared_.push_back(name);
+  if (TextWrites(sql)) writing_.insert(name);
   return absl::OkStatus();
 }
 
@@ -239,7 +275,8 @@ absl::StatusOr<Result> Connection::ExecPrepared(
   return Counted(
       Take(PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
                           values.data(), nullptr, nullptr, 0),
-           absl::StrCat(name, " failed"), conn_));
+           absl::StrCat(name, " failed"), conn_),
+      writing_.contains(name));
 }
 
 absl::StatusOr<Result> Connection::Run(absl::string_view sql,
@@ -256,6 +293,7 @@ absl::StatusOr<Result> Connection::Run(absl::string_view sql,
 
 absl::Status Connection::Reconnect() {
   prepared_.clear();
+  writing_.clear();
   by_text_.clear();
   PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK) {
@@ -330,7 +368,8 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     // Each statement's answer is its result, then a NULL that ends it.
     PGresult* raw = PQgetResult(conn_);
     answers.push_back(
-        Counted(Take(raw, absl::StrCat(p.statement, " failed"), conn_)));
+        Counted(Take(raw, absl::StrCat(p.statement, " failed"), conn_),
+                writing_.contains(p.statement)));
     if (raw == nullptr) break;  // the connection broke: no more answers
     while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
   }

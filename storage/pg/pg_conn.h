@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
@@ -121,8 +122,10 @@ class Connection {
   // Where the connection is as to transactions (PQtransactionStatus).
   enum class Transaction { kIdle, kOpen, kFailed, kUnknown };
   Transaction TransactionState() const;
-  // Rows changed by every statement this connection ran so far (the sum of
-  // their changed() counts): whether an operation wrote anything.
+  // Rows changed by every statement this connection ran so far: whether
+  // an operation wrote anything. A write's changed() count; for a SELECT
+  // whose text writes (a data-modifying WITH), the rows it returned, which
+  // such statements return per row written; 0 for a plain read.
   int64_t total_changed() const { return total_changed_; }
   // The server's process id for this connection (pg_terminate_backend).
   int BackendPid() const;
@@ -130,12 +133,15 @@ class Connection {
  private:
   explicit Connection(pg_conn* conn) : conn_(conn) {}
   absl::Status ConnectionError(absl::string_view what) const;
-  // Counts a successful result's changed rows.
-  absl::StatusOr<Result> Counted(absl::StatusOr<Result> result);
+  // Counts a successful result's changed rows (see total_changed()).
+  absl::StatusOr<Result> Counted(absl::StatusOr<Result> result,
+                                 bool text_writes);
 
   pg_conn* conn_;
   int64_t total_changed_ = 0;
   std::vector<std::string> prepared_;
+  // Prepared statements whose text writes (see total_changed()).
+  absl::flat_hash_set<std::string> writing_;
   // Run()'s statements: their text -> the name they were prepared under.
   absl::flat_hash_map<std::string, std::string> by_text_;
 };

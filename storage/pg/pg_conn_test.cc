@@ -168,5 +168,21 @@ TEST_F(PgConnTest, ARestartedServerServesWhatWasCommitted) {
   EXPECT_EQ(Count(), 1);
 }
 
+TEST_F(PgConnTest, ReadsChangeNothingAndDataModifyingSelectsCountTheirRows) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(conn->Exec("CREATE TABLE c (k INT PRIMARY KEY, v INT)").ok());
+  ASSERT_TRUE(conn->Exec("INSERT INTO c VALUES (1, 0), (2, 0)").ok());
+  const int64_t before = conn->total_changed();
+  ASSERT_TRUE(conn->Run("SELECT k FROM c").ok());
+  ASSERT_TRUE(conn->Run("SELECT k FROM c WHERE k = $1 FOR UPDATE", {"1"}).ok());
+  EXPECT_EQ(conn->total_changed(), before);  // reads, a row lock
+  ASSERT_TRUE(conn->Run("WITH u AS (UPDATE c SET v = 1 RETURNING k) "
+                        "SELECT k FROM u")
+                  .ok());
+  EXPECT_EQ(conn->total_changed(), before + 2);
+  ASSERT_TRUE(conn->Run("UPDATE c SET v = 2 WHERE k = 1").ok());
+  EXPECT_EQ(conn->total_changed(), before + 3);
+}
+
 }  // namespace
 }  // namespace hub::storage::pg

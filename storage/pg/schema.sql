@@ -82,7 +82,7 @@ CREATE INDEX IF NOT EXISTS idx_inbox_agent
 -- any hub cannot overshoot the limit. A COUNT per publish would read as many
 -- rows as the inbox holds (up to the limit: 10 000 by default).
 CREATE TABLE IF NOT EXISTS hub_inbox_pending (
-  agent_id TEXT PRIMARY KEY,
+  agent_id TEXT COLLATE "C" PRIMARY KEY,
   pending BIGINT NOT NULL DEFAULT 0
 );
 
