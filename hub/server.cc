@@ -422,7 +422,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                          " (address in use or not available)"));
   }
   server->address_ = WithPort(options.listen, server->port_);
-  {
+  if (server->db_lock_ != nullptr) {  // SQLite: a lock file names this hub
     // A refused second hub names the address clients actually reach.
     if (absl::Status s = server->db_lock_->UpdateHolder(
             HubdHolder(server->address_, hub_instance_id));

@@ -495,9 +495,13 @@ struct WriteStats {
 };
 
 struct StoreInfo {
-  std::string store_type;          // "sqlite"
-  std::string db_path;             // absolute
-  std::string fingerprint;         // "sqlite:" + sha256(db_path) hex
+  std::string store_type;  // "sqlite"
+  // SQLite: the file's absolute path; PostgreSQL: postgresql://USER@HOST:
+  // PORT/DATABASE, without a password.
+  std::string db_path;
+  // "sqlite:" + sha256(db_path) hex; "postgres:" + sha256(the cluster's
+  // system identifier and the database name) hex.
+  std::string fingerprint;
   std::string schema_version;      // triflux-compatible, "8"
   std::string hub_schema_version;  // hub's own, "4"
 };

@@ -211,6 +211,13 @@ absl::StatusOr<Result> Connection::Counted(absl::StatusOr<Result> result,
 }
 int Connection::BackendPid() const { return PQbackendPID(conn_); }
 
+std::string Connection::Describe() const {
+  auto value = [](const char* v) { return v != nullptr ? v : ""; };
+  return absl::StrCat("postgresql://", value(PQuser(conn_)), "@",
+                      value(PQhost(conn_)), ":", value(PQport(conn_)), "/",
+                      value(PQdb(conn_)));
+}
+
 namespace {
 
 // A result that is not an error, as a Result; otherwise its status.

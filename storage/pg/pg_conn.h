@@ -129,6 +129,9 @@ class Connection {
   int64_t total_changed() const { return total_changed_; }
   // The server's process id for this connection (pg_terminate_backend).
   int BackendPid() const;
+  // Where this connection went, without its password:
+  // postgresql://USER@HOST:PORT/DATABASE (HOST may be a socket directory).
+  std::string Describe() const;
 
  private:
   explicit Connection(pg_conn* conn) : conn_(conn) {}

@@ -49,6 +49,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     PostgresStoreOptions options) {
   if (!options.new_id) options.new_id = NewUuidV7;
   if (!options.now_ms) options.now_ms = SystemNowMs;
+  // A conninfo libpq cannot parse is the caller's mistake, not an outage.
   absl::StatusOr<std::string> redacted = RedactedConnInfo(options.conninfo);
   if (!redacted.ok()) return redacted.status();
   std::unique_ptr<PostgresStore> store(new PostgresStore(std::move(options)));
@@ -70,7 +71,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   if (!identity.ok()) return identity.status();
 
   store->info_.store_type = "postgres";
-  store->info_.db_path = *redacted;
+  store->info_.db_path = (*conn)->Describe();
   // The cluster and the database, not the address: every hub over one
   // database reports the same fingerprint, whatever host name it uses.
   store->info_.fingerprint = absl::StrCat(

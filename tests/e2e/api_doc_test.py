@@ -186,7 +186,7 @@ def compare_block(block, actual_text):
             actual = json_documents(actual_text)
         except ValueError as e:
             return "not JSON (%s): %r" % (e, actual_text[:2000])
-        return mismatch(json_documents(block.text), actual)
+        return mismatch(json_documents(on_this_store(block.text)), actual)
     exp_lines = block.text.rstrip("\n").split("\n")
     act_lines = actual_text.rstrip("\n").split("\n")
     if len(exp_lines) != len(act_lines):
@@ -287,8 +287,35 @@ class Session:
                 self.proc.kill()
 
 
+# HUB_API_DOC_STORE=postgres runs the same examples against a hubd on a
+# PostgreSQL database the test starts itself: the API must answer the same on
+# both stores, but for what names the store (its type and fingerprint) and
+# BackupStore, which copies SQLite files only.
+ON_POSTGRES = os.environ.get("HUB_API_DOC_STORE") == "postgres"
+if ON_POSTGRES:
+    PLACEHOLDERS["fingerprint"] = r"postgres:[0-9a-f]{64}"
+    PLACEHOLDER = re.compile(r"<(%s)>" % "|".join(PLACEHOLDERS))
+POSTGRES = []  # the server, when ON_POSTGRES
+
+
+def on_this_store(text):
+    """The document's expected text as this store answers it."""
+    if ON_POSTGRES:
+        text = text.replace('"storeType": "sqlite"', '"storeType": "postgres"')
+        text = text.replace('"storePath": "<path>"', '"storePath": "<text>"')
+    return text
+
+
 def start(workdir):
-    hubd = hubtest.Hubd(os.path.join(workdir, "hub.sqlite"))
+    if ON_POSTGRES:
+        if not POSTGRES:
+            POSTGRES.append(hubtest.Postgres())
+        name = "api_doc_%d" % len(POSTGRES)
+        POSTGRES.append(name)
+        POSTGRES[0].create_database(name)
+        hubd = hubtest.Hubd(POSTGRES[0].url(name), log_dir=workdir)
+    else:
+        hubd = hubtest.Hubd(os.path.join(workdir, "hub.sqlite"))
     env = dict(os.environ, BUF=hubtest.buf_path(), HUB="http://" + hubd.address,
                ADDR=hubd.address)
     env["PATH"] = "/usr/local/bin:/usr/bin:/bin:" + env.get("PATH", "")
@@ -343,14 +370,31 @@ class ApiDocExamplesTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.session.close()
         cls.hubd.stop()
+        if POSTGRES:
+            POSTGRES[0].stop()
+            del POSTGRES[:]
 
     def run_example(self, example):
+        if ON_POSTGRES and any(m.endswith("/BackupStore")
+                               for m, _ in calls(example.script, "buf")):
+            self.skipTest("BackupStore copies SQLite files; on PostgreSQL "
+                          "it answers BACKUP_UNSUPPORTED (test_998)")
         result = self.session.run(example.script)
         why = check(example, result)
         if why:
             self.fail("docs/api.md example %s (line %d): %s"
                       % (example.name, example.block.start + 1, why))
 
+
+    def test_998_backup_store_on_postgres_names_the_tools_to_use(self):
+        if not ON_POSTGRES:
+            self.skipTest("SQLite: the documented examples back it up")
+        code, out, err = hubtest.buf_curl(
+            self.hubd.address, "hub.v1.AdminService/BackupStore", {})
+        self.assertNotEqual(code, 0, out)
+        info = error_info(err) or {}
+        self.assertEqual(info.get("reason"), "BACKUP_UNSUPPORTED", err)
+        self.assertIn("pg_dump", err)
 
     def test_999_every_rpc_the_hub_serves_has_an_example(self):
         code, out, err = hubtest.buf_curl(self.hubd.address, "", extra=["--list-methods"])

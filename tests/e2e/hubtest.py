@@ -38,10 +38,13 @@ def tmpdir():
 class Hubd:
     """A hubd process on a free loopback port, stopped with SIGTERM."""
 
-    def __init__(self, db_path, *extra_args, listen="127.0.0.1:0"):
+    def __init__(self, db_path, *extra_args, listen="127.0.0.1:0", log_dir=None):
+        """`db_path`: a SQLite file, or a PostgreSQL URL with `log_dir` for
+        hubd's output."""
         self.db_path = db_path
-        self.log_path = db_path + ".stdout"
-        self.err_path = db_path + ".stderr"
+        base = os.path.join(log_dir, "hubd") if log_dir else db_path
+        self.log_path = base + ".stdout"
+        self.err_path = base + ".stderr"
         self.proc = subprocess.Popen(
             [hubd_path(), "--listen=" + listen, "--db=" + db_path, *extra_args],
             stdout=open(self.log_path, "w"), stderr=open(self.err_path, "w"))
