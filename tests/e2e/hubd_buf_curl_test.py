@@ -448,17 +448,29 @@ class HubdLifecycleTest(unittest.TestCase):
 
     def test_a_database_url_is_refused_with_what_hubd_accepts(self):
         workdir = tempfile.mkdtemp(dir=hubtest.tmpdir())
-        for db, scheme in (("postgresql://user:s3cret@/db?host=/var/run/postgresql",
-                            "postgresql"),
-                           ("mysql://localhost/hub", "mysql"),
+        for db, scheme in (("mysql://user:s3cret@localhost/hub", "mysql"),
                            ("file:hub.sqlite", "file")):
             r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:0", "--db=" + db],
                                capture_output=True, text=True, timeout=60, cwd=workdir)
             self.assertEqual(r.returncode, 1, db)
             self.assertNotIn("serving on", r.stdout)
             self.assertIn("must be a SQLite file path", r.stderr)
+            self.assertIn("or a PostgreSQL URL", r.stderr)
             self.assertIn("'%s:'" % scheme, r.stderr)
             self.assertNotIn("s3cret", r.stderr)
+        self.assertEqual(os.listdir(workdir), [], "a URL created files")
+
+    def test_an_unreachable_postgresql_database_is_named_without_its_password(self):
+        workdir = tempfile.mkdtemp(dir=hubtest.tmpdir())
+        missing = os.path.join(workdir, "no-server-here")
+        db = "postgresql://user:s3cret@/hub?host=" + missing
+        r = subprocess.run([hubtest.hubd_path(), "--listen=127.0.0.1:0", "--db=" + db],
+                           capture_output=True, text=True, timeout=60, cwd=workdir)
+        self.assertEqual(r.returncode, 1)
+        self.assertNotIn("serving on", r.stdout)
+        self.assertIn("is unusable", r.stderr)
+        self.assertIn("dbname=hub", r.stderr)
+        self.assertNotIn("s3cret", r.stderr)
         self.assertEqual(os.listdir(workdir), [], "a URL created files")
 
     def test_unusable_database_path_is_a_clear_error_and_exit_code_one(self):
