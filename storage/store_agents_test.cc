@@ -365,7 +365,9 @@ TEST_P(AgentStore, TwoHubsSweepingAtOnceReportEachTransitionOnce) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(reported.load(), kAgents);
-  for (const AgentRecord& a : *hub_b->ListAgents()) {
+  absl::StatusOr<std::vector<AgentRecord>> agents = hub_b->ListAgents();
+  ASSERT_TRUE(agents.ok()) << agents.status();
+  for (const AgentRecord& a : *agents) {
     EXPECT_EQ(a.status, "stale") << a.agent_id;
   }
 }
