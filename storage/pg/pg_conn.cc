@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
@@ -138,6 +139,53 @@ absl::Status ResultError(const pg_result* result, absl::string_view what) {
                           : WithMetadata(std::move(s), "sqlstate", sqlstate);
 }
 
+std::string ConnInfoParseError(const std::string& conninfo,
+                               const char* libpq_error) {
+  std::vector<std::string> secrets;
+  const absl::string_view info(conninfo);
+  // A URI's userinfo: user:password@host (up to the authority's end, or the
+  // last '@' at all when the password holds a '/' or '?').
+  for (absl::string_view scheme : {"postgresql://", "postgres://"}) {
+    if (!absl::StartsWith(info, scheme)) continue;
+    const absl::string_view rest = info.substr(scheme.size());
+    size_t at = rest.rfind('@', rest.find_first_of("/?"));
+    if (at == absl::string_view::npos) at = rest.rfind('@');
+    if (at == absl::string_view::npos) break;
+    const size_t colon = rest.substr(0, at).find(':');
+    if (colon != absl::string_view::npos) {
+      secrets.emplace_back(rest.substr(colon + 1, at - colon - 1));
+    }
+    break;
+  }
+  // password=... as a key=value pair or a URI parameter, quoted or not.
+  for (size_t k = info.find("password"); k != absl::string_view::npos;
+       k = info.find("password", k + 1)) {
+    size_t i = k + 8;
+    while (i < info.size() && info[i] == ' ') ++i;
+    if (i >= info.size() || info[i] != '=') continue;
+    ++i;
+    while (i < info.size() && info[i] == ' ') ++i;
+    size_t end = i;
+    if (i < info.size() && info[i] == '\'') {
+      end = ++i;
+      while (end < info.size() && info[end] != '\'')
+        end += info[end] == '\\' ? 2 : 1;
+    } else {
+      while (end < info.size() && info[end] != ' ' && info[end] != '&') ++end;
+    }
+    secrets.emplace_back(info.substr(i, std::min(end, info.size()) - i));
+  }
+  std::string message = Trimmed(libpq_error != nullptr ? libpq_error : "");
+  for (const std::string& secret : secrets) {
+    if (secret.empty()) continue;
+    for (size_t at = message.find(secret); at != std::string::npos;
+         at = message.find(secret, at + 3)) {
+      message.replace(at, secret.size(), "***");
+    }
+  }
+  return message;
+}
+
 absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
@@ -145,7 +193,8 @@ absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo) {
     absl::Status s = InvalidArgumentError(
         "DATABASE_URL_INVALID",
         absl::StrCat("not a PostgreSQL connection string: ",
-                     Trimmed(error != nullptr ? error : "out of memory")));
+                     error != nullptr ? ConnInfoParseError(conninfo, error)
+                                      : std::string("out of memory")));
     PQfreemem(error);
     return s;
   }

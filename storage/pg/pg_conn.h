@@ -154,6 +154,13 @@ class Connection {
 // DATABASE_URL_INVALID when libpq cannot parse it.
 absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo);
 
+// libpq's message for a `conninfo` it could not parse (PQconninfoParse's
+// error), with every password `conninfo` appears to carry (a URI's
+// user:password@, a password=... parameter) replaced by "***": libpq quotes
+// the string it refused, password included.
+std::string ConnInfoParseError(const std::string& conninfo,
+                               const char* libpq_error);
+
 // The status for a failed PGresult (its SQLSTATE decides the reason).
 absl::Status ResultError(const pg_result* result, absl::string_view what);
 

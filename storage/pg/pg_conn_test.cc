@@ -184,5 +184,25 @@ TEST_F(PgConnTest, ReadsChangeNothingAndDataModifyingSelectsCountTheirRows) {
   EXPECT_EQ(conn->total_changed(), before + 3);
 }
 
+// libpq quotes the string it could not parse; hubd prints the error (and
+// hubctl db copy reports it), so the password must not travel with it.
+TEST(ConnInfoParseError, TheRefusedStringLosesItsPassword) {
+  for (const std::string conninfo :
+       {"postgresql://hub:pw-secret@[::1/hub",
+        "postgres://hub:pw%2Fsecret@[::1/hub",
+        "postgresql://hub@[::1/hub?password=pw-secret"}) {
+    absl::StatusOr<std::string> named = RedactedConnInfo(conninfo);
+    ASSERT_FALSE(named.ok()) << conninfo;
+    EXPECT_EQ(ReasonOf(named.status()), "DATABASE_URL_INVALID");
+    EXPECT_EQ(named.status().message().find("secret"), std::string::npos)
+        << named.status();
+    EXPECT_NE(named.status().message().find("***"), std::string::npos)
+        << named.status();
+  }
+  EXPECT_EQ(ConnInfoParseError("host=x password='a b' dbname",
+                               "missing \"=\" after \"dbname\"; 'a b'\n"),
+            "missing \"=\" after \"dbname\"; '***'");
+}
+
 }  // namespace
 }  // namespace hub::storage::pg

@@ -46,9 +46,9 @@ absl::StatusOr<std::string> DescribeTarget(const std::string& conninfo) {
   char* error = nullptr;
   PQconninfoOption* options = PQconninfoParse(conninfo.c_str(), &error);
   if (options == nullptr) {
-    std::string why = error != nullptr ? error : "out of memory";
+    std::string why = error != nullptr ? ConnInfoParseError(conninfo, error)
+                                       : "out of memory";
     PQfreemem(error);
-    while (!why.empty() && why.back() == '\n') why.pop_back();
     return InvalidArgumentError(
         "STORE_URL_INVALID",
         absl::StrCat("not a PostgreSQL connection URI or key=value string: ",
