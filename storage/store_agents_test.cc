@@ -239,6 +239,25 @@ TEST_P(AgentStore, GetAgentOfUnknownIdIsNotFound) {
   EXPECT_EQ(ReasonOf(store->GetAgent("nobody").status()), "AGENT_NOT_FOUND");
 }
 
+// A database restart (or an idle timeout, or an administrator) closes the
+// reader pool's idle connections behind the store's back; the next reads
+// still answer, on new connections.
+TEST_P(AgentStore, ReadsAnswerAfterTheServerClosedIdleConnections) {
+  if (!postgres()) GTEST_SKIP() << "PostgreSQL's reader pool";
+  Store* store = &this->store();
+  ASSERT_TRUE(store->RegisterAgent(Reg("a")).ok());
+  ASSERT_TRUE(store->GetAgent("a").ok());  // leaves a reader in the pool
+  EXPECT_EQ(Exec("SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+                 "WHERE datname = current_database() "
+                 "AND pid <> pg_backend_pid()"),
+            "");
+  for (int i = 0; i < 3; ++i) {
+    absl::StatusOr<AgentRecord> agent = store->GetAgent("a");
+    ASSERT_TRUE(agent.ok()) << i << ": " << agent.status();
+    EXPECT_EQ(agent->presence_generation, 1);
+  }
+}
+
 TEST_P(AgentStore, FirstClaimantOwnsTheAgentAcrossReopens) {
   {
     Store* store = &this->store();

@@ -95,13 +95,18 @@ PostgresStore::~PostgresStore() {
   idle_readers_.clear();
 }
 
-absl::StatusOr<std::unique_ptr<Connection>> PostgresStore::AcquireReader() {
+absl::StatusOr<std::unique_ptr<Connection>> PostgresStore::AcquireReader(
+    bool* pooled) {
+  if (pooled != nullptr) *pooled = false;
   {
     absl::MutexLock lock(&readers_mu_);
     while (!idle_readers_.empty()) {
       std::unique_ptr<Connection> conn = std::move(idle_readers_.back());
       idle_readers_.pop_back();
-      if (conn->Healthy()) return conn;
+      if (conn->Healthy()) {
+        if (pooled != nullptr) *pooled = true;
+        return conn;
+      }
     }
   }
   return Connection::Open(options_.conninfo);

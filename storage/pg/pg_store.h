@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
+#include "status/status.h"
 #include "storage/pg/pg_conn.h"
 #include "storage/pg/pg_group_commit.h"
 #include "storage/pg/pg_schema.h"
@@ -211,16 +212,34 @@ class PostgresStore final : public Store {
     return writer_->Run(std::move(fn));
   }
   // Runs `fn` on a pooled read connection (autocommit: each statement sees
-  // what was committed when it started).
+  // what was committed when it started). An idle pooled connection the
+  // server closed meanwhile (a restart, a terminated backend, an idle
+  // timeout) fails its first statement, and libpq may not have marked it
+  // bad yet (after `pg_ctl stop -m immediate` it reads the server's
+  // WARNING first): a read that answers STORE_UNAVAILABLE on a pooled
+  // connection runs again, once, on a new one, so the pool's dead
+  // connections never reach a caller; a connection that answered
+  // STORE_UNAVAILABLE is never pooled again.
   template <typename T>
   absl::StatusOr<T> Read(std::function<absl::StatusOr<T>(Connection&)> fn) {
-    absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader();
+    bool pooled = false;
+    absl::StatusOr<std::unique_ptr<Connection>> conn = AcquireReader(&pooled);
     if (!conn.ok()) return conn.status();
     absl::StatusOr<T> result = fn(**conn);
-    ReleaseReader(std::move(*conn));
+    auto lost = [&result] {
+      return !result.ok() && ReasonOf(result.status()) == "STORE_UNAVAILABLE";
+    };
+    if (pooled && lost()) {
+      conn = Connection::Open(options_.conninfo);
+      if (!conn.ok()) return conn.status();
+      result = fn(**conn);
+    }
+    if (!lost()) ReleaseReader(std::move(*conn));
     return result;
   }
-  absl::StatusOr<std::unique_ptr<Connection>> AcquireReader();
+  // An idle connection of the pool (`*pooled` true) or a new one.
+  absl::StatusOr<std::unique_ptr<Connection>> AcquireReader(
+      bool* pooled = nullptr);
   // Keeps a healthy idle connection for the next read; drops a broken one.
   void ReleaseReader(std::unique_ptr<Connection> conn);
 
