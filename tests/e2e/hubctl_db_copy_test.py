@@ -12,7 +12,6 @@ import shutil
 import sqlite3
 import subprocess
 import sys
-import unittest
 
 import grpc
 
@@ -110,23 +109,7 @@ INSERT INTO human_requests VALUES ('hr-1', 'ok?');
 """
 
 
-class DbCopyTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        cls.pg = hubtest.Postgres()
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.pg.stop()
-
-    def setUp(self):
-        name = self.id().rsplit(".", 1)[-1]
-        self.dir = os.path.join(hubtest.tmpdir(), name)
-        shutil.rmtree(self.dir, ignore_errors=True)
-        os.makedirs(self.dir)
-        self.database = name.lower()[:60]
-        self.pg.create_database(self.database)
-        self.url = self.pg.url(self.database)
+class DbCopyTest(hubtest.PostgresTestCase):
 
     def ctl(self, *args):
         r = subprocess.run([hubctl_path(), *args], capture_output=True, text=True,
