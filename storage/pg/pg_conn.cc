@@ -220,6 +220,11 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   if (PQstatus(conn) != CONNECTION_OK) {
     return c->ConnectionError("cannot connect to PostgreSQL");
   }
+  // libpq prints the server's notices (NOTICE: relation ... already exists,
+  // WARNING: terminating connection ...) on stderr by default, outside
+  // hubd's structured log; what matters reaches the caller as a status.
+  PQsetNoticeProcessor(
+      conn, [](void*, const char*) {}, nullptr);
   return c;
 }
 

@@ -553,6 +553,8 @@ class HubdPostgresTest(hubtest.PostgresTestCase):
         status_a = a.call("hub.v1.HubService/GetStatus")
         status_b = b.call("hub.v1.HubService/GetStatus")
         self.assertEqual(status_a.get("storeFingerprint"), status_b.get("storeFingerprint"))
+        for h in started:  # libpq's notices stay out of hubd's structured log
+            self.assertNotIn("NOTICE:", h.stderr())
 
         registered = a.call(REGISTER, {"agentId": "session:via-a", "cli": "AGENT_CLI_CLAUDE",
                                        "heartbeatTtl": "7200s"})
