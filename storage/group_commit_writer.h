@@ -34,6 +34,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -146,6 +147,38 @@ class BasicGroupCommitWriter {
     pending->op = std::move(op);
     pending->callback = std::move(done);
     Enqueue(pending);
+  }
+
+  // Run() for an operation with a result: the result once its group
+  // committed, or the group's storage error.
+  template <typename T>
+  absl::StatusOr<T> RunFor(std::function<absl::StatusOr<T>(Connection&)> fn) {
+    std::optional<absl::StatusOr<T>> out;
+    absl::Status s = Run([&](Connection& conn) {
+      out.emplace(fn(conn));
+      return out->status();
+    });
+    if (!s.ok()) return s;
+    return std::move(*out);
+  }
+  // Submit() for an operation with a result: `done` gets it on a completion
+  // thread once the group committed.
+  template <typename T>
+  void SubmitFor(std::function<absl::StatusOr<T>(Connection&)> fn,
+                 absl::AnyInvocable<void(absl::StatusOr<T>) &&> done) {
+    auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
+    Submit(
+        [fn = std::move(fn), out](Connection& conn) {
+          out->emplace(fn(conn));
+          return (*out)->status();
+        },
+        [out, done = std::move(done)](absl::Status s) mutable {
+          if (!s.ok() || !out->has_value()) {
+            std::move(done)(s.ok() ? absl::InternalError("write not run") : s);
+            return;
+          }
+          std::move(done)(std::move(**out));
+        });
   }
 
   Stats stats() const {

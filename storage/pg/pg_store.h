@@ -181,32 +181,14 @@ class PostgresStore final : public Store {
   // only once committed. A non-OK result rolls back only this operation.
   template <typename T>
   absl::StatusOr<T> Write(std::function<absl::StatusOr<T>(Connection&)> fn) {
-    std::optional<absl::StatusOr<T>> out;
-    absl::Status s = writer_->Run([&](Connection& conn) {
-      out.emplace(fn(conn));
-      return out->status();
-    });
-    if (!s.ok()) return s;
-    return std::move(*out);
+    return writer_->template RunFor<T>(std::move(fn));
   }
   // Write() without parking the caller: `done` gets the result on one of
   // the writer's completion threads once the group committed.
   template <typename T>
   void WriteAsync(std::function<absl::StatusOr<T>(Connection&)> fn,
                   Callback<T> done) {
-    auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
-    writer_->Submit(
-        [fn = std::move(fn), out](Connection& conn) {
-          out->emplace(fn(conn));
-          return (*out)->status();
-        },
-        [out, done = std::move(done)](absl::Status s) mutable {
-          if (!s.ok() || !out->has_value()) {
-            std::move(done)(s.ok() ? absl::InternalError("write not run") : s);
-            return;
-          }
-          std::move(done)(std::move(**out));
-        });
+    writer_->template SubmitFor<T>(std::move(fn), std::move(done));
   }
   absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn) {
     return writer_->Run(std::move(fn));
