@@ -1,0 +1,189 @@
+#!/usr/bin/env python3
+"""Helpers of tools/hubbench/postgres.sh: CPU snapshots from /proc and the
+side-by-side report.
+
+    postgres.py snapshot HUBD_PID POSTMASTER_PID   # JSON on stdout
+    postgres.py line RESULT_JSON BEFORE AFTER VARIANT   # one result line
+    postgres.py report RESULTS.jsonl
+
+A snapshot holds hubd's utime+stime per thread name (clock ticks) and its
+context switches, and PostgreSQL's CPU: the postmaster's own and reaped
+children's (cutime+cstime: backends that exited), plus every live child's,
+split into client backends ("postgres: USER DB ...") and the server's own
+processes (walwriter, checkpointer, ...). A backend that exits inside the
+window counts its whole life, so the PostgreSQL figure is slightly high when
+connections come and go; hubd keeps its writer and idle readers open.
+"""
+import json
+import os
+import statistics
+import sys
+
+HZ = os.sysconf("SC_CLK_TCK")
+
+
+def stat_fields(path):
+    with open(path) as f:
+        text = f.read()
+    # comm may hold spaces and parentheses: split after the last ')'.
+    return text[text.rindex(")") + 2:].split()
+
+
+def ticks(fields, children=False):
+    # fields[0] is state (field 3 of stat): utime is field 14 -> index 11.
+    t = int(fields[11]) + int(fields[12])
+    if children:
+        t += int(fields[13]) + int(fields[14])
+    return t
+
+
+def snapshot(hubd_pid, pm_pid):
+    threads = {}
+    switches = 0
+    for tid in os.listdir(f"/proc/{hubd_pid}/task"):
+        base = f"/proc/{hubd_pid}/task/{tid}"
+        try:
+            with open(base + "/comm") as f:
+                name = f.read().strip()
+            t = ticks(stat_fields(base + "/stat"))
+            with open(base + "/status") as f:
+                for line in f:
+                    if "ctxt_switches" in line:
+                        switches += int(line.split()[1])
+        except (FileNotFoundError, ProcessLookupError):
+            continue
+        # Numbered pools (grpcpp_sync_ser, ...) are summed by their name.
+        threads[name] = threads.get(name, 0) + t
+    pg = {"postmaster": 0, "backends": 0, "server": 0}
+    if pm_pid > 0:
+        pg["postmaster"] = ticks(stat_fields(f"/proc/{pm_pid}/stat"), True)
+        for pid in os.listdir("/proc"):
+            if not pid.isdigit():
+                continue
+            try:
+                fields = stat_fields(f"/proc/{pid}/stat")
+                if int(fields[1]) != pm_pid:
+                    continue
+                with open(f"/proc/{pid}/cmdline", "rb") as f:
+                    cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            except (FileNotFoundError, ProcessLookupError, ValueError):
+                continue
+            # Client backends: "postgres: hub dbname [local] idle".
+            kind = "backends" if cmd.startswith("postgres: hub ") else "server"
+            pg[kind] += ticks(fields)
+    return {"threads": threads, "switches": switches, "pg": pg}
+
+
+def line(result, before, after, variant):
+    r = json.loads(result)
+    b, a = json.loads(before), json.loads(after)
+    r["variant"] = variant
+    ops = r.get("ops") or 0
+    r["load"] = os.getloadavg()[0]
+    if ops:
+        us = 1e6 / HZ / ops
+        names = set(a["threads"]) | set(b["threads"])
+        per = {n: (a["threads"].get(n, 0) - b["threads"].get(n, 0)) * us
+               for n in names}
+        r["hubd_us_per_op"] = sum(per.values())
+        r["hubd_threads_us_per_op"] = {
+            n: round(v, 1) for n, v in sorted(per.items(), key=lambda x: -x[1])
+            if v > 0}
+        r["hubd_switches_per_op"] = (a["switches"] - b["switches"]) / ops
+        pg = {k: (a["pg"][k] - b["pg"][k]) * us for k in a["pg"]}
+        r["pg_us_per_op"] = sum(pg.values())
+        r["pg_backends_us_per_op"] = pg["backends"]
+        r["pg_server_us_per_op"] = pg["server"] + pg["postmaster"]
+    return json.dumps(r)
+
+
+def med(rows, field):
+    v = [r[field] for r in rows if field in r and r[field] is not None]
+    return statistics.median(v) if v else None
+
+
+def report(path):
+    rows = [json.loads(x) for x in open(path) if x.strip()]
+    variants = []
+    for r in rows:
+        if r["variant"] not in variants:
+            variants.append(r["variant"])
+    keys = []
+    for r in rows:
+        k = (r["workload"], r["layout"])
+        if k not in keys:
+            keys.append(k)
+    print("medians of the runs; ops/s, p50/p99 ms (publish: publish-to-arrival "
+          "on the recipient's stream), CPU us/op of hubd and of PostgreSQL "
+          "(its backends + its own processes); load = 1-min average at the "
+          "end of each run, min-max")
+    head = ["row"] + [f"{v} ops/s" for v in variants] + \
+        [f"{v} p50/p99" for v in variants] + \
+        [f"{v} hubd/pg us/op" for v in variants]
+    if len(variants) == 2:
+        head.append(f"{variants[1]}/{variants[0]}")
+    head.append("runs, load")
+    table = [head]
+    for k in keys:
+        out = [f"{k[0]} {k[1]}"]
+        ops, lat, cpu, runs, loads = [], [], [], [], []
+        for v in variants:
+            sel = [r for r in rows if (r["workload"], r["layout"]) == k and
+                   r["variant"] == v and r.get("status") == "ok"]
+            runs.append(len(sel))
+            loads += [r["load"] for r in sel]
+            o = med(sel, "ops_per_s")
+            ops.append(o)
+            out_ops = f"{o:,.0f}" if o is not None else "-"
+            out.append(out_ops)
+            p50f, p99f = ("delivery_p50_us", "delivery_p99_us") \
+                if k[0] == "publish" else ("p50_us", "p99_us")
+            p50, p99 = med(sel, p50f), med(sel, p99f)
+            lat.append(f"{p50 / 1000:.2f}/{p99 / 1000:.2f}"
+                       if p50 is not None else "-")
+            h, p = med(sel, "hubd_us_per_op"), med(sel, "pg_us_per_op")
+            cpu.append(f"{h:.0f}/{p:.0f}" if h is not None else "-")
+        out += lat + cpu
+        if len(variants) == 2:
+            out.append(f"{ops[1] / ops[0]:.2f}" if ops[0] and ops[1] else "-")
+        load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
+        out.append(f"x{'/'.join(map(str, runs))}, {load}")
+        table.append(out)
+    widths = [max(len(r[i]) for r in table) for i in range(len(head))]
+    for r in table:
+        print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    # Where hubd's CPU goes on each variant: thread names, medians.
+    print("\nhubd CPU us/op by thread (medians; threads under 2 us/op left out)")
+    for k in keys:
+        for v in variants:
+            sel = [r for r in rows if (r["workload"], r["layout"]) == k and
+                   r["variant"] == v and r.get("status") == "ok"]
+            if not sel:
+                continue
+            names = {n for r in sel for n in r.get("hubd_threads_us_per_op", {})}
+            per = {n: statistics.median(
+                r.get("hubd_threads_us_per_op", {}).get(n, 0) for r in sel)
+                for n in names}
+            text = ", ".join(f"{n} {x:.0f}" for n, x in
+                             sorted(per.items(), key=lambda x: -x[1]) if x >= 2)
+            pgb = med(sel, "pg_backends_us_per_op")
+            pgs = med(sel, "pg_server_us_per_op")
+            extra = (f"; postgres backends {pgb:.0f}, server {pgs:.0f}"
+                     if pgb is not None and v != "sqlite" else "")
+            print(f"  {k[0]} {k[1]} {v}: {text}{extra}")
+
+
+def main():
+    cmd = sys.argv[1] if len(sys.argv) > 1 else ""
+    if cmd == "snapshot" and len(sys.argv) == 4:
+        print(json.dumps(snapshot(int(sys.argv[2]), int(sys.argv[3]))))
+    elif cmd == "line" and len(sys.argv) == 6:
+        print(line(*sys.argv[2:6]))
+    elif cmd == "report" and len(sys.argv) == 3:
+        report(sys.argv[2])
+    else:
+        sys.exit(__doc__)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# hubd on PostgreSQL beside hubd on SQLite, at the same durability, in one
+# run: starts a throw-away PostgreSQL 15 (initdb into a fresh directory
+# under /tmp, a Unix socket only, fsync=on, synchronous_commit=on,
+# full_page_writes=on, every other setting its default; as `nobody` under
+# root), runs each row on a fresh hubd per store (SQLite: a new file under
+# /tmp, synchronous=FULL; PostgreSQL: a new database), alternating which
+# store goes first, and stops the server on exit.
+#
+#   tools/hubbench/postgres.sh [--repeat=3] [--duration=3s]
+#       [--only=register,cas,publish,heartbeat] [--out=FILE]
+#       [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH] [--fresh]
+#
+#   --repeat    rounds; the table shows medians over them.
+#   --duration  measured window of each row (after a 1 s warm-up run).
+#   --only      rows: register (c1, c64), cas (distinct keys, c16), publish
+#               (to an attached agent that acks, c64), heartbeat (s64/c64).
+#   --out       also keep the JSON result lines in FILE.
+#   --ab        instead of SQLite against PostgreSQL: two hubd binaries,
+#               both on PostgreSQL, alternated (an A/B of a change).
+#   --hubd, --hubbench  prebuilt binaries (default: built here, -c opt).
+#   --fresh     no ANALYZE after the warm-up: PostgreSQL as a brand-new
+#               database runs until autovacuum first analyzes it.
+#
+# Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
+# recipient's stream), and CPU per operation read from /proc over the
+# measured window: hubd's (by thread name too) and PostgreSQL's (client
+# backends, plus its own processes: walwriter, checkpointer, ...). Both run
+# on the same cores as the load generator.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
+cd "$HUB_ROOT"
+
+repeat=3
+duration=3s
+only=register,cas,publish,heartbeat
+out=""
+ab=""
+hubd=""
+hubbench=""
+fresh=0
+for arg in "$@"; do
+  case "$arg" in
+    --repeat=*) repeat="${arg#*=}" ;;
+    --duration=*) duration="${arg#*=}" ;;
+    --only=*) only="${arg#*=}" ;;
+    --out=*) out="${arg#*=}" ;;
+    --ab=*) ab="${arg#*=}" ;;
+    --hubd=*) hubd="${arg#*=}" ;;
+    --hubbench=*) hubbench="${arg#*=}" ;;
+    --fresh) fresh=1 ;;
+    *) sed -n '2,29s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+  esac
+done
+pgbin=/usr/lib/postgresql/15/bin
+[[ -x "$pgbin/postgres" ]] || { echo "postgres.sh: no PostgreSQL 15: run tools/setup.sh" >&2; exit 1; }
+
+work="$(mktemp -d -t hubbench-pg.XXXXXX)"
+pgdir="$(mktemp -d /tmp/hub-pg-bench.XXXXXX)"
+hubd_pid=""
+pg_started=0
+as_pg=()
+if ((EUID == 0)); then
+  chown nobody:nogroup "$pgdir"
+  as_pg=(/usr/bin/setpriv --reuid=nobody --regid=nogroup --clear-groups)
+fi
+pg() { (cd "$pgdir" && "${as_pg[@]}" "$pgbin/$1" "${@:2}"); }
+stop_hubd() {
+  [[ -n "$hubd_pid" ]] || return 0
+  kill -TERM "$hubd_pid" 2>/dev/null || true
+  for _ in $(seq 100); do
+    kill -0 "$hubd_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  kill -KILL "$hubd_pid" 2>/dev/null || true
+  wait "$hubd_pid" 2>/dev/null || true
+  hubd_pid=""
+}
+cleanup() {
+  stop_hubd
+  if ((pg_started)); then pg pg_ctl -D "$pgdir/data" -m immediate -w stop >/dev/null 2>&1 || true; fi
+  rm -rf "$work" "$pgdir"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [[ -z "$hubd" || -z "$hubbench" ]]; then
+  echo "postgres.sh: building (-c opt)" >&2
+  bazel build "${HUB_BAZEL_FLAGS[@]}" -c opt //hub:hubd //tools/hubbench:hubbench
+  bazel_bin="$(bazel info "${HUB_BAZEL_FLAGS[@]}" -c opt bazel-bin 2>/dev/null)"
+  # Copies: another build may repoint bazel-bin while we run.
+  cp "$bazel_bin/hub/hubd" "$work/hubd"
+  cp "$bazel_bin/tools/hubbench/hubbench" "$work/hubbench"
+  hubd="${hubd:-$work/hubd}"
+  hubbench="${hubbench:-$work/hubbench}"
+fi
+# variants: "label store binary"
+variants=("sqlite sqlite $hubd" "postgres postgres $hubd")
+if [[ -n "$ab" ]]; then
+  variants=("A postgres ${ab%%,*}" "B postgres ${ab#*,}")
+fi
+
+pg initdb -D "$pgdir/data" -A trust -U hub -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" 2>&1 ||
+  { cat "$work/initdb.log" >&2; exit 1; }
+pg pg_ctl -D "$pgdir/data" -l "$pgdir/server.log" -w -t 60 start \
+  -o "-c listen_addresses= -c unix_socket_directories=$pgdir -c max_connections=200 -c fsync=on -c synchronous_commit=on -c full_page_writes=on" \
+  >/dev/null || { cat "$pgdir/server.log" >&2; exit 1; }
+pg_started=1
+pm_pid="$(head -1 "$pgdir/data/postmaster.pid")"
+pg_settings="$(pg psql -h "$pgdir" -U hub -d postgres -XAtq -c \
+  "SELECT string_agg(name || '=' || setting, ' ' ORDER BY name) FROM pg_settings WHERE name IN ('fsync','synchronous_commit','full_page_writes','wal_sync_method','shared_buffers','server_version')")"
+
+# The disk's sync rate in the same directory (8 KiB pwrite + fdatasync for
+# 1 s), at the start and the end: it bounds one-sync-per-commit figures and
+# moves by 10x on a shared machine.
+raw_fsync() {
+  python3 -c 'import os, sys, time
+fd = os.open(sys.argv[1], os.O_WRONLY | os.O_CREAT, 0o600)
+n, end = 0, time.monotonic() + 1
+while time.monotonic() < end:
+    os.pwrite(fd, b"x" * 8192, 0)
+    os.fdatasync(fd)
+    n += 1
+os.close(fd)
+os.unlink(sys.argv[1])
+print(f"{n}/s")' "$work/fsync.probe"
+}
+
+results="$work/results.jsonl"
+: >"$results"
+dbs=0
+# start_hubd STORE BINARY: a fresh hubd on a new SQLite file or database.
+start_hubd() {
+  local dir="$work/hubd.$((++dbs))" db
+  mkdir -p "$dir"
+  if [[ "$1" == sqlite ]]; then
+    db="$dir/hub.sqlite"
+  else
+    pg createdb -h "$pgdir" -U hub "hb$dbs"
+    db="postgresql://hub@/hb$dbs?host=$pgdir"
+  fi
+  "$2" --listen=127.0.0.1:0 --db="$db" --synchronous=full >"$dir/out" 2>"$dir/err" &
+  hubd_pid=$!
+  for _ in $(seq 200); do
+    grep -q "serving on" "$dir/out" 2>/dev/null && break
+    kill -0 "$hubd_pid" 2>/dev/null || break
+    sleep 0.1
+  done
+  hubd_addr="$(sed -n 's/.*serving on \([^ ]*\) .*/\1/p' "$dir/out")"
+  [[ -n "$hubd_addr" ]] || { tail -5 "$dir/err" >&2; return 1; }
+}
+
+# row WORKLOAD FLAGS...: the row on every variant, first-to-run alternating
+# by round.
+row() {
+  local workload="$1"
+  shift
+  [[ ",$only," == *",$workload,"* ]] || return 0
+  local order=("${variants[@]}")
+  ((round % 2 == 0)) && order=("${variants[1]}" "${variants[0]}")
+  for v in "${order[@]}"; do
+    read -r label store binary <<<"$v"
+    local pm=0
+    [[ "$store" == postgres ]] && pm="$pm_pid"
+    if ! start_hubd "$store" "$binary"; then
+      echo "postgres.sh: hubd on $store did not start" >&2
+      stop_hubd
+      continue
+    fi
+    local before after line
+    "$hubbench" "$workload" --target=hub --addr="$hubd_addr" --duration=1s "$@" \
+      >/dev/null 2>>"$work/hubbench.err" || true
+    # A database in use has statistics (autovacuum analyzes within a minute
+    # or so); a fresh one has none, and the writer's cached plans, made on
+    # near-empty tables, scan message_inbox in full per ack. ANALYZE
+    # replans them: the figures are a database's steady state.
+    if [[ "$store" == postgres ]] && ((!fresh)); then
+      pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAq -c ANALYZE
+    fi
+    before="$(python3 tools/hubbench/postgres.py snapshot "$hubd_pid" "$pm")"
+    line="$("$hubbench" "$workload" --target=hub --addr="$hubd_addr" \
+      --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
+    after="$(python3 tools/hubbench/postgres.py snapshot "$hubd_pid" "$pm")"
+    stop_hubd
+    if [[ -z "$line" ]]; then
+      echo "postgres.sh: hubbench $workload $* failed on $label" >&2
+      continue
+    fi
+    line="$(python3 tools/hubbench/postgres.py line "$line" "$before" "$after" "$label")"
+    echo "$line" >>"$results"
+    echo "  $line" >&2
+  done
+}
+
+echo "postgres.sh: $(date -u '+%F %T') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "duration $duration, repeat $repeat, raw fdatasync $(raw_fsync); PostgreSQL: $pg_settings" >&2
+for ((round = 1; round <= repeat; round++)); do
+  echo "postgres.sh: round $round of $repeat, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+  row register --clients=1
+  row register --clients=64
+  row cas --clients=16 --keys=distinct
+  row publish --clients=64 --to=agent
+  row heartbeat --streams=64 --connections=64
+done
+echo "postgres.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)," \
+  "raw fdatasync $(raw_fsync)" >&2
+[[ -n "$out" ]] && cp "$results" "$out"
+python3 tools/hubbench/postgres.py report "$results"
