@@ -86,11 +86,15 @@ CREATE TABLE IF NOT EXISTS hub_inbox_pending (
   pending BIGINT NOT NULL DEFAULT 0
 );
 
+-- PL/pgSQL, not LANGUAGE sql: a SQL function called from a trigger parses
+-- and plans its body on every call, a PL/pgSQL one once per session
+-- (docs/BENCHMARKS.md, "PostgreSQL store").
 CREATE OR REPLACE FUNCTION hub_inbox_pending_add(agent TEXT, delta BIGINT)
-RETURNS void LANGUAGE sql AS $$
+RETURNS void LANGUAGE plpgsql AS $$
+BEGIN
   INSERT INTO hub_inbox_pending AS p (agent_id, pending) VALUES (agent, delta)
-  ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + delta
-$$;
+  ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + delta;
+END $$;
 
 -- An inbox row counts while it is unacked and its message is pending.
 CREATE OR REPLACE FUNCTION hub_inbox_pending_row() RETURNS trigger
