@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
 
@@ -199,14 +200,18 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox) {
   const bool pending = IsPending(m.status);
-  // Inside the write: a lead scope closed after the publish was checked
-  // still refuses its message (nothing is written).
+  // Inside the write, under the scope's wire lock (shared; a close takes it
+  // exclusively): a lead scope closed after the publish was checked, by this
+  // hub or another, still refuses its message (nothing is written), and a
+  // close that is running waits for this insert and then dead-letters it.
   if (m.role_key_wire.has_value()) {
-    absl::StatusOr<Result> closed =
-        conn.Run("SELECT 1 FROM hub_closed_scopes WHERE role_key_wire = $1",
-                 {P(*m.role_key_wire)});
-    if (!closed.ok()) return closed.status();
-    if (closed->rows() > 0) return ScopeClosedError(*m.role_key_wire);
+    if (absl::Status s = LockScopeWire(conn, *m.role_key_wire, false);
+        !s.ok()) {
+      return s;
+    }
+    if (absl::Status s = RefuseClosedScope(conn, *m.role_key_wire); !s.ok()) {
+      return s;
+    }
   }
   if (max_pending_per_inbox > 0 && pending) {
     if (absl::Status s =
