@@ -515,6 +515,75 @@ absl::Status CheckAckGeneration(int64_t current,
 // pending messages (limit max_pending_per_inbox, metadata agent_id).
 absl::Status InboxFullError(absl::string_view agent_id, int64_t limit);
 
+// ---- hubs sharing one database (docs/design/multi-hub.md) -----------------
+
+// This hub's seat in the membership table: its id and the incarnation its
+// writes are fenced by.
+struct HubSeat {
+  std::string hub_id;
+  int64_t incarnation = 0;
+  // When the lease ends, in the database's clock (ms since the epoch).
+  int64_t lease_expires_ms = 0;
+};
+
+// A row of the membership table.
+struct HubMember {
+  std::string hub_id;
+  int64_t incarnation = 0;
+  std::string address;
+  std::string state;  // live | dead | left
+  int64_t joined_at_ms = 0;
+  int64_t renewed_at_ms = 0;
+  int64_t lease_expires_ms = 0;
+  int64_t now_ms = 0;  // the database's clock when the row was read
+};
+
+// An agent whose presence a dead hub held, now held by this hub.
+struct TakenAgent {
+  std::string agent_id;
+  int64_t presence_generation = 0;
+  std::string from_hub_id;
+};
+
+enum class RenewOutcome {
+  kRenewed,
+  // The seat is gone: another hub declared this one dead (its lease ran
+  // out in the database's clock) or it left. Join again.
+  kLost,
+};
+
+// Membership of the hubs sharing a database. Every write a hub makes on
+// behalf of the presence it holds is fenced in SQL by its seat (hub id,
+// incarnation, state live); a seat another hub declared dead fences them
+// all at once. Times are the database's clock, never a hub's. Thread-safe;
+// its statements run on a connection of their own, so a slow group commit
+// never delays a renewal.
+class Membership {
+ public:
+  virtual ~Membership() = default;
+  // Takes a seat under a new incarnation (a number never handed out
+  // before, cluster-wide), live until now + ttl in the database's clock.
+  // Writes made for presence carry it from then on.
+  virtual absl::StatusOr<HubSeat> Join(absl::string_view address,
+                                       int64_t ttl_ms) = 0;
+  // Extends the seat's lease to now + ttl, fenced by the incarnation and
+  // state live.
+  virtual absl::StatusOr<RenewOutcome> Renew(int64_t ttl_ms) = 0;
+  // Declares dead every other hub whose lease ran out (or that left), each
+  // fenced by the incarnation read, and takes over, in the same
+  // transaction, the presence of the agents they held (not offline). Only
+  // while this hub's own seat is live. Each dead hub is declared once,
+  // whichever hub runs this first.
+  virtual absl::StatusOr<std::vector<TakenAgent>> TakeOverDeadHubs() = 0;
+  // Gives up the seat (state left, lease ended) so that the other hubs take
+  // over its agents at once instead of after the lease.
+  virtual absl::Status Leave() = 0;
+  // The seat writes are fenced by now (incarnation 0 before Join).
+  virtual HubSeat seat() const = 0;
+  // Every row of the membership table, by hub_id.
+  virtual absl::StatusOr<std::vector<HubMember>> ListHubs() = 0;
+};
+
 class Store {
  public:
   // Receives a write's result once it is durable (or failed).
@@ -536,6 +605,9 @@ class Store {
   // Upserts the agent: status online, last_seen = now, lease = now + ttl,
   // cli/pid/capabilities/topics/metadata replaced; generation 1 on insert,
   // +1 on conflict; identity patched in the same statement. Returns the row.
+  // With a membership, the registering hub holds the agent's presence from
+  // then on, and a hub whose seat is not live writes nothing (UNAVAILABLE /
+  // HUB_SEAT_LOST).
   virtual absl::StatusOr<AgentRecord> RegisterAgent(
       const AgentRegistration& registration) = 0;
   // RegisterAgent without parking the caller: `done` runs once, later, on
@@ -552,6 +624,32 @@ class Store {
   virtual absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
       int64_t now_ms, int64_t lease_ttl_ms) = 0;
+  // Records that this hub holds the agent's presence stream (an attach or a
+  // heartbeat through a hub that did not hold it), renewing the lease like
+  // RefreshLeaseForGeneration, fenced by the generation, status not
+  // offline and, with a membership, this hub's live seat. Another hub's
+  // hold ends then: its writes for the agent no longer apply. A store one
+  // hub holds (no membership) only renews the lease.
+  virtual absl::StatusOr<PresenceWrite> ClaimPresence(
+      absl::string_view agent_id, int64_t generation, int64_t now_ms,
+      int64_t lease_ttl_ms) {
+    return RefreshLeaseForGeneration(agent_id, generation, now_ms,
+                                     lease_ttl_ms);
+  }
+  // Ends this hub's hold of the agent's presence (its stream's detach grace
+  // ran out), fenced by the generation and, with a membership, by this
+  // hub's seat still holding it. False: another hub holds it now (or the
+  // generation moved on), so the agent is not gone. Without a membership,
+  // true.
+  virtual absl::StatusOr<bool> ReleasePresence(absl::string_view agent_id,
+                                               int64_t generation) {
+    (void)agent_id;
+    (void)generation;
+    return true;
+  }
+  // The hubs sharing this database, or nullptr when one hub holds it
+  // (SQLite: the lock file).
+  virtual Membership* membership() { return nullptr; }
   // Sets status (online|stale|offline) under the same fence as above.
   virtual absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
@@ -566,7 +664,9 @@ class Store {
   // Writes leases renewed in memory, all in one operation (one sync). Each
   // row is updated only WHERE its generation still matches and it is not
   // offline, so a superseded or departed owner's lease is never written
-  // back. Returns, per entry in order, whether its row was written.
+  // back; with a membership, also only while this hub's seat holds the
+  // agent's presence. Returns, per entry in order, whether its row was
+  // written.
   virtual absl::StatusOr<std::vector<bool>> CheckpointLeases(
       const std::vector<LeaseCheckpoint>& leases) = 0;
   // NotFound (AGENT_NOT_FOUND) when absent.

@@ -9,6 +9,7 @@
 #include <optional>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -78,6 +79,12 @@ absl::StatusOr<std::vector<std::string>> Columns(Connection& pg,
   if (!r.ok()) return r.status();
   std::vector<std::string> columns;
   for (int i = 0; i < r->rows(); ++i) {
+    // Which hub holds an agent's presence exists only where hubs share a
+    // database: a copied agent is held by none until it attaches.
+    if (absl::string_view(table.name) == "agents" &&
+        absl::StartsWith(r->Text(i, 0), "stream_hub_")) {
+      continue;
+    }
     columns.emplace_back(r->Text(i, 0));
     absl::StatusOr<Stmt> has =
         sqlite.Prepare("SELECT 1 FROM pragma_table_info(?1) WHERE name = ?2");

@@ -27,6 +27,7 @@
 #include "status/status.h"
 #include "storage/pg/pg_conn.h"
 #include "storage/pg/pg_group_commit.h"
+#include "storage/pg/pg_membership.h"
 #include "storage/pg/pg_schema.h"
 #include "storage/store.h"
 
@@ -50,6 +51,10 @@ struct PostgresStoreOptions {
   std::function<int64_t()> now_ms;
   // Told about every group commit (metrics); default: nothing.
   PgGroupCommitWriter::CommitObserver on_group_committed;
+  // When set, the store has a membership (membership()) under this hub id,
+  // and once it joined, every write for presence is fenced by its seat
+  // (docs/design/multi-hub.md). Empty: no membership (tools, tests).
+  std::string hub_id;
 };
 
 class PostgresStore final : public Store {
@@ -72,6 +77,13 @@ class PostgresStore final : public Store {
   absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
       int64_t now_ms, int64_t lease_ttl_ms) override;
+  absl::StatusOr<PresenceWrite> ClaimPresence(absl::string_view agent_id,
+                                              int64_t generation,
+                                              int64_t now_ms,
+                                              int64_t lease_ttl_ms) override;
+  absl::StatusOr<bool> ReleasePresence(absl::string_view agent_id,
+                                       int64_t generation) override;
+  Membership* membership() override { return membership_.get(); }
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
       absl::string_view status) override;
@@ -177,6 +189,14 @@ class PostgresStore final : public Store {
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
 
+  // The seat writes for presence are fenced by: none before Join.
+  std::optional<HubSeat> Seat() const {
+    if (membership_ == nullptr) return std::nullopt;
+    HubSeat seat = membership_->seat();
+    if (seat.incarnation == 0) return std::nullopt;
+    return seat;
+  }
+
   // Runs `fn` as one operation of a group commit; its result is returned
   // only once committed. A non-OK result rolls back only this operation.
   template <typename T>
@@ -229,6 +249,7 @@ class PostgresStore final : public Store {
   StoreInfo info_;
   PgMigrationReport migration_;
   std::unique_ptr<PgGroupCommitWriter> writer_;
+  std::unique_ptr<PgMembership> membership_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);

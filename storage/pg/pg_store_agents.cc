@@ -10,6 +10,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/pg/pg_membership.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
 
@@ -30,6 +31,12 @@ absl::StatusOr<std::optional<AgentRecord>> LoadAgent(Connection& conn,
 void AddPatch(std::vector<Param>& params, const Patch<std::string>& p) {
   params.push_back(P(!p.keep()));
   params.push_back(p.set() ? P(p.value()) : Null());
+}
+
+// A seat as ($hub, $inc): both NULL for a store that never joined.
+void AddSeat(std::vector<Param>& params, const std::optional<HubSeat>& seat) {
+  params.push_back(seat.has_value() ? P(seat->hub_id) : Null());
+  params.push_back(seat.has_value() ? P(seat->incarnation) : Null());
 }
 
 // The outcome of a fenced presence UPDATE ... RETURNING: the row it
@@ -81,7 +88,8 @@ absl::StatusOr<std::string> ClaimOwnerIn(Connection& conn,
 // carries the old owner's identity, and two hubs registering one agent at
 // once give two generations (ON CONFLICT DO UPDATE is atomic).
 absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
-                                       const AgentRegistration& r) {
+                                       const AgentRegistration& r,
+                                       const std::optional<HubSeat>& seat) {
   if (r.owner.has_value()) {
     absl::StatusOr<std::string> holder =
         ClaimOwnerIn(conn, r.agent_id, *r.owner, r.now_ms);
@@ -108,15 +116,22 @@ absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
   AddPatch(params, r.host_id);                  // $13, $14
   AddPatch(params, r.transport_locators_json);  // $15, $16
   params.push_back(P(r.lease_ttl_ms));          // $17
-  absl::StatusOr<Result> row = conn.Run(
+  AddSeat(params, seat);                        // $18, $19
+  // With a seat, the row names this hub as its presence's holder, and
+  // nothing is written unless the seat is live (SeatLiveSql): the insert
+  // selects no row and the update's WHERE fails.
+  static const std::string* const kUpsert = new std::string(absl::StrCat(
       "INSERT INTO agents AS a (agent_id, cli, pid, capabilities_json, "
       "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
       "status, metadata_json, project_id, session_id, host_id, "
-      "transport_locators_json, lease_ttl_ms) "
-      "VALUES ($1, $2, $3::bigint, $4, $5, $6::bigint, $7::bigint, 1, "
+      "transport_locators_json, lease_ttl_ms, stream_hub_id, "
+      "stream_hub_incarnation) "
+      "SELECT $1, $2, $3::bigint, $4, $5, $6::bigint, $7::bigint, 1, "
       "'online', $8, $10::text, $12::text, $14::text, "
-      "COALESCE($16::text, '[]'), $17::bigint) "
-      "ON CONFLICT (agent_id) DO UPDATE SET cli = excluded.cli, "
+      "COALESCE($16::text, '[]'), $17::bigint, $18::text, $19::bigint "
+      "WHERE ",
+      SeatLiveSql("$18", "$19"),
+      " ON CONFLICT (agent_id) DO UPDATE SET cli = excluded.cli, "
       "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
       "topics_json = excluded.topics_json, "
       "last_seen_ms = excluded.last_seen_ms, "
@@ -130,10 +145,14 @@ absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
       "ELSE a.session_id END, "
       "host_id = CASE WHEN $13::boolean THEN $14::text ELSE a.host_id END, "
       "transport_locators_json = CASE WHEN $15::boolean "
-      "THEN COALESCE($16::text, '[]') ELSE a.transport_locators_json END "
-      "RETURNING " HUB_AGENT_COLUMNS,
-      params);
+      "THEN COALESCE($16::text, '[]') ELSE a.transport_locators_json END, "
+      "stream_hub_id = excluded.stream_hub_id, "
+      "stream_hub_incarnation = excluded.stream_hub_incarnation "
+      "WHERE ",
+      SeatLiveSql("$18", "$19"), " RETURNING " HUB_AGENT_COLUMNS));
+  absl::StatusOr<Result> row = conn.Run(*kUpsert, params);
   if (!row.ok()) return row.status();
+  if (row->rows() == 0 && seat.has_value()) return SeatLostError(seat->hub_id);
   if (row->rows() != 1) {
     return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
                        "agent upsert returned no row");
@@ -156,15 +175,16 @@ std::string IntArray(const std::vector<int64_t>& values) {
 
 absl::StatusOr<AgentRecord> PostgresStore::RegisterAgent(
     const AgentRegistration& registration) {
-  return Write<AgentRecord>(
-      [&](Connection& conn) { return RegisterIn(conn, registration); });
+  return Write<AgentRecord>([&, seat = Seat()](Connection& conn) {
+    return RegisterIn(conn, registration, seat);
+  });
 }
 
 void PostgresStore::RegisterAgentAsync(const AgentRegistration& registration,
                                        Callback<AgentRecord> done) {
   WriteAsync<AgentRecord>(
-      [registration](Connection& conn) {
-        return RegisterIn(conn, registration);
+      [registration, seat = Seat()](Connection& conn) {
+        return RegisterIn(conn, registration, seat);
       },
       std::move(done));
 }
@@ -241,7 +261,8 @@ absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
     const std::vector<LeaseCheckpoint>& leases) {
   using Written = std::vector<bool>;
   if (leases.empty()) return Written();
-  return Write<Written>([&](Connection& conn) -> absl::StatusOr<Written> {
+  return Write<Written>([&, seat = Seat()](
+                            Connection& conn) -> absl::StatusOr<Written> {
     // One statement for the batch. A checkpoint is fenced by the generation
     // that renewed the lease (and an agent that went offline stays
     // offline); of several checkpoints of one (agent, generation) the last
@@ -259,16 +280,25 @@ absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
       expires.push_back(it->lease_expires_ms);
       ttls.push_back(it->lease_ttl_ms);
     }
-    absl::StatusOr<Result> r = conn.Run(
+    // With a seat, only rows whose presence this seat holds, while it is
+    // live: a hub another one took over (or that another hub's attach
+    // took the agent from) writes nothing back.
+    static const std::string* const kCheckpoint = new std::string(absl::StrCat(
         "UPDATE agents AS a SET last_seen_ms = v.seen, "
         "lease_expires_ms = v.expires, lease_ttl_ms = v.ttl "
         "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
         "$5::bigint[]) AS v(agent_id, generation, seen, expires, ttl) "
         "WHERE a.agent_id = v.agent_id "
         "AND a.presence_generation = v.generation AND a.status <> 'offline' "
-        "RETURNING a.agent_id, a.presence_generation",
-        {TextArray(ids), IntArray(generations), IntArray(seen),
-         IntArray(expires), IntArray(ttls)});
+        "AND ($6::text IS NULL OR (a.stream_hub_id = $6::text "
+        "AND a.stream_hub_incarnation = $7::bigint)) AND ",
+        SeatLiveSql("$6", "$7"),
+        " RETURNING a.agent_id, a.presence_generation"));
+    std::vector<Param> params = {TextArray(ids), IntArray(generations),
+                                 IntArray(seen), IntArray(expires),
+                                 IntArray(ttls)};
+    AddSeat(params, seat);
+    absl::StatusOr<Result> r = conn.Run(*kCheckpoint, params);
     if (!r.ok()) return r.status();
     absl::flat_hash_set<std::pair<std::string, int64_t>> written;
     for (int i = 0; i < r->rows(); ++i) {
@@ -281,6 +311,57 @@ absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
           written.contains({lease.agent_id, lease.presence_generation}));
     }
     return out;
+  });
+}
+
+absl::StatusOr<PresenceWrite> PostgresStore::ClaimPresence(
+    absl::string_view agent_id, int64_t generation, int64_t now_ms,
+    int64_t lease_ttl_ms) {
+  return Write<PresenceWrite>(
+      [&, seat = Seat()](Connection& conn) -> absl::StatusOr<PresenceWrite> {
+        static const std::string* const kClaim = new std::string(absl::StrCat(
+            "UPDATE agents SET last_seen_ms = $2::bigint, "
+            "lease_expires_ms = $3::bigint, "
+            "lease_ttl_ms = $3::bigint - $2::bigint, status = 'online', "
+            "stream_hub_id = $5::text, stream_hub_incarnation = $6::bigint "
+            "WHERE agent_id = $1 AND presence_generation = $4::bigint "
+            "AND status <> 'offline' AND ",
+            SeatLiveSql("$5", "$6"), " RETURNING " HUB_AGENT_COLUMNS));
+        std::vector<Param> params = {P(agent_id), P(now_ms),
+                                     P(now_ms + lease_ttl_ms), P(generation)};
+        AddSeat(params, seat);
+        absl::StatusOr<PresenceWrite> w =
+            PresenceOutcomeOf(conn, conn.Run(*kClaim, params), agent_id);
+        if (!w.ok()) return w.status();
+        // Not written though the generation is current and the agent not
+        // offline: the seat is not live.
+        if (seat.has_value() && w->outcome != PresenceOutcome::kApplied &&
+            w->agent.has_value() &&
+            w->agent->presence_generation == generation &&
+            w->agent->status != "offline") {
+          return SeatLostError(seat->hub_id);
+        }
+        return w;
+      });
+}
+
+absl::StatusOr<bool> PostgresStore::ReleasePresence(absl::string_view agent_id,
+                                                    int64_t generation) {
+  const std::optional<HubSeat> seat = Seat();
+  if (!seat.has_value()) return true;
+  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
+    static const std::string* const kRelease = new std::string(absl::StrCat(
+        "UPDATE agents SET stream_hub_id = NULL, "
+        "stream_hub_incarnation = NULL "
+        "WHERE agent_id = $1 AND presence_generation = $2::bigint "
+        "AND stream_hub_id = $3::text AND stream_hub_incarnation = $4::bigint "
+        "AND ",
+        SeatLiveSql("$3", "$4")));
+    std::vector<Param> params = {P(agent_id), P(generation)};
+    AddSeat(params, seat);
+    absl::StatusOr<Result> r = conn.Run(*kRelease, params);
+    if (!r.ok()) return r.status();
+    return r->changed() == 1;
   });
 }
 

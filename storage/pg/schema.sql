@@ -27,8 +27,17 @@ CREATE TABLE IF NOT EXISTS agents (
   host_id TEXT COLLATE "C",
   transport_locators_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   presence_generation BIGINT NOT NULL DEFAULT 0,
-  lease_ttl_ms BIGINT
+  lease_ttl_ms BIGINT,
+  -- The hub (and its incarnation) that holds the agent's presence: the
+  -- one it registered, attached or heartbeated through last, or the one
+  -- that took it over from a dead hub. NULL: no hub holds it.
+  -- docs/design/multi-hub.md.
+  stream_hub_id TEXT COLLATE "C",
+  stream_hub_incarnation BIGINT
 );
+CREATE INDEX IF NOT EXISTS idx_agents_stream_hub
+  ON agents(stream_hub_id, stream_hub_incarnation)
+  WHERE stream_hub_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
 CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);
 
@@ -229,3 +238,23 @@ EXCEPTION WHEN others THEN
   RETURN false;
 END
 $$;
+
+-- The hubs sharing this database (docs/design/multi-hub.md). A hub's lease
+-- is renewed in the database's clock (clock_timestamp()); a hub whose lease
+-- ran out is declared dead by another (state dead) and its agents taken
+-- over in the same transaction. Incarnations come from one sequence, so a
+-- hub that joins again never gets a number it or anyone had before.
+CREATE SEQUENCE IF NOT EXISTS hub_incarnations;
+CREATE TABLE IF NOT EXISTS hub_hubs (
+  hub_id TEXT COLLATE "C" PRIMARY KEY,
+  incarnation BIGINT NOT NULL,
+  address TEXT COLLATE "C" NOT NULL,
+  state TEXT COLLATE "C" NOT NULL CHECK (state IN ('live', 'dead', 'left')),
+  joined_at TIMESTAMPTZ NOT NULL,
+  renewed_at TIMESTAMPTZ NOT NULL,
+  lease_expires_at TIMESTAMPTZ NOT NULL,
+  -- Set once, by the hub that declared this one dead (or found it left) and
+  -- took over its agents.
+  taken_over_at TIMESTAMPTZ,
+  taken_over_by TEXT COLLATE "C"
+);

@@ -1,0 +1,197 @@
+#include "storage/pg/pg_membership.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "status/status.h"
+#include "storage/pg/pg_rows.h"
+
+namespace hub::storage::pg {
+namespace {
+
+// A timestamptz as milliseconds since the epoch.
+#define HUB_MS(x) "(extract(epoch FROM " x ") * 1000)::bigint"
+
+}  // namespace
+
+absl::Status SeatLostError(absl::string_view hub_id) {
+  return UnavailableError(
+      "HUB_SEAT_LOST",
+      absl::StrCat("hub ", hub_id,
+                   " has no live seat in the database (it was declared dead "
+                   "or left): it serves again once it rejoins"));
+}
+
+namespace {
+
+std::vector<TakenAgent> ReadTaken(const Result& r) {
+  std::vector<TakenAgent> out;
+  out.reserve(r.rows());
+  for (int i = 0; i < r.rows(); ++i) {
+    Row row(r, i);
+    out.push_back({row.Text(0), row.Int(1), row.Text(2)});
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string SeatLiveSql(absl::string_view hub, absl::string_view inc) {
+  return absl::StrCat("(", hub,
+                      "::text IS NULL OR EXISTS (SELECT 1 FROM hub_hubs "
+                      "WHERE hub_id = ",
+                      hub, "::text AND incarnation = ", inc,
+                      "::bigint AND state = 'live' AND lease_expires_at > "
+                      "clock_timestamp()))");
+}
+
+PgMembership::PgMembership(std::string conninfo, std::string hub_id)
+    : conninfo_(std::move(conninfo)), hub_id_(std::move(hub_id)) {
+  seat_.hub_id = hub_id_;
+}
+
+PgMembership::~PgMembership() = default;
+
+absl::StatusOr<Result> PgMembership::Run(absl::string_view sql,
+                                         const std::vector<Param>& params) {
+  for (int attempt = 0;; ++attempt) {
+    if (conn_ == nullptr || !conn_->Healthy()) {
+      absl::StatusOr<std::unique_ptr<Connection>> conn =
+          Connection::Open(conninfo_);
+      if (!conn.ok()) return conn.status();
+      conn_ = std::move(*conn);
+    }
+    absl::StatusOr<Result> r = conn_->Run(sql, params);
+    if (r.ok() || attempt > 0 || ReasonOf(r.status()) != "STORE_UNAVAILABLE") {
+      return r;
+    }
+    conn_.reset();  // broken: once more on a new connection
+  }
+}
+
+absl::StatusOr<HubSeat> PgMembership::Join(absl::string_view address,
+                                           int64_t ttl_ms) {
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r = Run(
+      "INSERT INTO hub_hubs AS h (hub_id, incarnation, address, state, "
+      "joined_at, renewed_at, lease_expires_at) "
+      "VALUES ($1, nextval('hub_incarnations'), $2, 'live', "
+      "clock_timestamp(), clock_timestamp(), "
+      "clock_timestamp() + $3::bigint * interval '1 millisecond') "
+      "ON CONFLICT (hub_id) DO UPDATE SET incarnation = excluded.incarnation, "
+      "address = excluded.address, state = 'live', "
+      "joined_at = excluded.joined_at, renewed_at = excluded.renewed_at, "
+      "lease_expires_at = excluded.lease_expires_at, taken_over_at = NULL, "
+      "taken_over_by = NULL "
+      "RETURNING incarnation, " HUB_MS("lease_expires_at"),
+      {P(hub_id_), P(address), P(ttl_ms)});
+  if (!r.ok()) return r.status();
+  absl::MutexLock seat_lock(&seat_mu_);
+  seat_.incarnation = r->Int(0, 0).value_or(0);
+  seat_.lease_expires_ms = r->Int(0, 1).value_or(0);
+  return seat_;
+}
+
+absl::StatusOr<RenewOutcome> PgMembership::Renew(int64_t ttl_ms) {
+  const HubSeat current = seat();
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r =
+      Run("UPDATE hub_hubs SET renewed_at = clock_timestamp(), "
+          "lease_expires_at = clock_timestamp() + $3::bigint * "
+          "interval '1 millisecond' "
+          "WHERE hub_id = $1 AND incarnation = $2::bigint AND state = 'live' "
+          "AND lease_expires_at > clock_timestamp() "
+          "RETURNING " HUB_MS("lease_expires_at"),
+          {P(hub_id_), P(current.incarnation), P(ttl_ms)});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return RenewOutcome::kLost;
+  absl::MutexLock seat_lock(&seat_mu_);
+  if (seat_.incarnation == current.incarnation) {
+    seat_.lease_expires_ms = r->Int(0, 0).value_or(0);
+  }
+  return RenewOutcome::kRenewed;
+}
+
+absl::StatusOr<std::vector<TakenAgent>> PgMembership::TakeOverDeadHubs() {
+  const HubSeat current = seat();
+  if (current.incarnation == 0) return SeatLostError(hub_id_);
+  absl::MutexLock lock(&conn_mu_);
+  // One statement, so one transaction: the hubs declared dead and the
+  // agents taken from them commit together. A hub row another hub is
+  // declaring at the same time is locked until that one commits; the WHERE
+  // clause, checked again on the committed row, then finds it taken over
+  // already. Agents are taken only from the incarnation that was declared:
+  // rows a hub wrote under a later seat are not its dead seat's.
+  absl::StatusOr<Result> r =
+      Run(absl::StrCat(
+              "WITH me AS (SELECT 1 FROM hub_hubs WHERE ",
+              "hub_id = $1 AND incarnation = $2::bigint AND state = 'live' "
+              "AND lease_expires_at > clock_timestamp()), "
+              "dead AS (UPDATE hub_hubs h SET state = CASE h.state "
+              "WHEN 'left' THEN 'left' ELSE 'dead' END, "
+              "taken_over_at = clock_timestamp(), taken_over_by = $1 "
+              "WHERE h.hub_id <> $1 AND h.taken_over_at IS NULL "
+              "AND EXISTS (SELECT 1 FROM me) AND (h.state = 'left' OR "
+              "(h.state = 'live' AND h.lease_expires_at <= clock_timestamp())) "
+              "RETURNING h.hub_id, h.incarnation), "
+              "taken AS (UPDATE agents a SET stream_hub_id = $1, "
+              "stream_hub_incarnation = $2::bigint FROM dead d "
+              "WHERE a.stream_hub_id = d.hub_id "
+              "AND a.stream_hub_incarnation = d.incarnation "
+              "AND a.status <> 'offline' "
+              "RETURNING a.agent_id, a.presence_generation, d.hub_id) "
+              "SELECT agent_id, presence_generation, hub_id FROM taken "
+              "ORDER BY agent_id"),
+          {P(hub_id_), P(current.incarnation)});
+  if (!r.ok()) return r.status();
+  return ReadTaken(*r);
+}
+
+absl::StatusOr<std::vector<TakenAgent>> PgMembership::HeldAgents() {
+  const HubSeat current = seat();
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r =
+      Run("SELECT agent_id, presence_generation, stream_hub_id FROM agents "
+          "WHERE stream_hub_id = $1 AND stream_hub_incarnation = $2::bigint "
+          "AND status <> 'offline' ORDER BY agent_id",
+          {P(hub_id_), P(current.incarnation)});
+  if (!r.ok()) return r.status();
+  return ReadTaken(*r);
+}
+
+absl::Status PgMembership::Leave() {
+  const HubSeat current = seat();
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r =
+      Run("UPDATE hub_hubs SET state = 'left', "
+          "lease_expires_at = clock_timestamp() "
+          "WHERE hub_id = $1 AND incarnation = $2::bigint AND state = 'live'",
+          {P(hub_id_), P(current.incarnation)});
+  return r.status();
+}
+
+HubSeat PgMembership::seat() const {
+  absl::MutexLock lock(&seat_mu_);
+  return seat_;
+}
+
+absl::StatusOr<std::vector<HubMember>> PgMembership::ListHubs() {
+  static constexpr char kList[] =
+      "SELECT hub_id, incarnation, address, state, " HUB_MS("joined_at")
+      ", " HUB_MS("renewed_at") ", " HUB_MS("lease_expires_at")
+      ", " HUB_MS("clock_timestamp()") " FROM hub_hubs ORDER BY hub_id";
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r = Run(kList, {});
+  if (!r.ok()) return r.status();
+  std::vector<HubMember> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    Row row(*r, i);
+    out.push_back({row.Text(0), row.Int(1), row.Text(2), row.Text(3),
+                   row.Int(4), row.Int(5), row.Int(6), row.Int(7)});
+  }
+  return out;
+}
+
+#undef HUB_MS
+
+}  // namespace hub::storage::pg
