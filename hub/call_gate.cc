@@ -122,6 +122,11 @@ absl::Status CallGate::TakeToken(const std::string& principal) {
 absl::Status CallGate::AdmitCall(const grpc::CallbackServerContext& context,
                                  const google::protobuf::Message& request) {
   if (absl::Status s = CheckSize(request); !s.ok()) return s;
+  // Status still answers: it is how an operator sees why the rest does not.
+  if (serving_ &&
+      request.GetDescriptor()->full_name() != "hub.v1.GetStatusRequest") {
+    if (absl::Status s = serving_(); !s.ok()) return s;
+  }
   const std::string principal = principal_(context);
   absl::MutexLock lock(&mu_);
   return TakeToken(principal);
@@ -133,6 +138,9 @@ absl::StatusOr<std::unique_ptr<StreamTicket>> CallGate::AdmitStream(
     std::function<void(const absl::Status&)> on_idle) {
   if (request != nullptr) {
     if (absl::Status s = CheckSize(*request); !s.ok()) return s;
+  }
+  if (serving_) {
+    if (absl::Status s = serving_(); !s.ok()) return s;
   }
   std::string principal = principal_(context);
   const bool watch_idle =

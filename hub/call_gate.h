@@ -114,6 +114,13 @@ class CallGate {
   // Open streams counted against `principal`.
   int64_t OpenStreams(const std::string& principal);
 
+  // Whether the hub serves at all (hubs sharing a database: its seat); a
+  // non-OK answer refuses every call and stream but HubService.GetStatus
+  // with it. Set before serving; must be cheap and thread-safe.
+  void SetServingCheck(std::function<absl::Status()> check) {
+    serving_ = std::move(check);
+  }
+
  private:
   friend class StreamTicket;
   struct Bucket {
@@ -129,6 +136,7 @@ class CallGate {
 
   const CallLimits limits_;
   const PrincipalFn principal_;
+  std::function<absl::Status()> serving_;
   absl::Mutex mu_;
   absl::flat_hash_map<std::string, Bucket> buckets_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_map<std::string, int64_t> streams_ ABSL_GUARDED_BY(mu_);

@@ -43,6 +43,13 @@ ABSL_FLAG(std::string, synchronous, "full",
 ABSL_FLAG(absl::Duration, detach_grace, absl::Seconds(2),
           "after an agent's presence stream ends, how long before it counts "
           "as gone for role purposes unless it re-attaches");
+ABSL_FLAG(absl::Duration, hub_lease, absl::Seconds(5),
+          "hubs sharing a PostgreSQL database: how long after this hub stops "
+          "renewing its seat (killed, paused, cut off) the others take its "
+          "agents over; it stops acting a fifth of this earlier on its own");
+ABSL_FLAG(absl::Duration, hub_renew_interval, absl::Seconds(1),
+          "hubs sharing a PostgreSQL database: how often this hub renews its "
+          "seat and looks for hubs whose lease ran out");
 ABSL_FLAG(absl::Duration, keepalive_interval, absl::Seconds(5),
           "HTTP/2 keepalive ping interval on every connection; a dead peer is "
           "found within keepalive_interval + keepalive_timeout");
@@ -142,6 +149,17 @@ int main(int argc, char** argv) {
   options.presence.checkpoint_interval = absl::GetFlag(FLAGS_sweep_interval);
   options.keepalive_interval = absl::GetFlag(FLAGS_keepalive_interval);
   options.keepalive_timeout = absl::GetFlag(FLAGS_keepalive_timeout);
+  options.membership.lease = absl::GetFlag(FLAGS_hub_lease);
+  options.membership.renew_interval = absl::GetFlag(FLAGS_hub_renew_interval);
+  options.membership.margin = options.membership.lease / 5;
+  if (options.membership.renew_interval <= absl::ZeroDuration() ||
+      2 * options.membership.renew_interval >
+          options.membership.lease - options.membership.margin) {
+    std::fprintf(stderr,
+                 "hubd: --hub_renew_interval must be positive and at most "
+                 "two fifths of --hub_lease\n");
+    return 1;
+  }
   if (const std::string command = absl::GetFlag(FLAGS_claude_uds_command);
       !command.empty()) {
     // A path that is not executable is a configuration mistake: say so now

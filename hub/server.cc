@@ -81,10 +81,12 @@ storage::DatabaseHolder HubdHolder(const std::string& address,
 // share it: no lock file; every failure names the database without its
 // password.
 absl::StatusOr<std::unique_ptr<storage::Store>> OpenPostgresStore(
-    const HubServerOptions& options, UuidV7Generator* ids, const Clock* clock,
-    HubMetrics* metrics) {
+    const HubServerOptions& options, const std::string& hub_instance_id,
+    UuidV7Generator* ids, const Clock* clock, HubMetrics* metrics) {
   storage::pg::PostgresStoreOptions store_options;
   store_options.conninfo = options.db_path;
+  // Hubs share a PostgreSQL database: each takes a seat under its id.
+  store_options.hub_id = hub_instance_id;
   store_options.synchronous_commit =
       options.synchronous == storage::SqliteStoreOptions::Synchronous::kFull
           ? "on"
@@ -206,7 +208,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   const std::string hub_instance_id = ids->Next();
   absl::StatusOr<std::unique_ptr<storage::Store>> store =
       IsPostgresUrl(options.db_path)
-          ? OpenPostgresStore(options, ids, clock, metrics)
+          ? OpenPostgresStore(options, hub_instance_id, ids, clock, metrics)
           : OpenSqliteStore(options, hub_instance_id, ids, clock, metrics,
                             &server->db_lock_);
   if (!store.ok()) return store.status();
@@ -228,10 +230,39 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->identity_.hub_instance_id, server->identity_.store_fingerprint);
   if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
 
+  // Hubs sharing the database: take a seat before anything is written for
+  // presence (every such write is fenced by it), and learn whether other
+  // hubs are serving.
+  bool other_hubs_live = false;
+  if (storage::Membership* membership = server->store_->membership();
+      membership != nullptr) {
+    server->membership_ = std::make_unique<MembershipKeeper>(
+        membership, server->presence_.get(), options.membership);
+    if (absl::Status s = server->membership_->Start(options.listen); !s.ok()) {
+      return s;
+    }
+    absl::StatusOr<std::vector<storage::HubMember>> hubs =
+        membership->ListHubs();
+    if (!hubs.ok()) return hubs.status();
+    for (const storage::HubMember& h : *hubs) {
+      if (h.hub_id != hub_instance_id && h.state == "live" &&
+          h.lease_expires_ms > h.now_ms) {
+        other_hubs_live = true;
+      }
+    }
+    MembershipKeeper* keeper = server->membership_.get();
+    server->presence_->SetAuthorityCheck(
+        [keeper] { return keeper->Serving().ok(); });
+  }
+
   // Roles: recovery never restores `active` (TRIFLUX-HUB 5.7); every
-  // recovered role is ensured again once the server runs.
+  // recovered role is ensured again once the server runs. Not while other
+  // hubs serve the database: their roles are theirs, not recovering, and a
+  // dead hub's holders fail over through the takeover of its agents.
   absl::StatusOr<storage::RecoveryResult> recovered =
-      server->store_->RecoverRoles(UnixMillis(clock->Now()));
+      other_hubs_live
+          ? absl::StatusOr<storage::RecoveryResult>(storage::RecoveryResult{})
+          : server->store_->RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
   // Candidate exclusions follow the activator's policy (backoff, jitter,
   // quarantine).
@@ -363,6 +394,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                             const grpc::CallbackServerContext& context) {
               return LimitPrincipal(authority_for_limits, context);
             }));
+  if (server->membership_ != nullptr) {
+    MembershipKeeper* keeper = server->membership_.get();
+    server->gate_->SetServingCheck([keeper] { return keeper->Serving(); });
+  }
   server->hub_service_->SetCallGate(server->gate_.get());
   server->presence_service_->SetCallGate(server->gate_.get());
   server->role_service_->SetCallGate(server->gate_.get());
@@ -474,6 +509,7 @@ void HubServer::RunTicker(absl::Duration interval,
         continue;
       }
     }
+    if (membership_ != nullptr) membership_->Check();
     presence_->Tick();
     if (absl::Now() < next_tick) continue;  // woken for a grace only
     messaging_->Tick();
@@ -591,6 +627,8 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  // Its seat given up: the other hubs take over what it held at once.
+  if (membership_ != nullptr) membership_->Stop(/*leave=*/true);
   if (role_watch_ != nullptr) role_watch_->Cancel();
   if (role_changes_ != nullptr) role_changes_->Stop();
   role_change_pool_.reset();  // pushes what it holds (to ended streams)

@@ -25,6 +25,7 @@
 #include "hub/call_gate.h"
 #include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
+#include "hub/membership_keeper.h"
 #include "hub/message_service.h"
 #include "hub/metrics_http.h"
 #include "hub/presence_service.h"
@@ -105,6 +106,9 @@ struct HubServerOptions {
   // host:port to serve Prometheus metrics on (GET /metrics); "" (default):
   // no metrics endpoint. Port 0 picks a free port (metrics_address()).
   std::string metrics_listen;
+  // The seat among the hubs sharing a PostgreSQL database (unused on
+  // SQLite: one hub per file).
+  MembershipOptions membership;
 };
 
 class HubServer {
@@ -175,6 +179,8 @@ class HubServer {
   std::unique_ptr<ServerTls> tls_;
   std::string security_;
   std::unique_ptr<PresenceRegistry> presence_;
+  // After presence_ (it calls it): null unless hubs share the database.
+  std::unique_ptr<MembershipKeeper> membership_;
   std::unique_ptr<BlockingPool> write_pool_;
   std::unique_ptr<RoleRegistry> roles_;
   // Role changes for presence streams; its pool is declared after it, so

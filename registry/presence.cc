@@ -85,6 +85,13 @@ struct PresenceRegistry::Entry {
   // Its capabilities name a role candidacy (NamesRoleCandidacy): an attach
   // is then an arrival the activator hears of.
   bool may_be_candidate = false;
+  // This hub holds the agent's presence: what is above is live here, and
+  // this hub renews, checkpoints and ends it. Always so on a store one hub
+  // holds; on a shared store (several hubs, docs/design/multi-hub.md) only
+  // for the agents registered, attached, heartbeated through or taken over
+  // by this hub, while its seat keeps them. Another hub's agents are read
+  // from the store.
+  bool held = true;
 };
 
 struct PresenceRegistry::PendingProbe {
@@ -114,6 +121,7 @@ PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
       config_(config),
       hub_instance_id_(std::move(hub_instance_id)),
       store_fingerprint_(std::move(store_fingerprint)),
+      shared_(store->membership() != nullptr),
       probe_ids_(clock) {
   for (int i = 0; i < kShards; ++i)
     shards_.push_back(std::make_unique<Shard>());
@@ -211,9 +219,10 @@ absl::StatusOr<AgentView> PresenceRegistry::Overlay(
   Shard& shard = ShardFor(record.agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(record.agent_id);
-  if (it == shard.entries.end() ||
+  if (it == shard.entries.end() || !it->second.held ||
       it->second.generation != record.presence_generation) {
-    // Not (or differently) known in memory: the stored row is the truth.
+    // Not (or differently) known in memory, or held by another hub: the
+    // stored row is the truth.
     AgentView view;
     view.ttl = absl::Milliseconds(
         record.lease_ttl_ms.value_or(Millis(config_.default_ttl)));
@@ -239,7 +248,10 @@ absl::Status PresenceRegistry::Recover() {
     entry.persisted_lease_ms = a.lease_expires_ms;
     entry.persisted_last_seen_ms = a.last_seen_ms;
     entry.may_be_candidate = NamesRoleCandidacy(a.capabilities_json);
-    if (a.status != "offline") {
+    // On a shared store the agents are other hubs' (or, when their hub
+    // died, taken over by the membership): nothing to extend here.
+    entry.held = !shared_;
+    if (a.status != "offline" && !shared_) {
       // A restart must not declare anyone dead: give every present agent a
       // full TTL from now to reconnect (etcd does the same for leases).
       entry.lease_expires_ms = std::max(a.lease_expires_ms, now + ttl);
@@ -250,6 +262,7 @@ absl::Status PresenceRegistry::Recover() {
     absl::MutexLock lock(&shard.mu);
     shard.entries[a.agent_id] = std::move(entry);
   }
+  if (shared_) return absl::OkStatus();
   absl::MutexLock lock(&tick_mu_);
   Checkpoint(now);
   return absl::OkStatus();
@@ -346,6 +359,14 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
   }
   const int64_t now = UnixMillis(clock_->Now());
   Shard& shard = ShardFor(input.agent_id);
+  if (shared_ && !Held(input.agent_id)) {
+    // Heartbeats through this hub: it holds the agent's presence now.
+    return Hold(input.agent_id, input.generation,
+                input.ttl.has_value()
+                    ? std::optional<int64_t>(Millis(*input.ttl))
+                    : std::nullopt,
+                now);
+  }
   int64_t generation = 0;
   int64_t ttl_ms = 0;
   {
@@ -467,13 +488,32 @@ void PresenceRegistry::IndexTopics(const std::string& agent_id,
   sub.topics = std::move(topics);
 }
 
-std::vector<std::string> PresenceRegistry::TopicSubscribers(
+absl::StatusOr<std::vector<std::string>> PresenceRegistry::TopicSubscribers(
     const std::string& topic) {
+  if (shared_) {
+    // Other hubs register subscribers too: the store has them all.
+    std::vector<std::string> out;
+    storage::AgentPageQuery query;
+    query.topic = topic;
+    query.limit = kMaxPageSize;
+    while (true) {
+      absl::StatusOr<std::vector<storage::AgentRecord>> page =
+          store_->ListAgentsPage(query);
+      if (!page.ok()) return page.status();
+      for (storage::AgentRecord& a : *page) {
+        if (a.status == "online" || a.status == "stale") {
+          out.push_back(std::move(a.agent_id));
+        }
+      }
+      if (static_cast<int64_t>(page->size()) < query.limit) return out;
+      query.after_agent_id = page->back().agent_id;
+    }
+  }
   std::vector<std::string> candidates;
   {
     absl::MutexLock lock(&topics_mu_);
     auto it = subscribers_.find(topic);
-    if (it == subscribers_.end()) return {};
+    if (it == subscribers_.end()) return std::vector<std::string>();
     candidates.assign(it->second.begin(), it->second.end());
   }
   std::vector<std::string> out;
@@ -551,6 +591,14 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
   if (absl::Status s = CheckFence(fence); !s.ok()) return s;
   if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
   const int64_t now = UnixMillis(clock_->Now());
+  if (shared_ && !Held(agent_id, generation)) {
+    // Attached here: this hub holds the agent's presence from now on (the
+    // store decides, fenced by the generation; the hub that held it
+    // before finds out when its next write for the agent changes nothing).
+    absl::StatusOr<AgentView> held =
+        Hold(agent_id, generation, std::nullopt, now);
+    if (!held.ok()) return held.status();
+  }
   const uint64_t stream_id = next_stream_id_.fetch_add(1);
   std::shared_ptr<PresenceStream> replaced;
   bool revive = false;
@@ -671,6 +719,15 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
 
 std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
                                                    int64_t now_ms) {
+  if (shared_ && !Held(agent_id)) {
+    // Another hub's agent: its lease as that hub last checkpointed it.
+    absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(agent_id);
+    if (!row.ok() || row->status != "online" ||
+        row->lease_expires_ms <= now_ms) {
+      return std::nullopt;
+    }
+    return row->lease_expires_ms;
+  }
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
@@ -687,6 +744,7 @@ bool PresenceRegistry::StreamAttached(const std::string& agent_id) {
 
 std::shared_ptr<PresenceStream> PresenceRegistry::LiveStream(
     const std::string& agent_id) {
+  if (may_act_ && !may_act_()) return nullptr;
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
@@ -776,6 +834,192 @@ void PresenceRegistry::EndProbes(uint64_t stream_id) {
   }
 }
 
+bool PresenceRegistry::Held(const std::string& agent_id,
+                            std::optional<int64_t> generation) {
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  return it != shard.entries.end() && it->second.held &&
+         (!generation.has_value() || it->second.generation == *generation);
+}
+
+absl::StatusOr<AgentView> PresenceRegistry::Hold(
+    const std::string& agent_id, std::optional<int64_t> generation,
+    std::optional<int64_t> ttl_ms, int64_t now) {
+  absl::StatusOr<storage::AgentRecord> stored = store_->GetAgent(agent_id);
+  if (!stored.ok()) return stored.status();
+  const int64_t gen = generation.value_or(stored->presence_generation);
+  if (gen != stored->presence_generation) {
+    return StaleOwner(agent_id, stored->presence_generation);
+  }
+  auto offline = [&agent_id] {
+    return FailedPreconditionError(
+        "AGENT_OFFLINE",
+        absl::StrCat("agent ", agent_id, " is offline: register again"));
+  };
+  if (stored->status == "offline") return offline();
+  const int64_t ttl = ttl_ms.value_or(
+      stored->lease_ttl_ms.value_or(Millis(config_.default_ttl)));
+  absl::StatusOr<storage::PresenceWrite> claim =
+      store_->ClaimPresence(agent_id, gen, now, ttl);
+  if (!claim.ok()) return claim.status();
+  if (claim->outcome == storage::PresenceOutcome::kNotFound) {
+    return AgentNotFound(agent_id);
+  }
+  if (claim->outcome != storage::PresenceOutcome::kApplied) {
+    if (claim->agent.has_value() && claim->agent->status == "offline" &&
+        claim->agent->presence_generation == gen) {
+      return offline();
+    }
+    return StaleOwner(agent_id, claim->agent.has_value()
+                                    ? claim->agent->presence_generation
+                                    : gen);
+  }
+  const storage::AgentRecord& row = *claim->agent;
+  AgentView view;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[agent_id];
+    if (entry.generation > row.presence_generation) {
+      return StaleOwner(agent_id, entry.generation);
+    }
+    if (entry.generation < row.presence_generation || !entry.held) {
+      // What memory had was another hub's (or an older generation's).
+      entry.stream.reset();
+      entry.stream_id = 0;
+      entry.detached_at_ms.reset();
+      shard.detaching.erase(agent_id);
+    }
+    entry.generation = row.presence_generation;
+    entry.status = "online";
+    entry.last_seen_ms = now;
+    entry.lease_expires_ms = row.lease_expires_ms;
+    entry.ttl_ms = ttl;
+    entry.persisted_lease_ms = row.lease_expires_ms;
+    entry.persisted_last_seen_ms = now;
+    entry.may_be_candidate = NamesRoleCandidacy(row.capabilities_json);
+    entry.held = true;
+    view = ViewOf(row, entry);
+  }
+  IndexTopics(agent_id, row.presence_generation,
+              TopicsFromJson(row.topics_json));
+  return view;
+}
+
+bool PresenceRegistry::Release(const std::string& agent_id, int64_t generation,
+                               int64_t now) {
+  storage::LeaseCheckpoint last{agent_id, generation, 0, 0, 0};
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.generation != generation) {
+      return false;
+    }
+    last.last_seen_ms = it->second.last_seen_ms;
+    last.lease_expires_ms = it->second.lease_expires_ms;
+    last.lease_ttl_ms = it->second.ttl_ms;
+  }
+  // The lease as this hub kept it goes with the hold, so that what other
+  // hubs (and this one, no longer holding it) read is the live one.
+  absl::StatusOr<bool> released = store_->ReleasePresence(last);
+  Shard& shard = ShardFor(agent_id);
+  absl::MutexLock lock(&shard.mu);
+  auto it = shard.entries.find(agent_id);
+  if (it == shard.entries.end() || it->second.generation != generation) {
+    return false;
+  }
+  if (!released.ok()) {
+    // Unknown: the grace is over, so try again at the next tick.
+    if (it->second.stream == nullptr && it->second.held) {
+      it->second.detached_at_ms = now - Millis(config_.detach_grace);
+      shard.detaching.insert(agent_id);
+      LowerEarliestDetach(*it->second.detached_at_ms);
+    }
+    return false;
+  }
+  // Either way this hub holds it no longer: released, or another hub (an
+  // attach elsewhere, a takeover) holds it and the agent is not gone.
+  it->second.held = false;
+  return *released;
+}
+
+void PresenceRegistry::LoseHold(const std::string& agent_id, int64_t generation,
+                                const absl::Status& why) {
+  std::shared_ptr<PresenceStream> stream;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    if (it == shard.entries.end() || it->second.generation != generation ||
+        !it->second.held) {
+      return;
+    }
+    it->second.held = false;
+    it->second.detached_at_ms.reset();
+    shard.detaching.erase(agent_id);
+    stream = std::move(it->second.stream);
+    it->second.stream_id = 0;
+  }
+  if (stream != nullptr) stream->Fence(why);
+}
+
+void PresenceRegistry::Adopt(const std::vector<storage::TakenAgent>& agents) {
+  if (agents.empty()) return;
+  const int64_t now = UnixMillis(clock_->Now());
+  bool earliest = false;
+  for (const storage::TakenAgent& taken : agents) {
+    absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(taken.agent_id);
+    if (!row.ok() || row->presence_generation != taken.presence_generation ||
+        row->status == "offline") {
+      continue;  // moved on since: nothing of this hub's to end
+    }
+    Shard& shard = ShardFor(taken.agent_id);
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[taken.agent_id];
+    if (entry.held && entry.generation == row->presence_generation) continue;
+    entry = Entry();
+    entry.generation = row->presence_generation;
+    entry.status = row->status;
+    entry.last_seen_ms = row->last_seen_ms;
+    entry.lease_expires_ms = row->lease_expires_ms;
+    entry.ttl_ms = row->lease_ttl_ms.value_or(Millis(config_.default_ttl));
+    entry.persisted_lease_ms = row->lease_expires_ms;
+    entry.persisted_last_seen_ms = row->last_seen_ms;
+    entry.may_be_candidate = NamesRoleCandidacy(row->capabilities_json);
+    entry.held = true;
+    // Its stream died with its hub: the detach grace starts now, as if the
+    // stream had ended here. Re-attaching anywhere within it keeps the
+    // agent present; otherwise it is gone when the grace ends.
+    entry.detached_at_ms = now;
+    shard.detaching.insert(taken.agent_id);
+    earliest = LowerEarliestDetach(now) || earliest;
+  }
+  if (earliest) {
+    absl::MutexLock lock(&listener_mu_);
+    if (grace_wakeup_) grace_wakeup_();
+  }
+}
+
+void PresenceRegistry::DropHolds(const absl::Status& why) {
+  std::vector<std::shared_ptr<PresenceStream>> streams;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (auto& [agent_id, entry] : shard->entries) {
+      entry.held = false;
+      entry.detached_at_ms.reset();
+      if (entry.stream != nullptr) {
+        streams.push_back(std::move(entry.stream));
+        entry.stream_id = 0;
+      }
+    }
+    shard->detaching.clear();
+  }
+  for (auto& stream : streams) stream->Fence(why);
+  EndProbes(0);
+}
+
 void PresenceRegistry::Tick() {
   absl::MutexLock tick_lock(&tick_mu_);
   const int64_t now = UnixMillis(clock_->Now());
@@ -806,6 +1050,7 @@ void PresenceRegistry::Tick() {
     }
   }
   for (const auto& [agent_id, generation] : gone) {
+    if (shared_ && !Release(agent_id, generation, now)) continue;
     Notify(agent_id, generation, AgentGoneReason::kStreamGrace);
   }
   if (now - last_checkpoint_ms_ >= Millis(config_.checkpoint_interval)) {
@@ -822,7 +1067,7 @@ void PresenceRegistry::Checkpoint(int64_t now) {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (auto& [agent_id, entry] : shard->entries) {
-      if (entry.status == "offline") continue;
+      if (entry.status == "offline" || !entry.held) continue;
       if (entry.stream != nullptr) {
         // An attached, healthy stream is the liveness signal: its lease is
         // renewed here, once per pass (it may lag by checkpoint_interval,
@@ -848,7 +1093,18 @@ void PresenceRegistry::Checkpoint(int64_t now) {
   absl::StatusOr<std::vector<bool>> applied = store_->CheckpointLeases(batch);
   if (!applied.ok()) return;  // retried at the next checkpoint
   for (size_t i = 0; i < batch.size(); ++i) {
-    if (!(*applied)[i]) continue;
+    if (!(*applied)[i]) {
+      // On a shared store, the row no longer names this hub's seat: another
+      // hub holds the agent now (or this hub lost its seat).
+      if (shared_) {
+        LoseHold(batch[i].agent_id, batch[i].presence_generation,
+                 FailedPreconditionError(
+                     "PRESENCE_STREAM_REPLACED",
+                     absl::StrCat("agent ", batch[i].agent_id,
+                                  " is held by another hub now")));
+      }
+      continue;
+    }
     Shard& shard = ShardFor(batch[i].agent_id);
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(batch[i].agent_id);
@@ -882,7 +1138,8 @@ void PresenceRegistry::Sweep(int64_t now) {
       continue;
     }
     Entry& entry = it->second;
-    if (entry.lease_expires_ms > now && entry.status != "offline") {
+    if (entry.held && entry.lease_expires_ms > now &&
+        entry.status != "offline") {
       // Renewed after the checkpoint: the stored row is wrong, not memory.
       revive.emplace_back(t.agent_id, entry.generation);
       continue;

@@ -264,7 +264,9 @@ class PresenceRegistry {
   // The agents subscribed to `topic` (their last registration listed it)
   // whose status is online or stale, sorted. From memory: an index kept by
   // registrations, not a scan of every agent.
-  std::vector<std::string> TopicSubscribers(const std::string& topic);
+  // On a shared store, from the store (other hubs register subscribers).
+  absl::StatusOr<std::vector<std::string>> TopicSubscribers(
+      const std::string& topic);
   // Pushes `envelope` on the agent's attached stream; false when none.
   bool DeliverActivation(const std::string& agent_id,
                          const ActivationEnvelope& envelope);
@@ -306,6 +308,27 @@ class PresenceRegistry {
   // Fences every attached stream (hub shutting down) and checkpoints leases.
   void Shutdown();
 
+  // ---- several hubs over one store (docs/design/multi-hub.md)
+  // On a shared store (Store::membership() set), this hub holds only the
+  // presence of the agents it registered, attached, heartbeated through or
+  // took over; the rest is read from the store, and every write for
+  // presence is fenced by the hub's seat.
+  bool shared() const { return shared_; }
+  // Whether this hub may act for the presence it holds right now (its seat
+  // by its own clock): checked before every push on a stream, so a hub
+  // paused past its lease pushes nothing once it runs again. Default:
+  // always. Set before serving.
+  void SetAuthorityCheck(std::function<bool()> check) {
+    may_act_ = std::move(check);
+  }
+  // Agents the membership took over from a dead hub: this hub holds them
+  // now, detached, with their detach grace starting now. Idempotent.
+  void Adopt(const std::vector<storage::TakenAgent>& agents);
+  // This hub lost its seat: it holds nothing any more. Every attached
+  // stream is fenced with `why`, every running grace dropped (the hub that
+  // takes the agents over runs its own), every waiting probe ended.
+  void DropHolds(const absl::Status& why);
+
   PresenceCounts Counts();
 
  private:
@@ -333,6 +356,24 @@ class PresenceRegistry {
       absl::StatusOr<storage::AgentRecord> record);
   absl::StatusOr<AgentView> Overlay(storage::AgentRecord record);
   void Checkpoint(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
+  // Shared store: whether this hub holds the agent (at `generation`, when
+  // given).
+  bool Held(const std::string& agent_id,
+            std::optional<int64_t> generation = std::nullopt);
+  // Shared store: makes this hub the agent's presence holder at
+  // `generation` (default: the stored one) in the store, then in memory;
+  // the lease renewed for `ttl_ms` (default: the stored TTL).
+  absl::StatusOr<AgentView> Hold(const std::string& agent_id,
+                                 std::optional<int64_t> generation,
+                                 std::optional<int64_t> ttl_ms, int64_t now);
+  // Shared store: a grace ran out; ends the hold in the store. True when
+  // the agent is gone, false when another hub holds it (or the store could
+  // not say: the grace is retried at the next tick).
+  bool Release(const std::string& agent_id, int64_t generation, int64_t now);
+  // Shared store: the store says another hub holds the agent: forget the
+  // hold, fence its stream with `why`.
+  void LoseHold(const std::string& agent_id, int64_t generation,
+                const absl::Status& why);
   void Sweep(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
 
   storage::Store* const store_;
@@ -340,6 +381,8 @@ class PresenceRegistry {
   const PresenceConfig config_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;
+  const bool shared_;
+  std::function<bool()> may_act_;
   std::vector<std::unique_ptr<Shard>> shards_;
   std::atomic<uint64_t> next_stream_id_{1};
 

@@ -563,9 +563,16 @@ class Membership {
   virtual ~Membership() = default;
   // Takes a seat under a new incarnation (a number never handed out
   // before, cluster-wide), live until now + ttl in the database's clock.
-  // Writes made for presence carry it from then on.
-  virtual absl::StatusOr<HubSeat> Join(absl::string_view address,
-                                       int64_t ttl_ms) = 0;
+  // Writes made for presence carry it from then on. A hub that joins again
+  // (it lost its seat) moves, in the same transaction, the agents its
+  // previous incarnation still held to the new one and returns them: it
+  // dropped their streams, so it runs their detach grace.
+  struct Joined {
+    HubSeat seat;
+    std::vector<TakenAgent> taken;
+  };
+  virtual absl::StatusOr<Joined> Join(absl::string_view address,
+                                      int64_t ttl_ms) = 0;
   // Extends the seat's lease to now + ttl, fenced by the incarnation and
   // state live.
   virtual absl::StatusOr<RenewOutcome> Renew(int64_t ttl_ms) = 0;
@@ -575,6 +582,9 @@ class Membership {
   // while this hub's own seat is live. Each dead hub is declared once,
   // whichever hub runs this first.
   virtual absl::StatusOr<std::vector<TakenAgent>> TakeOverDeadHubs() = 0;
+  // The agents whose presence this seat holds (not offline), by agent_id:
+  // what a takeover whose answer was lost took.
+  virtual absl::StatusOr<std::vector<TakenAgent>> HeldAgents() = 0;
   // Gives up the seat (state left, lease ended) so that the other hubs take
   // over its agents at once instead of after the lease.
   virtual absl::Status Leave() = 0;
@@ -637,14 +647,13 @@ class Store {
                                      lease_ttl_ms);
   }
   // Ends this hub's hold of the agent's presence (its stream's detach grace
-  // ran out), fenced by the generation and, with a membership, by this
+  // ran out), writing its last lease (`last`) in the same statement, fenced
+  // by the generation, status not offline and, with a membership, by this
   // hub's seat still holding it. False: another hub holds it now (or the
   // generation moved on), so the agent is not gone. Without a membership,
-  // true.
-  virtual absl::StatusOr<bool> ReleasePresence(absl::string_view agent_id,
-                                               int64_t generation) {
-    (void)agent_id;
-    (void)generation;
+  // true (the lease is checkpointed as usual).
+  virtual absl::StatusOr<bool> ReleasePresence(const LeaseCheckpoint& last) {
+    (void)last;
     return true;
   }
   // The hubs sharing this database, or nullptr when one hub holds it

@@ -69,12 +69,17 @@ absl::StatusOr<Result> PgMembership::Run(absl::string_view sql,
   }
 }
 
-absl::StatusOr<HubSeat> PgMembership::Join(absl::string_view address,
-                                           int64_t ttl_ms) {
+absl::StatusOr<Membership::Joined> PgMembership::Join(absl::string_view address,
+                                                      int64_t ttl_ms) {
   absl::MutexLock lock(&conn_mu_);
+  // One statement: the new seat and, when this hub had one before, its
+  // agents moved over. Every CTE reads the same snapshot, so `old` is the
+  // row as it was before the upsert replaced it; agents another hub took
+  // over meanwhile no longer name this hub and are not moved.
   absl::StatusOr<Result> r = Run(
-      "INSERT INTO hub_hubs AS h (hub_id, incarnation, address, state, "
-      "joined_at, renewed_at, lease_expires_at) "
+      "WITH old AS (SELECT incarnation FROM hub_hubs WHERE hub_id = $1), "
+      "joined AS (INSERT INTO hub_hubs AS h (hub_id, incarnation, address, "
+      "state, joined_at, renewed_at, lease_expires_at) "
       "VALUES ($1, nextval('hub_incarnations'), $2, 'live', "
       "clock_timestamp(), clock_timestamp(), "
       "clock_timestamp() + $3::bigint * interval '1 millisecond') "
@@ -83,13 +88,31 @@ absl::StatusOr<HubSeat> PgMembership::Join(absl::string_view address,
       "joined_at = excluded.joined_at, renewed_at = excluded.renewed_at, "
       "lease_expires_at = excluded.lease_expires_at, taken_over_at = NULL, "
       "taken_over_by = NULL "
-      "RETURNING incarnation, " HUB_MS("lease_expires_at"),
+      "RETURNING incarnation, " HUB_MS("lease_expires_at") " AS lease_ms), "
+      "taken AS (UPDATE agents a SET stream_hub_incarnation = "
+      "(SELECT incarnation FROM joined) FROM old "
+      "WHERE a.stream_hub_id = $1 AND a.stream_hub_incarnation = "
+      "old.incarnation AND a.status <> 'offline' "
+      "RETURNING a.agent_id, a.presence_generation) "
+      "SELECT j.incarnation, j.lease_ms, t.agent_id, t.presence_generation "
+      "FROM joined j LEFT JOIN taken t ON true ORDER BY t.agent_id",
       {P(hub_id_), P(address), P(ttl_ms)});
   if (!r.ok()) return r.status();
+  if (r->rows() == 0) {
+    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                       "joining the hubs returned no row");
+  }
+  Joined joined;
+  for (int i = 0; i < r->rows(); ++i) {
+    Row row(*r, i);
+    if (row.IsNull(2)) continue;
+    joined.taken.push_back({row.Text(2), row.Int(3), hub_id_});
+  }
   absl::MutexLock seat_lock(&seat_mu_);
   seat_.incarnation = r->Int(0, 0).value_or(0);
   seat_.lease_expires_ms = r->Int(0, 1).value_or(0);
-  return seat_;
+  joined.seat = seat_;
+  return joined;
 }
 
 absl::StatusOr<RenewOutcome> PgMembership::Renew(int64_t ttl_ms) {

@@ -31,17 +31,15 @@ class PgMembership final : public Membership {
   PgMembership(std::string conninfo, std::string hub_id);
   ~PgMembership() override;
 
-  absl::StatusOr<HubSeat> Join(absl::string_view address,
-                               int64_t ttl_ms) override;
+  absl::StatusOr<Joined> Join(absl::string_view address,
+                              int64_t ttl_ms) override;
   absl::StatusOr<RenewOutcome> Renew(int64_t ttl_ms) override;
   absl::StatusOr<std::vector<TakenAgent>> TakeOverDeadHubs() override;
   absl::Status Leave() override;
   HubSeat seat() const override;
   absl::StatusOr<std::vector<HubMember>> ListHubs() override;
 
-  // The agents whose presence this seat holds (not offline), by agent_id:
-  // what a takeover whose answer was lost took.
-  absl::StatusOr<std::vector<TakenAgent>> HeldAgents();
+  absl::StatusOr<std::vector<TakenAgent>> HeldAgents() override;
 
  private:
   // Runs `sql` on the membership connection, connecting (again) first if

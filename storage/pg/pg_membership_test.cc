@@ -43,6 +43,14 @@ class PgMembershipTest : public testing::PgDatabaseTest {
     return record.ok() ? *record : AgentRecord();
   }
 
+  static absl::StatusOr<HubSeat> Join(PostgresStore& store,
+                                      const std::string& address) {
+    absl::StatusOr<Membership::Joined> joined =
+        store.membership()->Join(address, kLongTtl);
+    if (!joined.ok()) return joined.status();
+    return joined->seat;
+  }
+
   // The stream hub columns of an agent, "hub/incarnation" or "none".
   std::string StreamHub(const std::string& agent_id) {
     std::unique_ptr<Connection> conn = Connect();
@@ -69,13 +77,13 @@ class PgMembershipTest : public testing::PgDatabaseTest {
 TEST_F(PgMembershipTest, JoiningGivesEachHubAnIncarnationNoOneHadBefore) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
   std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
-  absl::StatusOr<HubSeat> seat_a = a->membership()->Join("a:1", kLongTtl);
-  absl::StatusOr<HubSeat> seat_b = b->membership()->Join("b:1", kLongTtl);
+  absl::StatusOr<HubSeat> seat_a = Join(*a, "a:1");
+  absl::StatusOr<HubSeat> seat_b = Join(*b, "b:1");
   ASSERT_TRUE(seat_a.ok()) << seat_a.status();
   ASSERT_TRUE(seat_b.ok()) << seat_b.status();
   EXPECT_NE(seat_a->incarnation, seat_b->incarnation);
   // Joining again (a hub that lost its seat) never reuses a number.
-  absl::StatusOr<HubSeat> again = a->membership()->Join("a:1", kLongTtl);
+  absl::StatusOr<HubSeat> again = Join(*a, "a:1");
   ASSERT_TRUE(again.ok());
   EXPECT_GT(again->incarnation,
             std::max(seat_a->incarnation, seat_b->incarnation));
@@ -93,7 +101,7 @@ TEST_F(PgMembershipTest, JoiningGivesEachHubAnIncarnationNoOneHadBefore) {
 
 TEST_F(PgMembershipTest, ARegistrationNamesTheHubThatHoldsThePresence) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
-  absl::StatusOr<HubSeat> seat = a->membership()->Join("a:1", kLongTtl);
+  absl::StatusOr<HubSeat> seat = Join(*a, "a:1");
   ASSERT_TRUE(seat.ok());
   Register(*a, "agent-1");
   EXPECT_EQ(StreamHub("agent-1"), absl::StrCat("hub-a/", seat->incarnation));
@@ -101,7 +109,7 @@ TEST_F(PgMembershipTest, ARegistrationNamesTheHubThatHoldsThePresence) {
 
 TEST_F(PgMembershipTest, AHubWhoseLeaseRanOutWritesNothingForPresence) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
-  ASSERT_TRUE(a->membership()->Join("a:1", kLongTtl).ok());
+  ASSERT_TRUE(Join(*a, "a:1").ok());
   const AgentRecord agent = Register(*a, "agent-1");
   ExpireLease("hub-a");
 
@@ -124,8 +132,8 @@ TEST_F(PgMembershipTest, AHubWhoseLeaseRanOutWritesNothingForPresence) {
   absl::StatusOr<PresenceWrite> claim =
       a->ClaimPresence("agent-1", agent.presence_generation, 5'000, 30'000);
   EXPECT_EQ(ReasonOf(claim.status()), "HUB_SEAT_LOST");
-  absl::StatusOr<bool> released =
-      a->ReleasePresence("agent-1", agent.presence_generation);
+  absl::StatusOr<bool> released = a->ReleasePresence(
+      {"agent-1", agent.presence_generation, 5'000, 90'000, 30'000});
   ASSERT_TRUE(released.ok());
   EXPECT_FALSE(*released);
 
@@ -138,8 +146,8 @@ TEST_F(PgMembershipTest, AHubWhoseLeaseRanOutWritesNothingForPresence) {
 TEST_F(PgMembershipTest, ALiveHubTakesOverTheAgentsOfAHubWhoseLeaseRanOut) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
   std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
-  ASSERT_TRUE(a->membership()->Join("a:1", kLongTtl).ok());
-  absl::StatusOr<HubSeat> seat_b = b->membership()->Join("b:1", kLongTtl);
+  ASSERT_TRUE(Join(*a, "a:1").ok());
+  absl::StatusOr<HubSeat> seat_b = Join(*b, "b:1");
   ASSERT_TRUE(seat_b.ok());
   const AgentRecord one = Register(*a, "agent-1");
   Register(*a, "agent-2");
@@ -175,7 +183,10 @@ TEST_F(PgMembershipTest, ALiveHubTakesOverTheAgentsOfAHubWhoseLeaseRanOut) {
   absl::StatusOr<RenewOutcome> renew = a->membership()->Renew(kLongTtl);
   ASSERT_TRUE(renew.ok());
   EXPECT_EQ(*renew, RenewOutcome::kLost);
-  ASSERT_TRUE(a->membership()->Join("a:1", kLongTtl).ok());
+  absl::StatusOr<Membership::Joined> rejoined =
+      a->membership()->Join("a:1", kLongTtl);
+  ASSERT_TRUE(rejoined.ok()) << rejoined.status();
+  EXPECT_TRUE(rejoined->taken.empty());
   absl::StatusOr<std::vector<bool>> checkpoint = a->CheckpointLeases(
       {{"agent-1", one.presence_generation, 5'000, 90'000, 30'000}});
   ASSERT_TRUE(checkpoint.ok());
@@ -186,15 +197,38 @@ TEST_F(PgMembershipTest, ALiveHubTakesOverTheAgentsOfAHubWhoseLeaseRanOut) {
   EXPECT_EQ(*by_b, std::vector<bool>{true});
 }
 
+TEST_F(PgMembershipTest, AHubThatJoinsAgainKeepsTheAgentsNoOneTookOver) {
+  std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
+  absl::StatusOr<HubSeat> first = Join(*a, "a:1");
+  ASSERT_TRUE(first.ok());
+  const AgentRecord agent = Register(*a, "agent-1");
+  Register(*a, "agent-2");
+  ASSERT_TRUE(
+      a->SetAgentStatusForGeneration("agent-2", std::nullopt, "offline").ok());
+  ExpireLease("hub-a");
+  absl::StatusOr<Membership::Joined> again =
+      a->membership()->Join("a:1", kLongTtl);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->taken.size(), 1u);  // not the offline one
+  EXPECT_EQ(again->taken[0].agent_id, "agent-1");
+  EXPECT_EQ(again->taken[0].presence_generation, agent.presence_generation);
+  EXPECT_EQ(StreamHub("agent-1"),
+            absl::StrCat("hub-a/", again->seat.incarnation));
+  absl::StatusOr<std::vector<TakenAgent>> held = a->membership()->HeldAgents();
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].agent_id, "agent-1");
+}
+
 TEST_F(PgMembershipTest, HubsRacingToTakeOverADeadHubTakeEachAgentOnce) {
   constexpr int kHubs = 4;
   std::unique_ptr<PostgresStore> dead = OpenHub("hub-dead");
-  ASSERT_TRUE(dead->membership()->Join("d:1", kLongTtl).ok());
+  ASSERT_TRUE(Join(*dead, "d:1").ok());
   for (int i = 0; i < 20; ++i) Register(*dead, absl::StrCat("agent-", i));
   std::vector<std::unique_ptr<PostgresStore>> hubs;
   for (int i = 0; i < kHubs; ++i) {
     hubs.push_back(OpenHub(absl::StrCat("hub-", i)));
-    ASSERT_TRUE(hubs.back()->membership()->Join("x:1", kLongTtl).ok());
+    ASSERT_TRUE(Join(*hubs.back(), "x:1").ok());
   }
   ExpireLease("hub-dead");
   std::vector<absl::StatusOr<std::vector<TakenAgent>>> results(kHubs);
@@ -218,8 +252,8 @@ TEST_F(PgMembershipTest, HubsRacingToTakeOverADeadHubTakeEachAgentOnce) {
 TEST_F(PgMembershipTest, AnAttachThroughAnotherHubEndsTheFirstHubsHold) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
   std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
-  ASSERT_TRUE(a->membership()->Join("a:1", kLongTtl).ok());
-  absl::StatusOr<HubSeat> seat_b = b->membership()->Join("b:1", kLongTtl);
+  ASSERT_TRUE(Join(*a, "a:1").ok());
+  absl::StatusOr<HubSeat> seat_b = Join(*b, "b:1");
   ASSERT_TRUE(seat_b.ok());
   const AgentRecord agent = Register(*a, "agent-1");
 
@@ -241,22 +275,27 @@ TEST_F(PgMembershipTest, AnAttachThroughAnotherHubEndsTheFirstHubsHold) {
   EXPECT_EQ(StreamHub("agent-1"), absl::StrCat("hub-b/", seat_b->incarnation));
 
   // A's grace ending is no longer a departure: B holds the agent.
-  absl::StatusOr<bool> released =
-      a->ReleasePresence("agent-1", agent.presence_generation);
+  absl::StatusOr<bool> released = a->ReleasePresence(
+      {"agent-1", agent.presence_generation, 5'000, 90'000, 30'000});
   ASSERT_TRUE(released.ok());
   EXPECT_FALSE(*released);
-  absl::StatusOr<bool> by_b =
-      b->ReleasePresence("agent-1", agent.presence_generation);
+  // B's release writes the lease it kept last.
+  absl::StatusOr<bool> by_b = b->ReleasePresence(
+      {"agent-1", agent.presence_generation, 6'000, 96'000, 90'000});
   ASSERT_TRUE(by_b.ok());
   EXPECT_TRUE(*by_b);
   EXPECT_EQ(StreamHub("agent-1"), "none");
+  absl::StatusOr<AgentRecord> after = b->GetAgent("agent-1");
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->lease_expires_ms, 96'000);
+  EXPECT_EQ(after->lease_ttl_ms, 90'000);
 }
 
 TEST_F(PgMembershipTest, AHubThatLeftHasItsAgentsTakenOverWithoutWaiting) {
   std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
   std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
-  ASSERT_TRUE(a->membership()->Join("a:1", kLongTtl).ok());
-  ASSERT_TRUE(b->membership()->Join("b:1", kLongTtl).ok());
+  ASSERT_TRUE(Join(*a, "a:1").ok());
+  ASSERT_TRUE(Join(*b, "b:1").ok());
   Register(*a, "agent-1");
   ASSERT_TRUE(a->membership()->Leave().ok());
   absl::StatusOr<std::vector<TakenAgent>> taken =

@@ -81,8 +81,7 @@ class PostgresStore final : public Store {
                                               int64_t generation,
                                               int64_t now_ms,
                                               int64_t lease_ttl_ms) override;
-  absl::StatusOr<bool> ReleasePresence(absl::string_view agent_id,
-                                       int64_t generation) override;
+  absl::StatusOr<bool> ReleasePresence(const LeaseCheckpoint& last) override;
   Membership* membership() override { return membership_.get(); }
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,

@@ -345,20 +345,25 @@ absl::StatusOr<PresenceWrite> PostgresStore::ClaimPresence(
       });
 }
 
-absl::StatusOr<bool> PostgresStore::ReleasePresence(absl::string_view agent_id,
-                                                    int64_t generation) {
+absl::StatusOr<bool> PostgresStore::ReleasePresence(
+    const LeaseCheckpoint& last) {
   const std::optional<HubSeat> seat = Seat();
   if (!seat.has_value()) return true;
   return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
     static const std::string* const kRelease = new std::string(absl::StrCat(
         "UPDATE agents SET stream_hub_id = NULL, "
-        "stream_hub_incarnation = NULL "
+        "stream_hub_incarnation = NULL, last_seen_ms = $5::bigint, "
+        "lease_expires_ms = $6::bigint, lease_ttl_ms = $7::bigint "
         "WHERE agent_id = $1 AND presence_generation = $2::bigint "
+        "AND status <> 'offline' "
         "AND stream_hub_id = $3::text AND stream_hub_incarnation = $4::bigint "
         "AND ",
         SeatLiveSql("$3", "$4")));
-    std::vector<Param> params = {P(agent_id), P(generation)};
+    std::vector<Param> params = {P(last.agent_id), P(last.presence_generation)};
     AddSeat(params, seat);
+    params.push_back(P(last.last_seen_ms));
+    params.push_back(P(last.lease_expires_ms));
+    params.push_back(P(last.lease_ttl_ms));
     absl::StatusOr<Result> r = conn.Run(*kRelease, params);
     if (!r.ok()) return r.status();
     return r->changed() == 1;
