@@ -538,6 +538,13 @@ struct HubMember {
   int64_t now_ms = 0;  // the database's clock when the row was read
 };
 
+// A message waiting for its first delivery to one of its recipients
+// (Store::ListUndelivered).
+struct UndeliveredMessage {
+  std::string agent_id;
+  MessageRecord message;
+};
+
 // An agent whose presence a dead hub held, now held by this hub.
 struct TakenAgent {
   std::string agent_id;
@@ -592,6 +599,10 @@ class Membership {
   virtual HubSeat seat() const = 0;
   // Every row of the membership table, by hub_id.
   virtual absl::StatusOr<std::vector<HubMember>> ListHubs() = 0;
+  // The other hubs whose seats hold any of `agent_ids` now (where a message
+  // for them is to be pushed), by hub_id.
+  virtual absl::StatusOr<std::vector<std::string>> HubsHolding(
+      const std::vector<std::string>& agent_ids) = 0;
 };
 
 class Store {
@@ -875,6 +886,22 @@ class Store {
                                 Callback<std::vector<bool>> done) {
     std::move(done)(
         AckMessages(agent_id, message_ids, now_ms, presence_generation));
+  }
+  // Pending messages (queued|delivered, unacked, expires > now) never
+  // delivered to any of `agent_ids`: what a hub that holds their streams
+  // still has to push when another hub took the publish. By agent_id, then
+  // pending order; at most `limit`. A read of state, not a cursor: a row
+  // that commits late is found by the next read. Stores one hub holds
+  // (SQLite: every publish pushes to attached recipients itself) answer
+  // UNIMPLEMENTED.
+  virtual absl::StatusOr<std::vector<UndeliveredMessage>> ListUndelivered(
+      const std::vector<std::string>& agent_ids, int64_t now_ms,
+      int64_t limit) {
+    (void)agent_ids;
+    (void)now_ms;
+    (void)limit;
+    return absl::UnimplementedError(
+        "this store has one hub: nothing is routed between hubs");
   }
   // NotFound (MESSAGE_NOT_FOUND) when absent.
   virtual absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) = 0;

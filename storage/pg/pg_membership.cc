@@ -182,6 +182,21 @@ absl::StatusOr<std::vector<TakenAgent>> PgMembership::HeldAgents() {
   return ReadTaken(*r);
 }
 
+absl::StatusOr<std::vector<std::string>> PgMembership::HubsHolding(
+    const std::vector<std::string>& agent_ids) {
+  if (agent_ids.empty()) return std::vector<std::string>();
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r =
+      Run("SELECT DISTINCT stream_hub_id FROM agents "
+          "WHERE agent_id = ANY($1::text[]) AND stream_hub_id IS NOT NULL "
+          "AND stream_hub_id <> $2 ORDER BY 1",
+          {TextArray(agent_ids), P(hub_id_)});
+  if (!r.ok()) return r.status();
+  std::vector<std::string> out;
+  for (int i = 0; i < r->rows(); ++i) out.emplace_back(r->Text(i, 0));
+  return out;
+}
+
 absl::Status PgMembership::Leave() {
   const HubSeat current = seat();
   absl::MutexLock lock(&conn_mu_);

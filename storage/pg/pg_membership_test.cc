@@ -307,6 +307,46 @@ TEST_F(PgMembershipTest, AHubThatLeftHasItsAgentsTakenOverWithoutWaiting) {
   EXPECT_EQ((*hubs)[0].state, "left");
 }
 
+TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {
+  std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
+  std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
+  ASSERT_TRUE(Join(*a, "a:1").ok());
+  ASSERT_TRUE(Join(*b, "b:1").ok());
+  Register(*a, "agent-1");
+  Register(*b, "agent-2");
+  MessageRecord m;
+  m.id = "0190a000-0000-7000-8000-000000000001";
+  m.type = "event";
+  m.from_agent = "agent-2";
+  m.to_agent = "agent-1";
+  m.topic = "t";
+  m.ttl_ms = 60'000;
+  m.created_at_ms = 1'000;
+  m.expires_at_ms = 61'000;
+  m.correlation_id = "c";
+  m.trace_id = "t";
+  // Published through B: B pushed to its own agent, not to A's.
+  ASSERT_TRUE(b->InsertMessageDelivering(m, {"agent-1", "agent-2"}, {"agent-2"},
+                                         1'000, 0)
+                  .ok());
+  absl::StatusOr<std::vector<std::string>> holders =
+      b->membership()->HubsHolding({"agent-1", "agent-2", "nobody"});
+  ASSERT_TRUE(holders.ok()) << holders.status();
+  EXPECT_EQ(*holders, std::vector<std::string>{"hub-a"});
+
+  absl::StatusOr<std::vector<UndeliveredMessage>> waiting =
+      a->ListUndelivered({"agent-1", "agent-2"}, 2'000, 100);
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  ASSERT_EQ(waiting->size(), 1u);
+  EXPECT_EQ((*waiting)[0].agent_id, "agent-1");
+  EXPECT_EQ((*waiting)[0].message.id, m.id);
+  // Pushed (marked delivered): no longer waiting. Expired: never waiting.
+  ASSERT_TRUE(a->MarkDelivered(m.id, "agent-1", 2'000).ok());
+  waiting = a->ListUndelivered({"agent-1"}, 2'000, 100);
+  ASSERT_TRUE(waiting.ok());
+  EXPECT_TRUE(waiting->empty());
+}
+
 TEST_F(PgMembershipTest, AStoreThatNeverJoinedWritesPresenceUnfenced) {
   std::unique_ptr<PostgresStore> tool = OpenHub("");
   EXPECT_EQ(tool->membership(), nullptr);

@@ -161,6 +161,9 @@ class PostgresStore final : public Store {
                         std::optional<int64_t> presence_generation,
                         Callback<std::vector<bool>> done) override;
   absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
+  absl::StatusOr<std::vector<UndeliveredMessage>> ListUndelivered(
+      const std::vector<std::string>& agent_ids, int64_t now_ms,
+      int64_t limit) override;
   absl::StatusOr<std::vector<InboxRecord>> ListInbox(
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(

@@ -107,6 +107,17 @@ constexpr char kPendingPageSql[] =
     "ORDER BY m.priority DESC, m.created_at_ms ASC, m.id ASC "
     "LIMIT $7::bigint";
 
+// The agent last: columns 0..13 are the message, as ReadMessage reads them.
+constexpr char kUndeliveredSql[] =
+    "SELECT " HUB_PG_M_COLUMNS
+    ", i.agent_id FROM message_inbox i JOIN messages m "
+    "ON m.id = i.message_id WHERE i.agent_id = ANY($1::text[]) "
+    "AND i.delivered_at_ms IS NULL AND i.acked_at_ms IS NULL "
+    "AND m.status IN ('queued', 'delivered') "
+    "AND m.expires_at_ms > $2::bigint "
+    "ORDER BY i.agent_id, m.priority DESC, m.created_at_ms ASC, m.id ASC "
+    "LIMIT $3::bigint";
+
 constexpr char kTracePageSql[] =
     "SELECT " HUB_MESSAGE_COLUMNS
     " FROM messages WHERE trace_id = $1 AND created_at_ms >= $2::bigint "
@@ -444,6 +455,25 @@ absl::StatusOr<std::vector<InboxRecord>> PostgresStore::ListInbox(
                  {P(message_id)});
     if (!r.ok()) return r.status();
     return ReadAll<InboxRecord>(*r, ReadInbox);
+  });
+}
+
+absl::StatusOr<std::vector<UndeliveredMessage>> PostgresStore::ListUndelivered(
+    const std::vector<std::string>& agent_ids, int64_t now_ms, int64_t limit) {
+  using Rows = std::vector<UndeliveredMessage>;
+  if (agent_ids.empty()) return Rows();
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    // idx_inbox_undelivered: the rows no push reached yet, per agent.
+    absl::StatusOr<Result> r =
+        conn.Run(kUndeliveredSql, {TextArray(agent_ids), P(now_ms), P(limit)});
+    if (!r.ok()) return r.status();
+    Rows out;
+    out.reserve(r->rows());
+    for (int i = 0; i < r->rows(); ++i) {
+      Row row(*r, i);
+      out.push_back({row.Text(14), ReadMessage(row)});
+    }
+    return out;
   });
 }
 

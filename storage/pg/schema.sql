@@ -83,6 +83,11 @@ CREATE TABLE IF NOT EXISTS message_inbox (
 );
 CREATE INDEX IF NOT EXISTS idx_inbox_agent
   ON message_inbox(agent_id, delivered_at_ms);
+-- Rows no push reached yet (a publish through another hub than the one
+-- holding the recipient's stream): what that hub reads to push them.
+CREATE INDEX IF NOT EXISTS idx_inbox_undelivered
+  ON message_inbox(agent_id)
+  WHERE delivered_at_ms IS NULL AND acked_at_ms IS NULL;
 
 -- Each agent's pending inbox rows (unacked rows of queued|delivered
 -- messages), kept by the triggers below in the same transaction as every
