@@ -103,6 +103,7 @@ double LatencySamples::Quantile(double q) {
 
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     const std::string& address, int n, absl::Time deadline) {
+  const std::vector<std::string> hubs = absl::StrSplit(address, ',');
   std::vector<std::shared_ptr<grpc::Channel>> channels;
   channels.reserve(n);
   for (int i = 0; i < n; ++i) {
@@ -110,7 +111,7 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     args.SetInt("hubbench.connection_index", i);
     channels.push_back(grpc::CreateCustomChannel(
-        address, grpc::InsecureChannelCredentials(), args));
+        hubs[i % hubs.size()], grpc::InsecureChannelCredentials(), args));
     channels.back()->GetState(/*try_to_connect=*/true);
   }
   for (int i = 0; i < n; ++i) {

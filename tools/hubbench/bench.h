@@ -81,8 +81,10 @@ class LatencySamples {
 
 // `n` channels to `address`, each with its own TCP connection: a local
 // subchannel pool and a channel argument unique to the channel keep gRPC from
-// sharing one connection between them. Waits until every channel is
-// connected or `deadline` passes (an error then).
+// sharing one connection between them. `address` may list several hubs
+// ("a:1,b:2": hubs sharing one database): channel i goes to the (i mod
+// count)-th. Waits until every channel is connected or `deadline` passes
+// (an error then).
 absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
     const std::string& address, int n, absl::Time deadline);
 

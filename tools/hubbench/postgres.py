@@ -37,10 +37,14 @@ def ticks(fields, children=False):
     return t
 
 
-def snapshot(hubd_pid, pm_pid):
+def snapshot(hubd_pids, pm_pid):
+    """`hubd_pids`: "PID" or "PID,PID,...", several hubds over one database
+    (their threads summed by name)."""
     threads = {}
     switches = 0
-    for tid in os.listdir(f"/proc/{hubd_pid}/task"):
+    tasks = [(pid, tid) for pid in hubd_pids.split(",")
+             for tid in os.listdir(f"/proc/{pid}/task")]
+    for hubd_pid, tid in tasks:
         base = f"/proc/{hubd_pid}/task/{tid}"
         try:
             with open(base + "/comm") as f:
@@ -120,8 +124,8 @@ def report(path):
     head = ["row"] + [f"{v} ops/s" for v in variants] + \
         [f"{v} p50/p99" for v in variants] + \
         [f"{v} hubd/pg us/op" for v in variants]
-    if len(variants) == 2:
-        head.append(f"{variants[1]}/{variants[0]}")
+    # Throughput of each later variant against the first.
+    head += [f"{v}/{variants[0]}" for v in variants[1:]]
     head.append("runs, load")
     table = [head]
     for k in keys:
@@ -144,8 +148,7 @@ def report(path):
             h, p = med(sel, "hubd_us_per_op"), med(sel, "pg_us_per_op")
             cpu.append(f"{h:.0f}/{p:.0f}" if h is not None else "-")
         out += lat + cpu
-        if len(variants) == 2:
-            out.append(f"{ops[1] / ops[0]:.2f}" if ops[0] and ops[1] else "-")
+        out += [f"{o / ops[0]:.2f}" if ops[0] and o else "-" for o in ops[1:]]
         load = f"{min(loads):.1f}-{max(loads):.1f}" if loads else "-"
         out.append(f"x{'/'.join(map(str, runs))}, {load}")
         table.append(out)
@@ -176,7 +179,7 @@ def report(path):
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "snapshot" and len(sys.argv) == 4:
-        print(json.dumps(snapshot(int(sys.argv[2]), int(sys.argv[3]))))
+        print(json.dumps(snapshot(sys.argv[2], int(sys.argv[3]))))
     elif cmd == "line" and len(sys.argv) == 6:
         print(line(*sys.argv[2:6]))
     elif cmd == "report" and len(sys.argv) == 3:

@@ -10,6 +10,7 @@
 #   tools/hubbench/postgres.sh [--repeat=3] [--duration=3s]
 #       [--only=register,cas,publish,heartbeat] [--out=FILE]
 #       [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH] [--fresh]
+#       [--hubs=2,3]
 #
 #   --repeat    rounds; the table shows medians over them.
 #   --duration  measured window of each row (after a 1 s warm-up run).
@@ -21,6 +22,9 @@
 #   --hubd, --hubbench  prebuilt binaries (default: built here, -c opt).
 #   --fresh     no ANALYZE after the warm-up: PostgreSQL as a brand-new
 #               database runs until autovacuum first analyzes it.
+#   --hubs      also rows on N hubds sharing one database (postgres-xN),
+#               the clients spread over them; not for publish (a publish to
+#               an agent on another hub is not pushed yet).
 #
 # Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
 # recipient's stream), and CPU per operation read from /proc over the
@@ -39,6 +43,7 @@ ab=""
 hubd=""
 hubbench=""
 fresh=0
+hubs=""
 for arg in "$@"; do
   case "$arg" in
     --repeat=*) repeat="${arg#*=}" ;;
@@ -49,6 +54,7 @@ for arg in "$@"; do
     --hubd=*) hubd="${arg#*=}" ;;
     --hubbench=*) hubbench="${arg#*=}" ;;
     --fresh) fresh=1 ;;
+    --hubs=*) hubs="${arg#*=}" ;;
     *) sed -n '2,29s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
@@ -57,7 +63,7 @@ pgbin=/usr/lib/postgresql/15/bin
 
 work="$(mktemp -d -t hubbench-pg.XXXXXX)"
 pgdir="$(mktemp -d /tmp/hub-pg-bench.XXXXXX)"
-hubd_pid=""
+hubd_pids=()
 pg_started=0
 as_pg=()
 if ((EUID == 0)); then
@@ -66,15 +72,17 @@ if ((EUID == 0)); then
 fi
 pg() { (cd "$pgdir" && "${as_pg[@]}" "$pgbin/$1" "${@:2}"); }
 stop_hubd() {
-  [[ -n "$hubd_pid" ]] || return 0
-  kill -TERM "$hubd_pid" 2>/dev/null || true
-  for _ in $(seq 100); do
-    kill -0 "$hubd_pid" 2>/dev/null || break
-    sleep 0.1
+  local pid
+  for pid in "${hubd_pids[@]}"; do
+    kill -TERM "$pid" 2>/dev/null || true
+    for _ in $(seq 100); do
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$pid" 2>/dev/null || true
+    wait "$pid" 2>/dev/null || true
   done
-  kill -KILL "$hubd_pid" 2>/dev/null || true
-  wait "$hubd_pid" 2>/dev/null || true
-  hubd_pid=""
+  hubd_pids=()
 }
 cleanup() {
   stop_hubd
@@ -99,6 +107,9 @@ variants=("sqlite sqlite $hubd" "postgres postgres $hubd")
 if [[ -n "$ab" ]]; then
   variants=("A postgres ${ab%%,*}" "B postgres ${ab#*,}")
 fi
+for n in ${hubs//,/ }; do
+  variants+=("postgres-x$n postgres-x$n $hubd")
+done
 
 pg initdb -D "$pgdir/data" -A trust -U hub -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" 2>&1 ||
   { cat "$work/initdb.log" >&2; exit 1; }
@@ -129,25 +140,33 @@ print(f"{n}/s")' "$work/fsync.probe"
 results="$work/results.jsonl"
 : >"$results"
 dbs=0
-# start_hubd STORE BINARY: a fresh hubd on a new SQLite file or database.
+# start_hubd STORE BINARY: a fresh hubd on a new SQLite file or database;
+# STORE postgres-xN: N hubds sharing a new database. Sets hubd_pids and
+# hubd_addr (comma-separated when several).
 start_hubd() {
-  local dir="$work/hubd.$((++dbs))" db
+  local dir="$work/hubd.$((++dbs))" db count=1 i pid addr
   mkdir -p "$dir"
   if [[ "$1" == sqlite ]]; then
     db="$dir/hub.sqlite"
   else
     pg createdb -h "$pgdir" -U hub "hb$dbs"
     db="postgresql://hub@/hb$dbs?host=$pgdir"
+    [[ "$1" == postgres-x* ]] && count="${1#postgres-x}"
   fi
-  "$2" --listen=127.0.0.1:0 --db="$db" --synchronous=full >"$dir/out" 2>"$dir/err" &
-  hubd_pid=$!
-  for _ in $(seq 200); do
-    grep -q "serving on" "$dir/out" 2>/dev/null && break
-    kill -0 "$hubd_pid" 2>/dev/null || break
-    sleep 0.1
+  hubd_addr=""
+  for ((i = 1; i <= count; i++)); do
+    "$2" --listen=127.0.0.1:0 --db="$db" --synchronous=full >"$dir/out.$i" 2>"$dir/err.$i" &
+    pid=$!
+    hubd_pids+=("$pid")
+    for _ in $(seq 200); do
+      grep -q "serving on" "$dir/out.$i" 2>/dev/null && break
+      kill -0 "$pid" 2>/dev/null || break
+      sleep 0.1
+    done
+    addr="$(sed -n 's/.*serving on \([^ ]*\) .*/\1/p' "$dir/out.$i")"
+    [[ -n "$addr" ]] || { tail -5 "$dir/err.$i" >&2; return 1; }
+    hubd_addr="${hubd_addr:+$hubd_addr,}$addr"
   done
-  hubd_addr="$(sed -n 's/.*serving on \([^ ]*\) .*/\1/p' "$dir/out")"
-  [[ -n "$hubd_addr" ]] || { tail -5 "$dir/err" >&2; return 1; }
 }
 
 # row WORKLOAD FLAGS...: the row on every variant, first-to-run alternating
@@ -156,12 +175,14 @@ row() {
   local workload="$1"
   shift
   [[ ",$only," == *",$workload,"* ]] || return 0
-  local order=("${variants[@]}")
-  ((round % 2 == 0)) && order=("${variants[1]}" "${variants[0]}")
+  # Who goes first rotates by round.
+  local order=() n=${#variants[@]} i
+  for ((i = 0; i < n; i++)); do order+=("${variants[$(((i + round) % n))]}"); done
   for v in "${order[@]}"; do
     read -r label store binary <<<"$v"
+    [[ "$store" == postgres-x* && "$workload" == publish ]] && continue
     local pm=0
-    [[ "$store" == postgres ]] && pm="$pm_pid"
+    [[ "$store" == postgres* ]] && pm="$pm_pid"
     if ! start_hubd "$store" "$binary"; then
       echo "postgres.sh: hubd on $store did not start" >&2
       stop_hubd
@@ -174,13 +195,13 @@ row() {
     # or so); a fresh one has none, and the writer's cached plans, made on
     # near-empty tables, scan message_inbox in full per ack. ANALYZE
     # replans them: the figures are a database's steady state.
-    if [[ "$store" == postgres ]] && ((!fresh)); then
+    if [[ "$store" == postgres* ]] && ((!fresh)); then
       pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAq -c ANALYZE
     fi
-    before="$(python3 tools/hubbench/postgres.py snapshot "$hubd_pid" "$pm")"
+    before="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
     line="$("$hubbench" "$workload" --target=hub --addr="$hubd_addr" \
       --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
-    after="$(python3 tools/hubbench/postgres.py snapshot "$hubd_pid" "$pm")"
+    after="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
     stop_hubd
     if [[ -z "$line" ]]; then
       echo "postgres.sh: hubbench $workload $* failed on $label" >&2
