@@ -26,16 +26,12 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hubtest  # noqa: E402
+from hubtest import (ACK, GET_AGENT, PENDING, PUBLISH, REGISTER, TRACE,  # noqa: E402
+                     wait_for)
 
 PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 SCOPE = "scp_AAAAAAAAAAAAAAAAAAAAAA"
 PASSWORD = "s3cret-pw-never-shown"
-REGISTER = "hub.v1.PresenceService/RegisterAgent"
-GET_AGENT = "hub.v1.PresenceService/GetAgent"
-PUBLISH = "hub.v1.MessageService/Publish"
-PENDING = "hub.v1.MessageService/ListPending"
-ACK = "hub.v1.MessageService/Ack"
-TRACE = "hub.v1.MessageService/ListTrace"
 RESERVE = "hub.v1.RoleService/ReserveRole"
 CAS = "hub.v1.RoleService/CompareAndSetRole"
 GET_ROLE = "hub.v1.RoleService/GetRole"
@@ -45,19 +41,6 @@ UPSERT_CANDIDATE = "hub.v1.RoleService/UpsertRoleCandidate"
 
 def hubctl_path():
     return os.path.abspath(os.environ["HUBCTL"])
-
-
-def wait_for(what, predicate, timeout=20.0, interval=0.02):
-    """Polls `predicate` until it returns a true value (returned) or the
-    deadline passes (the test fails naming `what`)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError("timed out after %.0f s waiting for %s" % (timeout, what))
-        time.sleep(interval)
 
 
 def lead_key(scope=SCOPE):
@@ -78,97 +61,7 @@ def guards(role):
                                      else {"none": True})}
 
 
-class Load:
-    """Concurrent clients writing through one hubd until the first failure
-    each sees. Records every write hubd acknowledged (an OK answer) and every
-    write attempted, so that a check afterwards can demand the first and
-    allow no more than the second."""
-
-    def __init__(self, address, prefix, clients=6):
-        self.address, self.prefix = address, prefix
-        self.lock = threading.Lock()
-        self.acked_generation = {}  # agent -> highest generation acknowledged
-        self.registers_tried = {}  # agent -> RegisterAgent calls sent
-        self.published = {}  # message id -> (inbox, trace id)
-        self.ack_tried = set()  # message ids an Ack was sent for
-        self.acked = set()  # message ids an Ack acknowledged as acked
-        self.inboxes = {}  # inbox agent -> its generation
-        self.traces = []
-        self.acknowledged = 0
-        self.failures = []  # (monotonic time, ApiError) ending each client
-        self.ready = threading.Barrier(clients + 1)
-        self.threads = [threading.Thread(target=self._client, args=(i,), daemon=True)
-                        for i in range(clients)]
-        for t in self.threads:
-            t.start()
-        self.ready.wait(timeout=60)
-
-    def join(self):
-        for t in self.threads:
-            t.join(timeout=60)
-            assert not t.is_alive(), "a load client hangs"
-
-    def _count(self):
-        with self.lock:
-            self.acknowledged += 1
-
-    def _client(self, n):
-        api = hubtest.Api(self.address, timeout=15)
-        inbox = "session:%s-c%d-inbox" % (self.prefix, n)
-        trace = "%s-c%d" % (self.prefix, n)
-        agents = ["session:%s-c%d-a%d" % (self.prefix, n, k) for k in range(4)]
-        try:
-            answer = api.call(REGISTER, {"agentId": inbox, "cli": "AGENT_CLI_CODEX",
-                                         "heartbeatTtl": "7200s"})
-            with self.lock:
-                self.inboxes[inbox] = answer["presenceGeneration"]
-                self.traces.append(trace)
-                self.registers_tried[inbox] = 1
-                self.acked_generation[inbox] = int(answer["presenceGeneration"])
-        finally:
-            self.ready.wait(timeout=60)
-        generation = self.inboxes[inbox]
-        try:
-            for i in range(100000):
-                agent = agents[i % len(agents)]
-                with self.lock:
-                    self.registers_tried[agent] = self.registers_tried.get(agent, 0) + 1
-                answer = api.call(REGISTER, {"agentId": agent, "cli": "AGENT_CLI_CLAUDE",
-                                             "heartbeatTtl": "7200s"})
-                with self.lock:
-                    self.acked_generation[agent] = max(
-                        self.acked_generation.get(agent, 0),
-                        int(answer["presenceGeneration"]))
-                self._count()
-                answer = api.call(PUBLISH, {"fromAgentId": agent, "to": inbox,
-                                            "payload": {"client": n, "i": i},
-                                            "traceId": trace, "ttl": "3600s"})
-                with self.lock:
-                    self.published[answer["messageId"]] = (inbox, trace)
-                self._count()
-                if i % 4 == 3:
-                    # Delivered (ListPending marks them), then half of them acked.
-                    page = api.call(PENDING, {"agentId": inbox, "pageSize": 6})
-                    ids = [d["message"]["messageId"] for d in page.get("deliveries", [])]
-                    ids = ids[::2]
-                    if ids:
-                        with self.lock:
-                            self.ack_tried.update(ids)
-                        answer = api.call(ACK, {"agentId": inbox,
-                                                "presenceGeneration": generation,
-                                                "messageIds": ids})
-                        acked = answer.get("result", {}).get("ackedMessageIds", [])
-                        with self.lock:
-                            self.acked.update(acked)
-                        self._count()
-        except hubtest.ApiError as e:
-            with self.lock:
-                self.failures.append((time.monotonic(), e))
-        finally:
-            api.close()
-
-
-class HubdPostgresTest(hubtest.PostgresTestCase):
+class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
     DURABLE = True  # fsync and synchronous_commit on: the crash tests need them
 
     def setUp(self):
@@ -193,68 +86,6 @@ class HubdPostgresTest(hubtest.PostgresTestCase):
                          "%s: %s" % (what, error))
 
     # ---- durability ----------------------------------------------------------
-
-    def run_load_until(self, hubd, prefix, crash):
-        """Load through `hubd`; once enough writes were acknowledged, `crash()`
-        while the clients keep writing. Returns the finished load."""
-        load = Load(hubd.address, prefix)
-        wait_for("300 acknowledged writes", lambda: load.acknowledged >= 300, timeout=30)
-        crash_started = time.monotonic()
-        crash()
-        load.join()
-        self.assertEqual(len(load.failures), len(load.threads))
-        for when, error in load.failures:
-            # The first failure any client saw came after the crash began.
-            self.assertGreaterEqual(when, crash_started, str(error))
-        return load
-
-    def check_every_acknowledged_write(self, api, load):
-        for agent, tried in load.registers_tried.items():
-            acked = load.acked_generation.get(agent)
-            try:
-                got = int(api.call(GET_AGENT, {"agentId": agent})["agent"]
-                          ["presenceGeneration"])
-            except hubtest.ApiError as e:
-                self.assertIsNone(acked, "%s acknowledged at generation %s: %s"
-                                  % (agent, acked, e))
-                self.assertEqual(e.reason, "AGENT_NOT_FOUND")
-                continue
-            # Every acknowledged registration is there, and none was invented.
-            self.assertGreaterEqual(got, acked or 0, agent)
-            self.assertLessEqual(got, tried, agent)
-        statuses = {}
-        for trace in load.traces:
-            token = ""
-            while True:
-                page = api.call(TRACE, {"traceId": trace, "pageSize": 500,
-                                        "pageToken": token})
-                for m in page.get("messages", []):
-                    statuses[m["messageId"]] = m["status"]
-                token = page.get("nextPageToken", "")
-                if not token:
-                    break
-        pending = set()
-        for inbox, generation in load.inboxes.items():
-            token = ""
-            while True:
-                page = api.call(PENDING, {"agentId": inbox, "peek": True, "pageSize": 500,
-                                          "pageToken": token})
-                pending.update(d["message"]["messageId"] for d in page.get("deliveries", []))
-                token = page.get("nextPageToken", "")
-                if not token:
-                    break
-        missing = [m for m in load.published if m not in statuses]
-        self.assertEqual(missing, [], "acknowledged publishes lost")
-        for message in load.published:
-            if message in load.acked:
-                self.assertEqual(statuses[message], "MESSAGE_STATUS_ACKED", message)
-                self.assertNotIn(message, pending)
-            elif message not in load.ack_tried:
-                self.assertIn(statuses[message], ("MESSAGE_STATUS_QUEUED",
-                                                  "MESSAGE_STATUS_DELIVERED"), message)
-                self.assertIn(message, pending)
-        self.assertGreater(len(load.acked), 0)
-        return statuses
 
     def test_a_killed_hubd_loses_no_acknowledged_write(self):
         hubd = self.hubd()
