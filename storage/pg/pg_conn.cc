@@ -56,6 +56,8 @@ bool TextWrites(absl::string_view sql) {
   return false;
 }
 
+constexpr char kSetConfig[] = "SELECT set_config($1, $2, false)";
+
 absl::Status PipelineAborted() {
   return ReasonError(absl::StatusCode::kAborted, "STORE_PIPELINE_ABORTED",
                      "an earlier statement of the pipeline failed");
@@ -236,7 +238,9 @@ absl::Status Connection::ConnectionError(absl::string_view what) const {
       absl::StrCat(what, ": ", Trimmed(PQerrorMessage(conn_))));
 }
 
-bool Connection::Healthy() const { return PQstatus(conn_) == CONNECTION_OK; }
+bool Connection::Healthy() const {
+  return PQstatus(conn_) == CONNECTION_OK && !session_lost_;
+}
 
 Connection::Transaction Connection::TransactionState() const {
   switch (PQtransactionStatus(conn_)) {
@@ -352,14 +356,31 @@ absl::StatusOr<Result> Connection::Run(absl::string_view sql,
   return ExecPrepared(it->second, params);
 }
 
+absl::Status Connection::SetSessionParameter(const std::string& name,
+                                             const std::string& value) {
+  absl::StatusOr<Result> set = Query(kSetConfig, {name, value});
+  if (!set.ok()) return set.status();
+  auto same = [&name](const auto& p) { return p.first == name; };
+  session_.erase(std::remove_if(session_.begin(), session_.end(), same),
+                 session_.end());
+  session_.emplace_back(name, value);
+  return absl::OkStatus();
+}
+
 absl::Status Connection::Reconnect() {
   prepared_.clear();
   writing_.clear();
   by_text_.clear();
+  session_lost_ = true;
   PQreset(conn_);
   if (PQstatus(conn_) != CONNECTION_OK) {
     return ConnectionError("cannot reconnect to PostgreSQL");
   }
+  for (const auto& [name, value] : session_) {
+    absl::StatusOr<Result> set = Query(kSetConfig, {name, value});
+    if (!set.ok()) return set.status();
+  }
+  session_lost_ = false;
   return absl::OkStatus();
 }
 

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -90,8 +91,16 @@ class Connection {
   // statement cache); the store's statements are all run this way.
   absl::StatusOr<Result> Run(absl::string_view sql,
                              const std::vector<Param>& params = {});
-  // Reconnects with the same parameters (PQreset) after the connection
-  // broke; prepared statements are forgotten (Run() prepares them again).
+  // Sets a session parameter (set_config(name, value, false)) now, and again
+  // after every Reconnect() before it reports success, so that a setting
+  // the caller relies on (the writer's synchronous_commit) never lapses to
+  // the server's default across a reconnect, e.g. to a promoted standby.
+  absl::Status SetSessionParameter(const std::string& name,
+                                   const std::string& value);
+  // Reconnects with the same parameters (PQreset: with several hosts, the
+  // first that qualifies, tried in order again) after the connection broke;
+  // prepared statements are forgotten (Run() prepares them again), session
+  // parameters set again. Until one succeeds, Healthy() is false.
   absl::Status Reconnect();
   // Sends every statement, then one Sync, and reads every answer: one
   // network round trip for the lot. One answer per statement, in order.
@@ -117,7 +126,8 @@ class Connection {
   absl::StatusOr<Result> EndCopyIn(
       const std::optional<std::string>& abort_reason = std::nullopt);
 
-  // Whether the connection is still up (PQstatus).
+  // Whether the connection is still up (PQstatus) with its session
+  // parameters set.
   bool Healthy() const;
   // Where the connection is as to transactions (PQtransactionStatus).
   enum class Transaction { kIdle, kOpen, kFailed, kUnknown };
@@ -141,6 +151,10 @@ class Connection {
                                  bool text_writes);
 
   pg_conn* conn_;
+  // SetSessionParameter()'s settings, in order, for Reconnect().
+  std::vector<std::pair<std::string, std::string>> session_;
+  // A reconnect that could not set session_ again: not to be used.
+  bool session_lost_ = false;
   int64_t total_changed_ = 0;
   std::vector<std::string> prepared_;
   // Prepared statements whose text writes (see total_changed()).

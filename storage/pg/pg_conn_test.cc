@@ -158,6 +158,32 @@ TEST_F(PgConnTest, ATerminatedBackendIsUnavailableAndANewConnectionWorks) {
   EXPECT_TRUE(Connect()->Exec("SELECT 1").ok());
 }
 
+// The writer's synchronous_commit must not lapse to the server's default
+// when it reconnects (after a restart, or to a promoted standby).
+TEST_F(PgConnTest, SessionParametersAreSetAgainOnReconnect) {
+  ASSERT_TRUE(conn_->SetSessionParameter("synchronous_commit", "on").ok());
+  ASSERT_TRUE(conn_->SetSessionParameter("synchronous_commit", "local").ok());
+  ASSERT_TRUE(conn_->SetSessionParameter("application_name", "hub-test").ok());
+  auto shown = [this](const char* name) {
+    absl::StatusOr<Result> r = conn_->Exec(absl::StrCat("SHOW ", name));
+    return r.ok() ? std::string(r->Text(0, 0)) : r.status().ToString();
+  };
+  EXPECT_EQ(shown("synchronous_commit"), "local");
+  ASSERT_TRUE(Connect()
+                  ->Query("SELECT pg_terminate_backend($1)",
+                          {absl::StrCat(conn_->BackendPid())})
+                  .ok());
+  EXPECT_FALSE(conn_->Exec("SELECT 1").ok());
+  ASSERT_TRUE(conn_->Reconnect().ok());
+  EXPECT_TRUE(conn_->Healthy());
+  EXPECT_EQ(shown("synchronous_commit"), "local");  // the server's is off
+  EXPECT_EQ(shown("application_name"), "hub-test");
+  // A parameter the server refuses is not kept.
+  EXPECT_FALSE(conn_->SetSessionParameter("no_such_parameter", "1").ok());
+  ASSERT_TRUE(conn_->Reconnect().ok());
+  EXPECT_EQ(shown("synchronous_commit"), "local");
+}
+
 TEST_F(PgConnTest, ARestartedServerServesWhatWasCommitted) {
   ASSERT_TRUE(
       conn_->ExecPrepared("insert_item", {std::string("kept"), {}}).ok());

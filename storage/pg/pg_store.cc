@@ -61,10 +61,10 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   absl::StatusOr<PgMigrationReport> migrated = MigratePostgres(**conn);
   if (!migrated.ok()) return migrated.status();
   store->migration_ = *migrated;
-  absl::StatusOr<Result> set =
-      (*conn)->Query("SELECT set_config('synchronous_commit', $1, false)",
-                     {P(opts.synchronous_commit)});
-  if (!set.ok()) return set.status();
+  // Set again whenever the writer reconnects (a restart, a failover).
+  absl::Status set = (*conn)->SetSessionParameter("synchronous_commit",
+                                                  opts.synchronous_commit);
+  if (!set.ok()) return set;
   absl::StatusOr<Result> identity = (*conn)->Exec(
       "SELECT system_identifier::text, current_database() "
       "FROM pg_control_system()");
