@@ -239,7 +239,15 @@ absl::Status Connection::ConnectionError(absl::string_view what) const {
 }
 
 bool Connection::Healthy() const {
-  return PQstatus(conn_) == CONNECTION_OK && !session_lost_;
+  if (PQstatus(conn_) != CONNECTION_OK || session_lost_) return false;
+  // PostgreSQL (14 and newer) reports both whenever they change, with the
+  // answer to the next statement.
+  for (const char* read_only :
+       {"in_hot_standby", "default_transaction_read_only"}) {
+    const char* value = PQparameterStatus(conn_, read_only);
+    if (value != nullptr && absl::string_view(value) == "on") return false;
+  }
+  return true;
 }
 
 Connection::Transaction Connection::TransactionState() const {
@@ -458,7 +466,7 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
   // The Sync's answer; then the pipeline is idle and can be left. (A few
   // stray end-of-result NULLs are skipped; a broken connection gives only
   // NULLs.)
-  for (int nulls = 0; nulls < 3 && Healthy();) {
+  for (int nulls = 0; nulls < 3 && PQstatus(conn_) == CONNECTION_OK;) {
     PGresult* sync = PQgetResult(conn_);
     if (sync == nullptr) {
       ++nulls;

@@ -126,8 +126,13 @@ class Connection {
   absl::StatusOr<Result> EndCopyIn(
       const std::optional<std::string>& abort_reason = std::nullopt);
 
-  // Whether the connection is still up (PQstatus) with its session
-  // parameters set.
+  // Whether the connection is still up (PQstatus), with its session
+  // parameters set, to a server that accepts writes: one that reported
+  // in_hot_standby or default_transaction_read_only on (a standby; an old
+  // primary an operator made read-only to fence it for a switchover, which
+  // stops seeing writes once the standby is promoted) is not healthy any
+  // more, so that the writer reconnects (through the host list again) and
+  // readers leave it.
   bool Healthy() const;
   // Where the connection is as to transactions (PQtransactionStatus).
   enum class Transaction { kIdle, kOpen, kFailed, kUnknown };

@@ -184,6 +184,22 @@ TEST_F(PgConnTest, SessionParametersAreSetAgainOnReconnect) {
   EXPECT_EQ(shown("synchronous_commit"), "local");
 }
 
+// A server that stops accepting writes by default (a standby; a primary
+// fenced with default_transaction_read_only for a switchover) reports it,
+// and its connections stop counting as healthy until they reconnect.
+TEST_F(PgConnTest, AConnectionToAReadOnlyServerIsNotHealthy) {
+  EXPECT_TRUE(conn_->Healthy());
+  ASSERT_TRUE(conn_->Exec("SET default_transaction_read_only = on").ok());
+  EXPECT_FALSE(conn_->Healthy());
+  absl::StatusOr<Result> refused =
+      conn_->ExecPrepared("insert_item", {std::string("ro"), {}});
+  EXPECT_EQ(ReasonOf(refused.status()), "STORE_UNAVAILABLE")
+      << refused.status();
+  ASSERT_TRUE(conn_->Reconnect().ok());
+  EXPECT_TRUE(conn_->Healthy());
+  EXPECT_TRUE(conn_->Run("INSERT INTO items (name) VALUES ('rw')").ok());
+}
+
 TEST_F(PgConnTest, ARestartedServerServesWhatWasCommitted) {
   ASSERT_TRUE(
       conn_->ExecPrepared("insert_item", {std::string("kept"), {}}).ok());

@@ -223,7 +223,10 @@ class PostgresStore final : public Store {
   // WARNING first): a read that answers STORE_UNAVAILABLE on a pooled
   // connection runs again, once, on a new one, so the pool's dead
   // connections never reach a caller; a connection that answered
-  // STORE_UNAVAILABLE is never pooled again.
+  // STORE_UNAVAILABLE is never pooled again. So does a read on a pooled
+  // connection whose server turned read-only meanwhile (no longer
+  // Healthy(): an old primary fenced for a switchover, which no longer
+  // sees the writes made on the promoted standby).
   template <typename T>
   absl::StatusOr<T> Read(std::function<absl::StatusOr<T>(Connection&)> fn) {
     bool pooled = false;
@@ -233,7 +236,7 @@ class PostgresStore final : public Store {
     auto lost = [&result] {
       return !result.ok() && ReasonOf(result.status()) == "STORE_UNAVAILABLE";
     };
-    if (pooled && lost()) {
+    if (pooled && (lost() || !(*conn)->Healthy())) {
       conn = Connection::Open(options_.conninfo);
       if (!conn.ok()) return conn.status();
       result = fn(**conn);
