@@ -64,26 +64,8 @@ def guards(role):
 class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
     DURABLE = True  # fsync and synchronous_commit on: the crash tests need them
 
-    def setUp(self):
-        super().setUp()
-        self.hubds = 0
-
     def hubd(self, url=None, *args):
-        self.hubds += 1
-        log_dir = os.path.join(self.dir, "hubd-%d" % self.hubds)
-        os.makedirs(log_dir)
-        hubd = hubtest.Hubd(url or self.url, *args, log_dir=log_dir)
-        self.addCleanup(hubd.stop, signal.SIGKILL)
-        return hubd
-
-    def api(self, hubd):
-        api = hubtest.Api(hubd.address)
-        self.addCleanup(api.close)
-        return api
-
-    def assert_unavailable(self, error, what):
-        self.assertEqual((error.code, error.reason), ("UNAVAILABLE", "STORE_UNAVAILABLE"),
-                         "%s: %s" % (what, error))
+        return super().hubd(url or self.url, *args)
 
     # ---- durability ----------------------------------------------------------
 

@@ -530,7 +530,30 @@ class Load:
             api.close()
 
 
-class AcknowledgedWrites:
+class HubdClients:
+    """For a unittest.TestCase with a directory `self.dir`: hubds (their
+    output in self.dir/hubd-N/, killed at cleanup) and Api clients (closed
+    at cleanup)."""
+
+    def hubd(self, url, *args):
+        self.hubds = getattr(self, "hubds", 0) + 1
+        log_dir = os.path.join(self.dir, "hubd-%d" % self.hubds)
+        os.makedirs(log_dir)
+        hubd = Hubd(url, *args, log_dir=log_dir)
+        self.addCleanup(hubd.stop, signal.SIGKILL)
+        return hubd
+
+    def api(self, hubd):
+        api = Api(hubd.address)
+        self.addCleanup(api.close)
+        return api
+
+    def assert_unavailable(self, error, what):
+        self.assertEqual((error.code, error.reason), ("UNAVAILABLE", "STORE_UNAVAILABLE"),
+                         "%s: %s" % (what, error))
+
+
+class AcknowledgedWrites(HubdClients):
     """For a unittest.TestCase: a Load through a hubd with a crash in the
     middle of it, and the check afterwards that every write hubd
     acknowledged is there and none was invented."""
