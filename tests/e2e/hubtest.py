@@ -8,6 +8,7 @@ import base64
 import json
 import os
 import re
+import shlex
 import signal
 import subprocess
 import sys
@@ -322,26 +323,53 @@ class Postgres:
 
     BIN = "/usr/lib/postgresql/15/bin/"
 
-    def __init__(self, durable=False):
+    def __init__(self, durable=False, settings=(), primary=None):
         """`durable`: fsync, full-page writes and synchronous_commit on (what
         a crash test needs: a commit PostgreSQL acknowledged survives its
-        `stop -m immediate`); otherwise all three off, for speed."""
+        `stop -m immediate`); otherwise all three off, for speed. `settings`:
+        more `name=value` server settings. `primary`: a running Postgres this
+        one is a streaming hot standby of (standby_of)."""
         import tempfile
         self.dir = tempfile.mkdtemp(prefix="hub-pg-e2e.", dir="/tmp")
+        self.durable = durable
         if os.geteuid() == 0:
             import pwd
             nobody = pwd.getpwnam("nobody")
             os.chown(self.dir, nobody.pw_uid, nobody.pw_gid)
-        self._run("initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "hub",
-                  "-E", "UTF8", "--locale=C.UTF-8", "--locale-provider=icu",
-                  "--icu-locale=en-US", "--no-sync")
+        if primary is None:
+            self._run("initdb", "-D", self.dir + "/data", "-A", "trust", "-U", "hub",
+                      "-E", "UTF8", "--locale=C.UTF-8", "--locale-provider=icu",
+                      "--icu-locale=en-US", "--no-sync")
+        else:
+            # -R: standby.signal and a primary_conninfo naming the primary's
+            # socket (initdb's pg_hba.conf lets the local superuser replicate).
+            self._run("pg_basebackup", "-D", self.dir + "/data", "-h", primary.dir,
+                      "-U", "hub", "-R", "-X", "stream", "--no-sync")
         self.options = "-c listen_addresses= -c unix_socket_directories=%s " % self.dir
         if durable:
             self.options += "-c fsync=on -c full_page_writes=on -c synchronous_commit=on"
         else:
             self.options += ("-c fsync=off -c full_page_writes=off "
                              "-c synchronous_commit=off")
+        for setting in settings:
+            self.options += " -c " + shlex.quote(setting)  # pg_ctl runs a shell
         self.start()
+
+    @classmethod
+    def standby_of(cls, primary, settings=()):
+        """A hot standby of the running `primary` (pg_basebackup -R, then
+        streaming replication), as durable as it, on its own socket
+        directory; read-only until promote(). Its command-line settings are
+        its own: the primary's (synchronous_standby_names, say) are not
+        copied."""
+        # Its first start syncs the unsynced base backup: one syncfs is
+        # seconds faster than PostgreSQL's default fsync of every file.
+        return cls(durable=primary.durable, primary=primary,
+                   settings=("recovery_init_sync_method=syncfs", *settings))
+
+    def promote(self):
+        """`pg_ctl promote`, waiting until the server accepts writes."""
+        self._run("pg_ctl", "-D", self.dir + "/data", "-w", "-t", "60", "promote")
 
     def start(self):
         """Starts the server (again, after stop_server), waiting until it
@@ -365,9 +393,15 @@ class Postgres:
             raise RuntimeError("%s failed: %s%s" % (program, r.stdout, r.stderr))
         return r.stdout
 
-    def url(self, database):
-        """A libpq URI for `database` as the superuser `hub`."""
-        return "postgresql://hub@/%s?host=%s" % (database, self.dir)
+    def url(self, database, *more):
+        """A libpq URI for `database` as the superuser `hub`; with `more`
+        servers (a standby and its primary), one naming every server's
+        socket, in that order, with target_session_attrs=read-write: libpq
+        connects to the first that accepts writes."""
+        if not more:
+            return "postgresql://hub@/%s?host=%s" % (database, self.dir)
+        return "postgresql://hub@/%s?host=%s&target_session_attrs=read-write" % (
+            database, ",".join(server.dir for server in (self, *more)))
 
     def create_database(self, name):
         self._run("createdb", "-h", self.dir, "-U", "hub", name)
