@@ -277,6 +277,35 @@ absl::StatusOr<Result> Connection::Counted(absl::StatusOr<Result> result,
 }
 int Connection::BackendPid() const { return PQbackendPID(conn_); }
 
+int Connection::Socket() const { return PQsocket(conn_); }
+
+absl::Status Connection::ConsumeInput() {
+  if (PQconsumeInput(conn_) == 0 || !Healthy()) {
+    return ConnectionError("lost the PostgreSQL connection");
+  }
+  return absl::OkStatus();
+}
+
+std::vector<Notification> Connection::TakeNotifications() {
+  std::vector<Notification> out;
+  while (PGnotify* n = PQnotifies(conn_)) {
+    out.push_back(Notification{n->relname != nullptr ? n->relname : "",
+                               n->extra != nullptr ? n->extra : "", n->be_pid});
+    PQfreemem(n);
+  }
+  return out;
+}
+
+std::string QuotedIdentifier(absl::string_view name) {
+  std::string out = "\"";
+  for (char c : name) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  out += '"';
+  return out;
+}
+
 std::string Connection::Describe() const {
   auto value = [](const char* v) { return v != nullptr ? v : ""; };
   return absl::StrCat("postgresql://", value(PQuser(conn_)), "@",

@@ -54,6 +54,13 @@ class Result {
   pg_result* result_ = nullptr;
 };
 
+// A NOTIFY received on a connection that LISTENs.
+struct Notification {
+  std::string channel;
+  std::string payload;
+  int sender_pid = 0;  // the notifying server process
+};
+
 // A statement parameter in text format; nullopt is SQL NULL.
 using Param = std::optional<std::string>;
 
@@ -126,6 +133,14 @@ class Connection {
   absl::StatusOr<Result> EndCopyIn(
       const std::optional<std::string>& abort_reason = std::nullopt);
 
+  // LISTEN's side: the socket to wait on with poll() (-1 when there is
+  // none), reading whatever the server sent without blocking (UNAVAILABLE /
+  // STORE_UNAVAILABLE when the connection is lost), and the notifications
+  // read so far, oldest first. Run() and Exec() read notifications too.
+  int Socket() const;
+  absl::Status ConsumeInput();
+  std::vector<Notification> TakeNotifications();
+
   // Whether the connection is still up (PQstatus), with its session
   // parameters set, to a server that accepts writes: one that reported
   // in_hot_standby or default_transaction_read_only on (a standby; an old
@@ -179,6 +194,9 @@ absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo);
 // the string it refused, password included.
 std::string ConnInfoParseError(const std::string& conninfo,
                                const char* libpq_error);
+
+// `name` as an SQL identifier in double quotes (LISTEN "a channel").
+std::string QuotedIdentifier(absl::string_view name);
 
 // The status for a failed PGresult (its SQLSTATE decides the reason).
 absl::Status ResultError(const pg_result* result, absl::string_view what);

@@ -1,0 +1,86 @@
+#include "storage/pg/pg_notifier.h"
+
+#include <utility>
+
+namespace hub::storage::pg {
+
+Notifier::Notifier(NotifierOptions options) : options_(std::move(options)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+Notifier::~Notifier() { Stop(); }
+
+void Notifier::Notify(const std::string& channel, const std::string& payload) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  queued_[channel] = payload;
+}
+
+void Notifier::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    queued_.clear();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t Notifier::sent() const {
+  absl::MutexLock lock(&mu_);
+  return sent_;
+}
+
+int64_t Notifier::failures() const {
+  absl::MutexLock lock(&mu_);
+  return failures_;
+}
+
+void Notifier::Run() {
+  for (;;) {
+    if (options_.before_batch) options_.before_batch();
+    absl::flat_hash_map<std::string, std::string> batch;
+    {
+      absl::MutexLock lock(&mu_);
+      mu_.Await(absl::Condition(
+          +[](Notifier* n) ABSL_EXCLUSIVE_LOCKS_REQUIRED(n->mu_) {
+            return n->stopping_ || !n->queued_.empty();
+          },
+          this));
+      if (stopping_) break;
+      batch.swap(queued_);
+    }
+    const absl::Status s = Send(batch);
+    {
+      absl::MutexLock lock(&mu_);
+      if (s.ok()) {
+        sent_ += static_cast<int64_t>(batch.size());
+      } else {
+        ++failures_;
+      }
+    }
+    if (!s.ok() && options_.on_error) options_.on_error(s);
+  }
+  conn_.reset();
+}
+
+absl::Status Notifier::Send(
+    const absl::flat_hash_map<std::string, std::string>& batch) {
+  if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
+  if (conn_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<Connection>> opened =
+        Connection::Open(options_.conninfo);
+    if (!opened.ok()) return opened.status();
+    conn_ = std::move(*opened);
+  }
+  for (const auto& [channel, payload] : batch) {
+    absl::StatusOr<Result> r =
+        conn_->Run("SELECT pg_notify($1, $2)", {channel, payload});
+    if (!r.ok()) {
+      if (!conn_->Healthy()) conn_.reset();  // reconnect for the next batch
+      return r.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace hub::storage::pg
