@@ -355,6 +355,24 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->messaging_ = std::make_unique<Messaging>(
       server->store_.get(), server->presence_.get(), server->roles_.get(),
       activator, ids, clock, options.messaging);
+  // Hubs sharing the database: messages published here for agents attached
+  // elsewhere are hinted to their hubs, and those published elsewhere for
+  // agents attached here are pushed from here.
+  if (storage::Membership* membership = server->store_->membership();
+      membership != nullptr) {
+    MessageRouterOptions router_options;
+    router_options.conninfo = options.db_path;
+    router_options.hub_instance_id = hub_instance_id;
+    server->router_ = std::make_unique<MessageRouter>(
+        server->store_.get(), membership, server->presence_.get(),
+        server->messaging_.get(), clock, router_options);
+    MessageRouter* router = server->router_.get();
+    server->messaging_->SetUnpushedListener(
+        [router](const std::vector<std::string>& agents) {
+          router->Unpushed(agents);
+        });
+    router->Start();
+  }
   server->messaging_->SetDeadLetterListener(
       [metrics](const storage::MessageRecord& message,
                 const storage::ExpiryTransition& transition) {
@@ -627,6 +645,7 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
     server_->Wait();
   }
+  if (router_ != nullptr) router_->Stop();
   // Its seat given up: the other hubs take over what it held at once.
   if (membership_ != nullptr) membership_->Stop(/*leave=*/true);
   if (role_watch_ != nullptr) role_watch_->Cancel();

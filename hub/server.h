@@ -26,6 +26,7 @@
 #include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/membership_keeper.h"
+#include "hub/message_router.h"
 #include "hub/message_service.h"
 #include "hub/metrics_http.h"
 #include "hub/presence_service.h"
@@ -193,6 +194,9 @@ class HubServer {
   std::unique_ptr<RoleServiceImpl> role_service_;
   std::unique_ptr<BlockingPool> ask_pool_;
   std::unique_ptr<Messaging> messaging_;
+  // After messaging_ and presence_ (it calls both): null unless hubs share
+  // the database.
+  std::unique_ptr<MessageRouter> router_;
   std::unique_ptr<MessageServiceImpl> message_service_;
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;

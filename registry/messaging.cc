@@ -417,14 +417,21 @@ void Messaging::PushToLateAttachers(const Prepared& p,
   // deliver_to is the attached subsequence of the sorted recipients: one
   // walk over both, however large the fan-out.
   std::vector<std::string> late;
+  std::vector<std::string> unpushed;
   auto pushed = p.deliver_to.begin();
   for (const std::string& agent : p.recipients) {
     if (pushed != p.deliver_to.end() && *pushed == agent) {
       ++pushed;
       continue;
     }
-    if (presence_->StreamAttached(agent)) late.push_back(agent);
+    if (presence_->StreamAttached(agent)) {
+      late.push_back(agent);
+    } else {
+      unpushed.push_back(agent);
+    }
   }
+  // Their streams, if any, are on other hubs: those push them.
+  if (!unpushed.empty() && unpushed_listener_) unpushed_listener_(unpushed);
   if (late.empty()) return;
   auto push = [this, m = p.message, role = p.address.holder_role,
                late = std::move(late)] {
@@ -443,6 +450,15 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
   absl::StatusOr<bool> added =
       store_->AddRecipient(m.id, *holder->holder_agent_id);
   if (added.ok() && *added) Push(m, *holder->holder_agent_id, holder);
+}
+
+bool Messaging::PushRouted(const MessageRecord& message,
+                           const std::string& agent_id) {
+  std::optional<RoleRecord> role;
+  if (message.role_key_wire.has_value()) {
+    role = LiveHolder(*message.role_key_wire, UnixMillis(clock_->Now()));
+  }
+  return Push(message, agent_id, role);
 }
 
 bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,

@@ -228,6 +228,22 @@ class Messaging {
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
+
+  // ---- several hubs over one store (docs/design/multi-hub.md, "Routing")
+  // Told, after each publish committed, of its recipients that no stream of
+  // this hub took (another hub may hold them), sorted; on the thread that
+  // finished the publish (a store completion thread): must not block.
+  // REQUIRES: set before any publish; default: nothing.
+  using UnpushedListener =
+      std::function<void(const std::vector<std::string>& agent_ids)>;
+  void SetUnpushedListener(UnpushedListener listener) {
+    unpushed_listener_ = std::move(listener);
+  }
+  // Pushes `message` to `agent_id`'s stream here, recording the delivery
+  // attempt first (a message published through another hub). False when
+  // the agent has no stream here or the push failed (it stays pending).
+  bool PushRouted(const storage::MessageRecord& message,
+                  const std::string& agent_id);
   // Runs `hook` in each blocking Publish() (and each role publish that waits
   // for a holder), after the publish looked for holders and attached
   // streams and before its write: lets a test put an attach or a role change
@@ -288,6 +304,7 @@ class Messaging {
                                   int64_t now_ms);
   absl::StatusOr<std::vector<std::string>> TopicSubscribers(
       const std::string& topic);
+  UnpushedListener unpushed_listener_;
   std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
                                                 int64_t now_ms);
   // The project of agent `agent_id` (nullopt: no such agent, or it has

@@ -742,6 +742,20 @@ bool PresenceRegistry::StreamAttached(const std::string& agent_id) {
   return LiveStream(agent_id) != nullptr;
 }
 
+std::vector<std::string> PresenceRegistry::AttachedAgents() {
+  std::vector<std::string> out;
+  for (auto& shard : shards_) {
+    absl::MutexLock lock(&shard->mu);
+    for (const auto& [agent_id, entry] : shard->entries) {
+      if (entry.stream != nullptr && entry.status != "offline") {
+        out.push_back(agent_id);
+      }
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
 std::shared_ptr<PresenceStream> PresenceRegistry::LiveStream(
     const std::string& agent_id) {
   if (may_act_ && !may_act_()) return nullptr;

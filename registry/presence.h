@@ -261,6 +261,8 @@ class PresenceRegistry {
 
   // Whether the agent has a presence stream attached now.
   bool StreamAttached(const std::string& agent_id);
+  // The agents with a presence stream attached now, by agent_id.
+  std::vector<std::string> AttachedAgents();
   // The agents subscribed to `topic` (their last registration listed it)
   // whose status is online or stale, sorted. From memory: an index kept by
   // registrations, not a scan of every agent.
