@@ -33,8 +33,11 @@ std::string TempDbPath(const std::string& name) {
 }
 
 HubdProcess::HubdProcess(std::string db_path,
-                         std::vector<std::string> extra_args)
-    : db_path_(std::move(db_path)), extra_args_(std::move(extra_args)) {}
+                         std::vector<std::string> extra_args,
+                         HubdProcessOptions options)
+    : db_path_(std::move(db_path)),
+      extra_args_(std::move(extra_args)),
+      options_(std::move(options)) {}
 
 HubdProcess::~HubdProcess() { Kill(); }
 
@@ -42,7 +45,8 @@ absl::Status HubdProcess::Start() {
   if (pid_ > 0) return absl::FailedPreconditionError("hubd is running");
   // Everything the child needs is built before fork(): after it only
   // async-signal-safe calls are allowed.
-  const std::string hubd = HubdRunfilesPath();
+  const std::string hubd =
+      options_.binary.empty() ? HubdRunfilesPath() : options_.binary;
   std::vector<std::string> args = {
       hubd,
       absl::StrCat("--listen=", address_.empty() ? "127.0.0.1:0" : address_),
@@ -51,16 +55,24 @@ absl::Status HubdProcess::Start() {
   std::vector<char*> argv;
   for (std::string& arg : args) argv.push_back(arg.data());
   argv.push_back(nullptr);
+  int err = -1;
+  if (!options_.stderr_path.empty()) {
+    err = open(options_.stderr_path.c_str(),
+               O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (err < 0) return absl::InternalError("cannot open hubd's stderr file");
+  }
   int fds[2];
   if (pipe2(fds, O_CLOEXEC) != 0) return absl::InternalError("pipe failed");
   const pid_t pid = fork();
   if (pid < 0) return absl::InternalError("fork failed");
   if (pid == 0) {
     dup2(fds[1], STDOUT_FILENO);
+    if (err >= 0) dup2(err, STDERR_FILENO);
     execv(argv[0], argv.data());
     _exit(127);
   }
   close(fds[1]);
+  if (err >= 0) close(err);
   pid_ = pid;
   // The first line: "hubd <version> serving on <address> db=<path>
   // hub_instance_id=<id>".

@@ -1,7 +1,7 @@
 // HubdProcess: the real hubd binary as a child process of a test, on a free
 // loopback port and a given database. It can be killed with SIGKILL and
 // restarted on the same address and database, as an operator's supervisor
-// would after a crash.
+// would after a crash. Also the chaos driver's hubs (tools/chaos).
 #ifndef HUB_TESTS_HUBD_PROCESS_H_
 #define HUB_TESTS_HUBD_PROCESS_H_
 
@@ -20,11 +20,19 @@ std::string HubdRunfilesPath();
 // A fresh path under $TEST_TMPDIR for a database (no file is created).
 std::string TempDbPath(const std::string& name);
 
+struct HubdProcessOptions {
+  // The hubd binary. Empty: HubdRunfilesPath().
+  std::string binary;
+  // A file hubd's stderr is appended to. Empty: the caller's stderr.
+  std::string stderr_path;
+};
+
 class HubdProcess {
  public:
   // `extra_args` are passed to every start (e.g. "--detach_grace=1s").
   explicit HubdProcess(std::string db_path,
-                       std::vector<std::string> extra_args = {});
+                       std::vector<std::string> extra_args = {},
+                       HubdProcessOptions options = {});
   // Kills a running hubd (SIGKILL) and reaps it.
   ~HubdProcess();
 
@@ -51,6 +59,7 @@ class HubdProcess {
  private:
   std::string db_path_;
   std::vector<std::string> extra_args_;
+  HubdProcessOptions options_;
   std::string address_;  // "" until the first start
   std::string instance_id_;
   pid_t pid_ = -1;

@@ -1,39 +1,21 @@
 #include "tools/chaos/ledger.h"
 
-#include <sqlite3.h>
-
-#include <memory>
-#include <optional>
+#include <algorithm>
+#include <iterator>
 
 #include "absl/strings/str_cat.h"
 
 namespace hub::chaos {
 namespace {
 
-struct DbCloser {
-  void operator()(sqlite3* db) const { sqlite3_close_v2(db); }
+// What a check compares per role: the acknowledged writes summed up.
+struct AckedRole {
+  int64_t max_epoch = 0;
+  int64_t max_version = 0;
+  std::map<int64_t, std::string> holders;  // epoch -> holder
 };
-struct StmtFinalizer {
-  void operator()(sqlite3_stmt* s) const { sqlite3_finalize(s); }
-};
-using Db = std::unique_ptr<sqlite3, DbCloser>;
-using Stmt = std::unique_ptr<sqlite3_stmt, StmtFinalizer>;
 
-Stmt Prepare(sqlite3* db, const char* sql) {
-  sqlite3_stmt* stmt = nullptr;
-  sqlite3_prepare_v2(db, sql, -1, &stmt, nullptr);
-  return Stmt(stmt);
-}
-
-void BindText(sqlite3_stmt* s, int i, const std::string& v) {
-  sqlite3_bind_text(s, i, v.data(), static_cast<int>(v.size()),
-                    SQLITE_TRANSIENT);
-}
-
-std::string Text(sqlite3_stmt* s, int col) {
-  const unsigned char* t = sqlite3_column_text(s, col);
-  return t == nullptr ? "" : reinterpret_cast<const char*>(t);
-}
+const char* Kind(bool act) { return act ? "act" : "reservation"; }
 
 }  // namespace
 
@@ -45,15 +27,54 @@ void Ledger::Registered(const std::string& agent_id, int64_t generation) {
 }
 
 void Ledger::Reserved(const std::string& wire, int64_t epoch,
-                      const std::string& holder) {
+                      const std::string& holder, int64_t version) {
   absl::MutexLock lock(&mu_);
   ++reservations_;
-  auto [it, inserted] = epochs_[wire].emplace(epoch, holder);
-  if (!inserted && it->second != holder) {
-    violations_.push_back(absl::StrCat("two holders acknowledged for ", wire,
-                                       " at epoch ", epoch, ": ", it->second,
-                                       " and ", holder));
+  RoleWritten(wire, version, RoleWrite{epoch, holder, false});
+}
+
+void Ledger::Acted(const std::string& wire, int64_t epoch,
+                   const std::string& holder, int64_t version) {
+  absl::MutexLock lock(&mu_);
+  ++acts_;
+  RoleWritten(wire, version, RoleWrite{epoch, holder, true});
+}
+
+// Writes arrive from many threads in any order, so each is compared with
+// its neighbours by version: the history of a role, ordered by version, must
+// have epochs that never go back and one holder per epoch. Checking both
+// neighbours of every insertion checks every adjacent pair once.
+void Ledger::RoleWritten(const std::string& wire, int64_t version,
+                         RoleWrite write) {
+  std::map<int64_t, RoleWrite>& history = role_writes_[wire];
+  auto [it, inserted] = history.emplace(version, write);
+  if (!inserted) {
+    violations_.push_back(absl::StrCat(
+        "two writes of ", wire, " acknowledged at version ", version, ": ",
+        Kind(it->second.act), " of ", it->second.holder, " at epoch ",
+        it->second.epoch, " and ", Kind(write.act), " of ", write.holder,
+        " at epoch ", write.epoch));
+    return;
   }
+  auto compare = [&](std::map<int64_t, RoleWrite>::iterator before,
+                     std::map<int64_t, RoleWrite>::iterator after) {
+    const RoleWrite& a = before->second;
+    const RoleWrite& b = after->second;
+    if (b.epoch < a.epoch) {
+      violations_.push_back(absl::StrCat(
+          "role ", wire, " epoch went back between acknowledged writes: ",
+          Kind(b.act), " of ", b.holder, " at epoch ", b.epoch, " (version ",
+          after->first, ") after ", Kind(a.act), " of ", a.holder, " at epoch ",
+          a.epoch, " (version ", before->first, ")"));
+    } else if (b.epoch == a.epoch && b.holder != a.holder) {
+      violations_.push_back(absl::StrCat(
+          "two holders of ", wire, " at epoch ", a.epoch, ": ", Kind(a.act),
+          " of ", a.holder, " (version ", before->first, ") and ", Kind(b.act),
+          " of ", b.holder, " (version ", after->first, ")"));
+    }
+  };
+  if (it != history.begin()) compare(std::prev(it), it);
+  if (std::next(it) != history.end()) compare(it, std::next(it));
 }
 
 void Ledger::Published(const std::string& message_id,
@@ -62,14 +83,16 @@ void Ledger::Published(const std::string& message_id,
   messages_[message_id] = recipient;
 }
 
+void Ledger::Delivered(const std::string& message_id,
+                       const std::string& agent_id) {
+  absl::MutexLock lock(&mu_);
+  delivered_.emplace(message_id, agent_id);
+}
+
 void Ledger::Acked(const std::string& message_id, const std::string& agent_id) {
   absl::MutexLock lock(&mu_);
   acks_.emplace(message_id, agent_id);
-}
-
-std::vector<std::string> Ledger::TakeViolations() {
-  absl::MutexLock lock(&mu_);
-  return std::move(violations_);
+  delivered_.emplace(message_id, agent_id);
 }
 
 int64_t Ledger::acked_registrations() const {
@@ -80,6 +103,10 @@ int64_t Ledger::acked_reservations() const {
   absl::MutexLock lock(&mu_);
   return reservations_;
 }
+int64_t Ledger::acked_acts() const {
+  absl::MutexLock lock(&mu_);
+  return acts_;
+}
 int64_t Ledger::acked_publishes() const {
   absl::MutexLock lock(&mu_);
   return static_cast<int64_t>(messages_.size());
@@ -89,119 +116,134 @@ int64_t Ledger::acked_acks() const {
   return static_cast<int64_t>(acks_.size());
 }
 
-CheckCounts Ledger::Check(const std::string& db_path,
-                          std::vector<std::string>* violations) {
+int64_t Ledger::Undelivered(const std::string& agent_id) const {
+  absl::MutexLock lock(&mu_);
+  int64_t n = 0;
+  for (const auto& [id, recipient] : messages_) {
+    if (recipient == agent_id && !delivered_.count({id, recipient})) ++n;
+  }
+  return n;
+}
+
+void Ledger::CheckDelivered(std::vector<std::string>* violations) const {
+  absl::MutexLock lock(&mu_);
+  for (const auto& [id, recipient] : messages_) {
+    if (!delivered_.count({id, recipient})) {
+      violations->push_back(absl::StrCat("acknowledged publish ", id, " to ",
+                                         recipient, " never delivered"));
+    }
+  }
+}
+
+CheckCounts Ledger::Check(
+    absl::FunctionRef<absl::StatusOr<StoreSnapshot>()> read,
+    std::vector<std::string>* violations) {
+  // What was acknowledged before the read: committed before it started.
+  std::map<std::string, int64_t> generations;
+  std::map<std::string, std::string> messages;
+  std::set<std::pair<std::string, std::string>> acks;
+  std::map<std::string, AckedRole> roles;
   CheckCounts counts;
-  sqlite3* raw = nullptr;
-  // Read-write, as hubd opens it: opening replays the WAL a crash left.
-  if (sqlite3_open_v2(db_path.c_str(), &raw, SQLITE_OPEN_READWRITE, nullptr) !=
-      SQLITE_OK) {
-    violations->push_back(absl::StrCat("cannot open ", db_path, ": ",
-                                       raw ? sqlite3_errmsg(raw) : "?"));
-    sqlite3_close_v2(raw);
+  {
+    absl::MutexLock lock(&mu_);
+    generations = generations_;
+    messages = messages_;
+    acks = acks_;
+    for (const auto& [wire, history] : role_writes_) {
+      AckedRole& role = roles[wire];
+      for (const auto& [version, write] : history) {
+        role.max_epoch = std::max(role.max_epoch, write.epoch);
+        role.max_version = std::max(role.max_version, version);
+        role.holders.emplace(write.epoch, write.holder);
+        ++counts.role_writes;
+      }
+    }
+  }
+  absl::StatusOr<StoreSnapshot> snapshot = read();
+  if (!snapshot.ok()) {
+    violations->push_back(
+        absl::StrCat("cannot read the store: ", snapshot.status().ToString()));
     return counts;
   }
-  Db db(raw);
-  sqlite3_busy_timeout(db.get(), 5000);
-  absl::MutexLock lock(&mu_);
 
-  Stmt agent = Prepare(
-      db.get(), "SELECT presence_generation FROM agents WHERE agent_id = ?1");
-  for (const auto& [id, generation] : generations_) {
-    sqlite3_reset(agent.get());
-    BindText(agent.get(), 1, id);
-    if (sqlite3_step(agent.get()) != SQLITE_ROW) {
+  for (const auto& [id, generation] : generations) {
+    auto row = snapshot->generations.find(id);
+    if (row == snapshot->generations.end()) {
       violations->push_back(
           absl::StrCat("acknowledged agent ", id, " missing"));
-    } else if (sqlite3_column_int64(agent.get(), 0) < generation) {
-      violations->push_back(absl::StrCat("agent ", id,
-                                         " generation went back: stored ",
-                                         sqlite3_column_int64(agent.get(), 0),
-                                         " < acknowledged ", generation));
+    } else if (row->second < generation) {
+      violations->push_back(
+          absl::StrCat("agent ", id, " generation went back: stored ",
+                       row->second, " < acknowledged ", generation));
     }
     ++counts.agents;
   }
-
-  Stmt message =
-      Prepare(db.get(),
-              "SELECT 1 FROM message_inbox WHERE message_id = ?1 AND "
-              "agent_id = ?2");
-  for (const auto& [id, recipient] : messages_) {
-    sqlite3_reset(message.get());
-    BindText(message.get(), 1, id);
-    BindText(message.get(), 2, recipient);
-    if (sqlite3_step(message.get()) != SQLITE_ROW) {
+  for (const auto& [id, recipient] : messages) {
+    if (!snapshot->inbox.count({id, recipient})) {
       violations->push_back(absl::StrCat("acknowledged publish ", id, " to ",
                                          recipient, " missing"));
     }
     ++counts.messages;
   }
-
-  Stmt ack = Prepare(db.get(),
-                     "SELECT acked_at_ms FROM message_inbox WHERE "
-                     "message_id = ?1 AND agent_id = ?2");
-  for (const auto& [id, agent_id] : acks_) {
-    sqlite3_reset(ack.get());
-    BindText(ack.get(), 1, id);
-    BindText(ack.get(), 2, agent_id);
-    if (sqlite3_step(ack.get()) != SQLITE_ROW ||
-        sqlite3_column_type(ack.get(), 0) == SQLITE_NULL) {
-      violations->push_back(absl::StrCat("acknowledged ack of ", id, " by ",
-                                         agent_id, " missing"));
+  for (const auto& key : acks) {
+    auto row = snapshot->inbox.find(key);
+    if (row == snapshot->inbox.end() || !row->second) {
+      violations->push_back(absl::StrCat("acknowledged ack of ", key.first,
+                                         " by ", key.second, " missing"));
     }
     ++counts.acks;
   }
-
-  Stmt role = Prepare(db.get(),
-                      "SELECT role_key_wire, epoch, holder_agent_id, state "
-                      "FROM role_registry");
-  std::map<std::string, std::pair<int64_t, std::string>> stored;
-  while (sqlite3_step(role.get()) == SQLITE_ROW) {
-    stored[Text(role.get(), 0)] = {sqlite3_column_int64(role.get(), 1),
-                                   Text(role.get(), 2)};
-  }
-  for (const auto& [wire, by_epoch] : epochs_) {
+  for (const auto& [wire, acked] : roles) {
     ++counts.roles;
-    auto row = stored.find(wire);
-    if (row == stored.end()) {
+    auto row = snapshot->roles.find(wire);
+    if (row == snapshot->roles.end()) {
       violations->push_back(
           absl::StrCat("acknowledged role ", wire, " missing"));
       continue;
     }
-    const auto& [epoch, holder] = row->second;
-    const int64_t acked_max = by_epoch.rbegin()->first;
-    if (epoch < acked_max) {
-      violations->push_back(absl::StrCat("role ", wire, " epoch went back: ",
-                                         epoch, " < acknowledged ", acked_max));
+    const StoredRole& stored = row->second;
+    if (stored.epoch < acked.max_epoch) {
+      violations->push_back(absl::StrCat("role ", wire,
+                                         " epoch went back: ", stored.epoch,
+                                         " < acknowledged ", acked.max_epoch));
+    }
+    if (stored.version < acked.max_version) {
+      violations->push_back(
+          absl::StrCat("role ", wire, " version went back: ", stored.version,
+                       " < acknowledged ", acked.max_version));
     }
     // The stored holder at an acknowledged epoch is that epoch's holder (or
     // none, once the hub fenced it): never a second one.
-    auto at = by_epoch.find(epoch);
-    if (at != by_epoch.end() && !holder.empty() && holder != at->second) {
-      violations->push_back(absl::StrCat("role ", wire, " epoch ", epoch,
-                                         " held by ", holder,
+    auto at = acked.holders.find(stored.epoch);
+    if (at != acked.holders.end() && !stored.holder.empty() &&
+        stored.holder != at->second) {
+      violations->push_back(absl::StrCat("role ", wire, " epoch ", stored.epoch,
+                                         " held by ", stored.holder,
                                          " but acknowledged to ", at->second));
     }
   }
-  for (const auto& [wire, row] : stored) {
-    auto before = stored_epochs_.find(wire);
-    if (before != stored_epochs_.end() && row.first < before->second) {
-      violations->push_back(absl::StrCat("role ", wire, " epoch went back: ",
-                                         row.first, " after ", before->second));
-    }
-    stored_epochs_[wire] = row.first;
-  }
   // A role key has one row (PRIMARY KEY), so "one active holder per role"
-  // is the acknowledged-epoch check above plus this one: no agent is the
-  // active holder of two rows that name the same role key.
-  Stmt dup = Prepare(db.get(),
-                     "SELECT project_id, role_kind, scope_id, COUNT(*) FROM "
-                     "role_registry WHERE state = 'active' GROUP BY 1, 2, 3 "
-                     "HAVING COUNT(*) > 1");
-  while (sqlite3_step(dup.get()) == SQLITE_ROW) {
-    violations->push_back(
-        absl::StrCat("two active rows for role ", Text(dup.get(), 0), "/",
-                     Text(dup.get(), 1), "/", Text(dup.get(), 2)));
+  // is the checks above plus this one: no two active rows name the same
+  // project, kind and scope.
+  std::map<std::string, int> active;
+  for (const auto& [wire, role] : snapshot->roles) {
+    if (role.state != "active") continue;
+    const std::string key =
+        absl::StrCat(role.project_id, "/", role.role_kind, "/", role.scope_id);
+    if (++active[key] == 2) {
+      violations->push_back(absl::StrCat("two active rows for role ", key));
+    }
+  }
+
+  absl::MutexLock lock(&mu_);
+  for (const auto& [wire, role] : snapshot->roles) {
+    auto before = stored_epochs_.find(wire);
+    if (before != stored_epochs_.end() && role.epoch < before->second) {
+      violations->push_back(absl::StrCat("role ", wire,
+                                         " epoch went back: ", role.epoch,
+                                         " after ", before->second));
+    }
+    stored_epochs_[wire] = role.epoch;
   }
   for (std::string& v : violations_) violations->push_back(std::move(v));
   violations_.clear();

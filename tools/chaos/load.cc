@@ -1,0 +1,355 @@
+#include "tools/chaos/load.h"
+
+#include <algorithm>
+#include <random>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/time/clock.h"
+#include "clients/cpp/hub_client.h"
+
+namespace hub::chaos {
+
+namespace v1 = ::hub::v1;
+
+namespace {
+
+std::string AgentName(int worker) { return absl::StrCat("chaos-w", worker); }
+
+// A failure that says "try another hub": this one is gone, paused, cut off
+// from the database or without a seat.
+bool MoveOn(const absl::Status& status) {
+  return status.code() == absl::StatusCode::kUnavailable ||
+         status.code() == absl::StatusCode::kDeadlineExceeded;
+}
+
+}  // namespace
+
+// One client thread: a random mix of calls, recording in the ledger what
+// the hubs acknowledged.
+class Worker {
+ public:
+  Worker(Load* load, int index, uint64_t seed)
+      : load_(load),
+        index_(index),
+        me_(AgentName(index)),
+        random_(seed),
+        home_(index % static_cast<int>(load->options_.addresses.size())),
+        hub_(home_) {
+    for (const std::string& address : load->options_.addresses) {
+      client::HubClientOptions options;
+      options.address = address;
+      options.default_deadline = load->options_.call_deadline;
+      // One long-lived channel per hub, like an agent's.
+      clients_.push_back(std::make_unique<client::HubClient>(options));
+      seen_runs_.push_back(0);
+    }
+  }
+
+  void Run() {
+    while (!load_->stop_) {
+      if (load_->hold_) {
+        absl::SleepFor(absl::Milliseconds(5));
+        continue;
+      }
+      GoHome();
+      Reconnect();
+      bool ok;
+      if (load_->drain_) {
+        const bool done = load_->ledger_->Undelivered(me_) == 0;
+        load_->slots_[index_].drained = done;
+        ok = done || ListAndAck();
+        if (done) absl::SleepFor(absl::Milliseconds(10));
+      } else {
+        ok = Step();
+      }
+      // While hubs are down, do not spin.
+      if (!ok) absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
+ private:
+  // After a restart of the current hub, wait for the channel: a channel in
+  // backoff fails calls fast, and this drives its reconnection.
+  void Reconnect() {
+    const int64_t runs = load_->hub_runs_[hub_].load();
+    if (seen_runs_[hub_] == runs) return;
+    seen_runs_[hub_] = runs;
+    clients_[hub_]->WaitForConnected(absl::Seconds(10));
+  }
+
+  // Now and then a worker that moved to another hub goes back to its own,
+  // so that the load spreads over the hubs again after a fault.
+  void GoHome() {
+    if (hub_ == home_ || random_() % 50 != 0) return;
+    hub_ = home_;
+    clients_[hub_]->WaitForConnected(absl::Milliseconds(200));
+  }
+
+  // Moves to the next hub; waits a little for its channel if it is not
+  // connected (a hub that was down), which also drives the reconnection.
+  void NextHub() {
+    if (clients_.size() < 2) return;
+    hub_ = (hub_ + 1) % static_cast<int>(clients_.size());
+    clients_[hub_]->WaitForConnected(absl::Milliseconds(200));
+  }
+
+  // Runs `call` on the current hub; counts it in `c`; on a hub that is
+  // unavailable, moves on for the next call.
+  template <typename Call>
+  auto Do(OpCounts& c, Call call) {
+    const int64_t started = absl::GetCurrentTimeNanos();
+    auto reply = call(*clients_[hub_]);
+    if (reply.ok()) {
+      ++c.ok;
+      load_->last_ok_ns_ = absl::GetCurrentTimeNanos();
+      load_->slots_[index_].last_ok_started_ns = started;
+    } else {
+      ++c.failed;
+      load_->Failed(reply.status());
+      if (MoveOn(reply.status())) NextHub();
+    }
+    return reply;
+  }
+
+  bool Step() {
+    const int dice = static_cast<int>(random_() % 100);
+    if (generation_ != 0 && dice < 4) return Register(true);
+    if (generation_ == 0 || dice < 10) return Register(false);
+    if (dice < 40) return Heartbeat();
+    if (dice < 50 && !held_.empty()) return Act();
+    if (dice < 60) return Reserve();
+    if (dice < 85) return Publish();
+    return ListAndAck();
+  }
+
+  // A registration of this worker's agent, or of a new agent (the set of
+  // agents that must survive grows).
+  bool Register(bool newcomer) {
+    v1::RegisterAgentRequest r;
+    r.set_agent_id(newcomer ? absl::StrCat(me_, "-", ++newcomers_) : me_);
+    r.set_cli(newcomer ? v1::AGENT_CLI_CLAUDE : v1::AGENT_CLI_CODEX);
+    auto reply = Do(load_->registers_, [&](const client::HubClient& hub) {
+      return hub.RegisterAgent(r);
+    });
+    if (!reply.ok()) return false;
+    if (!newcomer) generation_ = reply->presence_generation();
+    load_->ledger_->Registered(r.agent_id(), reply->presence_generation());
+    return true;
+  }
+
+  bool Heartbeat() {
+    v1::HeartbeatRequest r;
+    r.set_agent_id(me_);
+    r.set_presence_generation(generation_);
+    auto reply = Do(load_->heartbeats_, [&](const client::HubClient& hub) {
+      return hub.Heartbeat(r);
+    });
+    // Offline (a hub that held it died and its grace ran out), unknown, or
+    // superseded by a registration whose answer was lost: register again.
+    if (reply.status().code() == absl::StatusCode::kFailedPrecondition) {
+      generation_ = 0;
+    }
+    return reply.ok();
+  }
+
+  // ReserveRole of a random role, expected_epoch = the last epoch seen, patch
+  // state active, holder itself: most lose with STALE_EPOCH.
+  bool Reserve() {
+    const std::string& project =
+        load_->options_.projects[random_() % load_->options_.projects.size()];
+    v1::ReserveRoleRequest r;
+    r.mutable_role_key()->set_project_id(project);
+    r.mutable_role_key()->set_kind(v1::ROLE_KIND_CTO);
+    auto seen = epochs_.find(project);
+    if (seen != epochs_.end()) r.set_expected_epoch(seen->second);
+    r.mutable_patch()->set_state(v1::ROLE_STATE_ACTIVE);
+    r.mutable_patch()->set_holder_agent_id(me_);
+    r.mutable_patch()->set_last_reason("chaos");
+    auto reply = Do(load_->reserves_, [&](const client::HubClient& hub) {
+      return hub.ReserveRole(r);
+    });
+    if (reply.ok()) {
+      const v1::Role& role = reply->role();
+      epochs_[project] = role.epoch();
+      held_[project] = role;
+      load_->ledger_->Reserved(role.role_key_wire(), role.epoch(), me_,
+                               role.version());
+      return true;
+    }
+    // Lost a race, or a fault moved the role: read the epoch again.
+    held_.erase(project);
+    v1::GetRoleRequest get;
+    *get.mutable_role_key() = r.role_key();
+    auto row = clients_[hub_]->GetRole(get);
+    if (row.ok()) epochs_[project] = row->role().epoch();
+    return false;
+  }
+
+  // The holder acting on a role it holds: a compare-and-set guarded by the
+  // epoch, activation and version it was granted or last wrote. Any refusal
+  // means it no longer holds the role.
+  bool Act() {
+    auto it = held_.begin();
+    std::advance(it, random_() % held_.size());
+    const v1::Role& role = it->second;
+    v1::CompareAndSetRoleRequest r;
+    r.set_role_key_wire(role.role_key_wire());
+    r.set_expected_version(role.version());
+    r.set_expected_epoch(role.epoch());
+    r.set_expected_activation_seq(role.activation_seq());
+    if (role.has_activation_id()) {
+      r.mutable_expected_activation_id()->set_activation_id(
+          role.activation_id());
+    } else {
+      r.mutable_expected_activation_id()->set_none(true);
+    }
+    r.mutable_patch()->set_last_reason("chaos_act");
+    auto reply = Do(load_->acts_, [&](const client::HubClient& hub) {
+      return hub.CompareAndSetRole(r);
+    });
+    if (!reply.ok()) {
+      held_.erase(it);
+      return false;
+    }
+    const v1::Role& now = reply->role();
+    load_->ledger_->Acted(now.role_key_wire(), now.epoch(), me_, now.version());
+    it->second = now;
+    return true;
+  }
+
+  bool Publish() {
+    v1::PublishRequest r;
+    r.set_from_agent_id(me_);
+    r.set_to(AgentName(static_cast<int>(random_() % load_->options_.workers)));
+    r.mutable_ttl()->set_seconds(3600);
+    (*r.mutable_payload()->mutable_fields())["n"].set_number_value(
+        static_cast<double>(random_() % 1000));
+    auto reply = Do(load_->publishes_, [&](const client::HubClient& hub) {
+      return hub.Publish(r);
+    });
+    if (reply.ok()) load_->ledger_->Published(reply->message_id(), r.to());
+    return reply.ok();
+  }
+
+  // ListPending of its agent, then Ack of what it got.
+  bool ListAndAck() {
+    v1::ListPendingRequest list;
+    list.set_agent_id(me_);
+    list.set_page_size(20);
+    auto pending = Do(load_->acks_, [&](const client::HubClient& hub) {
+      return hub.ListPending(list);
+    });
+    if (!pending.ok()) return false;
+    if (pending->deliveries_size() == 0) return true;
+    v1::AckRequest r;
+    r.set_agent_id(me_);
+    for (const auto& d : pending->deliveries()) {
+      load_->ledger_->Delivered(d.message().message_id(), me_);
+      r.add_message_ids(d.message().message_id());
+    }
+    auto reply = Do(load_->acks_,
+                    [&](const client::HubClient& hub) { return hub.Ack(r); });
+    if (!reply.ok()) return false;
+    for (const std::string& id : reply->result().acked_message_ids()) {
+      load_->ledger_->Acked(id, me_);
+    }
+    return true;
+  }
+
+  Load* const load_;
+  const int index_;
+  const std::string me_;
+  std::mt19937_64 random_;
+  std::vector<std::unique_ptr<client::HubClient>> clients_;
+  std::vector<int64_t> seen_runs_;  // per hub: hub_runs_ when last connected
+  const int home_;                  // the hub it starts on
+  int hub_;                         // the hub calls go to
+  int64_t generation_ = 0;
+  int64_t newcomers_ = 0;
+  std::map<std::string, int64_t> epochs_;  // last epoch seen, per project
+  std::map<std::string, v1::Role> held_;   // roles it holds, per project
+};
+
+Load::Load(Ledger* ledger, LoadOptions options)
+    : ledger_(ledger),
+      options_(std::move(options)),
+      slots_(new WorkerSlot[std::max(1, options_.workers)]),
+      hub_runs_(new std::atomic<int64_t>[options_.addresses.size()]) {
+  for (size_t i = 0; i < options_.addresses.size(); ++i) hub_runs_[i] = 0;
+}
+
+Load::~Load() { Stop(); }
+
+void Load::Start(uint64_t seed) {
+  std::mt19937_64 random(seed);
+  for (int i = 0; i < options_.workers; ++i) {
+    threads_.emplace_back(
+        [this, i, s = random()] { Worker(this, i, s).Run(); });
+  }
+}
+
+void Load::Hold() { hold_ = true; }
+void Load::Release() { hold_ = false; }
+void Load::HubRestarted(int slot) { ++hub_runs_[slot]; }
+
+bool Load::Drain(absl::Duration timeout) {
+  drain_ = true;
+  const absl::Time deadline = absl::Now() + timeout;
+  while (absl::Now() < deadline) {
+    bool all = true;
+    for (int i = 0; i < options_.workers; ++i) all = all && slots_[i].drained;
+    if (all) return true;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return false;
+}
+
+void Load::Stop() {
+  stop_ = true;
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+}
+
+std::optional<absl::Duration> Load::WaitAllServed(
+    int64_t since_ns, absl::Duration timeout) const {
+  const absl::Time deadline = absl::Now() + timeout;
+  while (true) {
+    int64_t last = since_ns;
+    bool all = true;
+    for (int i = 0; i < options_.workers && all; ++i) {
+      const int64_t t = slots_[i].last_ok_started_ns.load();
+      all = t >= since_ns;
+      last = std::max(last, t);
+    }
+    if (all) return absl::Nanoseconds(last - since_ns);
+    if (absl::Now() >= deadline) return std::nullopt;
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+void Load::Failed(const absl::Status& status) {
+  absl::MutexLock lock(&failures_mu_);
+  ++failures_[absl::StrCat(absl::StatusCodeToString(status.code()), " ",
+                           client::ReasonOf(status))];
+}
+
+std::string Load::Summary() const {
+  auto line = [](const char* name, const OpCounts& c) {
+    return absl::StrCat(name, " ", c.ok.load(), "/",
+                        c.ok.load() + c.failed.load());
+  };
+  absl::MutexLock lock(&failures_mu_);
+  return absl::StrCat(
+      "chaos: acknowledged/attempted: ",
+      absl::StrJoin(
+          {line("register", registers_), line("heartbeat", heartbeats_),
+           line("reserve", reserves_), line("act", acts_),
+           line("publish", publishes_), line("list+ack", acks_)},
+          ", "),
+      "\nchaos: failures: ",
+      absl::StrJoin(failures_, ", ", absl::PairFormatter("=")));
+}
+
+}  // namespace hub::chaos

@@ -1,0 +1,105 @@
+// Load: the chaos driver's clients. Worker threads, each one agent with one
+// long-lived channel per hub, run a random mix of registrations, heartbeats,
+// reservations, acts of the roles they hold, publishes and list+acks, and
+// record in the Ledger what the hubs acknowledged. A worker starts on hub
+// `index % hubs` and moves to the next hub when its hub refuses a call as
+// unavailable (UNAVAILABLE: a dead hub, STORE_UNAVAILABLE, HUB_SEAT_LOST) or
+// does not answer it in time (a paused hub).
+//
+// Not responsible for the hubs or the faults (the runs do that). Public
+// methods are called from the driver's main thread.
+#ifndef TOOLS_CHAOS_LOAD_H_
+#define TOOLS_CHAOS_LOAD_H_
+
+#include <atomic>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/status/status.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
+#include "tools/chaos/ledger.h"
+
+namespace hub::chaos {
+
+struct LoadOptions {
+  // host:port of each hub, in slot order.
+  std::vector<std::string> addresses;
+  int workers = 4;
+  // Projects whose cto roles the workers compete for.
+  std::vector<std::string> projects;
+  // Deadline of every call: how long a paused hub holds a worker.
+  absl::Duration call_deadline = absl::Seconds(2);
+};
+
+struct OpCounts {
+  std::atomic<int64_t> ok{0};
+  std::atomic<int64_t> failed{0};
+};
+
+class Load {
+ public:
+  // `ledger` must outlive the load.
+  Load(Ledger* ledger, LoadOptions options);
+  // Stops the workers.
+  ~Load();
+
+  // Starts the worker threads.
+  void Start(uint64_t seed);
+  // Holds the workers between calls (no call is made) / lets them go on.
+  void Hold();
+  void Release();
+  // A new hub process serves `slot`'s address: workers on it wait for their
+  // channel to reconnect (HubClient::WaitForConnected) before the next call.
+  void HubRestarted(int slot);
+  // Workers stop writing and each reads and acks its agent's inbox until it
+  // was delivered every acknowledged publish to it; false if that took
+  // longer than `timeout`.
+  bool Drain(absl::Duration timeout);
+  // Joins the workers.
+  void Stop();
+
+  // When a call last succeeded (absl::GetCurrentTimeNanos(), any worker).
+  int64_t last_ok_ns() const { return last_ok_ns_.load(); }
+  // Waits until every worker has had a call that started at or after
+  // `since_ns` succeed; how long after `since_ns` the last of them came, or
+  // nullopt after `timeout`.
+  std::optional<absl::Duration> WaitAllServed(int64_t since_ns,
+                                              absl::Duration timeout) const;
+  // "acknowledged/attempted: ..." and "failures: ..." lines.
+  std::string Summary() const;
+
+ private:
+  friend class Worker;
+  struct WorkerSlot {
+    // Start time of the worker's latest successful call.
+    std::atomic<int64_t> last_ok_started_ns{0};
+    std::atomic<bool> drained{false};
+  };
+  void Failed(const absl::Status& status);
+
+  Ledger* const ledger_;
+  const LoadOptions options_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<WorkerSlot[]> slots_;
+  std::unique_ptr<std::atomic<int64_t>[]> hub_runs_;  // per hub slot
+  std::atomic<bool> stop_{false};
+  std::atomic<bool> hold_{false};
+  std::atomic<bool> drain_{false};
+  std::atomic<int64_t> last_ok_ns_{0};
+  OpCounts registers_, heartbeats_, reserves_, acts_, publishes_, acks_;
+  // Why calls failed, "CODE REASON" -> count (UNAVAILABLE while a hub is
+  // down; STALE_EPOCH and friends from lost races).
+  mutable absl::Mutex failures_mu_;
+  std::map<std::string, int64_t> failures_ ABSL_GUARDED_BY(failures_mu_);
+};
+
+}  // namespace hub::chaos
+
+#endif  // TOOLS_CHAOS_LOAD_H_
