@@ -44,6 +44,7 @@ class Worker {
       // One long-lived channel per hub, like an agent's.
       clients_.push_back(std::make_unique<client::HubClient>(options));
       seen_runs_.push_back(0);
+      failed_at_.push_back(absl::InfinitePast());
     }
   }
 
@@ -79,19 +80,39 @@ class Worker {
     clients_[hub_]->WaitForConnected(absl::Seconds(10));
   }
 
-  // Now and then a worker that moved to another hub goes back to its own,
-  // so that the load spreads over the hubs again after a fault.
+  // A worker that moved to another hub goes back to its own now and then,
+  // once its own has not failed it for a while, so that the load spreads
+  // over the hubs again after a fault; not while it cannot be connected to.
   void GoHome() {
-    if (hub_ == home_ || random_() % 50 != 0) return;
+    if (hub_ == home_ || random_() % 50 != 0 ||
+        absl::Now() - failed_at_[home_] < absl::Seconds(5)) {
+      return;
+    }
+    if (!clients_[home_]->WaitForConnected(absl::Milliseconds(200))) {
+      failed_at_[home_] = absl::Now();
+      return;
+    }
     hub_ = home_;
-    clients_[hub_]->WaitForConnected(absl::Milliseconds(200));
   }
 
-  // Moves to the next hub; waits a little for its channel if it is not
-  // connected (a hub that was down), which also drives the reconnection.
+  // Moves to the next hub that has not failed this worker in the last few
+  // seconds (or the next one, when all have); waits a little for its
+  // channel if it is not connected (a hub that was down), which also drives
+  // the reconnection.
   void NextHub() {
-    if (clients_.size() < 2) return;
-    hub_ = (hub_ + 1) % static_cast<int>(clients_.size());
+    const int n = static_cast<int>(clients_.size());
+    if (n < 2) return;
+    const absl::Time now = absl::Now();
+    failed_at_[hub_] = now;
+    int next = (hub_ + 1) % n;
+    for (int i = 1; i < n; ++i) {
+      const int candidate = (hub_ + i) % n;
+      if (now - failed_at_[candidate] > absl::Seconds(5)) {
+        next = candidate;
+        break;
+      }
+    }
+    hub_ = next;
     clients_[hub_]->WaitForConnected(absl::Milliseconds(200));
   }
 
@@ -103,8 +124,12 @@ class Worker {
     auto reply = call(*clients_[hub_]);
     if (reply.ok()) {
       ++c.ok;
-      load_->last_ok_ns_ = absl::GetCurrentTimeNanos();
-      load_->slots_[index_].last_ok_started_ns = started;
+      const int64_t answered = absl::GetCurrentTimeNanos();
+      load_->last_ok_ns_ = answered;
+      int64_t none = 0;
+      if (started >= load_->fault_mark_ns_) {
+        load_->slots_[index_].served_ns.compare_exchange_strong(none, answered);
+      }
     } else {
       ++c.failed;
       load_->Failed(reply.status());
@@ -263,9 +288,10 @@ class Worker {
   const std::string me_;
   std::mt19937_64 random_;
   std::vector<std::unique_ptr<client::HubClient>> clients_;
-  std::vector<int64_t> seen_runs_;  // per hub: hub_runs_ when last connected
-  const int home_;                  // the hub it starts on
-  int hub_;                         // the hub calls go to
+  std::vector<int64_t> seen_runs_;     // per hub: hub_runs_ when last connected
+  std::vector<absl::Time> failed_at_;  // per hub: when it last failed a call
+  const int home_;                     // the hub it starts on
+  int hub_;                            // the hub calls go to
   int64_t generation_ = 0;
   int64_t newcomers_ = 0;
   std::map<std::string, int64_t> epochs_;  // last epoch seen, per project
@@ -312,18 +338,23 @@ void Load::Stop() {
   threads_.clear();
 }
 
+void Load::MarkFault(int64_t since_ns) {
+  fault_mark_ns_ = since_ns;
+  for (int i = 0; i < options_.workers; ++i) slots_[i].served_ns = 0;
+}
+
 std::optional<absl::Duration> Load::WaitAllServed(
-    int64_t since_ns, absl::Duration timeout) const {
+    absl::Duration timeout) const {
   const absl::Time deadline = absl::Now() + timeout;
   while (true) {
-    int64_t last = since_ns;
+    int64_t last = fault_mark_ns_;
     bool all = true;
     for (int i = 0; i < options_.workers && all; ++i) {
-      const int64_t t = slots_[i].last_ok_started_ns.load();
-      all = t >= since_ns;
+      const int64_t t = slots_[i].served_ns.load();
+      all = t != 0;
       last = std::max(last, t);
     }
-    if (all) return absl::Nanoseconds(last - since_ns);
+    if (all) return absl::Nanoseconds(last - fault_mark_ns_);
     if (absl::Now() >= deadline) return std::nullopt;
     absl::SleepFor(absl::Milliseconds(1));
   }
@@ -333,6 +364,11 @@ void Load::Failed(const absl::Status& status) {
   absl::MutexLock lock(&failures_mu_);
   ++failures_[absl::StrCat(absl::StatusCodeToString(status.code()), " ",
                            client::ReasonOf(status))];
+}
+
+std::map<std::string, int64_t> Load::failures() const {
+  absl::MutexLock lock(&failures_mu_);
+  return failures_;
 }
 
 std::string Load::Summary() const {

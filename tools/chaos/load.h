@@ -67,19 +67,24 @@ class Load {
 
   // When a call last succeeded (absl::GetCurrentTimeNanos(), any worker).
   int64_t last_ok_ns() const { return last_ok_ns_.load(); }
-  // Waits until every worker has had a call that started at or after
-  // `since_ns` succeed; how long after `since_ns` the last of them came, or
-  // nullopt after `timeout`.
-  std::optional<absl::Duration> WaitAllServed(int64_t since_ns,
-                                              absl::Duration timeout) const;
+  // From now on, each worker notes its first successful call that started
+  // at or after `since_ns` (absl::GetCurrentTimeNanos(): a fault's moment).
+  void MarkFault(int64_t since_ns);
+  // Waits until every worker had such a call since the last MarkFault; how
+  // long after the mark the last of them was answered, or nullopt after
+  // `timeout`.
+  std::optional<absl::Duration> WaitAllServed(absl::Duration timeout) const;
+  // Why calls failed so far, "CODE REASON" -> count.
+  std::map<std::string, int64_t> failures() const;
   // "acknowledged/attempted: ..." and "failures: ..." lines.
   std::string Summary() const;
 
  private:
   friend class Worker;
   struct WorkerSlot {
-    // Start time of the worker's latest successful call.
-    std::atomic<int64_t> last_ok_started_ns{0};
+    // When the worker's first successful call since the mark was answered;
+    // 0 while there was none.
+    std::atomic<int64_t> served_ns{0};
     std::atomic<bool> drained{false};
   };
   void Failed(const absl::Status& status);
@@ -93,6 +98,7 @@ class Load {
   std::atomic<bool> hold_{false};
   std::atomic<bool> drain_{false};
   std::atomic<int64_t> last_ok_ns_{0};
+  std::atomic<int64_t> fault_mark_ns_{0};
   OpCounts registers_, heartbeats_, reserves_, acts_, publishes_, acks_;
   // Why calls failed, "CODE REASON" -> count (UNAVAILABLE while a hub is
   // down; STALE_EPOCH and friends from lost races).

@@ -1,9 +1,14 @@
 // The chaos driver's runs, over the same load and ledger:
 //   - RunSqliteKills: one hubd over SQLite, SIGKILLed at random moments and
 //     restarted; the file is checked while the hub is down.
+//   - RunPostgresFaults: several hubds over one PostgreSQL database, with
+//     faults drawn at random among a hub SIGKILLed (and restarted as a new
+//     hub), a hub SIGSTOPped past its lease and resumed, every backend of
+//     the hubs terminated, and PostgreSQL stopped immediately and started;
+//     the database is checked while the surviving hubs serve.
 // Each prints figures as it goes and a summary, and returns the driver's
 // exit status: 0 when every check passed, 1 on any violation, 2 when a hub
-// could not be (re)started.
+// or the database could not be (re)started.
 #ifndef TOOLS_CHAOS_RUNS_H_
 #define TOOLS_CHAOS_RUNS_H_
 
@@ -25,9 +30,23 @@ struct RunOptions {
   absl::Duration max_uptime;
   LoadOptions load;  // addresses are filled in by the run
   int roles = 4;
+
+  // PostgreSQL only.
+  std::string db;  // libpq URL of the database every hub serves
+  int hubs = 2;
+  std::string pg_ctl;  // "PG_CTL stop" stops the server immediately,
+                       // "PG_CTL start" starts it and waits until it serves
+  std::vector<std::string> fault_kinds;  // kill, stop, terminate, restart
+  absl::Duration hub_lease;              // hubd's flags; zero: hubd's default
+  absl::Duration hub_renew_interval;
+  absl::Duration detach_grace;
+  // A pause whose other hubs' writes wait longer is a violation; zero: only
+  // measured.
+  absl::Duration max_write_stall;
 };
 
 int RunSqliteKills(const RunOptions& options);
+int RunPostgresFaults(const RunOptions& options);
 
 // What the runs share.
 // The first `roles` (1..8) chaos projects, prj_AAA... to prj_HHH....
