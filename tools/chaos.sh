@@ -27,7 +27,8 @@
 # $CHAOS_DIR or a temporary directory, and removed after a passing run unless
 # CHAOS_KEEP=1; the PostgreSQL server lives in /tmp/hub-chaos-pg.* (PostgreSQL
 # runs as `nobody` when this runs as root, and `nobody` must reach it) and is
-# stopped at the end.
+# stopped at the end; CHAOS_PG_SETTINGS adds server settings ("-c name=value
+# ...").
 set -euo pipefail
 
 postgres=0
@@ -68,7 +69,7 @@ start_postgres() {
     --locale=C.UTF-8 --locale-provider=icu --icu-locale=en-US --no-sync >"$dir/initdb.log" 2>&1) ||
     { cat "$dir/initdb.log" >&2; exit 2; }
   local options="-c listen_addresses= -c unix_socket_directories=$pgdir -c max_connections=200"
-  options+=" -c fsync=on -c full_page_writes=on -c synchronous_commit=on"
+  options+=" -c fsync=on -c full_page_writes=on -c synchronous_commit=on ${CHAOS_PG_SETTINGS:-}"
   cat >"$dir/pg_ctl" <<EOF
 #!/bin/sh
 cd '$pgdir' || exit 2

@@ -150,7 +150,9 @@ class PostgresRun {
   // Snapshot reads once more on a new one.
   absl::StatusOr<StoreSnapshot> Snapshot();
   absl::Status Reconnect();
-  CheckCounts CheckNow(const std::string& when);
+  // The ledger's checks and, while hubs run (`running`), the agents' seats.
+  CheckCounts CheckNow(const std::string& when, bool running);
+  void CheckHeldPresence(std::vector<std::string>* found);
   std::string SeatLine();
   void Summary(const CheckCounts& last, absl::Duration took);
 
@@ -287,9 +289,37 @@ absl::Status PostgresRun::Reconnect() {
   return absl::OkStatus();
 }
 
-CheckCounts PostgresRun::CheckNow(const std::string& when) {
+// A seat is declared dead in the statement that moves its agents to the
+// taker, and a hub that joins again moves its previous seat's agents in the
+// statement that gives it the new one: at any moment, an agent that is not
+// offline names a live seat or none. One that names a dead or replaced seat
+// is held by no hub (no grace runs for it, nothing routes to it).
+void PostgresRun::CheckHeldPresence(std::vector<std::string>* found) {
+  auto orphans = checker_->Exec(
+      "SELECT a.agent_id, a.stream_hub_id, a.stream_hub_incarnation, "
+      "COALESCE(h.state, 'no seat'), COALESCE(h.incarnation, 0) FROM agents a "
+      "LEFT JOIN hub_hubs h ON h.hub_id = a.stream_hub_id "
+      "WHERE a.stream_hub_id IS NOT NULL AND a.status <> 'offline' AND "
+      "(h.hub_id IS NULL OR h.state <> 'live' OR "
+      "h.incarnation <> a.stream_hub_incarnation) ORDER BY 1");
+  if (!orphans.ok()) {
+    found->push_back(absl::StrCat("cannot read the agents' seats: ",
+                                  orphans.status().ToString()));
+    return;
+  }
+  for (int i = 0; i < orphans->rows(); ++i) {
+    found->push_back(absl::StrCat(
+        "agent ", orphans->Text(i, 0), " is held by seat ", orphans->Text(i, 1),
+        "/", orphans->Text(i, 2), ", which is ", orphans->Text(i, 3),
+        " (its row's incarnation ", orphans->Text(i, 4), ")"));
+  }
+}
+
+CheckCounts PostgresRun::CheckNow(const std::string& when, bool running) {
   std::vector<std::string> found;
   CheckCounts counts = ledger_.Check([this] { return Snapshot(); }, &found);
+  // After the clean stop the last hub to leave has no one to hand over to.
+  if (running) CheckHeldPresence(&found);
   for (const std::string& v : found) {
     std::cout << "chaos: VIOLATION " << when << ": " << v << std::endl;
   }
@@ -449,7 +479,7 @@ void PostgresRun::Recover(const std::string& kind, int n, const Fault& fault,
     if (more > 0) failed.push_back(absl::StrCat(why, "=", more));
   }
   const CheckCounts c =
-      CheckNow(absl::StrCat("after fault ", n, " (", kind, ")"));
+      CheckNow(absl::StrCat("after fault ", n, " (", kind, ")"), true);
   std::cout << "chaos: fault " << n << " " << kind << ": " << fault.detail
             << "; hubs serving after "
             << (hubs_back ? absl::ToInt64Milliseconds(*hubs_back) : -1)
@@ -538,7 +568,7 @@ int PostgresRun::Run() {
                                          " on SIGTERM (want exit 0)"));
     }
   }
-  const CheckCounts last = CheckNow("after the clean stop");
+  const CheckCounts last = CheckNow("after the clean stop", /*running=*/false);
   std::vector<std::string> undelivered;
   ledger_.CheckDelivered(&undelivered);
   for (const std::string& v : undelivered) {
