@@ -41,6 +41,9 @@ ABSL_FLAG(
     std::string, db, "",
     "a PostgreSQL URL: run several hubs over it (empty: one over SQLite)");
 ABSL_FLAG(int, hubs, 2, "PostgreSQL: how many hubds");
+ABSL_FLAG(int, attached, 2,
+          "PostgreSQL: agents attached through presence streams, which take "
+          "pushed messages and move to another hub when theirs goes away");
 ABSL_FLAG(std::string, pg_ctl, "",
           "PostgreSQL: a command run as `CMD stop` (stop the server "
           "immediately) and `CMD start` (start it, wait until it serves)");
@@ -83,6 +86,7 @@ int main(int argc, char** argv) {
   options.faults = absl::GetFlag(FLAGS_faults);
 
   options.hubs = std::max(1, absl::GetFlag(FLAGS_hubs));
+  options.load.attached = std::max(0, absl::GetFlag(FLAGS_attached));
   options.pg_ctl = absl::GetFlag(FLAGS_pg_ctl);
   options.fault_kinds = absl::GetFlag(FLAGS_fault_kinds);
   options.hub_lease = absl::GetFlag(FLAGS_hub_lease);

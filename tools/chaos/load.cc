@@ -16,6 +16,11 @@ namespace v1 = ::hub::v1;
 namespace {
 
 std::string AgentName(int worker) { return absl::StrCat("chaos-w", worker); }
+std::string AttachedName(int i) { return absl::StrCat("chaos-a", i); }
+// Recipient `i` of a publish: the workers' agents, then the attached ones.
+std::string Recipient(int i, int workers) {
+  return i < workers ? AgentName(i) : AttachedName(i - workers);
+}
 
 // A failure that says "try another hub": this one is gone, paused, cut off
 // from the database or without a seat.
@@ -247,7 +252,9 @@ class Worker {
   bool Publish() {
     v1::PublishRequest r;
     r.set_from_agent_id(me_);
-    r.set_to(AgentName(static_cast<int>(random_() % load_->options_.workers)));
+    r.set_to(Recipient(static_cast<int>(random_() % (load_->options_.workers +
+                                                     load_->options_.attached)),
+                       load_->options_.workers));
     r.mutable_ttl()->set_seconds(3600);
     (*r.mutable_payload()->mutable_fields())["n"].set_number_value(
         static_cast<double>(random_() % 1000));
@@ -310,6 +317,12 @@ Load::~Load() { Stop(); }
 
 void Load::Start(uint64_t seed) {
   std::mt19937_64 random(seed);
+  for (int i = 0; i < options_.attached; ++i) {
+    attached_.push_back(std::make_unique<AttachedAgent>(
+        ledger_, options_.addresses, AttachedName(i),
+        i % static_cast<int>(options_.addresses.size())));
+    attached_.back()->Start();
+  }
   for (int i = 0; i < options_.workers; ++i) {
     threads_.emplace_back(
         [this, i, s = random()] { Worker(this, i, s).Run(); });
@@ -326,6 +339,9 @@ bool Load::Drain(absl::Duration timeout) {
   while (absl::Now() < deadline) {
     bool all = true;
     for (int i = 0; i < options_.workers; ++i) all = all && slots_[i].drained;
+    for (const auto& agent : attached_) {
+      all = all && ledger_->Undelivered(agent->agent_id()) == 0;
+    }
     if (all) return true;
     absl::SleepFor(absl::Milliseconds(10));
   }
@@ -336,6 +352,7 @@ void Load::Stop() {
   stop_ = true;
   for (std::thread& t : threads_) t.join();
   threads_.clear();
+  for (const auto& agent : attached_) agent->Stop();
 }
 
 void Load::MarkFault(int64_t since_ns) {
@@ -376,9 +393,12 @@ std::string Load::Summary() const {
     return absl::StrCat(name, " ", c.ok.load(), "/",
                         c.ok.load() + c.failed.load());
   };
+  int64_t moves = 0;
+  for (const auto& agent : attached_) moves += agent->moves();
   absl::MutexLock lock(&failures_mu_);
   return absl::StrCat(
-      "chaos: acknowledged/attempted: ",
+      "chaos: attached agents: ", attached_.size(), ", moved to another hub ",
+      moves, " times\nchaos: acknowledged/attempted: ",
       absl::StrJoin(
           {line("register", registers_), line("heartbeat", heartbeats_),
            line("reserve", reserves_), line("act", acts_),

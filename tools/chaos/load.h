@@ -24,6 +24,7 @@
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "tools/chaos/attached_agent.h"
 #include "tools/chaos/ledger.h"
 
 namespace hub::chaos {
@@ -32,6 +33,9 @@ struct LoadOptions {
   // host:port of each hub, in slot order.
   std::vector<std::string> addresses;
   int workers = 4;
+  // Agents that stay attached through presence streams and take pushed
+  // messages (AttachedAgent); the workers publish to them too.
+  int attached = 0;
   // Projects whose cto roles the workers compete for.
   std::vector<std::string> projects;
   // Deadline of every call: how long a paused hub holds a worker.
@@ -59,8 +63,8 @@ class Load {
   // channel to reconnect (HubClient::WaitForConnected) before the next call.
   void HubRestarted(int slot);
   // Workers stop writing and each reads and acks its agent's inbox until it
-  // was delivered every acknowledged publish to it; false if that took
-  // longer than `timeout`.
+  // was delivered every acknowledged publish to it, and the attached agents
+  // wait for theirs to be pushed; false if that took longer than `timeout`.
   bool Drain(absl::Duration timeout);
   // Joins the workers.
   void Stop();
@@ -92,6 +96,7 @@ class Load {
   Ledger* const ledger_;
   const LoadOptions options_;
   std::vector<std::thread> threads_;
+  std::vector<std::unique_ptr<AttachedAgent>> attached_;
   std::unique_ptr<WorkerSlot[]> slots_;
   std::unique_ptr<std::atomic<int64_t>[]> hub_runs_;  // per hub slot
   std::atomic<bool> stop_{false};

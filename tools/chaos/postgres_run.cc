@@ -289,6 +289,19 @@ absl::Status PostgresRun::Reconnect() {
   return absl::OkStatus();
 }
 
+// Prints the first few violations found `when` and how many there were.
+void Print(const std::string& when, const std::vector<std::string>& found) {
+  constexpr size_t kShown = 20;
+  for (size_t i = 0; i < found.size() && i < kShown; ++i) {
+    std::cout << "chaos: VIOLATION " << when << ": " << found[i] << "\n";
+  }
+  if (found.size() > kShown) {
+    std::cout << "chaos: ... and " << found.size() - kShown
+              << " more violations " << when << "\n";
+  }
+  std::cout << std::flush;
+}
+
 // A seat is declared dead in the statement that moves its agents to the
 // taker, and a hub that joins again moves its previous seat's agents in the
 // statement that gives it the new one: at any moment, an agent that is not
@@ -320,9 +333,7 @@ CheckCounts PostgresRun::CheckNow(const std::string& when, bool running) {
   CheckCounts counts = ledger_.Check([this] { return Snapshot(); }, &found);
   // After the clean stop the last hub to leave has no one to hand over to.
   if (running) CheckHeldPresence(&found);
-  for (const std::string& v : found) {
-    std::cout << "chaos: VIOLATION " << when << ": " << v << std::endl;
-  }
+  Print(when, found);
   violations_.insert(violations_.end(), found.begin(), found.end());
   return counts;
 }
@@ -571,9 +582,7 @@ int PostgresRun::Run() {
   const CheckCounts last = CheckNow("after the clean stop", /*running=*/false);
   std::vector<std::string> undelivered;
   ledger_.CheckDelivered(&undelivered);
-  for (const std::string& v : undelivered) {
-    std::cout << "chaos: VIOLATION at the end: " << v << std::endl;
-  }
+  Print("at the end", undelivered);
   violations_.insert(violations_.end(), undelivered.begin(), undelivered.end());
   Summary(last, absl::Now() - run_started);
   return violations_.empty() ? 0 : 1;
