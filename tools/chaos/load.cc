@@ -395,10 +395,14 @@ std::string Load::Summary() const {
   };
   int64_t moves = 0;
   for (const auto& agent : attached_) moves += agent->moves();
+  const std::string attached =
+      attached_.empty()
+          ? ""
+          : absl::StrCat("chaos: attached agents: ", attached_.size(),
+                         ", moved to another hub ", moves, " times\n");
   absl::MutexLock lock(&failures_mu_);
   return absl::StrCat(
-      "chaos: attached agents: ", attached_.size(), ", moved to another hub ",
-      moves, " times\nchaos: acknowledged/attempted: ",
+      attached, "chaos: acknowledged/attempted: ",
       absl::StrJoin(
           {line("register", registers_), line("heartbeat", heartbeats_),
            line("reserve", reserves_), line("act", acts_),

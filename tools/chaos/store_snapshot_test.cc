@@ -61,16 +61,21 @@ constexpr char kExpected[] =
     "role rk2.x p/cto/ active holder=a epoch=5 version=9\n"
     "role rk2.y q/lead/s electable holder= epoch=2 version=4\n";
 
-TEST(StoreSnapshotTest, SqliteReadsEveryRow) {
+// A new SQLite file under the test's directory, `sql` run in it.
+std::string SqliteFile(const std::string& name, const std::string& sql) {
   const std::string path =
-      absl::StrCat(::testing::TempDir(), "/snapshot-", getpid(), ".sqlite");
+      absl::StrCat(::testing::TempDir(), "/", name, "-", getpid(), ".sqlite");
   std::remove(path.c_str());
   sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  EXPECT_EQ(sqlite3_exec(db, absl::StrCat(kTables, kRows).c_str(), nullptr,
-                         nullptr, nullptr),
+  EXPECT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
+  EXPECT_EQ(sqlite3_exec(db, sql.c_str(), nullptr, nullptr, nullptr),
             SQLITE_OK);
   sqlite3_close(db);
+  return path;
+}
+
+TEST(StoreSnapshotTest, SqliteReadsEveryRow) {
+  const std::string path = SqliteFile("snapshot", absl::StrCat(kTables, kRows));
   absl::StatusOr<StoreSnapshot> snapshot = ReadSqliteSnapshot(path);
   ASSERT_TRUE(snapshot.ok()) << snapshot.status();
   EXPECT_EQ(Render(*snapshot), kExpected);
@@ -92,13 +97,7 @@ TEST(StoreSnapshotTest, PostgresReadsTheSameRowsTheSameWay) {
 }
 
 TEST(StoreSnapshotTest, AMissingTableIsAnError) {
-  const std::string path =
-      absl::StrCat(::testing::TempDir(), "/empty-", getpid(), ".sqlite");
-  std::remove(path.c_str());
-  sqlite3* db = nullptr;
-  ASSERT_EQ(sqlite3_open(path.c_str(), &db), SQLITE_OK);
-  sqlite3_close(db);
-  EXPECT_FALSE(ReadSqliteSnapshot(path).ok());
+  EXPECT_FALSE(ReadSqliteSnapshot(SqliteFile("empty", "")).ok());
 }
 
 }  // namespace
