@@ -12,6 +12,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "clients/cpp/hub_client.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
@@ -40,18 +41,7 @@ inline std::string Reason(const grpc::Status& status) {
 // (version, epoch, activation_seq, activation_id or none); no patch.
 inline hub::v1::CompareAndSetRoleRequest CasRequestGuardedBy(
     const hub::v1::Role& row) {
-  hub::v1::CompareAndSetRoleRequest request;
-  request.set_role_key_wire(row.role_key_wire());
-  request.set_expected_version(row.version());
-  request.set_expected_epoch(row.epoch());
-  request.set_expected_activation_seq(row.activation_seq());
-  if (row.has_activation_id()) {
-    request.mutable_expected_activation_id()->set_activation_id(
-        row.activation_id());
-  } else {
-    request.mutable_expected_activation_id()->set_none(true);
-  }
-  return request;
+  return client::CasGuardedBy(row);
 }
 
 // A database path under $TEST_TMPDIR named after the running test, with any

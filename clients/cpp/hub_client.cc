@@ -240,4 +240,19 @@ HubClient::WatchRoles(grpc::ClientContext* context,
   return roles_->WatchRoles(context, request);
 }
 
+hub::v1::CompareAndSetRoleRequest CasGuardedBy(const hub::v1::Role& row) {
+  hub::v1::CompareAndSetRoleRequest request;
+  request.set_role_key_wire(row.role_key_wire());
+  request.set_expected_version(row.version());
+  request.set_expected_epoch(row.epoch());
+  request.set_expected_activation_seq(row.activation_seq());
+  if (row.has_activation_id()) {
+    request.mutable_expected_activation_id()->set_activation_id(
+        row.activation_id());
+  } else {
+    request.mutable_expected_activation_id()->set_none(true);
+  }
+  return request;
+}
+
 }  // namespace hub::client

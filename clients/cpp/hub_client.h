@@ -217,6 +217,11 @@ std::shared_ptr<grpc::Channel> CreateHubChannel(
 // the file when it cannot be read or holds no PEM block.
 absl::StatusOr<std::string> ReadPemFile(const std::string& path);
 
+// A CompareAndSetRole of `row`'s role guarded by all four parts of `row` as
+// read (version, epoch, activation_seq, activation_id or none); no patch:
+// the caller adds it. Any write to the role since `row` makes it fail.
+hub::v1::CompareAndSetRoleRequest CasGuardedBy(const hub::v1::Role& row);
+
 }  // namespace hub::client
 
 #endif  // HUB_CLIENTS_CPP_HUB_CLIENT_H_

@@ -224,17 +224,7 @@ class Worker {
     auto it = held_.begin();
     std::advance(it, random_() % held_.size());
     const v1::Role& role = it->second;
-    v1::CompareAndSetRoleRequest r;
-    r.set_role_key_wire(role.role_key_wire());
-    r.set_expected_version(role.version());
-    r.set_expected_epoch(role.epoch());
-    r.set_expected_activation_seq(role.activation_seq());
-    if (role.has_activation_id()) {
-      r.mutable_expected_activation_id()->set_activation_id(
-          role.activation_id());
-    } else {
-      r.mutable_expected_activation_id()->set_none(true);
-    }
+    v1::CompareAndSetRoleRequest r = client::CasGuardedBy(role);
     r.mutable_patch()->set_last_reason("chaos_act");
     auto reply = Do(load_->acts_, [&](const client::HubClient& hub) {
       return hub.CompareAndSetRole(r);
