@@ -87,6 +87,8 @@ absl::StatusOr<std::unique_ptr<storage::Store>> OpenPostgresStore(
   store_options.conninfo = options.db_path;
   // Hubs share a PostgreSQL database: each takes a seat under its id.
   store_options.hub_id = hub_instance_id;
+  store_options.idle_in_transaction_timeout_ms =
+      absl::ToInt64Milliseconds(options.membership.lease / 2);
   store_options.synchronous_commit =
       options.synchronous == storage::SqliteStoreOptions::Synchronous::kFull
           ? "on"

@@ -144,7 +144,13 @@ absl::StatusOr<std::vector<TakenAgent>> PgMembership::TakeOverDeadHubs() {
   // declaring at the same time is locked until that one commits; the WHERE
   // clause, checked again on the committed row, then finds it taken over
   // already. Agents are taken only from the incarnation that was declared:
-  // rows a hub wrote under a later seat are not its dead seat's.
+  // rows a hub wrote under a later seat are not its dead seat's. Also taken:
+  // any agent whose seat is not live any more though no takeover moved it
+  // (a registration whose seat check passed when its statement ran and that
+  // committed after its seat was declared dead, or after its hub joined
+  // again: no takeover's snapshot could see the row). Every CTE reads the
+  // statement's snapshot, so seats declared dead by `dead` still read as
+  // live in that check and are matched by the first branch.
   absl::StatusOr<Result> r =
       Run(absl::StrCat(
               "WITH me AS (SELECT 1 FROM hub_hubs WHERE ",
@@ -158,12 +164,20 @@ absl::StatusOr<std::vector<TakenAgent>> PgMembership::TakeOverDeadHubs() {
               "(h.state = 'live' AND h.lease_expires_at <= clock_timestamp())) "
               "RETURNING h.hub_id, h.incarnation), "
               "taken AS (UPDATE agents a SET stream_hub_id = $1, "
-              "stream_hub_incarnation = $2::bigint FROM dead d "
-              "WHERE a.stream_hub_id = d.hub_id "
-              "AND a.stream_hub_incarnation = d.incarnation "
-              "AND a.status <> 'offline' "
-              "RETURNING a.agent_id, a.presence_generation, d.hub_id) "
-              "SELECT agent_id, presence_generation, hub_id FROM taken "
+              "stream_hub_incarnation = $2::bigint FROM agents o "
+              "WHERE o.agent_id = a.agent_id "
+              "AND a.stream_hub_id IS NOT NULL AND a.status <> 'offline' "
+              "AND EXISTS (SELECT 1 FROM me) "
+              "AND (EXISTS (SELECT 1 FROM dead d "
+              "WHERE d.hub_id = a.stream_hub_id "
+              "AND d.incarnation = a.stream_hub_incarnation) "
+              "OR NOT EXISTS (SELECT 1 FROM hub_hubs h "
+              "WHERE h.hub_id = a.stream_hub_id "
+              "AND h.incarnation = a.stream_hub_incarnation "
+              "AND h.state = 'live')) "
+              "RETURNING a.agent_id, a.presence_generation, "
+              "o.stream_hub_id AS from_hub) "
+              "SELECT agent_id, presence_generation, from_hub FROM taken "
               "ORDER BY agent_id"),
           {P(hub_id_), P(current.incarnation)});
   if (!r.ok()) return r.status();

@@ -220,6 +220,36 @@ TEST_F(PgMembershipTest, AHubThatJoinsAgainKeepsTheAgentsNoOneTookOver) {
   EXPECT_EQ((*held)[0].agent_id, "agent-1");
 }
 
+TEST_F(PgMembershipTest, AnAgentLeftOnASeatThatIsNotLiveIsTakenOverAnyway) {
+  std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
+  std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
+  absl::StatusOr<HubSeat> seat_a = Join(*a, "a:1");
+  ASSERT_TRUE(seat_a.ok());
+  absl::StatusOr<HubSeat> seat_b = Join(*b, "b:1");
+  ASSERT_TRUE(seat_b.ok());
+  const AgentRecord stray = Register(*a, "agent-stray");
+  Register(*a, "agent-kept");
+  // What a registration that passed its seat check and committed after its
+  // hub joined again leaves: the row names an incarnation no seat has.
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(conn->Query("UPDATE agents SET stream_hub_incarnation = $1 "
+                          "WHERE agent_id = 'agent-stray'",
+                          {absl::StrCat(seat_a->incarnation - 1)})
+                  .ok());
+  absl::StatusOr<std::vector<TakenAgent>> taken =
+      b->membership()->TakeOverDeadHubs();
+  ASSERT_TRUE(taken.ok()) << taken.status();
+  ASSERT_EQ(taken->size(), 1u);
+  EXPECT_EQ((*taken)[0].agent_id, "agent-stray");
+  EXPECT_EQ((*taken)[0].presence_generation, stray.presence_generation);
+  EXPECT_EQ((*taken)[0].from_hub_id, "hub-a");
+  EXPECT_EQ(StreamHub("agent-stray"),
+            absl::StrCat("hub-b/", seat_b->incarnation));
+  // A's live seat keeps its own agent.
+  EXPECT_EQ(StreamHub("agent-kept"),
+            absl::StrCat("hub-a/", seat_a->incarnation));
+}
+
 TEST_F(PgMembershipTest, HubsRacingToTakeOverADeadHubTakeEachAgentOnce) {
   constexpr int kHubs = 4;
   std::unique_ptr<PostgresStore> dead = OpenHub("hub-dead");

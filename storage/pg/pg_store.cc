@@ -65,6 +65,17 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   absl::Status set = (*conn)->SetSessionParameter("synchronous_commit",
                                                   opts.synchronous_commit);
   if (!set.ok()) return set;
+  // A hub paused in the middle of a group (SIGSTOP, a stalled VM) would
+  // keep that transaction's row locks, and every other hub's writes on
+  // those rows would wait for the whole pause: the server ends such a
+  // transaction instead (the paused hub's group then fails, changing
+  // nothing).
+  if (opts.idle_in_transaction_timeout_ms > 0) {
+    set = (*conn)->SetSessionParameter(
+        "idle_in_transaction_session_timeout",
+        std::to_string(opts.idle_in_transaction_timeout_ms));
+    if (!set.ok()) return set;
+  }
   absl::StatusOr<Result> identity = (*conn)->Exec(
       "SELECT system_identifier::text, current_database() "
       "FROM pg_control_system()");

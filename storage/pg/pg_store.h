@@ -51,6 +51,11 @@ struct PostgresStoreOptions {
   std::function<int64_t()> now_ms;
   // Told about every group commit (metrics); default: nothing.
   PgGroupCommitWriter::CommitObserver on_group_committed;
+  // The writer's idle_in_transaction_session_timeout (0: the server's):
+  // how long a group's transaction may sit idle, its hub paused, before
+  // the server ends it and frees its row locks. hubd: half its seat's
+  // lease, so a paused hub never holds other hubs' writes up for longer.
+  int64_t idle_in_transaction_timeout_ms = 0;
   // When set, the store has a membership (membership()) under this hub id,
   // and once it joined, every write for presence is fenced by its seat
   // (docs/design/multi-hub.md). Empty: no membership (tools, tests).
