@@ -1,8 +1,10 @@
 #include "storage/pg/pg_conn.h"
 
+#include <poll.h>
 #include <postgresql/libpq-fe.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -10,6 +12,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
 #include "status/status.h"
 
 namespace hub::storage::pg {
@@ -404,14 +407,38 @@ absl::Status Connection::SetSessionParameter(const std::string& name,
   return absl::OkStatus();
 }
 
-absl::Status Connection::Reconnect() {
+absl::Status Connection::Reconnect(absl::Time deadline) {
   prepared_.clear();
   writing_.clear();
   by_text_.clear();
   session_lost_ = true;
-  PQreset(conn_);
-  if (PQstatus(conn_) != CONNECTION_OK) {
+  // libpq's non-blocking reset, so that a server that does not answer
+  // (rather than refuses) costs at most the deadline.
+  if (PQresetStart(conn_) != 1) {
     return ConnectionError("cannot reconnect to PostgreSQL");
+  }
+  PostgresPollingStatusType polled = PGRES_POLLING_WRITING;
+  while (polled != PGRES_POLLING_OK) {
+    if (polled == PGRES_POLLING_FAILED) {
+      return ConnectionError("cannot reconnect to PostgreSQL");
+    }
+    pollfd wait = {};
+    wait.fd = PQsocket(conn_);
+    wait.events = polled == PGRES_POLLING_READING ? POLLIN : POLLOUT;
+    const absl::Duration left = deadline - absl::Now();
+    const int ms = left == absl::InfiniteDuration()
+                       ? -1
+                       : static_cast<int>(std::clamp<int64_t>(
+                             absl::ToInt64Milliseconds(left), 0, 1 << 30));
+    const int ready = ms == 0 ? 0 : poll(&wait, 1, ms);
+    if (ready == 0) {
+      return UnavailableError("STORE_UNAVAILABLE",
+                              "cannot reconnect to PostgreSQL in time");
+    }
+    if (ready < 0 && errno != EINTR) {
+      return ConnectionError("cannot reconnect to PostgreSQL");
+    }
+    if (ready > 0) polled = PQresetPoll(conn_);
   }
   for (const auto& [name, value] : session_) {
     absl::StatusOr<Result> set = Query(kSetConfig, {name, value});
@@ -419,6 +446,45 @@ absl::Status Connection::Reconnect() {
   }
   session_lost_ = false;
   return absl::OkStatus();
+}
+
+Connection::CommitAnswer Connection::Commit(
+    const std::function<void()>& after_send) {
+  // libpq sends nothing on a connection it knows is broken: no COMMIT, so
+  // the transaction cannot commit.
+  if (PQstatus(conn_) != CONNECTION_OK) {
+    return {ConnectionError("cannot send COMMIT"), false};
+  }
+  if (PQsendQuery(conn_, "COMMIT") != 1) {
+    // Some of it may have left: the server may have it.
+    return {ConnectionError("cannot send COMMIT"), true};
+  }
+  if (after_send) after_send();
+  PGresult* answer = nullptr;
+  while (PGresult* next = PQgetResult(conn_)) {
+    if (answer != nullptr) PQclear(answer);
+    answer = next;
+  }
+  if (answer == nullptr) {
+    return {ConnectionError("no answer to COMMIT"), true};
+  }
+  Result owned(answer);
+  if (PQresultStatus(answer) == PGRES_COMMAND_OK) {
+    if (absl::string_view(PQcmdStatus(answer)) == "COMMIT") return {};
+    // COMMIT of a failed transaction answers ROLLBACK.
+    return {ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                        "COMMIT rolled back a failed transaction"),
+            false};
+  }
+  // The server refuses a COMMIT with an ERROR and keeps the session: the
+  // transaction is rolled back. Anything else (FATAL: the backend is
+  // exiting; libpq's own error, with no severity: the connection broke)
+  // may have come after the commit itself.
+  const char* severity =
+      PQresultErrorField(answer, PG_DIAG_SEVERITY_NONLOCALIZED);
+  const bool refused =
+      severity != nullptr && absl::string_view(severity) == "ERROR";
+  return {ResultError(answer, "COMMIT failed"), !refused};
 }
 
 absl::Status Connection::StartCopyIn(absl::string_view sql) {

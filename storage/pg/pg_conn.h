@@ -13,6 +13,7 @@
 #define HUB_STORAGE_PG_PG_CONN_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -24,6 +25,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "absl/time/time.h"
 
 struct pg_conn;
 struct pg_result;
@@ -104,11 +106,30 @@ class Connection {
   // the server's default across a reconnect, e.g. to a promoted standby.
   absl::Status SetSessionParameter(const std::string& name,
                                    const std::string& value);
-  // Reconnects with the same parameters (PQreset: with several hosts, the
-  // first that qualifies, tried in order again) after the connection broke;
-  // prepared statements are forgotten (Run() prepares them again), session
-  // parameters set again. Until one succeeds, Healthy() is false.
-  absl::Status Reconnect();
+  // Reconnects with the same parameters (libpq's reset: with several
+  // hosts, the first that qualifies, tried in order again) after the
+  // connection broke; prepared statements are forgotten (Run() prepares
+  // them again), session parameters set again. Until one succeeds,
+  // Healthy() is false. UNAVAILABLE / STORE_UNAVAILABLE when no server can
+  // be reached, or not by `deadline` (a server that does not answer, rather
+  // than refuses, costs at most that).
+  absl::Status Reconnect(absl::Time deadline = absl::InfiniteFuture());
+
+  // What became of a COMMIT.
+  struct CommitAnswer {
+    absl::Status status;  // OK: committed
+    // With an error: true when the answer was lost (the connection broke,
+    // or the backend was terminated, once COMMIT may have reached the
+    // server), so the transaction may have committed or not; false when
+    // the server refused COMMIT with an ERROR (a deferred constraint, a
+    // serialization failure) and rolled the transaction back, or COMMIT
+    // could not have been sent.
+    bool outcome_unknown = false;
+  };
+  // Commits the open transaction. `after_send`, when set, runs after
+  // COMMIT was sent and before its answer is read (tests lose the answer
+  // there).
+  CommitAnswer Commit(const std::function<void()>& after_send = nullptr);
   // Sends every statement, then one Sync, and reads every answer: one
   // network round trip for the lot. One answer per statement, in order.
   // Without an explicit BEGIN the statements up to the Sync form one

@@ -1,8 +1,9 @@
 // The libpq wrapper against a real PostgreSQL 15 that the test starts
 // itself (PgTestServer): statements, parameters and NULLs, pipelines of
 // prepared statements in one round trip and how a failure inside one
-// aborts the rest, transactions sent as a pipeline, and the reasons of a
-// server that is missing, terminated or restarted.
+// aborts the rest, transactions sent as a pipeline, a COMMIT refused or
+// lost, and the reasons of a server that is missing, terminated or
+// restarted.
 #include "storage/pg/pg_conn.h"
 
 #include <memory>
@@ -10,6 +11,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
 #include "storage/pg/pg_test_database.h"
@@ -198,6 +200,50 @@ TEST_F(PgConnTest, AConnectionToAReadOnlyServerIsNotHealthy) {
   ASSERT_TRUE(conn_->Reconnect().ok());
   EXPECT_TRUE(conn_->Healthy());
   EXPECT_TRUE(conn_->Run("INSERT INTO items (name) VALUES ('rw')").ok());
+}
+
+TEST_F(PgConnTest, ACommitTellsARefusalFromALostAnswer) {
+  // Refused: a deferred constraint fails at COMMIT; the session stays.
+  ASSERT_TRUE(conn_
+                  ->Exec("CREATE TABLE d (k TEXT UNIQUE DEFERRABLE "
+                         "INITIALLY DEFERRED)")
+                  .ok());
+  ASSERT_TRUE(conn_->Exec("BEGIN; INSERT INTO d VALUES ('x'), ('x')").ok());
+  Connection::CommitAnswer refused = conn_->Commit();
+  EXPECT_EQ(ReasonOf(refused.status), "STORE_CONSTRAINT") << refused.status;
+  EXPECT_FALSE(refused.outcome_unknown);
+  EXPECT_TRUE(conn_->Healthy());
+
+  ASSERT_TRUE(conn_->Exec("BEGIN; INSERT INTO d VALUES ('y')").ok());
+  Connection::CommitAnswer committed = conn_->Commit();
+  EXPECT_TRUE(committed.status.ok()) << committed.status;
+
+  // Lost: the backend is terminated while the transaction is open, and
+  // COMMIT reads its farewell.
+  ASSERT_TRUE(conn_->Exec("BEGIN; INSERT INTO d VALUES ('z')").ok());
+  std::unique_ptr<Connection> admin = Connect();
+  const std::string pid = absl::StrCat(conn_->BackendPid());
+  ASSERT_TRUE(admin->Query("SELECT pg_terminate_backend($1)", {pid}).ok());
+  auto gone = [&] {
+    absl::StatusOr<Result> r =
+        admin->Query("SELECT 1 FROM pg_stat_activity WHERE pid = $1", {pid});
+    return r.ok() && r->rows() == 0;
+  };
+  while (!gone()) {
+  }  // the backend has sent its FATAL and exited
+  Connection::CommitAnswer lost = conn_->Commit();
+  EXPECT_EQ(lost.status.code(), absl::StatusCode::kUnavailable) << lost.status;
+  EXPECT_TRUE(lost.outcome_unknown);
+
+  // A connection libpq knows is broken sends nothing: no COMMIT, so no
+  // doubt.
+  ASSERT_FALSE(conn_->Healthy());
+  Connection::CommitAnswer unsent = conn_->Commit();
+  EXPECT_EQ(ReasonOf(unsent.status), "STORE_UNAVAILABLE") << unsent.status;
+  EXPECT_FALSE(unsent.outcome_unknown);
+
+  ASSERT_TRUE(conn_->Reconnect(absl::Now() + absl::Seconds(30)).ok());
+  EXPECT_EQ(conn_->Exec("SELECT string_agg(k, ',') FROM d")->Text(0, 0), "y");
 }
 
 TEST_F(PgConnTest, ARestartedServerServesWhatWasCommitted) {
