@@ -17,10 +17,15 @@ namespace hub::storage {
 struct SqliteGroupEngine {
   using Connection = storage::Connection;
   static constexpr const char* kThreadName = "hub-writer";
-  static constexpr const char* kBegin = "BEGIN IMMEDIATE";
   static absl::Status Ready(std::unique_ptr<Connection>&) {
     return absl::OkStatus();
   }
+  static absl::Status Begin(Connection& conn) {
+    return Exec(conn, "BEGIN IMMEDIATE");
+  }
+  // SQLite answers in-process: no COMMIT's answer is lost in transit, and
+  // an error (a full disk, a failed sync) is taken as "did not commit".
+  static absl::Status Commit(Connection& conn) { return Exec(conn, "COMMIT"); }
   // Transaction control through the connection's prepared-statement cache.
   static absl::Status Exec(Connection& conn, const char* sql);
   static GroupTransaction State(Connection& conn);

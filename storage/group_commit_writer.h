@@ -16,14 +16,21 @@
 // group). It is not responsible for reads (readers use their own connections).
 //
 // `Engine` adapts a connection type (storage/group_commit.h for SQLite,
-// storage/pg/pg_group_commit.h for PostgreSQL):
+// storage/pg/pg_group_commit.h for PostgreSQL); the writer owns one, used
+// by the writer thread only:
 //   using Connection = ...;
 //   static constexpr const char* kThreadName;      // the writer thread's
-//   static absl::Status Ready(std::unique_ptr<Connection>&);  // reconnects
-//   static absl::Status Exec(Connection&, const char* sql);   // BEGIN, ...
-//   static const char* const kBegin;               // starts a write
-//   static Transaction State(Connection&);         // below
-//   static int64_t Changes(Connection&);           // rows changed so far
+//   absl::Status Ready(std::unique_ptr<Connection>&);  // reconnects
+//   absl::Status Begin(Connection&);               // starts a group
+//   absl::Status Commit(Connection&);              // below
+//   absl::Status Exec(Connection&, const char* sql);   // SAVEPOINT, ...
+//   GroupTransaction State(Connection&);           // below
+//   int64_t Changes(Connection&);                  // rows changed so far
+// Commit() returns OK only if the group committed and an error only if it
+// did not; when the engine cannot tell (PostgreSQL: the connection broke
+// while COMMIT was in flight and the outcome could not be looked up), an
+// error whose reason says so (STORE_COMMIT_UNKNOWN), which the group's
+// callers then get.
 #ifndef HUB_STORAGE_GROUP_COMMIT_WRITER_H_
 #define HUB_STORAGE_GROUP_COMMIT_WRITER_H_
 
@@ -80,10 +87,10 @@ class BasicGroupCommitWriter {
   // For metrics; must be quick and must not write.
   using CommitObserver = std::function<void(int ops, absl::Duration latency)>;
   // Runs on the writer thread each time a group's transaction is undone:
-  // when it did not commit (BEGIN, a lost transaction or COMMIT failed),
-  // before any of its callers hears back, and before a group is replayed with
-  // savepoints. Whatever the store caches about rows the group wrote must be
-  // dropped. Must not write.
+  // when it did not commit (BEGIN, a lost transaction or COMMIT failed, or
+  // COMMIT's outcome is unknown), before any of its callers hears back, and
+  // before a group is replayed with savepoints. Whatever the store caches
+  // about rows the group wrote must be dropped. Must not write.
   using RollbackHook = std::function<void()>;
 
   // `max_group_size` 1 gives one transaction per write (the baseline).
@@ -92,8 +99,10 @@ class BasicGroupCommitWriter {
   BasicGroupCommitWriter(std::unique_ptr<Connection> conn, int max_group_size,
                          int completion_threads = 2,
                          CommitObserver observer = nullptr,
-                         RollbackHook on_rollback = nullptr)
+                         RollbackHook on_rollback = nullptr,
+                         Engine engine = Engine())
       : conn_(std::move(conn)),
+        engine_(std::move(engine)),
         max_group_size_(max_group_size < 1 ? 1 : max_group_size),
         observer_(std::move(observer)),
         on_rollback_(std::move(on_rollback)),
@@ -126,7 +135,7 @@ class BasicGroupCommitWriter {
   // wake-up comes from a completion thread, so that the writer moves on).
   // Returns the op's own status, or the group's storage error (STORE_BUSY
   // from BEGIN, STORE_FULL from COMMIT, ...) in which case nothing of the op
-  // was committed. Thread-safe.
+  // was committed, except STORE_COMMIT_UNKNOWN: it may have been. Thread-safe.
   absl::Status Run(Op op) {
     Pending pending;
     pending.op = std::move(op);
@@ -220,11 +229,11 @@ class BasicGroupCommitWriter {
   Ran RunOps(std::deque<Pending*>& group, bool savepoints) {
     Connection& conn = *conn_;
     for (Pending* p : group) {
-      const int64_t changes_before = Engine::Changes(conn);
+      const int64_t changes_before = engine_.Changes(conn);
       absl::Status s =
-          savepoints ? Engine::Exec(conn, "SAVEPOINT op") : absl::OkStatus();
+          savepoints ? engine_.Exec(conn, "SAVEPOINT op") : absl::OkStatus();
       if (s.ok()) s = p->op(conn);
-      const GroupTransaction state = Engine::State(conn);
+      const GroupTransaction state = engine_.State(conn);
       if (state == GroupTransaction::kGone) {
         // SQLITE_FULL, IOERR, a lost connection and the like end the
         // transaction itself: every earlier op of the group is undone too.
@@ -245,17 +254,17 @@ class BasicGroupCommitWriter {
         // aborted its one statement in SQLite, a missing row) left nothing
         // to undo; a failed PostgreSQL transaction refuses everything after.
         if (state == GroupTransaction::kFailed ||
-            (!s.ok() && Engine::Changes(conn) != changes_before)) {
+            (!s.ok() && engine_.Changes(conn) != changes_before)) {
           return Ran::kNeedsSavepoints;
         }
         continue;
       }
       if (s.ok()) {
-        s = Engine::Exec(conn, "RELEASE op");
+        s = engine_.Exec(conn, "RELEASE op");
         p->result = s;
       } else {
-        absl::Status undo = Engine::Exec(conn, "ROLLBACK TO op");
-        if (undo.ok()) undo = Engine::Exec(conn, "RELEASE op");
+        absl::Status undo = engine_.Exec(conn, "ROLLBACK TO op");
+        if (undo.ok()) undo = engine_.Exec(conn, "RELEASE op");
         if (!undo.ok()) {
           for (Pending* q : group) q->result = undo;
           return Ran::kLost;
@@ -267,8 +276,8 @@ class BasicGroupCommitWriter {
 
   // Ends the transaction if the engine has not already.
   void RollBackIfOpen() {
-    if (Engine::State(*conn_) != GroupTransaction::kGone) {
-      Engine::Exec(*conn_, "ROLLBACK").IgnoreError();
+    if (engine_.State(*conn_) != GroupTransaction::kGone) {
+      engine_.Exec(*conn_, "ROLLBACK").IgnoreError();
     }
   }
 
@@ -280,14 +289,14 @@ class BasicGroupCommitWriter {
       for (Pending* p : group) p->result = s;
       return false;
     };
-    absl::Status ready = Engine::Ready(conn_);
+    absl::Status ready = engine_.Ready(conn_);
     if (!ready.ok()) return fail_all(ready);
     Connection& conn = *conn_;
     // First without savepoints: almost every op succeeds, or fails before it
     // wrote anything, and then a savepoint per op is pure cost.
     bool savepoints = false;
     while (true) {
-      absl::Status begin = Engine::Exec(conn, Engine::kBegin);
+      absl::Status begin = engine_.Begin(conn);
       if (!begin.ok()) return fail_all(begin);
       Ran ran = RunOps(group, savepoints);
       if (ran == Ran::kLost) return fail_all(group.front()->result);
@@ -295,7 +304,7 @@ class BasicGroupCommitWriter {
       // An op failed after writing: undo the whole group and run it again,
       // each op in its own savepoint, so that only that op's writes are
       // undone.
-      absl::Status undo = Engine::Exec(conn, "ROLLBACK");
+      absl::Status undo = engine_.Exec(conn, "ROLLBACK");
       if (!undo.ok()) return fail_all(undo);
       if (on_rollback_) on_rollback_();
       {
@@ -304,7 +313,9 @@ class BasicGroupCommitWriter {
       }
       savepoints = true;
     }
-    absl::Status commit = Engine::Exec(conn, "COMMIT");
+    // Not OK: the group did not commit (or STORE_COMMIT_UNKNOWN: it may
+    // have), so no caller is told it did.
+    absl::Status commit = engine_.Commit(conn);
     if (!commit.ok()) {
       RollBackIfOpen();
       for (Pending* p : group) {
@@ -390,6 +401,7 @@ class BasicGroupCommitWriter {
   }
 
   std::unique_ptr<Connection> conn_;  // used by the writer thread only
+  Engine engine_;                     // likewise
   const int max_group_size_;
   const CommitObserver observer_;  // before thread_, which reads it
   const RollbackHook on_rollback_;

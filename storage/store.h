@@ -9,15 +9,17 @@
 // Contracts shared by every method:
 //  - Thread-safe. A write that returns (OK or a fence outcome) is committed
 //    with the configured durability; a write that returns a storage error
-//    changed nothing.
+//    changed nothing, except STORE_COMMIT_UNKNOWN: the connection to the
+//    database broke while the write was committing and whether it committed
+//    could not be learned (PostgreSQL; docs/design/postgres.md).
 //  - A fenced write carries its fence in the SQL WHERE clause and checks the
 //    changed-row count; losing the fence is an outcome value (with the latest
 //    row), not a storage error, and changes nothing.
 //  - Storage errors carry a reason (status/status.h): STORE_BUSY,
-//    STORE_READ_ONLY, STORE_UNAVAILABLE (UNAVAILABLE); STORE_FULL
-//    (RESOURCE_EXHAUSTED); STORE_CONSTRAINT (FAILED_PRECONDITION, a row broke
-//    a schema constraint); STORE_CORRUPT, STORE_NOT_SQLITE, SCHEMA_TOO_NEW,
-//    STORE_UNRECOGNIZED (FAILED_PRECONDITION, at open).
+//    STORE_READ_ONLY, STORE_UNAVAILABLE, STORE_COMMIT_UNKNOWN (UNAVAILABLE);
+//    STORE_FULL (RESOURCE_EXHAUSTED); STORE_CONSTRAINT (FAILED_PRECONDITION,
+//    a row broke a schema constraint); STORE_CORRUPT, STORE_NOT_SQLITE,
+//    SCHEMA_TOO_NEW, STORE_UNRECOGNIZED (FAILED_PRECONDITION, at open).
 //  - Times are milliseconds since the Unix epoch (triflux's *_ms columns).
 #ifndef HUB_STORAGE_STORE_H_
 #define HUB_STORAGE_STORE_H_

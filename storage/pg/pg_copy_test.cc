@@ -180,16 +180,17 @@ INSTANTIATE_TEST_SUITE_P(Methods, PgCopyMethodTest,
                                                                : "Insert";
                          });
 
-// hub_meta and hub_hubs (the membership of hubs sharing the database) are
-// PostgreSQL's own; hub_inbox_pending is derived (its triggers fill it as
-// the inbox rows are copied).
-TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButHubMetaAndTheDerived) {
+// hub_meta, hub_hubs (the membership of hubs sharing the database) and
+// hub_commits (the writers' commit ids) are PostgreSQL's own;
+// hub_inbox_pending is derived (its triggers fill it as the inbox rows are
+// copied).
+TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButPostgresOwnAndTheDerived) {
   std::unique_ptr<Connection> conn = Connect();
   ASSERT_TRUE(MigratePostgres(*conn).ok());
   absl::StatusOr<Result> r = conn->Exec(
       "SELECT table_name FROM information_schema.tables WHERE "
       "table_schema = 'public' AND table_name NOT IN ('hub_meta', "
-      "'hub_hubs', 'hub_inbox_pending') ORDER BY 1");
+      "'hub_hubs', 'hub_commits', 'hub_inbox_pending') ORDER BY 1");
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::string> tables;
   for (int i = 0; i < r->rows(); ++i) tables.emplace_back(r->Text(i, 0));

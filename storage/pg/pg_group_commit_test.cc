@@ -1,9 +1,17 @@
 // Group commit on PostgreSQL: one failing operation fails PostgreSQL's
 // whole transaction, so the writer replays the group with a savepoint per
 // operation; the others still commit, and a lost connection is reconnected
-// before the next group.
+// before the next group. A COMMIT whose answer is lost with the connection
+// is looked up by the group's id: its callers hear OK when it committed,
+// STORE_UNAVAILABLE (nothing changed) when it did not, and
+// STORE_COMMIT_UNKNOWN only when the lookup cannot be made.
 #include "storage/pg/pg_group_commit.h"
 
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -11,25 +19,95 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
+#include "storage/pg/pg_schema.h"
+#include "storage/pg/pg_store.h"
 #include "storage/pg/pg_test_database.h"
 
 namespace hub::storage::pg {
 namespace {
 
+// Breaks `conn` under libpq as a network failure would: its socket becomes
+// one end of a socket pair whose other end is closed, so libpq reads the
+// end of the stream (an answer already on its way is lost with the old
+// socket) and the server sees its client go.
+void DropConnection(Connection& conn) {
+  int pair[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, pair), 0);
+  ASSERT_GE(dup2(pair[0], conn.Socket()), 0);
+  close(pair[0]);
+  close(pair[1]);
+}
+
+// The first column of the first row of `sql` on `conn`, "<error>" if none.
+std::string Value(Connection& conn, const std::string& sql,
+                  const std::vector<Param>& params = {}) {
+  absl::StatusOr<Result> r = conn.Query(sql, params);
+  return r.ok() && r->rows() > 0 ? std::string(r->Text(0, 0)) : "<error>";
+}
+
+// Waits until `sql` answers `want` on `conn` (polls; fails the test after
+// 30 s).
+void WaitFor(Connection& conn, const std::string& sql, const std::string& want,
+             const std::vector<Param>& params = {}) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (Value(conn, sql, params) != want) {
+    if (absl::Now() > give_up) {
+      ADD_FAILURE() << sql << " never answered " << want;
+      return;
+    }
+    absl::SleepFor(absl::Milliseconds(1));
+  }
+}
+
+// A hook that breaks the writer's connection the first time it runs while
+// `*armed`.
+std::function<void(Connection&)> DropOnce(std::atomic<bool>* armed) {
+  return [armed](Connection& conn) {
+    if (armed->exchange(false)) DropConnection(conn);
+  };
+}
+// The same, once `sql` answers `want` on `watcher` (the commit is visible
+// from another session), for the hook after COMMIT was sent.
+std::function<void(Connection&)> DropOnceVisible(std::atomic<bool>* armed,
+                                                 Connection* watcher,
+                                                 std::string sql,
+                                                 std::string want) {
+  return [=](Connection& conn) {
+    if (!armed->exchange(false)) return;
+    WaitFor(*watcher, sql, want);
+    DropConnection(conn);
+  };
+}
+
 class PgGroupCommit : public testing::PgDatabaseTest {
  protected:
   void SetUp() override {
     PgDatabaseTest::SetUp();
+    if (HasFatalFailure()) return;
     std::unique_ptr<Connection> setup = Connect();
     ASSERT_NE(setup, nullptr);
+    ASSERT_TRUE(MigratePostgres(*setup).ok());  // hub_commits
     ASSERT_TRUE(setup->Exec("CREATE TABLE t (k TEXT PRIMARY KEY)").ok());
+    watcher_ = Connect();
+    ASSERT_NE(watcher_, nullptr);
   }
   std::string Count() {
     absl::StatusOr<Result> r = Connect()->Exec("SELECT count(*) FROM t");
     return r.ok() ? std::string(r->Text(0, 0)) : "<error>";
   }
+  // A writer whose engine runs `options`' hooks.
+  std::unique_ptr<PgGroupCommitWriter> Writer(PgGroupEngineOptions options) {
+    return std::make_unique<PgGroupCommitWriter>(
+        Connect(), 64, /*completion_threads=*/2, /*observer=*/nullptr,
+        /*on_rollback=*/nullptr, PgGroupEngine(std::move(options)));
+  }
+
+  // Another session, for the hooks (which run on the writer thread).
+  std::unique_ptr<Connection> watcher_;
 };
 
 PgGroupCommitWriter::Op Insert(const std::string& key) {
@@ -93,6 +171,245 @@ TEST_F(PgGroupCommit, ALostConnectionFailsItsGroupAndTheNextGroupReconnects) {
   EXPECT_EQ(ReasonOf(lost), "STORE_UNAVAILABLE") << lost;
   EXPECT_TRUE(writer.Run(Insert("after")).ok());
   EXPECT_EQ(Count(), "2");
+}
+
+TEST_F(PgGroupCommit, ACommitWhoseAnswerIsLostAfterItCommittedAnswersOk) {
+  std::atomic<bool> armed{true};
+  PgGroupEngineOptions options;
+  options.after_commit_sent = DropOnceVisible(
+      &armed, watcher_.get(), "SELECT count(*) FROM t WHERE k = 'once'", "1");
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  absl::Status once = writer->Run(Insert("once"));
+  EXPECT_TRUE(once.ok()) << once;
+  EXPECT_FALSE(armed);
+  EXPECT_EQ(Count(), "1");
+  EXPECT_TRUE(writer->Run(Insert("next")).ok());  // on a new connection
+  EXPECT_EQ(Count(), "2");
+}
+
+TEST_F(PgGroupCommit,
+       ACommitLostBeforeItReachedTheServerAnswersUnavailableAndChangedNothing) {
+  std::atomic<bool> armed{true};
+  PgGroupEngineOptions options;
+  options.before_commit = DropOnce(&armed);
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  absl::Status lost = writer->Run(Insert("lost"));
+  EXPECT_EQ(lost.code(), absl::StatusCode::kUnavailable) << lost;
+  EXPECT_EQ(ReasonOf(lost), "STORE_UNAVAILABLE") << lost;
+  EXPECT_EQ(Count(), "0");
+  // Neither the group's id nor the lookup's stayed behind.
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM hub_commits"), "0");
+  EXPECT_TRUE(writer->Run(Insert("retried")).ok());
+  EXPECT_EQ(Count(), "1");
+}
+
+TEST_F(
+    PgGroupCommit,
+    AGroupWhoseBackendWasTerminatedBeforeCommitAnswersUnavailableAndChangedNothing) {
+  std::atomic<bool> armed{true};
+  PgGroupEngineOptions options;
+  options.before_commit = [&](Connection& conn) {
+    if (!armed.exchange(false)) return;
+    const std::string pid = std::to_string(conn.BackendPid());
+    ASSERT_EQ(Value(*watcher_, "SELECT pg_terminate_backend($1::int)", {pid}),
+              "t");
+    WaitFor(*watcher_, "SELECT count(*) FROM pg_stat_activity WHERE pid = $1",
+            "0", {pid});
+  };
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  absl::Status lost = writer->Run(Insert("lost"));
+  EXPECT_EQ(ReasonOf(lost), "STORE_UNAVAILABLE") << lost;
+  EXPECT_EQ(Count(), "0");
+  EXPECT_TRUE(writer->Run(Insert("retried")).ok());
+  EXPECT_EQ(Count(), "1");
+}
+
+TEST_F(PgGroupCommit, ACommitTheServerRefusesIsRolledBackWithoutALookUp) {
+  ASSERT_TRUE(watcher_
+                  ->Exec("CREATE TABLE d (k TEXT UNIQUE DEFERRABLE "
+                         "INITIALLY DEFERRED)")
+                  .ok());
+  std::vector<int> pids;  // the writer's backend at each COMMIT
+  PgGroupEngineOptions options;
+  options.before_commit = [&](Connection& conn) {
+    pids.push_back(conn.BackendPid());
+  };
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  // The duplicate is found at COMMIT, which fails the whole group.
+  absl::Status refused = writer->Run([](Connection& conn) {
+    absl::Status s = conn.Run("INSERT INTO d VALUES ('x')").status();
+    if (s.ok()) s = conn.Run("INSERT INTO d VALUES ('x')").status();
+    return s;
+  });
+  EXPECT_EQ(ReasonOf(refused), "STORE_CONSTRAINT") << refused;
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM d"), "0");
+  EXPECT_TRUE(writer->Run(Insert("after")).ok());
+  // No reconnect: the refusal was an answer, nothing to look up.
+  ASSERT_EQ(pids.size(), 2u);
+  EXPECT_EQ(pids[0], pids[1]);
+}
+
+TEST_F(PgGroupCommit,
+       ACommitWhoseOutcomeCannotBeLearnedAnswersStoreCommitUnknown) {
+  std::atomic<bool> armed{true};
+  PgGroupEngineOptions options;
+  options.resolve_timeout = absl::Milliseconds(300);
+  options.after_commit_sent = [&](Connection& conn) {
+    if (!armed.exchange(false)) return;
+    DropConnection(conn);
+    ASSERT_TRUE(server_->Stop("fast").ok());
+  };
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  absl::Status unknown = writer->Run(Insert("maybe"));
+  EXPECT_EQ(unknown.code(), absl::StatusCode::kUnavailable) << unknown;
+  EXPECT_EQ(ReasonOf(unknown), "STORE_COMMIT_UNKNOWN") << unknown;
+  EXPECT_NE(unknown.message().find("may or may not have been written"),
+            std::string::npos)
+      << unknown;
+  ASSERT_TRUE(server_->Start().ok());
+  absl::Status after = writer->Run(Insert("after"));
+  EXPECT_TRUE(after.ok()) << after;
+  const std::string count = Count();
+  EXPECT_TRUE(count == "1" || count == "2") << count;
+}
+
+// FindCommit on its own: a transaction that still holds the id (an old
+// backend busy with COMMIT, or unaware its client is gone) is waited for.
+class FindCommitTest : public PgGroupCommit {
+ protected:
+  // Starts a transaction holding `id_` on `old_`, and a lookup of it that
+  // gives up at `deadline`; returns once the lookup waits for the holder.
+  void LookUpWhileHeld(absl::Time deadline) {
+    old_ = Connect();
+    ASSERT_TRUE(old_->Exec("BEGIN").ok());
+    ASSERT_TRUE(
+        old_->Query("INSERT INTO hub_commits (id) VALUES ($1)", {id_}).ok());
+    looker_ = Connect();
+    lookup_ = std::thread(
+        [this, deadline] { found_ = FindCommit(*looker_, id_, deadline); });
+    WaitFor(*watcher_,
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+            "current_database() AND wait_event_type = 'Lock' AND query LIKE "
+            "'INSERT INTO hub_commits%'",
+            "1");
+  }
+  void TearDown() override {
+    if (lookup_.joinable()) lookup_.join();
+  }
+
+  const std::string id_ = NewUuidV7();
+  std::unique_ptr<Connection> old_, looker_;
+  std::thread lookup_;
+  absl::StatusOr<bool> found_ = absl::UnknownError("not looked up");
+};
+
+TEST_F(FindCommitTest, ALookUpWaitsForTheOldTransactionAndSeesItCommit) {
+  LookUpWhileHeld(absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(old_->Exec("COMMIT").ok());
+  lookup_.join();
+  ASSERT_TRUE(found_.ok()) << found_.status();
+  EXPECT_TRUE(*found_);
+}
+
+TEST_F(FindCommitTest, ALookUpWaitsForTheOldTransactionAndSeesItRollBack) {
+  LookUpWhileHeld(absl::Now() + absl::Seconds(30));
+  ASSERT_TRUE(old_->Exec("ROLLBACK").ok());
+  lookup_.join();
+  ASSERT_TRUE(found_.ok()) << found_.status();
+  EXPECT_FALSE(*found_);
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM hub_commits"), "0");
+}
+
+TEST_F(FindCommitTest, ALookUpGivesUpAtItsDeadlineWhileTheIdIsHeld) {
+  LookUpWhileHeld(absl::Now() + absl::Milliseconds(500));
+  lookup_.join();
+  EXPECT_EQ(ReasonOf(found_.status()), "STORE_BUSY") << found_.status();
+  ASSERT_TRUE(old_->Exec("ROLLBACK").ok());
+}
+
+TEST_F(PgGroupCommit, CommitIdsPastTheRetentionArePrunedAsGroupsGo) {
+  // An old row, and one whose id looks as old (its hub's clock is behind)
+  // but which the database's clock says is fresh.
+  ASSERT_TRUE(watcher_
+                  ->Exec("INSERT INTO hub_commits VALUES "
+                         "('00000000-0001-7000-8000-000000000000', "
+                         "now() - interval '11 minutes'), "
+                         "('00000000-0002-7000-8000-000000000000', now())")
+                  .ok());
+  PgGroupEngineOptions options;
+  options.prune_every = 2;
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer(options);
+  ASSERT_TRUE(writer->Run(Insert("a")).ok());
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM hub_commits"), "3");
+  ASSERT_TRUE(writer->Run(Insert("b")).ok());
+  EXPECT_EQ(
+      Value(*watcher_,
+            "SELECT string_agg(id::text, ',' ORDER BY id) FROM "
+            "hub_commits WHERE id < '00000000-0003-0000-0000-000000000000'"),
+      "00000000-0002-7000-8000-000000000000");
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM hub_commits"), "3");
+}
+
+// Through the whole store: the registration a caller was told succeeded
+// happened once, and one it was told failed did not happen (so its retry
+// is the only one).
+class PgStoreCommit : public PgGroupCommit {
+ protected:
+  std::unique_ptr<PostgresStore> Open(PgGroupEngineOptions commits) {
+    PostgresStoreOptions options;
+    options.conninfo = server_->ConnInfo(database_);
+    options.commits = std::move(commits);
+    absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+        PostgresStore::Open(std::move(options));
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+  static AgentRegistration Reg() {
+    AgentRegistration r;
+    r.agent_id = "agent-1";
+    r.cli = "codex";
+    r.now_ms = 1'700'000'000'000;
+    return r;
+  }
+  std::string Generation() {
+    return Value(*watcher_,
+                 "SELECT presence_generation FROM agents WHERE agent_id = "
+                 "'agent-1'");
+  }
+};
+
+TEST_F(PgStoreCommit, ARegistrationWhoseCommitAnswerWasLostHappenedOnce) {
+  std::atomic<bool> armed{false};
+  PgGroupEngineOptions commits;
+  commits.after_commit_sent = DropOnceVisible(
+      &armed, watcher_.get(),
+      "SELECT presence_generation FROM agents WHERE agent_id = 'agent-1'", "2");
+  std::unique_ptr<PostgresStore> store = Open(commits);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->RegisterAgent(Reg()).ok());
+  armed = true;
+  absl::StatusOr<AgentRecord> again = store->RegisterAgent(Reg());
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(armed);
+  EXPECT_EQ(again->presence_generation, 2);
+  EXPECT_EQ(Generation(), "2");
+}
+
+TEST_F(PgStoreCommit,
+       ARegistrationLostBeforeCommitDidNotHappenSoItsRetryIsOne) {
+  std::atomic<bool> armed{false};
+  PgGroupEngineOptions commits;
+  commits.before_commit = DropOnce(&armed);
+  std::unique_ptr<PostgresStore> store = Open(commits);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->RegisterAgent(Reg()).ok());
+  armed = true;
+  absl::StatusOr<AgentRecord> lost = store->RegisterAgent(Reg());
+  EXPECT_EQ(ReasonOf(lost.status()), "STORE_UNAVAILABLE") << lost.status();
+  EXPECT_EQ(Generation(), "1");
+  absl::StatusOr<AgentRecord> retried = store->RegisterAgent(Reg());
+  ASSERT_TRUE(retried.ok()) << retried.status();
+  EXPECT_EQ(retried->presence_generation, 2);
 }
 
 }  // namespace

@@ -96,7 +96,8 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   store->ReleaseReader(std::move(*reader));
   store->writer_ = std::make_unique<PgGroupCommitWriter>(
       std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
-      opts.on_group_committed);
+      opts.on_group_committed, /*on_rollback=*/nullptr,
+      PgGroupEngine(opts.commits));
   if (!opts.hub_id.empty()) {
     store->membership_ =
         std::make_unique<PgMembership>(opts.conninfo, opts.hub_id);

@@ -60,6 +60,9 @@ struct PostgresStoreOptions {
   // and once it joined, every write for presence is fenced by its seat
   // (docs/design/multi-hub.md). Empty: no membership (tools, tests).
   std::string hub_id;
+  // The writer's commits: how long a COMMIT whose answer was lost is looked
+  // up, how often old commit ids are deleted, and tests' hooks.
+  PgGroupEngineOptions commits;
 };
 
 class PostgresStore final : public Store {

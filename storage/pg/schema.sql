@@ -263,3 +263,15 @@ CREATE TABLE IF NOT EXISTS hub_hubs (
   taken_over_at TIMESTAMPTZ,
   taken_over_by TEXT COLLATE "C"
 );
+
+-- One row per group transaction of a hub's writer, inserted by the
+-- transaction itself before any operation of the group runs
+-- (storage/pg/pg_group_commit.h): when COMMIT's answer is lost with the
+-- connection, the writer looks its id up to learn whether the group
+-- committed. The id is a UUIDv7 of the writer's (time-ordered, unique across
+-- hubs and across a failover); begun_at is the database's clock. A row is
+-- needed for seconds; writers delete rows over ten minutes old as they go.
+CREATE TABLE IF NOT EXISTS hub_commits (
+  id UUID PRIMARY KEY,
+  begun_at TIMESTAMPTZ NOT NULL DEFAULT now()
+);

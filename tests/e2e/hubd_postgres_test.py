@@ -86,7 +86,7 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
         load = self.run_load_until(hubd, "immediate",
                                    lambda: self.pg.stop_server("immediate"))
         for _, error in load.failures:
-            self.assert_unavailable(error, "a write while PostgreSQL is down")
+            self.assert_in_flight_lost(error, "a write while PostgreSQL is down")
         self.assertIsNone(hubd.proc.poll(), "hubd exited when PostgreSQL went away")
         self.pg.start()
         # The same hubd serves again: its writer and readers reconnect. Until

@@ -586,6 +586,16 @@ class HubdClients:
         self.assertEqual((error.code, error.reason), ("UNAVAILABLE", "STORE_UNAVAILABLE"),
                          "%s: %s" % (what, error))
 
+    def assert_in_flight_lost(self, error, what):
+        """A call in flight when the database went away: UNAVAILABLE with
+        STORE_UNAVAILABLE (nothing of it was written), or
+        STORE_COMMIT_UNKNOWN when its group's COMMIT was in flight and the
+        database stayed out of reach while hubd looked it up (it may have
+        been written)."""
+        self.assertEqual(error.code, "UNAVAILABLE", "%s: %s" % (what, error))
+        self.assertIn(error.reason, ("STORE_UNAVAILABLE", "STORE_COMMIT_UNKNOWN"),
+                      "%s: %s" % (what, error))
+
 
 class AcknowledgedWrites(HubdClients):
     """For a unittest.TestCase: a Load through a hubd with a crash in the
