@@ -21,7 +21,7 @@
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "storage/pg/pg_conn.h"
-#include "storage/pg/pg_test_server.h"
+#include "storage/pg/pg_test_database.h"
 #include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
 #include "tests/hubd_process.h"
@@ -29,7 +29,6 @@
 namespace hub {
 namespace {
 
-using storage::pg::testing::PgTestServer;
 using testing::AttachedAgent;
 using testing::HubdProcess;
 
@@ -46,27 +45,13 @@ struct Hub {
   std::unique_ptr<hub::v1::MessageService::Stub> messages;
 };
 
-class MultiHubTest : public ::testing::Test {
+// One PostgreSQL server per suite and a fresh database per test
+// (PgDatabaseTest), which the test's hubds share.
+class MultiHubTest : public storage::pg::testing::PgDatabaseTest {
  protected:
-  static void SetUpTestSuite() {
-    absl::StatusOr<std::unique_ptr<PgTestServer>> created =
-        PgTestServer::Create();
-    ASSERT_TRUE(created.ok()) << created.status();
-    server_ = created->release();
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-
   void SetUp() override {
-    ASSERT_NE(server_, nullptr);
-    std::string name = absl::StrCat(
-        "t_", ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    for (char& c : name) c = static_cast<char>(std::tolower(c));
-    ASSERT_TRUE(server_->CreateDatabase(name).ok());
-    database_ = name;
-    url_ = absl::StrCat("postgresql://hub@/", name,
+    PgDatabaseTest::SetUp();
+    url_ = absl::StrCat("postgresql://hub@/", database_,
                         "?host=", server_->directory());
   }
 
@@ -116,18 +101,14 @@ class MultiHubTest : public ::testing::Test {
 
   // One value of the database, read with a connection of the test's own.
   std::string Sql(const std::string& query) {
-    absl::StatusOr<std::unique_ptr<storage::pg::Connection>> conn =
-        storage::pg::Connection::Open(server_->ConnInfo(database_));
-    EXPECT_TRUE(conn.ok()) << conn.status();
-    if (!conn.ok()) return "";
-    absl::StatusOr<storage::pg::Result> r = (*conn)->Exec(query);
+    std::unique_ptr<storage::pg::Connection> conn = Connect();
+    if (conn == nullptr) return "";
+    absl::StatusOr<storage::pg::Result> r = conn->Exec(query);
     EXPECT_TRUE(r.ok()) << r.status();
     if (!r.ok() || r->rows() == 0) return "";
     return std::string(r->Text(0, 0));
   }
 
-  static inline PgTestServer* server_ = nullptr;
-  std::string database_;
   std::string url_;
 };
 
