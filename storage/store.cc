@@ -122,6 +122,36 @@ absl::Status Store::BackupTo(const std::string& path) {
           "own tools (pg_dump, pg_basebackup, streaming replication)"));
 }
 
+namespace {
+
+absl::Status NoRoleChangeLog(const StoreInfo& info) {
+  return ReasonError(absl::StatusCode::kUnimplemented,
+                     "ROLE_CHANGE_LOG_UNSUPPORTED",
+                     absl::StrCat("the ", info.store_type,
+                                  " store keeps no role change log (one hub "
+                                  "per database publishes its own writes)"));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> Store::RoleChangeHead() {
+  return NoRoleChangeLog(Info());
+}
+
+absl::StatusOr<std::vector<RoleChange>> Store::ReadRoleChanges(
+    int64_t after_seq, int64_t limit) {
+  (void)after_seq;
+  (void)limit;
+  return NoRoleChangeLog(Info());
+}
+
+absl::StatusOr<int64_t> Store::PruneRoleChanges(int64_t keep_ms,
+                                                int64_t limit) {
+  (void)keep_ms;
+  (void)limit;
+  return NoRoleChangeLog(Info());
+}
+
 absl::Status CheckAckGeneration(int64_t current,
                                 std::optional<int64_t> claimed) {
   if (!claimed.has_value() || *claimed == current) return absl::OkStatus();

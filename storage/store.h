@@ -267,6 +267,19 @@ struct RoleFilter {
   int64_t limit = 0;
 };
 
+// One committed change of a role row, as a store's role change log records
+// it (Store::ReadRoleChanges).
+struct RoleChange {
+  enum class Kind { kCreated, kUpdated, kRemoved };
+  // The change's place in commit order: 1, 2, 3, ... with no hole.
+  int64_t seq = 0;
+  Kind kind = Kind::kUpdated;
+  // The row after the change; for kRemoved, the row as it was.
+  RoleRecord role;
+  // When it committed, by the database's clock.
+  int64_t committed_at_ms = 0;
+};
+
 struct CandidateRecord {
   std::string role_key_wire;
   std::string agent_id;
@@ -764,6 +777,28 @@ class Store {
   // ordered by wire (unreachable/quarantined keep their backoff, bug #23).
   virtual absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
       int64_t now_ms) = 0;
+  // ---- the role change log (docs/design/multi-hub.md)
+  // Whether the store records every committed change of a role row, by
+  // whoever made it, in a log read by cursor (PostgreSQL, whose database
+  // several hubs share: each publishes every hub's changes from the log).
+  // false (SQLite, one hub per database): there is no log, the hub
+  // publishes its own writes, and the three calls below answer
+  // UNIMPLEMENTED / ROLE_CHANGE_LOG_UNSUPPORTED.
+  virtual bool HasRoleChangeLog() const { return false; }
+  // The seq of the newest committed change (0 before the first): every
+  // change up to it is readable, unless pruned.
+  virtual absl::StatusOr<int64_t> RoleChangeHead();
+  // At most `limit` (> 0, else INVALID_ARGUMENT / REQUEST_INVALID) changes
+  // with seq > after_seq, by seq, read from one snapshot. Seqs are
+  // consecutive, so the first change has seq after_seq + 1 unless the ones
+  // between were pruned: a reader that gets a larger first seq has missed
+  // changes and must re-read the roles.
+  virtual absl::StatusOr<std::vector<RoleChange>> ReadRoleChanges(
+      int64_t after_seq, int64_t limit);
+  // Deletes the changes committed more than `keep_ms` ago (the database's
+  // clock), oldest first, at most `limit` of them; returns how many.
+  virtual absl::StatusOr<int64_t> PruneRoleChanges(int64_t keep_ms,
+                                                   int64_t limit);
   // §5.6 merge upsert; NotFound (ROLE_NOT_FOUND) when the role is absent.
   virtual absl::StatusOr<CandidateRecord> UpsertCandidate(
       const CandidateUpsert& upsert) = 0;

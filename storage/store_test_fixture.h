@@ -52,6 +52,8 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   // there is no row, "<null>", "<error: ...>"). Exec: "" or the error.
   std::string Query(const std::string& sql);
   std::string Exec(const std::string& sql);
+  // PostgreSQL: this test's database as a libpq connection string.
+  const std::string& pg_conninfo() const { return pg_conninfo_; }
 
   StoreTestOptions options_;
 

@@ -1,6 +1,6 @@
 // PostgresStore: open, the reader pool, shared helpers. The operations
 // live in pg_store_agents.cc, pg_store_roles.cc, pg_store_candidates.cc,
-// pg_store_scopes.cc and pg_store_messages.cc.
+// pg_store_scopes.cc, pg_store_messages.cc and pg_store_role_changes.cc.
 #include "storage/pg/pg_store.h"
 
 #include <openssl/sha.h>

@@ -275,3 +275,73 @@ CREATE TABLE IF NOT EXISTS hub_commits (
   id UUID PRIMARY KEY,
   begun_at TIMESTAMPTZ NOT NULL DEFAULT now()
 );
+
+-- The role change log: every committed change of a role_registry row, by
+-- whatever path wrote it (a hub's store, a copy, an operator's SQL), so that
+-- every hub can publish every change to its watchers
+-- (docs/design/multi-hub.md, "Role changes across hubs"). `seq` is the
+-- change's place in commit order: consecutive (1, 2, 3, ...; a rolled-back
+-- write leaves no hole) and, once a reader sees seq n, every change before
+-- it is visible too. A BIGSERIAL would not do: it is handed out in insert
+-- order, and a reader paging by it skips a row that commits late.
+CREATE TABLE IF NOT EXISTS hub_role_change_counter (
+  id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+  seq BIGINT NOT NULL CHECK (seq >= 0)
+);
+INSERT INTO hub_role_change_counter (id, seq) VALUES (true, 0)
+ON CONFLICT (id) DO NOTHING;
+
+-- `role` is the row after the change as JSON (for `removed`, the row as it
+-- was), read back with jsonb_populate_record(NULL::role_registry, role), so
+-- a column added to role_registry travels without touching the log.
+-- written_at_ms is the database's clock when the change committed; rows
+-- older than a few minutes are pruned (hubs start reading at the head).
+CREATE TABLE IF NOT EXISTS hub_role_changes (
+  seq BIGINT PRIMARY KEY,
+  role_key_wire TEXT COLLATE "C" NOT NULL,
+  kind TEXT COLLATE "C" NOT NULL CHECK (kind IN ('created', 'updated', 'removed')),
+  role JSONB NOT NULL,
+  written_at_ms BIGINT NOT NULL
+);
+
+-- Appends one change. A deferred constraint trigger runs at COMMIT, after
+-- every other statement of the transaction, so the counter row's lock is
+-- taken last and held only while the transaction commits: whoever waits for
+-- it holds nothing the holder could want (no deadlock through the counter,
+-- however a group mixes its operations), and the order in which
+-- transactions get it is the order in which they commit. The upsert cannot
+-- fail, so neither can the COMMIT because of it.
+CREATE OR REPLACE FUNCTION hub_role_change_logged() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  n BIGINT;
+BEGIN
+  INSERT INTO hub_role_change_counter AS c (id, seq) VALUES (true, 1)
+  ON CONFLICT (id) DO UPDATE SET seq = c.seq + 1
+  RETURNING c.seq INTO n;
+  IF TG_OP = 'DELETE' THEN
+    INSERT INTO hub_role_changes (seq, role_key_wire, kind, role, written_at_ms)
+    VALUES (n, OLD.role_key_wire, 'removed', to_jsonb(OLD),
+            (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  ELSE
+    INSERT INTO hub_role_changes (seq, role_key_wire, kind, role, written_at_ms)
+    VALUES (n, NEW.role_key_wire,
+            CASE TG_OP WHEN 'INSERT' THEN 'created' ELSE 'updated' END,
+            to_jsonb(NEW),
+            (extract(epoch FROM clock_timestamp()) * 1000)::bigint);
+  END IF;
+  RETURN NULL;
+END $$;
+
+-- CREATE OR REPLACE does not apply to constraint triggers.
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                 WHERE tgname = 'hub_role_change_logged'
+                   AND tgrelid = 'role_registry'::regclass) THEN
+    CREATE CONSTRAINT TRIGGER hub_role_change_logged
+      AFTER INSERT OR UPDATE OR DELETE ON role_registry
+      DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW EXECUTE FUNCTION hub_role_change_logged();
+  END IF;
+END $$;

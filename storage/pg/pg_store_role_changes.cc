@@ -1,0 +1,94 @@
+// PostgresStore: the role change log (hub_role_changes, storage/pg/
+// schema.sql). The log is written by a trigger on role_registry in the
+// transaction of every write, whoever makes it; this file only reads and
+// prunes it. See docs/design/multi-hub.md, "Role changes across hubs".
+#include <string>
+#include <vector>
+
+#include "status/status.h"
+#include "storage/pg/pg_rows.h"
+#include "storage/pg/pg_store.h"
+
+namespace hub::storage::pg {
+namespace {
+
+// The role columns first (ReadRole reads from column 0), then the change's.
+constexpr char kChangesAfterSql[] =
+    "SELECT " HUB_ROLE_COLUMNS
+    ", seq, kind, written_at_ms FROM ("
+    "SELECT c.seq, c.kind, c.written_at_ms, r.* FROM hub_role_changes c "
+    "CROSS JOIN LATERAL jsonb_populate_record(NULL::role_registry, c.role) r "
+    "WHERE c.seq > $1 ORDER BY c.seq LIMIT $2) x ORDER BY seq";
+
+// written_at_ms grows with seq (it is read once the counter's lock is
+// held), so the changes older than the cutoff are the ones below the first
+// that is not: found walking the primary key from its low end, at a cost
+// that follows the rows deleted, not the log's size.
+constexpr char kPruneSql[] =
+    "WITH bound AS (SELECT COALESCE("
+    "(SELECT seq FROM hub_role_changes WHERE written_at_ms >= "
+    "(extract(epoch FROM clock_timestamp()) * 1000)::bigint - $1 "
+    "ORDER BY seq LIMIT 1), "
+    "(SELECT max(seq) + 1 FROM hub_role_changes)) AS below, "
+    "(SELECT min(seq) FROM hub_role_changes) AS lowest) "
+    "DELETE FROM hub_role_changes "
+    "WHERE seq < (SELECT below FROM bound) "
+    "AND seq < (SELECT lowest FROM bound) + $2";
+
+RoleChange::Kind KindOf(absl::string_view word) {
+  if (word == "created") return RoleChange::Kind::kCreated;
+  if (word == "removed") return RoleChange::Kind::kRemoved;
+  return RoleChange::Kind::kUpdated;
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> PostgresStore::RoleChangeHead() {
+  return Read<int64_t>([](Connection& conn) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT COALESCE((SELECT seq FROM hub_role_change_counter), 0)");
+    if (!r.ok()) return r.status();
+    return r->Int(0, 0).value_or(0);
+  });
+}
+
+absl::StatusOr<std::vector<RoleChange>> PostgresStore::ReadRoleChanges(
+    int64_t after_seq, int64_t limit) {
+  if (limit <= 0) {
+    return InvalidArgumentError("REQUEST_INVALID",
+                                "a role change page needs a limit above 0");
+  }
+  using Changes = std::vector<RoleChange>;
+  return Read<Changes>([&](Connection& conn) -> absl::StatusOr<Changes> {
+    absl::StatusOr<Result> r =
+        conn.Run(kChangesAfterSql, {P(after_seq), P(limit)});
+    if (!r.ok()) return r.status();
+    Changes changes;
+    changes.reserve(r->rows());
+    for (int i = 0; i < r->rows(); ++i) {
+      const Row row(*r, i);
+      RoleChange change;
+      change.role = ReadRole(row);
+      change.seq = row.Int(20);
+      change.kind = KindOf(row.Text(21));
+      change.committed_at_ms = row.Int(22);
+      changes.push_back(std::move(change));
+    }
+    return changes;
+  });
+}
+
+absl::StatusOr<int64_t> PostgresStore::PruneRoleChanges(int64_t keep_ms,
+                                                        int64_t limit) {
+  if (limit <= 0) {
+    return InvalidArgumentError("REQUEST_INVALID",
+                                "pruning role changes needs a limit above 0");
+  }
+  return Write<int64_t>([=](Connection& conn) -> absl::StatusOr<int64_t> {
+    absl::StatusOr<Result> r = conn.Run(kPruneSql, {P(keep_ms), P(limit)});
+    if (!r.ok()) return r.status();
+    return r->changed();
+  });
+}
+
+}  // namespace hub::storage::pg
