@@ -4,9 +4,13 @@
 // no change is lost between the two; changes that arrive before the
 // snapshot is queued wait in `early_`, and any version the receiver already
 // has (snapshot or sent) is dropped. After the snapshot, changes wait in a
-// per-role pending slot while a write is in flight: a second change of the
-// same role replaces the first (coalescing), so a slow receiver costs one
-// slot per role, never an unbounded queue, and never blocks a writer.
+// queue while a write is in flight, every version in order (the registry
+// may hand over a burst at once: a page of another hub's changes). A
+// receiver with more than kMaxQueuedChanges waiting has fallen behind: from
+// then on a change of a role that already waits replaces the newest waiting
+// one (coalescing, in its place), so a slow receiver costs at most that
+// many changes plus one per role, never an unbounded queue, and never
+// blocks a writer.
 #include <deque>
 #include <limits>
 #include <optional>
@@ -65,6 +69,8 @@ absl::Status ShuttingDown() {
 
 // See WatchReactor::OnCancel.
 constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
+// Changes a watcher may have waiting before they coalesce per role.
+constexpr size_t kMaxQueuedChanges = 1024;
 
 class RoleServiceImpl::WatchReactor final
     : public grpc::ServerWriteReactor<WatchRolesResponse> {
@@ -173,17 +179,18 @@ class RoleServiceImpl::WatchReactor final
         known->second = event.role.version;
       }
     }
-    auto pending = pending_.find(wire);
-    if (pending != pending_.end()) {
-      // Coalesce: keep the slot's place and kind (a removal replaces the
-      // kind), take the newest row.
-      if (removed) pending->second.kind = RoleChangeKind::kRemoved;
-      pending->second.role = event.role;
-      pending->second.changed_at_ms = event.changed_at_ms;
+    auto newest = newest_queued_.find(wire);
+    if (newest != newest_queued_.end() && queued_.size() >= kMaxQueuedChanges) {
+      // Fallen behind: coalesce into the role's newest waiting change,
+      // keeping its place and kind (a removal replaces the kind).
+      RoleEvent& slot = queued_[newest->second - queued_base_];
+      if (removed) slot.kind = RoleChangeKind::kRemoved;
+      slot.role = event.role;
+      slot.changed_at_ms = event.changed_at_ms;
       return;
     }
-    pending_.emplace(wire, event);
-    order_.push_back(wire);
+    newest_queued_[wire] = queued_base_ + queued_.size();
+    queued_.push_back(event);
   }
 
   void QueueChangeLocked(const RoleEvent& event)
@@ -206,12 +213,14 @@ class RoleServiceImpl::WatchReactor final
   // arrival order), or Finish once everything is written.
   void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (writing_ || finished_) return;
-    if (!finishing_ && outbox_.empty() && !order_.empty()) {
-      std::string wire = std::move(order_.front());
-      order_.pop_front();
-      auto it = pending_.find(wire);
-      QueueChangeLocked(it->second);
-      pending_.erase(it);
+    if (!finishing_ && outbox_.empty() && !queued_.empty()) {
+      auto newest = newest_queued_.find(queued_.front().role.role_key_wire);
+      if (newest != newest_queued_.end() && newest->second == queued_base_) {
+        newest_queued_.erase(newest);
+      }
+      QueueChangeLocked(queued_.front());
+      queued_.pop_front();
+      ++queued_base_;
     }
     if (!finishing_ && !outbox_.empty()) {
       current_ = std::move(outbox_.front());
@@ -232,8 +241,8 @@ class RoleServiceImpl::WatchReactor final
     finishing_ = true;
     final_status_ = status;
     outbox_.clear();
-    pending_.clear();
-    order_.clear();
+    queued_.clear();
+    newest_queued_.clear();
     early_.clear();
     PumpLocked();
   }
@@ -252,8 +261,14 @@ class RoleServiceImpl::WatchReactor final
   // Per role: the state last sent (for previous_state).
   absl::flat_hash_map<std::string, std::string> sent_state_
       ABSL_GUARDED_BY(mu_);
-  absl::flat_hash_map<std::string, RoleEvent> pending_ ABSL_GUARDED_BY(mu_);
-  std::deque<std::string> order_ ABSL_GUARDED_BY(mu_);
+  // Accepted changes not yet written, oldest first; queued_base_ is the
+  // number of changes ever taken from its front, so a change's position is
+  // its index + queued_base_. Per role: the position of its newest change
+  // in the queue.
+  std::deque<RoleEvent> queued_ ABSL_GUARDED_BY(mu_);
+  uint64_t queued_base_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::flat_hash_map<std::string, uint64_t> newest_queued_
+      ABSL_GUARDED_BY(mu_);
   std::deque<WatchRolesResponse> outbox_ ABSL_GUARDED_BY(mu_);
   WatchRolesResponse current_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
