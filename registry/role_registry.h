@@ -234,9 +234,12 @@ struct RoleWatchFilter {
 };
 
 // Called for each matching committed change, with no registry lock held,
-// in version order per role (a change superseded before it was dispatched
-// is skipped: watchers always get the newest state). Must not block and
-// must not cancel its own watch.
+// in version order per role. With RolePublication::kChangeLog: every
+// change made through any hub, each version of a role once, in the order
+// they committed. With kOwnWrites: this registry's writes, where a change
+// superseded before it was dispatched (two writers of one role finishing
+// in the opposite order) is skipped: watchers always get the newest state.
+// Must not block and must not cancel its own watch.
 using RoleWatchCallback = std::function<void(const RoleEvent&)>;
 
 // A registered watch. Destroying it (or Cancel) unregisters it; after
@@ -282,6 +285,19 @@ struct ClosedScopePage {
   std::string next_page_token;                     // "" on the last page
 };
 
+// Where watchers' changes come from.
+enum class RolePublication {
+  // The registry publishes each of its own writes once committed: the
+  // store has no role change log and this hub is the database's only
+  // writer (SQLite).
+  kOwnWrites,
+  // Every change, this hub's and every other hub's, reaches watchers
+  // through PublishLogged in the store's log order (RoleChangeFollower);
+  // the registry's own writes publish nothing themselves, so a watcher
+  // never sees a local version ahead of a remote one still unread.
+  kChangeLog,
+};
+
 struct RoleRegistryOptions {
   // A uniform random number in [0, 1) for the probe backoff jitter; default:
   // a process-wide generator.
@@ -301,6 +317,12 @@ struct RoleRegistryOptions {
   // hubd: the activator's candidate event. Default: nothing.
   std::function<void(const std::string& wire, const std::string& agent_id)>
       on_candidate_written;
+  RolePublication publication = RolePublication::kOwnWrites;
+  // Told after each role write of this registry committed (a row written or
+  // removed), in either publication mode, on the writer's thread with no
+  // registry lock held; must not block. hubd on a change log: wakes the
+  // follower and hints the other hubs. Default: nothing.
+  std::function<void()> on_role_committed;
 };
 
 class RoleRegistry {
@@ -402,6 +424,11 @@ class RoleRegistry {
   // Registered watches (for tests and metrics).
   int WatchCount();
 
+  // Publishes a change read from the store's role change log, with
+  // publication kChangeLog (without it, does nothing). REQUIRES: changes
+  // come from one caller at a time, in seq order (RoleChangeFollower).
+  void PublishLogged(const storage::RoleChange& change);
+
  private:
   class Watcher;
   class WatchHandle;
@@ -421,10 +448,11 @@ class RoleRegistry {
                                          absl::StatusOr<storage::RoleWrite> w);
   absl::StatusOr<storage::RoleRecord> Written(
       const std::string& wire, absl::StatusOr<storage::RoleWrite> w);
-  // Tells watchers about a committed row (kind derived from its version).
+  // After an own write committed a row: tells watchers (kOwnWrites; kind
+  // derived from its version) and on_role_committed.
   void Publish(const storage::RoleRecord& role);
-  // Tells watchers a row was deleted (`role`: its last state). Nothing of
-  // that wire is delivered afterwards.
+  // After an own write deleted a row (`role`: its last state): the same.
+  // Nothing of that wire is delivered afterwards.
   void PublishRemoved(const storage::RoleRecord& role);
   void Dispatch(RoleEvent event);
   void Unregister(uint64_t id);

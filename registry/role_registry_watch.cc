@@ -1,11 +1,14 @@
 // RoleRegistry: watchers and the publication of committed role changes.
 //
-// Writers publish after their commit. Publications enter one queue that a
-// single thread at a time drains (the first publisher to find it idle), so
-// callbacks run in queue order with no registry lock held. Two writers of
-// the same role can finish in either order; the queue keeps per role only
-// versions newer than the last one queued, so every watcher sees each role's
-// versions ascending (a superseded version is skipped, never reordered).
+// Writers publish after their commit (RolePublication::kOwnWrites), or the
+// change log's follower publishes every hub's changes in commit order
+// (kChangeLog). Publications enter one queue that a single thread at a time
+// drains (the first publisher to find it idle), so callbacks run in queue
+// order with no registry lock held. Two writers of the same role can finish
+// in either order; the queue keeps per role only versions newer than the
+// last one queued, so every watcher sees each role's versions ascending (a
+// superseded version is skipped, never reordered). The follower publishes
+// every version of a role in order, so from it nothing is skipped.
 #include <limits>
 #include <utility>
 
@@ -116,19 +119,44 @@ absl::StatusOr<RoleWatchStart> RoleRegistry::Watch(
 }
 
 void RoleRegistry::Publish(const storage::RoleRecord& role) {
-  RoleEvent event;
-  event.kind =
-      role.version == 0 ? RoleChangeKind::kCreated : RoleChangeKind::kUpdated;
-  event.role = role;
-  event.changed_at_ms = UnixMillis(clock_->Now());
-  Dispatch(std::move(event));
+  if (options_.publication == RolePublication::kOwnWrites) {
+    RoleEvent event;
+    event.kind =
+        role.version == 0 ? RoleChangeKind::kCreated : RoleChangeKind::kUpdated;
+    event.role = role;
+    event.changed_at_ms = UnixMillis(clock_->Now());
+    Dispatch(std::move(event));
+  }
+  if (options_.on_role_committed) options_.on_role_committed();
 }
 
 void RoleRegistry::PublishRemoved(const storage::RoleRecord& role) {
+  if (options_.publication == RolePublication::kOwnWrites) {
+    RoleEvent event;
+    event.kind = RoleChangeKind::kRemoved;
+    event.role = role;
+    event.changed_at_ms = UnixMillis(clock_->Now());
+    Dispatch(std::move(event));
+  }
+  if (options_.on_role_committed) options_.on_role_committed();
+}
+
+void RoleRegistry::PublishLogged(const storage::RoleChange& change) {
+  if (options_.publication != RolePublication::kChangeLog) return;
   RoleEvent event;
-  event.kind = RoleChangeKind::kRemoved;
-  event.role = role;
-  event.changed_at_ms = UnixMillis(clock_->Now());
+  switch (change.kind) {
+    case storage::RoleChange::Kind::kCreated:
+      event.kind = RoleChangeKind::kCreated;
+      break;
+    case storage::RoleChange::Kind::kUpdated:
+      event.kind = RoleChangeKind::kUpdated;
+      break;
+    case storage::RoleChange::Kind::kRemoved:
+      event.kind = RoleChangeKind::kRemoved;
+      break;
+  }
+  event.role = change.role;
+  event.changed_at_ms = change.committed_at_ms;
   Dispatch(std::move(event));
 }
 

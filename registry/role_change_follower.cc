@@ -1,0 +1,158 @@
+#include "registry/role_change_follower.h"
+
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "status/status.h"
+
+namespace hub {
+
+namespace {
+
+// Prune batches per prune_interval at most (each its own write).
+constexpr int kPruneBatches = 100;
+constexpr int64_t kPruneBatchRows = 10'000;
+
+}  // namespace
+
+RoleChangeFollower::RoleChangeFollower(storage::Store* store,
+                                       RoleChangeFollowerOptions options)
+    : store_(store), options_(std::move(options)) {}
+
+RoleChangeFollower::~RoleChangeFollower() { Stop(); }
+
+absl::Status RoleChangeFollower::Start(Publisher publish) {
+  absl::StatusOr<int64_t> head = store_->RoleChangeHead();
+  if (!head.ok()) return head.status();
+  publish_ = std::move(publish);
+  {
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return absl::OkStatus();
+    cursor_ = *head;
+    started_ = true;
+  }
+  thread_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void RoleChangeFollower::Kick() {
+  absl::MutexLock lock(&mu_);
+  if (!started_ || stopping_) return;
+  kicked_ = true;
+  wake_.Signal();
+}
+
+void RoleChangeFollower::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.Signal();
+  }
+  if (thread_.joinable()) thread_.join();
+}
+
+int64_t RoleChangeFollower::cursor() const {
+  absl::MutexLock lock(&mu_);
+  return cursor_;
+}
+
+void RoleChangeFollower::Run() {
+  absl::Time next_prune = absl::Now() + options_.prune_interval;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      const absl::Time until = absl::Now() + options_.poll_interval;
+      while (!stopping_ && !kicked_ && !wake_.WaitWithDeadline(&mu_, until)) {
+      }
+      if (stopping_) return;
+      kicked_ = false;
+    }
+    CatchUp();
+    if (options_.prune_interval > absl::ZeroDuration() &&
+        absl::Now() >= next_prune) {
+      Prune();
+      next_prune = absl::Now() + options_.prune_interval;
+    }
+  }
+}
+
+void RoleChangeFollower::CatchUp() {
+  for (;;) {
+    const int64_t after = cursor();
+    absl::StatusOr<std::vector<storage::RoleChange>> page =
+        store_->ReadRoleChanges(after, options_.page_size);
+    if (!page.ok()) {
+      Failed(page.status());
+      return;
+    }
+    failing_ = false;
+    if (page->empty()) return;
+    if (page->front().seq != after + 1) {
+      if (options_.on_error) {
+        options_.on_error(ReasonError(
+            absl::StatusCode::kDataLoss, "ROLE_CHANGES_MISSED",
+            absl::StrCat("role changes ", after + 1, " to ",
+                         page->front().seq - 1,
+                         " were pruned before this hub read them; the "
+                         "roles are read again")));
+      }
+      if (absl::Status s = Reread(); !s.ok()) {
+        Failed(s);
+        return;
+      }
+      continue;
+    }
+    for (const storage::RoleChange& change : *page) {
+      publish_(change);
+      absl::MutexLock lock(&mu_);
+      cursor_ = change.seq;
+    }
+    if (static_cast<int64_t>(page->size()) < options_.page_size) return;
+  }
+}
+
+absl::Status RoleChangeFollower::Reread() {
+  // The head first: every change up to it is in the rows read next, and
+  // the changes after it are read from the log (a version the rows already
+  // hold is dropped by the registry's dispatch).
+  absl::StatusOr<int64_t> head = store_->RoleChangeHead();
+  if (!head.ok()) return head.status();
+  absl::StatusOr<std::vector<storage::RoleRecord>> rows =
+      store_->ListRoles(storage::RoleFilter{});
+  if (!rows.ok()) return rows.status();
+  const int64_t now_ms = storage::SystemNowMs();
+  for (storage::RoleRecord& row : *rows) {
+    storage::RoleChange change;
+    change.kind = storage::RoleChange::Kind::kUpdated;
+    change.role = std::move(row);
+    change.committed_at_ms = now_ms;
+    publish_(change);
+  }
+  absl::MutexLock lock(&mu_);
+  cursor_ = *head;
+  return absl::OkStatus();
+}
+
+void RoleChangeFollower::Prune() {
+  const int64_t keep_ms = absl::ToInt64Milliseconds(options_.retention);
+  for (int i = 0; i < kPruneBatches; ++i) {
+    absl::StatusOr<int64_t> pruned =
+        store_->PruneRoleChanges(keep_ms, kPruneBatchRows);
+    if (!pruned.ok()) {
+      if (options_.on_error) options_.on_error(pruned.status());
+      return;
+    }
+    if (*pruned < kPruneBatchRows) return;
+    absl::MutexLock lock(&mu_);
+    if (stopping_) return;
+  }
+}
+
+void RoleChangeFollower::Failed(const absl::Status& status) {
+  if (failing_) return;
+  failing_ = true;
+  if (options_.on_error) options_.on_error(status);
+}
+
+}  // namespace hub
