@@ -285,8 +285,27 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       activator->OnCandidateChanged(wire, agent_id);
     });
   };
+  // A database several hubs share has a role change log: every hub's
+  // changes reach this hub's watchers from it, in commit order, and this
+  // hub's own writes only wake its follower and hint the other hubs.
+  if (server->store_->HasRoleChangeLog()) {
+    RoleChangeFeedOptions feed_options;
+    feed_options.conninfo = options.db_path;
+    feed_options.hub_instance_id = hub_instance_id;
+    server->role_feed_ = std::make_unique<RoleChangeFeed>(
+        server->store_.get(), std::move(feed_options));
+    RoleChangeFeed* feed = server->role_feed_.get();
+    role_options.publication = RolePublication::kChangeLog;
+    role_options.on_role_committed = [feed] { feed->Committed(); };
+  }
   server->roles_ =
       std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
+  if (server->role_feed_ != nullptr) {
+    if (absl::Status s = server->role_feed_->Start(server->roles_.get());
+        !s.ok()) {
+      return s;
+    }
+  }
   // Role changes reach the presence streams of their holders and candidates
   // from one thread of their own: in publication order, never on a writer's
   // thread.
@@ -665,6 +684,8 @@ void HubServer::Shutdown(absl::Duration grace) {
   activator_pool_.reset();  // finishes the flights it holds
   ask_pool_.reset();
   write_pool_.reset();  // finishes the writes it holds
+  // Every role write is done; nothing is watching any more.
+  if (role_feed_ != nullptr) role_feed_->Stop();
   if (store_ != nullptr) {
     const storage::WriteStats stats = store_->write_stats();
     log::Info("store_closing", {{"writes", stats.ops},

@@ -30,6 +30,7 @@
 #include "hub/message_service.h"
 #include "hub/metrics_http.h"
 #include "hub/presence_service.h"
+#include "hub/role_change_feed.h"
 #include "hub/role_service.h"
 #include "hub/server_tls.h"
 #include "registry/activator.h"
@@ -183,6 +184,10 @@ class HubServer {
   // After presence_ (it calls it): null unless hubs share the database.
   std::unique_ptr<MembershipKeeper> membership_;
   std::unique_ptr<BlockingPool> write_pool_;
+  // Role changes from the store's change log (PostgreSQL), when it has
+  // one. Declared before roles_, whose writes tell it; stopped in Shutdown
+  // once no write is left.
+  std::unique_ptr<RoleChangeFeed> role_feed_;
   std::unique_ptr<RoleRegistry> roles_;
   // Role changes for presence streams; its pool is declared after it, so
   // destroyed (drained) before it.
