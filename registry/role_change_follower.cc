@@ -80,22 +80,29 @@ void RoleChangeFollower::Run() {
 void RoleChangeFollower::CatchUp() {
   for (;;) {
     const int64_t after = cursor();
-    absl::StatusOr<std::vector<storage::RoleChange>> page =
+    absl::StatusOr<storage::RoleChangePage> page =
         store_->ReadRoleChanges(after, options_.page_size);
     if (!page.ok()) {
       Failed(page.status());
       return;
     }
     failing_ = false;
-    if (page->empty()) return;
-    if (page->front().seq != after + 1) {
+    const std::vector<storage::RoleChange>& changes = page->changes;
+    const int64_t next = changes.empty() ? page->head + 1 : changes[0].seq;
+    // Pruned before they were read; or the head went back (a database
+    // restored, or a standby promoted without the last commits), and the
+    // seqs after it will be handed out again.
+    if (next > after + 1 || page->head < after) {
       if (options_.on_error) {
         options_.on_error(ReasonError(
             absl::StatusCode::kDataLoss, "ROLE_CHANGES_MISSED",
-            absl::StrCat("role changes ", after + 1, " to ",
-                         page->front().seq - 1,
-                         " were pruned before this hub read them; the "
-                         "roles are read again")));
+            page->head < after
+                ? absl::StrCat("the role change log's head went back from ",
+                               after, " to ", page->head,
+                               "; the roles are read again")
+                : absl::StrCat("role changes ", after + 1, " to ", next - 1,
+                               " were pruned before this hub read them; "
+                               "the roles are read again")));
       }
       if (absl::Status s = Reread(); !s.ok()) {
         Failed(s);
@@ -103,12 +110,12 @@ void RoleChangeFollower::CatchUp() {
       }
       continue;
     }
-    for (const storage::RoleChange& change : *page) {
+    for (const storage::RoleChange& change : changes) {
       publish_(change);
       absl::MutexLock lock(&mu_);
       cursor_ = change.seq;
     }
-    if (static_cast<int64_t>(page->size()) < options_.page_size) return;
+    if (static_cast<int64_t>(changes.size()) < options_.page_size) return;
   }
 }
 

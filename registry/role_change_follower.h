@@ -13,10 +13,12 @@
 //
 // One thread. A read that fails is retried on the next wake from the same
 // cursor. Changes pruned before they were read (a follower that could not
-// read for longer than the log's retention) are reported and the roles read
-// again: every row is published as an update, so watchers end on the
-// newest state, with a version gap, and roles deleted meanwhile are not
-// published as removed. The follower also prunes the log. Thread-safe.
+// read for longer than the log's retention), or a head that went back (a
+// database restored or a standby promoted without its last commits), are
+// reported and the roles read again: every row is published as an update,
+// so watchers end on the newest state, with a version gap, and roles
+// deleted meanwhile are not published as removed. The follower also prunes
+// the log. Thread-safe.
 #ifndef HUB_REGISTRY_ROLE_CHANGE_FOLLOWER_H_
 #define HUB_REGISTRY_ROLE_CHANGE_FOLLOWER_H_
 

@@ -138,8 +138,8 @@ absl::StatusOr<int64_t> Store::RoleChangeHead() {
   return NoRoleChangeLog(Info());
 }
 
-absl::StatusOr<std::vector<RoleChange>> Store::ReadRoleChanges(
-    int64_t after_seq, int64_t limit) {
+absl::StatusOr<RoleChangePage> Store::ReadRoleChanges(int64_t after_seq,
+                                                      int64_t limit) {
   (void)after_seq;
   (void)limit;
   return NoRoleChangeLog(Info());

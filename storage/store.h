@@ -280,6 +280,13 @@ struct RoleChange {
   int64_t committed_at_ms = 0;
 };
 
+// One read of the role change log (Store::ReadRoleChanges).
+struct RoleChangePage {
+  std::vector<RoleChange> changes;  // by seq
+  // The newest seq committed as of the read (the same snapshot).
+  int64_t head = 0;
+};
+
 struct CandidateRecord {
   std::string role_key_wire;
   std::string agent_id;
@@ -789,12 +796,14 @@ class Store {
   // change up to it is readable, unless pruned.
   virtual absl::StatusOr<int64_t> RoleChangeHead();
   // At most `limit` (> 0, else INVALID_ARGUMENT / REQUEST_INVALID) changes
-  // with seq > after_seq, by seq, read from one snapshot. Seqs are
-  // consecutive, so the first change has seq after_seq + 1 unless the ones
-  // between were pruned: a reader that gets a larger first seq has missed
+  // with seq > after_seq, by seq, and the head, read from one snapshot.
+  // Seqs are consecutive and every change up to the head is visible, so the
+  // page holds after_seq + 1, after_seq + 2, ... up to the head or the
+  // limit, unless changes were pruned: a reader whose page starts above
+  // after_seq + 1, or is empty below a head above after_seq, has missed
   // changes and must re-read the roles.
-  virtual absl::StatusOr<std::vector<RoleChange>> ReadRoleChanges(
-      int64_t after_seq, int64_t limit);
+  virtual absl::StatusOr<RoleChangePage> ReadRoleChanges(int64_t after_seq,
+                                                         int64_t limit);
   // Deletes the changes committed more than `keep_ms` ago (the database's
   // clock), oldest first, at most `limit` of them; returns how many.
   virtual absl::StatusOr<int64_t> PruneRoleChanges(int64_t keep_ms,

@@ -63,12 +63,12 @@ class RoleChangeLog : public StoreTest {
   std::vector<RoleChange> ChangesAfter(int64_t after, int64_t page = 1000) {
     std::vector<RoleChange> all;
     for (;;) {
-      absl::StatusOr<std::vector<RoleChange>> got =
-          store().ReadRoleChanges(after, page);
+      absl::StatusOr<RoleChangePage> got = store().ReadRoleChanges(after, page);
       EXPECT_TRUE(got.ok()) << got.status();
-      if (!got.ok() || got->empty()) return all;
-      after = got->back().seq;
-      all.insert(all.end(), got->begin(), got->end());
+      if (!got.ok() || got->changes.empty()) return all;
+      EXPECT_EQ(got->head, store().RoleChangeHead().value_or(-1));
+      after = got->changes.back().seq;
+      all.insert(all.end(), got->changes.begin(), got->changes.end());
     }
   }
 
@@ -273,6 +273,11 @@ TEST_P(RoleChangeLog, PruningDropsOldChangesOnlyAndLeavesAVisibleHole) {
   EXPECT_EQ(store().PruneRoleChanges(60'000, 100).value_or(-1), 2);
   EXPECT_TRUE(ChangesAfter(0).empty());
   EXPECT_EQ(store().RoleChangeHead().value_or(-1), start_ + 5);
+  // An empty page below the head: the reader knows it missed changes.
+  absl::StatusOr<RoleChangePage> empty = store().ReadRoleChanges(start_, 10);
+  ASSERT_TRUE(empty.ok()) << empty.status();
+  EXPECT_TRUE(empty->changes.empty());
+  EXPECT_EQ(empty->head, start_ + 5);
   cto = Applied(store().CompareAndSetRole(CasFrom(cto)));
   changes = ChangesAfter(start_ + 5);
   ASSERT_EQ(changes.size(), 1u);

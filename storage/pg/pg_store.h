@@ -131,8 +131,8 @@ class PostgresStore final : public Store {
       int64_t now_ms) override;
   bool HasRoleChangeLog() const override { return true; }
   absl::StatusOr<int64_t> RoleChangeHead() override;
-  absl::StatusOr<std::vector<RoleChange>> ReadRoleChanges(
-      int64_t after_seq, int64_t limit) override;
+  absl::StatusOr<RoleChangePage> ReadRoleChanges(int64_t after_seq,
+                                                 int64_t limit) override;
   absl::StatusOr<int64_t> PruneRoleChanges(int64_t keep_ms,
                                            int64_t limit) override;
   absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,

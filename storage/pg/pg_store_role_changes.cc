@@ -12,13 +12,17 @@
 namespace hub::storage::pg {
 namespace {
 
-// The role columns first (ReadRole reads from column 0), then the change's.
+// The role columns first (ReadRole reads from column 0), then the change's,
+// then the head, all from one snapshot; with no change after $1, one row
+// of NULLs but the head.
 constexpr char kChangesAfterSql[] =
     "SELECT " HUB_ROLE_COLUMNS
-    ", seq, kind, written_at_ms FROM ("
+    ", seq, kind, written_at_ms, head FROM "
+    "(SELECT COALESCE((SELECT seq FROM hub_role_change_counter), 0) AS head) "
+    "h LEFT JOIN LATERAL ("
     "SELECT c.seq, c.kind, c.written_at_ms, r.* FROM hub_role_changes c "
     "CROSS JOIN LATERAL jsonb_populate_record(NULL::role_registry, c.role) r "
-    "WHERE c.seq > $1 ORDER BY c.seq LIMIT $2) x ORDER BY seq";
+    "WHERE c.seq > $1 ORDER BY c.seq LIMIT $2) x ON true ORDER BY seq";
 
 // written_at_ms grows with seq (it is read once the counter's lock is
 // held), so the changes older than the cutoff are the ones below the first
@@ -52,30 +56,32 @@ absl::StatusOr<int64_t> PostgresStore::RoleChangeHead() {
   });
 }
 
-absl::StatusOr<std::vector<RoleChange>> PostgresStore::ReadRoleChanges(
-    int64_t after_seq, int64_t limit) {
+absl::StatusOr<RoleChangePage> PostgresStore::ReadRoleChanges(int64_t after_seq,
+                                                              int64_t limit) {
   if (limit <= 0) {
     return InvalidArgumentError("REQUEST_INVALID",
                                 "a role change page needs a limit above 0");
   }
-  using Changes = std::vector<RoleChange>;
-  return Read<Changes>([&](Connection& conn) -> absl::StatusOr<Changes> {
-    absl::StatusOr<Result> r =
-        conn.Run(kChangesAfterSql, {P(after_seq), P(limit)});
-    if (!r.ok()) return r.status();
-    Changes changes;
-    changes.reserve(r->rows());
-    for (int i = 0; i < r->rows(); ++i) {
-      const Row row(*r, i);
-      RoleChange change;
-      change.role = ReadRole(row);
-      change.seq = row.Int(20);
-      change.kind = KindOf(row.Text(21));
-      change.committed_at_ms = row.Int(22);
-      changes.push_back(std::move(change));
-    }
-    return changes;
-  });
+  return Read<RoleChangePage>(
+      [&](Connection& conn) -> absl::StatusOr<RoleChangePage> {
+        absl::StatusOr<Result> r =
+            conn.Run(kChangesAfterSql, {P(after_seq), P(limit)});
+        if (!r.ok()) return r.status();
+        RoleChangePage page;
+        page.changes.reserve(r->rows());
+        for (int i = 0; i < r->rows(); ++i) {
+          const Row row(*r, i);
+          page.head = row.Int(23);
+          if (row.IsNull(20)) continue;  // no change: the head only
+          RoleChange change;
+          change.role = ReadRole(row);
+          change.seq = row.Int(20);
+          change.kind = KindOf(row.Text(21));
+          change.committed_at_ms = row.Int(22);
+          page.changes.push_back(std::move(change));
+        }
+        return page;
+      });
 }
 
 absl::StatusOr<int64_t> PostgresStore::PruneRoleChanges(int64_t keep_ms,
