@@ -60,10 +60,15 @@ absl::Status RoleChangeFeed::Start(RoleRegistry* roles) {
   };
   // Whatever was hinted while the listener was not connected is in the
   // log after the follower's cursor.
-  o.on_resync = [follower] { follower->Kick(); };
-  // Told once per failure, not per retry: the listener backs off up to 2 s.
-  o.on_error = [](const absl::Status& status) {
-    LogFailure("role_change_hints_lost", status);
+  std::atomic<bool>* lost = &hints_lost_;
+  o.on_resync = [follower, lost] {
+    follower->Kick();
+    if (lost->exchange(false)) log::Info("role_change_hints_restored", {});
+  };
+  // Logged once per outage, not per retry (the listener retries every 2 s
+  // at most): until the resync, the poll carries the changes.
+  o.on_error = [lost](const absl::Status& status) {
+    if (!lost->exchange(true)) LogFailure("role_change_hints_lost", status);
   };
   listener_ = std::make_unique<storage::pg::Listener>(std::move(o));
   // Roles this hub recovered at start are news to the other hubs.

@@ -10,10 +10,12 @@
 // connect, and by the follower's slow poll. After this hub's commits a
 // Notifier hints the other hubs; its payload is this hub's instance id, so a
 // hub ignores the hints of its own commits (its kick came first). Failures
-// are logged, never fatal: the poll covers for lost hints. Thread-safe.
+// are logged (once per outage), never fatal: the poll covers for lost
+// hints. Thread-safe.
 #ifndef HUB_HUB_ROLE_CHANGE_FEED_H_
 #define HUB_HUB_ROLE_CHANGE_FEED_H_
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -64,6 +66,8 @@ class RoleChangeFeed {
   RoleChangeFollower follower_;
   storage::pg::Notifier notifier_;
   std::unique_ptr<storage::pg::Listener> listener_;
+  // Between a lost listener connection and the resync after the next one.
+  std::atomic<bool> hints_lost_{false};
 };
 
 }  // namespace hub

@@ -43,7 +43,7 @@ struct ListenerOptions {
   // before any notification of that connection is delivered. Must not block
   // for long (notifications wait meanwhile), must not stop the listener.
   std::function<void()> on_resync;
-  // A connect that failed or a connection that was lost, on the listener's
+  // Each connect that failed and each connection lost, on the listener's
   // thread, before it waits to reconnect. Default: nothing.
   std::function<void(const absl::Status&)> on_error;
   // Reconnect waits: min_backoff after a loss, doubling on each failed

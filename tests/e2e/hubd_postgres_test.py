@@ -16,8 +16,14 @@ synchronous_commit on), through the public API only:
   password;
 - two hubds on one database: both start, an agent registered through one is
   seen through the other, and a CompareAndSetRole race through both has
-  exactly one winner per version."""
+  exactly one winner per version;
+- role changes across hubds: a WatchRoles stream on each of two hubds sees
+  every change written through either (reservations and compare-and-sets
+  from both at once, a closed scope), each version once and in order, and a
+  candidate attached to one hubd gets the role_change event of a change
+  written through the other."""
 import os
+import queue
 import signal
 import subprocess
 import sys
@@ -37,6 +43,9 @@ CAS = "hub.v1.RoleService/CompareAndSetRole"
 GET_ROLE = "hub.v1.RoleService/GetRole"
 CANDIDATES = "hub.v1.RoleService/ListRoleCandidates"
 UPSERT_CANDIDATE = "hub.v1.RoleService/UpsertRoleCandidate"
+CLOSE_SCOPE = "hub.v1.RoleService/CloseRoleScope"
+WATCH = "hub.v1.RoleService/WatchRoles"
+ATTACH = "hub.v1.PresenceService/Attach"
 
 
 def hubctl_path():
@@ -59,6 +68,107 @@ def guards(role):
             "expectedActivationSeq": role.get("activationSeq", "0"),
             "expectedActivationId": ({"activationId": activation} if activation
                                      else {"none": True})}
+
+
+class Watcher:
+    """A WatchRoles stream read on a thread of its own: the snapshot (by
+    wire), then every change with the monotonic time it arrived."""
+
+    def __init__(self, api, body):
+        self.stream = api.stream(WATCH, body, timeout=600)
+        self.cond = threading.Condition()
+        self.snapshot = {}
+        self.snapshot_done = False
+        self.changes = []  # (arrival, RoleChange as a dict)
+        self.error = None
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for item in self.stream:
+                arrived = time.monotonic()
+                with self.cond:
+                    if "snapshotEnd" in item:
+                        self.snapshot_done = True
+                    elif not self.snapshot_done:
+                        role = item["change"]["role"]
+                        self.snapshot[role["roleKeyWire"]] = role
+                    else:
+                        self.changes.append((arrived, item["change"]))
+                    self.cond.notify_all()
+        except hubtest.ApiError as e:
+            with self.cond:
+                self.error = e
+                self.cond.notify_all()
+
+    def wait(self, what, predicate, timeout=60):
+        """Waits until `predicate(self)` holds (called with the lock held)."""
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.error or predicate(self), timeout):
+                raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
+            if self.error:
+                raise AssertionError("the watch ended: %s" % self.error)
+
+    def of(self, wire):
+        """The changes of one role, in arrival order."""
+        with self.cond:
+            return [c for _, c in self.changes if c["role"]["roleKeyWire"] == wire]
+
+    def close(self):
+        self.stream.cancel()
+        self.thread.join(timeout=30)
+
+
+class AttachedAgent:
+    """A presence stream of a registered agent, read on a thread of its own:
+    role probes are answered ready, role_change events are kept."""
+
+    def __init__(self, api, agent_id, generation):
+        self.frames = queue.Queue()
+        self.cond = threading.Condition()
+        self.attached = False
+        self.role_changes = []
+        self.error = None
+        self.frames.put({"frameId": "1", "hello": {"agentId": agent_id,
+                                                   "presenceGeneration": generation}})
+        self.stream = api.bidi(ATTACH, iter(self.frames.get, None), timeout=600)
+        self.thread = threading.Thread(target=self._read, daemon=True)
+        self.thread.start()
+
+    def _read(self):
+        try:
+            for frame in self.stream:
+                event = frame.get("event", {})
+                if "roleProbe" in event:
+                    self.frames.put({"probeReply": {"probeId": event["roleProbe"]["probeId"],
+                                                    "ready": True}})
+                with self.cond:
+                    if "attached" in frame:
+                        self.attached = True
+                    if "roleChange" in event:
+                        self.role_changes.append(event["roleChange"])
+                    self.cond.notify_all()
+        except hubtest.ApiError as e:
+            with self.cond:
+                self.error = e
+                self.cond.notify_all()
+
+    def wait(self, what, predicate, timeout=60):
+        with self.cond:
+            if not self.cond.wait_for(lambda: self.error or predicate(self), timeout):
+                raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
+            if self.error:
+                raise AssertionError("the presence stream ended: %s" % self.error)
+
+    def close(self):
+        self.frames.put(None)
+        self.stream.cancel()
+        self.thread.join(timeout=30)
+
+
+def version(role):
+    return int(role.get("version", "0"))
 
 
 class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
@@ -344,7 +454,8 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
 
     # ---- two hubds on one database ------------------------------------------
 
-    def test_two_hubds_share_one_database(self):
+    def two_hubds(self):
+        """Two hubds started at once over this test's empty database."""
         started = [None, None]
         errors = []
 
@@ -360,6 +471,10 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
         for t in threads:
             t.join(timeout=90)
         self.assertEqual(errors, [])
+        return started
+
+    def test_two_hubds_share_one_database(self):
+        started = self.two_hubds()
         a, b = (self.api(h) for h in started)
         self.assertEqual(self.pg.sql(self.database, "SELECT value FROM hub_meta WHERE "
                                      "key = 'hub_schema_version'"), "1")
@@ -415,6 +530,112 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
                 now = api.call(GET_ROLE, {"roleKey": lead_key()})["role"]
                 self.assertEqual(now["version"], str(n + 1))
                 self.assertEqual(now["lastReason"], "hub_%d_round_%d" % (winners[0], n))
+
+
+    # ---- role changes across hubds ---------------------------------------------
+
+    def watcher(self, api, body):
+        w = Watcher(api, body)
+        self.addCleanup(w.close)
+        w.wait("the snapshot", lambda w: w.snapshot_done)
+        return w
+
+    def test_watches_on_both_hubds_see_every_change_through_either_in_order(self):
+        hubds = self.two_hubds()
+        a, b = (self.api(h) for h in hubds)
+        keys = {"cto": cto_key(), "lead": lead_key()}
+        wires = {}
+        for name, key in keys.items():
+            wires[name] = a.call(RESERVE, {"roleKey": key, "patch": {
+                "state": "ROLE_STATE_ELECTABLE"}})["role"]["roleKeyWire"]
+        watchers = {"a": self.watcher(a, {"projectId": PROJECT}),
+                    "b": self.watcher(b, {"projectId": PROJECT})}
+        for w in watchers.values():
+            self.assertEqual(sorted(w.snapshot), sorted(wires.values()))
+            self.assertEqual({version(r) for r in w.snapshot.values()}, {0})
+
+        # Two writers per hubd, at once, on both roles: compare-and-sets with
+        # the guards they read, and now and then a reservation (epoch + 1)
+        # guarded by the version; losers are refused, never failed.
+        errors = []
+
+        def writer(hub, api, n):
+            try:
+                for i in range(30):
+                    name = ("cto", "lead")[(n + i) % 2]
+                    role = api.call(GET_ROLE, {"roleKey": keys[name]})["role"]
+                    tag = "%s-w%d-%d" % (hub, n, i)
+                    try:
+                        if i % 7 == 6:
+                            api.call(RESERVE, {"roleKey": keys[name],
+                                               "expectedVersion": str(version(role)),
+                                               "patch": {"state": "ROLE_STATE_ELECTABLE",
+                                                         "lastReason": tag}})
+                        else:
+                            api.call(CAS, {"roleKey": keys[name], **guards(role),
+                                           "patch": {"lastReason": tag}})
+                    except hubtest.ApiError as e:
+                        if e.reason not in ("STALE_VERSION", "STALE_EPOCH", "CAS_CONFLICT"):
+                            raise
+            except Exception as e:  # noqa: BLE001 (reported below)
+                errors.append(e)
+
+        threads = [threading.Thread(target=writer, args=(hub, api, n))
+                   for hub, api in (("a", a), ("b", b)) for n in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(timeout=300)
+        self.assertEqual(errors, [])
+        final_cto = a.call(GET_ROLE, {"roleKey": keys["cto"]})["role"]
+        closed = b.call(CLOSE_SCOPE, {"roleKey": keys["lead"], "reason": "done"})
+        self.assertTrue(closed.get("roleRemoved"))
+        last_lead = closed["removedRole"]
+
+        for hub, w in watchers.items():
+            w.wait("the newest cto version on hub %s" % hub, lambda w: any(
+                version(c["role"]) == version(final_cto)
+                for _, c in w.changes if c["role"]["roleKeyWire"] == wires["cto"]))
+            w.wait("the lead's removal on hub %s" % hub, lambda w: any(
+                c["kind"] == "ROLE_CHANGE_KIND_REMOVED" for _, c in w.changes))
+            cto = w.of(wires["cto"])
+            self.assertEqual([version(c["role"]) for c in cto],
+                             list(range(1, version(final_cto) + 1)), "hub %s" % hub)
+            self.assertEqual({c["kind"] for c in cto}, {"ROLE_CHANGE_KIND_UPDATED"})
+            self.assertEqual(cto[-1]["role"], final_cto)
+            lead = w.of(wires["lead"])
+            self.assertEqual([version(c["role"]) for c in lead[:-1]],
+                             list(range(1, version(last_lead) + 1)), "hub %s" % hub)
+            self.assertEqual(lead[-1]["kind"], "ROLE_CHANGE_KIND_REMOVED")
+            self.assertEqual(version(lead[-1]["role"]), version(last_lead))
+            # Written through both hubds, seen through this one.
+            reasons = {c["role"].get("lastReason", "")[:1] for c in cto + lead}
+            self.assertTrue({"a", "b"} <= reasons, reasons)
+
+    def test_a_change_through_one_hubd_reaches_a_candidate_attached_to_the_other(self):
+        hubds = self.two_hubds()
+        a, b = (self.api(h) for h in hubds)
+        agent = "session:candidate-on-a"
+        registered = a.call(REGISTER, {"agentId": agent, "cli": "AGENT_CLI_CLAUDE",
+                                       "capabilities": ["role:lead:candidate"],
+                                       "projectId": PROJECT, "heartbeatTtl": "120s"})
+        b.call(RESERVE, {"roleKey": lead_key(), "patch": {"state": "ROLE_STATE_ELECTABLE"}})
+        attached = AttachedAgent(a, agent, registered["presenceGeneration"])
+        self.addCleanup(attached.close)
+        attached.wait("attached", lambda s: s.attached)
+        a.call(UPSERT_CANDIDATE, {"roleKey": lead_key(), "agentId": agent,
+                                  "candidate": {"priority": "10"}})
+        role = b.call(GET_ROLE, {"roleKey": lead_key()})["role"]
+        changed = b.call(CAS, {"roleKey": lead_key(), **guards(role),
+                               "patch": {"lastReason": "through b"}})["role"]
+        attached.wait("the role_change event on hub a", lambda s: any(
+            c["role"].get("lastReason") == "through b" for c in s.role_changes))
+        notice = [c for c in attached.role_changes
+                  if c["role"].get("lastReason") == "through b"]
+        self.assertEqual(len(notice), 1)
+        self.assertEqual(notice[0]["kind"], "ROLE_CHANGE_KIND_UPDATED")
+        self.assertEqual(notice[0]["role"], changed)
+        self.assertEqual(notice[0]["previousState"], "ROLE_STATE_ELECTABLE")
 
 
 if __name__ == "__main__":

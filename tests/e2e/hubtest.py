@@ -230,18 +230,51 @@ class Api:
     def close(self):
         self.channel.close()
 
-    def _method(self, full):
+    def _method(self, full, kind="unary_unary"):
+        """The request type and a callable of `kind` (a grpc.Channel method
+        name: unary_unary, unary_stream, stream_stream) for `full`."""
         from google.protobuf import message_factory
-        if full not in self._methods:
+        if (full, kind) not in self._methods:
             service, name = full.split("/")
             method = self.pool.FindServiceByName(service).FindMethodByName(name)
             factory = message_factory.MessageFactory(self.pool)
             req = factory.GetPrototype(method.input_type)
             resp = factory.GetPrototype(method.output_type)
-            self._methods[full] = (req, self.channel.unary_unary(
+            self._methods[(full, kind)] = (req, getattr(self.channel, kind)(
                 "/" + full, request_serializer=lambda m: m.SerializeToString(),
                 response_deserializer=resp.FromString))
-        return self._methods[full]
+        return self._methods[(full, kind)]
+
+    def stream(self, method, body=None, timeout=None):
+        """A server-streaming call (WatchRoles): a Stream of its answers."""
+        from google.protobuf import json_format
+        req_type, stub = self._method(method, "unary_stream")
+        return Stream(self, stub(json_format.ParseDict(body or {}, req_type()),
+                                 timeout=timeout))
+
+    def bidi(self, method, frames, timeout=None):
+        """A bidirectional call (Attach): `frames` yields request dicts (a
+        generator may block for the next one); a Stream of the answers."""
+        from google.protobuf import json_format
+        req_type, stub = self._method(method, "stream_stream")
+        requests = (json_format.ParseDict(f, req_type()) for f in frames)
+        return Stream(self, stub(requests, timeout=timeout))
+
+    def _api_error(self, e):
+        """An ApiError for a grpc.RpcError, with its ErrorInfo when it has
+        one."""
+        info = {}
+        for key, value in (e.trailing_metadata() or ()):
+            if key != "grpc-status-details-bin":
+                continue
+            for number, _, detail in _all_fields(value):
+                if number != 3:
+                    continue
+                any_fields = {n: v for n, _, v in _all_fields(detail)}
+                if any_fields.get(1, b"").endswith(b"google.rpc.ErrorInfo"):
+                    info = decode_error_info(
+                        base64.b64encode(any_fields.get(2, b"")).decode())
+        return ApiError(e.code().name, e.details(), info)
 
     def call(self, method, body=None, timeout=None):
         """`method` as "hub.v1.PresenceService/RegisterAgent"; returns the
@@ -253,19 +286,31 @@ class Api:
         try:
             answer = stub(request, timeout=timeout or self.timeout)
         except self._grpc.RpcError as e:
-            info = {}
-            for key, value in (e.trailing_metadata() or ()):
-                if key != "grpc-status-details-bin":
-                    continue
-                for number, _, detail in _all_fields(value):
-                    if number != 3:
-                        continue
-                    any_fields = {n: v for n, _, v in _all_fields(detail)}
-                    if any_fields.get(1, b"").endswith(b"google.rpc.ErrorInfo"):
-                        info = decode_error_info(
-                            base64.b64encode(any_fields.get(2, b"")).decode())
-            raise ApiError(e.code().name, e.details(), info) from None
+            raise self._api_error(e) from None
         return json_format.MessageToDict(answer)
+
+
+class Stream:
+    """The answers of a streaming call, as dicts (proto3 JSON), in order.
+    Iterating ends when the call does; a failed call raises ApiError (a
+    cancel() ends the iteration quietly)."""
+
+    def __init__(self, api, call):
+        self._api, self._call, self._cancelled = api, call, False
+
+    def __iter__(self):
+        from google.protobuf import json_format
+        try:
+            for answer in self._call:
+                yield json_format.MessageToDict(answer)
+        except self._api._grpc.RpcError as e:
+            if self._cancelled and e.code() == self._api._grpc.StatusCode.CANCELLED:
+                return
+            raise self._api._api_error(e) from None
+
+    def cancel(self):
+        self._cancelled = True
+        self._call.cancel()
 
 
 class _Result(unittest.TextTestResult):
