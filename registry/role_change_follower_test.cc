@@ -78,11 +78,12 @@ class Seen {
 
 // One hub: its own store over the shared database, a registry publishing
 // from the change log, a follower woken by the registry's commits (and its
-// poll: no hints between these hubs).
+// poll: no hints between these hubs). The follower is declared last: it
+// goes first, while the registry it publishes into still exists.
 struct Hub {
   std::unique_ptr<storage::pg::PostgresStore> store;
-  std::unique_ptr<RoleChangeFollower> follower;
   std::unique_ptr<RoleRegistry> roles;
+  std::unique_ptr<RoleChangeFollower> follower;
 };
 
 class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {

@@ -67,6 +67,7 @@ class Notifier {
   std::unique_ptr<Connection> conn_;  // the thread's only
 
   mutable absl::Mutex mu_;
+  absl::CondVar wake_;
   absl::flat_hash_map<std::string, std::string> queued_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
