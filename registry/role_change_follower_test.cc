@@ -86,6 +86,22 @@ struct Hub {
   std::unique_ptr<RoleChangeFollower> follower;
 };
 
+// A follower of a store of its own that reads only when kicked, publishing
+// into `seen`, with what it reports kept. The follower is declared last, so
+// it goes first.
+struct KickedFollower {
+  std::unique_ptr<storage::pg::PostgresStore> store;
+  Seen seen;
+  absl::Mutex mu;
+  std::vector<absl::Status> reported ABSL_GUARDED_BY(mu);
+  std::unique_ptr<RoleChangeFollower> follower;
+
+  std::vector<absl::Status> Reported() {
+    absl::MutexLock lock(&mu);
+    return reported;
+  }
+};
+
 class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {
  protected:
   std::unique_ptr<storage::pg::PostgresStore> OpenStore() {
@@ -119,6 +135,37 @@ class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {
     return hub;
   }
 
+  std::unique_ptr<KickedFollower> StartKickedFollower() {
+    auto f = std::make_unique<KickedFollower>();
+    f->store = OpenStore();
+    if (f->store == nullptr) return nullptr;
+    RoleChangeFollowerOptions kicked;
+    kicked.poll_interval = absl::Hours(1);
+    kicked.prune_interval = absl::ZeroDuration();
+    KickedFollower* raw = f.get();
+    kicked.on_error = [raw](const absl::Status& s) {
+      absl::MutexLock lock(&raw->mu);
+      raw->reported.push_back(s);
+    };
+    f->follower = std::make_unique<RoleChangeFollower>(f->store.get(), kicked);
+    absl::Status started = f->follower->Start([raw](const RoleChange& c) {
+      RoleEvent e;
+      e.kind = c.kind == RoleChange::Kind::kRemoved ? RoleChangeKind::kRemoved
+                                                    : RoleChangeKind::kUpdated;
+      e.role = c.role;
+      raw->seen.Add(e);
+    });
+    EXPECT_TRUE(started.ok()) << started;
+    return f;
+  }
+
+  // Hubs a_ and b_; false when one did not start.
+  bool StartTwoHubs() {
+    a_ = StartHub();
+    b_ = StartHub();
+    return a_ != nullptr && b_ != nullptr;
+  }
+
   // A watch of every role on `hub` recording into `seen`.
   std::unique_ptr<RoleWatch> WatchAll(Hub& hub, Seen* seen) {
     absl::StatusOr<RoleWatchStart> start = hub.roles->Watch(
@@ -135,14 +182,15 @@ class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {
   FakeClock clock_;
   absl::Mutex errors_mu_;
   std::vector<absl::Status> errors_ ABSL_GUARDED_BY(errors_mu_);
+  std::unique_ptr<Hub> a_;
+  std::unique_ptr<Hub> b_;
 };
 
 TEST_F(RoleChangeFollowerTest,
        AWatcherOnOneHubSeesEveryChangeMadeThroughTheOther) {
-  std::unique_ptr<Hub> a = StartHub();
-  std::unique_ptr<Hub> b = StartHub();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(StartTwoHubs());
+  Hub* a = a_.get();
+  Hub* b = b_.get();
   Seen seen;
   std::unique_ptr<RoleWatch> watch = WatchAll(*a, &seen);
   ReserveInput reserve;
@@ -184,15 +232,14 @@ TEST_F(RoleChangeFollowerTest,
 // watcher on each hub gets every committed version of each role exactly
 // once, in order: no gap, no duplicate.
 TEST_F(RoleChangeFollowerTest, WatchersOnBothHubsSeeEveryVersionOnceInOrder) {
-  std::unique_ptr<Hub> a = StartHub();
-  std::unique_ptr<Hub> b = StartHub();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(StartTwoHubs());
+  Hub* a = a_.get();
+  Hub* b = b_.get();
   Seen seen_a;
   Seen seen_b;
   std::unique_ptr<RoleWatch> watch_a = WatchAll(*a, &seen_a);
   std::unique_ptr<RoleWatch> watch_b = WatchAll(*b, &seen_b);
-  std::vector<Hub*> hubs = {a.get(), b.get()};
+  std::vector<Hub*> hubs = {a, b};
   for (const RoleKeyRef& role : {Cto(), Lead()}) {
     ReserveInput reserve;
     reserve.role = role;
@@ -263,29 +310,8 @@ TEST_F(RoleChangeFollowerTest, OwnWritesPublishNothingWithoutTheFollower) {
 // a hole where they were: it says so and publishes every role as it is now.
 TEST_F(RoleChangeFollowerTest,
        ChangesPrunedBeforeTheyWereReadAreReplacedByTheRoles) {
-  RoleChangeFollowerOptions slow;
-  slow.poll_interval = absl::Hours(1);  // reads only when kicked
-  slow.prune_interval = absl::ZeroDuration();
-  absl::Mutex reported_mu;
-  std::vector<absl::Status> reported;
-  slow.on_error = [&](const absl::Status& s) {
-    absl::MutexLock lock(&reported_mu);
-    reported.push_back(s);
-  };
-  std::unique_ptr<storage::pg::PostgresStore> store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  RoleChangeFollower follower(store.get(), slow);
-  Seen seen;
-  ASSERT_TRUE(follower
-                  .Start([&seen](const RoleChange& c) {
-                    RoleEvent e;
-                    e.kind = c.kind == RoleChange::Kind::kRemoved
-                                 ? RoleChangeKind::kRemoved
-                                 : RoleChangeKind::kUpdated;
-                    e.role = c.role;
-                    seen.Add(e);
-                  })
-                  .ok());
+  std::unique_ptr<KickedFollower> f = StartKickedFollower();
+  ASSERT_NE(f, nullptr);
   std::unique_ptr<Hub> writer = StartHub();
   ASSERT_NE(writer, nullptr);
   for (int i = 0; i < 3; ++i) {
@@ -296,17 +322,17 @@ TEST_F(RoleChangeFollowerTest,
   std::unique_ptr<storage::pg::Connection> sql = Connect();
   ASSERT_NE(sql, nullptr);
   ASSERT_TRUE(sql->Exec("UPDATE hub_role_changes SET written_at_ms = 0").ok());
-  ASSERT_EQ(store->PruneRoleChanges(60'000, 100).value_or(-1), 3);
-  const int64_t head = *store->RoleChangeHead();
-  follower.Kick();
-  ASSERT_TRUE(seen.WaitFor(1));
-  follower.Stop();
-  std::vector<RoleEvent> got = seen.events();
+  ASSERT_EQ(f->store->PruneRoleChanges(60'000, 100).value_or(-1), 3);
+  const int64_t head = *f->store->RoleChangeHead();
+  f->follower->Kick();
+  ASSERT_TRUE(f->seen.WaitFor(1));
+  f->follower->Stop();
+  std::vector<RoleEvent> got = f->seen.events();
   ASSERT_EQ(got.size(), 1u);
   EXPECT_EQ(got[0].role.role_key_wire, WireOf(Cto()));
   EXPECT_EQ(got[0].role.version, 2);
-  EXPECT_EQ(follower.cursor(), head);
-  absl::MutexLock lock(&reported_mu);
+  EXPECT_EQ(f->follower->cursor(), head);
+  std::vector<absl::Status> reported = f->Reported();
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_EQ(reported[0].code(), absl::StatusCode::kDataLoss);
   EXPECT_EQ(ReasonOf(reported[0]), "ROLE_CHANGES_MISSED");
@@ -323,52 +349,33 @@ TEST_F(RoleChangeFollowerTest,
   reserve.role = Cto();
   ASSERT_TRUE(writer->roles->Reserve(reserve).ok());
   ASSERT_TRUE(writer->roles->Reserve(reserve).ok());
-  RoleChangeFollowerOptions slow;
-  slow.poll_interval = absl::Hours(1);  // reads only when kicked
-  slow.prune_interval = absl::ZeroDuration();
-  absl::Mutex reported_mu;
-  std::vector<absl::Status> reported;
-  slow.on_error = [&](const absl::Status& s) {
-    absl::MutexLock lock(&reported_mu);
-    reported.push_back(s);
-  };
-  std::unique_ptr<storage::pg::PostgresStore> store = OpenStore();
-  ASSERT_NE(store, nullptr);
-  RoleChangeFollower follower(store.get(), slow);
-  Seen seen;
-  ASSERT_TRUE(follower
-                  .Start([&seen](const RoleChange& c) {
-                    RoleEvent e;
-                    e.role = c.role;
-                    seen.Add(e);
-                  })
-                  .ok());
-  ASSERT_EQ(follower.cursor(), 2);
+  std::unique_ptr<KickedFollower> f = StartKickedFollower();
+  ASSERT_NE(f, nullptr);
+  ASSERT_EQ(f->follower->cursor(), 2);
   writer->follower->Stop();  // it would report the same
   std::unique_ptr<storage::pg::Connection> sql = Connect();
   ASSERT_NE(sql, nullptr);
   ASSERT_TRUE(sql->Exec("DELETE FROM hub_role_changes; "
                         "UPDATE hub_role_change_counter SET seq = 0")
                   .ok());
-  follower.Kick();
-  ASSERT_TRUE(seen.WaitFor(1));
-  EXPECT_EQ(seen.events()[0].role.version, 1);
+  f->follower->Kick();
+  ASSERT_TRUE(f->seen.WaitFor(1));
+  EXPECT_EQ(f->seen.events()[0].role.version, 1);
   ASSERT_TRUE(writer->roles->Reserve(reserve).ok());  // seq 1 again
-  follower.Kick();
-  ASSERT_TRUE(seen.WaitFor(2));
-  follower.Stop();
-  EXPECT_EQ(seen.events()[1].role.version, 2);
-  EXPECT_EQ(follower.cursor(), 1);
-  absl::MutexLock lock(&reported_mu);
+  f->follower->Kick();
+  ASSERT_TRUE(f->seen.WaitFor(2));
+  f->follower->Stop();
+  EXPECT_EQ(f->seen.events()[1].role.version, 2);
+  EXPECT_EQ(f->follower->cursor(), 1);
+  std::vector<absl::Status> reported = f->Reported();
   ASSERT_EQ(reported.size(), 1u);
   EXPECT_EQ(ReasonOf(reported[0]), "ROLE_CHANGES_MISSED");
 }
 
 TEST_F(RoleChangeFollowerTest, AfterStopNothingIsPublishedAndKickIsHarmless) {
-  std::unique_ptr<Hub> a = StartHub();
-  std::unique_ptr<Hub> b = StartHub();
-  ASSERT_NE(a, nullptr);
-  ASSERT_NE(b, nullptr);
+  ASSERT_TRUE(StartTwoHubs());
+  Hub* a = a_.get();
+  Hub* b = b_.get();
   Seen seen;
   std::unique_ptr<RoleWatch> watch = WatchAll(*a, &seen);
   a->follower->Stop();

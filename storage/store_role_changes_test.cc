@@ -20,33 +20,15 @@
 namespace hub::storage {
 namespace {
 
+using testing::CasFrom;
+using testing::CtoReservation;
+using testing::LeadReservation;
 using testing::StoreTest;
 using Kind = RoleChange::Kind;
 
 constexpr int64_t kNow = 1'700'000'000'000;
 constexpr char kCto[] = "rk2.cto-key";
 constexpr char kLead[] = "rk2.lead-key";
-
-RoleReservation Reservation(const std::string& wire = kCto) {
-  RoleReservation r;
-  r.role_key_wire = wire;
-  r.project_id = "prj_1";
-  r.role_kind = wire == kCto ? "cto" : "lead";
-  r.scope_id = wire == kCto ? "" : "scp_1";
-  r.now_ms = kNow;
-  return r;
-}
-
-RoleCas CasFrom(const RoleRecord& row) {
-  RoleCas cas;
-  cas.role_key_wire = row.role_key_wire;
-  cas.expected_version = row.version;
-  cas.expected_epoch = row.epoch;
-  cas.expected_activation_seq = std::optional<int64_t>(row.activation_seq);
-  cas.expected_activation_id = row.activation_id;
-  cas.now_ms = kNow + 1;
-  return cas;
-}
 
 class RoleChangeLog : public StoreTest {
  protected:
@@ -97,9 +79,9 @@ TEST_P(RoleChangeLog, OnlyPostgresKeepsOneAndSqliteSaysSo) {
 TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
   std::vector<std::pair<Kind, RoleRecord>> expected;
-  RoleRecord cto = Applied(store().ReserveRole(Reservation()));
+  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
   expected.push_back({Kind::kCreated, cto});
-  cto = Applied(store().ReserveRole(Reservation()));
+  cto = Applied(store().ReserveRole(CtoReservation()));
   expected.push_back({Kind::kUpdated, cto});
   RoleCas cas = CasFrom(cto);
   cas.patch.holder_agent_id = "agent-a";
@@ -115,7 +97,7 @@ TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   ASSERT_EQ(recovered->recovered.size(), 1u);
   expected.push_back({Kind::kUpdated, recovered->recovered[0]});
-  RoleRecord lead = Applied(store().ReserveRole(Reservation(kLead)));
+  RoleRecord lead = Applied(store().ReserveRole(LeadReservation()));
   expected.push_back({Kind::kCreated, lead});
   ScopeClose close;
   close.project_id = "prj_1";
@@ -160,7 +142,7 @@ TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
 
 TEST_P(RoleChangeLog, AnOperatorsSqlIsLoggedAndAFailedWriteLeavesNoHole) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  RoleRecord cto = Applied(store().ReserveRole(Reservation()));
+  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
   // A write the schema refuses (active without a holder) rolls back with its
   // change: the next change takes the next seq.
   RoleCas bad = CasFrom(cto);
@@ -183,8 +165,8 @@ TEST_P(RoleChangeLog, AnOperatorsSqlIsLoggedAndAFailedWriteLeavesNoHole) {
 // up to n.
 TEST_P(RoleChangeLog, SeqFollowsCommitOrderNotWriteOrder) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  Applied(store().ReserveRole(Reservation()));
-  const RoleRecord lead = Applied(store().ReserveRole(Reservation(kLead)));
+  Applied(store().ReserveRole(CtoReservation()));
+  const RoleRecord lead = Applied(store().ReserveRole(LeadReservation()));
   absl::StatusOr<std::unique_ptr<pg::Connection>> early =
       pg::Connection::Open(pg_conninfo());
   ASSERT_TRUE(early.ok()) << early.status();
@@ -214,8 +196,8 @@ TEST_P(RoleChangeLog, TwoHubsRacingLogEveryWriteOnceInVersionOrder) {
   std::unique_ptr<Store> other = Open();
   ASSERT_NE(other, nullptr);
   std::vector<Store*> hubs = {&store(), other.get()};
-  Applied(store().ReserveRole(Reservation()));
-  Applied(store().ReserveRole(Reservation(kLead)));
+  Applied(store().ReserveRole(CtoReservation()));
+  Applied(store().ReserveRole(LeadReservation()));
   constexpr int kWriters = 6;
   constexpr int kAttempts = 40;
   std::atomic<int> applied{0};
@@ -250,7 +232,7 @@ TEST_P(RoleChangeLog, TwoHubsRacingLogEveryWriteOnceInVersionOrder) {
 
 TEST_P(RoleChangeLog, PruningDropsOldChangesOnlyAndLeavesAVisibleHole) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  RoleRecord cto = Applied(store().ReserveRole(Reservation()));
+  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
   for (int i = 0; i < 4; ++i) {
     cto = Applied(store().CompareAndSetRole(CasFrom(cto)));
   }

@@ -21,29 +21,14 @@
 namespace hub::storage {
 namespace {
 
+using testing::CasFrom;
+using testing::CtoReservation;
+using testing::LeadReservation;
 using testing::StoreTest;
 
 constexpr int64_t kNow = 1'700'000'000'000;
 constexpr char kCto[] = "rk2.cto-key";
 constexpr char kLead[] = "rk2.lead-key";
-
-RoleReservation CtoReservation() {
-  RoleReservation r;
-  r.role_key_wire = kCto;
-  r.project_id = "prj_1";
-  r.role_kind = "cto";
-  r.scope_id = "";
-  r.now_ms = kNow;
-  return r;
-}
-
-RoleReservation LeadReservation() {
-  RoleReservation r = CtoReservation();
-  r.role_key_wire = kLead;
-  r.role_kind = "lead";
-  r.scope_id = "scp_1";
-  return r;
-}
 
 RoleFilter ByProject(const std::string& project) {
   RoleFilter f;
@@ -55,17 +40,6 @@ RoleFilter ByKind(const std::string& kind) {
   RoleFilter f;
   f.role_kind = kind;
   return f;
-}
-
-RoleCas CasFrom(const RoleRecord& row) {
-  RoleCas cas;
-  cas.role_key_wire = row.role_key_wire;
-  cas.expected_version = row.version;
-  cas.expected_epoch = row.epoch;
-  cas.expected_activation_seq = std::optional<int64_t>(row.activation_seq);
-  cas.expected_activation_id = row.activation_id;
-  cas.now_ms = kNow + 1;
-  return cas;
 }
 
 class RoleStore : public StoreTest {

@@ -23,6 +23,35 @@ int64_t FixedNow() { return int64_t{1'700'000'000'000}; }
 
 }  // namespace
 
+RoleReservation CtoReservation() {
+  RoleReservation r;
+  r.role_key_wire = "rk2.cto-key";
+  r.project_id = "prj_1";
+  r.role_kind = "cto";
+  r.scope_id = "";
+  r.now_ms = FixedNow();
+  return r;
+}
+
+RoleReservation LeadReservation() {
+  RoleReservation r = CtoReservation();
+  r.role_key_wire = "rk2.lead-key";
+  r.role_kind = "lead";
+  r.scope_id = "scp_1";
+  return r;
+}
+
+RoleCas CasFrom(const RoleRecord& row) {
+  RoleCas cas;
+  cas.role_key_wire = row.role_key_wire;
+  cas.expected_version = row.version;
+  cas.expected_epoch = row.epoch;
+  cas.expected_activation_seq = std::optional<int64_t>(row.activation_seq);
+  cas.expected_activation_id = row.activation_id;
+  cas.now_ms = FixedNow() + 1;
+  return cas;
+}
+
 std::string EngineName(const ::testing::TestParamInfo<Engine>& info) {
   return info.param == Engine::kSqlite ? "Sqlite" : "Postgres";
 }

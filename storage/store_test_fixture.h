@@ -63,6 +63,14 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
   std::unique_ptr<Store> store_;
 };
 
+// Role fixtures the role suites share: the first reservation of a cto and
+// of a lead role of project prj_1 (wires "rk2.cto-key", "rk2.lead-key") at
+// 1'700'000'000'000, and a compare-and-set guarded by all four fences of
+// `row`, a millisecond later.
+RoleReservation CtoReservation();
+RoleReservation LeadReservation();
+RoleCas CasFrom(const RoleRecord& row);
+
 // Runs a StoreTest suite on both engines: HUB_STORE_TEST_SUITE(RoleStore).
 std::string EngineName(const ::testing::TestParamInfo<Engine>& info);
 #define HUB_STORE_TEST_SUITE(suite)                                  \

@@ -33,7 +33,7 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import hubtest  # noqa: E402
 from hubtest import (ACK, GET_AGENT, PENDING, PUBLISH, REGISTER, TRACE,  # noqa: E402
-                     wait_for)
+                     guards, wait_for)
 
 PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 SCOPE = "scp_AAAAAAAAAAAAAAAAAAAAAA"
@@ -60,26 +60,13 @@ def cto_key():
     return {"projectId": PROJECT, "kind": "ROLE_KIND_CTO"}
 
 
-def guards(role):
-    """CompareAndSetRole's four guards from a role as GetRole prints it."""
-    activation = role.get("activationId")
-    return {"expectedVersion": role.get("version", "0"),
-            "expectedEpoch": role.get("epoch", "0"),
-            "expectedActivationSeq": role.get("activationSeq", "0"),
-            "expectedActivationId": ({"activationId": activation} if activation
-                                     else {"none": True})}
+class StreamReader:
+    """A stream read on a thread of its own: `take(item, arrived)` records
+    each answer (with its monotonic arrival time) under `cond`."""
 
-
-class Watcher:
-    """A WatchRoles stream read on a thread of its own: the snapshot (by
-    wire), then every change with the monotonic time it arrived."""
-
-    def __init__(self, api, body):
-        self.stream = api.stream(WATCH, body, timeout=600)
+    def __init__(self, stream):
+        self.stream = stream
         self.cond = threading.Condition()
-        self.snapshot = {}
-        self.snapshot_done = False
-        self.changes = []  # (arrival, RoleChange as a dict)
         self.error = None
         self.thread = threading.Thread(target=self._read, daemon=True)
         self.thread.start()
@@ -89,13 +76,7 @@ class Watcher:
             for item in self.stream:
                 arrived = time.monotonic()
                 with self.cond:
-                    if "snapshotEnd" in item:
-                        self.snapshot_done = True
-                    elif not self.snapshot_done:
-                        role = item["change"]["role"]
-                        self.snapshot[role["roleKeyWire"]] = role
-                    else:
-                        self.changes.append((arrived, item["change"]))
+                    self.take(item, arrived)
                     self.cond.notify_all()
         except hubtest.ApiError as e:
             with self.cond:
@@ -108,63 +89,63 @@ class Watcher:
             if not self.cond.wait_for(lambda: self.error or predicate(self), timeout):
                 raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
             if self.error:
-                raise AssertionError("the watch ended: %s" % self.error)
+                raise AssertionError("the stream ended: %s" % self.error)
+
+    def close(self):
+        self.stream.cancel()
+        self.thread.join(timeout=30)
+
+
+class Watcher(StreamReader):
+    """A WatchRoles stream: the snapshot (by wire), then every change with
+    the monotonic time it arrived."""
+
+    def __init__(self, api, body):
+        self.snapshot = {}
+        self.snapshot_done = False
+        self.changes = []  # (arrival, RoleChange as a dict)
+        super().__init__(api.stream(WATCH, body, timeout=600))
+
+    def take(self, item, arrived):
+        if "snapshotEnd" in item:
+            self.snapshot_done = True
+        elif not self.snapshot_done:
+            role = item["change"]["role"]
+            self.snapshot[role["roleKeyWire"]] = role
+        else:
+            self.changes.append((arrived, item["change"]))
 
     def of(self, wire):
         """The changes of one role, in arrival order."""
         with self.cond:
             return [c for _, c in self.changes if c["role"]["roleKeyWire"] == wire]
 
-    def close(self):
-        self.stream.cancel()
-        self.thread.join(timeout=30)
 
-
-class AttachedAgent:
-    """A presence stream of a registered agent, read on a thread of its own:
-    role probes are answered ready, role_change events are kept."""
+class AttachedAgent(StreamReader):
+    """A presence stream of a registered agent: role probes are answered
+    ready, role_change events are kept."""
 
     def __init__(self, api, agent_id, generation):
         self.frames = queue.Queue()
-        self.cond = threading.Condition()
         self.attached = False
         self.role_changes = []
-        self.error = None
         self.frames.put({"frameId": "1", "hello": {"agentId": agent_id,
                                                    "presenceGeneration": generation}})
-        self.stream = api.bidi(ATTACH, iter(self.frames.get, None), timeout=600)
-        self.thread = threading.Thread(target=self._read, daemon=True)
-        self.thread.start()
+        super().__init__(api.bidi(ATTACH, iter(self.frames.get, None), timeout=600))
 
-    def _read(self):
-        try:
-            for frame in self.stream:
-                event = frame.get("event", {})
-                if "roleProbe" in event:
-                    self.frames.put({"probeReply": {"probeId": event["roleProbe"]["probeId"],
-                                                    "ready": True}})
-                with self.cond:
-                    if "attached" in frame:
-                        self.attached = True
-                    if "roleChange" in event:
-                        self.role_changes.append(event["roleChange"])
-                    self.cond.notify_all()
-        except hubtest.ApiError as e:
-            with self.cond:
-                self.error = e
-                self.cond.notify_all()
-
-    def wait(self, what, predicate, timeout=60):
-        with self.cond:
-            if not self.cond.wait_for(lambda: self.error or predicate(self), timeout):
-                raise AssertionError("timed out after %d s waiting for %s" % (timeout, what))
-            if self.error:
-                raise AssertionError("the presence stream ended: %s" % self.error)
+    def take(self, frame, arrived):
+        event = frame.get("event", {})
+        if "roleProbe" in event:
+            self.frames.put({"probeReply": {"probeId": event["roleProbe"]["probeId"],
+                                            "ready": True}})
+        if "attached" in frame:
+            self.attached = True
+        if "roleChange" in event:
+            self.role_changes.append(event["roleChange"])
 
     def close(self):
         self.frames.put(None)
-        self.stream.cancel()
-        self.thread.join(timeout=30)
+        super().close()
 
 
 def version(role):

@@ -506,6 +506,16 @@ ACK = "hub.v1.MessageService/Ack"
 TRACE = "hub.v1.MessageService/ListTrace"
 
 
+def guards(role):
+    """CompareAndSetRole's four guards from a role as GetRole prints it."""
+    activation = role.get("activationId")
+    return {"expectedVersion": role.get("version", "0"),
+            "expectedEpoch": role.get("epoch", "0"),
+            "expectedActivationSeq": role.get("activationSeq", "0"),
+            "expectedActivationId": ({"activationId": activation} if activation
+                                     else {"none": True})}
+
+
 def wait_for(what, predicate, timeout=20.0, interval=0.02):
     """Polls `predicate` until it returns a true value (returned) or the
     deadline passes (the test fails naming `what`)."""

@@ -26,6 +26,7 @@ import time
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "tests", "e2e"))
 import hubtest  # noqa: E402
+from hubtest import guards  # noqa: E402
 
 PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 CAS = "hub.v1.RoleService/CompareAndSetRole"
@@ -37,15 +38,6 @@ WATCH = "hub.v1.RoleService/WatchRoles"
 def lead(n):
     return {"projectId": PROJECT, "kind": "ROLE_KIND_LEAD",
             "scopeId": "scp_%s" % ("%022d" % n)}
-
-
-def guards(role):
-    activation = role.get("activationId")
-    return {"expectedVersion": role.get("version", "0"),
-            "expectedEpoch": role.get("epoch", "0"),
-            "expectedActivationSeq": role.get("activationSeq", "0"),
-            "expectedActivationId": ({"activationId": activation} if activation
-                                     else {"none": True})}
 
 
 class Arrivals:
