@@ -70,6 +70,17 @@ absl::Status Notifier::Send(
     absl::StatusOr<std::unique_ptr<Connection>> opened =
         Connection::Open(options_.conninfo);
     if (!opened.ok()) return opened.status();
+    // NOTIFY gives its transaction an id, so its commit writes a commit
+    // record; with synchronous_commit on, every hint would wait for a WAL
+    // flush of its own, between the writers' flushes (measured: half the
+    // compare-and-sets per second on a disk doing 300 fsyncs/s). A hint
+    // needs no durability: the listener gets it once it commits, flushed or
+    // not.
+    if (absl::StatusOr<Result> r =
+            (*opened)->Exec("SET synchronous_commit = off");
+        !r.ok()) {
+      return r.status();
+    }
     conn_ = std::move(*opened);
   }
   for (const auto& [channel, payload] : batch) {

@@ -1,6 +1,7 @@
 // Notifier: sends NOTIFY hints to other hubs after commits, from one
-// autocommit connection of its own: never inside a writer's transaction,
-// where NOTIFY would serialize every commit of the cluster behind one lock.
+// autocommit connection of its own (synchronous_commit off: a hint needs no
+// WAL flush): never inside a writer's transaction, where NOTIFY would
+// serialize every commit of the cluster behind one lock.
 //
 // Notify() only queues. One thread sends what is queued, one pg_notify per
 // channel; whatever is queued for a channel while a send is in flight goes
