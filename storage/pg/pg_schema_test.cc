@@ -55,6 +55,28 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
   EXPECT_FALSE(again->changed);
 }
 
+// The log's trigger copies a role row as it is (NEW.*) after seq, kind and
+// written_at_ms, and readers read it as a role_registry row.
+TEST_F(PgSchemaTest, TheRoleChangeLogHoldsEveryRoleColumnInOrder) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  auto columns = [&conn](const char* table) {
+    absl::StatusOr<Result> r = conn->Query(
+        "SELECT column_name || ' ' || data_type FROM "
+        "information_schema.columns WHERE table_schema = 'public' AND "
+        "table_name = $1 ORDER BY ordinal_position",
+        {std::string(table)});
+    std::vector<std::string> names;
+    if (!r.ok()) return names;
+    for (int i = 0; i < r->rows(); ++i) names.emplace_back(r->Text(i, 0));
+    return names;
+  };
+  std::vector<std::string> expected = {"seq bigint", "kind text",
+                                       "written_at_ms bigint"};
+  for (const std::string& c : columns("role_registry")) expected.push_back(c);
+  EXPECT_EQ(columns("hub_role_changes"), expected);
+}
+
 TEST_F(PgSchemaTest, HubsThatMigrateAtOnceMigrateOnce) {
   constexpr int kHubs = 6;
   std::vector<absl::StatusOr<PgMigrationReport>> reports(kHubs);

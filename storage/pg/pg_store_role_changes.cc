@@ -19,10 +19,8 @@ constexpr char kChangesAfterSql[] =
     "SELECT " HUB_ROLE_COLUMNS
     ", seq, kind, written_at_ms, head FROM "
     "(SELECT COALESCE((SELECT seq FROM hub_role_change_counter), 0) AS head) "
-    "h LEFT JOIN LATERAL ("
-    "SELECT c.seq, c.kind, c.written_at_ms, r.* FROM hub_role_changes c "
-    "CROSS JOIN LATERAL jsonb_populate_record(NULL::role_registry, c.role) r "
-    "WHERE c.seq > $1 ORDER BY c.seq LIMIT $2) x ON true ORDER BY seq";
+    "h LEFT JOIN LATERAL (SELECT * FROM hub_role_changes WHERE seq > $1 "
+    "ORDER BY seq LIMIT $2) x ON true ORDER BY seq";
 
 // written_at_ms grows with seq (it is read once the counter's lock is
 // held), so the changes older than the cutoff are the ones below the first
