@@ -65,9 +65,14 @@ void RoleChangeFollower::Run() {
       const absl::Time until = absl::Now() + options_.poll_interval;
       while (!stopping_ && !kicked_ && !wake_.WaitWithDeadline(&mu_, until)) {
       }
+      const absl::Time next_read = last_read_ + options_.min_read_interval;
+      while (!stopping_ && absl::Now() < next_read) {
+        wake_.WaitWithDeadline(&mu_, next_read);
+      }
       if (stopping_) return;
       kicked_ = false;
     }
+    last_read_ = absl::Now();
     CatchUp();
     if (options_.prune_interval > absl::ZeroDuration() &&
         absl::Now() >= next_prune) {

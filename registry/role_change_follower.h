@@ -37,6 +37,10 @@ namespace hub {
 struct RoleChangeFollowerOptions {
   // The safety net: the log is read at least this often.
   absl::Duration poll_interval = absl::Milliseconds(200);
+  // Reads start at least this long apart: kicks that arrive sooner wait and
+  // are served by one read, so a busy writer costs at most one read per
+  // interval (an idle follower reads at once).
+  absl::Duration min_read_interval = absl::Milliseconds(2);
   // Changes read per query.
   int64_t page_size = 500;
   // Changes older than this are pruned, every prune_interval (zero: never).
@@ -89,8 +93,10 @@ class RoleChangeFollower {
 
   storage::Store* const store_;
   const RoleChangeFollowerOptions options_;
-  Publisher publish_;     // set by Start, used by the thread only
-  bool failing_ = false;  // the thread's
+  Publisher publish_;  // set by Start, used by the thread only
+  // The thread's: a run of failures reported; when the last read began.
+  bool failing_ = false;
+  absl::Time last_read_ = absl::InfinitePast();
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;

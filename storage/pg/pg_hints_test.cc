@@ -257,6 +257,24 @@ TEST_F(PgHintsTest, ABurstOfNotifiesOfOneChannelCoalescesIntoOne) {
   EXPECT_EQ(notifier.failures(), 0);
 }
 
+// Hints queued within min_interval of a send wait, coalesced; Stop drops
+// them (the minute is far longer than the test).
+TEST_F(PgHintsTest, HintsWithinTheMinimumIntervalOfASendWaitAndCoalesce) {
+  Heard heard;
+  std::unique_ptr<Listener> listener = Listen({"a"}, &heard);
+  ASSERT_TRUE(heard.WaitForResyncs(1));
+  NotifierOptions o;
+  o.conninfo = ConnInfo();
+  o.min_interval = absl::Minutes(1);
+  Notifier notifier(o);
+  notifier.Notify("a", "first");
+  ASSERT_TRUE(heard.WaitForNotifications(1));
+  for (int i = 0; i < 10; ++i) notifier.Notify("a", absl::StrCat(i));
+  notifier.Stop();
+  EXPECT_EQ(notifier.sent(), 1);
+  EXPECT_EQ(heard.notifications().size(), 1u);
+}
+
 TEST_F(PgHintsTest, ANotifierWhoseConnectionWasTerminatedReconnects) {
   Heard heard;
   std::unique_ptr<Listener> listener = Listen({"a"}, &heard);

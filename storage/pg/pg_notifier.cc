@@ -38,6 +38,7 @@ int64_t Notifier::failures() const {
 }
 
 void Notifier::Run() {
+  absl::Time next_batch = absl::InfinitePast();
   for (;;) {
     if (options_.before_batch) options_.before_batch();
     absl::flat_hash_map<std::string, std::string> batch;
@@ -46,9 +47,13 @@ void Notifier::Run() {
       // A CondVar, not Mutex::Await: ThreadSanitizer's shim sees its waits
       // (tools/tsan/README.md).
       while (!stopping_ && queued_.empty()) wake_.Wait(&mu_);
+      while (!stopping_ && absl::Now() < next_batch) {
+        wake_.WaitWithDeadline(&mu_, next_batch);
+      }
       if (stopping_) break;
       batch.swap(queued_);
     }
+    next_batch = absl::Now() + options_.min_interval;
     const absl::Status s = Send(batch);
     {
       absl::MutexLock lock(&mu_);

@@ -23,6 +23,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/time/time.h"
 #include "storage/pg/pg_conn.h"
 
 namespace hub::storage::pg {
@@ -37,6 +38,11 @@ struct NotifierOptions {
   // Called on the notifier's thread before each batch is taken from the
   // queue. A test seam (holding it shows the coalescing); default: nothing.
   std::function<void()> before_batch;
+  // Batches start at least this long apart: what is queued meanwhile waits
+  // and coalesces, so a steady stream of commits costs at most one NOTIFY
+  // per channel per interval. Zero (default): a batch starts as soon as the
+  // previous one is sent.
+  absl::Duration min_interval = absl::ZeroDuration();
 };
 
 class Notifier {
