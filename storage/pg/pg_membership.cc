@@ -53,7 +53,8 @@ PgMembership::PgMembership(std::string conninfo, std::string hub_id)
 PgMembership::~PgMembership() = default;
 
 absl::StatusOr<Result> PgMembership::Run(absl::string_view sql,
-                                         const std::vector<Param>& params) {
+                                         const std::vector<Param>& params,
+                                         bool retry) {
   for (int attempt = 0;; ++attempt) {
     if (conn_ == nullptr || !conn_->Healthy()) {
       absl::StatusOr<std::unique_ptr<Connection>> conn =
@@ -62,7 +63,8 @@ absl::StatusOr<Result> PgMembership::Run(absl::string_view sql,
       conn_ = std::move(*conn);
     }
     absl::StatusOr<Result> r = conn_->Run(sql, params);
-    if (r.ok() || attempt > 0 || ReasonOf(r.status()) != "STORE_UNAVAILABLE") {
+    if (r.ok() || !retry || attempt > 0 ||
+        ReasonOf(r.status()) != "STORE_UNAVAILABLE") {
       return r;
     }
     conn_.reset();  // broken: once more on a new connection
@@ -96,7 +98,7 @@ absl::StatusOr<Membership::Joined> PgMembership::Join(absl::string_view address,
       "RETURNING a.agent_id, a.presence_generation) "
       "SELECT j.incarnation, j.lease_ms, t.agent_id, t.presence_generation "
       "FROM joined j LEFT JOIN taken t ON true ORDER BY t.agent_id",
-      {P(hub_id_), P(address), P(ttl_ms)});
+      {P(hub_id_), P(address), P(ttl_ms)}, /*retry=*/false);
   if (!r.ok()) return r.status();
   if (r->rows() == 0) {
     return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
@@ -179,7 +181,7 @@ absl::StatusOr<std::vector<TakenAgent>> PgMembership::TakeOverDeadHubs() {
               "o.stream_hub_id AS from_hub) "
               "SELECT agent_id, presence_generation, from_hub FROM taken "
               "ORDER BY agent_id"),
-          {P(hub_id_), P(current.incarnation)});
+          {P(hub_id_), P(current.incarnation)}, /*retry=*/false);
   if (!r.ok()) return r.status();
   return ReadTaken(*r);
 }

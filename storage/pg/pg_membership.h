@@ -45,10 +45,15 @@ class PgMembership final : public Membership {
 
  private:
   // Runs `sql` on the membership connection, connecting (again) first if
-  // needed; a statement that fails because the connection broke runs once
-  // more on a new one.
+  // needed. With `retry`, a statement that fails because the connection
+  // broke runs once more on a new one: only for statements whose repeat
+  // after an unknown outcome (it may have committed) is harmless. A
+  // takeover or a join that may have committed is not repeated: its
+  // answer (the agents it moved) would be lost, so it fails, and the
+  // caller reads what the seat holds (HeldAgents) or what is stray.
   absl::StatusOr<Result> Run(absl::string_view sql,
-                             const std::vector<Param>& params)
+                             const std::vector<Param>& params,
+                             bool retry = true)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(conn_mu_);
 
   const std::string conninfo_;
