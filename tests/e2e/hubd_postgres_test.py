@@ -195,7 +195,7 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
 
         wait_for("hubd to write again", registers)
         for e in errors:
-            self.assert_unavailable(e, "a write after PostgreSQL came back")
+            self.assert_unavailable_or_seat_lost(e, "a write after PostgreSQL came back")
         statuses = self.check_every_acknowledged_write(api, load)
         self.assertIsNone(hubd.proc.poll())
         # And what the database holds (not what this hubd remembers): a new
@@ -261,7 +261,7 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
 
             wait_for(method + " to succeed again", succeeds)
             for e in errors:
-                self.assert_unavailable(e, method + " after the outage")
+                self.assert_unavailable_or_seat_lost(e, method + " after the outage")
         agent = api.call(GET_AGENT, {"agentId": "session:before"})["agent"]
         self.assertEqual(agent["presenceGeneration"], "2")
         self.assertIsNone(hubd.proc.poll())

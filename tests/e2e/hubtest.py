@@ -641,6 +641,15 @@ class HubdClients:
         self.assertEqual((error.code, error.reason), ("UNAVAILABLE", "STORE_UNAVAILABLE"),
                          "%s: %s" % (what, error))
 
+    def assert_unavailable_or_seat_lost(self, error, what):
+        """A call while the database is out of reach, or just after it came
+        back: UNAVAILABLE with STORE_UNAVAILABLE, or HUB_SEAT_LOST when
+        the gap outlasted the hub's seat lease (it stopped acting on its own
+        and serves again once it has joined again, docs/design/multi-hub.md)."""
+        self.assertEqual(error.code, "UNAVAILABLE", "%s: %s" % (what, error))
+        self.assertIn(error.reason, ("STORE_UNAVAILABLE", "HUB_SEAT_LOST"),
+                      "%s: %s" % (what, error))
+
     def assert_in_flight_lost(self, error, what):
         """A call in flight when the database went away: UNAVAILABLE with
         STORE_UNAVAILABLE (nothing of it was written), or
