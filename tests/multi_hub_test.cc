@@ -75,6 +75,16 @@ class MultiHubTest : public storage::pg::testing::PgDatabaseTest {
                              testing::RegisterAgentOk(hub.presence.get(), id));
   }
 
+  // `first` (priority 10) and `second` (priority 1) become cto
+  // candidates, written through `hub`.
+  static void Candidates(Hub& hub, const std::string& first,
+                         const std::string& second) {
+    testing::UpsertCandidateOk(hub.roles.get(), testing::CtoRoleKey(), first,
+                               /*priority=*/10);
+    testing::UpsertCandidateOk(hub.roles.get(), testing::CtoRoleKey(), second,
+                               /*priority=*/1);
+  }
+
   static hub::v1::Role GetRole(Hub& hub) {
     grpc::ClientContext context;
     hub::v1::GetRoleRequest request;
@@ -117,10 +127,7 @@ TEST_F(MultiHubTest, AKilledHubsRoleHolderFailsOverToACandidateOnAnotherHub) {
   Hub b = StartHub();
   AttachedAgent holder = Agent(a, "agent-on-a");
   AttachedAgent standby = Agent(b, "agent-on-b");
-  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(), "agent-on-a",
-                             /*priority=*/10);
-  testing::UpsertCandidateOk(b.roles.get(), testing::CtoRoleKey(), "agent-on-b",
-                             /*priority=*/1);
+  Candidates(a, "agent-on-a", "agent-on-b");
   const hub::v1::RoleActivation first = MakeHolder(a, holder, "agent-on-a");
   // Both hubs see the same role.
   EXPECT_EQ(GetRole(b).holder_agent_id(), "agent-on-a");
@@ -159,10 +166,7 @@ TEST_F(MultiHubTest, AHubPausedPastItsLeaseComesBackHoldingNothing) {
   AttachedAgent holder =
       testing::AttachOk(a.presence.get(), "agent-on-a", holder_generation);
   AttachedAgent standby = Agent(b, "agent-on-b");
-  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(), "agent-on-a",
-                             /*priority=*/10);
-  testing::UpsertCandidateOk(b.roles.get(), testing::CtoRoleKey(), "agent-on-b",
-                             /*priority=*/1);
+  Candidates(a, "agent-on-a", "agent-on-b");
   const hub::v1::RoleActivation first = MakeHolder(a, holder, "agent-on-a");
   const std::string seat_before =
       Sql("SELECT incarnation FROM hub_hubs WHERE hub_id = '" +
@@ -222,10 +226,7 @@ TEST_F(MultiHubTest, AnAgentThatMovesToAnotherHubWithinItsGraceKeepsItsRole) {
   AttachedAgent holder =
       testing::AttachOk(a.presence.get(), "agent-mover", generation);
   AttachedAgent other = Agent(b, "agent-other");
-  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
-                             "agent-mover", /*priority=*/10);
-  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
-                             "agent-other", /*priority=*/1);
+  Candidates(a, "agent-mover", "agent-other");
   const hub::v1::RoleActivation first = MakeHolder(a, holder, "agent-mover");
 
   // The agent's connection to A ends; it attaches to B at once, at the
