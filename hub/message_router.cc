@@ -13,6 +13,10 @@ std::string InboxChannel(const std::string& hub_instance_id) {
   return absl::StrCat("hub_inbox.", hub_instance_id);
 }
 
+std::string FlightChannel(const std::string& hub_instance_id) {
+  return absl::StrCat("hub_flights.", hub_instance_id);
+}
+
 MessageRouter::MessageRouter(storage::Store* store,
                              storage::Membership* membership,
                              PresenceRegistry* presence, Messaging* messaging,
@@ -33,13 +37,31 @@ MessageRouter::MessageRouter(storage::Store* store,
 
 MessageRouter::~MessageRouter() { Stop(); }
 
+void MessageRouter::SetFlightListener(std::function<void()> listener) {
+  flight_listener_ = std::move(listener);
+}
+
+void MessageRouter::HandOverFlight(const std::string& hub_id) {
+  notifier_.Notify(FlightChannel(hub_id), options_.hub_instance_id);
+}
+
 void MessageRouter::Start() {
   storage::pg::ListenerOptions listen;
   listen.conninfo = options_.conninfo;
-  listen.channels = {InboxChannel(options_.hub_instance_id)};
-  listen.on_notify = [this](const storage::pg::Notification&) { Kick(); };
+  const std::string flights = FlightChannel(options_.hub_instance_id);
+  listen.channels = {InboxChannel(options_.hub_instance_id), flights};
+  listen.on_notify = [this, flights](const storage::pg::Notification& n) {
+    if (n.channel != flights) {
+      Kick();
+    } else if (flight_listener_) {
+      flight_listener_();
+    }
+  };
   // A hint sent while the listener was away is lost: read everything.
-  listen.on_resync = [this] { Kick(); };
+  listen.on_resync = [this] {
+    Kick();
+    if (flight_listener_) flight_listener_();
+  };
   listen.on_error = [](const absl::Status& s) {
     log::Debug("inbox_listener_reconnecting",
                {{"reason", ReasonOf(s)}, {"message", s.message()}});

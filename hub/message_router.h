@@ -11,11 +11,17 @@
 // (Store::ListUndelivered: a read of state, so a message that committed late
 // is found by the next read, as no cursor could skip it) and pushes them,
 // recording each delivery attempt first. At least once: a message pushed
-// here and by an attach-time push at once arrives twice. Thread-safe.
+// here and by an attach-time push at once arrives twice.
+//
+// The same listener carries a second kind of hint: a role reservation
+// another hub made for an agent this hub holds (HandOverFlight, on the
+// channel FlightChannel), which the flight listener takes (the activator's
+// scan of such reservations). Thread-safe.
 #ifndef HUB_HUB_MESSAGE_ROUTER_H_
 #define HUB_HUB_MESSAGE_ROUTER_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <thread>
@@ -46,6 +52,8 @@ struct MessageRouterOptions {
 
 // The NOTIFY channel of a hub's inbox hints.
 std::string InboxChannel(const std::string& hub_instance_id);
+// The NOTIFY channel of a hub's handed-over role flights.
+std::string FlightChannel(const std::string& hub_instance_id);
 
 class MessageRouter {
  public:
@@ -59,8 +67,15 @@ class MessageRouter {
   MessageRouter(const MessageRouter&) = delete;
   MessageRouter& operator=(const MessageRouter&) = delete;
 
-  // Starts listening on this hub's channel and the poll.
+  // Called on the listener's thread when another hub handed a role flight
+  // to this one, and after every (re)connect of the listener (a hint sent
+  // meanwhile is lost). Must not block. Set before Start.
+  void SetFlightListener(std::function<void()> listener);
+  // Starts listening on this hub's channels and the poll.
   void Start();
+  // Hints `hub_id` that a role reservation waits for an agent it holds.
+  // Never blocks on the database.
+  void HandOverFlight(const std::string& hub_id);
   // A publish committed whose `agent_ids` no stream here took: hint the
   // hubs that hold them. Never blocks on the database (the router's thread
   // looks them up).
@@ -89,6 +104,7 @@ class MessageRouter {
   const MessageRouterOptions options_;
   storage::pg::Notifier notifier_;
   std::unique_ptr<storage::pg::Listener> listener_;
+  std::function<void()> flight_listener_;
 
   mutable absl::Mutex mu_;
   std::vector<std::string> to_hint_ ABSL_GUARDED_BY(mu_);

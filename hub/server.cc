@@ -317,8 +317,13 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         role_change_pool->Schedule(std::move(work));
       });
   if (absl::Status s = server->role_changes_->Start(); !s.ok()) return s;
-  server->reach_ =
-      std::make_unique<PresenceStreamReach>(server->presence_.get());
+  // Hubs sharing the database: a candidate held by another hub is reached
+  // through it (the activator hands the flight over with a hint).
+  server->reach_ = std::make_unique<PresenceStreamReach>(
+      server->presence_.get(), server->store_->membership(),
+      [raw](const std::string& hub_id) {
+        if (raw->router_ != nullptr) raw->router_->HandOverFlight(hub_id);
+      });
   server->activator_pool_ =
       std::make_unique<BlockingPool>(options.activator_threads);
   ActivatorOptions activator_options = options.activator;
@@ -392,6 +397,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         [router](const std::vector<std::string>& agents) {
           router->Unpushed(agents);
         });
+    router->SetFlightListener([activator, activator_pool] {
+      activator_pool->Schedule(
+          [activator] { activator->ContinueHandedFlights(); });
+    });
     router->Start();
   }
   server->messaging_->SetDeadLetterListener(
@@ -552,7 +561,9 @@ void HubServer::RunTicker(absl::Duration interval,
     presence_->Tick();
     if (absl::Now() < next_tick) continue;  // woken for a grace only
     messaging_->Tick();
-    if (absl::Now() >= next_activator_tick) {
+    // A hub that lost its seat decides nothing for roles until it is back.
+    if (absl::Now() >= next_activator_tick &&
+        (membership_ == nullptr || membership_->Serving().ok())) {
       activator_->Tick();
       next_activator_tick = absl::Now() + activator_interval;
     }

@@ -64,7 +64,10 @@ std::string IneligibilityReason(const CandidateFacts& c, int64_t now_ms,
                 capability) == c.agent_capabilities.end()) {
     return "capability_missing";
   }
-  if (!c.stream_attached && c.usable_locators.empty()) return "unreachable";
+  if (!c.stream_attached && !c.holder_hub.has_value() &&
+      c.usable_locators.empty()) {
+    return "unreachable";
+  }
   return "";
 }
 

@@ -56,6 +56,10 @@ struct CandidateFacts {
   std::optional<std::string> agent_project_id;
   std::vector<std::string> agent_capabilities;
   bool stream_attached = false;  // reachable over its presence stream
+  // Hubs sharing a database: the other hub whose live seat holds the
+  // agent's presence; reachable through it (that hub runs the probe and the
+  // activation on the stream or locators it has).
+  std::optional<std::string> holder_hub;
   std::vector<TransportLocator> usable_locators;  // already filtered
 };
 

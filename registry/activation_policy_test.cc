@@ -99,6 +99,11 @@ TEST(EligibilityTest, EveryRuleCanPassOverACandidate) {
   EXPECT_EQ(IneligibilityReason(c, kNow, "prj_P", "cto", none), "unreachable");
   c.usable_locators.push_back(Usable());
   EXPECT_EQ(IneligibilityReason(c, kNow, "prj_P", "cto", none), "");
+  // Held by another hub sharing the database: reached through that hub.
+  c = Eligible("a");
+  c.stream_attached = false;
+  c.holder_hub = "hub-b";
+  EXPECT_EQ(IneligibilityReason(c, kNow, "prj_P", "cto", none), "");
   c = Eligible("a");
   c.agent_project_id.reset();  // an agent without a project may serve any
   EXPECT_EQ(IneligibilityReason(c, kNow, "prj_P", "cto", none), "");

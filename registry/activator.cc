@@ -278,6 +278,19 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
   if (ReasonOf(receipt.status()) == storage::kScopeClosedReason) {
     receipt = ClosedScopeReceipt(*key, request);
   }
+  // Another writer (another hub ensuring the same role at once, with hubs
+  // sharing the database) moved the role on while this decision wrote: when
+  // it is now being activated or active, this ensure joins that flight.
+  if (ReasonOf(receipt.status()) == "ROLE_RESERVATION_CONFLICT") {
+    absl::StatusOr<RoleRecord> now_row = roles_->Get(WireRef(key->wire));
+    if (now_row.ok() &&
+        (now_row->state == "elected-probing" || now_row->state == "active")) {
+      EnsureReceipt joined_flight = BaseReceipt(request);
+      joined_flight.disposition = EnsureDisposition::kJoined;
+      joined_flight.role = *now_row;
+      receipt = joined_flight;
+    }
+  }
   // A started flight lands itself; every other outcome lands here.
   if (!receipt.ok() || receipt->disposition != EnsureDisposition::kStarted) {
     Land(key->wire);
@@ -458,6 +471,22 @@ std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {
     if (page->next_page_token.empty()) break;
     list.page_token = page->next_page_token;
   }
+  if (streams_->Shared()) {
+    // Candidates attached elsewhere are reached through the hub holding
+    // them: one read for all of them.
+    std::vector<std::string> remote;
+    for (const CandidateFacts& f : facts) {
+      if (f.agent_exists && f.agent_live && !f.stream_attached) {
+        remote.push_back(f.agent_id);
+      }
+    }
+    const std::map<std::string, std::string> elsewhere =
+        streams_->HeldElsewhere(remote);
+    for (CandidateFacts& f : facts) {
+      auto it = elsewhere.find(f.agent_id);
+      if (it != elsewhere.end()) f.holder_hub = it->second;
+    }
+  }
   return facts;
 }
 
@@ -567,6 +596,11 @@ bool Activator::ArmDeadline(RoleKind kind, RoleRecord* reserved) {
 void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
                     std::set<std::string> tried, std::string trigger) {
   const std::string holder = reserved.holder_agent_id.value_or("");
+  {
+    absl::MutexLock lock(&mu_);
+    flown_[key.wire] = reserved.activation_id.value_or("");
+  }
+  if (HandOverFlight(key, reserved)) return;
   absl::StatusOr<AgentView> agent = presence_->Get(holder);
   // The activation for the reservation as it stands when it is sent.
   auto envelope_of = [&](const RoleRecord& r) {
@@ -942,8 +976,13 @@ void Activator::Tick() {
       absl::MutexLock lock(&mu_);
       if (flying_.count(r.role_key_wire) > 0) continue;
     }
+    // An ACK timeout is the business of the hub holding the reserved
+    // holder (with hubs sharing the database, the others would each count
+    // the same failure).
     if (r.state == "elected-probing" && r.activation_deadline_ms.has_value() &&
-        *r.activation_deadline_ms <= now) {
+        *r.activation_deadline_ms <= now &&
+        (!r.holder_agent_id.has_value() ||
+         OwnsAckTimeout(*r.holder_agent_id))) {
       bool mine = false;
       {
         absl::MutexLock lock(&mu_);
@@ -976,6 +1015,9 @@ void Activator::Tick() {
       }
     }
   }
+  // A hint from a reserving hub may have been lost: look for reservations
+  // waiting for agents held here.
+  ContinueHandedFlights();
 }
 
 }  // namespace hub

@@ -24,6 +24,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -36,6 +37,7 @@
 #include "registry/role_registry.h"
 #include "registry/role_transitions.h"
 #include "registry/transport_adapter.h"
+#include "storage/store.h"
 
 namespace hub {
 
@@ -139,11 +141,14 @@ struct AckOutcome {
   std::function<void()> push_backlog;
 };
 
-// How the activator reaches an agent over its presence stream.
+// How the activator reaches an agent over its presence stream, and, when
+// hubs share a database, which hub holds the agent's presence (only that
+// hub can probe it and push its activation: docs/design/multi-hub.md,
+// "Elections across hubs").
 class StreamReach {
  public:
   virtual ~StreamReach() = default;
-  // Whether `agent_id` has a presence stream attached.
+  // Whether `agent_id` has a presence stream attached here.
   virtual bool Attached(const std::string& agent_id) = 0;
   // Probes the agent over its stream (a RoleProbe event answered by a
   // probe_reply frame), waiting at most `timeout`.
@@ -153,13 +158,32 @@ class StreamReach {
   // Pushes the activation to the agent's stream; false if it is not there.
   virtual bool Deliver(const std::string& agent_id,
                        const ActivationEnvelope& envelope) = 0;
+  // Whether other hubs share this hub's database. Default: no.
+  virtual bool Shared() { return false; }
+  // Whether this hub holds the agent's presence (one hub: every agent).
+  virtual bool HeldHere(const std::string& agent_id) { return true; }
+  // Which of `agent_ids` another hub's live seat holds: agent id -> hub id
+  // (a read of the database; empty when it cannot say). Default: none.
+  virtual std::map<std::string, std::string> HeldElsewhere(
+      const std::vector<std::string>& agent_ids) {
+    return {};
+  }
+  // Tells `hub_id` that a reservation waits for an agent it holds (a hint:
+  // the hub's scan finds it anyway). Never blocks. Default: nothing.
+  virtual void HandOver(const std::string& hub_id) {}
 };
 
-// StreamReach over the presence registry's attached streams.
+// StreamReach over the presence registry's attached streams; with a
+// membership (hubs sharing the database), over the other hubs' seats too,
+// `hand_over` hinting the hub a flight is handed to.
 class PresenceStreamReach final : public StreamReach {
  public:
-  explicit PresenceStreamReach(PresenceRegistry* presence)
-      : presence_(presence) {}
+  explicit PresenceStreamReach(
+      PresenceRegistry* presence, storage::Membership* membership = nullptr,
+      std::function<void(const std::string& hub_id)> hand_over = nullptr)
+      : presence_(presence),
+        membership_(membership),
+        hand_over_(std::move(hand_over)) {}
   bool Attached(const std::string& agent_id) override {
     return presence_->StreamAttached(agent_id);
   }
@@ -172,9 +196,20 @@ class PresenceStreamReach final : public StreamReach {
                const ActivationEnvelope& envelope) override {
     return presence_->DeliverActivation(agent_id, envelope);
   }
+  bool Shared() override { return membership_ != nullptr; }
+  bool HeldHere(const std::string& agent_id) override {
+    return !presence_->shared() || presence_->Held(agent_id);
+  }
+  std::map<std::string, std::string> HeldElsewhere(
+      const std::vector<std::string>& agent_ids) override;
+  void HandOver(const std::string& hub_id) override {
+    if (hand_over_) hand_over_(hub_id);
+  }
 
  private:
   PresenceRegistry* const presence_;
+  storage::Membership* const membership_;
+  const std::function<void(const std::string& hub_id)> hand_over_;
 };
 
 struct ActivatorOptions {
@@ -239,8 +274,16 @@ class Activator {
   // The presence registry's gone signal: fences every role the agent holds
   // (at that generation or older) and ensures it again.
   void OnAgentGone(const std::string& agent_id, AgentGoneReason reason);
-  // ACK timeouts, due retries, holders whose lease ran out.
+  // ACK timeouts, due retries, holders whose lease ran out; with hubs
+  // sharing the database, reservations handed to this hub
+  // (ContinueHandedFlights).
   void Tick();
+  // Hubs sharing the database: runs the flight of every reservation that
+  // waits for an agent this hub holds and that no flight of this hub has
+  // carried yet (another hub reserved it and handed it over, or its holder
+  // moved here): the probe, the ACK deadline if unarmed, the activation
+  // push. A hint from the reserving hub, the tick, and a rejoin call it.
+  void ContinueHandedFlights();
 
   // Candidate events (TRIFLUX-HUB §5.6's notifyCandidateChanged): an agent
   // that may be a candidate registered or attached its presence stream
@@ -280,6 +323,16 @@ class Activator {
   void Fly(ResolvedRoleKey key, storage::RoleRecord reserved,
            std::set<std::string> tried, std::string trigger);
   bool Gate(const storage::RoleRecord& reserved);
+  // Hubs sharing the database: when another hub's live seat holds the
+  // reserved holder, hints that hub, lands this flight and returns true;
+  // false when this hub is the one to reach the holder (it holds it, or no
+  // live seat does).
+  bool HandOverFlight(const ResolvedRoleKey& key,
+                      const storage::RoleRecord& reserved);
+  // Whether this hub counts the ACK timeout of a reservation held by
+  // `holder`: one hub, or the hub that holds the holder, or any hub when no
+  // live seat holds it.
+  bool OwnsAckTimeout(const std::string& holder);
   // A reservation without an ACK deadline (one this hub's flight did not
   // make) gets one when its holder answered the probe (probe_succeeded).
   // False when the row moved on.
@@ -326,6 +379,9 @@ class Activator {
   absl::Mutex mu_;
   // Roles with a flight in the air (singleflight).
   std::set<std::string> flying_ ABSL_GUARDED_BY(mu_);
+  // The activation id each role's latest flight here carried: a handed-over
+  // reservation is flown once, not again at every scan.
+  absl::flat_hash_map<std::string, std::string> flown_ ABSL_GUARDED_BY(mu_);
   // Roles in flying_ that a candidate event named meanwhile, with the
   // event's cause id: reconsidered when their flight lands.
   std::map<std::string, std::string> recheck_ ABSL_GUARDED_BY(mu_);

@@ -912,16 +912,12 @@ namespace {
 // A StreamReach whose first Attached() answer is read, then held until the
 // test releases it: an ensure that looked at a candidate just before it
 // attached.
-class StaleFirstLook : public StreamReach {
+// A StreamReach that forwards to another; tests override what they change.
+class ForwardingReach : public StreamReach {
  public:
-  explicit StaleFirstLook(StreamReach* inner) : inner_(inner) {}
+  explicit ForwardingReach(StreamReach* inner) : inner_(inner) {}
   bool Attached(const std::string& agent_id) override {
-    const bool attached = inner_->Attached(agent_id);
-    if (!held_.exchange(true)) {
-      looked_.Notify();
-      release_.WaitForNotification();
-    }
-    return attached;
+    return inner_->Attached(agent_id);
   }
   StreamProbeResult Probe(const std::string& agent_id,
                           const RoleProbeEnvelope& probe,
@@ -932,11 +928,26 @@ class StaleFirstLook : public StreamReach {
                const ActivationEnvelope& envelope) override {
     return inner_->Deliver(agent_id, envelope);
   }
+
+ private:
+  StreamReach* const inner_;
+};
+
+class StaleFirstLook : public ForwardingReach {
+ public:
+  explicit StaleFirstLook(StreamReach* inner) : ForwardingReach(inner) {}
+  bool Attached(const std::string& agent_id) override {
+    const bool attached = ForwardingReach::Attached(agent_id);
+    if (!held_.exchange(true)) {
+      looked_.Notify();
+      release_.WaitForNotification();
+    }
+    return attached;
+  }
   absl::Notification looked_;
   absl::Notification release_;
 
  private:
-  StreamReach* const inner_;
   std::atomic<bool> held_{false};
 };
 
@@ -988,6 +999,115 @@ TEST_F(ActivatorTest, ACandidateOfARoleNobodyAskedForDoesNotActivateIt) {
   EXPECT_EQ(stream->activations().size(), 0u);
   // Asked for, it is.
   EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kStarted);
+}
+
+// Hubs sharing a database, as one hub's activator sees them: the test says
+// which agents another hub holds, and records the hubs flights are handed
+// to.
+class SharedReach : public ForwardingReach {
+ public:
+  explicit SharedReach(StreamReach* inner) : ForwardingReach(inner) {}
+  bool Attached(const std::string& agent_id) override {
+    return !HeldByOther(agent_id) && ForwardingReach::Attached(agent_id);
+  }
+  bool Shared() override { return true; }
+  bool HeldHere(const std::string& agent_id) override {
+    return !HeldByOther(agent_id);
+  }
+  std::map<std::string, std::string> HeldElsewhere(
+      const std::vector<std::string>& agent_ids) override {
+    absl::MutexLock lock(&mu_);
+    std::map<std::string, std::string> out;
+    for (const std::string& id : agent_ids) {
+      auto it = elsewhere_.find(id);
+      if (it != elsewhere_.end()) out[id] = it->second;
+    }
+    return out;
+  }
+  void HandOver(const std::string& hub_id) override {
+    absl::MutexLock lock(&mu_);
+    handed_.push_back(hub_id);
+  }
+  void HoldElsewhere(const std::string& agent_id, const std::string& hub_id) {
+    absl::MutexLock lock(&mu_);
+    elsewhere_[agent_id] = hub_id;
+  }
+  void HoldHere(const std::string& agent_id) {
+    absl::MutexLock lock(&mu_);
+    elsewhere_.erase(agent_id);
+  }
+  std::vector<std::string> handed() {
+    absl::MutexLock lock(&mu_);
+    return handed_;
+  }
+
+ private:
+  bool HeldByOther(const std::string& agent_id) {
+    absl::MutexLock lock(&mu_);
+    return elsewhere_.count(agent_id) > 0;
+  }
+  absl::Mutex mu_;
+  std::map<std::string, std::string> elsewhere_;
+  std::vector<std::string> handed_;
+};
+
+TEST_F(ActivatorTest,
+       AReservationForACandidateAnotherHubHoldsIsHandedThereAndNotProbedHere) {
+  auto stream = Candidate("agent-a");
+  SharedReach here(reach_.get());
+  here.HoldElsewhere("agent-a", "hub-b");
+  Activator activator(roles_.get(), presence_.get(), &here, &clock_, options_);
+  EnsureRequest r;
+  r.role.wire = Wire();
+  r.trigger = "manual";
+  r.cause_id = "test";
+  absl::StatusOr<EnsureReceipt> receipt = activator.Ensure(r);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  EXPECT_EQ(receipt->disposition, EnsureDisposition::kStarted);
+  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().holder_agent_id, "agent-a");
+  EXPECT_EQ(here.handed(), std::vector<std::string>{"hub-b"});
+  EXPECT_EQ(stream->probes(), 0);
+  EXPECT_TRUE(stream->activations().empty());
+  // Its ACK deadline passes: the timeout is the holding hub's to count,
+  // not this one's.
+  clock_.Advance(absl::Seconds(46));
+  ASSERT_TRUE(Heartbeat("agent-a"));
+  activator.Tick();
+  EXPECT_EQ(Row().state, "elected-probing");
+  // This hub took the agent over: now it is.
+  here.HoldHere("agent-a");
+  activator.Tick();
+  EXPECT_EQ(Row().state, "unreachable");
+  EXPECT_EQ(Row().last_reason, "ack_timeout");
+}
+
+TEST_F(ActivatorTest, AReservationHandedToTheHolderHubIsFlownThereOnce) {
+  auto stream = Candidate("agent-a");
+  // Hub B reserves for A's agent and hands the flight over.
+  SharedReach at_b(reach_.get());
+  at_b.HoldElsewhere("agent-a", "hub-a");
+  Activator b(roles_.get(), presence_.get(), &at_b, &clock_, options_);
+  EnsureRequest r;
+  r.role.wire = Wire();
+  r.trigger = "manual";
+  r.cause_id = "test";
+  ASSERT_TRUE(b.Ensure(r).ok());
+  ASSERT_TRUE(stream->activations().empty());
+  // Hub A, hinted (or at its tick), probes its agent and pushes the
+  // activation of B's reservation, once however often it looks.
+  SharedReach at_a(reach_.get());
+  Activator a(roles_.get(), presence_.get(), &at_a, &clock_, options_);
+  a.ContinueHandedFlights();
+  a.ContinueHandedFlights();
+  a.Tick();
+  EXPECT_EQ(stream->probes(), 1);
+  ASSERT_EQ(stream->activations().size(), 1u);
+  const ActivationEnvelope activation = stream->activations()[0];
+  EXPECT_EQ(activation.epoch, Row().epoch);
+  EXPECT_EQ(activation.activation_id, Row().activation_id.value_or(""));
+  EXPECT_TRUE(a.Ack(AckFor(activation, "agent-a")).ok());
+  EXPECT_EQ(Row().state, "active");
 }
 
 }  // namespace

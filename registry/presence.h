@@ -330,6 +330,10 @@ class PresenceRegistry {
   // stream is fenced with `why`, every running grace dropped (the hub that
   // takes the agents over runs its own), every waiting probe ended.
   void DropHolds(const absl::Status& why);
+  // Shared store: whether this hub holds the agent (at `generation`, when
+  // given).
+  bool Held(const std::string& agent_id,
+            std::optional<int64_t> generation = std::nullopt);
 
   PresenceCounts Counts();
 
@@ -358,10 +362,6 @@ class PresenceRegistry {
       absl::StatusOr<storage::AgentRecord> record);
   absl::StatusOr<AgentView> Overlay(storage::AgentRecord record);
   void Checkpoint(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
-  // Shared store: whether this hub holds the agent (at `generation`, when
-  // given).
-  bool Held(const std::string& agent_id,
-            std::optional<int64_t> generation = std::nullopt);
   // Shared store: makes this hub the agent's presence holder at
   // `generation` (default: the stored one) in the store, then in memory;
   // the lease renewed for `ttl_ms` (default: the stored TTL).

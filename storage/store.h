@@ -625,6 +625,16 @@ class Membership {
   // for them is to be pushed), by hub_id.
   virtual absl::StatusOr<std::vector<std::string>> HubsHolding(
       const std::vector<std::string>& agent_ids) = 0;
+  // Which of `agent_ids` (not offline) another hub's live seat (lease not
+  // over in the database's clock) holds now, with that hub's id: where the
+  // work of reaching them belongs (an activation's probe and push).
+  // Agents this hub holds, or no live seat holds, are absent.
+  struct Holding {
+    std::string agent_id;
+    std::string hub_id;
+  };
+  virtual absl::StatusOr<std::vector<Holding>> LiveHoldersElsewhere(
+      const std::vector<std::string>& agent_ids) = 0;
 };
 
 class Store {

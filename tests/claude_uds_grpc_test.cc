@@ -215,6 +215,13 @@ TEST_F(ClaudeUdsGrpcTest,
   const hub::v1::Role role = GetRole();
   EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
   EXPECT_EQ(role.holder_agent_id(), "agent-uds");
+  // The wake's success is recorded once the command returned, which may be
+  // after the session's ACK.
+  const absl::Time deadline = absl::Now() + absl::Seconds(30);
+  while (GetCandidate("agent-uds").last_probe_code() != "ok" &&
+         absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
   EXPECT_EQ(GetCandidate("agent-uds").last_probe_code(), "ok");
 }
 

@@ -3,13 +3,15 @@
 // killed has its agents taken over by another, which fails the role its
 // agent held over to a candidate attached to it; a hub paused past its
 // lease comes back without its agents and hands nothing out; an agent that
-// moves to another hub within its detach grace keeps its role.
+// moves to another hub within its detach grace keeps its role; a role is
+// elected through any hub, whichever hub its candidate is attached to.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -109,6 +111,20 @@ class MultiHubTest : public storage::pg::testing::PgDatabaseTest {
     return activation;
   }
 
+  // `holder` acknowledges `activation`; read through `hub`, the role is
+  // then active under it at the activation's epoch.
+  static void AckAndExpectActive(Hub& hub, AttachedAgent& holder,
+                                 const hub::v1::RoleActivation& activation) {
+    ASSERT_TRUE(holder.stream->Write(testing::ActivationAckFrame(activation)));
+    hub::v1::AttachResponse answer;
+    ASSERT_TRUE(testing::ReadSkippingRoleChanges(holder.stream.get(), &answer));
+    EXPECT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
+    const hub::v1::Role role = GetRole(hub);
+    EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
+    EXPECT_EQ(role.holder_agent_id(), activation.holder_agent_id());
+    EXPECT_EQ(role.epoch(), activation.epoch());
+  }
+
   // One value of the database, read with a connection of the test's own.
   std::string Sql(const std::string& query) {
     std::unique_ptr<storage::pg::Connection> conn = Connect();
@@ -140,14 +156,7 @@ TEST_F(MultiHubTest, AKilledHubsRoleHolderFailsOverToACandidateOnAnotherHub) {
   const auto took = std::chrono::steady_clock::now() - killed;
   EXPECT_EQ(second.holder_agent_id(), "agent-on-b");
   EXPECT_GT(second.epoch(), first.epoch());
-  ASSERT_TRUE(standby.stream->Write(testing::ActivationAckFrame(second)));
-  hub::v1::AttachResponse answer;
-  ASSERT_TRUE(testing::ReadSkippingRoleChanges(standby.stream.get(), &answer));
-  EXPECT_TRUE(answer.has_activation_ack_result());
-  const hub::v1::Role role = GetRole(b);
-  EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
-  EXPECT_EQ(role.holder_agent_id(), "agent-on-b");
-  EXPECT_EQ(role.epoch(), second.epoch());
+  AckAndExpectActive(b, standby, second);
   EXPECT_EQ(Sql("SELECT state FROM hub_hubs WHERE hub_id = '" +
                 a.process->instance_id() + "'"),
             "dead");
@@ -290,6 +299,120 @@ TEST_F(MultiHubTest, AMessagePublishedThroughOneHubIsPushedByTheOtherHub) {
       "publish on hub A -> pushed on hub B: p50 %.1f ms, max %.1f ms "
       "over %d messages\n",
       took_us[took_us.size() / 2] / 1000.0, took_us.back() / 1000.0, kMessages);
+}
+
+TEST_F(MultiHubTest,
+       AnEnsureThroughOneHubActivatesTheCandidateAttachedToAnother) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  AttachedAgent candidate = Agent(a, "agent-on-a");
+  testing::UpsertCandidateOk(b.roles.get(), testing::CtoRoleKey(),
+                             "agent-on-a");
+  // B reserves the role for A's agent and hands the flight to A, which
+  // probes it and pushes the activation on the stream it holds.
+  const auto asked = std::chrono::steady_clock::now();
+  const hub::v1::EnsureRoleReceipt receipt =
+      testing::EnsureRoleOk(b.roles.get(), testing::CtoRoleKey());
+  EXPECT_EQ(receipt.disposition(), hub::v1::ENSURE_ROLE_DISPOSITION_STARTED);
+  EXPECT_EQ(receipt.holder_agent_id(), "agent-on-a");
+  const hub::v1::RoleActivation activation = testing::NextActivation(candidate);
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(activation.holder_agent_id(), "agent-on-a");
+  EXPECT_EQ(activation.epoch(), receipt.epoch());
+  AckAndExpectActive(b, candidate, activation);
+  std::printf(
+      "EnsureRole on hub B -> activation on hub A's stream: %lld ms\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
+TEST_F(MultiHubTest, TwoHubsEnsuringTheSameRoleAtOnceMakeOneActivation) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  AttachedAgent on_a = Agent(a, "agent-on-a");
+  AttachedAgent on_b = Agent(b, "agent-on-b");
+  // Equal priorities: whichever hub reserves first picks by the store's
+  // order; the other one's ensure joins that flight.
+  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
+                             "agent-on-a");
+  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
+                             "agent-on-b");
+  hub::v1::EnsureRoleReceipt receipts[2];
+  std::thread through_a([&] {
+    receipts[0] = testing::EnsureRoleOk(a.roles.get(), testing::CtoRoleKey());
+  });
+  std::thread through_b([&] {
+    receipts[1] = testing::EnsureRoleOk(b.roles.get(), testing::CtoRoleKey());
+  });
+  through_a.join();
+  through_b.join();
+  for (const hub::v1::EnsureRoleReceipt& r : receipts) {
+    EXPECT_TRUE(r.accepted()) << r.DebugString();
+    EXPECT_TRUE(r.disposition() == hub::v1::ENSURE_ROLE_DISPOSITION_STARTED ||
+                r.disposition() == hub::v1::ENSURE_ROLE_DISPOSITION_JOINED)
+        << r.DebugString();
+  }
+  // One reservation: the role's row names one holder at one epoch, and
+  // that holder's stream gets its activation.
+  const hub::v1::Role reserved = GetRole(a);
+  ASSERT_EQ(reserved.state(), hub::v1::ROLE_STATE_ELECTED_PROBING)
+      << reserved.DebugString();
+  AttachedAgent& holder =
+      reserved.holder_agent_id() == "agent-on-a" ? on_a : on_b;
+  AttachedAgent& other =
+      reserved.holder_agent_id() == "agent-on-a" ? on_b : on_a;
+  const hub::v1::RoleActivation activation = testing::NextActivation(holder);
+  EXPECT_EQ(activation.holder_agent_id(), reserved.holder_agent_id());
+  EXPECT_EQ(activation.epoch(), reserved.epoch());
+  AckAndExpectActive(b, holder, activation);
+  // The other candidate was never probed nor activated: everything its
+  // stream carried until the role was active was a role change.
+  other.context->TryCancel();
+  hub::v1::AttachResponse frame;
+  while (other.stream->Read(&frame)) {
+    EXPECT_FALSE(frame.event().has_role_probe()) << frame.DebugString();
+    EXPECT_FALSE(frame.event().has_role_activation()) << frame.DebugString();
+  }
+}
+
+TEST_F(MultiHubTest,
+       APublishThroughOneHubToARoleWithoutHolderElectsACandidateOfAnother) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  AttachedAgent candidate = Agent(a, "agent-on-a");
+  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
+                             "agent-on-a");
+  // Published through B to the cto, which has no holder: B's own ensure
+  // (publish_no_holder) reserves A's agent and hands the flight to A.
+  grpc::ClientContext context;
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("agent-sender");
+  request.set_to("topic:cto");
+  request.set_project_id(testing::kStreamProject);
+  hub::v1::PublishResponse published;
+  grpc::Status s = b.messages->Publish(&context, request, &published);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const hub::v1::RoleActivation activation = testing::NextActivation(candidate);
+  EXPECT_EQ(activation.holder_agent_id(), "agent-on-a");
+  ASSERT_TRUE(candidate.stream->Write(testing::ActivationAckFrame(activation)));
+  // The ACK hands the backlog over, and A pushes it on the holder's stream.
+  bool acked = false;
+  bool delivered = false;
+  hub::v1::AttachResponse frame;
+  while ((!acked || !delivered) && candidate.stream->Read(&frame)) {
+    if (frame.has_activation_ack_result()) {
+      acked = true;
+      EXPECT_EQ(frame.activation_ack_result().backlog_delivered_count(), 1);
+    }
+    if (frame.event().has_message()) {
+      delivered = true;
+      EXPECT_EQ(frame.event().message().message().message_id(),
+                published.message_id());
+    }
+  }
+  EXPECT_TRUE(acked);
+  EXPECT_TRUE(delivered);
+  EXPECT_EQ(GetRole(b).holder_agent_id(), "agent-on-a");
 }
 
 }  // namespace

@@ -213,6 +213,27 @@ absl::StatusOr<std::vector<std::string>> PgMembership::HubsHolding(
   return out;
 }
 
+absl::StatusOr<std::vector<Membership::Holding>>
+PgMembership::LiveHoldersElsewhere(const std::vector<std::string>& agent_ids) {
+  if (agent_ids.empty()) return std::vector<Holding>();
+  absl::MutexLock lock(&conn_mu_);
+  absl::StatusOr<Result> r =
+      Run("SELECT a.agent_id, a.stream_hub_id FROM agents a "
+          "JOIN hub_hubs h ON h.hub_id = a.stream_hub_id "
+          "AND h.incarnation = a.stream_hub_incarnation "
+          "WHERE a.agent_id = ANY($1::text[]) AND a.stream_hub_id <> $2 "
+          "AND a.status <> 'offline' AND h.state = 'live' "
+          "AND h.lease_expires_at > clock_timestamp() ORDER BY 1",
+          {TextArray(agent_ids), P(hub_id_)});
+  if (!r.ok()) return r.status();
+  std::vector<Holding> out;
+  for (int i = 0; i < r->rows(); ++i) {
+    out.push_back(
+        Holding{std::string(r->Text(i, 0)), std::string(r->Text(i, 1))});
+  }
+  return out;
+}
+
 absl::Status PgMembership::Leave() {
   const HubSeat current = seat();
   absl::MutexLock lock(&conn_mu_);

@@ -42,6 +42,8 @@ class PgMembership final : public Membership {
   absl::StatusOr<std::vector<TakenAgent>> HeldAgents() override;
   absl::StatusOr<std::vector<std::string>> HubsHolding(
       const std::vector<std::string>& agent_ids) override;
+  absl::StatusOr<std::vector<Holding>> LiveHoldersElsewhere(
+      const std::vector<std::string>& agent_ids) override;
 
  private:
   // Runs `sql` on the membership connection, connecting (again) first if

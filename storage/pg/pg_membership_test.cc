@@ -377,6 +377,28 @@ TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {
   EXPECT_TRUE(waiting->empty());
 }
 
+TEST_F(PgMembershipTest,
+       OnlyAnotherHubsLiveSeatCountsAsHoldingAnAgentElsewhere) {
+  std::unique_ptr<PostgresStore> a = OpenHub("hub-a");
+  std::unique_ptr<PostgresStore> b = OpenHub("hub-b");
+  ASSERT_TRUE(Join(*a, "a:1").ok());
+  ASSERT_TRUE(Join(*b, "b:1").ok());
+  Register(*a, "agent-1");
+  Register(*b, "agent-2");
+  absl::StatusOr<std::vector<Membership::Holding>> held =
+      b->membership()->LiveHoldersElsewhere({"agent-1", "agent-2", "nobody"});
+  ASSERT_TRUE(held.ok()) << held.status();
+  ASSERT_EQ(held->size(), 1u);
+  EXPECT_EQ((*held)[0].agent_id, "agent-1");
+  EXPECT_EQ((*held)[0].hub_id, "hub-a");
+  // A seat whose lease ran out holds nobody any more, even before anyone
+  // declared it dead.
+  ExpireLease("hub-a");
+  held = b->membership()->LiveHoldersElsewhere({"agent-1"});
+  ASSERT_TRUE(held.ok()) << held.status();
+  EXPECT_TRUE(held->empty());
+}
+
 TEST_F(PgMembershipTest, AStoreThatNeverJoinedWritesPresenceUnfenced) {
   std::unique_ptr<PostgresStore> tool = OpenHub("");
   EXPECT_EQ(tool->membership(), nullptr);
