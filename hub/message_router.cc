@@ -132,14 +132,13 @@ void MessageRouter::Drain() {
         store_->ListUndelivered(attached, UnixMillis(clock_->Now()),
                                 options_.batch);
     if (!waiting.ok()) return;  // the next poll tries again
-    int64_t pushed = 0;
-    for (const storage::UndeliveredMessage& w : *waiting) {
-      {
-        absl::MutexLock lock(&mu_);
-        if (stopping_) return;
-      }
-      if (messaging_->PushRouted(w.message, w.agent_id)) ++pushed;
+    {
+      absl::MutexLock lock(&mu_);
+      if (stopping_) return;
     }
+    // One write records the attempts of the whole batch, then each is
+    // pushed: routing is not one commit per message.
+    const int64_t pushed = messaging_->PushRoutedMany(*waiting);
     {
       absl::MutexLock lock(&mu_);
       routed_ += pushed;

@@ -8,6 +8,7 @@
 #include <set>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
@@ -452,35 +453,80 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
   if (added.ok() && *added) Push(m, *holder->holder_agent_id, holder);
 }
 
-bool Messaging::PushRouted(const MessageRecord& message,
-                           const std::string& agent_id) {
-  std::optional<RoleRecord> role;
-  if (message.role_key_wire.has_value()) {
-    role = LiveHolder(*message.role_key_wire, UnixMillis(clock_->Now()));
-  }
-  return Push(message, agent_id, role);
-}
+namespace {
 
-bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
-                     const std::optional<RoleRecord>& role) {
+// The push of `message` whose delivery attempt `inbox` recorded, under the
+// role `role` held when it is role-addressed.
+MessageDelivery DeliveryOf(const MessageRecord& message,
+                           storage::InboxRecord inbox,
+                           const std::optional<RoleRecord>& role) {
   MessageDelivery delivery;
   delivery.message = message;
-  delivery.inbox.message_id = message.id;
-  delivery.inbox.agent_id = agent_id;
-  const int64_t now_ms = UnixMillis(clock_->Now());
+  delivery.message.status = "delivered";
+  delivery.inbox = std::move(inbox);
   if (role.has_value() && message.role_key_wire.has_value()) {
     delivery.role_epoch = role->epoch;
     delivery.activation_id = role->activation_id;
   }
+  return delivery;
+}
+
+}  // namespace
+
+bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
+                     const std::optional<RoleRecord>& role) {
   // Mark first, so the pushed copy carries its attempt; if the push then
   // fails the row merely counts one attempt more (it stays pending).
   if (!presence_->StreamAttached(agent_id)) return false;
   absl::StatusOr<storage::InboxRecord> inbox =
-      store_->MarkDelivered(message.id, agent_id, now_ms);
+      store_->MarkDelivered(message.id, agent_id, UnixMillis(clock_->Now()));
   if (!inbox.ok()) return false;
-  delivery.inbox = std::move(*inbox);
-  delivery.message.status = "delivered";
-  return presence_->DeliverMessage(agent_id, delivery);
+  return presence_->DeliverMessage(
+      agent_id, DeliveryOf(message, *std::move(inbox), role));
+}
+
+int64_t Messaging::PushRoutedMany(
+    const std::vector<storage::UndeliveredMessage>& waiting) {
+  std::vector<storage::Store::Delivery> marks;
+  for (const storage::UndeliveredMessage& w : waiting) {
+    if (presence_->StreamAttached(w.agent_id)) {
+      marks.push_back({w.message.id, w.agent_id});
+    }
+  }
+  if (marks.empty()) return 0;
+  const int64_t now_ms = UnixMillis(clock_->Now());
+  absl::StatusOr<std::vector<storage::InboxRecord>> marked =
+      store_->MarkDeliveredMany(marks, now_ms);
+  if (!marked.ok()) return 0;  // all stay pending: the next poll retries
+  absl::flat_hash_map<std::pair<std::string, std::string>, storage::InboxRecord>
+      by_delivery;
+  for (storage::InboxRecord& row : *marked) {
+    std::pair<std::string, std::string> key(row.message_id, row.agent_id);
+    by_delivery.emplace(std::move(key), std::move(row));
+  }
+  // One look at each role's holder for the batch.
+  absl::flat_hash_map<std::string, std::optional<RoleRecord>> holders;
+  int64_t pushed = 0;
+  for (const storage::UndeliveredMessage& w : waiting) {
+    auto row = by_delivery.find(std::make_pair(w.message.id, w.agent_id));
+    if (row == by_delivery.end()) continue;
+    std::optional<RoleRecord> role;
+    if (w.message.role_key_wire.has_value()) {
+      auto holder = holders.find(*w.message.role_key_wire);
+      if (holder == holders.end()) {
+        holder = holders
+                     .emplace(*w.message.role_key_wire,
+                              LiveHolder(*w.message.role_key_wire, now_ms))
+                     .first;
+      }
+      role = holder->second;
+    }
+    if (presence_->DeliverMessage(w.agent_id,
+                                  DeliveryOf(w.message, row->second, role))) {
+      ++pushed;
+    }
+  }
+  return pushed;
 }
 
 absl::Status Messaging::CheckAgent(const std::string& agent_id,

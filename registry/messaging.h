@@ -239,11 +239,13 @@ class Messaging {
   void SetUnpushedListener(UnpushedListener listener) {
     unpushed_listener_ = std::move(listener);
   }
-  // Pushes `message` to `agent_id`'s stream here, recording the delivery
-  // attempt first (a message published through another hub). False when
-  // the agent has no stream here or the push failed (it stays pending).
-  bool PushRouted(const storage::MessageRecord& message,
-                  const std::string& agent_id);
+  // Pushes messages published through another hub to the streams of their
+  // recipients here: the delivery attempts of those whose agents have a
+  // stream here are recorded first, in one write
+  // (Store::MarkDeliveredMany), then each is pushed. How many were pushed;
+  // the rest stay pending (no stream here, or the push failed).
+  int64_t PushRoutedMany(
+      const std::vector<storage::UndeliveredMessage>& waiting);
   // Runs `hook` in each blocking Publish() (and each role publish that waits
   // for a holder), after the publish looked for holders and attached
   // streams and before its write: lets a test put an attach or a role change

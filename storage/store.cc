@@ -134,6 +134,21 @@ absl::Status NoRoleChangeLog(const StoreInfo& info) {
 
 }  // namespace
 
+absl::StatusOr<std::vector<InboxRecord>> Store::MarkDeliveredMany(
+    const std::vector<Delivery>& deliveries, int64_t now_ms) {
+  std::vector<InboxRecord> marked;
+  for (const Delivery& d : deliveries) {
+    absl::StatusOr<InboxRecord> row =
+        MarkDelivered(d.message_id, d.agent_id, now_ms);
+    if (row.ok()) {
+      marked.push_back(*std::move(row));
+    } else if (row.status().code() != absl::StatusCode::kNotFound) {
+      return row.status();
+    }
+  }
+  return marked;
+}
+
 absl::StatusOr<int64_t> Store::RoleChangeHead() {
   return NoRoleChangeLog(Info());
 }

@@ -892,6 +892,15 @@ class Store {
   virtual absl::StatusOr<InboxRecord> MarkDelivered(
       absl::string_view message_id, absl::string_view agent_id,
       int64_t now_ms) = 0;
+  // MarkDelivered for each (message id, agent id) of `deliveries`, in one
+  // write: the inbox rows it found, in any order (a pair whose row is gone
+  // is left out). Default: one MarkDelivered per pair.
+  struct Delivery {
+    std::string message_id;
+    std::string agent_id;
+  };
+  virtual absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredMany(
+      const std::vector<Delivery>& deliveries, int64_t now_ms);
   // Acks a delivered inbox row; when every recipient has acked, the message
   // becomes acked. Returns false if there was nothing to ack (not delivered
   // to that agent, already acked, or the message is terminal).

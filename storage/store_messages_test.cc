@@ -117,6 +117,32 @@ TEST_P(MessageStore, DeliveringInsertReturnsTheDeliveredRowsOnce) {
   EXPECT_EQ(ReasonOf(store().GetMessage("m2").status()), "MESSAGE_NOT_FOUND");
 }
 
+TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m2"), {"a"}).ok());
+  ASSERT_TRUE(store().MarkDelivered("m2", "a", kNow).ok());
+  const int64_t groups = Groups(store());
+  absl::StatusOr<std::vector<InboxRecord>> marked = store().MarkDeliveredMany(
+      {{"m1", "a"}, {"m2", "a"}, {"m1", "zed"}, {"gone", "a"}}, kNow + 7);
+  ASSERT_TRUE(marked.ok()) << marked.status();
+  std::sort(marked->begin(), marked->end(),
+            [](const InboxRecord& x, const InboxRecord& y) {
+              return x.message_id < y.message_id;
+            });
+  ASSERT_EQ(marked->size(), 2u);
+  EXPECT_EQ((*marked)[0].message_id, "m1");
+  EXPECT_EQ((*marked)[0].agent_id, "a");
+  EXPECT_EQ((*marked)[0].delivered_at_ms, kNow + 7);
+  EXPECT_EQ((*marked)[0].attempts, 1);
+  // A second attempt keeps the first delivery time.
+  EXPECT_EQ((*marked)[1].message_id, "m2");
+  EXPECT_EQ((*marked)[1].delivered_at_ms, kNow);
+  EXPECT_EQ((*marked)[1].attempts, 2);
+  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_FALSE((*store().ListInbox("m1"))[1].delivered_at_ms.has_value());
+  if (postgres()) EXPECT_EQ(Groups(store()), groups + 1);  // one write
+}
+
 TEST_P(MessageStore, DuplicateIdIsAlreadyExistsAndLeavesTheFirstIntact) {
   ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a"}).ok());
   MessageRecord again = TestMessage("m1", 9);

@@ -163,6 +163,8 @@ class PostgresStore final : public Store {
   absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
                                             absl::string_view agent_id,
                                             int64_t now_ms) override;
+  absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredMany(
+      const std::vector<Delivery>& deliveries, int64_t now_ms) override;
   absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                   absl::string_view agent_id,
                                   int64_t now_ms) override;

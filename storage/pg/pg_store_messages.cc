@@ -404,6 +404,40 @@ absl::StatusOr<InboxRecord> PostgresStore::MarkDelivered(
       });
 }
 
+absl::StatusOr<std::vector<InboxRecord>> PostgresStore::MarkDeliveredMany(
+    const std::vector<Delivery>& deliveries, int64_t now_ms) {
+  if (deliveries.empty()) return std::vector<InboxRecord>();
+  std::vector<std::string> message_ids;
+  std::vector<std::string> agent_ids;
+  for (const Delivery& d : deliveries) {
+    message_ids.push_back(d.message_id);
+    agent_ids.push_back(d.agent_id);
+  }
+  return Write<std::vector<InboxRecord>>(
+      [&](Connection& conn) -> absl::StatusOr<std::vector<InboxRecord>> {
+        // Two statements for the lot, in the lock order of single marks
+        // (inbox rows, then messages).
+        absl::StatusOr<Result> inbox = conn.Run(
+            "UPDATE message_inbox i SET "
+            "delivered_at_ms = COALESCE(i.delivered_at_ms, $3::bigint), "
+            "attempts = i.attempts + 1 "
+            "FROM unnest($1::text[], $2::text[]) AS d(message_id, agent_id) "
+            "WHERE i.message_id = d.message_id AND i.agent_id = d.agent_id "
+            "RETURNING i.message_id, i.agent_id, i.delivered_at_ms, "
+            "i.acked_at_ms, i.attempts",
+            {TextArray(message_ids), TextArray(agent_ids), P(now_ms)});
+        if (!inbox.ok()) return inbox.status();
+        std::vector<InboxRecord> marked =
+            ReadAll<InboxRecord>(*inbox, ReadInbox);
+        absl::StatusOr<Result> msg = conn.Run(
+            "UPDATE messages SET status = 'delivered' "
+            "WHERE id = ANY($1::text[]) AND status = 'queued'",
+            {TextArray(message_ids)});
+        if (!msg.ok()) return msg.status();
+        return marked;
+      });
+}
+
 absl::StatusOr<bool> PostgresStore::AckMessage(absl::string_view message_id,
                                                absl::string_view agent_id,
                                                int64_t now_ms) {

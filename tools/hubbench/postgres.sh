@@ -10,7 +10,7 @@
 #   tools/hubbench/postgres.sh [--repeat=3] [--duration=3s]
 #       [--only=register,cas,publish,heartbeat] [--out=FILE]
 #       [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH] [--fresh]
-#       [--hubs=2,3]
+#       [--hubs=2,3] [--etcd]
 #
 #   --repeat    rounds; the table shows medians over them.
 #   --duration  measured window of each row (after a 1 s warm-up run).
@@ -23,8 +23,13 @@
 #   --fresh     no ANALYZE after the warm-up: PostgreSQL as a brand-new
 #               database runs until autovacuum first analyzes it.
 #   --hubs      also rows on N hubds sharing one database (postgres-xN),
-#               the clients spread over them; not for publish (a publish to
-#               an agent on another hub is not pushed yet).
+#               the clients spread over them (publish: the recipient's
+#               stream on one hub, the publishers on all, so most
+#               publishes are routed to another hub).
+#   --etcd      also etcd 3.4 (one member, a fresh data directory per row)
+#               running the same workloads where it has them (register =
+#               LeaseGrant, cas = a transaction on distinct keys, heartbeat
+#               = lease keep-alives; no publish).
 #
 # Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
 # recipient's stream), and CPU per operation read from /proc over the
@@ -44,6 +49,7 @@ hubd=""
 hubbench=""
 fresh=0
 hubs=""
+etcd=0
 for arg in "$@"; do
   case "$arg" in
     --repeat=*) repeat="${arg#*=}" ;;
@@ -55,7 +61,8 @@ for arg in "$@"; do
     --hubbench=*) hubbench="${arg#*=}" ;;
     --fresh) fresh=1 ;;
     --hubs=*) hubs="${arg#*=}" ;;
-    *) sed -n '2,29s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    --etcd) etcd=1 ;;
+    *) sed -n '2,33s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
 pgbin=/usr/lib/postgresql/15/bin
@@ -110,6 +117,10 @@ fi
 for n in ${hubs//,/ }; do
   variants+=("postgres-x$n postgres-x$n $hubd")
 done
+if ((etcd)); then
+  command -v etcd >/dev/null || { echo "postgres.sh: etcd missing: run tools/setup.sh" >&2; exit 1; }
+  variants+=("etcd etcd -")
+fi
 
 pg initdb -D "$pgdir/data" -A trust -U hub -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" 2>&1 ||
   { cat "$work/initdb.log" >&2; exit 1; }
@@ -146,6 +157,30 @@ dbs=0
 start_hubd() {
   local dir="$work/hubd.$((++dbs))" db count=1 i pid addr
   mkdir -p "$dir"
+  if [[ "$1" == etcd ]]; then
+    local client peer
+    read -r client peer <<<"$(python3 -c 'import socket
+s = [socket.socket() for _ in range(2)]
+for x in s: x.bind(("127.0.0.1", 0))
+print(*[x.getsockname()[1] for x in s])')"
+    etcd --name hubbench --data-dir "$dir/data" \
+      --listen-client-urls "http://127.0.0.1:$client" \
+      --advertise-client-urls "http://127.0.0.1:$client" \
+      --listen-peer-urls "http://127.0.0.1:$peer" \
+      --initial-advertise-peer-urls "http://127.0.0.1:$peer" \
+      --initial-cluster "hubbench=http://127.0.0.1:$peer" \
+      --logger=zap --log-level=error >"$dir/out.1" 2>"$dir/err.1" &
+    hubd_pids+=("$!")
+    hubd_addr="127.0.0.1:$client"
+    for _ in $(seq 200); do
+      ETCDCTL_API=3 etcdctl --dial-timeout=1s --endpoints="$hubd_addr" endpoint health \
+        >/dev/null 2>&1 && return 0
+      kill -0 "${hubd_pids[0]}" 2>/dev/null || break
+      sleep 0.1
+    done
+    tail -5 "$dir/err.1" >&2
+    return 1
+  fi
   if [[ "$1" == sqlite ]]; then
     db="$dir/hub.sqlite"
   else
@@ -180,7 +215,10 @@ row() {
   for ((i = 0; i < n; i++)); do order+=("${variants[$(((i + round) % n))]}"); done
   for v in "${order[@]}"; do
     read -r label store binary <<<"$v"
-    [[ "$store" == postgres-x* && "$workload" == publish ]] && continue
+    # etcd has no publish.
+    [[ "$store" == etcd && "$workload" == publish ]] && continue
+    local target=hub
+    [[ "$store" == etcd ]] && target=etcd
     local pm=0
     [[ "$store" == postgres* ]] && pm="$pm_pid"
     if ! start_hubd "$store" "$binary"; then
@@ -189,7 +227,7 @@ row() {
       continue
     fi
     local before after line
-    "$hubbench" "$workload" --target=hub --addr="$hubd_addr" --duration=1s "$@" \
+    "$hubbench" "$workload" --target="$target" --addr="$hubd_addr" --duration=1s "$@" \
       >/dev/null 2>>"$work/hubbench.err" || true
     # A database in use has statistics (autovacuum analyzes within a minute
     # or so); a fresh one has none, and the writer's cached plans, made on
@@ -199,7 +237,7 @@ row() {
       pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAq -c ANALYZE
     fi
     before="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
-    line="$("$hubbench" "$workload" --target=hub --addr="$hubd_addr" \
+    line="$("$hubbench" "$workload" --target="$target" --addr="$hubd_addr" \
       --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
     after="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
     stop_hubd
