@@ -270,6 +270,11 @@ class PresenceServiceImpl::AttachReactor final
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
+    // The agent's own goodbye deregistered it: that is how it meant to end.
+    if (leaving_ && ReasonOf(status) == "AGENT_DEREGISTERED") {
+      FinishLocked(absl::OkStatus());
+      return;
+    }
     if (status.code() == absl::StatusCode::kFailedPrecondition) {
       QueueFencingLocked(status);
     }
@@ -321,6 +326,10 @@ class PresenceServiceImpl::AttachReactor final
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverRoleChange(notice);
     }
+    void AnswerGoodbye(int64_t frame_id, const absl::Status& status) {
+      absl::MutexLock lock(&mu_);
+      if (reactor_ != nullptr) reactor_->AnswerGoodbye(frame_id, status);
+    }
     void Release() {
       absl::MutexLock lock(&mu_);
       reactor_ = nullptr;
@@ -366,6 +375,9 @@ class PresenceServiceImpl::AttachReactor final
         return;
       case AttachRequest::kProbeReply:
         ProbeReplyLocked(frame_id);
+        return;
+      case AttachRequest::kGoodbye:
+        GoodbyeLocked(frame_id);
         return;
       default:
         AnswerErrorLocked(
@@ -554,8 +566,43 @@ class PresenceServiceImpl::AttachReactor final
     };
   }
 
+  // The agent leaves: deregistered (a write, on the pool) at this stream's
+  // generation; the registry's fencing of this stream then ends it OK, not
+  // with AGENT_DEREGISTERED. Nothing more is read meanwhile.
+  void GoodbyeLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    leaving_ = true;
+    ++writes_in_flight_;
+    write_ = [pool = service_->pool_, registry = service_->registry_,
+              sink = sink_, agent_id = agent_id_, generation = generation_,
+              frame_id] {
+      pool->Schedule([registry, sink, agent_id, generation, frame_id] {
+        absl::StatusOr<DeregisterOutcome> left =
+            registry->Deregister(agent_id, generation, HubFence{});
+        sink->AnswerGoodbye(frame_id, left.status());
+      });
+    };
+  }
+
+  // The goodbye's deregistration is done: the stream ends OK, or, when it
+  // failed, the goodbye is answered with the error and reading goes on.
+  void AnswerGoodbye(int64_t frame_id, const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    --writes_in_flight_;
+    if (status.ok()) {
+      FinishLocked(absl::OkStatus());
+      return;
+    }
+    leaving_ = false;
+    AnswerErrorLocked(frame_id, status);
+    if (!finishing_) {
+      read_paused_ = false;
+      ReadNextLocked();
+    }
+  }
+
   // Reads the next frame, unless too many frames wait for their writes.
   void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (leaving_) return;  // a goodbye's deregistration is in flight
     if (writes_in_flight_ >= kMaxWritesInFlight) {
       read_paused_ = true;
       return;
@@ -638,6 +685,8 @@ class PresenceServiceImpl::AttachReactor final
   std::deque<AttachResponse> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  // The client said goodbye: its deregistration is in flight.
+  bool leaving_ ABSL_GUARDED_BY(mu_) = false;
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;

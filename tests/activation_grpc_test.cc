@@ -137,6 +137,50 @@ TEST_F(ActivationGrpcTest, WhenTheHoldersStreamEndsTheNextCandidateTakesOver) {
 }
 
 TEST_F(ActivationGrpcTest,
+       AHolderThatSaysGoodbyeIsReplacedAtOnceWithoutItsDetachGrace) {
+  // A grace far longer than the test may take: the successor can only be
+  // activated because the goodbye skipped it.
+  HubServerOptions options =
+      testing::TestHubOptions(testing::FreshTestDbPath());
+  options.presence.detach_grace = absl::Hours(1);
+  StartHub(options);
+  Agent a = Candidate("agent-a", /*priority=*/10);
+  Agent b = Candidate("agent-b", /*priority=*/5);
+  EXPECT_EQ(Ensure().holder_agent_id(), "agent-a");
+  const hub::v1::RoleActivation first = NextActivation(a);
+  ASSERT_TRUE(a.stream->Write(AckFrame(first)));
+  AttachResponse answer;
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(a.stream.get(), &answer));
+  ASSERT_EQ(GetRole().state(), hub::v1::ROLE_STATE_ACTIVE);
+
+  // agent-a's session ends on purpose: goodbye, then the hub ends the
+  // stream OK once agent-a is deregistered.
+  AttachRequest goodbye;
+  goodbye.set_frame_id(9);
+  goodbye.mutable_goodbye();
+  ASSERT_TRUE(a.stream->Write(goodbye));
+  while (a.stream->Read(&answer)) {
+    EXPECT_FALSE(answer.has_frame_error()) << answer.DebugString();
+  }
+  const grpc::Status ended = a.stream->Finish();
+  EXPECT_TRUE(ended.ok()) << ended.error_code() << " " << ended.error_message();
+  grpc::ClientContext context;
+  hub::v1::GetAgentRequest get;
+  get.set_agent_id("agent-a");
+  hub::v1::GetAgentResponse agent;
+  ASSERT_TRUE(presence_->GetAgent(&context, get, &agent).ok());
+  EXPECT_EQ(agent.agent().status(), hub::v1::AGENT_STATUS_OFFLINE);
+
+  const hub::v1::RoleActivation second = NextActivation(b);
+  EXPECT_EQ(second.holder_agent_id(), "agent-b");
+  EXPECT_GT(second.epoch(), first.epoch());
+  ASSERT_TRUE(b.stream->Write(AckFrame(second)));
+  ASSERT_TRUE(testing::ReadSkippingRoleChanges(b.stream.get(), &answer));
+  ASSERT_TRUE(answer.has_activation_ack_result()) << answer.DebugString();
+  EXPECT_EQ(GetRole().holder_agent_id(), "agent-b");
+}
+
+TEST_F(ActivationGrpcTest,
        HubOnlyTriggersAndBlankOrOverlongCauseIdsAreRefusedAndReserveNothing) {
   struct Case {
     hub::v1::EnsureRoleTrigger trigger;

@@ -2,6 +2,7 @@
 // dies, against a running hubd or, as a reference, etcd 3.4's elections.
 //
 //   failover --target=hub|etcd --addr=127.0.0.1:PORT [--rounds=100]
+//            [--leave=crash|goodbye|release (hub), crash|resign (etcd)]
 //
 // hub: each round uses a fresh project: candidates A (priority 10) and B
 // (priority 5) register and attach their presence streams, EnsureRole makes
@@ -9,14 +10,18 @@
 // cancelled, as when its process dies, and the clock runs until B has
 // answered its probe, received its activation and the hub has accepted B's
 // ACK. The hub's --detach_grace is part of every figure: compare p99 against
-// grace + 250 ms (issue 5's target).
+// grace + 250 ms (issue 5's target). A holder that leaves on purpose
+// (--leave=goodbye: a goodbye frame on its stream; --leave=release:
+// ReleaseRole at its epoch) is replaced with no grace: the clock runs from
+// the goodbye (or the release call) to the hub's answer to B's ACK.
 //
 // etcd: each round uses a fresh election: A campaigns (v3election Campaign)
 // on its own lease and wins, B campaigns on another lease and waits behind
 // A. Then A's lease is revoked (LeaseRevoke), and the clock runs until B's
 // Campaign call returns with B as leader. etcd has no grace: revocation
 // deletes A's key at once (a crashed etcd client's lease would instead
-// expire after its TTL).
+// expire after its TTL). --leave=resign: A resigns (v3election Resign with
+// its leader key) instead, the hand-off of a leader that leaves on purpose.
 //
 // Prints one JSON line (hubbench's format, workload "failover") with
 // p50/p99/max in ms.
@@ -45,6 +50,9 @@
 ABSL_FLAG(std::string, target, "hub", "hub (hubd) or etcd (etcd 3.4)");
 ABSL_FLAG(std::string, addr, "", "the target's host:port");
 ABSL_FLAG(int, rounds, 100, "failovers to measure");
+ABSL_FLAG(std::string, leave, "crash",
+          "how the holder goes: crash (hub: its stream is cancelled; etcd: "
+          "its lease revoked), goodbye or release (hub), resign (etcd)");
 
 namespace {
 
@@ -134,7 +142,7 @@ bool ActivateAndAck(Agent* agent) {
 
 // Hub failovers, one per round, appended to `ms`. False on an error.
 bool RunHub(const std::shared_ptr<grpc::Channel>& channel, int rounds,
-            std::vector<double>* ms) {
+            const std::string& leave, std::vector<double>* ms) {
   auto presence = hub::v1::PresenceService::NewStub(channel);
   auto roles = hub::v1::RoleService::NewStub(channel);
   for (int round = 0; round < rounds; ++round) {
@@ -156,10 +164,27 @@ bool RunHub(const std::shared_ptr<grpc::Channel>& channel, int rounds,
     if (!s.ok()) return Fail("EnsureRole: " + s.error_message());
     if (!ActivateAndAck(&a)) return Fail("A was not activated");
     const absl::Time died = absl::Now();
-    a.context->TryCancel();  // A's process is gone: its stream ends
+    if (leave == "goodbye") {
+      AttachRequest goodbye;
+      goodbye.mutable_goodbye();
+      if (!a.stream->Write(goodbye)) return Fail("goodbye not sent");
+    } else if (leave == "release") {
+      grpc::ClientContext release_context;
+      hub::v1::ReleaseRoleRequest release;
+      release.mutable_role_key()->set_project_id(project);
+      release.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
+      release.set_agent_id("fo-a-" + tag);
+      release.set_epoch(ensured.receipt().epoch());
+      hub::v1::ReleaseRoleResponse released;
+      s = roles->ReleaseRole(&release_context, release, &released);
+      if (!s.ok()) return Fail("ReleaseRole: " + s.error_message());
+    } else {
+      a.context->TryCancel();  // A's process is gone: its stream ends
+    }
     if (!ActivateAndAck(&b)) return Fail("B was not activated");
     ms->push_back(absl::ToDoubleMilliseconds(absl::Now() - died));
     b.context->TryCancel();
+    a.context->TryCancel();
   }
   return true;
 }
@@ -208,7 +233,7 @@ int64_t Campaigners(etcdserverpb::KV::Stub* kv, const std::string& name) {
 
 // etcd election handovers, one per round, appended to `ms`.
 bool RunEtcd(const std::shared_ptr<grpc::Channel>& channel, int rounds,
-             std::vector<double>* ms) {
+             const std::string& leave, std::vector<double>* ms) {
   auto kv = etcdserverpb::KV::NewStub(channel);
   auto lease = etcdserverpb::Lease::NewStub(channel);
   auto election = v3electionpb::Election::NewStub(channel);
@@ -217,6 +242,7 @@ bool RunEtcd(const std::shared_ptr<grpc::Channel>& channel, int rounds,
     std::optional<int64_t> lease_a = GrantLease(lease.get());
     std::optional<int64_t> lease_b = GrantLease(lease.get());
     if (!lease_a || !lease_b) return false;
+    v3electionpb::LeaderKey a_key;
     {
       grpc::ClientContext context;
       context.set_deadline(std::chrono::system_clock::now() +
@@ -228,6 +254,7 @@ bool RunEtcd(const std::shared_ptr<grpc::Channel>& channel, int rounds,
       v3electionpb::CampaignResponse response;
       grpc::Status s = election->Campaign(&context, request, &response);
       if (!s.ok()) return Fail("Campaign (A): " + s.error_message());
+      a_key = response.leader();
     }
     // B campaigns and waits behind A; its call returns when B leads.
     grpc::Status b_status;
@@ -250,7 +277,19 @@ bool RunEtcd(const std::shared_ptr<grpc::Channel>& channel, int rounds,
       absl::SleepFor(absl::Milliseconds(1));
     }
     const absl::Time revoked = absl::Now();
-    const bool ok = RevokeLease(lease.get(), *lease_a);  // A is gone
+    bool ok = true;
+    if (leave == "resign") {
+      grpc::ClientContext context;
+      context.set_deadline(std::chrono::system_clock::now() +
+                           std::chrono::seconds(10));
+      v3electionpb::ResignRequest request;
+      *request.mutable_leader() = a_key;
+      v3electionpb::ResignResponse response;
+      grpc::Status s = election->Resign(&context, request, &response);
+      ok = s.ok() || Fail("Resign: " + s.error_message());
+    } else {
+      ok = RevokeLease(lease.get(), *lease_a);  // A is gone
+    }
     b.join();
     if (!ok) return false;
     if (!b_status.ok())
@@ -260,6 +299,7 @@ bool RunEtcd(const std::shared_ptr<grpc::Channel>& channel, int rounds,
     }
     ms->push_back(absl::ToDoubleMilliseconds(b_leads - revoked));
     if (!RevokeLease(lease.get(), *lease_b)) return false;
+    if (leave == "resign" && !RevokeLease(lease.get(), *lease_a)) return false;
   }
   return true;
 }
@@ -276,15 +316,24 @@ int main(int argc, char** argv) {
     return Fail("--target must be hub or etcd"), 2;
   }
   if (rounds < 1) return Fail("--rounds must be at least 1"), 2;
+  const std::string leave = absl::GetFlag(FLAGS_leave);
+  const bool leave_ok =
+      leave == "crash" ||
+      (target == "hub" ? leave == "goodbye" || leave == "release"
+                       : leave == "resign");
+  if (!leave_ok) return Fail("--leave does not apply to this target"), 2;
+  const std::string layout = leave == "crash"
+                                 ? absl::StrCat("r", rounds)
+                                 : absl::StrCat("r", rounds, "/", leave);
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
   std::vector<double> ms;
-  const bool ok = target == "hub" ? RunHub(channel, rounds, &ms)
-                                  : RunEtcd(channel, rounds, &ms);
+  const bool ok = target == "hub" ? RunHub(channel, rounds, leave, &ms)
+                                  : RunEtcd(channel, rounds, leave, &ms);
   if (!ok || ms.empty()) {
     std::printf(
-        "{\"target\":\"%s\",\"workload\":\"failover\",\"layout\":\"r%d\","
+        "{\"target\":\"%s\",\"workload\":\"failover\",\"layout\":\"%s\","
         "\"status\":\"error\",\"error\":\"see stderr\"}\n",
-        target.c_str(), rounds);
+        target.c_str(), layout.c_str());
     return 1;
   }
   std::sort(ms.begin(), ms.end());
@@ -292,9 +341,9 @@ int main(int argc, char** argv) {
     return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
   };
   std::printf(
-      "{\"target\":\"%s\",\"workload\":\"failover\",\"layout\":\"r%d\","
+      "{\"target\":\"%s\",\"workload\":\"failover\",\"layout\":\"%s\","
       "\"status\":\"ok\",\"rounds\":%zu,\"p50_ms\":%.2f,\"p99_ms\":%.2f,"
       "\"max_ms\":%.2f}\n",
-      target.c_str(), rounds, ms.size(), at(0.50), at(0.99), ms.back());
+      target.c_str(), layout.c_str(), ms.size(), at(0.50), at(0.99), ms.back());
   return 0;
 }

@@ -16,7 +16,9 @@
 #   --only         the workloads to run (comma-separated).
 #   --failover_rounds  failovers per target (latency: holder gone -> successor
 #                  active; hub: kill the holder's stream, etcd: revoke the
-#                  leader's lease under v3election Campaign). No ceiling.
+#                  leader's lease under v3election Campaign; then a holder
+#                  leaving on purpose: hub goodbye and ReleaseRole, etcd
+#                  Resign). No ceiling.
 #   --out          also keep the JSON result lines in FILE.
 #
 # Every server is started fresh for each row (hubd on a new database, etcd on
@@ -148,10 +150,16 @@ row() {
 }
 
 # failover_row: failover latency on hub, then etcd (no ceiling: a no-op
-# server has no roles).
+# server has no roles): a holder that crashes (hub: its stream is cut, the
+# detach grace runs; etcd: its lease is revoked), then one that leaves on
+# purpose (hub: a goodbye on its stream, or ReleaseRole; etcd: Resign).
 failover_row() {
   [[ ",$only," == *",failover,"* ]] || return 0
-  for target in hub etcd; do
+  local spec target leave layout
+  for spec in "hub crash" "hub goodbye" "hub release" "etcd crash" "etcd resign"; do
+    read -r target leave <<<"$spec"
+    layout="r$failover_rounds"
+    [[ "$leave" == crash ]] || layout="$layout/$leave"
     [[ "$target" == hub && "$have_hub" == 0 ]] && continue
     if ! start_server "$target"; then
       echo "run.sh: $target did not start:" >&2
@@ -161,9 +169,9 @@ failover_row() {
     fi
     local line
     line="$("$bin/failover" --target="$target" --addr="$server_addr" \
-      --rounds="$failover_rounds" 2>>"$work/hubbench.err")" || true
+      --rounds="$failover_rounds" --leave="$leave" 2>>"$work/hubbench.err")" || true
     stop_server
-    [[ -n "$line" ]] || line="{\"target\":\"$target\",\"workload\":\"failover\",\"layout\":\"r$failover_rounds\",\"status\":\"error\",\"error\":\"failover failed\"}"
+    [[ -n "$line" ]] || line="{\"target\":\"$target\",\"workload\":\"failover\",\"layout\":\"$layout\",\"status\":\"error\",\"error\":\"failover failed\"}"
     echo "$line" >>"$results"
     echo "  $line" >&2
   done

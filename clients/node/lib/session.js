@@ -166,7 +166,10 @@ class PresenceSession extends EventEmitter {
   /**
    * Stops the session: half-closes the stream (the hub starts the agent's
    * detach grace) or, with {deregister: true}, also marks the agent offline
-   * at once (Deregister, fenced by this registration).
+   * at once: a goodbye frame on the attached stream (the hub deregisters the
+   * agent, fenced by this registration, and hands its roles on with no
+   * grace, then ends the stream OK), else, or if the goodbye did not end OK,
+   * Deregister.
    */
   async stop({ deregister = false } = {}) {
     if (this._stopped && this._state === 'stopped') return;
@@ -174,17 +177,23 @@ class PresenceSession extends EventEmitter {
     this._stopped = true;
     this._wakeSleep();
     const call = this._call;
+    let saidGoodbye = false;
     if (call) {
       const ended = new Promise((resolve) => {
-        call.once('status', resolve);
-        call.once('error', resolve);
-        setTimeout(resolve, 2000).unref();
+        call.once('status', (s) => resolve(s));
+        call.once('error', () => resolve(null));
+        setTimeout(() => resolve(null), 2000).unref();
       });
-      try { call.end(); } catch (_) { /* already closed */ }
-      await ended;
+      const goodbye = deregister && !wasFinal && this._attached;
+      try {
+        if (goodbye) call.write({ frameId: this._nextFrameId(), goodbye: {} });
+        call.end();
+      } catch (_) { /* already closed */ }
+      const status = await ended;
+      saidGoodbye = goodbye && status !== null && status.code === grpc.status.OK;
       if (this._call === call) call.cancel();
     }
-    if (deregister && !wasFinal && this._generation > 0) {
+    if (deregister && !wasFinal && !saidGoodbye && this._generation > 0) {
       await this._client.presence.deregister({
         agentId: this.agentId,
         presenceGeneration: this._generation,
