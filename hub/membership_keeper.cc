@@ -167,11 +167,19 @@ void MembershipKeeper::Loop() {
       if (stopping_) return;
       holding = holding_;
     }
-    if (holding) {
-      RenewAndTakeOver();
-    } else {
+    if (!holding) {
       Rejoin();
+      continue;
     }
+    RenewAndTakeOver();
+    // Declared dead (or its lease ran out): join again now, not one
+    // renewal interval later; until then the hub serves nothing.
+    bool lost = false;
+    {
+      absl::MutexLock lock(&mu_);
+      lost = !holding_ && !stopping_;
+    }
+    if (lost) Rejoin();
   }
 }
 
