@@ -71,8 +71,12 @@ ABSL_FLAG(absl::Duration, shutdown_grace, absl::Seconds(5),
           "on SIGINT/SIGTERM, how long in-flight calls may take to finish "
           "before they are cancelled");
 ABSL_FLAG(std::string, metrics_listen, "",
-          "host:port to serve Prometheus metrics on (GET /metrics); empty: "
-          "no metrics endpoint");
+          "host:port to serve Prometheus metrics on (GET /metrics) and the "
+          "web console (at /); empty: neither. HTTPS with --tls_cert; off "
+          "loopback it needs TLS and --token_file, unless --insecure");
+ABSL_FLAG(bool, console, true,
+          "serve the web console at / of --metrics_listen "
+          "(docs/design/console.md)");
 ABSL_FLAG(std::string, log_level, "info",
           "least severe structured log line written to stderr: debug, info, "
           "warn, error or off");
@@ -132,6 +136,7 @@ int main(int argc, char** argv) {
 
   hub::HubServerOptions options;
   options.metrics_listen = absl::GetFlag(FLAGS_metrics_listen);
+  options.console = absl::GetFlag(FLAGS_console);
   options.listen = absl::GetFlag(FLAGS_listen);
   options.db_path = absl::GetFlag(FLAGS_db);
   const std::string synchronous = absl::GetFlag(FLAGS_synchronous);

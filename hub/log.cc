@@ -4,9 +4,11 @@
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
 
+#include <map>
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/mutex.h"
 
 namespace hub::log {
 namespace {
@@ -116,10 +118,73 @@ std::string FormatEvent(absl::string_view event,
   return line;
 }
 
+namespace {
+
+struct Observers {
+  absl::Mutex mu;
+  int64_t next_id ABSL_GUARDED_BY(mu) = 1;
+  std::map<int64_t, std::shared_ptr<const Observer>> by_id ABSL_GUARDED_BY(mu);
+  // Held while observers run, so that RemoveObserver can wait for them.
+  absl::Mutex running;
+};
+
+Observers& TheObservers() {
+  static auto* observers = new Observers();
+  return *observers;
+}
+
+}  // namespace
+
+int64_t AddObserver(Observer observer) {
+  Observers& o = TheObservers();
+  absl::MutexLock lock(&o.mu);
+  const int64_t id = o.next_id++;
+  o.by_id[id] = std::make_shared<const Observer>(std::move(observer));
+  return id;
+}
+
+void RemoveObserver(int64_t id) {
+  Observers& o = TheObservers();
+  {
+    absl::MutexLock lock(&o.mu);
+    o.by_id.erase(id);
+  }
+  // A line being observed finishes before this returns.
+  absl::WriterMutexLock wait(&o.running);
+}
+
+absl::string_view LevelName(Level level) {
+  switch (level) {
+    case Level::kDebug:
+      return "debug";
+    case Level::kInfo:
+      return "info";
+    case Level::kWarn:
+      return "warn";
+    case Level::kError:
+      return "error";
+    case Level::kOff:
+    default:
+      return "off";
+  }
+}
+
 void Event(Level level, absl::string_view event,
            std::initializer_list<Field> fields) {
   if (!Enabled(level)) return;
   Logger().log(ToSpdlog(level), "{}", FormatEvent(event, fields));
+  Observers& o = TheObservers();
+  absl::ReaderMutexLock running(&o.running);
+  std::vector<std::shared_ptr<const Observer>> observers;
+  {
+    absl::MutexLock lock(&o.mu);
+    if (o.by_id.empty()) return;
+    for (const auto& [id, observer] : o.by_id) observers.push_back(observer);
+  }
+  std::vector<std::pair<std::string, std::string>> copied;
+  copied.reserve(fields.size());
+  for (const Field& f : fields) copied.emplace_back(f.key, f.value);
+  for (const auto& observer : observers) (*observer)(level, event, copied);
 }
 
 }  // namespace hub::log

@@ -18,8 +18,12 @@
 #ifndef HUB_HUB_LOG_H_
 #define HUB_HUB_LOG_H_
 
+#include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
@@ -50,6 +54,18 @@ std::string FormatEvent(absl::string_view event,
 // Writes one line at `level` if enabled.
 void Event(Level level, absl::string_view event,
            std::initializer_list<Field> fields);
+
+// Told of every line Event writes (after the level check), with its fields
+// as written: hubd's console shows them as its events feed. Must be quick
+// and must not log.
+using Observer = std::function<void(
+    Level level, absl::string_view event,
+    const std::vector<std::pair<std::string, std::string>>& fields)>;
+// Adds an observer; returns the id to remove it with. Once RemoveObserver
+// returns, the observer is not running and never runs again.
+int64_t AddObserver(Observer observer);
+void RemoveObserver(int64_t id);
+absl::string_view LevelName(Level level);
 
 inline void Info(absl::string_view event, std::initializer_list<Field> fields) {
   Event(Level::kInfo, event, fields);

@@ -47,5 +47,23 @@ TEST(LogTest, TheLevelDecidesWhatIsEnabled) {
   EXPECT_FALSE(Enabled(Level::kDebug));
 }
 
+TEST(LogTest, TheObserverSeesEachWrittenLineWithItsFieldsAndNotDisabledOnes) {
+  SetLevel(Level::kInfo);
+  std::vector<std::string> seen;
+  const int64_t id = AddObserver(
+      [&seen](Level, absl::string_view event,
+              const std::vector<std::pair<std::string, std::string>>& fields) {
+        std::string line(event);
+        for (const auto& [k, v] : fields)
+          absl::StrAppend(&line, " ", k, "=", v);
+        seen.push_back(line);
+      });
+  Info("role_failover", {{"role", "rk2.x"}, {"epoch", 4}});
+  Debug("rpc_failed", {{"method", "m"}});
+  RemoveObserver(id);
+  Info("after", {});
+  EXPECT_EQ(seen, std::vector<std::string>{"role_failover role=rk2.x epoch=4"});
+}
+
 }  // namespace
 }  // namespace hub::log

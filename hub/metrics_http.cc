@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <utility>
 
@@ -12,7 +13,8 @@
 namespace hub {
 
 absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
-    const std::string& listen, const MetricRegistry* registry) {
+    const std::string& listen, const MetricRegistry* registry,
+    HttpServeOptions options) {
   const size_t colon = listen.rfind(':');
   int port = -1;
   if (colon == std::string::npos || colon == 0 ||
@@ -28,17 +30,36 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   }
 
   std::unique_ptr<MetricsHttpServer> server(new MetricsHttpServer());
-  server->http_ = std::make_unique<httplib::Server>();
+  if (!options.tls_cert_file.empty()) {
+    auto tls = std::make_unique<httplib::SSLServer>(
+        options.tls_cert_file.c_str(), options.tls_key_file.c_str());
+    if (!tls->is_valid()) {
+      return InvalidArgumentError(
+          "TLS_FILES_INVALID",
+          absl::StrCat("cannot serve HTTPS on ", listen, " with ",
+                       options.tls_cert_file, " and ", options.tls_key_file));
+    }
+    server->http_ = std::move(tls);
+  } else {
+    server->http_ = std::make_unique<httplib::Server>();
+  }
   httplib::Server& http = *server->http_;
-  // Scrapes are rare and cheap: two workers, not one per core.
-  http.new_task_queue = [] { return new httplib::ThreadPool(2); };
+  // Scrapes are rare and cheap: two workers, not one per core, unless the
+  // installed routes hold connections open.
+  http.new_task_queue = [threads = std::max(1, options.threads)] {
+    return new httplib::ThreadPool(threads);
+  };
   http.Get("/metrics",
            [registry](const httplib::Request&, httplib::Response& response) {
              response.set_content(registry->Render(), kMetricsContentType);
            });
-  http.Get("/", [](const httplib::Request&, httplib::Response& response) {
-    response.set_content("hubd metrics: GET /metrics\n", "text/plain");
-  });
+  if (options.install) {
+    options.install(&http);
+  } else {
+    http.Get("/", [](const httplib::Request&, httplib::Response& response) {
+      response.set_content("hubd metrics: GET /metrics\n", "text/plain");
+    });
+  }
   auto not_allowed = [](const httplib::Request&, httplib::Response& response) {
     response.status = 405;
   };

@@ -186,6 +186,15 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       !s.ok()) {
     return s;
   }
+  // The HTTP listener serves the console: off loopback, the same rule.
+  if (!options.metrics_listen.empty()) {
+    if (absl::Status s = CheckListenExposure(
+            options.metrics_listen, !options.tls.cert_file.empty(),
+            !options.auth.token_file.empty(), options.insecure);
+        !s.ok()) {
+      return WithMetadata(s, "flag", "metrics_listen");
+    }
+  }
   // Checked before anything is opened; the certificates are served from a
   // reloadable private copy (hub/server_tls.h).
   std::unique_ptr<ServerTls> tls;
@@ -403,10 +412,19 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     });
     router->Start();
   }
+  if (absl::Status s = server->StartConsole(options, clock); !s.ok()) {
+    return s;
+  }
+  console::ConsoleModel* console = server->console_model_.get();
   server->messaging_->SetDeadLetterListener(
-      [metrics](const storage::MessageRecord& message,
-                const storage::ExpiryTransition& transition) {
+      [metrics, console](const storage::MessageRecord& message,
+                         const storage::ExpiryTransition& transition) {
         metrics->OnDeadLetter(message, transition);
+        if (console == nullptr) return;
+        if (!message.to_agent.empty()) console->AgentChanged(message.to_agent);
+        if (message.role_key_wire.has_value()) {
+          console->RoleChanged(*message.role_key_wire);
+        }
       });
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
@@ -514,7 +532,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                 {{"message", s.message()}});
     }
   }
-  if (absl::Status s = server->StartMetrics(options.metrics_listen); !s.ok()) {
+  if (absl::Status s = server->StartMetrics(options); !s.ok()) {
     return s;
   }
   server->server_->GetHealthCheckService()->SetServingStatus(true);
@@ -594,7 +612,44 @@ void HubServer::EnsureRecoveredRoles(
   }
 }
 
-absl::Status HubServer::StartMetrics(const std::string& listen) {
+absl::Status HubServer::StartConsole(const HubServerOptions& options,
+                                     const Clock* clock) {
+  if (!options.console || options.metrics_listen.empty()) {
+    return absl::OkStatus();
+  }
+  console::ConsoleSources sources;
+  sources.presence = presence_.get();
+  sources.roles = roles_.get();
+  sources.activator = activator_.get();
+  sources.store = store_.get();
+  sources.clock = clock;
+  sources.hub_instance_id = identity_.hub_instance_id;
+  console_model_ = std::make_unique<console::ConsoleModel>(sources);
+  console::ConsoleModel* console = console_model_.get();
+  presence_->SetChangeListener([console](const std::string& agent_id) {
+    console->AgentChanged(agent_id);
+  });
+  messaging_->SetChangeListener(
+      [console](const std::vector<std::string>& agents,
+                const std::optional<std::string>& wire) {
+        console->AgentsChanged(agents);
+        if (wire.has_value()) console->RoleChanged(*wire);
+      });
+  log_observer_ = log::AddObserver(
+      [console](log::Level level, absl::string_view event,
+                const std::vector<std::pair<std::string, std::string>>& f) {
+        console->LogEvent(log::LevelName(level), event, f);
+      });
+  if (absl::Status s = console_model_->Start(); !s.ok()) return s;
+  console::ConsoleHttpOptions http;
+  http.tls = !options.tls.cert_file.empty();
+  console_http_ = std::make_unique<console::ConsoleHttp>(
+      console, activator_.get(), authority_.get(), clock, http);
+  return absl::OkStatus();
+}
+
+absl::Status HubServer::StartMetrics(const HubServerOptions& options) {
+  const std::string& listen = options.metrics_listen;
   HubMetrics* metrics = metrics_.get();
   PresenceRegistry* presence = presence_.get();
   storage::Store* store = store_.get();
@@ -656,8 +711,18 @@ absl::Status HubServer::StartMetrics(const std::string& listen) {
             {{}, static_cast<double>(store->write_stats().replays)}};
       });
   if (listen.empty()) return absl::OkStatus();
+  HttpServeOptions serve;
+  serve.tls_cert_file = options.tls.cert_file;
+  serve.tls_key_file = options.tls.key_file;
+  if (console_http_ != nullptr) {
+    console::ConsoleHttp* console = console_http_.get();
+    serve.install = [console](httplib::Server* http) {
+      console->Install(http);
+    };
+    serve.threads = console->threads_needed();
+  }
   absl::StatusOr<std::unique_ptr<MetricsHttpServer>> http =
-      MetricsHttpServer::Start(listen, &registry);
+      MetricsHttpServer::Start(listen, &registry, serve);
   if (!http.ok()) return http.status();
   metrics_http_ = std::move(*http);
   return absl::OkStatus();
@@ -668,7 +733,12 @@ HubServer::~HubServer() { Shutdown(absl::ZeroDuration()); }
 void HubServer::Shutdown(absl::Duration grace) {
   if (shut_down_) return;
   shut_down_ = true;
+  if (log_observer_ != 0) log::RemoveObserver(log_observer_);
+  log_observer_ = 0;
+  // Open event streams end now rather than at their next keepalive.
+  if (console_model_ != nullptr) console_model_->feed()->Close();
   metrics_http_.reset();  // no scrape reads what is torn down below
+  if (console_model_ != nullptr) console_model_->Stop();
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();

@@ -23,6 +23,8 @@
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
+#include "hub/console/console_http.h"
+#include "hub/console/console_model.h"
 #include "hub/hub_metrics.h"
 #include "hub/hub_service.h"
 #include "hub/membership_keeper.h"
@@ -107,7 +109,11 @@ struct HubServerOptions {
   bool insecure = false;
   // host:port to serve Prometheus metrics on (GET /metrics); "" (default):
   // no metrics endpoint. Port 0 picks a free port (metrics_address()).
+  // Served over TLS when `tls` is set; a non-loopback address needs TLS and
+  // tokens as `listen` does, unless `insecure`.
   std::string metrics_listen;
+  // The web console at / of the metrics listener (docs/design/console.md).
+  bool console = true;
   // The seat among the hubs sharing a PostgreSQL database (unused on
   // SQLite: one hub per file).
   MembershipOptions membership;
@@ -166,10 +172,17 @@ class HubServer {
   void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
   // The role watch and scrape-time families of metrics_, and the HTTP
   // endpoint when `listen` is not empty.
-  absl::Status StartMetrics(const std::string& listen);
+  absl::Status StartMetrics(const HubServerOptions& options);
+  // The console's model, fed by the registries' listeners and the logs.
+  absl::Status StartConsole(const HubServerOptions& options,
+                            const Clock* clock);
 
   // Declared first: destroyed last, after everything that reports to it.
   std::unique_ptr<HubMetrics> metrics_;
+  // The console (null when off): stopped in Shutdown, before what it reads.
+  std::unique_ptr<console::ConsoleModel> console_model_;
+  std::unique_ptr<console::ConsoleHttp> console_http_;
+  int64_t log_observer_ = 0;
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;

@@ -381,6 +381,7 @@ absl::StatusOr<PublishResult> Messaging::Published(
     presence_->DeliverMessage(agent_id, delivery);
   }
   PushToLateAttachers(p, blocking);
+  if (change_listener_) change_listener_(p.recipients, m.role_key_wire);
   if (NeedsEnsure(p)) {
     EnsureRequest ensure;
     ensure.role.wire = p.address.role->wire;
@@ -450,7 +451,12 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
   if (!holder.has_value()) return;  // the next activation hands it over
   absl::StatusOr<bool> added =
       store_->AddRecipient(m.id, *holder->holder_agent_id);
-  if (added.ok() && *added) Push(m, *holder->holder_agent_id, holder);
+  if (added.ok() && *added) {
+    if (change_listener_) {
+      change_listener_({*holder->holder_agent_id}, m.role_key_wire);
+    }
+    Push(m, *holder->holder_agent_id, holder);
+  }
 }
 
 namespace {
@@ -599,6 +605,7 @@ absl::StatusOr<AckResult> Messaging::Ack(
   absl::StatusOr<std::vector<bool>> acked = store_->AckMessages(
       agent_id, *ids, UnixMillis(clock_->Now()), presence_generation);
   if (!acked.ok()) return acked.status();
+  if (change_listener_) change_listener_({agent_id}, std::nullopt);
   return ToAckResult(*ids, *acked);
 }
 
@@ -615,12 +622,13 @@ void Messaging::AckAsync(const std::string& agent_id,
   auto distinct = std::make_shared<std::vector<std::string>>(std::move(*ids));
   store_->AckMessagesAsync(
       agent_id, *distinct, UnixMillis(clock_->Now()), presence_generation,
-      [distinct, done = std::move(done)](
+      [this, agent_id, distinct, done = std::move(done)](
           absl::StatusOr<std::vector<bool>> acked) mutable {
         if (!acked.ok()) {
           std::move(done)(acked.status());
           return;
         }
+        if (change_listener_) change_listener_({agent_id}, std::nullopt);
         std::move(done)(ToAckResult(*distinct, *acked));
       });
 }
@@ -668,6 +676,7 @@ BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
   }
   handover.handed_over = static_cast<int64_t>(handed.size());
   if (handed.empty()) return handover;
+  if (change_listener_) change_listener_({holder}, active.role_key_wire);
   handover.push = [this, active, handed = std::move(handed)] {
     for (const MessageRecord& m : handed) {
       if (!Push(m, *active.holder_agent_id, active)) break;

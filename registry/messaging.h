@@ -225,6 +225,19 @@ class Messaging {
   void SetDeadLetterListener(DeadLetterListener listener) {
     dead_letter_listener_ = std::move(listener);
   }
+  // Told after a publish committed (its recipients, sorted, and its role
+  // wire for a role address), after role backlog was handed to a holder (the
+  // holder and the wire) and after an ack committed (the acking agent, no
+  // wire): whose pending inbox or which role's backlog may have changed.
+  // On the thread that finished the write (a store completion thread): must
+  // not block. hubd: the console. REQUIRES: set before any publish; default:
+  // nothing.
+  using ChangeListener =
+      std::function<void(const std::vector<std::string>& agent_ids,
+                         const std::optional<std::string>& role_wire)>;
+  void SetChangeListener(ChangeListener listener) {
+    change_listener_ = std::move(listener);
+  }
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
@@ -307,6 +320,7 @@ class Messaging {
   absl::StatusOr<std::vector<std::string>> TopicSubscribers(
       const std::string& topic);
   UnpushedListener unpushed_listener_;
+  ChangeListener change_listener_;
   std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
                                                 int64_t now_ms);
   // The project of agent `agent_id` (nullopt: no such agent, or it has

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
@@ -298,6 +299,22 @@ TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
   EXPECT_TRUE(limited.Publish(To("agent-b")).ok());
   EXPECT_EQ(ReasonOf(limited.Publish(To("agent-b")).status()),
             "LIMIT_EXCEEDED");
+}
+
+TEST_F(MessagingTest, TheChangeListenerHearsPublishesHandoversAndAcks) {
+  std::vector<std::string> heard;
+  messaging_->SetChangeListener(
+      [&heard](const std::vector<std::string>& agents,
+               const std::optional<std::string>& wire) {
+        heard.push_back(
+            absl::StrCat(absl::StrJoin(agents, ","), " ", wire.value_or("-")));
+      });
+  auto b = Agent("agent-b");
+  PublishResult to_b = MustPublish(To("agent-b"));
+  MustPublish(To("topic:role:" + Wire()));  // no holder: backlog
+  ASSERT_TRUE(messaging_->Ack("agent-b", {to_b.message.id}, std::nullopt).ok());
+  EXPECT_EQ(heard,
+            (std::vector<std::string>{"agent-b -", " " + Wire(), "agent-b -"}));
 }
 
 TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {

@@ -144,6 +144,21 @@ void PresenceRegistry::SetArrivalListener(AgentArrivalListener listener) {
   arrival_listener_ = std::move(listener);
 }
 
+void PresenceRegistry::SetChangeListener(
+    std::function<void(const std::string&)> listener) {
+  absl::MutexLock lock(&listener_mu_);
+  change_listener_ = std::move(listener);
+}
+
+void PresenceRegistry::NotifyChanged(const std::string& agent_id) {
+  std::function<void(const std::string&)> listener;
+  {
+    absl::MutexLock lock(&listener_mu_);
+    listener = change_listener_;
+  }
+  if (listener) listener(agent_id);
+}
+
 void PresenceRegistry::NotifyArrival(const std::string& agent_id) {
   AgentArrivalListener listener;
   {
@@ -347,6 +362,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
     Notify(agent_id, superseded_generation, AgentGoneReason::kSuperseded);
   }
   if (may_be_candidate) NotifyArrival(agent_id);
+  NotifyChanged(agent_id);
   return view;
 }
 
@@ -407,17 +423,22 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
                                           ? write->agent->presence_generation
                                           : generation);
   }
-  absl::MutexLock lock(&shard.mu);
-  Entry& entry = shard.entries[input.agent_id];
-  if (entry.generation == generation) {
-    entry.status = "online";
-    entry.last_seen_ms = now;
-    entry.lease_expires_ms = now + ttl_ms;
-    entry.ttl_ms = ttl_ms;
-    entry.persisted_lease_ms = entry.lease_expires_ms;
-    entry.persisted_last_seen_ms = now;
+  AgentView view;
+  {
+    absl::MutexLock lock(&shard.mu);
+    Entry& entry = shard.entries[input.agent_id];
+    if (entry.generation == generation) {
+      entry.status = "online";
+      entry.last_seen_ms = now;
+      entry.lease_expires_ms = now + ttl_ms;
+      entry.ttl_ms = ttl_ms;
+      entry.persisted_lease_ms = entry.lease_expires_ms;
+      entry.persisted_last_seen_ms = now;
+    }
+    view = ViewOf(*write->agent, entry);
   }
-  return ViewOf(*write->agent, entry);
+  NotifyChanged(input.agent_id);
+  return view;
 }
 
 absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
@@ -461,6 +482,7 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
         absl::StrCat("agent ", agent_id, " deregistered")));
   }
   if (was_present) Notify(agent_id, gen, AgentGoneReason::kDeregistered);
+  NotifyChanged(agent_id);
   return DeregisterOutcome{std::move(view), was_present};
 }
 
@@ -651,6 +673,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     }
   }
   if (may_be_candidate) NotifyArrival(agent_id);
+  NotifyChanged(agent_id);
   return stream_id;
 }
 
@@ -673,6 +696,7 @@ void PresenceRegistry::Detach(const std::string& agent_id, uint64_t stream_id) {
     absl::MutexLock lock(&listener_mu_);
     if (grace_wakeup_) grace_wakeup_();
   }
+  NotifyChanged(agent_id);
 }
 
 bool PresenceRegistry::LowerEarliestDetach(int64_t detached_at_ms) {
@@ -1066,6 +1090,7 @@ void PresenceRegistry::Tick() {
   for (const auto& [agent_id, generation] : gone) {
     if (shared_ && !Release(agent_id, generation, now)) continue;
     Notify(agent_id, generation, AgentGoneReason::kStreamGrace);
+    NotifyChanged(agent_id);
   }
   if (now - last_checkpoint_ms_ >= Millis(config_.checkpoint_interval)) {
     Checkpoint(now);
@@ -1177,6 +1202,9 @@ void PresenceRegistry::Sweep(int64_t now) {
   }
   for (const auto& [agent_id, generation] : offline) {
     Notify(agent_id, generation, AgentGoneReason::kOffline);
+  }
+  for (const storage::PresenceTransition& t : *transitions) {
+    NotifyChanged(t.agent_id);
   }
 }
 

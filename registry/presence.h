@@ -218,6 +218,12 @@ class PresenceRegistry {
 
   void SetGoneListener(AgentGoneListener listener);
   void SetArrivalListener(AgentArrivalListener listener);
+  // Told when what an observer sees of an agent changed: a registration, a
+  // deregistration, a stream attached or detached, a detach grace ended, a
+  // status change by the sweep or a stale agent's return (not plain lease
+  // renewals). With no registry lock held, on the thread that did it: must
+  // not block. hubd: the console. Default: nothing.
+  void SetChangeListener(std::function<void(const std::string&)> listener);
 
   // Registers or re-registers (generation + 1) durably. A previous
   // registration's stream is fenced with STALE_PRESENCE_OWNER.
@@ -353,6 +359,7 @@ class PresenceRegistry {
   absl::Status StaleOwner(const std::string& agent_id,
                           int64_t current_generation) const;
   void NotifyArrival(const std::string& agent_id);
+  void NotifyChanged(const std::string& agent_id);
   void Notify(const std::string& agent_id, int64_t generation,
               AgentGoneReason reason);
   AgentView ViewOf(storage::AgentRecord record, const Entry& entry) const;
@@ -391,6 +398,8 @@ class PresenceRegistry {
   absl::Mutex listener_mu_;
   AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
   AgentArrivalListener arrival_listener_ ABSL_GUARDED_BY(listener_mu_);
+  std::function<void(const std::string&)> change_listener_
+      ABSL_GUARDED_BY(listener_mu_);
   std::function<void()> grace_wakeup_ ABSL_GUARDED_BY(listener_mu_);
 
   UuidV7Generator probe_ids_;

@@ -315,6 +315,30 @@ TEST_F(PresenceTest, StreamEndStartsTheGraceThenTheAgentCountsAsGone) {
   EXPECT_EQ(StoredStatus("agent-a"), "online");
 }
 
+TEST_F(PresenceTest, TheChangeListenerHearsEachPresenceChangeButNotRenewals) {
+  std::vector<std::string> changed;
+  registry_->SetChangeListener(
+      [&changed](const std::string& id) { changed.push_back(id); });
+  Register("agent-a");
+  EXPECT_EQ(changed, std::vector<std::string>{"agent-a"});
+  auto stream = std::make_shared<FakeStream>();
+  absl::StatusOr<uint64_t> id = registry_->Attach("agent-a", 1, {}, stream);
+  ASSERT_TRUE(id.ok());
+  EXPECT_EQ(changed.size(), 2u);
+  ASSERT_TRUE(Heartbeat("agent-a", 1).ok());  // a renewal: nothing to show
+  EXPECT_EQ(changed.size(), 2u);
+  registry_->Detach("agent-a", *id);
+  EXPECT_EQ(changed.size(), 3u);
+  RunFor(absl::Seconds(3));  // the grace ends
+  EXPECT_EQ(changed.size(), 4u);
+  RunFor(absl::Seconds(30));  // online -> stale
+  EXPECT_EQ(StoredStatus("agent-a"), "stale");
+  EXPECT_EQ(changed.size(), 5u);
+  ASSERT_TRUE(registry_->Deregister("agent-a", 1, {}).ok());
+  EXPECT_EQ(changed.size(), 6u);
+  for (const std::string& c : changed) EXPECT_EQ(c, "agent-a");
+}
+
 TEST_F(PresenceTest, TheTimeToTheNextGraceEndFollowsTheEarliestRunningGrace) {
   EXPECT_EQ(registry_->TimeToNextGraceEnd(), std::nullopt);
   Register("agent-a");

@@ -11,8 +11,11 @@ HUB_NODE_MODULES="$HUB_CACHE_DIR/node-client/node_modules"
 # hub-mcp's npm dependencies (clients/mcp/package-lock.json: the MCP SDK and
 # the Node.js client's gRPC libraries), installed the same way.
 HUB_MCP_MODULES="$HUB_CACHE_DIR/mcp/node_modules"
+# The console's browser test's npm dependency (tests/console/package-lock.json:
+# puppeteer-core, which drives Debian's chromium; no browser download).
+HUB_CONSOLE_MODULES="$HUB_CACHE_DIR/console-test/node_modules"
 # The real agent CLIs (Claude Code, Codex, Gemini CLI) hub-mcp's install test
 # runs (clients/mcp/test/clis/package-lock.json): their bin directory.
 HUB_AGENT_CLIS="$HUB_CACHE_DIR/agent-clis/node_modules/.bin"
 HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
-export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES HUB_AGENT_CLIS
+export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES HUB_CONSOLE_MODULES HUB_AGENT_CLIS

@@ -5,7 +5,8 @@
 #
 #   apt: Bazel (offline, Debian's bazel-bootstrap), gRPC/protobuf/Abseil/SQLite
 #        development packages, GoogleTest/Benchmark, clang-format, Node.js,
-#        tmux (the tmux transport adapter and its tests), clang 14 with
+#        tmux (the tmux transport adapter and its tests), chromium (the
+#        console's browser test), clang 14 with
 #        libclang-rt-14-dev (libFuzzer, --config=fuzz), openssl (the TLS
 #        tests' throw-away certificates), etcd 3.4 (server,
 #        client and .proto files: tools/hubbench's reference).
@@ -17,7 +18,9 @@
 #        client's dependencies (@grpc/grpc-js, @grpc/proto-loader, exactly as
 #        clients/node/package-lock.json pins them) into
 #        $HUB_CACHE_DIR/node-client, and hub-mcp's (clients/mcp/package-lock.json)
-#        into $HUB_CACHE_DIR/mcp, all outside the checkout. The agent CLIs
+#        into $HUB_CACHE_DIR/mcp, and the console browser test's puppeteer-core
+#        (tests/console/package-lock.json) into $HUB_CACHE_DIR/console-test,
+#        all outside the checkout. The agent CLIs
 #        that only the tests need come from tools/setup_agent_clis.sh.
 set -euo pipefail
 
@@ -39,6 +42,7 @@ APT_PACKAGES=(
   clang-14 libclang-rt-14-dev  # --config=fuzz: libFuzzer, ASan/UBSan runtimes
   jq  # docs/api.md's examples (run by //tests:e2e_api_doc_test)
   tmux  # the tmux transport adapter and its tests
+  chromium  # the console's browser test (headless, driven by puppeteer-core)
   openssl  # throw-away CA and certificates for the TLS tests (tests/make_test_pki.sh)
   # clients/python and tests/e2e/hubctl_test.py: gRPC and protobuf
   # runtimes for /usr/bin/python3
@@ -100,3 +104,7 @@ npm_ci_copy "the Node.js client's npm dependencies" clients/node \
   @grpc/proto-loader/package.json
 npm_ci_copy "hub-mcp's npm dependencies" clients/mcp "$HUB_CACHE_DIR/mcp" \
   @modelcontextprotocol/sdk/package.json @grpc/grpc-js/package.json
+# The console's browser test: puppeteer-core only (it drives Debian's
+# chromium; --ignore-scripts keeps it from downloading a browser).
+npm_ci_copy "the console browser test's npm dependencies" tests/console \
+  "$HUB_CACHE_DIR/console-test" puppeteer-core/package.json

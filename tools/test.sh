@@ -49,6 +49,7 @@ bazel_tests() {  # bazel_tests LABEL [bazel flags...]; targets: $targets or //..
   bazel test "${HUB_BAZEL_FLAGS[@]}" "$@" --keep_going \
     --test_env=HUB_BUF="$HUB_BUF" --test_env=HUB_NODE_MODULES="$HUB_NODE_MODULES" \
     --test_env=HUB_MCP_MODULES="$HUB_MCP_MODULES" \
+    --test_env=HUB_CONSOLE_MODULES="$HUB_CONSOLE_MODULES" \
     --test_env=HUB_AGENT_CLIS="$HUB_AGENT_CLIS" ${targets:-//...} >"$log_dir/bazel-$label.log" 2>&1 ||
     status=$?
   grep -E '^(//|ERROR|FAIL|Executed|INFO: Build)' "$log_dir/bazel-$label.log" || true

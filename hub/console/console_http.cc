@@ -1,0 +1,408 @@
+#include "hub/console/console_http.h"
+
+#include <httplib.h>
+
+#include <memory>
+#include <utility>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
+#include "hub/console/assets.h"
+#include "registry/role_key.h"
+#include "status/status.h"
+
+namespace hub::console {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kCookieName[] = "hub_console";
+constexpr char kCsrfHeader[] = "X-Console-CSRF";
+constexpr char kJson[] = "application/json";
+// Requests bodies the console accepts at most (a login, an action).
+constexpr size_t kMaxBody = 16 * 1024;
+
+// Scripts, styles and connections from this origin only; no inline code, no
+// eval, no plugins, no framing.
+constexpr char kContentSecurityPolicy[] =
+    "default-src 'none'; script-src 'self'; style-src 'self'; "
+    "img-src 'self'; connect-src 'self'; base-uri 'none'; "
+    "form-action 'self'; frame-ancestors 'none'";
+
+int HttpStatusOf(absl::StatusCode code) {
+  switch (code) {
+    case absl::StatusCode::kOk:
+      return 200;
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kOutOfRange:
+      return 400;
+    case absl::StatusCode::kUnauthenticated:
+      return 401;
+    case absl::StatusCode::kPermissionDenied:
+      return 403;
+    case absl::StatusCode::kNotFound:
+      return 404;
+    case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kAborted:
+    case absl::StatusCode::kFailedPrecondition:
+      return 409;
+    case absl::StatusCode::kResourceExhausted:
+      return 429;
+    case absl::StatusCode::kUnavailable:
+      return 503;
+    default:
+      return 500;
+  }
+}
+
+std::string Dump(const json& j) {
+  return j.dump(-1, ' ', false, json::error_handler_t::replace);
+}
+
+void Reply(httplib::Response& response, const json& body, int status = 200) {
+  response.status = status;
+  response.set_content(Dump(body), kJson);
+}
+
+void Fail(httplib::Response& response, const absl::Status& status) {
+  Reply(response,
+        {{"code", absl::StatusCodeToString(status.code())},
+         {"reason", ReasonOf(status)},
+         {"message", std::string(status.message())}},
+        HttpStatusOf(status.code()));
+}
+
+void Refuse(httplib::Response& response, int http_status,
+            absl::string_view reason, absl::string_view message) {
+  Reply(response,
+        {{"code", http_status == 401 ? "UNAUTHENTICATED" : "PERMISSION_DENIED"},
+         {"reason", std::string(reason)},
+         {"message", std::string(message)}},
+        http_status);
+}
+
+// The value of cookie `name` in a Cookie header ("" when absent).
+std::string CookieValue(absl::string_view header, absl::string_view name) {
+  for (absl::string_view part : absl::StrSplit(header, ';')) {
+    part = absl::StripAsciiWhitespace(part);
+    if (absl::ConsumePrefix(&part, name) && absl::ConsumePrefix(&part, "=")) {
+      return std::string(part);
+    }
+  }
+  return "";
+}
+
+// The host of a Host header, without its port.
+absl::string_view HostName(absl::string_view host) {
+  if (absl::StartsWith(host, "[")) {
+    const size_t end = host.find(']');
+    return end == absl::string_view::npos ? host : host.substr(0, end + 1);
+  }
+  const size_t colon = host.rfind(':');
+  return colon == absl::string_view::npos ? host : host.substr(0, colon);
+}
+
+json SessionJson(const ConsoleSession& s, bool tokens) {
+  const Principal& p = s.principal;
+  return {{"principal", p.anonymous ? "anonymous" : p.name},
+          {"kind", std::string(PrincipalKindName(p.kind))},
+          {"anonymous", p.anonymous},
+          {"all_projects", p.anonymous || p.all_projects},
+          {"projects", p.projects},
+          {"may_act", p.anonymous || p.kind >= PrincipalKind::kOperator},
+          {"tokens_required", tokens},
+          {"csrf", s.csrf}};
+}
+
+void SetStatic(httplib::Server* server, const std::string& route,
+               const std::string& asset) {
+  const Asset* found = FindAsset(asset);
+  if (found == nullptr) return;
+  server->Get(route, [found](const httplib::Request&, httplib::Response& r) {
+    // Revalidated on every load (they change with hubd), unlike the
+    // default no-store of the API.
+    r.headers.erase("Cache-Control");
+    r.set_header("Cache-Control", "no-cache");
+    r.set_content(found->body.data(), found->body.size(),
+                  std::string(found->content_type).c_str());
+  });
+}
+
+}  // namespace
+
+ConsoleHttp::ConsoleHttp(ConsoleModel* model, Activator* activator,
+                         const Authority* authority, const Clock* clock,
+                         ConsoleHttpOptions options)
+    : model_(model),
+      activator_(activator),
+      options_(options),
+      sessions_(authority, clock, options.session_lifetime) {}
+
+std::string ConsoleHttp::Cookie(const std::string& value, bool expire) const {
+  return absl::StrCat(
+      kCookieName, "=", value, "; Path=/; HttpOnly; SameSite=Strict",
+      options_.tls ? "; Secure" : "", expire ? "; Max-Age=0" : "");
+}
+
+bool ConsoleHttp::HostAllowed(const httplib::Request& request) const {
+  // Without tokens the console answers anyone who reaches it, which the
+  // listen rule keeps to loopback; a page of another site that rebinds its
+  // name to 127.0.0.1 still sends its own name as Host: refused.
+  if (sessions_.tokens_required()) return true;
+  const absl::string_view host = HostName(request.get_header_value("Host"));
+  return host == "localhost" || host == "[::1]" ||
+         absl::StartsWith(host, "127.");
+}
+
+std::optional<ConsoleSession> ConsoleHttp::SessionOf(
+    const httplib::Request& request) {
+  return sessions_.Find(
+      CookieValue(request.get_header_value("Cookie"), kCookieName));
+}
+
+std::optional<ConsoleSession> ConsoleHttp::WriteSession(
+    const httplib::Request& request, httplib::Response& response) {
+  std::optional<ConsoleSession> session = SessionOf(request);
+  if (!session.has_value()) {
+    Refuse(response, 401, "PRINCIPAL_REQUIRED", "log in first");
+    return std::nullopt;
+  }
+  const std::string csrf = request.get_header_value(kCsrfHeader);
+  if (csrf.empty() || csrf != session->csrf) {
+    Refuse(response, 403, "CSRF_TOKEN_INVALID",
+           "a state-changing request must carry the session's CSRF token");
+    return std::nullopt;
+  }
+  return session;
+}
+
+void ConsoleHttp::Install(httplib::Server* server) {
+  server->set_default_headers({
+      {"Content-Security-Policy", kContentSecurityPolicy},
+      {"X-Content-Type-Options", "nosniff"},
+      {"X-Frame-Options", "DENY"},
+      {"Referrer-Policy", "no-referrer"},
+      {"Cross-Origin-Opener-Policy", "same-origin"},
+      {"Cross-Origin-Resource-Policy", "same-origin"},
+      {"Cache-Control", "no-store"},
+  });
+  server->set_payload_max_length(kMaxBody);
+  server->set_pre_routing_handler([this](const httplib::Request& request,
+                                         httplib::Response& response) {
+    // /metrics stays open to scrapers, by whatever name they use.
+    if (request.path != "/metrics" && !HostAllowed(request)) {
+      Refuse(response, 403, "HOST_NOT_ALLOWED",
+             "without tokens the console answers loopback names only");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    if (request.method == "POST" && absl::StartsWith(request.path, "/api/")) {
+      // Only the page's own fetches: JSON bodies (no form can send
+      // them cross-site without a preflight) from this origin.
+      const std::string origin = request.get_header_value("Origin");
+      const std::string host = request.get_header_value("Host");
+      if (!origin.empty() && origin != absl::StrCat("http://", host) &&
+          origin != absl::StrCat("https://", host)) {
+        Refuse(response, 403, "ORIGIN_NOT_ALLOWED",
+               "cross-origin requests are refused");
+        return httplib::Server::HandlerResponse::Handled;
+      }
+      if (!absl::StartsWith(request.get_header_value("Content-Type"), kJson)) {
+        Reply(response,
+              {{"code", "INVALID_ARGUMENT"},
+               {"reason", "REQUEST_INVALID"},
+               {"message", "the body must be application/json"}},
+              415);
+        return httplib::Server::HandlerResponse::Handled;
+      }
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  SetStatic(server, "/", "index.html");
+  SetStatic(server, "/console.js", "console.js");
+  SetStatic(server, "/console.css", "console.css");
+  server->Get("/api/session",
+              [this](const auto& q, auto& r) { Session(q, r); });
+  server->Post("/api/login", [this](const auto& q, auto& r) { Login(q, r); });
+  server->Post("/api/logout", [this](const auto& q, auto& r) { Logout(q, r); });
+  server->Get("/api/fleet",
+              [this](const auto& q, auto& r) { View(q, r, "fleet"); });
+  server->Get("/api/roles",
+              [this](const auto& q, auto& r) { View(q, r, "roles"); });
+  server->Get("/api/events",
+              [this](const auto& q, auto& r) { View(q, r, "events"); });
+  server->Get("/api/stream", [this](const auto& q, auto& r) { Stream(q, r); });
+  server->Post("/api/roles/ensure",
+               [this](const auto& q, auto& r) { Ensure(q, r); });
+}
+
+void ConsoleHttp::Session(const httplib::Request& request,
+                          httplib::Response& response) {
+  std::optional<ConsoleSession> session = SessionOf(request);
+  if (!session.has_value() && !sessions_.tokens_required()) {
+    // No token file: every caller is the anonymous admin, as on the gRPC
+    // API; the session exists for its CSRF token.
+    absl::StatusOr<ConsoleSession> opened = sessions_.Login("");
+    if (!opened.ok()) return Fail(response, opened.status());
+    response.set_header("Set-Cookie", Cookie(opened->id, false));
+    session = *opened;
+  }
+  if (!session.has_value()) {
+    return Refuse(response, 401, "PRINCIPAL_REQUIRED", "log in first");
+  }
+  Reply(response, SessionJson(*session, sessions_.tokens_required()));
+}
+
+void ConsoleHttp::Login(const httplib::Request& request,
+                        httplib::Response& response) {
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("token") ||
+      !body["token"].is_string()) {
+    return Fail(response, InvalidArgumentError(
+                              "REQUEST_INVALID",
+                              "the body must be {\"token\": \"<token>\"}"));
+  }
+  absl::StatusOr<ConsoleSession> session =
+      sessions_.Login(body["token"].get<std::string>());
+  if (!session.ok()) return Fail(response, session.status());
+  // A login replaces whatever session the browser held.
+  const std::string previous =
+      CookieValue(request.get_header_value("Cookie"), kCookieName);
+  if (!previous.empty()) sessions_.Logout(previous);
+  response.set_header("Set-Cookie", Cookie(session->id, false));
+  Reply(response, SessionJson(*session, sessions_.tokens_required()));
+}
+
+void ConsoleHttp::Logout(const httplib::Request& request,
+                         httplib::Response& response) {
+  std::optional<ConsoleSession> session = WriteSession(request, response);
+  if (!session.has_value()) return;
+  sessions_.Logout(session->id);
+  response.set_header("Set-Cookie", Cookie("", true));
+  Reply(response, {{"logged_out", true}});
+}
+
+void ConsoleHttp::View(const httplib::Request& request,
+                       httplib::Response& response, const std::string& which) {
+  std::optional<ConsoleSession> session = SessionOf(request);
+  if (!session.has_value()) {
+    return Refuse(response, 401, "PRINCIPAL_REQUIRED", "log in first");
+  }
+  const ProjectScope scope = ScopeOf(session->principal);
+  absl::StatusOr<json> view = which == "fleet"   ? model_->Fleet(scope)
+                              : which == "roles" ? model_->Roles(scope)
+                                                 : model_->RecentEvents(scope);
+  if (!view.ok()) return Fail(response, view.status());
+  Reply(response, *view);
+}
+
+void ConsoleHttp::Stream(const httplib::Request& request,
+                         httplib::Response& response) {
+  std::optional<ConsoleSession> session = SessionOf(request);
+  if (!session.has_value()) {
+    return Refuse(response, 401, "PRINCIPAL_REQUIRED", "log in first");
+  }
+  // Resume after Last-Event-ID (the browser's reconnect), else after the
+  // seq of the snapshot the page rendered.
+  int64_t after = -1;
+  std::string from = request.get_header_value("Last-Event-ID");
+  if (from.empty() && request.has_param("after")) {
+    from = request.get_param_value("after");
+  }
+  if (!absl::SimpleAtoi(from, &after) || after < 0) {
+    return Fail(
+        response,
+        InvalidArgumentError("REQUEST_INVALID",
+                             "the stream needs ?after=<seq> or Last-Event-ID"));
+  }
+  if (open_streams_.fetch_add(1) >= options_.max_event_streams) {
+    open_streams_.fetch_sub(1);
+    return Fail(response,
+                UnavailableError("CONSOLE_STREAMS_EXHAUSTED",
+                                 "too many console event streams are open"));
+  }
+  struct State {
+    std::string session_id;
+    int64_t cursor;
+  };
+  auto state = std::make_shared<State>(State{session->id, after});
+  response.set_header("X-Accel-Buffering", "no");
+  response.set_chunked_content_provider(
+      "text/event-stream",
+      [this, state](size_t, httplib::DataSink& sink) {
+        ConsoleBatch batch =
+            model_->feed()->WaitAfter(state->cursor, options_.stream_keepalive);
+        // Logged out, expired or its token revoked: the stream ends.
+        std::optional<ConsoleSession> session =
+            sessions_.Find(state->session_id);
+        if (batch.closed || !session.has_value()) {
+          sink.done();
+          return true;
+        }
+        std::string out;
+        if (batch.lost) {
+          absl::StrAppend(&out, "id: ", batch.head,
+                          "\nevent: reset\ndata: {}\n\n");
+          state->cursor = batch.head;
+        }
+        const ProjectScope scope = ScopeOf(session->principal);
+        for (const ConsoleChange& c : batch.changes) {
+          state->cursor = c.seq;
+          if (!ConsoleModel::Visible(scope, c.project_id)) continue;
+          absl::StrAppend(&out, "id: ", c.seq, "\nevent: ", c.kind,
+                          "\ndata: ", c.json, "\n\n");
+        }
+        if (out.empty()) out = ": idle\n\n";
+        return sink.is_writable() && sink.write(out.data(), out.size());
+      },
+      [this](bool) { open_streams_.fetch_sub(1); });
+}
+
+void ConsoleHttp::Ensure(const httplib::Request& request,
+                         httplib::Response& response) {
+  std::optional<ConsoleSession> session = WriteSession(request, response);
+  if (!session.has_value()) return;
+  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("wire") ||
+      !body["wire"].is_string()) {
+    return Fail(response, InvalidArgumentError(
+                              "REQUEST_INVALID",
+                              "the body must be {\"wire\": \"rk2....\"}"));
+  }
+  const std::string wire = body["wire"].get<std::string>();
+  absl::StatusOr<RoleKey> key = DecodeRoleKey(wire);
+  if (!key.ok()) return Fail(response, key.status());
+  // EnsureRole's rules for an operator (docs/design/auth.md): an operator
+  // or admin token whose projects hold the role's.
+  const Principal& principal = session->principal;
+  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
+                                   "EnsureRole from the console");
+      !s.ok()) {
+    return Fail(response, s);
+  }
+  if (absl::Status s = RequireProject(principal, key->project_id); !s.ok()) {
+    return Fail(response, s);
+  }
+  EnsureRequest ensure;
+  ensure.role.wire = wire;
+  ensure.trigger = "manual";
+  ensure.cause_id = absl::StrCat(
+      "console:", principal.anonymous ? "anonymous" : principal.name, ":",
+      RandomHex32().substr(0, 16));
+  absl::StatusOr<EnsureReceipt> receipt = activator_->Ensure(ensure);
+  if (!receipt.ok()) return Fail(response, receipt.status());
+  Reply(response, {{"accepted", receipt->accepted},
+                   {"disposition",
+                    std::string(EnsureDispositionName(receipt->disposition))},
+                   {"cause_id", ensure.cause_id},
+                   {"state", receipt->role.state},
+                   {"holder", receipt->role.holder_agent_id.has_value()
+                                  ? json(*receipt->role.holder_agent_id)
+                                  : json(nullptr)},
+                   {"epoch", receipt->role.epoch}});
+}
+
+}  // namespace hub::console

@@ -1,0 +1,499 @@
+#include "hub/console/console_model.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "registry/role_key.h"
+#include "status/status.h"
+
+namespace hub::console {
+namespace {
+
+using nlohmann::json;
+
+constexpr int kPageSize = 1000;
+// Pending messages counted per inbox at most (the inbox limit's default).
+constexpr int64_t kMaxCountedPending = 1'000'000;
+// Role messages whose recipients are looked at, per role.
+constexpr size_t kMaxInspectedBacklog = 100;
+
+json Nullable(const std::optional<std::string>& v) {
+  return v.has_value() ? json(*v) : json(nullptr);
+}
+json Nullable(const std::optional<int64_t>& v) {
+  return v.has_value() ? json(*v) : json(nullptr);
+}
+
+std::optional<std::string> ProjectOfWire(const std::string& wire) {
+  absl::StatusOr<RoleKey> key = DecodeRoleKey(wire);
+  if (!key.ok()) return std::nullopt;
+  return key->project_id;
+}
+
+const char* KindWord(RoleChangeKind kind) {
+  switch (kind) {
+    case RoleChangeKind::kCreated:
+      return "created";
+    case RoleChangeKind::kRemoved:
+      return "removed";
+    case RoleChangeKind::kSnapshot:
+      return "seen";
+    case RoleChangeKind::kUpdated:
+    default:
+      return "updated";
+  }
+}
+
+// How the activator could reach a candidate now, in one word.
+std::string Reachability(const storage::CandidateRecord& c, const json& agent,
+                         int64_t now_ms) {
+  if (c.excluded_until_ms.has_value() && *c.excluded_until_ms > now_ms) {
+    return "excluded";
+  }
+  if (agent.is_null()) return "unregistered";
+  const std::string status = agent.value("status", "");
+  if (status != "online") return status;
+  if (agent.value("attached", false)) return "stream";
+  return c.transport_locators_json != "[]" ? "locator" : "no_route";
+}
+
+}  // namespace
+
+ConsoleModel::ConsoleModel(ConsoleSources sources, ConsoleModelOptions options)
+    : sources_(std::move(sources)),
+      options_(options),
+      feed_(options.feed_capacity) {}
+
+ConsoleModel::~ConsoleModel() { Stop(); }
+
+int64_t ConsoleModel::Now() const { return UnixMillis(sources_.clock->Now()); }
+
+bool ConsoleModel::Visible(const ProjectScope& scope,
+                           const std::optional<std::string>& project_id) {
+  return scope.Allows(project_id);
+}
+
+absl::Status ConsoleModel::Start() {
+  absl::StatusOr<RoleWatchStart> watch = sources_.roles->Watch(
+      RoleWatchFilter{}, [this](const RoleEvent& e) { OnRoleEvent(e); });
+  if (!watch.ok()) return watch.status();
+  watch_ = std::move(watch->watch);
+  // The change log still holds the recent past of every role (PostgreSQL):
+  // the timelines start from it; elsewhere from the rows as they are now.
+  if (sources_.store->HasRoleChangeLog()) {
+    absl::StatusOr<int64_t> head = sources_.store->RoleChangeHead();
+    if (head.ok()) {
+      const int64_t window = 5000;
+      absl::StatusOr<storage::RoleChangePage> page =
+          sources_.store->ReadRoleChanges(std::max<int64_t>(0, *head - window),
+                                          window);
+      if (page.ok()) {
+        for (const storage::RoleChange& c : page->changes) {
+          HistoryEntry entry;
+          entry.version = c.role.version;
+          entry.kind = c.kind == storage::RoleChange::Kind::kCreated ? "created"
+                       : c.kind == storage::RoleChange::Kind::kRemoved
+                           ? "removed"
+                           : "updated";
+          entry.state = c.role.state;
+          entry.holder = c.role.holder_agent_id;
+          entry.epoch = c.role.epoch;
+          entry.activation_seq = c.role.activation_seq;
+          entry.reason = c.role.last_reason;
+          entry.blocked_reason = c.role.blocked_reason;
+          entry.at_ms = c.committed_at_ms;
+          Record(c.role.role_key_wire, std::move(entry));
+        }
+      }
+    }
+  }
+  for (const storage::RoleRecord& row : watch->snapshot) {
+    RoleEvent seen;
+    seen.kind = RoleChangeKind::kSnapshot;
+    seen.role = row;
+    seen.changed_at_ms = row.last_transition_ms;
+    HistoryEntry entry;
+    entry.version = row.version;
+    entry.kind = "seen";
+    entry.state = row.state;
+    entry.holder = row.holder_agent_id;
+    entry.epoch = row.epoch;
+    entry.activation_seq = row.activation_seq;
+    entry.reason = row.last_reason;
+    entry.blocked_reason = row.blocked_reason;
+    entry.at_ms = row.last_transition_ms;
+    Record(row.role_key_wire, std::move(entry));
+  }
+  worker_ = std::thread([this] { Run(); });
+  return absl::OkStatus();
+}
+
+void ConsoleModel::Stop() {
+  if (watch_ != nullptr) watch_->Cancel();
+  {
+    absl::MutexLock lock(&dirty_mu_);
+    stop_ = true;
+  }
+  if (worker_.joinable()) worker_.join();
+  feed_.Close();
+}
+
+void ConsoleModel::Record(const std::string& wire, HistoryEntry entry) {
+  absl::MutexLock lock(&history_mu_);
+  std::deque<HistoryEntry>& h = history_[wire];
+  // Versions ascending, each once: the log's, the snapshot's and the
+  // watch's views of one version are the same version.
+  auto at = std::lower_bound(
+      h.begin(), h.end(), entry.version,
+      [](const HistoryEntry& e, int64_t v) { return e.version < v; });
+  if (at != h.end() && at->version == entry.version) {
+    if (entry.kind == "seen") return;
+    *at = std::move(entry);
+  } else {
+    h.insert(at, std::move(entry));
+  }
+  while (h.size() > options_.history_per_role) h.pop_front();
+}
+
+void ConsoleModel::OnRoleEvent(const RoleEvent& event) {
+  const storage::RoleRecord& row = event.role;
+  std::optional<std::string> before;
+  {
+    absl::MutexLock lock(&history_mu_);
+    auto it = history_.find(row.role_key_wire);
+    if (it != history_.end() && !it->second.empty()) {
+      before = it->second.back().holder;
+    }
+  }
+  HistoryEntry entry;
+  entry.version = row.version;
+  entry.kind = KindWord(event.kind);
+  entry.state = row.state;
+  entry.holder = row.holder_agent_id;
+  entry.epoch = row.epoch;
+  entry.activation_seq = row.activation_seq;
+  entry.reason = row.last_reason;
+  entry.blocked_reason = row.blocked_reason;
+  entry.at_ms =
+      event.changed_at_ms != 0 ? event.changed_at_ms : row.last_transition_ms;
+  Record(row.role_key_wire, std::move(entry));
+  RoleChanged(row.role_key_wire);
+  // The roles an agent holds are part of its fleet row.
+  std::vector<std::string> agents;
+  if (before.has_value()) agents.push_back(*before);
+  if (row.holder_agent_id.has_value() && row.holder_agent_id != before) {
+    agents.push_back(*row.holder_agent_id);
+  }
+  AgentsChanged(agents);
+}
+
+void ConsoleModel::AgentChanged(const std::string& agent_id) {
+  absl::MutexLock lock(&dirty_mu_);
+  dirty_agents_.insert(agent_id);
+}
+
+void ConsoleModel::AgentsChanged(const std::vector<std::string>& agent_ids) {
+  if (agent_ids.empty()) return;
+  absl::MutexLock lock(&dirty_mu_);
+  dirty_agents_.insert(agent_ids.begin(), agent_ids.end());
+}
+
+void ConsoleModel::RoleChanged(const std::string& wire) {
+  absl::MutexLock lock(&dirty_mu_);
+  dirty_roles_.insert(wire);
+}
+
+void ConsoleModel::LogEvent(
+    absl::string_view level, absl::string_view event,
+    const std::vector<std::pair<std::string, std::string>>& fields) {
+  json j;
+  j["at_ms"] = Now();
+  j["level"] = std::string(level);
+  j["event"] = std::string(event);
+  json f = json::object();
+  std::optional<std::string> project;
+  for (const auto& [k, v] : fields) {
+    f[k] = v;
+    if (k == "project_id" && !v.empty()) project = v;
+  }
+  if (!project.has_value()) {
+    for (const auto& [k, v] : fields) {
+      if (k == "role") project = ProjectOfWire(v);
+    }
+  }
+  j["fields"] = std::move(f);
+  // Posted under the lock that RecentEvents reads the backlog with, so
+  // that a page's backlog and the feed after its seq never overlap.
+  absl::MutexLock lock(&history_mu_);
+  const int64_t seq = feed_.Post(
+      "event", project, j.dump(-1, ' ', false, json::error_handler_t::replace));
+  j["seq"] = seq;
+  events_.push_back(RecentEvent{std::move(project), std::move(j)});
+  while (events_.size() > options_.recent_events) events_.pop_front();
+}
+
+void ConsoleModel::Run() {
+  while (true) {
+    absl::flat_hash_set<std::string> agents;
+    absl::flat_hash_set<std::string> roles;
+    {
+      absl::MutexLock lock(&dirty_mu_);
+      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(dirty_mu_) {
+        return stop_ || !dirty_agents_.empty() || !dirty_roles_.empty();
+      };
+      dirty_mu_.Await(absl::Condition(&ready));
+      if (stop_) return;
+      agents.swap(dirty_agents_);
+      roles.swap(dirty_roles_);
+    }
+    const int64_t now = Now();
+    for (const std::string& wire : roles) RenderRole(wire, now);
+    for (const std::string& id : agents) RenderAgent(id, now);
+  }
+}
+
+int64_t ConsoleModel::PendingFor(const std::string& agent_id, int64_t now_ms) {
+  absl::StatusOr<int64_t> n = sources_.store->CountPendingForAgent(
+      agent_id, now_ms, kMaxCountedPending);
+  return n.ok() ? *n : -1;
+}
+
+json ConsoleModel::AgentJson(const AgentView& agent,
+                             const std::vector<std::string>& roles_held,
+                             int64_t now_ms) {
+  const storage::AgentRecord& r = agent.record;
+  json j;
+  j["agent_id"] = r.agent_id;
+  j["project_id"] = Nullable(r.project_id);
+  j["cli"] = r.cli;
+  j["status"] = r.status;
+  j["attached"] = agent.stream_attached;
+  j["last_seen_ms"] = r.last_seen_ms;
+  j["lease_expires_ms"] = r.lease_expires_ms;
+  j["ttl_ms"] = absl::ToInt64Milliseconds(agent.ttl);
+  j["generation"] = r.presence_generation;
+  j["host_id"] = Nullable(r.host_id);
+  j["roles"] = roles_held;
+  j["pending"] = PendingFor(r.agent_id, now_ms);
+  return j;
+}
+
+void ConsoleModel::RenderAgent(const std::string& agent_id, int64_t now_ms) {
+  absl::StatusOr<AgentView> agent = sources_.presence->Get(agent_id);
+  if (!agent.ok()) return;  // never registered (or unreadable now)
+  std::vector<std::string> held;
+  storage::RoleFilter filter;
+  if (agent->record.project_id.has_value()) {
+    filter.project_id = agent->record.project_id;
+  }
+  absl::StatusOr<std::vector<storage::RoleRecord>> roles =
+      sources_.store->ListRoles(filter);
+  if (roles.ok()) {
+    for (const storage::RoleRecord& role : *roles) {
+      if (role.holder_agent_id == agent_id) held.push_back(role.role_key_wire);
+    }
+  }
+  json j = AgentJson(*agent, held, now_ms);
+  feed_.Post("agent", agent->record.project_id,
+             j.dump(-1, ' ', false, json::error_handler_t::replace));
+  // What the agent acknowledged may have been the backlog of a role it
+  // holds: those rows are rendered again next.
+  for (const std::string& wire : held) RoleChanged(wire);
+}
+
+json ConsoleModel::HistoryJson(const std::string& wire) {
+  json out = json::array();
+  absl::MutexLock lock(&history_mu_);
+  auto it = history_.find(wire);
+  if (it == history_.end()) return out;
+  for (const HistoryEntry& e : it->second) {
+    out.push_back({{"version", e.version},
+                   {"kind", e.kind},
+                   {"state", e.state},
+                   {"holder", Nullable(e.holder)},
+                   {"epoch", e.epoch},
+                   {"activation_seq", e.activation_seq},
+                   {"reason", e.reason},
+                   {"blocked_reason", Nullable(e.blocked_reason)},
+                   {"at_ms", e.at_ms}});
+  }
+  return out;
+}
+
+json ConsoleModel::RoleJson(
+    const storage::RoleRecord& role,
+    const std::vector<storage::CandidateRecord>& cands,
+    const absl::flat_hash_map<std::string, json>& candidate_agents,
+    int64_t now_ms) {
+  json j;
+  j["wire"] = role.role_key_wire;
+  j["project_id"] = role.project_id;
+  j["kind"] = role.role_kind;
+  j["scope_id"] = role.scope_id;
+  j["state"] = role.state;
+  j["holder"] = Nullable(role.holder_agent_id);
+  j["previous_holder"] = Nullable(role.previous_holder_agent_id);
+  j["epoch"] = role.epoch;
+  j["activation_seq"] = role.activation_seq;
+  j["activation_id"] = Nullable(role.activation_id);
+  j["blocked_reason"] = Nullable(role.blocked_reason);
+  j["last_reason"] = role.last_reason;
+  j["last_transition_ms"] = role.last_transition_ms;
+  j["retry_count"] = role.retry_count;
+  j["next_probe_ms"] = Nullable(role.next_probe_ms);
+  j["holder_lease_expires_ms"] = Nullable(role.holder_lease_expires_ms);
+  j["version"] = role.version;
+  json candidates = json::array();
+  for (const storage::CandidateRecord& c : cands) {
+    auto agent = candidate_agents.find(c.agent_id);
+    const json& a = agent == candidate_agents.end() ? json() : agent->second;
+    candidates.push_back({{"agent_id", c.agent_id},
+                          {"priority", c.priority},
+                          {"source", c.source},
+                          {"failures", c.consecutive_probe_failures},
+                          {"excluded_until_ms", Nullable(c.excluded_until_ms)},
+                          {"last_probe_ms", Nullable(c.last_probe_ms)},
+                          {"last_probe_code", Nullable(c.last_probe_code)},
+                          {"reachability", Reachability(c, a, now_ms)}});
+  }
+  j["candidates"] = std::move(candidates);
+  // Role messages not yet acknowledged, and of those the ones no holder
+  // received yet (waiting for the next one).
+  absl::StatusOr<std::vector<storage::MessageRecord>> backlog =
+      sources_.store->ListPendingRoleMessages(role.role_key_wire, now_ms);
+  int64_t waiting = 0;
+  if (backlog.ok()) {
+    for (size_t i = 0; i < backlog->size() && i < kMaxInspectedBacklog; ++i) {
+      absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+          sources_.store->ListInbox((*backlog)[i].id);
+      if (inbox.ok() && inbox->empty()) ++waiting;
+    }
+  }
+  j["backlog"] = backlog.ok() ? static_cast<int64_t>(backlog->size()) : -1;
+  j["waiting"] = backlog.ok() ? waiting : -1;
+  j["history"] = HistoryJson(role.role_key_wire);
+  return j;
+}
+
+void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
+  RoleKeyRef ref;
+  ref.wire = wire;
+  absl::StatusOr<storage::RoleRecord> role = sources_.roles->Get(ref);
+  if (!role.ok()) {
+    if (ReasonOf(role.status()) != "ROLE_NOT_FOUND") return;
+    json gone = {{"wire", wire}, {"removed", true}};
+    feed_.Post("role", ProjectOfWire(wire),
+               gone.dump(-1, ' ', false, json::error_handler_t::replace));
+    return;
+  }
+  absl::StatusOr<std::vector<storage::CandidateRecord>> cands =
+      sources_.store->ListCandidates(wire);
+  std::vector<storage::CandidateRecord> list;
+  if (cands.ok()) list = std::move(*cands);
+  absl::flat_hash_map<std::string, json> agents;
+  for (const storage::CandidateRecord& c : list) {
+    absl::StatusOr<AgentView> a = sources_.presence->Get(c.agent_id);
+    if (a.ok()) {
+      agents[c.agent_id] = {{"status", a->record.status},
+                            {"attached", a->stream_attached}};
+    }
+  }
+  json j = RoleJson(*role, list, agents, now_ms);
+  feed_.Post("role", role->project_id,
+             j.dump(-1, ' ', false, json::error_handler_t::replace));
+}
+
+absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
+  const int64_t seq = feed_.head();
+  const int64_t now = Now();
+  storage::RoleFilter role_filter;
+  role_filter.projects = scope.StoreProjects();
+  absl::StatusOr<std::vector<storage::RoleRecord>> roles =
+      sources_.store->ListRoles(role_filter);
+  if (!roles.ok()) return roles.status();
+  absl::flat_hash_map<std::string, std::vector<std::string>> held;
+  for (const storage::RoleRecord& r : *roles) {
+    if (r.holder_agent_id.has_value()) {
+      held[*r.holder_agent_id].push_back(r.role_key_wire);
+    }
+  }
+  json agents = json::array();
+  AgentFilter filter;
+  filter.scope = scope;
+  std::string token;
+  do {
+    absl::StatusOr<AgentPage> page =
+        sources_.presence->List(filter, kPageSize, token);
+    if (!page.ok()) return page.status();
+    for (const AgentView& a : page->agents) {
+      auto h = held.find(a.record.agent_id);
+      agents.push_back(AgentJson(
+          a, h == held.end() ? std::vector<std::string>{} : h->second, now));
+    }
+    token = page->next_page_token;
+  } while (!token.empty());
+  return json{{"seq", seq},
+              {"server_time_ms", now},
+              {"hub_instance_id", sources_.hub_instance_id},
+              {"agents", std::move(agents)}};
+}
+
+absl::StatusOr<json> ConsoleModel::Roles(const ProjectScope& scope) {
+  const int64_t seq = feed_.head();
+  const int64_t now = Now();
+  // Candidates of every visible role, and what the presence registry says
+  // of their agents, each read once.
+  storage::CandidatePageQuery query;
+  query.projects = scope.StoreProjects();
+  absl::StatusOr<std::vector<storage::CandidateRecord>> cands =
+      sources_.store->ListCandidatesPage(query);
+  if (!cands.ok()) return cands.status();
+  absl::flat_hash_map<std::string, std::vector<storage::CandidateRecord>>
+      by_role;
+  absl::flat_hash_map<std::string, json> agents;
+  for (storage::CandidateRecord& c : *cands) {
+    agents.emplace(c.agent_id, json());
+    by_role[c.role_key_wire].push_back(std::move(c));
+  }
+  for (auto& [id, info] : agents) {
+    absl::StatusOr<AgentView> a = sources_.presence->Get(id);
+    if (a.ok()) {
+      info = {{"status", a->record.status}, {"attached", a->stream_attached}};
+    }
+  }
+  json roles = json::array();
+  RoleListFilter filter;
+  filter.scope = scope;
+  std::string token;
+  do {
+    absl::StatusOr<RolePage> page =
+        sources_.roles->List(filter, kPageSize, token);
+    if (!page.ok()) return page.status();
+    for (const storage::RoleRecord& r : page->roles) {
+      auto c = by_role.find(r.role_key_wire);
+      roles.push_back(RoleJson(r,
+                               c == by_role.end()
+                                   ? std::vector<storage::CandidateRecord>{}
+                                   : c->second,
+                               agents, now));
+    }
+    token = page->next_page_token;
+  } while (!token.empty());
+  return json{{"seq", seq},
+              {"server_time_ms", now},
+              {"hub_instance_id", sources_.hub_instance_id},
+              {"roles", std::move(roles)}};
+}
+
+json ConsoleModel::RecentEvents(const ProjectScope& scope) {
+  json events = json::array();
+  absl::MutexLock lock(&history_mu_);
+  const int64_t seq = feed_.head();
+  for (const RecentEvent& e : events_) {
+    if (Visible(scope, e.project_id)) events.push_back(e.json);
+  }
+  return json{{"seq", seq}, {"events", std::move(events)}};
+}
+
+}  // namespace hub::console

@@ -1,0 +1,150 @@
+// ConsoleModel: what the console shows, read from hubd's registries and
+// store, and the live changes its pages follow (docs/design/console.md).
+//
+// Responsible for the views' JSON (the fleet: agents with status, stream,
+// lease, roles held and pending inbox; the roles: state, holder, fence,
+// candidates with reachability, backlog and the role's recent transitions),
+// for turning what changed (a role write seen by its watch, an agent's
+// presence, a publish or an ack, a log event) into rows posted on the feed,
+// and for the operator actions the console offers. Not responsible for HTTP,
+// sessions or who may see what: callers pass the principal's project scope
+// and check authority first (ConsoleHttp).
+//
+// Changed agents and roles are collected in sets and rendered by one worker
+// thread, so a burst of changes to one row costs one render and no
+// registry's caller waits for it. Thread-safe.
+#ifndef HUB_HUB_CONSOLE_CONSOLE_MODEL_H_
+#define HUB_HUB_CONSOLE_CONSOLE_MODEL_H_
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "hub/console/console_feed.h"
+#include "nlohmann/json.hpp"
+#include "registry/activator.h"
+#include "registry/clock.h"
+#include "registry/presence.h"
+#include "registry/project_scope.h"
+#include "registry/role_registry.h"
+#include "storage/store.h"
+
+namespace hub::console {
+
+struct ConsoleSources {
+  PresenceRegistry* presence = nullptr;
+  RoleRegistry* roles = nullptr;
+  Activator* activator = nullptr;
+  storage::Store* store = nullptr;
+  const Clock* clock = nullptr;
+  std::string hub_instance_id;
+};
+
+struct ConsoleModelOptions {
+  // Versions of each role kept for its timeline.
+  size_t history_per_role = 50;
+  // Log events kept for a page that opens (the events view's backlog).
+  size_t recent_events = 200;
+  size_t feed_capacity = 4096;
+};
+
+class ConsoleModel {
+ public:
+  // Every source must outlive the model.
+  ConsoleModel(ConsoleSources sources, ConsoleModelOptions options = {});
+  // Stop().
+  ~ConsoleModel();
+  ConsoleModel(const ConsoleModel&) = delete;
+  ConsoleModel& operator=(const ConsoleModel&) = delete;
+
+  // Watches every role (seeding each timeline from the rows as they are,
+  // and on a store with a role change log from the changes it still holds)
+  // and starts the worker.
+  absl::Status Start();
+  // Stops watching and rendering, and closes the feed. Idempotent.
+  void Stop();
+
+  ConsoleFeed* feed() { return &feed_; }
+
+  // What changed; any thread, never blocks on the store.
+  void AgentChanged(const std::string& agent_id);
+  void AgentsChanged(const std::vector<std::string>& agent_ids);
+  void RoleChanged(const std::string& wire);
+  void LogEvent(absl::string_view level, absl::string_view event,
+                const std::vector<std::pair<std::string, std::string>>& fields);
+
+  // The views, limited to `scope`; each carries "seq", the feed's head read
+  // before the rows, so that a page applies every change after it.
+  absl::StatusOr<nlohmann::json> Fleet(const ProjectScope& scope);
+  absl::StatusOr<nlohmann::json> Roles(const ProjectScope& scope);
+  nlohmann::json RecentEvents(const ProjectScope& scope);
+
+  // Whether a change or event of `project_id` is visible in `scope`.
+  static bool Visible(const ProjectScope& scope,
+                      const std::optional<std::string>& project_id);
+
+ private:
+  struct HistoryEntry {
+    int64_t version = 0;
+    std::string kind;  // created | updated | removed
+    std::string state;
+    std::optional<std::string> holder;
+    int64_t epoch = 0;
+    int64_t activation_seq = 0;
+    std::string reason;
+    std::optional<std::string> blocked_reason;
+    int64_t at_ms = 0;
+  };
+  struct RecentEvent {
+    std::optional<std::string> project_id;
+    nlohmann::json json;
+  };
+
+  void OnRoleEvent(const RoleEvent& event);
+  void Record(const std::string& wire, HistoryEntry entry);
+  void Run();
+  void RenderAgent(const std::string& agent_id, int64_t now_ms);
+  void RenderRole(const std::string& wire, int64_t now_ms);
+  nlohmann::json AgentJson(const AgentView& agent,
+                           const std::vector<std::string>& roles_held,
+                           int64_t now_ms);
+  nlohmann::json RoleJson(
+      const storage::RoleRecord& role,
+      const std::vector<storage::CandidateRecord>& cands,
+      const absl::flat_hash_map<std::string, nlohmann::json>& candidate_agents,
+      int64_t now_ms);
+  nlohmann::json HistoryJson(const std::string& wire);
+  int64_t PendingFor(const std::string& agent_id, int64_t now_ms);
+  int64_t Now() const;
+
+  const ConsoleSources sources_;
+  const ConsoleModelOptions options_;
+  ConsoleFeed feed_;
+  std::unique_ptr<RoleWatch> watch_;
+
+  absl::Mutex history_mu_;
+  absl::flat_hash_map<std::string, std::deque<HistoryEntry>> history_
+      ABSL_GUARDED_BY(history_mu_);
+  std::deque<RecentEvent> events_ ABSL_GUARDED_BY(history_mu_);
+
+  absl::Mutex dirty_mu_;
+  absl::flat_hash_set<std::string> dirty_agents_ ABSL_GUARDED_BY(dirty_mu_);
+  absl::flat_hash_set<std::string> dirty_roles_ ABSL_GUARDED_BY(dirty_mu_);
+  bool stop_ ABSL_GUARDED_BY(dirty_mu_) = false;
+  std::thread worker_;
+};
+
+}  // namespace hub::console
+
+#endif  // HUB_HUB_CONSOLE_CONSOLE_MODEL_H_

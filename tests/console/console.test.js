@@ -1,0 +1,277 @@
+'use strict';
+// The web console in a real browser: Debian's chromium, headless, driven by
+// puppeteer-core ($HUB_CONSOLE_MODULES; no browser download), against a real
+// hubd ($HUBD) that the Node client drives over gRPC. Each change is made
+// through the public API and the test waits for the page to show it without
+// a reload (it waits for the DOM, never sleeps a fixed time), printing how
+// long it took. Screenshots of each view go to $TEST_UNDECLARED_OUTPUTS_DIR.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const fs = require('fs');
+const http = require('http');
+const path = require('path');
+const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
+const { Hubd, freshDbPath, once } = require('../../clients/node/test/hubd');
+
+const modules = process.env.HUB_CONSOLE_MODULES;
+if (!modules || !fs.existsSync(path.join(modules, 'puppeteer-core'))) {
+  throw new Error('HUB_CONSOLE_MODULES must name the node_modules directory tools/setup.sh ' +
+    `fills with puppeteer-core (got '${modules}'); pass --test_env=HUB_CONSOLE_MODULES=...`);
+}
+const puppeteer = require(path.join(modules, 'puppeteer-core'));
+const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+
+const PROJECT = 'prj_CONSOLEBROWSERTESTAAAA';
+const OTHER = 'prj_CONSOLEOTHERPROJECTAAA';
+const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
+// Generous: a loaded 2-core CI machine. The measured times are printed.
+const DEADLINE_MS = 15000;
+const OUT = process.env.TEST_UNDECLARED_OUTPUTS_DIR || fs.mkdtempSync('/tmp/console-shots-');
+
+let hubd;
+let client;
+let browser;
+let page;
+let base;
+const sessions = [];
+const measured = [];
+let dialogAnswer = true;
+let lastDialog = null;
+
+// Resolves once `predicate` holds, checking every 20 ms (the hub's output
+// and DOM state are events this test cannot subscribe to directly).
+async function until(predicate, what, timeoutMs = DEADLINE_MS) {
+  const start = Date.now();
+  for (;;) {
+    const value = await predicate();
+    if (value) return value;
+    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+// Waits for the page to satisfy `fn(arg)` and records how long after
+// `sinceMs` it did.
+async function shows(what, sinceMs, fn, arg) {
+  try {
+    await page.waitForFunction(fn, { timeout: DEADLINE_MS, polling: 'mutation' }, arg);
+  } catch (e) {
+    // What the page showed instead, for the log and the outputs.
+    await page.screenshot({ path: path.join(OUT, 'console-failure.png'), fullPage: true });
+    const shown = await page.evaluate(() => [...document.querySelectorAll('.role, #fleet tr')]
+      .map((n) => n.innerText.replace(/\s+/g, ' ')).join('\n'));
+    console.log(`# console: never shown: ${what}; the page showed:\n${shown}`);
+    throw e;
+  }
+  const ms = Date.now() - sinceMs;
+  measured.push([what, ms]);
+  console.log(`# console: ${what} shown ${ms} ms after the change`);
+  return ms;
+}
+
+function session(agentId, extra = {}) {
+  const s = new PresenceSession(client, {
+    agentId, cli: 'AGENT_CLI_CLAUDE', heartbeatTtlMs: 30000,
+    backoffInitialMs: 100, backoffMaxMs: 1000, ...extra,
+  });
+  sessions.push(s);
+  return s;
+}
+
+async function screenshot(view, name) {
+  await page.click(`#tabs button[data-view="${view}"]`);
+  await page.waitForSelector(`#${view}-view:not([hidden])`);
+  await page.screenshot({ path: path.join(OUT, `console-${name}.png`), fullPage: true });
+}
+
+before(async () => {
+  hubd = await Hubd.start({
+    dbPath: freshDbPath('console'),
+    args: ['--metrics_listen=127.0.0.1:0', '--detach_grace=300ms'],
+  });
+  const m = await until(() => /metrics_address=(\S+)/.exec(hubd.output), 'the metrics address');
+  base = `http://${m[1]}`;
+  client = new HubClient(hubd.address);
+  browser = await puppeteer.launch({
+    executablePath: CHROMIUM,
+    headless: true,
+    userDataDir: fs.mkdtempSync(path.join(process.env.TEST_TMPDIR || '/tmp', 'chromium-')),
+    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
+  });
+  page = await browser.newPage();
+  await page.setViewport({ width: 1280, height: 900 });
+  page.on('pageerror', (e) => console.log(`# page error: ${e.message}`));
+  page.on('dialog', (d) => {
+    lastDialog = d.type();
+    return dialogAnswer ? d.accept() : d.dismiss();
+  });
+});
+
+after(async () => {
+  for (const s of sessions) await s.stop().catch(() => {});
+  if (browser) await browser.close();
+  if (client) client.close();
+  if (hubd) await hubd.stop();
+  if (measured.length) {
+    console.log(`# console: slowest change shown after ${Math.max(...measured.map((x) => x[1]))} ms`);
+  }
+});
+
+test('the page and every response carry a strict Content-Security-Policy', async () => {
+  for (const p of ['/', '/console.js', '/api/session', '/api/fleet', '/metrics', '/nothing']) {
+    const r = await fetch(base + p);
+    const csp = r.headers.get('content-security-policy') || '';
+    assert.match(csp, /default-src 'none'/, p);
+    assert.match(csp, /script-src 'self'(;|$)/, p);
+    assert.doesNotMatch(csp, /unsafe-inline|unsafe-eval/, p);
+    assert.equal(r.headers.get('x-content-type-options'), 'nosniff', p);
+  }
+});
+
+test('a state-changing request without the CSRF token or from another origin is refused', async () => {
+  const s = await fetch(`${base}/api/session`);
+  const cookie = s.headers.get('set-cookie').split(';')[0];
+  const body = JSON.stringify({ wire: 'rk2.x' });
+  const json = { 'Content-Type': 'application/json', Cookie: cookie };
+  let r = await fetch(`${base}/api/roles/ensure`, { method: 'POST', headers: json, body });
+  assert.equal(r.status, 403);
+  assert.equal((await r.json()).reason, 'CSRF_TOKEN_INVALID');
+  const { csrf } = await s.json();
+  r = await fetch(`${base}/api/roles/ensure`, {
+    method: 'POST', body, headers: { ...json, 'X-Console-CSRF': csrf, Origin: 'http://evil.example' },
+  });
+  assert.equal(r.status, 403);
+  assert.equal((await r.json()).reason, 'ORIGIN_NOT_ALLOWED');
+  r = await fetch(`${base}/api/roles/ensure`, {
+    method: 'POST', body, headers: { Cookie: cookie, 'X-Console-CSRF': csrf, 'Content-Type': 'text/plain' },
+  });
+  assert.equal(r.status, 415);
+  // A name that rebinds to loopback is not this console's (fetch may not
+  // set Host: a plain request does).
+  const rebound = await new Promise((resolve, reject) => {
+    http.get(`${base}/api/session`, { headers: { Host: 'attacker.example:80' } }, (res) => {
+      res.resume();
+      resolve(res.statusCode);
+    }).on('error', reject);
+  });
+  assert.equal(rebound, 403);
+});
+
+test('agents, a failover and a publish to a role without holder show up live, without a reload', async () => {
+  await page.goto(base + '/', { waitUntil: 'load' });
+  await page.waitForSelector('#live.on', { timeout: DEADLINE_MS });
+  await page.evaluate(() => { window.__sameDocument = 'yes'; });
+
+  // Two cto candidates: alpha (priority 10) is elected, beta waits.
+  const alpha = session('console-alpha', { projectId: PROJECT, capabilities: ['role:cto:candidate'] });
+  const beta = session('console-beta', { projectId: PROJECT, capabilities: ['role:cto:candidate'] });
+  let t = Date.now();
+  await alpha.start();
+  await shows('a registered agent', t,
+    () => !!document.querySelector('tr[data-agent-id="console-alpha"] td.status-online'));
+  await beta.start();
+  await client.roles.upsertRoleCandidate({ roleKey: CTO, agentId: 'console-beta', candidate: { priority: 5 } });
+  t = Date.now();
+  await client.roles.upsertRoleCandidate({ roleKey: CTO, agentId: 'console-alpha', candidate: { priority: 10 } });
+  const { wire: ctoWire } = await client.hub.encodeRoleKey({ roleKey: CTO });
+  await client.roles.ensureRole({ roleKey: CTO, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'console-test' });
+  await until(async () => (await client.roles.getRole({ roleKey: CTO })).role.state === 'ROLE_STATE_ACTIVE',
+    'alpha to hold cto');
+  await shows('the cto election', t, (w) => {
+    const card = document.querySelector(`.role[data-wire="${w}"]`);
+    return card && card.querySelector('.state').textContent === 'active' &&
+      card.querySelector('.holder .v').textContent === 'console-alpha';
+  }, ctoWire);
+  await shows('the role held in the fleet row', t, () => {
+    const td = document.querySelector('tr[data-agent-id="console-alpha"] td.roles');
+    return td && td.textContent === 'cto';
+  });
+
+  // alpha's session ends: after the detach grace the hub fails cto over.
+  const epochBefore = (await client.roles.getRole({ roleKey: CTO })).role.epoch;
+  t = Date.now();
+  await alpha.stop();
+  await shows('the failover to beta', t, (w) => {
+    const card = document.querySelector(`.role[data-wire="${w}"]`);
+    return card && card.querySelector('.state').textContent === 'active' &&
+      card.querySelector('.holder .v').textContent === 'console-beta';
+  }, ctoWire);
+  const card = await page.$eval(`.role[data-wire="${ctoWire}"]`, (c) => ({
+    epoch: c.querySelector('.epoch .v').textContent,
+    timeline: [...c.querySelectorAll('.timeline li')].map((li) => li.textContent),
+  }));
+  const { role } = await client.roles.getRole({ roleKey: CTO });
+  assert.equal(card.epoch, String(role.epoch));
+  assert.ok(Number(role.epoch) > Number(epochBefore));
+  assert.ok(card.timeline.some((l) => / active holder=console-alpha /.test(l)), card.timeline.join('\n'));
+  assert.ok(card.timeline.some((l) => / active holder=console-beta /.test(l)), card.timeline.join('\n'));
+  await shows('alpha detached', t,
+    () => document.querySelector('tr[data-agent-id="console-alpha"] td.attached').textContent === 'no');
+
+  // A lead role nobody holds: the message waits as its backlog.
+  const lead = { projectId: PROJECT, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLEBACKENDAAAAAAAA' };
+  const { wire: leadWire, topic } = await client.hub.encodeRoleKey({ roleKey: lead });
+  t = Date.now();
+  const published = await client.messages.publish({
+    fromAgentId: 'console-beta', to: topic, payload: toStruct({ text: 'for whoever leads' }),
+  });
+  assert.equal(published.recipientCount, 0);
+  await shows('the backlog of a role without holder', t, (w) => {
+    const c = document.querySelector(`.role[data-wire="${w}"]`);
+    return c && c.querySelector('.waiting .v').textContent === '1' &&
+      c.querySelector('.holder .v').textContent === '—';
+  }, leadWire);
+
+  await shows('the failover event', t,
+    () => !!document.querySelector('#events li[data-event="role_failover"]'));
+  assert.equal(await page.evaluate(() => window.__sameDocument), 'yes', 'the page was reloaded');
+
+  await screenshot('fleet', 'fleet');
+  await screenshot('roles', 'roles');
+  await screenshot('events', 'events');
+});
+
+test('a candidate elected for the lead role takes its backlog, live', async () => {
+  const lead = { projectId: PROJECT, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLEBACKENDAAAAAAAA' };
+  const { wire } = await client.hub.encodeRoleKey({ roleKey: lead });
+  const gamma = session('console-gamma', { projectId: PROJECT, capabilities: ['role:lead:candidate'] });
+  const delivered = once(gamma, 'message');
+  await gamma.start();
+  const t = Date.now();
+  await client.roles.upsertRoleCandidate({ roleKey: lead, agentId: 'console-gamma', candidate: { priority: 1 } });
+  await shows('the lead elected and its backlog handed over', t, (w) => {
+    const c = document.querySelector(`.role[data-wire="${w}"]`);
+    return c && c.querySelector('.holder .v').textContent === 'console-gamma' &&
+      c.querySelector('.state').textContent === 'active' &&
+      c.querySelector('.waiting .v').textContent === '0' &&
+      c.querySelector('.backlog .v').textContent === '1';
+  }, wire);
+  await shows('the handed-over message in gamma\'s pending inbox', t,
+    () => document.querySelector('tr[data-agent-id="console-gamma"] td.pending').textContent === '1');
+  // gamma acknowledges it: its inbox and the role's backlog empty.
+  const [, ack] = await delivered;
+  const acked = Date.now();
+  await ack();
+  await shows('the acknowledged backlog', acked, (w) =>
+    document.querySelector('tr[data-agent-id="console-gamma"] td.pending').textContent === '0' &&
+    document.querySelector(`.role[data-wire="${w}"] .backlog .v`).textContent === '0', wire);
+});
+
+test('an operator forces an election from the page only after confirming it', async () => {
+  const { wire } = await client.hub.encodeRoleKey({ roleKey: CTO });
+  await page.click('#tabs button[data-view="roles"]');
+  const before = await page.$eval('#action-result', (e) => e.textContent);
+  dialogAnswer = false;
+  await page.click(`.role[data-wire="${wire}"] button.ensure`);
+  assert.equal(lastDialog, 'confirm');
+  assert.equal(await page.$eval('#action-result', (e) => e.textContent), before);
+  dialogAnswer = true;
+  const t = Date.now();
+  await page.click(`.role[data-wire="${wire}"] button.ensure`);
+  await shows('the EnsureRole receipt', t,
+    () => /^EnsureRole prj_\S+ cto: /.test(document.querySelector('#action-result').textContent));
+  const receipt = await page.$eval('#action-result', (e) => e.textContent);
+  const { role } = await client.roles.getRole({ roleKey: CTO });
+  assert.equal(receipt, `EnsureRole ${PROJECT} cto: already_active ` +
+    `(state active, holder ${role.holderAgentId}, epoch ${role.epoch})`);
+});
