@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <memory>
 #include <utility>
 
@@ -139,6 +140,7 @@ ConsoleHttp::ConsoleHttp(ConsoleModel* model, Activator* activator,
                          ConsoleHttpOptions options)
     : model_(model),
       activator_(activator),
+      clock_(clock),
       options_(options),
       sessions_(authority, clock, options.session_lifetime) {}
 
@@ -327,14 +329,19 @@ void ConsoleHttp::Stream(const httplib::Request& request,
   struct State {
     std::string session_id;
     int64_t cursor;
+    absl::Time last_write;
+    bool started = false;
   };
-  auto state = std::make_shared<State>(State{session->id, after});
+  auto state =
+      std::make_shared<State>(State{session->id, after, clock_->Now()});
   response.set_header("X-Accel-Buffering", "no");
   response.set_chunked_content_provider(
       "text/event-stream",
       [this, state](size_t, httplib::DataSink& sink) {
-        ConsoleBatch batch =
-            model_->feed()->WaitAfter(state->cursor, options_.stream_keepalive);
+        // Woken by a change, or each second to look at the session again.
+        ConsoleBatch batch = model_->feed()->WaitAfter(
+            state->cursor, std::min(options_.stream_keepalive,
+                                    options_.session_check_interval));
         // Logged out, expired or its token revoked: the stream ends.
         std::optional<ConsoleSession> session =
             sessions_.Find(state->session_id);
@@ -343,6 +350,12 @@ void ConsoleHttp::Stream(const httplib::Request& request,
           return true;
         }
         std::string out;
+        if (!state->started) {
+          // Reconnect a second after the stream ends (a restarted hub, a
+          // session that ended), not the browser's default three.
+          out = "retry: 1000\n\n";
+          state->started = true;
+        }
         if (batch.lost) {
           absl::StrAppend(&out, "id: ", batch.head,
                           "\nevent: reset\ndata: {}\n\n");
@@ -355,7 +368,14 @@ void ConsoleHttp::Stream(const httplib::Request& request,
           absl::StrAppend(&out, "id: ", c.seq, "\nevent: ", c.kind,
                           "\ndata: ", c.json, "\n\n");
         }
-        if (out.empty()) out = ": idle\n\n";
+        const absl::Time now = clock_->Now();
+        if (out.empty()) {
+          if (now - state->last_write < options_.stream_keepalive) {
+            return sink.is_writable();
+          }
+          out = ": idle\n\n";
+        }
+        state->last_write = now;
         return sink.is_writable() && sink.write(out.data(), out.size());
       },
       [this](bool) { open_streams_.fetch_sub(1); });

@@ -38,6 +38,10 @@ struct ConsoleHttpOptions {
   // A comment line on an idle event stream this often, so that proxies and
   // the browser see it alive.
   absl::Duration stream_keepalive = absl::Seconds(15);
+  // How often an open event stream checks that its session still stands
+  // (logged out, expired, its token removed from the token file: the
+  // stream ends).
+  absl::Duration session_check_interval = absl::Seconds(1);
 };
 
 class ConsoleHttp {
@@ -74,6 +78,7 @@ class ConsoleHttp {
 
   ConsoleModel* const model_;
   Activator* const activator_;
+  const Clock* const clock_;
   const ConsoleHttpOptions options_;
   ConsoleSessions sessions_;
   std::atomic<int> open_streams_{0};

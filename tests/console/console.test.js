@@ -7,66 +7,25 @@
 // long it took. Screenshots of each view go to $TEST_UNDECLARED_OUTPUTS_DIR.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const fs = require('fs');
 const http = require('http');
-const path = require('path');
 const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
-const { Hubd, freshDbPath, once } = require('../../clients/node/test/hubd');
-
-const modules = process.env.HUB_CONSOLE_MODULES;
-if (!modules || !fs.existsSync(path.join(modules, 'puppeteer-core'))) {
-  throw new Error('HUB_CONSOLE_MODULES must name the node_modules directory tools/setup.sh ' +
-    `fills with puppeteer-core (got '${modules}'); pass --test_env=HUB_CONSOLE_MODULES=...`);
-}
-const puppeteer = require(path.join(modules, 'puppeteer-core'));
-const CHROMIUM = process.env.CHROMIUM || '/usr/bin/chromium';
+const { once } = require('../../clients/node/test/hubd');
+const { DEADLINE_MS, until, startHubd, launch, Watcher, screenshot: shot } = require('./browser');
 
 const PROJECT = 'prj_CONSOLEBROWSERTESTAAAA';
-const OTHER = 'prj_CONSOLEOTHERPROJECTAAA';
 const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
-// Generous: a loaded 2-core CI machine. The measured times are printed.
-const DEADLINE_MS = 15000;
-const OUT = process.env.TEST_UNDECLARED_OUTPUTS_DIR || fs.mkdtempSync('/tmp/console-shots-');
-
 let hubd;
 let client;
 let browser;
 let page;
 let base;
 const sessions = [];
-const measured = [];
+let watcher;
 let dialogAnswer = true;
 let lastDialog = null;
 
-// Resolves once `predicate` holds, checking every 20 ms (the hub's output
-// and DOM state are events this test cannot subscribe to directly).
-async function until(predicate, what, timeoutMs = DEADLINE_MS) {
-  const start = Date.now();
-  for (;;) {
-    const value = await predicate();
-    if (value) return value;
-    if (Date.now() - start > timeoutMs) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
-// Waits for the page to satisfy `fn(arg)` and records how long after
-// `sinceMs` it did.
 async function shows(what, sinceMs, fn, arg) {
-  try {
-    await page.waitForFunction(fn, { timeout: DEADLINE_MS, polling: 'mutation' }, arg);
-  } catch (e) {
-    // What the page showed instead, for the log and the outputs.
-    await page.screenshot({ path: path.join(OUT, 'console-failure.png'), fullPage: true });
-    const shown = await page.evaluate(() => [...document.querySelectorAll('.role, #fleet tr')]
-      .map((n) => n.innerText.replace(/\s+/g, ' ')).join('\n'));
-    console.log(`# console: never shown: ${what}; the page showed:\n${shown}`);
-    throw e;
-  }
-  const ms = Date.now() - sinceMs;
-  measured.push([what, ms]);
-  console.log(`# console: ${what} shown ${ms} ms after the change`);
-  return ms;
+  return watcher.shows(what, sinceMs, fn, arg);
 }
 
 function session(agentId, extra = {}) {
@@ -78,27 +37,16 @@ function session(agentId, extra = {}) {
   return s;
 }
 
-async function screenshot(view, name) {
-  await page.click(`#tabs button[data-view="${view}"]`);
-  await page.waitForSelector(`#${view}-view:not([hidden])`);
-  await page.screenshot({ path: path.join(OUT, `console-${name}.png`), fullPage: true });
+function screenshot(view, name) {
+  return shot(page, view, name);
 }
 
 before(async () => {
-  hubd = await Hubd.start({
-    dbPath: freshDbPath('console'),
-    args: ['--metrics_listen=127.0.0.1:0', '--detach_grace=300ms'],
-  });
-  const m = await until(() => /metrics_address=(\S+)/.exec(hubd.output), 'the metrics address');
-  base = `http://${m[1]}`;
+  ({ hubd, base } = await startHubd('console', ['--detach_grace=300ms']));
   client = new HubClient(hubd.address);
-  browser = await puppeteer.launch({
-    executablePath: CHROMIUM,
-    headless: true,
-    userDataDir: fs.mkdtempSync(path.join(process.env.TEST_TMPDIR || '/tmp', 'chromium-')),
-    args: ['--no-sandbox', '--disable-gpu', '--disable-dev-shm-usage', '--no-first-run'],
-  });
+  browser = await launch();
   page = await browser.newPage();
+  watcher = new Watcher(page);
   await page.setViewport({ width: 1280, height: 900 });
   page.on('pageerror', (e) => console.log(`# page error: ${e.message}`));
   page.on('dialog', (d) => {
@@ -112,9 +60,7 @@ after(async () => {
   if (browser) await browser.close();
   if (client) client.close();
   if (hubd) await hubd.stop();
-  if (measured.length) {
-    console.log(`# console: slowest change shown after ${Math.max(...measured.map((x) => x[1]))} ms`);
-  }
+  if (watcher) watcher.report();
 });
 
 test('the page and every response carry a strict Content-Security-Policy', async () => {

@@ -1,0 +1,197 @@
+'use strict';
+// The console's security in a real browser (Debian's chromium driven by
+// puppeteer-core) against a real hubd with TLS and a token file: the login
+// form, the session cookie, a token that sees only its projects and may not
+// act, logout, a revoked token, and the listen rule off loopback.
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { execFileSync, spawnSync } = require('child_process');
+const fs = require('fs');
+const path = require('path');
+const { HubClient, PresenceSession } = require('../../clients/node/lib');
+const { freshDbPath } = require('../../clients/node/test/hubd');
+const { until, startHubd, launch, Watcher, screenshot } = require('./browser');
+
+const ALPHA = 'prj_CONSOLEAUTHALPHAAAAAAA';
+const BETA = 'prj_CONSOLEAUTHBETAAAAAAAA';
+const OPS = 'console-operator-token-00000001';
+const VIEWER = 'console-viewer-token-000000001';
+
+let hubd;
+let base;
+let pki;
+let tokens;
+let client;
+let browser;
+let page;
+let watcher;
+const sessions = [];
+
+function writeTokens(entries) {
+  fs.writeFileSync(tokens, JSON.stringify({ tokens: entries }));
+}
+
+const OPS_ENTRY = { token: OPS, principal: 'ops', kind: 'operator', projects: ['*'] };
+const VIEWER_ENTRY = { token: VIEWER, principal: 'viewer', kind: 'agent', projects: [ALPHA] };
+
+before(async () => {
+  const dir = path.dirname(freshDbPath('console-auth-pki'));
+  pki = path.join(dir, 'pki');
+  execFileSync('sh', ['tests/make_test_pki.sh', pki]);
+  tokens = path.join(pki, 'tokens.json');
+  writeTokens([OPS_ENTRY, VIEWER_ENTRY]);
+  ({ hubd, base } = await startHubd('console-auth', [
+    `--tls_cert=${pki}/server.pem`, `--tls_key=${pki}/server.key`, `--token_file=${tokens}`,
+  ], 'https'));
+  client = new HubClient(hubd.address, {
+    tlsCa: `${pki}/ca.pem`, tlsServerName: 'localhost', token: OPS,
+  });
+  for (const [agentId, projectId] of [['auth-alpha-1', ALPHA], ['auth-beta-1', BETA]]) {
+    const s = new PresenceSession(client, {
+      agentId, projectId, cli: 'AGENT_CLI_CODEX', heartbeatTtlMs: 30000,
+      capabilities: ['role:cto:candidate'],
+    });
+    sessions.push(s);
+    await s.start();
+    await client.roles.upsertRoleCandidate({ roleKey: { projectId, kind: 'ROLE_KIND_CTO' }, agentId });
+  }
+  browser = await launch();
+  page = await browser.newPage();
+  watcher = new Watcher(page);
+  await page.setViewport({ width: 1280, height: 800 });
+  page.on('dialog', (d) => d.accept());
+});
+
+after(async () => {
+  for (const s of sessions) await s.stop().catch(() => {});
+  if (browser) await browser.close();
+  if (client) client.close();
+  if (hubd) await hubd.stop();
+  if (watcher) watcher.report();
+});
+
+async function logIn(token) {
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('#login-view:not([hidden])', { timeout: 15000 });
+  await page.type('#token', token);
+  await page.click('#login button[type=submit]');
+}
+
+// fetch from inside the page, with its cookie and CSRF token.
+function pageFetch(p, body) {
+  return page.evaluate(async (url, b) => {
+    const session = await (await fetch('/api/session')).json();
+    const r = await fetch(url, b === undefined ? {} : {
+      method: 'POST', body: JSON.stringify(b),
+      headers: { 'Content-Type': 'application/json', 'X-Console-CSRF': session.csrf },
+    });
+    return { status: r.status, body: await r.json() };
+  }, p, body);
+}
+
+test('off loopback, the console listener needs TLS and a token file', () => {
+  const r = spawnSync(process.env.HUBD, ['--listen=127.0.0.1:0', `--db=${freshDbPath('exposed')}`,
+    '--metrics_listen=0.0.0.0:0'], { encoding: 'utf8', timeout: 30000 });
+  assert.equal(r.status, 1);
+  assert.match(r.stderr, /TLS|token/);
+});
+
+test('without a login the console shows only the login form and its API answers 401', async () => {
+  const r = await page.goto(`${base}/`, { waitUntil: 'load' });
+  assert.ok(r.url().startsWith('https://'));
+  await page.waitForSelector('#login-view:not([hidden])');
+  assert.equal(await page.$eval('#tabs', (e) => e.hidden), true);
+  for (const p of ['/api/fleet', '/api/roles', '/api/events', '/api/stream?after=0']) {
+    const status = await page.evaluate(async (u) => (await fetch(u)).status, p);
+    assert.equal(status, 401, p);
+  }
+  await page.type('#token', 'not-a-token-of-this-hub');
+  await page.click('#login button[type=submit]');
+  await page.waitForFunction(() => /Login refused/.test(document.querySelector('#login-error').textContent));
+  assert.equal(await page.$eval('#token', (e) => e.value), '', 'the token stays in the field');
+});
+
+test('a read-only token sees only its projects, may not act, and its session is an HttpOnly Secure SameSite=Strict cookie', async () => {
+  const t = Date.now();
+  await logIn(VIEWER);
+  await watcher.shows('the viewer\'s fleet', t, () =>
+    !!document.querySelector('tr[data-agent-id="auth-alpha-1"]'));
+  assert.equal(await page.$('tr[data-agent-id="auth-beta-1"]'), null);
+  assert.match(await page.$eval('#whoami', (e) => e.textContent), /^viewer \(agent; prj_CONSOLEAUTHALPHAAAAAAA\)$/);
+  assert.ok(!page.url().includes(VIEWER), 'the token is not in the URL');
+  const cookies = await page.cookies();
+  const cookie = cookies.find((c) => c.name === 'hub_console');
+  assert.ok(cookie, JSON.stringify(cookies));
+  assert.equal(cookie.httpOnly, true);
+  assert.equal(cookie.secure, true);
+  assert.equal(cookie.sameSite, 'Strict');
+  assert.ok(!cookie.value.includes(VIEWER));
+  assert.equal(await page.evaluate(() => document.cookie), '');
+
+  await page.click('#tabs button[data-view="roles"]');
+  const roles = await page.$$eval('.role', (cards) => cards.map((c) => c.dataset.project));
+  assert.deepEqual(roles, [ALPHA]);
+  assert.equal(await page.$('.role button.ensure'), null, 'no action for a read-only token');
+  const { wire } = await client.hub.encodeRoleKey({ roleKey: { projectId: ALPHA, kind: 'ROLE_KIND_CTO' } });
+  const refused = await pageFetch('/api/roles/ensure', { wire });
+  assert.equal(refused.status, 403);
+  assert.equal(refused.body.reason, 'PERMISSION_DENIED');
+  const fleet = await pageFetch('/api/fleet');
+  assert.deepEqual(fleet.body.agents.map((a) => a.agent_id), ['auth-alpha-1']);
+  // Live changes are scoped too: a new agent of the other project, then one
+  // of the viewer's; the stream is in order, so once the second shows, the
+  // first would have.
+  await page.click('#tabs button[data-view="fleet"]');
+  const hidden = new PresenceSession(client, { agentId: 'auth-beta-2', projectId: BETA, cli: 'AGENT_CLI_CODEX' });
+  const shown = new PresenceSession(client, { agentId: 'auth-alpha-2', projectId: ALPHA, cli: 'AGENT_CLI_CODEX' });
+  sessions.push(hidden, shown);
+  await hidden.start();
+  const t2 = Date.now();
+  await shown.start();
+  await watcher.shows('an agent of the viewer\'s project', t2, () =>
+    !!document.querySelector('tr[data-agent-id="auth-alpha-2"]'));
+  assert.equal(await page.$('tr[data-agent-id="auth-beta-2"]'), null);
+  const events = await page.$$eval('#events li', (lis) => lis.map((li) => li.textContent));
+  assert.ok(events.some((e) => e.includes('agent_id=auth-alpha-2')), events.join('\n'));
+  assert.ok(!events.some((e) => e.includes('auth-beta')), events.join('\n'));
+});
+
+test('logging out ends the session', async () => {
+  await page.click('#logout');
+  await page.waitForSelector('#login-view:not([hidden])');
+  const status = await page.evaluate(async () => (await fetch('/api/fleet')).status);
+  assert.equal(status, 401);
+});
+
+test('an operator sees every project and forces an election; removing its token from the file ends its session', async () => {
+  const t = Date.now();
+  await logIn(OPS);
+  await watcher.shows('the operator\'s fleet', t, () =>
+    !!document.querySelector('tr[data-agent-id="auth-alpha-1"]') &&
+    !!document.querySelector('tr[data-agent-id="auth-beta-1"]'));
+  await page.click('#tabs button[data-view="roles"]');
+  const { wire } = await client.hub.encodeRoleKey({ roleKey: { projectId: BETA, kind: 'ROLE_KIND_CTO' } });
+  const clicked = Date.now();
+  await page.click(`.role[data-wire="${wire}"] button.ensure`);
+  // Nobody asked for an election of this role before: the operator's
+  // starts it, and the page shows the role become active.
+  await watcher.shows('the operator\'s EnsureRole receipt', clicked, () =>
+    /^EnsureRole prj_CONSOLEAUTHBETAAAAAAAA cto: started \(state elected-probing, holder auth-beta-1, epoch 1\)$/.test(
+      document.querySelector('#action-result').textContent));
+  await watcher.shows('the elected role', clicked, (w) => {
+    const c = document.querySelector(`.role[data-wire="${w}"]`);
+    return c.querySelector('.state').textContent === 'active' &&
+      c.querySelector('.holder .v').textContent === 'auth-beta-1';
+  }, wire);
+  const { role } = await client.roles.getRole({ roleKey: { projectId: BETA, kind: 'ROLE_KIND_CTO' } });
+  assert.equal(role.state, 'ROLE_STATE_ACTIVE');
+  await screenshot(page, 'roles', 'roles-operator');
+
+  writeTokens([VIEWER_ENTRY]);  // hubd re-reads the file when it changes
+  const revoked = Date.now();
+  await until(async () => (await page.evaluate(async () => (await fetch('/api/fleet')).status)) === 401,
+    'the removed token to end the session');
+  console.log(`# console: a removed token ended its session ${Date.now() - revoked} ms after the file changed`);
+  await watcher.shows('the login form after the revocation', revoked,
+    () => !document.querySelector('#login-view').hidden);
+});
