@@ -421,6 +421,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                          const storage::ExpiryTransition& transition) {
         metrics->OnDeadLetter(message, transition);
         if (console == nullptr) return;
+        console->MessagesChanged({transition.message_id});
         if (!message.to_agent.empty()) console->AgentChanged(message.to_agent);
         if (message.role_key_wire.has_value()) {
           console->RoleChanged(*message.role_key_wire);
@@ -621,6 +622,7 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
   sources.presence = presence_.get();
   sources.roles = roles_.get();
   sources.activator = activator_.get();
+  sources.messaging = messaging_.get();
   sources.store = store_.get();
   sources.clock = clock;
   sources.hub_instance_id = identity_.hub_instance_id;
@@ -629,12 +631,11 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
   presence_->SetChangeListener([console](const std::string& agent_id) {
     console->AgentChanged(agent_id);
   });
-  messaging_->SetChangeListener(
-      [console](const std::vector<std::string>& agents,
-                const std::optional<std::string>& wire) {
-        console->AgentsChanged(agents);
-        if (wire.has_value()) console->RoleChanged(*wire);
-      });
+  messaging_->SetChangeListener([console](const Messaging::Change& change) {
+    console->MessagesChanged(change.message_ids);
+    console->AgentsChanged(change.agent_ids);
+    if (change.role_wire.has_value()) console->RoleChanged(*change.role_wire);
+  });
   log_observer_ = log::AddObserver(
       [console](log::Level level, absl::string_view event,
                 const std::vector<std::pair<std::string, std::string>>& f) {

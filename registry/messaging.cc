@@ -381,7 +381,8 @@ absl::StatusOr<PublishResult> Messaging::Published(
     presence_->DeliverMessage(agent_id, delivery);
   }
   PushToLateAttachers(p, blocking);
-  if (change_listener_) change_listener_(p.recipients, m.role_key_wire);
+  if (change_listener_)
+    change_listener_({{m.id}, p.recipients, m.role_key_wire});
   if (NeedsEnsure(p)) {
     EnsureRequest ensure;
     ensure.role.wire = p.address.role->wire;
@@ -453,7 +454,7 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
       store_->AddRecipient(m.id, *holder->holder_agent_id);
   if (added.ok() && *added) {
     if (change_listener_) {
-      change_listener_({*holder->holder_agent_id}, m.role_key_wire);
+      change_listener_({{m.id}, {*holder->holder_agent_id}, m.role_key_wire});
     }
     Push(m, *holder->holder_agent_id, holder);
   }
@@ -487,6 +488,7 @@ bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
   absl::StatusOr<storage::InboxRecord> inbox =
       store_->MarkDelivered(message.id, agent_id, UnixMillis(clock_->Now()));
   if (!inbox.ok()) return false;
+  if (change_listener_) change_listener_({{message.id}, {}, std::nullopt});
   return presence_->DeliverMessage(
       agent_id, DeliveryOf(message, *std::move(inbox), role));
 }
@@ -504,6 +506,13 @@ int64_t Messaging::PushRoutedMany(
   absl::StatusOr<std::vector<storage::InboxRecord>> marked =
       store_->MarkDeliveredMany(marks, now_ms);
   if (!marked.ok()) return 0;  // all stay pending: the next poll retries
+  if (change_listener_ && !marked->empty()) {
+    Change change;
+    for (const storage::InboxRecord& row : *marked) {
+      change.message_ids.push_back(row.message_id);
+    }
+    change_listener_(change);
+  }
   absl::flat_hash_map<std::pair<std::string, std::string>, storage::InboxRecord>
       by_delivery;
   for (storage::InboxRecord& row : *marked) {
@@ -605,7 +614,7 @@ absl::StatusOr<AckResult> Messaging::Ack(
   absl::StatusOr<std::vector<bool>> acked = store_->AckMessages(
       agent_id, *ids, UnixMillis(clock_->Now()), presence_generation);
   if (!acked.ok()) return acked.status();
-  if (change_listener_) change_listener_({agent_id}, std::nullopt);
+  if (change_listener_) change_listener_({*ids, {agent_id}, std::nullopt});
   return ToAckResult(*ids, *acked);
 }
 
@@ -628,7 +637,9 @@ void Messaging::AckAsync(const std::string& agent_id,
           std::move(done)(acked.status());
           return;
         }
-        if (change_listener_) change_listener_({agent_id}, std::nullopt);
+        if (change_listener_) {
+          change_listener_({*distinct, {agent_id}, std::nullopt});
+        }
         std::move(done)(ToAckResult(*distinct, *acked));
       });
 }
@@ -676,7 +687,13 @@ BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
   }
   handover.handed_over = static_cast<int64_t>(handed.size());
   if (handed.empty()) return handover;
-  if (change_listener_) change_listener_({holder}, active.role_key_wire);
+  if (change_listener_) {
+    Change change;
+    for (const MessageRecord& m : handed) change.message_ids.push_back(m.id);
+    change.agent_ids = {holder};
+    change.role_wire = active.role_key_wire;
+    change_listener_(change);
+  }
   handover.push = [this, active, handed = std::move(handed)] {
     for (const MessageRecord& m : handed) {
       if (!Push(m, *active.holder_agent_id, active)) break;

@@ -225,16 +225,21 @@ class Messaging {
   void SetDeadLetterListener(DeadLetterListener listener) {
     dead_letter_listener_ = std::move(listener);
   }
-  // Told after a publish committed (its recipients, sorted, and its role
-  // wire for a role address), after role backlog was handed to a holder (the
-  // holder and the wire) and after an ack committed (the acking agent, no
-  // wire): whose pending inbox or which role's backlog may have changed.
+  // Told after a publish committed (the message, its recipients, sorted,
+  // and its role wire for a role address), after role backlog was handed to
+  // a holder (the messages, the holder and the wire), after a delivery was
+  // recorded (the message only) and after an ack committed (the messages
+  // named, the acking agent, no wire): which messages, whose pending inbox
+  // and which role's backlog may have changed.
   // On the thread that finished the write (a store completion thread): must
   // not block. hubd: the console. REQUIRES: set before any publish; default:
   // nothing.
-  using ChangeListener =
-      std::function<void(const std::vector<std::string>& agent_ids,
-                         const std::optional<std::string>& role_wire)>;
+  struct Change {
+    std::vector<std::string> message_ids;
+    std::vector<std::string> agent_ids;
+    std::optional<std::string> role_wire;
+  };
+  using ChangeListener = std::function<void(const Change& change)>;
   void SetChangeListener(ChangeListener listener) {
     change_listener_ = std::move(listener);
   }

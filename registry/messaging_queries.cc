@@ -149,6 +149,7 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
       absl::Status s =
           store_->MarkDelivered(m.id, query.agent_id, now_ms).status();
       if (!s.ok()) return s;
+      if (change_listener_) change_listener_({{m.id}, {}, std::nullopt});
     }
     MessageDelivery d;
     d.message = m;

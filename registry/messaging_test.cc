@@ -303,18 +303,26 @@ TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
 
 TEST_F(MessagingTest, TheChangeListenerHearsPublishesHandoversAndAcks) {
   std::vector<std::string> heard;
-  messaging_->SetChangeListener(
-      [&heard](const std::vector<std::string>& agents,
-               const std::optional<std::string>& wire) {
-        heard.push_back(
-            absl::StrCat(absl::StrJoin(agents, ","), " ", wire.value_or("-")));
-      });
+  messaging_->SetChangeListener([&heard](const Messaging::Change& c) {
+    heard.push_back(absl::StrCat(absl::StrJoin(c.message_ids, ","), " ",
+                                 absl::StrJoin(c.agent_ids, ","), " ",
+                                 c.role_wire.value_or("-")));
+  });
   auto b = Agent("agent-b");
   PublishResult to_b = MustPublish(To("agent-b"));
-  MustPublish(To("topic:role:" + Wire()));  // no holder: backlog
+  PublishResult backlog = MustPublish(To("topic:role:" + Wire()));
   ASSERT_TRUE(messaging_->Ack("agent-b", {to_b.message.id}, std::nullopt).ok());
-  EXPECT_EQ(heard,
-            (std::vector<std::string>{"agent-b -", " " + Wire(), "agent-b -"}));
+  // The backlog goes to the role's next holder.
+  storage::RoleRecord active;
+  active.role_key_wire = Wire();
+  active.state = "active";
+  active.holder_agent_id = "agent-c";
+  messaging_->OnRoleActive(active);
+  EXPECT_EQ(heard, (std::vector<std::string>{
+                       to_b.message.id + " agent-b -",
+                       backlog.message.id + "  " + Wire(),
+                       to_b.message.id + " agent-b -",
+                       backlog.message.id + " agent-c " + Wire()}));
 }
 
 TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {

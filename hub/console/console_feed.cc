@@ -4,14 +4,13 @@
 
 namespace hub::console {
 
-int64_t ConsoleFeed::Post(std::string kind,
-                          std::optional<std::string> project_id,
+int64_t ConsoleFeed::Post(std::string kind, std::vector<std::string> projects,
                           std::string json) {
   absl::MutexLock lock(&mu_);
   ConsoleChange change;
   change.seq = ++head_;
   change.kind = std::move(kind);
-  change.project_id = std::move(project_id);
+  change.projects = std::move(projects);
   change.json = std::move(json);
   ring_.push_back(std::move(change));
   while (ring_.size() > capacity_) ring_.pop_front();

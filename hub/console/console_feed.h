@@ -25,11 +25,12 @@ namespace hub::console {
 
 struct ConsoleChange {
   int64_t seq = 0;
-  // "agent", "role", "event" or "hub".
+  // "agent", "role", "message" or "event".
   std::string kind;
-  // The project it belongs to; nullopt: none (seen only by principals of
-  // every project).
-  std::optional<std::string> project_id;
+  // The projects it belongs to (a message: its role's, its sender's and its
+  // recipient's); seen by a principal of any of them. Empty: none (seen
+  // only by principals of every project).
+  std::vector<std::string> projects;
   // A JSON object: the row as it is now, or the event.
   std::string json;
 };
@@ -51,7 +52,7 @@ class ConsoleFeed {
   ConsoleFeed& operator=(const ConsoleFeed&) = delete;
 
   // Appends a change and wakes the waiting streams; returns its seq.
-  int64_t Post(std::string kind, std::optional<std::string> project_id,
+  int64_t Post(std::string kind, std::vector<std::string> projects,
                std::string json);
   // The newest seq posted (0 before the first).
   int64_t head() const;

@@ -10,13 +10,13 @@ namespace {
 TEST(ConsoleFeedTest, ChangesAreNumberedInPostOrderAndReadAfterACursor) {
   ConsoleFeed feed;
   EXPECT_EQ(feed.head(), 0);
-  EXPECT_EQ(feed.Post("agent", "prj_a", "{\"a\":1}"), 1);
-  EXPECT_EQ(feed.Post("role", std::nullopt, "{\"r\":2}"), 2);
+  EXPECT_EQ(feed.Post("agent", {"prj_a"}, "{\"a\":1}"), 1);
+  EXPECT_EQ(feed.Post("role", {}, "{\"r\":2}"), 2);
   ConsoleBatch batch = feed.WaitAfter(0, absl::ZeroDuration());
   ASSERT_EQ(batch.changes.size(), 2u);
   EXPECT_EQ(batch.changes[0].seq, 1);
   EXPECT_EQ(batch.changes[0].kind, "agent");
-  EXPECT_EQ(batch.changes[0].project_id, "prj_a");
+  EXPECT_EQ(batch.changes[0].projects, std::vector<std::string>{"prj_a"});
   EXPECT_EQ(batch.changes[1].json, "{\"r\":2}");
   EXPECT_FALSE(batch.lost);
   EXPECT_EQ(batch.head, 2);
@@ -27,7 +27,7 @@ TEST(ConsoleFeedTest, ChangesAreNumberedInPostOrderAndReadAfterACursor) {
 
 TEST(ConsoleFeedTest, AWaiterWithNothingNewTimesOutEmpty) {
   ConsoleFeed feed;
-  feed.Post("agent", std::nullopt, "{}");
+  feed.Post("agent", {}, "{}");
   ConsoleBatch batch = feed.WaitAfter(1, absl::Milliseconds(1));
   EXPECT_TRUE(batch.changes.empty());
   EXPECT_FALSE(batch.lost);
@@ -36,7 +36,7 @@ TEST(ConsoleFeedTest, AWaiterWithNothingNewTimesOutEmpty) {
 
 TEST(ConsoleFeedTest, ACursorOlderThanTheRingIsToldItLostChanges) {
   ConsoleFeed feed(2);
-  for (int i = 0; i < 5; ++i) feed.Post("agent", std::nullopt, "{}");
+  for (int i = 0; i < 5; ++i) feed.Post("agent", {}, "{}");
   EXPECT_TRUE(feed.WaitAfter(1, absl::ZeroDuration()).lost);
   ConsoleBatch kept = feed.WaitAfter(3, absl::ZeroDuration());
   EXPECT_FALSE(kept.lost);
@@ -48,7 +48,7 @@ TEST(ConsoleFeedTest, APostWakesAWaitingStreamAndCloseEndsEveryWait) {
   ConsoleFeed feed;
   ConsoleBatch got;
   std::thread waiter([&] { got = feed.WaitAfter(0, absl::Seconds(60)); });
-  feed.Post("event", std::nullopt, "{\"e\":1}");
+  feed.Post("event", {}, "{\"e\":1}");
   waiter.join();
   ASSERT_EQ(got.changes.size(), 1u);
   std::thread closed_waiter(
@@ -61,7 +61,7 @@ TEST(ConsoleFeedTest, APostWakesAWaitingStreamAndCloseEndsEveryWait) {
 
 TEST(ConsoleFeedTest, ABatchHoldsAtMostTheLimit) {
   ConsoleFeed feed;
-  for (int i = 0; i < 10; ++i) feed.Post("agent", std::nullopt, "{}");
+  for (int i = 0; i < 10; ++i) feed.Post("agent", {}, "{}");
   ConsoleBatch batch = feed.WaitAfter(0, absl::ZeroDuration(), 3);
   ASSERT_EQ(batch.changes.size(), 3u);
   EXPECT_EQ(batch.changes[2].seq, 3);

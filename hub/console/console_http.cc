@@ -236,6 +236,10 @@ void ConsoleHttp::Install(httplib::Server* server) {
               [this](const auto& q, auto& r) { View(q, r, "roles"); });
   server->Get("/api/events",
               [this](const auto& q, auto& r) { View(q, r, "events"); });
+  server->Get("/api/messages",
+              [this](const auto& q, auto& r) { View(q, r, "messages"); });
+  server->Get("/api/trace",
+              [this](const auto& q, auto& r) { View(q, r, "trace"); });
   server->Get("/api/stream", [this](const auto& q, auto& r) { Stream(q, r); });
   server->Post("/api/roles/ensure",
                [this](const auto& q, auto& r) { Ensure(q, r); });
@@ -294,9 +298,18 @@ void ConsoleHttp::View(const httplib::Request& request,
     return Refuse(response, 401, "PRINCIPAL_REQUIRED", "log in first");
   }
   const ProjectScope scope = ScopeOf(session->principal);
-  absl::StatusOr<json> view = which == "fleet"   ? model_->Fleet(scope)
-                              : which == "roles" ? model_->Roles(scope)
-                                                 : model_->RecentEvents(scope);
+  absl::StatusOr<json> view;
+  if (which == "fleet") {
+    view = model_->Fleet(scope);
+  } else if (which == "roles") {
+    view = model_->Roles(scope);
+  } else if (which == "messages") {
+    view = model_->Messages(scope);
+  } else if (which == "trace") {
+    view = model_->Trace(request.get_param_value("trace_id"), scope);
+  } else {
+    view = model_->RecentEvents(scope);
+  }
   if (!view.ok()) return Fail(response, view.status());
   Reply(response, *view);
 }
@@ -364,7 +377,7 @@ void ConsoleHttp::Stream(const httplib::Request& request,
         const ProjectScope scope = ScopeOf(session->principal);
         for (const ConsoleChange& c : batch.changes) {
           state->cursor = c.seq;
-          if (!ConsoleModel::Visible(scope, c.project_id)) continue;
+          if (!ConsoleModel::Visible(scope, c.projects)) continue;
           absl::StrAppend(&out, "id: ", c.seq, "\nevent: ", c.kind,
                           "\ndata: ", c.json, "\n\n");
         }

@@ -31,6 +31,11 @@ std::optional<std::string> ProjectOfWire(const std::string& wire) {
   return key->project_id;
 }
 
+std::vector<std::string> ProjectList(const std::optional<std::string>& p) {
+  if (!p.has_value() || p->empty()) return {};
+  return {*p};
+}
+
 const char* KindWord(RoleChangeKind kind) {
   switch (kind) {
     case RoleChangeKind::kCreated:
@@ -70,8 +75,12 @@ ConsoleModel::~ConsoleModel() { Stop(); }
 int64_t ConsoleModel::Now() const { return UnixMillis(sources_.clock->Now()); }
 
 bool ConsoleModel::Visible(const ProjectScope& scope,
-                           const std::optional<std::string>& project_id) {
-  return scope.Allows(project_id);
+                           const std::vector<std::string>& projects) {
+  if (scope.all) return true;
+  for (const std::string& p : projects) {
+    if (scope.Allows(p)) return true;
+  }
+  return false;
 }
 
 absl::Status ConsoleModel::Start() {
@@ -204,6 +213,23 @@ void ConsoleModel::RoleChanged(const std::string& wire) {
   dirty_roles_.insert(wire);
 }
 
+void ConsoleModel::MessagesChanged(const std::vector<std::string>& ids) {
+  if (ids.empty()) return;
+  {
+    absl::MutexLock lock(&history_mu_);
+    // In the order first seen; a change to a known message keeps its place.
+    for (const std::string& id : ids) {
+      if (recent_set_.insert(id).second) recent_messages_.push_back(id);
+    }
+    while (recent_messages_.size() > options_.recent_messages) {
+      recent_set_.erase(recent_messages_.front());
+      recent_messages_.pop_front();
+    }
+  }
+  absl::MutexLock lock(&dirty_mu_);
+  dirty_messages_.insert(ids.begin(), ids.end());
+}
+
 void ConsoleModel::LogEvent(
     absl::string_view level, absl::string_view event,
     const std::vector<std::pair<std::string, std::string>>& fields) {
@@ -212,14 +238,16 @@ void ConsoleModel::LogEvent(
   j["level"] = std::string(level);
   j["event"] = std::string(event);
   json f = json::object();
-  std::optional<std::string> project;
+  std::vector<std::string> project;
   for (const auto& [k, v] : fields) {
     f[k] = v;
-    if (k == "project_id" && !v.empty()) project = v;
+    if (k == "project_id" && !v.empty()) project.push_back(v);
   }
-  if (!project.has_value()) {
+  if (project.empty()) {
     for (const auto& [k, v] : fields) {
-      if (k == "role") project = ProjectOfWire(v);
+      if (k != "role") continue;
+      if (std::optional<std::string> p = ProjectOfWire(v))
+        project.push_back(*p);
     }
   }
   j["fields"] = std::move(f);
@@ -237,19 +265,33 @@ void ConsoleModel::Run() {
   while (true) {
     absl::flat_hash_set<std::string> agents;
     absl::flat_hash_set<std::string> roles;
+    absl::flat_hash_set<std::string> messages;
     {
       absl::MutexLock lock(&dirty_mu_);
       auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(dirty_mu_) {
-        return stop_ || !dirty_agents_.empty() || !dirty_roles_.empty();
+        return stop_ || !dirty_agents_.empty() || !dirty_roles_.empty() ||
+               !dirty_messages_.empty();
       };
       dirty_mu_.Await(absl::Condition(&ready));
       if (stop_) return;
       agents.swap(dirty_agents_);
       roles.swap(dirty_roles_);
+      messages.swap(dirty_messages_);
     }
     const int64_t now = Now();
     for (const std::string& wire : roles) RenderRole(wire, now);
     for (const std::string& id : agents) RenderAgent(id, now);
+    absl::flat_hash_map<std::string, std::optional<std::string>> projects;
+    for (const std::string& id : messages) {
+      absl::StatusOr<storage::MessageRecord> m = sources_.store->GetMessage(id);
+      if (!m.ok()) continue;
+      std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
+      if (r.has_value()) {
+        feed_.Post(
+            "message", std::move(r->projects),
+            r->json.dump(-1, ' ', false, json::error_handler_t::replace));
+      }
+    }
   }
 }
 
@@ -295,7 +337,7 @@ void ConsoleModel::RenderAgent(const std::string& agent_id, int64_t now_ms) {
     }
   }
   json j = AgentJson(*agent, held, now_ms);
-  feed_.Post("agent", agent->record.project_id,
+  feed_.Post("agent", ProjectList(agent->record.project_id),
              j.dump(-1, ' ', false, json::error_handler_t::replace));
   // What the agent acknowledged may have been the backlog of a role it
   // holds: those rows are rendered again next.
@@ -383,7 +425,7 @@ void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
   if (!role.ok()) {
     if (ReasonOf(role.status()) != "ROLE_NOT_FOUND") return;
     json gone = {{"wire", wire}, {"removed", true}};
-    feed_.Post("role", ProjectOfWire(wire),
+    feed_.Post("role", ProjectList(ProjectOfWire(wire)),
                gone.dump(-1, ' ', false, json::error_handler_t::replace));
     return;
   }
@@ -400,7 +442,7 @@ void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
     }
   }
   json j = RoleJson(*role, list, agents, now_ms);
-  feed_.Post("role", role->project_id,
+  feed_.Post("role", {role->project_id},
              j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
@@ -491,9 +533,142 @@ json ConsoleModel::RecentEvents(const ProjectScope& scope) {
   absl::MutexLock lock(&history_mu_);
   const int64_t seq = feed_.head();
   for (const RecentEvent& e : events_) {
-    if (Visible(scope, e.project_id)) events.push_back(e.json);
+    if (Visible(scope, e.projects)) events.push_back(e.json);
   }
   return json{{"seq", seq}, {"events", std::move(events)}};
+}
+
+std::optional<std::string> ConsoleModel::AgentProject(
+    const std::string& agent_id,
+    absl::flat_hash_map<std::string, std::optional<std::string>>* cache) {
+  auto it = cache->find(agent_id);
+  if (it != cache->end()) return it->second;
+  std::optional<std::string> project;
+  // Not an agent (an address, a topic) or unknown: no project.
+  absl::StatusOr<storage::AgentRecord> agent =
+      sources_.store->GetAgent(agent_id);
+  if (agent.ok()) project = agent->project_id;
+  (*cache)[agent_id] = project;
+  return project;
+}
+
+std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
+    const storage::MessageRecord& m,
+    absl::flat_hash_map<std::string, std::optional<std::string>>* projects) {
+  RenderedMessage out;
+  if (m.role_key_wire.has_value()) {
+    if (std::optional<std::string> p = ProjectOfWire(*m.role_key_wire)) {
+      out.projects.push_back(*p);
+    }
+  }
+  for (const std::string* agent : {&m.from_agent, &m.to_agent}) {
+    std::optional<std::string> p = AgentProject(*agent, projects);
+    if (p.has_value() && !p->empty()) out.projects.push_back(*p);
+  }
+  json recipients = json::array();
+  absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+      sources_.store->ListInbox(m.id);
+  if (!inbox.ok()) return std::nullopt;
+  for (const storage::InboxRecord& r : *inbox) {
+    const char* state = r.acked_at_ms.has_value()       ? "acked"
+                        : m.status == "dead_letter"     ? "dead_letter"
+                        : r.delivered_at_ms.has_value() ? "delivered"
+                                                        : "queued";
+    recipients.push_back({{"agent_id", r.agent_id},
+                          {"state", state},
+                          {"delivered_at_ms", Nullable(r.delivered_at_ms)},
+                          {"acked_at_ms", Nullable(r.acked_at_ms)},
+                          {"attempts", r.attempts}});
+  }
+  json dead = nullptr;
+  if (m.status == "dead_letter") {
+    absl::StatusOr<storage::DeadLetterRecord> d =
+        sources_.store->GetDeadLetter(m.id);
+    if (d.ok()) {
+      dead = {{"reason", d->reason},
+              {"failed_at_ms", d->failed_at_ms},
+              {"last_error", Nullable(d->last_error)}};
+    }
+  }
+  // The payload as the page shows it: its JSON text, cut to 2 KB.
+  constexpr size_t kShownPayload = 2048;
+  std::string payload = m.payload_json.substr(0, kShownPayload);
+  out.json = {{"id", m.id},
+              {"type", m.type},
+              {"from", m.from_agent},
+              {"to", m.to_agent},
+              {"topic", m.topic},
+              {"priority", m.priority},
+              {"created_at_ms", m.created_at_ms},
+              {"expires_at_ms", m.expires_at_ms},
+              {"correlation_id", m.correlation_id},
+              {"trace_id", m.trace_id},
+              {"status", m.status},
+              {"role_wire", Nullable(m.role_key_wire)},
+              {"payload", payload},
+              {"payload_truncated", m.payload_json.size() > kShownPayload},
+              {"recipients", std::move(recipients)},
+              {"dead_letter", std::move(dead)}};
+  return out;
+}
+
+absl::StatusOr<json> ConsoleModel::Messages(const ProjectScope& scope) {
+  const int64_t seq = feed_.head();
+  std::vector<std::string> ids;
+  {
+    absl::MutexLock lock(&history_mu_);
+    ids.assign(recent_messages_.rbegin(), recent_messages_.rend());
+  }
+  absl::flat_hash_map<std::string, std::optional<std::string>> projects;
+  json messages = json::array();
+  for (const std::string& id : ids) {
+    absl::StatusOr<storage::MessageRecord> m = sources_.store->GetMessage(id);
+    if (!m.ok()) continue;
+    std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
+    if (r.has_value() && Visible(scope, r->projects)) {
+      messages.push_back(std::move(r->json));
+    }
+  }
+  DeadLetterQuery query;
+  query.page_size = 100;
+  query.scope = scope;
+  absl::StatusOr<DeadLetterPage> dead =
+      sources_.messaging->ListDeadLetters(query);
+  if (!dead.ok()) return dead.status();
+  json dead_letters = json::array();
+  for (const DeadLetterView& d : dead->dead_letters) {
+    json row = {{"id", d.dead_letter.message_id},
+                {"reason", d.dead_letter.reason},
+                {"failed_at_ms", d.dead_letter.failed_at_ms},
+                {"last_error", Nullable(d.dead_letter.last_error)}};
+    if (d.message.has_value()) {
+      row["from"] = d.message->from_agent;
+      row["to"] = d.message->to_agent;
+      row["topic"] = d.message->topic;
+      row["trace_id"] = d.message->trace_id;
+    }
+    dead_letters.push_back(std::move(row));
+  }
+  return json{{"seq", seq},
+              {"server_time_ms", Now()},
+              {"messages", std::move(messages)},
+              {"dead_letters", std::move(dead_letters)}};
+}
+
+absl::StatusOr<json> ConsoleModel::Trace(const std::string& trace_id,
+                                         const ProjectScope& scope) {
+  absl::StatusOr<TracePage> page =
+      sources_.messaging->ListTrace(trace_id, 100, "", scope);
+  if (!page.ok()) return page.status();
+  absl::flat_hash_map<std::string, std::optional<std::string>> projects;
+  json messages = json::array();
+  for (const storage::MessageRecord& m : page->messages) {
+    std::optional<RenderedMessage> r = RenderMessage(m, &projects);
+    if (r.has_value()) messages.push_back(std::move(r->json));
+  }
+  return json{{"trace_id", trace_id},
+              {"messages", std::move(messages)},
+              {"more", !page->next_page_token.empty()}};
 }
 
 }  // namespace hub::console

@@ -35,6 +35,7 @@
 #include "nlohmann/json.hpp"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/project_scope.h"
 #include "registry/role_registry.h"
@@ -46,6 +47,7 @@ struct ConsoleSources {
   PresenceRegistry* presence = nullptr;
   RoleRegistry* roles = nullptr;
   Activator* activator = nullptr;
+  Messaging* messaging = nullptr;
   storage::Store* store = nullptr;
   const Clock* clock = nullptr;
   std::string hub_instance_id;
@@ -56,6 +58,9 @@ struct ConsoleModelOptions {
   size_t history_per_role = 50;
   // Log events kept for a page that opens (the events view's backlog).
   size_t recent_events = 200;
+  // Messages this hub published or saw change, newest kept, for the
+  // messages view.
+  size_t recent_messages = 200;
   size_t feed_capacity = 4096;
 };
 
@@ -81,6 +86,9 @@ class ConsoleModel {
   void AgentChanged(const std::string& agent_id);
   void AgentsChanged(const std::vector<std::string>& agent_ids);
   void RoleChanged(const std::string& wire);
+  // Messages whose state changed (published, delivered, acknowledged,
+  // handed over, dead-lettered); they join the recent messages.
+  void MessagesChanged(const std::vector<std::string>& message_ids);
   void LogEvent(absl::string_view level, absl::string_view event,
                 const std::vector<std::pair<std::string, std::string>>& fields);
 
@@ -88,11 +96,17 @@ class ConsoleModel {
   // before the rows, so that a page applies every change after it.
   absl::StatusOr<nlohmann::json> Fleet(const ProjectScope& scope);
   absl::StatusOr<nlohmann::json> Roles(const ProjectScope& scope);
+  // The recent messages with their recipients' states, and the dead
+  // letters (newest 100) with their reasons.
+  absl::StatusOr<nlohmann::json> Messages(const ProjectScope& scope);
+  // The messages of one trace (ListTrace's rules).
+  absl::StatusOr<nlohmann::json> Trace(const std::string& trace_id,
+                                       const ProjectScope& scope);
   nlohmann::json RecentEvents(const ProjectScope& scope);
 
-  // Whether a change or event of `project_id` is visible in `scope`.
+  // Whether a change or event of `projects` is visible in `scope`.
   static bool Visible(const ProjectScope& scope,
-                      const std::optional<std::string>& project_id);
+                      const std::vector<std::string>& projects);
 
  private:
   struct HistoryEntry {
@@ -107,7 +121,11 @@ class ConsoleModel {
     int64_t at_ms = 0;
   };
   struct RecentEvent {
-    std::optional<std::string> project_id;
+    std::vector<std::string> projects;
+    nlohmann::json json;
+  };
+  struct RenderedMessage {
+    std::vector<std::string> projects;
     nlohmann::json json;
   };
 
@@ -116,6 +134,15 @@ class ConsoleModel {
   void Run();
   void RenderAgent(const std::string& agent_id, int64_t now_ms);
   void RenderRole(const std::string& wire, int64_t now_ms);
+  // A message with its recipients' states and dead letter, and the projects
+  // that may see it (Messaging's InScope rule: its role's, its sender's,
+  // its addressee's). nullopt when it cannot be read.
+  std::optional<RenderedMessage> RenderMessage(
+      const storage::MessageRecord& m,
+      absl::flat_hash_map<std::string, std::optional<std::string>>* projects);
+  std::optional<std::string> AgentProject(
+      const std::string& agent_id,
+      absl::flat_hash_map<std::string, std::optional<std::string>>* cache);
   nlohmann::json AgentJson(const AgentView& agent,
                            const std::vector<std::string>& roles_held,
                            int64_t now_ms);
@@ -137,10 +164,14 @@ class ConsoleModel {
   absl::flat_hash_map<std::string, std::deque<HistoryEntry>> history_
       ABSL_GUARDED_BY(history_mu_);
   std::deque<RecentEvent> events_ ABSL_GUARDED_BY(history_mu_);
+  // Newest last; each id once.
+  std::deque<std::string> recent_messages_ ABSL_GUARDED_BY(history_mu_);
+  absl::flat_hash_set<std::string> recent_set_ ABSL_GUARDED_BY(history_mu_);
 
   absl::Mutex dirty_mu_;
   absl::flat_hash_set<std::string> dirty_agents_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_roles_ ABSL_GUARDED_BY(dirty_mu_);
+  absl::flat_hash_set<std::string> dirty_messages_ ABSL_GUARDED_BY(dirty_mu_);
   bool stop_ ABSL_GUARDED_BY(dirty_mu_) = false;
   std::thread worker_;
 };

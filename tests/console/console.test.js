@@ -203,6 +203,73 @@ test('a candidate elected for the lead role takes its backlog, live', async () =
     document.querySelector(`.role[data-wire="${w}"] .backlog .v`).textContent === '0', wire);
 });
 
+test('messages show each recipient\'s state live, and what agents send shows as text, never markup', async () => {
+  await page.evaluate(() => {
+    window.__violations = [];
+    document.addEventListener('securitypolicyviolation', (e) => window.__violations.push(e.violatedDirective));
+  });
+  // An agent id with every odd character the API allows.
+  const odd = 'console-x:odd.id-1_';
+  const x = session(odd, { projectId: PROJECT });
+  const delivered = once(x, 'message');
+  await x.start();
+  const payload = {
+    script: '<script>window.__xss = 1</script>',
+    img: '<img src=x onerror="window.__xss = 2">',
+    attr: '"><svg onload="window.__xss = 3"></svg>',
+    entity: '&lt;b&gt;not bold&lt;/b&gt;',
+  };
+  let t = Date.now();
+  const published = await client.messages.publish({
+    fromAgentId: 'console-beta', to: odd, payload: toStruct(payload), traceId: 'trace-console-xss-1',
+  });
+  const row = (id) => `#messages tr[data-message-id="${id}"]`;
+  await shows('a published message, delivered', t, (sel) => {
+    const r = document.querySelector(sel);
+    return r && r.querySelector('.recipients').textContent === 'console-x:odd.id-1_: delivered';
+  }, row(published.messageId));
+  const [, ack] = await delivered;
+  t = Date.now();
+  await ack();
+  await shows('the recipient\'s ack', t, (sel) =>
+    document.querySelector(sel).querySelector('.recipients').textContent === 'console-x:odd.id-1_: acked',
+  row(published.messageId));
+
+  await page.click('#tabs button[data-view="messages"]');
+  const shown = await page.$eval(`${row(published.messageId)} .payload`, (td) => td.textContent);
+  assert.deepEqual(JSON.parse(shown), payload);
+  assert.equal(await page.$eval(`${row(published.messageId)} .payload`, (td) => td.children.length), 0);
+  assert.equal(await page.$eval(`tr[data-agent-id="${odd}"] td.agent`, (td) => td.textContent), odd);
+  const dom = await page.evaluate(() => ({
+    xss: typeof window.__xss,
+    scripts: [...document.scripts].map((sc) => sc.getAttribute('src')),
+    markup: document.querySelectorAll('main img, main svg, #messages b, #trace b').length,
+    violations: window.__violations,
+  }));
+  assert.deepEqual(dom, { xss: 'undefined', scripts: ['/console.js'], markup: 0, violations: [] });
+
+  // Its trace, from the page.
+  await page.click(`${row(published.messageId)} button.trace`);
+  await page.waitForFunction((id) => !!document.querySelector(`#trace-list li[data-message-id="${id}"]`),
+    { timeout: 15000 }, published.messageId);
+
+  // A message nobody takes before it expires becomes a dead letter, live.
+  const late = session('console-late', { projectId: PROJECT });
+  await late.start();
+  await late.stop();
+  t = Date.now();
+  const expiring = await client.messages.publish({
+    fromAgentId: 'console-beta', to: 'console-late', ttl: { seconds: 1 },
+    payload: toStruct({ text: 'nobody reads this' }),
+  });
+  await shows('the dead letter (1 s TTL, then the sweep)', t, (id) => {
+    const r = document.querySelector(`#dead-letters tr[data-message-id="${id}"]`);
+    return r && r.querySelector('.reason').textContent === 'ttl_expired' &&
+      document.querySelector(`#messages tr[data-message-id="${id}"] .status`).textContent === 'dead_letter';
+  }, expiring.messageId);
+  await screenshot('messages', 'messages');
+});
+
 test('an operator forces an election from the page only after confirming it', async () => {
   const { wire } = await client.hub.encodeRoleKey({ roleKey: CTO });
   await page.click('#tabs button[data-view="roles"]');

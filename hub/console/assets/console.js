@@ -15,11 +15,14 @@
     roles: new Map(),      // wire -> role data
     roleCards: new Map(),  // wire -> <div>
     eventSeqs: new Set(),
+    messages: new Map(),   // id -> message data
+    messageRows: new Map(),  // id -> <tr>
     skewMs: 0,             // server clock - browser clock
     stream: null,
     view: 'fleet',
   };
   const MAX_EVENTS = 500;
+  const VIEWS = ['fleet', 'roles', 'messages', 'events'];
   const $ = (id) => document.getElementById(id);
 
   // el('td', {class: 'x', text: 'y'}, child...): children are nodes or
@@ -332,6 +335,93 @@
     }
   }
 
+  // ---- messages
+
+  function recipientsText(m) {
+    if (!m.recipients.length) return m.role_wire ? 'none yet (role backlog)' : 'none';
+    return m.recipients.map((r) => `${r.agent_id}: ${r.state}`).join(', ');
+  }
+
+  function messageRow(m) {
+    const trace = el('button', { type: 'button', class: 'trace', text: 'trace' });
+    trace.addEventListener('click', () => showTrace(m.trace_id));
+    const to = m.role_wire ? `${roleTitle(m.role_wire)} (role)` : m.to;
+    return el('tr', { 'data-message-id': m.id },
+      el('td', { text: when(m.created_at_ms) }),
+      el('td', { class: 'agent', text: m.from }),
+      el('td', { class: 'agent to', text: to }),
+      el('td', { text: m.type }),
+      el('td', { text: m.priority }),
+      el('td', { class: 'payload', text: m.payload + (m.payload_truncated ? ' …' : '') }),
+      el('td', { class: 'recipients', text: recipientsText(m) }),
+      el('td', { class: `status recipient-${m.status}`, text: m.status }),
+      el('td', {}, trace));
+  }
+
+  function deadLetterRow(d) {
+    return el('tr', { 'data-message-id': d.id },
+      el('td', { text: when(d.failed_at_ms) }),
+      el('td', { class: 'reason', text: d.reason }),
+      el('td', { class: 'agent', text: d.from || '—' }),
+      el('td', { class: 'agent', text: d.to || '—' }),
+      el('td', { text: d.topic || '—' }),
+      el('td', { text: d.last_error || '—' }));
+  }
+
+  function applyDeadLetter(d) {
+    const body = $('dead-letters').tBodies[0];
+    const old = body.querySelector(`tr[data-message-id="${CSS.escape(d.id)}"]`);
+    const row = deadLetterRow(d);
+    if (old) old.replaceWith(row);
+    else body.insertBefore(row, body.firstChild);
+  }
+
+  function applyMessage(m) {
+    state.messages.set(m.id, m);
+    const row = messageRow(m);
+    const old = state.messageRows.get(m.id);
+    const body = $('messages').tBodies[0];
+    if (old) old.replaceWith(row);
+    else body.insertBefore(row, body.firstChild);
+    state.messageRows.set(m.id, row);
+    if (m.dead_letter) {
+      applyDeadLetter({ id: m.id, from: m.from, to: m.to, topic: m.topic, ...m.dead_letter });
+    }
+  }
+
+  function renderMessages(snapshot) {
+    $('messages').tBodies[0].replaceChildren();
+    $('dead-letters').tBodies[0].replaceChildren();
+    state.messages.clear();
+    state.messageRows.clear();
+    for (const m of [...snapshot.messages].reverse()) applyMessage(m);
+    for (const d of [...snapshot.dead_letters].reverse()) applyDeadLetter(d);
+  }
+
+  // Roles whose messages wait for a holder, from the roles view's rows.
+  function renderBacklog() {
+    const waiting = [...state.roles.values()].filter((r) => r.waiting > 0);
+    $('backlog').replaceChildren(...(waiting.length ? waiting.map((r) =>
+      el('li', { 'data-wire': r.wire, text: `${r.project_id} ${roleName(r.wire, r)}: ` +
+        `${r.waiting} message(s), ${r.state}${r.blocked_reason ? `, blocked: ${r.blocked_reason}` : ''}` }))
+      : [el('li', { text: 'none' })]));
+  }
+
+  async function showTrace(traceId) {
+    const panel = $('trace');
+    panel.hidden = false;
+    $('trace-title').textContent = `Trace ${traceId}`;
+    try {
+      const t = await api(`/api/trace?trace_id=${encodeURIComponent(traceId)}`);
+      $('trace-list').replaceChildren(...t.messages.map((m) => el('li', {
+        'data-message-id': m.id,
+        text: `${when(m.created_at_ms)} ${m.type} ${m.from} → ${m.to}: ${recipientsText(m)} ` +
+          `(${m.status}) ${m.payload}` })));
+    } catch (e) {
+      $('trace-list').replaceChildren(el('li', { class: 'error', text: e.message }));
+    }
+  }
+
   // ---- events
 
   function applyEvent(e, seq) {
@@ -366,7 +456,8 @@
       }
     };
     stream.addEventListener('agent', handle((a) => applyAgent(a)));
-    stream.addEventListener('role', handle((r) => applyRole(r)));
+    stream.addEventListener('role', handle((r) => { applyRole(r); renderBacklog(); }));
+    stream.addEventListener('message', handle((m) => applyMessage(m)));
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
     stream.addEventListener('reset', () => { loadViews(); });
@@ -383,16 +474,18 @@
   }
 
   async function loadViews() {
-    const [fleet, roles, events] = await Promise.all(
-      [api('/api/fleet'), api('/api/roles'), api('/api/events')]);
+    const [fleet, roles, messages, events] = await Promise.all(
+      [api('/api/fleet'), api('/api/roles'), api('/api/messages'), api('/api/events')]);
     state.skewMs = fleet.server_time_ms - Date.now();
     renderRoles(roles);
+    renderBacklog();
     renderFleet(fleet);
+    renderMessages(messages);
     $('events').replaceChildren();
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
     // Every change after the oldest snapshot; newer ones apply idempotently.
-    openStream(Math.min(fleet.seq, roles.seq, events.seq));
+    openStream(Math.min(fleet.seq, roles.seq, messages.seq, events.seq));
   }
 
   // ---- views and session
@@ -402,7 +495,7 @@
     for (const b of document.querySelectorAll('#tabs button')) {
       b.classList.toggle('active', b.dataset.view === view);
     }
-    for (const v of ['fleet', 'roles', 'events']) $(`${v}-view`).hidden = v !== view;
+    for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
   }
 
   function showLogin() {
@@ -412,7 +505,7 @@
     $('tabs').hidden = true;
     $('logout').hidden = true;
     $('whoami').textContent = '';
-    for (const v of ['fleet', 'roles', 'events']) $(`${v}-view`).hidden = true;
+    for (const v of VIEWS) $(`${v}-view`).hidden = true;
     $('login-view').hidden = false;
     $('token').focus();
   }
