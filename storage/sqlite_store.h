@@ -163,6 +163,8 @@ class SqliteStore final : public Store {
       absl::string_view agent_id, int64_t now_ms, int limit) override;
   absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
       const PendingPageQuery& query) override;
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+  CountPendingByAgent(int64_t now_ms) override;
   absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
                                                int64_t now_ms,
                                                int64_t limit) override;

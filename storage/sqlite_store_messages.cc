@@ -563,6 +563,29 @@ absl::StatusOr<int64_t> SqliteStore::CountPendingForAgent(
   });
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+SqliteStore::CountPendingByAgent(int64_t now_ms) {
+  using Counts = std::vector<std::pair<std::string, int64_t>>;
+  return Read<Counts>([&](Connection& conn) -> absl::StatusOr<Counts> {
+    absl::StatusOr<Stmt> stmt = conn.Prepare(
+        "SELECT i.agent_id, COUNT(*) FROM message_inbox i "
+        "JOIN messages m ON m.id = i.message_id "
+        "WHERE i.acked_at_ms IS NULL "
+        "AND m.status IN ('queued', 'delivered') AND m.expires_at_ms > ?1 "
+        "GROUP BY i.agent_id ORDER BY i.agent_id");
+    if (!stmt.ok()) return stmt.status();
+    stmt->Bind(1, now_ms);
+    Counts counts;
+    for (;;) {
+      absl::StatusOr<bool> row = stmt->Step();
+      if (!row.ok()) return row.status();
+      if (!*row) break;
+      counts.emplace_back(stmt->Text(0), stmt->Int(1));
+    }
+    return counts;
+  });
+}
+
 absl::StatusOr<std::vector<MessageRecord>> SqliteStore::ListPendingRoleMessages(
     absl::string_view wire, int64_t now_ms) {
   using Result = std::vector<MessageRecord>;

@@ -983,6 +983,10 @@ class Store {
   // `limit` (the answer is min(count, limit)).
   virtual absl::StatusOr<int64_t> CountPendingForAgent(
       absl::string_view agent_id, int64_t now_ms, int64_t limit) = 0;
+  // CountPendingForAgent of every agent with a pending message, in one read
+  // (no limit), by agent_id: the console's fleet view.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+  CountPendingByAgent(int64_t now_ms) = 0;
   // Role-addressed backlog: role_key_wire = wire, queued|delivered,
   // expires > now; priority DESC, created ASC, id ASC.
   virtual absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(

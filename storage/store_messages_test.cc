@@ -217,6 +217,10 @@ TEST_P(MessageStore, PendingListIsPriorityThenAgeThenIdAndSkipsAckedOrExpired) {
   EXPECT_EQ(store().ListPendingForAgent("a", kNow + 100, -1)->size(), 4u);
   EXPECT_EQ(store().CountPendingForAgent("a", kNow + 100, 3).value(), 3);
   EXPECT_EQ(store().CountPendingForAgent("a", kNow + 100, 100).value(), 4);
+  auto counts = store().CountPendingByAgent(kNow + 100);
+  ASSERT_TRUE(counts.ok()) << counts.status();
+  EXPECT_EQ(*counts,
+            (std::vector<std::pair<std::string, int64_t>>{{"a", 4}, {"b", 1}}));
 }
 
 TEST_P(MessageStore, PendingPagesFollowTheKeyAndTheTopic) {

@@ -23,7 +23,11 @@ using nlohmann::json;
 
 constexpr char kCookieName[] = "hub_console";
 constexpr char kCsrfHeader[] = "X-Console-CSRF";
-constexpr char kJson[] = "application/json";
+// With its charset: cpp-httplib then leaves the body uncompressed. It would
+// otherwise brotli it at quality 11 for any browser (Accept-Encoding: br),
+// which takes seconds for a fleet of 10,000 agents (docs/BENCHMARKS.md).
+constexpr char kJson[] = "application/json; charset=utf-8";
+constexpr char kJsonType[] = "application/json";
 // Requests bodies the console accepts at most (a login, an action).
 constexpr size_t kMaxBody = 16 * 1024;
 
@@ -212,7 +216,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
                "cross-origin requests are refused");
         return httplib::Server::HandlerResponse::Handled;
       }
-      if (!absl::StartsWith(request.get_header_value("Content-Type"), kJson)) {
+      if (!absl::StartsWith(request.get_header_value("Content-Type"),
+                            kJsonType)) {
         Reply(response,
               {{"code", "INVALID_ARGUMENT"},
                {"reason", "REQUEST_INVALID"},
@@ -351,6 +356,14 @@ void ConsoleHttp::Stream(const httplib::Request& request,
   response.set_chunked_content_provider(
       "text/event-stream",
       [this, state](size_t, httplib::DataSink& sink) {
+        if (!state->started) {
+          // At once, so that the browser sees the stream open; and so that
+          // it reconnects a second after the stream ends (a restarted hub,
+          // a session that ended), not after its default three.
+          state->started = true;
+          static constexpr char kRetry[] = "retry: 1000\n\n";
+          return sink.write(kRetry, sizeof(kRetry) - 1);
+        }
         // Woken by a change, or each second to look at the session again.
         ConsoleBatch batch = model_->feed()->WaitAfter(
             state->cursor, std::min(options_.stream_keepalive,
@@ -363,12 +376,6 @@ void ConsoleHttp::Stream(const httplib::Request& request,
           return true;
         }
         std::string out;
-        if (!state->started) {
-          // Reconnect a second after the stream ends (a restarted hub, a
-          // session that ended), not the browser's default three.
-          out = "retry: 1000\n\n";
-          state->started = true;
-        }
         if (batch.lost) {
           absl::StrAppend(&out, "id: ", batch.head,
                           "\nevent: reset\ndata: {}\n\n");

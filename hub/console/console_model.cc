@@ -303,7 +303,7 @@ int64_t ConsoleModel::PendingFor(const std::string& agent_id, int64_t now_ms) {
 
 json ConsoleModel::AgentJson(const AgentView& agent,
                              const std::vector<std::string>& roles_held,
-                             int64_t now_ms) {
+                             int64_t pending) {
   const storage::AgentRecord& r = agent.record;
   json j;
   j["agent_id"] = r.agent_id;
@@ -317,7 +317,7 @@ json ConsoleModel::AgentJson(const AgentView& agent,
   j["generation"] = r.presence_generation;
   j["host_id"] = Nullable(r.host_id);
   j["roles"] = roles_held;
-  j["pending"] = PendingFor(r.agent_id, now_ms);
+  j["pending"] = pending;
   return j;
 }
 
@@ -336,7 +336,7 @@ void ConsoleModel::RenderAgent(const std::string& agent_id, int64_t now_ms) {
       if (role.holder_agent_id == agent_id) held.push_back(role.role_key_wire);
     }
   }
-  json j = AgentJson(*agent, held, now_ms);
+  json j = AgentJson(*agent, held, PendingFor(agent_id, now_ms));
   feed_.Post("agent", ProjectList(agent->record.project_id),
              j.dump(-1, ' ', false, json::error_handler_t::replace));
   // What the agent acknowledged may have been the backlog of a role it
@@ -460,6 +460,12 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
       held[*r.holder_agent_id].push_back(r.role_key_wire);
     }
   }
+  // Every inbox counted in one read, not one per agent.
+  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> counts =
+      sources_.store->CountPendingByAgent(now);
+  if (!counts.ok()) return counts.status();
+  absl::flat_hash_map<std::string, int64_t> pending(counts->begin(),
+                                                    counts->end());
   json agents = json::array();
   AgentFilter filter;
   filter.scope = scope;
@@ -470,8 +476,10 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
     if (!page.ok()) return page.status();
     for (const AgentView& a : page->agents) {
       auto h = held.find(a.record.agent_id);
-      agents.push_back(AgentJson(
-          a, h == held.end() ? std::vector<std::string>{} : h->second, now));
+      auto p = pending.find(a.record.agent_id);
+      agents.push_back(
+          AgentJson(a, h == held.end() ? std::vector<std::string>{} : h->second,
+                    p == pending.end() ? 0 : p->second));
     }
     token = page->next_page_token;
   } while (!token.empty());

@@ -143,9 +143,10 @@ class ConsoleModel {
   std::optional<std::string> AgentProject(
       const std::string& agent_id,
       absl::flat_hash_map<std::string, std::optional<std::string>>* cache);
+  // `pending`: the agent's pending inbox size (-1: unknown).
   nlohmann::json AgentJson(const AgentView& agent,
                            const std::vector<std::string>& roles_held,
-                           int64_t now_ms);
+                           int64_t pending);
   nlohmann::json RoleJson(
       const storage::RoleRecord& role,
       const std::vector<storage::CandidateRecord>& cands,

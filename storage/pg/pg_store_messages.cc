@@ -556,6 +556,27 @@ absl::StatusOr<int64_t> PostgresStore::CountPendingForAgent(
   });
 }
 
+absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
+PostgresStore::CountPendingByAgent(int64_t now_ms) {
+  using Counts = std::vector<std::pair<std::string, int64_t>>;
+  return Read<Counts>([&](Connection& conn) -> absl::StatusOr<Counts> {
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT i.agent_id, count(*) FROM message_inbox i "
+        "JOIN messages m ON m.id = i.message_id "
+        "WHERE i.acked_at_ms IS NULL "
+        "AND m.status IN ('queued', 'delivered') "
+        "AND m.expires_at_ms > $1::bigint "
+        "GROUP BY i.agent_id ORDER BY i.agent_id COLLATE \"C\"",
+        {P(now_ms)});
+    if (!r.ok()) return r.status();
+    Counts counts;
+    for (int row = 0; row < r->rows(); ++row) {
+      counts.emplace_back(r->Text(row, 0), r->Int(row, 1).value_or(0));
+    }
+    return counts;
+  });
+}
+
 absl::StatusOr<std::vector<MessageRecord>>
 PostgresStore::ListPendingRoleMessages(absl::string_view wire, int64_t now_ms) {
   using Rows = std::vector<MessageRecord>;

@@ -107,6 +107,8 @@ test('agents, a failover and a publish to a role without holder show up live, wi
   await page.goto(base + '/', { waitUntil: 'load' });
   await page.waitForSelector('#live.on', { timeout: DEADLINE_MS });
   await page.evaluate(() => { window.__sameDocument = 'yes'; });
+  // The role cards are built once their view is shown; they stay live.
+  await page.click('#tabs button[data-view="roles"]');
 
   // Two cto candidates: alpha (priority 10) is elected, beta waits.
   const alpha = session('console-alpha', { projectId: PROJECT, capabilities: ['role:cto:candidate'] });

@@ -11,9 +11,13 @@
   const state = {
     session: null,
     agents: new Map(),     // agent_id -> row data
-    agentRows: new Map(),  // agent_id -> <tr>
+    fleetRows: [],         // ids of the agents the filter keeps, in table order
+    fleetWindow: null,     // [first, last) of fleetRows in the DOM
+    fleetDirty: false,
+    fleetRefilter: false,
     roles: new Map(),      // wire -> role data
-    roleCards: new Map(),  // wire -> <div>
+    roleCards: new Map(),  // wire -> <div>, once the roles view was shown
+    rolesDrawn: false,
     eventSeqs: new Set(),
     messages: new Map(),   // id -> message data
     messageRows: new Map(),  // id -> <tr>
@@ -77,7 +81,14 @@
   function left(ms) {
     if (!ms) return '—';
     const s = Math.round((ms - serverNow()) / 1000);
-    return s <= 0 ? 'expired' : `${s}s`;
+    if (s <= 0) return 'expired';
+    if (s < 120) return `${s}s`;
+    if (s < 7200) return `${Math.floor(s / 60)}m`;
+    return `${Math.floor(s / 3600)}h`;
+  }
+
+  function setText(node, text) {
+    if (node.textContent !== text) node.textContent = text;
   }
 
   function when(ms) { return ms ? new Date(ms).toLocaleTimeString() : '—'; }
@@ -109,26 +120,19 @@
   }
 
   // ---- fleet
+  //
+  // One table, sorted by project then agent id, of which only the rows in
+  // view (and a margin) exist in the DOM: a fleet of 10,000 agents costs
+  // the page a few dozen rows, however it changes.
 
-  function fleetTable(project) {
-    let table = document.querySelector(`table[data-project="${CSS.escape(project)}"]`);
-    if (table) return table.tBodies[0];
-    table = el('table', { 'data-project': project },
-      el('thead', {}, el('tr', {},
-        ...['agent', 'status', 'CLI', 'attached', 'last seen', 'lease left', 'roles held',
-          'pending'].map((h) => el('th', { text: h })))),
-      el('tbody'));
-    const section = el('div', { class: 'project', 'data-project': project },
-      el('h2', { class: 'project', text: project === '' ? '(no project)' : project }), table);
-    // Projects in name order.
-    const container = $('fleet');
-    const after = [...container.children].find((c) => c.dataset.project > project);
-    container.insertBefore(section, after || null);
-    return table.tBodies[0];
-  }
+  const ROW_PX = 28;
+  const MARGIN_ROWS = 20;
+  const FLEET_COLUMNS = ['project', 'agent', 'status', 'CLI', 'attached', 'last seen',
+    'lease left', 'roles held', 'pending'];
 
-  function fillAgentRow(tr, a) {
-    const cells = [
+  function fleetCells(a) {
+    return [
+      ['project', a.project_id || '(no project)'],
       ['agent', a.agent_id],
       [`status status-${a.status}`, a.status],
       ['cli', a.cli],
@@ -138,15 +142,11 @@
       ['roles', (a.roles || []).map((w) => roleName(w, state.roles.get(w))).join(', ')],
       ['pending', a.pending < 0 ? '?' : a.pending],
     ];
-    if (tr.cells.length !== cells.length) {
-      tr.replaceChildren(...cells.map(([c, t]) => el('td', { class: c, text: t })));
-    } else {
-      cells.forEach(([c, t], i) => {
-        const td = tr.cells[i];
-        td.className = c;
-        td.textContent = String(t);
-      });
-    }
+  }
+
+  function agentRow(a) {
+    return el('tr', { 'data-agent-id': a.agent_id, 'data-project': a.project_id || '' },
+      ...fleetCells(a).map(([c, t]) => el('td', { class: c, text: t, title: t })));
   }
 
   function agentMatches(a) {
@@ -158,61 +158,85 @@
     return [a.agent_id, a.project_id || '', a.cli, roles].join(' ').toLowerCase().includes(q);
   }
 
-  function applyAgent(a) {
-    state.agents.set(a.agent_id, a);
-    let tr = state.agentRows.get(a.agent_id);
-    const project = a.project_id || '';
-    if (tr && tr.dataset.project !== project) {
-      tr.remove();
-      tr = null;
+  function fleetOrder(a, b) {
+    const pa = a.project_id || '';
+    const pb = b.project_id || '';
+    if (pa !== pb) return pa < pb ? -1 : 1;
+    return a.agent_id < b.agent_id ? -1 : a.agent_id > b.agent_id ? 1 : 0;
+  }
+
+  // The rows the filter keeps, in order; rebuilt at most once a frame.
+  function refilterFleet() {
+    state.fleetRows = [...state.agents.values()].filter(agentMatches).sort(fleetOrder)
+      .map((a) => a.agent_id);
+    drawFleet(true);
+  }
+
+  let fleetFrame = 0;
+  function scheduleFleet(refilter) {
+    state.fleetRefilter = state.fleetRefilter || refilter;
+    if (fleetFrame) return;
+    fleetFrame = requestAnimationFrame(() => {
+      fleetFrame = 0;
+      const again = state.fleetRefilter;
+      state.fleetRefilter = false;
+      if (again) refilterFleet();
+      else drawFleet(false);
+    });
+  }
+
+  // Draws the rows in view between two spacers; `force` redraws them all.
+  function drawFleet(force) {
+    const box = $('fleet');
+    const rows = state.fleetRows;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW_PX) - MARGIN_ROWS);
+    const count = Math.ceil(box.clientHeight / ROW_PX) + 2 * MARGIN_ROWS;
+    const last = Math.min(rows.length, first + count);
+    const body = $('fleet-rows');
+    if (!force && state.fleetWindow && state.fleetWindow[0] === first &&
+        state.fleetWindow[1] === last && !state.fleetDirty) {
+      return;
     }
-    if (!tr) {
-      tr = el('tr', { 'data-agent-id': a.agent_id, 'data-project': project });
-      const body = fleetTable(project);
-      const after = [...body.rows].find((r) => r.dataset.agentId > a.agent_id);
-      body.insertBefore(tr, after || null);
-      state.agentRows.set(a.agent_id, tr);
-    }
-    fillAgentRow(tr, a);
-    tr.hidden = !agentMatches(a);
+    state.fleetWindow = [first, last];
+    state.fleetDirty = false;
+    const spacer = (n) => {
+      const td = el('td', { colSpan: FLEET_COLUMNS.length });
+      td.style.height = `${n * ROW_PX}px`;
+      return el('tr', { class: 'spacer' }, td);
+    };
+    body.replaceChildren(spacer(first),
+      ...rows.slice(first, last).map((id) => agentRow(state.agents.get(id))),
+      spacer(rows.length - last));
     countFleet();
+  }
+
+  function applyAgent(a) {
+    const known = state.agents.get(a.agent_id);
+    state.agents.set(a.agent_id, a);
+    // A new agent, another project or a filter's answer that changed moves
+    // rows; anything else redraws the rows in view.
+    const moved = !known || (known.project_id || '') !== (a.project_id || '') ||
+      agentMatches(known) !== agentMatches(a);
+    if (!moved) state.fleetDirty = true;
+    scheduleFleet(moved);
   }
 
   function countFleet() {
     let online = 0;
     for (const a of state.agents.values()) if (a.status === 'online') online += 1;
-    $('fleet-count').textContent = `${state.agents.size} agents, ${online} online`;
+    $('fleet-count').textContent = `${state.agents.size} agents, ${online} online` +
+      (state.fleetRows.length !== state.agents.size ? `, ${state.fleetRows.length} shown` : '');
   }
 
   function filterFleet() {
-    for (const [id, tr] of state.agentRows) tr.hidden = !agentMatches(state.agents.get(id));
+    $('fleet').scrollTop = 0;
+    scheduleFleet(true);
   }
 
   function renderFleet(snapshot) {
-    $('fleet').replaceChildren();
     state.agents.clear();
-    state.agentRows.clear();
-    // One pass per project into fragments: 10,000 rows in one layout.
-    const byProject = new Map();
-    for (const a of snapshot.agents) {
-      const p = a.project_id || '';
-      if (!byProject.has(p)) byProject.set(p, []);
-      byProject.get(p).push(a);
-    }
-    for (const p of [...byProject.keys()].sort()) {
-      const body = fleetTable(p);
-      const frag = document.createDocumentFragment();
-      for (const a of byProject.get(p)) {
-        state.agents.set(a.agent_id, a);
-        const tr = el('tr', { 'data-agent-id': a.agent_id, 'data-project': p });
-        fillAgentRow(tr, a);
-        tr.hidden = !agentMatches(a);
-        state.agentRows.set(a.agent_id, tr);
-        frag.append(tr);
-      }
-      body.append(frag);
-    }
-    countFleet();
+    for (const a of snapshot.agents) state.agents.set(a.agent_id, a);
+    refilterFleet();
   }
 
   // ---- roles
@@ -272,6 +296,15 @@
   }
 
   function applyRole(r) {
+    if (!state.rolesDrawn) {
+      // Kept as data until the roles view is first shown.
+      if (r.removed) state.roles.delete(r.wire);
+      else if (!state.roles.has(r.wire) || state.roles.get(r.wire).version <= r.version) {
+        state.roles.set(r.wire, r);
+      }
+      countRoles();
+      return;
+    }
     const old = state.roleCards.get(r.wire);
     if (r.removed) {
       state.roles.delete(r.wire);
@@ -304,20 +337,27 @@
   }
 
   function renderRoles(snapshot) {
-    $('roles').replaceChildren();
     state.roles.clear();
+    for (const r of snapshot.roles) state.roles.set(r.wire, r);
+    $('roles').replaceChildren();
     state.roleCards.clear();
+    state.rolesDrawn = false;
+    // The cards are built when the view is first shown, then kept live.
+    if (state.view === 'roles') drawRoles();
+    countRoles();
+  }
+
+  function drawRoles() {
     const frag = document.createDocumentFragment();
-    const sorted = [...snapshot.roles].sort((a, b) =>
+    const sorted = [...state.roles.values()].sort((a, b) =>
       (`${a.project_id} ${a.wire}` < `${b.project_id} ${b.wire}` ? -1 : 1));
     for (const r of sorted) {
-      state.roles.set(r.wire, r);
       const card = roleCard(r);
       state.roleCards.set(r.wire, card);
       frag.append(card);
     }
-    $('roles').append(frag);
-    countRoles();
+    $('roles').replaceChildren(frag);
+    state.rolesDrawn = true;
   }
 
   async function ensure(wire, name, project) {
@@ -461,7 +501,12 @@
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
     stream.addEventListener('reset', () => { loadViews(); });
-    stream.onopen = () => setLive(true);
+    stream.onopen = () => {
+      setLive(true);
+      if (performance.getEntriesByName('console-live').length === 0) {
+        performance.measure('console-live', 'console-load');
+      }
+    };
     stream.onerror = async () => {
       setLive(false);
       if (stream.readyState === EventSource.CLOSED) {
@@ -474,8 +519,12 @@
   }
 
   async function loadViews() {
+    // Timed for the benchmark (performance.getEntriesByType('measure')).
+    performance.mark('console-load');
     const [fleet, roles, messages, events] = await Promise.all(
       [api('/api/fleet'), api('/api/roles'), api('/api/messages'), api('/api/events')]);
+    performance.measure('console-snapshots', 'console-load');
+    performance.mark('console-fetched');
     state.skewMs = fleet.server_time_ms - Date.now();
     renderRoles(roles);
     renderBacklog();
@@ -485,6 +534,7 @@
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
     // Every change after the oldest snapshot; newer ones apply idempotently.
+    performance.measure('console-render', 'console-fetched');
     openStream(Math.min(fleet.seq, roles.seq, messages.seq, events.seq));
   }
 
@@ -496,6 +546,12 @@
       b.classList.toggle('active', b.dataset.view === view);
     }
     for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
+    if (view === 'roles' && !state.rolesDrawn && state.session) drawRoles();
+    if (view === 'fleet') {
+      // Drawn while hidden, it had no height: draw the rows in view now.
+      state.fleetDirty = true;
+      scheduleFleet(false);
+    }
   }
 
   function showLogin() {
@@ -525,6 +581,7 @@
     for (const b of document.querySelectorAll('#tabs button')) {
       b.addEventListener('click', () => show(b.dataset.view));
     }
+    $('fleet-head').replaceChildren(el('tr', {}, ...FLEET_COLUMNS.map((h) => el('th', { text: h }))));
     $('fleet-filter').addEventListener('input', filterFleet);
     $('fleet-status').addEventListener('change', filterFleet);
     $('roles-filter').addEventListener('input', () => {
@@ -544,16 +601,20 @@
     $('logout').addEventListener('click', async () => {
       try { await api('/api/logout', { method: 'POST', body: {} }); } finally { showLogin(); }
     });
-    // Times and leases count down between changes (text only, no reload).
+    // Times and leases count down between changes (text only, no reload):
+    // only the rows in view exist, and only cells whose text changed are
+    // touched.
     setInterval(() => {
       if (state.view !== 'fleet') return;
-      for (const [id, tr] of state.agentRows) {
-        if (tr.hidden) continue;
-        const a = state.agents.get(id);
-        tr.cells[4].textContent = ago(a.last_seen_ms);
-        tr.cells[5].textContent = a.status === 'offline' ? '—' : left(a.lease_expires_ms);
+      for (const tr of $('fleet-rows').rows) {
+        const a = state.agents.get(tr.dataset.agentId);
+        if (!a) continue;
+        setText(tr.cells[5], ago(a.last_seen_ms));
+        setText(tr.cells[6], a.status === 'offline' ? '—' : left(a.lease_expires_ms));
       }
     }, 1000);
+    $('fleet').addEventListener('scroll', () => scheduleFleet(false));
+    window.addEventListener('resize', () => scheduleFleet(false));
     try {
       await showApp(await api('/api/session'));
     } catch (e) {
