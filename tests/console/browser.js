@@ -86,7 +86,7 @@ class Watcher {
 async function screenshot(page, view, name) {
   await page.click(`#tabs button[data-view="${view}"]`);
   await page.waitForSelector(`#${view}-view:not([hidden])`);
-  await page.screenshot({ path: path.join(OUT, `console-${name}.png`), fullPage: true });
+  await page.screenshot({ path: path.join(OUT, `console-${name}.png`) });
 }
 
 module.exports = { DEADLINE_MS, OUT, until, startHubd, launch, Watcher, screenshot };

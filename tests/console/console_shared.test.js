@@ -1,0 +1,117 @@
+'use strict';
+// The console over several hubs sharing one PostgreSQL database
+// (docs/design/multi-hub.md): the page of one hub shows the agents held by
+// every hub, and follows, live, an election and a failover made by another
+// hub (they reach it through the role change log).
+const { test, before, after } = require('node:test');
+const assert = require('node:assert/strict');
+const { HubClient, PresenceSession } = require('../../clients/node/lib');
+const { Hubd } = require('../../clients/node/test/hubd');
+const { until, launch, Watcher, screenshot } = require('./browser');
+const { Postgres } = require('./postgres');
+
+const PROJECT = 'prj_CONSOLESHAREDFLEETAAAA';
+const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
+
+let pg;
+const hubs = [];
+const clients = [];
+const sessions = [];
+let browser;
+let page;
+let watcher;
+
+async function hubd(url) {
+  const h = await Hubd.start({
+    dbPath: url, args: ['--metrics_listen=127.0.0.1:0', '--detach_grace=300ms'],
+  });
+  const m = await until(() => /metrics_address=(\S+)/.exec(h.output), 'the metrics address');
+  h.base = `http://${m[1]}`;
+  hubs.push(h);
+  const c = new HubClient(h.address);
+  clients.push(c);
+  return [h, c];
+}
+
+function session(client, agentId) {
+  const s = new PresenceSession(client, {
+    agentId, projectId: PROJECT, cli: 'AGENT_CLI_GEMINI', heartbeatTtlMs: 30000,
+    capabilities: ['role:cto:candidate'], backoffInitialMs: 100, backoffMaxMs: 1000,
+  });
+  sessions.push(s);
+  return s;
+}
+
+before(async () => {
+  pg = new Postgres();
+  const url = pg.createDatabase('console');
+  await hubd(url);
+  await hubd(url);
+  browser = await launch();
+  page = await browser.newPage();
+  watcher = new Watcher(page);
+  await page.setViewport({ width: 1280, height: 800 });
+});
+
+after(async () => {
+  for (const s of sessions) await s.stop().catch(() => {});
+  if (browser) await browser.close();
+  for (const c of clients) c.close();
+  for (const h of hubs) await h.stop();
+  if (pg) pg.stop();
+  if (watcher) watcher.report();
+});
+
+test('the console of one hub shows every hub\'s agents and follows another hub\'s failover live', async () => {
+  const [a, b] = [clients[0], clients[1]];
+  // One agent held by hub A; the two cto candidates held by hub B.
+  await session(a, 'shared-on-a').start();
+  const first = session(b, 'shared-first');
+  await first.start();
+  await session(b, 'shared-second').start();
+  await b.roles.upsertRoleCandidate({ roleKey: CTO, agentId: 'shared-first', candidate: { priority: 2 } });
+  await b.roles.upsertRoleCandidate({ roleKey: CTO, agentId: 'shared-second', candidate: { priority: 1 } });
+  const { wire } = await b.hub.encodeRoleKey({ roleKey: CTO });
+
+  await page.goto(`${hubs[0].base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('#live.on', { timeout: 15000 });
+  const ids = await page.$$eval('#fleet tr[data-agent-id]', (rows) => rows.map((r) => r.dataset.agentId));
+  assert.deepEqual(ids, ['shared-first', 'shared-on-a', 'shared-second']);
+  await page.click('#tabs button[data-view="roles"]');
+
+  // Hub B elects, then fails the role over; hub A's page shows both.
+  let t = Date.now();
+  await b.roles.ensureRole({ roleKey: CTO, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'shared' });
+  await watcher.shows('another hub\'s election', t, (w) => {
+    const c = document.querySelector(`.role[data-wire="${w}"]`);
+    return c && c.querySelector('.state').textContent === 'active' &&
+      c.querySelector('.holder .v').textContent === 'shared-first';
+  }, wire);
+  t = Date.now();
+  await first.stop();
+  await watcher.shows('another hub\'s failover', t, (w) => {
+    const c = document.querySelector(`.role[data-wire="${w}"]`);
+    return c.querySelector('.state').textContent === 'active' &&
+      c.querySelector('.holder .v').textContent === 'shared-second' &&
+      [...c.querySelectorAll('.timeline li')].some((li) => /reason=holder_offline/.test(li.textContent));
+  }, wire);
+  await screenshot(page, 'roles', 'roles-shared');
+});
+
+test('a hub started later shows the roles\' past transitions, read from the change log', async () => {
+  const [late] = await hubd(hubs[0].dbPath);
+  const { wire } = await clients[0].hub.encodeRoleKey({ roleKey: CTO });
+  await page.goto(`${late.base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('#live.on', { timeout: 15000 });
+  await page.click('#tabs button[data-view="roles"]');
+  const timeline = await page.$$eval(`.role[data-wire="${wire}"] .timeline li`,
+    (lis) => lis.map((li) => li.textContent.replace(/^\S+ \S+ /, '')));
+  assert.deepEqual(timeline, [
+    'v5 active holder=shared-second epoch=3 seq=3 reason=activation_acked',
+    'v4 elected-probing holder=shared-second epoch=3 seq=3 reason=candidate_selected',
+    'v3 electable holder=— epoch=2 seq=2 reason=holder_offline',
+    'v2 active holder=shared-first epoch=1 seq=1 reason=activation_acked',
+    'v1 elected-probing holder=shared-first epoch=1 seq=1 reason=candidate_selected',
+    'v0 electable holder=— epoch=0 seq=0 reason=role_reserved',
+  ]);
+});
