@@ -248,6 +248,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
   server->Get("/api/stream", [this](const auto& q, auto& r) { Stream(q, r); });
   server->Post("/api/roles/ensure",
                [this](const auto& q, auto& r) { Ensure(q, r); });
+  server->Post("/api/roles/close",
+               [this](const auto& q, auto& r) { CloseScope(q, r); });
 }
 
 void ConsoleHttp::Session(const httplib::Request& request,
@@ -401,37 +403,51 @@ void ConsoleHttp::Stream(const httplib::Request& request,
       [this](bool) { open_streams_.fetch_sub(1); });
 }
 
+std::optional<ConsoleHttp::RoleAction> ConsoleHttp::OperatorOnRole(
+    const httplib::Request& request, httplib::Response& response,
+    absl::string_view what) {
+  std::optional<ConsoleSession> session = WriteSession(request, response);
+  if (!session.has_value()) return std::nullopt;
+  RoleAction action;
+  action.body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!action.body.is_object() || !action.body.contains("wire") ||
+      !action.body["wire"].is_string()) {
+    Fail(response,
+         InvalidArgumentError("REQUEST_INVALID",
+                              "the body must be {\"wire\": \"rk2....\", ...}"));
+    return std::nullopt;
+  }
+  action.wire = action.body["wire"].get<std::string>();
+  absl::StatusOr<RoleKey> key = DecodeRoleKey(action.wire);
+  if (!key.ok()) {
+    Fail(response, key.status());
+    return std::nullopt;
+  }
+  // The gRPC call's rules for an operator (docs/design/auth.md): an
+  // operator or admin token whose projects hold the role's.
+  const Principal& principal = session->principal;
+  absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
+                               absl::StrCat(what, " from the console"));
+  if (s.ok()) s = RequireProject(principal, key->project_id);
+  if (!s.ok()) {
+    Fail(response, s);
+    return std::nullopt;
+  }
+  action.key = *key;
+  action.principal = principal.anonymous ? "anonymous" : principal.name;
+  return action;
+}
+
 void ConsoleHttp::Ensure(const httplib::Request& request,
                          httplib::Response& response) {
-  std::optional<ConsoleSession> session = WriteSession(request, response);
-  if (!session.has_value()) return;
-  json body = json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object() || !body.contains("wire") ||
-      !body["wire"].is_string()) {
-    return Fail(response, InvalidArgumentError(
-                              "REQUEST_INVALID",
-                              "the body must be {\"wire\": \"rk2....\"}"));
-  }
-  const std::string wire = body["wire"].get<std::string>();
-  absl::StatusOr<RoleKey> key = DecodeRoleKey(wire);
-  if (!key.ok()) return Fail(response, key.status());
-  // EnsureRole's rules for an operator (docs/design/auth.md): an operator
-  // or admin token whose projects hold the role's.
-  const Principal& principal = session->principal;
-  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
-                                   "EnsureRole from the console");
-      !s.ok()) {
-    return Fail(response, s);
-  }
-  if (absl::Status s = RequireProject(principal, key->project_id); !s.ok()) {
-    return Fail(response, s);
-  }
+  std::optional<RoleAction> action =
+      OperatorOnRole(request, response, "EnsureRole");
+  if (!action.has_value()) return;
   EnsureRequest ensure;
-  ensure.role.wire = wire;
+  ensure.role.wire = action->wire;
   ensure.trigger = "manual";
-  ensure.cause_id = absl::StrCat(
-      "console:", principal.anonymous ? "anonymous" : principal.name, ":",
-      RandomHex32().substr(0, 16));
+  ensure.cause_id = absl::StrCat("console:", action->principal, ":",
+                                 RandomHex32().substr(0, 16));
   absl::StatusOr<EnsureReceipt> receipt = activator_->Ensure(ensure);
   if (!receipt.ok()) return Fail(response, receipt.status());
   Reply(response, {{"accepted", receipt->accepted},
@@ -443,6 +459,31 @@ void ConsoleHttp::Ensure(const httplib::Request& request,
                                   ? json(*receipt->role.holder_agent_id)
                                   : json(nullptr)},
                    {"epoch", receipt->role.epoch}});
+}
+
+void ConsoleHttp::CloseScope(const httplib::Request& request,
+                             httplib::Response& response) {
+  std::optional<RoleAction> action =
+      OperatorOnRole(request, response, "CloseRoleScope");
+  if (!action.has_value()) return;
+  ScopeCloseInput input;
+  input.role.wire = action->wire;
+  input.closed_by = action->principal;
+  if (action->body.contains("reason") && action->body["reason"].is_string()) {
+    input.reason = action->body["reason"].get<std::string>();
+  }
+  // The activator's close, as CloseRoleScope's: the row, its candidates
+  // and its backlog in one transaction, then the dead-letter notices.
+  absl::StatusOr<ScopeCloseOutcome> closed = activator_->CloseScope(input);
+  if (!closed.ok()) return Fail(response, closed.status());
+  const storage::ScopeCloseResult& r = closed->result;
+  Reply(response,
+        {{"already_closed", r.already_closed},
+         {"closed_by", r.closed.closed_by},
+         {"reason", r.closed.reason},
+         {"role_removed", r.removed_role.has_value()},
+         {"candidates_removed", r.candidates_removed},
+         {"dead_lettered", static_cast<int64_t>(r.dead_lettered.size())}});
 }
 
 }  // namespace hub::console

@@ -19,7 +19,9 @@
 #include "hub/auth.h"
 #include "hub/console/console_model.h"
 #include "hub/console/console_sessions.h"
+#include "nlohmann/json.hpp"
 #include "registry/activator.h"
+#include "registry/role_key.h"
 
 namespace httplib {
 class Server;
@@ -73,7 +75,20 @@ class ConsoleHttp {
   void View(const httplib::Request& request, httplib::Response& response,
             const std::string& which);
   void Stream(const httplib::Request& request, httplib::Response& response);
+  // An operator action on one role: the session (with its CSRF token), the
+  // body's "wire", and the gRPC call's authority (an operator or admin
+  // token of the role's project). Writes the refusal into `response`.
+  struct RoleAction {
+    nlohmann::json body;
+    std::string wire;
+    RoleKey key;
+    std::string principal;  // "anonymous" without tokens
+  };
+  std::optional<RoleAction> OperatorOnRole(const httplib::Request& request,
+                                           httplib::Response& response,
+                                           absl::string_view what);
   void Ensure(const httplib::Request& request, httplib::Response& response);
+  void CloseScope(const httplib::Request& request, httplib::Response& response);
   std::string Cookie(const std::string& value, bool expire) const;
 
   ConsoleModel* const model_;

@@ -23,6 +23,7 @@ const sessions = [];
 let watcher;
 let dialogAnswer = true;
 let lastDialog = null;
+let promptAnswer;
 
 async function shows(what, sinceMs, fn, arg) {
   return watcher.shows(what, sinceMs, fn, arg);
@@ -51,7 +52,7 @@ before(async () => {
   page.on('pageerror', (e) => console.log(`# page error: ${e.message}`));
   page.on('dialog', (d) => {
     lastDialog = d.type();
-    return dialogAnswer ? d.accept() : d.dismiss();
+    return dialogAnswer ? d.accept(promptAnswer) : d.dismiss();
   });
 });
 
@@ -289,4 +290,30 @@ test('an operator forces an election from the page only after confirming it', as
   const { role } = await client.roles.getRole({ roleKey: CTO });
   assert.equal(receipt, `EnsureRole ${PROJECT} cto: already_active ` +
     `(state active, holder ${role.holderAgentId}, epoch ${role.epoch})`);
+});
+
+test('an operator closes a lead scope from the page: its card goes, its waiting messages become dead letters', async () => {
+  const lead = { projectId: PROJECT, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLECLOSEDAAAAAAAAA' };
+  const { wire, topic } = await client.hub.encodeRoleKey({ roleKey: lead });
+  const waiting = await client.messages.publish({
+    fromAgentId: 'console-beta', to: topic, payload: toStruct({ text: 'never read' }),
+  });
+  await page.click('#tabs button[data-view="roles"]');
+  await page.waitForSelector(`.role[data-wire="${wire}"] button.close-scope`, { timeout: 15000 });
+  promptAnswer = 'the backend work is done';
+  dialogAnswer = true;
+  const t = Date.now();
+  await page.click(`.role[data-wire="${wire}"] button.close-scope`);
+  assert.equal(lastDialog, 'prompt');
+  await shows('the closed scope', t, (w) => !document.querySelector(`.role[data-wire="${w}"]`) &&
+    document.querySelector('#action-result').textContent ===
+      `CloseRoleScope ${'prj_CONSOLEBROWSERTESTAAAA'} lead/scp_CONSOLECLOSEDAAAAAAAAA: closed by anonymous ` +
+      '(reason: the backend work is done; 0 candidate(s) removed, 1 message(s) dead-lettered)', wire);
+  await shows('its message among the dead letters', t, (id) => {
+    const r = document.querySelector(`#dead-letters tr[data-message-id="${id}"]`);
+    return r && r.querySelector('.reason').textContent === 'ROLE_SCOPE_CLOSED';
+  }, waiting.messageId);
+  const { closedScopes } = await client.roles.listClosedScopes({ projectId: PROJECT });
+  assert.deepEqual(closedScopes.map((c) => [c.roleKey.scopeId, c.closedBy, c.reason]),
+    [['scp_CONSOLECLOSEDAAAAAAAAA', 'anonymous', 'the backend work is done']]);
 });

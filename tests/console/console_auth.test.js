@@ -136,6 +136,12 @@ test('a read-only token sees only its projects, may not act, and its session is 
   const refused = await pageFetch('/api/roles/ensure', { wire });
   assert.equal(refused.status, 403);
   assert.equal(refused.body.reason, 'PERMISSION_DENIED');
+  const lead = await client.hub.encodeRoleKey({
+    roleKey: { projectId: ALPHA, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLEAUTHLEADAAAAAAA' },
+  });
+  const notClosed = await pageFetch('/api/roles/close', { wire: lead.wire, reason: 'no' });
+  assert.equal(notClosed.status, 403);
+  assert.equal(notClosed.body.reason, 'PERMISSION_DENIED');
   const fleet = await pageFetch('/api/fleet');
   assert.deepEqual(fleet.body.agents.map((a) => a.agent_id), ['auth-alpha-1']);
   // Live changes are scoped too: a new agent of the other project, then one

@@ -283,6 +283,11 @@
       const button = el('button', { type: 'button', class: 'ensure', text: 'Force election…' });
       button.addEventListener('click', () => ensure(r.wire, name, r.project_id));
       card.append(button);
+      if (r.kind === 'lead') {
+        const close = el('button', { type: 'button', class: 'close-scope', text: 'Close scope…' });
+        close.addEventListener('click', () => closeScope(r.wire, name, r.project_id));
+        card.append(' ', close);
+      }
     }
     card.hidden = !roleMatches(r);
     return card;
@@ -372,6 +377,24 @@
     } catch (e) {
       result.className = 'error';
       result.textContent = `EnsureRole ${project} ${name} refused: ${e.message}`;
+    }
+  }
+
+  async function closeScope(wire, name, project) {
+    const reason = window.prompt(`Close ${project} ${name} for good? Its role, candidates and ` +
+      'waiting messages go (the messages to dead letters), and the scope never reopens. Reason:');
+    if (reason === null) return;
+    const result = $('action-result');
+    try {
+      const r = await api('/api/roles/close', { method: 'POST', body: { wire, reason } });
+      result.className = 'notice';
+      result.textContent = `CloseRoleScope ${project} ${name}: ` +
+        (r.already_closed ? 'already closed' : 'closed') + ` by ${r.closed_by}` +
+        ` (reason: ${r.reason || '—'}; ${r.candidates_removed} candidate(s) removed,` +
+        ` ${r.dead_lettered} message(s) dead-lettered)`;
+    } catch (e) {
+      result.className = 'error';
+      result.textContent = `CloseRoleScope ${project} ${name} refused: ${e.message}`;
     }
   }
 
