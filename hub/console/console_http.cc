@@ -159,7 +159,8 @@ bool ConsoleHttp::HostAllowed(const httplib::Request& request) const {
   // listen rule keeps to loopback; a page of another site that rebinds its
   // name to 127.0.0.1 still sends its own name as Host: refused.
   if (sessions_.tokens_required()) return true;
-  const absl::string_view host = HostName(request.get_header_value("Host"));
+  const std::string header = request.get_header_value("Host");
+  const absl::string_view host = HostName(header);
   return host == "localhost" || host == "[::1]" ||
          absl::StartsWith(host, "127.");
 }

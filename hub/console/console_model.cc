@@ -99,40 +99,19 @@ absl::Status ConsoleModel::Start() {
                                           window);
       if (page.ok()) {
         for (const storage::RoleChange& c : page->changes) {
-          HistoryEntry entry;
-          entry.version = c.role.version;
-          entry.kind = c.kind == storage::RoleChange::Kind::kCreated ? "created"
-                       : c.kind == storage::RoleChange::Kind::kRemoved
-                           ? "removed"
-                           : "updated";
-          entry.state = c.role.state;
-          entry.holder = c.role.holder_agent_id;
-          entry.epoch = c.role.epoch;
-          entry.activation_seq = c.role.activation_seq;
-          entry.reason = c.role.last_reason;
-          entry.blocked_reason = c.role.blocked_reason;
-          entry.at_ms = c.committed_at_ms;
-          Record(c.role.role_key_wire, std::move(entry));
+          const char* kind =
+              c.kind == storage::RoleChange::Kind::kCreated   ? "created"
+              : c.kind == storage::RoleChange::Kind::kRemoved ? "removed"
+                                                              : "updated";
+          Record(c.role.role_key_wire,
+                 EntryOf(c.role, kind, c.committed_at_ms));
         }
       }
     }
   }
   for (const storage::RoleRecord& row : watch->snapshot) {
-    RoleEvent seen;
-    seen.kind = RoleChangeKind::kSnapshot;
-    seen.role = row;
-    seen.changed_at_ms = row.last_transition_ms;
-    HistoryEntry entry;
-    entry.version = row.version;
-    entry.kind = "seen";
-    entry.state = row.state;
-    entry.holder = row.holder_agent_id;
-    entry.epoch = row.epoch;
-    entry.activation_seq = row.activation_seq;
-    entry.reason = row.last_reason;
-    entry.blocked_reason = row.blocked_reason;
-    entry.at_ms = row.last_transition_ms;
-    Record(row.role_key_wire, std::move(entry));
+    Record(row.role_key_wire, EntryOf(row, KindWord(RoleChangeKind::kSnapshot),
+                                      row.last_transition_ms));
   }
   worker_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -146,6 +125,22 @@ void ConsoleModel::Stop() {
   }
   if (worker_.joinable()) worker_.join();
   feed_.Close();
+}
+
+ConsoleModel::HistoryEntry ConsoleModel::EntryOf(const storage::RoleRecord& row,
+                                                 std::string kind,
+                                                 int64_t at_ms) {
+  HistoryEntry entry;
+  entry.version = row.version;
+  entry.kind = std::move(kind);
+  entry.state = row.state;
+  entry.holder = row.holder_agent_id;
+  entry.epoch = row.epoch;
+  entry.activation_seq = row.activation_seq;
+  entry.reason = row.last_reason;
+  entry.blocked_reason = row.blocked_reason;
+  entry.at_ms = at_ms;
+  return entry;
 }
 
 void ConsoleModel::Record(const std::string& wire, HistoryEntry entry) {
@@ -175,18 +170,10 @@ void ConsoleModel::OnRoleEvent(const RoleEvent& event) {
       before = it->second.back().holder;
     }
   }
-  HistoryEntry entry;
-  entry.version = row.version;
-  entry.kind = KindWord(event.kind);
-  entry.state = row.state;
-  entry.holder = row.holder_agent_id;
-  entry.epoch = row.epoch;
-  entry.activation_seq = row.activation_seq;
-  entry.reason = row.last_reason;
-  entry.blocked_reason = row.blocked_reason;
-  entry.at_ms =
-      event.changed_at_ms != 0 ? event.changed_at_ms : row.last_transition_ms;
-  Record(row.role_key_wire, std::move(entry));
+  Record(row.role_key_wire,
+         EntryOf(row, KindWord(event.kind),
+                 event.changed_at_ms != 0 ? event.changed_at_ms
+                                          : row.last_transition_ms));
   RoleChanged(row.role_key_wire);
   // The roles an agent holds are part of its fleet row.
   std::vector<std::string> agents;

@@ -129,6 +129,10 @@ class ConsoleModel {
     nlohmann::json json;
   };
 
+  // One version of a role for its timeline; `kind`: created, updated,
+  // removed or seen (the row as read at start).
+  static HistoryEntry EntryOf(const storage::RoleRecord& row, std::string kind,
+                              int64_t at_ms);
   void OnRoleEvent(const RoleEvent& event);
   void Record(const std::string& wire, HistoryEntry entry);
   void Run();

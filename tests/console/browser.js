@@ -89,4 +89,13 @@ async function screenshot(page, view, name) {
   await page.screenshot({ path: path.join(OUT, `console-${name}.png`) });
 }
 
-module.exports = { DEADLINE_MS, OUT, until, startHubd, launch, Watcher, screenshot };
+// A test file's `after`: stops what it started, whichever of these it has.
+async function cleanUp({ sessions = [], browser, clients = [], hubs = [], watcher }) {
+  for (const s of sessions) await s.stop().catch(() => {});
+  if (browser) await browser.close();
+  for (const c of clients) if (c) c.close();
+  for (const h of hubs) if (h) await h.stop();
+  if (watcher) watcher.report();
+}
+
+module.exports = { DEADLINE_MS, OUT, until, startHubd, launch, Watcher, screenshot, cleanUp };

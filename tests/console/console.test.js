@@ -10,7 +10,9 @@ const assert = require('node:assert/strict');
 const http = require('http');
 const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
 const { once } = require('../../clients/node/test/hubd');
-const { DEADLINE_MS, until, startHubd, launch, Watcher, screenshot: shot } = require('./browser');
+const {
+  DEADLINE_MS, until, startHubd, launch, Watcher, screenshot: shot, cleanUp,
+} = require('./browser');
 
 const PROJECT = 'prj_CONSOLEBROWSERTESTAAAA';
 const CTO = { projectId: PROJECT, kind: 'ROLE_KIND_CTO' };
@@ -56,13 +58,7 @@ before(async () => {
   });
 });
 
-after(async () => {
-  for (const s of sessions) await s.stop().catch(() => {});
-  if (browser) await browser.close();
-  if (client) client.close();
-  if (hubd) await hubd.stop();
-  if (watcher) watcher.report();
-});
+after(() => cleanUp({ sessions, browser, clients: [client], hubs: [hubd], watcher }));
 
 test('the page and every response carry a strict Content-Security-Policy', async () => {
   for (const p of ['/', '/console.js', '/api/session', '/api/fleet', '/metrics', '/nothing']) {

@@ -10,7 +10,7 @@ const fs = require('fs');
 const path = require('path');
 const { HubClient, PresenceSession } = require('../../clients/node/lib');
 const { freshDbPath } = require('../../clients/node/test/hubd');
-const { until, startHubd, launch, Watcher, screenshot } = require('./browser');
+const { until, startHubd, launch, Watcher, screenshot, cleanUp } = require('./browser');
 
 const ALPHA = 'prj_CONSOLEAUTHALPHAAAAAAA';
 const BETA = 'prj_CONSOLEAUTHBETAAAAAAAA';
@@ -62,13 +62,7 @@ before(async () => {
   page.on('dialog', (d) => d.accept());
 });
 
-after(async () => {
-  for (const s of sessions) await s.stop().catch(() => {});
-  if (browser) await browser.close();
-  if (client) client.close();
-  if (hubd) await hubd.stop();
-  if (watcher) watcher.report();
-});
+after(() => cleanUp({ sessions, browser, clients: [client], hubs: [hubd], watcher }));
 
 async function logIn(token) {
   await page.goto(`${base}/`, { waitUntil: 'load' });

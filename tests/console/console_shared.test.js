@@ -7,7 +7,7 @@ const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { HubClient, PresenceSession } = require('../../clients/node/lib');
 const { Hubd } = require('../../clients/node/test/hubd');
-const { until, launch, Watcher, screenshot } = require('./browser');
+const { until, launch, Watcher, screenshot, cleanUp } = require('./browser');
 const { Postgres } = require('./postgres');
 
 const PROJECT = 'prj_CONSOLESHAREDFLEETAAAA';
@@ -54,12 +54,8 @@ before(async () => {
 });
 
 after(async () => {
-  for (const s of sessions) await s.stop().catch(() => {});
-  if (browser) await browser.close();
-  for (const c of clients) c.close();
-  for (const h of hubs) await h.stop();
+  await cleanUp({ sessions, browser, clients, hubs, watcher });
   if (pg) pg.stop();
-  if (watcher) watcher.report();
 });
 
 test('the console of one hub shows every hub\'s agents and follows another hub\'s failover live', async () => {
