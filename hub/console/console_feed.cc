@@ -14,6 +14,7 @@ int64_t ConsoleFeed::Post(std::string kind, std::vector<std::string> projects,
   change.json = std::move(json);
   ring_.push_back(std::move(change));
   while (ring_.size() > capacity_) ring_.pop_front();
+  changed_.SignalAll();
   return head_;
 }
 
@@ -24,11 +25,11 @@ int64_t ConsoleFeed::head() const {
 
 ConsoleBatch ConsoleFeed::WaitAfter(int64_t after, absl::Duration timeout,
                                     size_t limit) {
+  const absl::Time deadline = absl::Now() + timeout;
   absl::MutexLock lock(&mu_);
-  auto ready = [this, after]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    return closed_ || head_ > after;
-  };
-  mu_.AwaitWithTimeout(absl::Condition(&ready), timeout);
+  while (!closed_ && head_ <= after) {
+    if (changed_.WaitWithDeadline(&mu_, deadline)) break;  // timed out
+  }
   ConsoleBatch batch;
   batch.head = head_;
   batch.closed = closed_;
@@ -49,6 +50,7 @@ ConsoleBatch ConsoleFeed::WaitAfter(int64_t after, absl::Duration timeout,
 void ConsoleFeed::Close() {
   absl::MutexLock lock(&mu_);
   closed_ = true;
+  changed_.SignalAll();
 }
 
 }  // namespace hub::console

@@ -67,6 +67,9 @@ class ConsoleFeed {
  private:
   const size_t capacity_;
   mutable absl::Mutex mu_;
+  // Signalled on every post and on Close. A CondVar, not Mutex::Await:
+  // ThreadSanitizer's shim sees its waits (tools/tsan/README.md).
+  absl::CondVar changed_;
   std::deque<ConsoleChange> ring_ ABSL_GUARDED_BY(mu_);
   int64_t head_ ABSL_GUARDED_BY(mu_) = 0;
   bool closed_ ABSL_GUARDED_BY(mu_) = false;

@@ -122,6 +122,7 @@ void ConsoleModel::Stop() {
   {
     absl::MutexLock lock(&dirty_mu_);
     stop_ = true;
+    dirty_cv_.SignalAll();
   }
   if (worker_.joinable()) worker_.join();
   feed_.Close();
@@ -187,17 +188,20 @@ void ConsoleModel::OnRoleEvent(const RoleEvent& event) {
 void ConsoleModel::AgentChanged(const std::string& agent_id) {
   absl::MutexLock lock(&dirty_mu_);
   dirty_agents_.insert(agent_id);
+  dirty_cv_.Signal();
 }
 
 void ConsoleModel::AgentsChanged(const std::vector<std::string>& agent_ids) {
   if (agent_ids.empty()) return;
   absl::MutexLock lock(&dirty_mu_);
   dirty_agents_.insert(agent_ids.begin(), agent_ids.end());
+  dirty_cv_.Signal();
 }
 
 void ConsoleModel::RoleChanged(const std::string& wire) {
   absl::MutexLock lock(&dirty_mu_);
   dirty_roles_.insert(wire);
+  dirty_cv_.Signal();
 }
 
 void ConsoleModel::MessagesChanged(const std::vector<std::string>& ids) {
@@ -215,6 +219,7 @@ void ConsoleModel::MessagesChanged(const std::vector<std::string>& ids) {
   }
   absl::MutexLock lock(&dirty_mu_);
   dirty_messages_.insert(ids.begin(), ids.end());
+  dirty_cv_.Signal();
 }
 
 void ConsoleModel::LogEvent(
@@ -255,11 +260,10 @@ void ConsoleModel::Run() {
     absl::flat_hash_set<std::string> messages;
     {
       absl::MutexLock lock(&dirty_mu_);
-      auto ready = [this]() ABSL_EXCLUSIVE_LOCKS_REQUIRED(dirty_mu_) {
-        return stop_ || !dirty_agents_.empty() || !dirty_roles_.empty() ||
-               !dirty_messages_.empty();
-      };
-      dirty_mu_.Await(absl::Condition(&ready));
+      while (!stop_ && dirty_agents_.empty() && dirty_roles_.empty() &&
+             dirty_messages_.empty()) {
+        dirty_cv_.Wait(&dirty_mu_);
+      }
       if (stop_) return;
       agents.swap(dirty_agents_);
       roles.swap(dirty_roles_);

@@ -178,6 +178,9 @@ class ConsoleModel {
   absl::flat_hash_set<std::string> dirty_roles_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_messages_ ABSL_GUARDED_BY(dirty_mu_);
   bool stop_ ABSL_GUARDED_BY(dirty_mu_) = false;
+  // Signalled when a set gains a member and on Stop (a CondVar for
+  // ThreadSanitizer's shim, tools/tsan/README.md).
+  absl::CondVar dirty_cv_;
   std::thread worker_;
 };
 
