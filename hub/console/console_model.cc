@@ -186,9 +186,7 @@ void ConsoleModel::OnRoleEvent(const RoleEvent& event) {
 }
 
 void ConsoleModel::AgentChanged(const std::string& agent_id) {
-  absl::MutexLock lock(&dirty_mu_);
-  dirty_agents_.insert(agent_id);
-  dirty_cv_.Signal();
+  AgentsChanged({agent_id});
 }
 
 void ConsoleModel::AgentsChanged(const std::vector<std::string>& agent_ids) {
