@@ -140,7 +140,9 @@ TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
   EXPECT_EQ((*marked)[1].attempts, 2);
   EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
   EXPECT_FALSE((*store().ListInbox("m1"))[1].delivered_at_ms.has_value());
-  if (postgres()) EXPECT_EQ(Groups(store()), groups + 1);  // one write
+  if (postgres()) {
+    EXPECT_EQ(Groups(store()), groups + 1);  // one write
+  }
 }
 
 TEST_P(MessageStore, DuplicateIdIsAlreadyExistsAndLeavesTheFirstIntact) {
