@@ -20,6 +20,7 @@ declare -A corpus_of=(
   [role_key_fuzz]=role_key
   [transport_locator_fuzz]=transport_locator
   [rpc_request_fuzz]=rpc_request
+  [path_pattern_fuzz]=path_pattern
 )
 targets=("$@")
 ((${#targets[@]})) || targets=("${!corpus_of[@]}")
