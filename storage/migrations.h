@@ -20,8 +20,10 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // hub_closed_scopes (lead scopes closed for good), 4
 // hub_closed_scopes.dead_lettered_count, 5 replaced triflux's message
 // indexes that no hub query uses by idx_messages_pending_expiry, 6 replaced
-// that and idx_messages_role_key by partial indexes of pending messages.
-inline constexpr int kHubSchemaVersion = 6;
+// that and idx_messages_role_key by partial indexes of pending messages, 7
+// added the path reservation tables (hub_reservation_tokens,
+// hub_reservations, hub_reservation_patterns).
+inline constexpr int kHubSchemaVersion = 7;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

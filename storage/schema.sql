@@ -167,6 +167,50 @@ CREATE TABLE IF NOT EXISTS hub_closed_scopes (
   PRIMARY KEY (project_id, scope_id)
 );
 
+-- hub_schema_version 7: path reservations (ReservationService,
+-- docs/design/reservations.md). hub's own tables. One token row per project
+-- holds the last fencing token handed out and how many reservation rows the
+-- project holds; every reservation write takes it first. A reservation is
+-- live while expires_at_ms is ahead and its holder's agents row exists at
+-- presence_generation and is not offline: the reads decide that in SQL, so
+-- an ended reservation conflicts with nothing before a sweep deletes it.
+-- Patterns are normalized (paths/path_pattern.h); `prefix` is a pattern's
+-- literal directory prefix, the key conflicting rows are found by.
+CREATE TABLE IF NOT EXISTS hub_reservation_tokens (
+  project_id TEXT PRIMARY KEY,
+  last_token INTEGER NOT NULL CHECK (last_token >= 0),
+  held INTEGER NOT NULL CHECK (held >= 0)
+);
+
+CREATE TABLE IF NOT EXISTS hub_reservations (
+  reservation_id TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  presence_generation INTEGER NOT NULL,
+  exclusive INTEGER NOT NULL CHECK (exclusive IN (0, 1)),
+  token INTEGER NOT NULL CHECK (token > 0),
+  reason TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  UNIQUE (project_id, token)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_reservations_agent
+  ON hub_reservations (agent_id, project_id);
+CREATE INDEX IF NOT EXISTS idx_hub_reservations_expiry
+  ON hub_reservations (expires_at_ms);
+
+CREATE TABLE IF NOT EXISTS hub_reservation_patterns (
+  reservation_id TEXT NOT NULL
+    REFERENCES hub_reservations (reservation_id) ON DELETE CASCADE,
+  ordinal INTEGER NOT NULL CHECK (ordinal >= 0),
+  project_id TEXT NOT NULL,
+  pattern TEXT NOT NULL CHECK (pattern <> ''),
+  prefix TEXT NOT NULL,
+  PRIMARY KEY (reservation_id, pattern)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_prefix
+  ON hub_reservation_patterns (project_id, prefix);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.

@@ -36,6 +36,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "storage/reservations.h"
 
 namespace hub::storage {
 
@@ -1012,6 +1013,44 @@ class Store {
   // (DeadLetterPageQuery).
   virtual absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
       const DeadLetterPageQuery& query) = 0;
+
+  // ---- path reservations (storage/reservations.h) ----
+  // One write: takes the project's token row (serializing every reserve of
+  // the project, across hubs), reads the live candidate rows by literal
+  // prefix, decides conflicts (DecideConflicts), then inserts the
+  // reservation with the next token, or writes nothing and returns the
+  // conflicts. The holder must be present: NOT_FOUND / AGENT_NOT_FOUND,
+  // FAILED_PRECONDITION / AGENT_OFFLINE or STALE_PRESENCE_OWNER otherwise;
+  // limits as ReservationRequest says.
+  virtual absl::StatusOr<ReservationOutcome> Reserve(
+      const ReservationRequest& request) = 0;
+  // What Reserve would conflict with, from a read (no write, no token).
+  virtual absl::StatusOr<std::vector<ReservationConflict>> CheckReservations(
+      const ReservationCheck& check) = 0;
+  // Moves a live reservation's expiry to now + ttl, fenced in SQL by its
+  // id, holder and token. RESERVATION_NOT_FOUND when no live reservation has
+  // the id; FAILED_PRECONDITION / RESERVATION_NOT_HOLDER for another agent,
+  // RESERVATION_STALE_TOKEN for another token.
+  virtual absl::StatusOr<ReservationRecord> RenewReservation(
+      const ReservationRenewal& renewal) = 0;
+  // Releases some patterns of a reservation, or all of it (fenced as
+  // Renew unless forced). Returns what is left, nullopt when the
+  // reservation ended. Patterns it does not hold are ignored.
+  virtual absl::StatusOr<std::optional<ReservationRecord>> ReleaseReservation(
+      const ReservationRelease& release) = 0;
+  // Deletes every reservation of `agent_id` (at `generation`, when set):
+  // its holder is gone. Returns how many ended.
+  virtual absl::StatusOr<int64_t> ReleaseAgentReservations(
+      absl::string_view agent_id, std::optional<int64_t> generation) = 0;
+  // A live reservation, or nullopt.
+  virtual absl::StatusOr<std::optional<ReservationRecord>> GetReservation(
+      absl::string_view reservation_id, int64_t now_ms) = 0;
+  virtual absl::StatusOr<std::vector<ReservationRecord>> ListReservations(
+      const ReservationFilter& filter) = 0;
+  // Deletes reservations that ended (expired, holder gone) at `now_ms`.
+  // Returns how many, by reason: {expired, holder_gone}.
+  virtual absl::StatusOr<std::pair<int64_t, int64_t>> SweepReservations(
+      int64_t now_ms) = 0;
 };
 
 // The reason-coded status for a fence outcome, for callers that only need

@@ -20,6 +20,9 @@ const std::vector<TableSpec>& Tables() {
       {"role_candidates", {"role_key_wire", "agent_id"}},
       {"hub_agent_owners", {"agent_id"}},
       {"hub_closed_scopes", {"project_id", "scope_id"}},
+      {"hub_reservation_tokens", {"project_id"}},
+      {"hub_reservations", {"reservation_id"}},
+      {"hub_reservation_patterns", {"reservation_id", "pattern"}},
   };
   return *tables;
 }

@@ -81,7 +81,12 @@ void BuildHubDb(const std::string& path) {
           "INSERT INTO hub_agent_owners VALUES ('a-1', 'alice', 7);"
           "INSERT INTO hub_closed_scopes VALUES ('prj_X', 'scp_0', "
           "'rk2.closed', 50, 'alice', 'done', 2),"
-          "('prj_X', 'scp_9', 'rk2.old', 40, 'bob', '', NULL);"),
+          "('prj_X', 'scp_9', 'rk2.old', 40, 'bob', '', NULL);"
+          "INSERT INTO hub_reservation_tokens VALUES ('prj_X', 4, 1);"
+          "INSERT INTO hub_reservations VALUES ('res-1', 'prj_X', 'a-1', 1, "
+          "1, 4, 'editing', 100, 60100);"
+          "INSERT INTO hub_reservation_patterns VALUES ('res-1', 0, 'prj_X', "
+          "'src/*.cc', 'src'), ('res-1', 1, 'prj_X', 'docs', 'docs');"),
       "");
 }
 
@@ -126,8 +131,8 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "6");
-  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2);
+  EXPECT_EQ(report->from_hub_schema_version, "7");
+  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2);
   std::string counts;
   for (const TableRows& t : report->tables) {
     absl::StrAppend(&counts, t.table, "=", t.rows, " ");
@@ -135,7 +140,8 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   EXPECT_EQ(counts,
             "agents=3 messages=2 message_inbox=2 dead_letters=1 "
             "role_registry=2 role_candidates=3 hub_agent_owners=1 "
-            "hub_closed_scopes=2 ");
+            "hub_closed_scopes=2 hub_reservation_tokens=1 hub_reservations=1 "
+            "hub_reservation_patterns=2 ");
   EXPECT_EQ(Counts(), counts);
   EXPECT_TRUE(report->left_behind.empty());
   EXPECT_EQ(FileBytes(path), before);
@@ -210,11 +216,14 @@ TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
     // tests/e2e/hubctl_db_copy_test.py copies a file of triflux's DDL.
     RawDb raw(path);
     ASSERT_EQ(
-        raw.Exec("DELETE FROM _meta WHERE key = 'hub_schema_version';"
-                 "DROP TABLE hub_agent_owners; DROP TABLE "
-                 "hub_closed_scopes; CREATE TABLE pipeline_state (key TEXT "
-                 "PRIMARY KEY, value TEXT); INSERT INTO pipeline_state "
-                 "VALUES ('k', 'v'), ('k2', 'v2');"),
+        raw.Exec(
+            "DELETE FROM _meta WHERE key = 'hub_schema_version';"
+            "DROP TABLE hub_agent_owners; DROP TABLE "
+            "hub_closed_scopes; DROP TABLE hub_reservation_patterns; "
+            "DROP TABLE hub_reservations; DROP TABLE "
+            "hub_reservation_tokens; CREATE TABLE pipeline_state (key TEXT "
+            "PRIMARY KEY, value TEXT); INSERT INTO pipeline_state "
+            "VALUES ('k', 'v'), ('k2', 'v2');"),
         "");
   }
   const std::string before = FileBytes(path);
@@ -252,6 +261,8 @@ TEST_F(PgCopyTest, ATargetWithHubDataIsRefusedUntouched) {
   // Emptied tables still carry the record of the earlier copy.
   ASSERT_EQ(PgValue("TRUNCATE agents, messages, message_inbox, dead_letters, "
                     "role_registry, role_candidates, hub_agent_owners, "
+                    "hub_reservation_patterns, hub_reservations, "
+                    "hub_reservation_tokens, "
                     "hub_closed_scopes"),
             "<none>");
   again = CopySqliteToPostgres(Options(path));
@@ -282,7 +293,8 @@ TEST_F(PgCopyTest, AVerificationThatReadsADifferentRowLeavesTheTargetEmpty) {
   EXPECT_EQ(Counts(),
             "agents=0 messages=0 message_inbox=0 dead_letters=0 "
             "role_registry=0 role_candidates=0 hub_agent_owners=0 "
-            "hub_closed_scopes=0 ");
+            "hub_closed_scopes=0 hub_reservation_tokens=0 hub_reservations=0 "
+            "hub_reservation_patterns=0 ");
   EXPECT_EQ(PgValue("SELECT count(*) FROM hub_meta WHERE key LIKE 'copied%'"),
             "0");
   // The failed copy left nothing that refuses the next one.

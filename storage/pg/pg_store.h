@@ -205,6 +205,23 @@ class PostgresStore final : public Store {
   absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
       const DeadLetterPageQuery& query) override;
 
+  absl::StatusOr<ReservationOutcome> Reserve(
+      const ReservationRequest& request) override;
+  absl::StatusOr<std::vector<ReservationConflict>> CheckReservations(
+      const ReservationCheck& check) override;
+  absl::StatusOr<ReservationRecord> RenewReservation(
+      const ReservationRenewal& renewal) override;
+  absl::StatusOr<std::optional<ReservationRecord>> ReleaseReservation(
+      const ReservationRelease& release) override;
+  absl::StatusOr<int64_t> ReleaseAgentReservations(
+      absl::string_view agent_id, std::optional<int64_t> generation) override;
+  absl::StatusOr<std::optional<ReservationRecord>> GetReservation(
+      absl::string_view reservation_id, int64_t now_ms) override;
+  absl::StatusOr<std::vector<ReservationRecord>> ListReservations(
+      const ReservationFilter& filter) override;
+  absl::StatusOr<std::pair<int64_t, int64_t>> SweepReservations(
+      int64_t now_ms) override;
+
  private:
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}

@@ -232,6 +232,45 @@ CREATE TABLE IF NOT EXISTS hub_closed_scopes (
   PRIMARY KEY (project_id, scope_id)
 );
 
+-- hub_schema_version 2: path reservations (docs/design/reservations.md),
+-- as in SQLite's schema.sql. Every reservation write of a project locks its
+-- token row first (SELECT ... FOR UPDATE), so reserves of one project
+-- serialize across hubs and each sees what the previous one committed.
+CREATE TABLE IF NOT EXISTS hub_reservation_tokens (
+  project_id TEXT COLLATE "C" PRIMARY KEY,
+  last_token BIGINT NOT NULL CHECK (last_token >= 0),
+  held BIGINT NOT NULL CHECK (held >= 0)
+);
+
+CREATE TABLE IF NOT EXISTS hub_reservations (
+  reservation_id TEXT COLLATE "C" PRIMARY KEY,
+  project_id TEXT COLLATE "C" NOT NULL,
+  agent_id TEXT COLLATE "C" NOT NULL,
+  presence_generation BIGINT NOT NULL,
+  exclusive INTEGER NOT NULL CHECK (exclusive IN (0, 1)),
+  token BIGINT NOT NULL CHECK (token > 0),
+  reason TEXT COLLATE "C" NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  UNIQUE (project_id, token)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_reservations_agent
+  ON hub_reservations (agent_id, project_id);
+CREATE INDEX IF NOT EXISTS idx_hub_reservations_expiry
+  ON hub_reservations (expires_at_ms);
+
+CREATE TABLE IF NOT EXISTS hub_reservation_patterns (
+  reservation_id TEXT COLLATE "C" NOT NULL
+    REFERENCES hub_reservations (reservation_id) ON DELETE CASCADE,
+  ordinal INTEGER NOT NULL CHECK (ordinal >= 0),
+  project_id TEXT COLLATE "C" NOT NULL,
+  pattern TEXT COLLATE "C" NOT NULL CHECK (pattern <> ''),
+  prefix TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (reservation_id, pattern)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_prefix
+  ON hub_reservation_patterns (project_id, prefix);
+
 -- Whether `doc` is a JSON array with the string `item` among its elements;
 -- false for text that is no JSON array at all (a malformed topics_json
 -- matches nothing instead of failing the query, as in SQLite).

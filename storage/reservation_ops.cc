@@ -1,0 +1,335 @@
+#include "storage/reservation_ops.h"
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "status/status.h"
+#include "storage/store.h"
+
+namespace hub::storage {
+
+namespace {
+
+// The holder's generation, when it may reserve.
+absl::StatusOr<int64_t> HolderGeneration(
+    absl::string_view agent_id,
+    const std::optional<std::pair<int64_t, std::string>>& row,
+    std::optional<int64_t> claimed) {
+  if (!row.has_value()) return AgentNotFound(agent_id);
+  if (claimed.has_value() && *claimed != row->first) {
+    absl::Status s = FailedPreconditionError(
+        "STALE_PRESENCE_OWNER",
+        absl::StrCat("agent ", ErrorText(agent_id),
+                     " was registered again; presence generation ", *claimed,
+                     " is superseded by ", row->first));
+    s = WithMetadata(s, "agent_id", ErrorText(agent_id));
+    return WithMetadata(s, "presence_generation", absl::StrCat(row->first));
+  }
+  if (row->second == "offline") {
+    return WithMetadata(
+        FailedPreconditionError(
+            "AGENT_OFFLINE",
+            absl::StrCat("agent ", ErrorText(agent_id),
+                         " is offline; register again to reserve")),
+        "agent_id", ErrorText(agent_id));
+  }
+  return row->first;
+}
+
+absl::Status NotHolder(const ReservationRecord& r, absl::string_view agent) {
+  absl::Status s = FailedPreconditionError(
+      "RESERVATION_NOT_HOLDER",
+      absl::StrCat("reservation ", r.reservation_id, " is held by agent ",
+                   ErrorText(r.agent_id), ", not ", ErrorText(agent)));
+  s = WithMetadata(s, "reservation_id", r.reservation_id);
+  return WithMetadata(s, "holder_agent_id", ErrorText(r.agent_id));
+}
+
+absl::Status StaleToken(const ReservationRecord& r, int64_t token) {
+  absl::Status s = FailedPreconditionError(
+      "RESERVATION_STALE_TOKEN",
+      absl::StrCat("reservation ", r.reservation_id, " has token ", r.token,
+                   ", not ", token));
+  s = WithMetadata(s, "reservation_id", r.reservation_id);
+  return WithMetadata(s, "token", absl::StrCat(r.token));
+}
+
+// The live reservation `id` held by `agent` under `token`, else the reason.
+absl::StatusOr<ReservationRecord> LoadHeld(ReservationRows& rows,
+                                           absl::string_view id,
+                                           absl::string_view agent,
+                                           std::optional<int64_t> token,
+                                           int64_t now_ms) {
+  absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>> row =
+      rows.Load(id, now_ms);
+  if (!row.ok()) return row.status();
+  if (!row->has_value() || !(*row)->second) return ReservationNotFound(id);
+  ReservationRecord& r = (*row)->first;
+  if (!agent.empty() && r.agent_id != agent) return NotHolder(r, agent);
+  if (token.has_value() && r.token != *token) return StaleToken(r, *token);
+  return std::move(r);
+}
+
+// Lowers the project's row count by `removed` (token row locked).
+absl::Status Forget(ReservationRows& rows, absl::string_view project,
+                    std::pair<int64_t, int64_t> counter, int64_t removed) {
+  if (removed == 0) return absl::OkStatus();
+  return rows.SetProject(project, counter.first,
+                         std::max<int64_t>(counter.second - removed, 0));
+}
+
+}  // namespace
+
+absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
+                                               const ReservationRequest& r) {
+  absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> holder =
+      rows.Holder(r.agent_id);
+  if (!holder.ok()) return holder.status();
+  absl::StatusOr<int64_t> generation =
+      HolderGeneration(r.agent_id, *holder, r.presence_generation);
+  if (!generation.ok()) return generation.status();
+
+  // The lock first: every later statement sees what the previous holder of
+  // the project's token row committed.
+  absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+      rows.LockProject(r.project_id);
+  if (!counter.ok()) return counter.status();
+  absl::StatusOr<std::vector<ReservationCandidate>> candidates =
+      rows.Candidates(r.project_id, CandidateKeysFor(r.patterns), r.now_ms);
+  if (!candidates.ok()) return candidates.status();
+  ReservationOutcome outcome;
+  outcome.conflicts = DecideConflicts(r.patterns, r.exclusive, r.agent_id,
+                                      *candidates, r.max_conflicts);
+  if (!outcome.conflicts.empty()) return outcome;  // nothing written
+
+  if (r.max_per_agent > 0) {
+    absl::StatusOr<int64_t> mine =
+        rows.CountHeld(r.project_id, r.agent_id, *generation, r.now_ms);
+    if (!mine.ok()) return mine.status();
+    if (*mine >= r.max_per_agent) {
+      return WithMetadata(
+          LimitExceededError(
+              "max_reservations_per_agent", r.max_per_agent,
+              absl::StrCat("agent ", ErrorText(r.agent_id), " already holds ",
+                           *mine, " reservations in project ",
+                           ErrorText(r.project_id))),
+          "agent_id", ErrorText(r.agent_id));
+    }
+  }
+  // Reservations judged ended here are deleted in this transaction, so no
+  // later write (a renew with an older clock reading) can bring one back
+  // beside the reservation granted now.
+  std::set<std::string> ended;
+  for (const ReservationCandidate& c : *candidates) {
+    if (!c.live) ended.insert(c.reservation_id);
+  }
+  int64_t held = counter->second;
+  if (!ended.empty()) {
+    absl::StatusOr<int64_t> n = rows.Delete(
+        std::vector<std::string>(ended.begin(), ended.end()), std::nullopt);
+    if (!n.ok()) return n.status();
+    held = std::max<int64_t>(held - *n, 0);
+  }
+  if (r.max_per_project > 0 && held >= r.max_per_project) {
+    // At the limit the count may still hold ended rows: drop them, count
+    // again (exact under the lock), then decide.
+    absl::StatusOr<int64_t> n = rows.DeleteEnded(r.project_id, r.now_ms);
+    if (!n.ok()) return n.status();
+    absl::StatusOr<int64_t> rows_left = rows.CountRows(r.project_id);
+    if (!rows_left.ok()) return rows_left.status();
+    held = *rows_left;
+    if (held >= r.max_per_project) {
+      return WithMetadata(
+          LimitExceededError(
+              "max_reservations_per_project", r.max_per_project,
+              absl::StrCat("project ", ErrorText(r.project_id),
+                           " already holds ", held, " reservations")),
+          "project_id", ErrorText(r.project_id));
+    }
+  }
+
+  ReservationRecord record;
+  record.reservation_id = r.reservation_id;
+  record.project_id = r.project_id;
+  record.agent_id = r.agent_id;
+  record.presence_generation = *generation;
+  record.exclusive = r.exclusive;
+  record.token = counter->first + 1;
+  record.reason = r.reason;
+  record.created_at_ms = r.now_ms;
+  record.expires_at_ms = r.now_ms + r.ttl_ms;
+  record.patterns = r.patterns;
+  if (absl::Status s = rows.Insert(record); !s.ok()) return s;
+  if (absl::Status s = rows.SetProject(r.project_id, record.token, held + 1);
+      !s.ok()) {
+    return s;
+  }
+  outcome.granted = std::move(record);
+  return outcome;
+}
+
+absl::StatusOr<std::vector<ReservationConflict>> CheckWith(
+    ReservationRows& rows, const ReservationCheck& check) {
+  absl::StatusOr<std::vector<ReservationCandidate>> candidates =
+      rows.Candidates(check.project_id, CandidateKeysFor(check.patterns),
+                      check.now_ms);
+  if (!candidates.ok()) return candidates.status();
+  return DecideConflicts(check.patterns, check.exclusive,
+                         check.agent_id.value_or(""), *candidates,
+                         check.max_conflicts);
+}
+
+absl::StatusOr<ReservationRecord> RenewWith(ReservationRows& rows,
+                                            const ReservationRenewal& r) {
+  absl::StatusOr<ReservationRecord> held =
+      LoadHeld(rows, r.reservation_id, r.agent_id, r.token, r.now_ms);
+  if (!held.ok()) return held.status();
+  // Serialized with the project's reserves: a reserve that judged this
+  // reservation ended deleted it, and this renew then changes nothing.
+  absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+      rows.LockProject(held->project_id);
+  if (!counter.ok()) return counter.status();
+  const int64_t expires = r.now_ms + r.ttl_ms;
+  absl::StatusOr<bool> extended =
+      rows.Extend(r.reservation_id, r.agent_id, r.token, r.now_ms, expires);
+  if (!extended.ok()) return extended.status();
+  if (!*extended) return ReservationNotFound(r.reservation_id);
+  held->expires_at_ms = expires;
+  return held;
+}
+
+absl::StatusOr<std::optional<ReservationRecord>> ReleaseWith(
+    ReservationRows& rows, const ReservationRelease& r) {
+  absl::StatusOr<ReservationRecord> held =
+      LoadHeld(rows, r.reservation_id, r.agent_id, r.token, r.now_ms);
+  if (!held.ok()) return held.status();
+  absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+      rows.LockProject(held->project_id);
+  if (!counter.ok()) return counter.status();
+  std::vector<std::string> left;
+  for (const std::string& p : held->patterns) {
+    if (std::find(r.patterns.begin(), r.patterns.end(), p) ==
+        r.patterns.end()) {
+      left.push_back(p);
+    }
+  }
+  if (!r.patterns.empty() && !left.empty()) {
+    if (left.size() == held->patterns.size()) return held;  // none held
+    absl::StatusOr<int64_t> n =
+        rows.DeletePatterns(r.reservation_id, r.patterns);
+    if (!n.ok()) return n.status();
+    held->patterns = std::move(left);
+    return held;
+  }
+  absl::StatusOr<int64_t> n =
+      r.agent_id.empty()
+          ? rows.Delete({r.reservation_id}, std::nullopt)
+          : rows.DeleteHeld(r.reservation_id, r.agent_id, r.token);
+  if (!n.ok()) return n.status();
+  if (*n == 0) return ReservationNotFound(r.reservation_id);
+  if (absl::Status s = Forget(rows, held->project_id, *counter, *n); !s.ok()) {
+    return s;
+  }
+  return std::optional<ReservationRecord>();
+}
+
+absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
+                                         absl::string_view agent_id,
+                                         std::optional<int64_t> generation) {
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> mine =
+      rows.OfAgent(agent_id, generation);
+  if (!mine.ok()) return mine.status();
+  std::map<std::string, std::vector<std::string>> by_project;
+  for (auto& [id, project] : *mine) by_project[project].push_back(id);
+  int64_t total = 0;
+  for (const auto& [project, ids] : by_project) {  // token rows in order
+    absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+        rows.LockProject(project);
+    if (!counter.ok()) return counter.status();
+    absl::StatusOr<int64_t> n = rows.Delete(ids, std::nullopt);
+    if (!n.ok()) return n.status();
+    if (absl::Status s = Forget(rows, project, *counter, *n); !s.ok()) {
+      return s;
+    }
+    total += *n;
+  }
+  return total;
+}
+
+absl::StatusOr<std::optional<ReservationRecord>> GetWith(
+    ReservationRows& rows, absl::string_view reservation_id, int64_t now_ms) {
+  absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>> row =
+      rows.Load(reservation_id, now_ms);
+  if (!row.ok()) return row.status();
+  if (!row->has_value() || !(*row)->second) {
+    return std::optional<ReservationRecord>();
+  }
+  return std::optional<ReservationRecord>(std::move((*row)->first));
+}
+
+absl::StatusOr<std::vector<ReservationRecord>> ListWith(
+    ReservationRows& rows, const ReservationFilter& filter) {
+  if (!filter.overlapping.has_value()) return rows.Page(filter);
+  // Reservations with a pattern overlapping the filter's: found through
+  // the prefix index like conflicts, then read one by one.
+  ReservationCheck check;
+  check.project_id = filter.project_id.value_or("");
+  check.patterns = {*filter.overlapping};
+  check.now_ms = filter.now_ms;
+  absl::StatusOr<std::vector<ReservationCandidate>> candidates =
+      rows.Candidates(check.project_id, CandidateKeysFor(check.patterns),
+                      check.now_ms);
+  if (!candidates.ok()) return candidates.status();
+  std::vector<ReservationConflict> overlapping =
+      DecideConflicts(check.patterns, /*exclusive=*/true, /*self=*/"",
+                      *candidates, candidates->size());
+  std::set<std::string> ids;
+  for (const ReservationConflict& c : overlapping) {
+    if (c.reservation_id > filter.after_reservation_id) {
+      ids.insert(c.reservation_id);
+    }
+  }
+  std::vector<ReservationRecord> out;
+  for (const std::string& id : ids) {
+    if (static_cast<int64_t>(out.size()) >= filter.limit) break;
+    absl::StatusOr<std::optional<ReservationRecord>> r =
+        GetWith(rows, id, filter.now_ms);
+    if (!r.ok()) return r.status();
+    if (!r->has_value()) continue;
+    if (filter.agent_id.has_value() && (*r)->agent_id != *filter.agent_id) {
+      continue;
+    }
+    out.push_back(std::move(**r));
+  }
+  return out;
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(
+    ReservationRows& rows, const std::vector<EndedReservation>& ended,
+    int64_t now_ms) {
+  std::map<std::string, std::vector<const EndedReservation*>> by_project;
+  for (const EndedReservation& e : ended)
+    by_project[e.project_id].push_back(&e);
+  std::pair<int64_t, int64_t> counts = {0, 0};
+  for (const auto& [project, list] : by_project) {
+    absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+        rows.LockProject(project);
+    if (!counter.ok()) return counter.status();
+    int64_t removed = 0;
+    for (const EndedReservation* e : list) {
+      absl::StatusOr<int64_t> n = rows.Delete({e->reservation_id}, now_ms);
+      if (!n.ok()) return n.status();
+      removed += *n;
+      (e->expired ? counts.first : counts.second) += *n;
+    }
+    if (absl::Status s = Forget(rows, project, *counter, removed); !s.ok()) {
+      return s;
+    }
+  }
+  return counts;
+}
+
+}  // namespace hub::storage

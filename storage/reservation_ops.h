@@ -1,0 +1,129 @@
+// The Store's reservation operations, written once for both engines
+// (docs/design/reservations.md, "Storage"). Each engine implements
+// ReservationRows, the statements of one transaction over the reservation
+// tables in its own SQL; the operations below decide everything else, the
+// same way on SQLite and PostgreSQL, as storage/role_updates.h does for
+// roles.
+//
+// Locks in one order: the project's token row (LockProject), then the
+// project's reservation rows. Every operation that writes reservation rows
+// takes the token row first, so on PostgreSQL the writes of one project
+// serialize across hubs, and under READ COMMITTED each statement after the
+// lock sees what the previous holder of the lock committed.
+#ifndef HUB_STORAGE_RESERVATION_OPS_H_
+#define HUB_STORAGE_RESERVATION_OPS_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "storage/reservations.h"
+
+namespace hub::storage {
+
+// A reservation that ended, found by a sweep.
+struct EndedReservation {
+  std::string reservation_id;
+  std::string project_id;
+  bool expired = false;  // else its holder is gone
+};
+
+class ReservationRows {
+ public:
+  virtual ~ReservationRows() = default;
+
+  // The agent's (presence_generation, status), nullopt without a row.
+  virtual absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> Holder(
+      absl::string_view agent_id) = 0;
+  // Creates the project's token row when missing and locks it until the
+  // transaction ends. Returns {last_token, held}.
+  virtual absl::StatusOr<std::pair<int64_t, int64_t>> LockProject(
+      absl::string_view project_id) = 0;
+  // REQUIRES: LockProject(project_id) in this transaction.
+  virtual absl::Status SetProject(absl::string_view project_id,
+                                  int64_t last_token, int64_t held) = 0;
+  // Pattern rows of the project under `keys`, each with its reservation's
+  // holder, mode, token, expiry and liveness at `now_ms`.
+  virtual absl::StatusOr<std::vector<ReservationCandidate>> Candidates(
+      absl::string_view project_id, const CandidateKeys& keys,
+      int64_t now_ms) = 0;
+  // Live reservations of the agent at `generation` in the project.
+  virtual absl::StatusOr<int64_t> CountHeld(absl::string_view project_id,
+                                            absl::string_view agent_id,
+                                            int64_t generation,
+                                            int64_t now_ms) = 0;
+  // Reservation rows of the project, live or not.
+  virtual absl::StatusOr<int64_t> CountRows(absl::string_view project_id) = 0;
+  // Deletes the project's reservations that are not live at `now_ms`.
+  virtual absl::StatusOr<int64_t> DeleteEnded(absl::string_view project_id,
+                                              int64_t now_ms) = 0;
+  // Deletes these reservations (and their patterns), only those not live
+  // at `ended_at_ms` when it is set; returns how many rows.
+  virtual absl::StatusOr<int64_t> Delete(
+      const std::vector<std::string>& reservation_ids,
+      std::optional<int64_t> ended_at_ms) = 0;
+  // Deletes the reservation when `agent_id` holds it under `token` (any
+  // token when unset); returns 0 or 1.
+  virtual absl::StatusOr<int64_t> DeleteHeld(absl::string_view reservation_id,
+                                             absl::string_view agent_id,
+                                             std::optional<int64_t> token) = 0;
+  // Deletes these normalized patterns of the reservation.
+  virtual absl::StatusOr<int64_t> DeletePatterns(
+      absl::string_view reservation_id,
+      const std::vector<std::string>& patterns) = 0;
+  // Inserts the reservation and its patterns (with their literal prefixes).
+  virtual absl::Status Insert(const ReservationRecord& record) = 0;
+  // The reservation and whether it is live at `now_ms`; nullopt without a
+  // row.
+  virtual absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>>
+  Load(absl::string_view reservation_id, int64_t now_ms) = 0;
+  // Sets expires_at_ms = `expires_at_ms` when the reservation is live at
+  // `now_ms` and held by `agent_id` under `token`, in one fenced UPDATE.
+  // Returns whether it changed.
+  virtual absl::StatusOr<bool> Extend(absl::string_view reservation_id,
+                                      absl::string_view agent_id, int64_t token,
+                                      int64_t now_ms,
+                                      int64_t expires_at_ms) = 0;
+  // The agent's reservations (at `generation` when set): {id, project}.
+  virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
+  OfAgent(absl::string_view agent_id, std::optional<int64_t> generation) = 0;
+  // At most `limit` reservations that ended by `now_ms`.
+  virtual absl::StatusOr<std::vector<EndedReservation>> Ended(
+      int64_t now_ms, int64_t limit) = 0;
+  // Live reservations matching the filter's project, agent and keyset, by
+  // id, at most filter.limit (the `overlapping` filter is not applied).
+  virtual absl::StatusOr<std::vector<ReservationRecord>> Page(
+      const ReservationFilter& filter) = 0;
+};
+
+// Store::Reserve (store.h).
+absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
+                                               const ReservationRequest& r);
+// Store::CheckReservations; reads only.
+absl::StatusOr<std::vector<ReservationConflict>> CheckWith(
+    ReservationRows& rows, const ReservationCheck& check);
+absl::StatusOr<ReservationRecord> RenewWith(ReservationRows& rows,
+                                            const ReservationRenewal& r);
+absl::StatusOr<std::optional<ReservationRecord>> ReleaseWith(
+    ReservationRows& rows, const ReservationRelease& r);
+absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
+                                         absl::string_view agent_id,
+                                         std::optional<int64_t> generation);
+absl::StatusOr<std::optional<ReservationRecord>> GetWith(
+    ReservationRows& rows, absl::string_view reservation_id, int64_t now_ms);
+absl::StatusOr<std::vector<ReservationRecord>> ListWith(
+    ReservationRows& rows, const ReservationFilter& filter);
+// Deletes what `ended` lists, project by project (token row first), each
+// reservation only if it is still not live at `now_ms`. Returns {expired,
+// holder_gone} counts of what was deleted.
+absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(
+    ReservationRows& rows, const std::vector<EndedReservation>& ended,
+    int64_t now_ms);
+
+}  // namespace hub::storage
+
+#endif  // HUB_STORAGE_RESERVATION_OPS_H_

@@ -1,0 +1,99 @@
+#include "storage/reservations.h"
+
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "paths/path_pattern.h"
+#include "status/status.h"
+
+namespace hub::storage {
+
+using paths::PathPattern;
+
+std::vector<ReservationConflict> DecideConflicts(
+    const std::vector<std::string>& mine, bool exclusive,
+    absl::string_view self, const std::vector<ReservationCandidate>& candidates,
+    size_t max_conflicts) {
+  if (max_conflicts == 0) max_conflicts = 1;
+  std::vector<PathPattern> parsed;
+  for (const std::string& p : mine) {
+    absl::StatusOr<PathPattern> pattern = PathPattern::Parse(p);
+    if (pattern.ok()) parsed.push_back(*std::move(pattern));
+  }
+  std::vector<ReservationConflict> out;
+  std::set<std::pair<std::string, size_t>> seen;
+  for (const ReservationCandidate& c : candidates) {
+    if (!c.live) continue;
+    if (!self.empty() && c.agent_id == self) continue;
+    if (!exclusive && !c.exclusive) continue;  // shared beside shared
+    absl::StatusOr<PathPattern> held = PathPattern::Parse(c.pattern);
+    if (!held.ok()) continue;  // not written by a hub: cannot be matched
+    for (size_t i = 0; i < parsed.size(); ++i) {
+      if (!parsed[i].Overlaps(*held)) continue;
+      if (!seen.insert({c.reservation_id, i}).second) continue;
+      out.push_back({c.reservation_id, c.agent_id, c.exclusive, c.token,
+                     c.expires_at_ms, c.pattern, parsed[i].text()});
+      if (out.size() >= max_conflicts) return out;
+    }
+  }
+  return out;
+}
+
+CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns) {
+  CandidateKeys keys;
+  std::set<std::string> above;
+  std::set<std::string> below;
+  for (const std::string& p : patterns) {
+    const std::string prefix = ReservationPrefix(p);
+    if (prefix.empty()) {
+      keys.whole_project = true;
+      continue;
+    }
+    for (std::string& a : paths::PrefixAndAncestors(prefix)) {
+      above.insert(std::move(a));
+    }
+    below.insert(prefix);
+  }
+  keys.at_or_above.assign(above.begin(), above.end());
+  for (const std::string& b : below) {
+    paths::PrefixRange r = paths::BelowPrefix(b);
+    keys.below.emplace_back(std::move(r.low), std::move(r.high));
+  }
+  return keys;
+}
+
+std::string ReservationPrefix(absl::string_view pattern) {
+  absl::StatusOr<PathPattern> p = PathPattern::Parse(pattern);
+  return p.ok() ? p->literal_prefix() : "";
+}
+
+absl::Status ReservationConflictError(
+    const std::vector<ReservationConflict>& conflicts) {
+  if (conflicts.empty()) return absl::OkStatus();
+  const ReservationConflict& c = conflicts.front();
+  absl::Status s = FailedPreconditionError(
+      "RESERVATION_CONFLICT",
+      absl::StrCat("pattern \"", ErrorText(c.pattern), "\" conflicts with ",
+                   c.exclusive ? "exclusive" : "shared", " reservation ",
+                   c.reservation_id, " of agent ", ErrorText(c.agent_id),
+                   " (\"", ErrorText(c.held_pattern), "\", token ", c.token,
+                   ", expires at ", c.expires_at_ms, " ms)"));
+  s = WithMetadata(s, "reservation_id", ErrorText(c.reservation_id));
+  s = WithMetadata(s, "holder_agent_id", ErrorText(c.agent_id));
+  s = WithMetadata(s, "held_pattern", ErrorText(c.held_pattern));
+  s = WithMetadata(s, "pattern", ErrorText(c.pattern));
+  s = WithMetadata(s, "expires_at_ms", absl::StrCat(c.expires_at_ms));
+  s = WithMetadata(s, "token", absl::StrCat(c.token));
+  s = WithMetadata(s, "conflicts", absl::StrCat(conflicts.size()));
+  return s;
+}
+
+absl::Status ReservationNotFound(absl::string_view reservation_id) {
+  return WithMetadata(NotFoundError("RESERVATION_NOT_FOUND",
+                                    absl::StrCat("no live reservation ",
+                                                 ErrorText(reservation_id))),
+                      "reservation_id", ErrorText(reservation_id));
+}
+
+}  // namespace hub::storage

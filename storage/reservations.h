@@ -1,0 +1,176 @@
+// Path reservations in the store (hub_reservations; docs/design/
+// reservations.md): the records and inputs of the Store's reservation
+// methods, and the conflict decision both engines make inside their write.
+//
+// A reservation is a set of normalized path patterns (paths/path_pattern.h)
+// an agent holds in a project, exclusive or shared, until its expiry. It is
+// *live* while its expiry is in the future and its holder is present at the
+// generation that reserved it (the agents row exists with that
+// presence_generation and is not offline). Only live reservations conflict,
+// are listed or renewed; the store decides liveness in the statement that
+// reads them, so an ended reservation never conflicts even before a sweep
+// deletes it.
+#ifndef HUB_STORAGE_RESERVATIONS_H_
+#define HUB_STORAGE_RESERVATIONS_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+
+namespace hub::storage {
+
+struct ReservationRecord {
+  std::string reservation_id;
+  std::string project_id;
+  std::string agent_id;
+  int64_t presence_generation = 0;  // the holder's, when it reserved
+  bool exclusive = false;
+  // Fencing token: strictly increasing per project, one per granted
+  // reservation.
+  int64_t token = 0;
+  std::string reason;
+  int64_t created_at_ms = 0;
+  int64_t expires_at_ms = 0;
+  std::vector<std::string> patterns;  // normalized, in the order reserved
+};
+
+// A live reservation another request conflicts with, and the two patterns
+// that overlap.
+struct ReservationConflict {
+  std::string reservation_id;
+  std::string agent_id;
+  bool exclusive = false;
+  int64_t token = 0;
+  int64_t expires_at_ms = 0;
+  std::string held_pattern;  // the reservation's pattern
+  std::string pattern;       // the request's pattern
+};
+
+// Store::Reserve input. The patterns are normalized (PathPattern::text()),
+// distinct, and at most a few dozen; the caller validated them.
+struct ReservationRequest {
+  std::string reservation_id;  // new, unique (UUIDv7)
+  std::string project_id;
+  std::string agent_id;
+  // The caller's presence generation: when set it must be the agent's
+  // (else STALE_PRESENCE_OWNER); unset: the agent's current one.
+  std::optional<int64_t> presence_generation;
+  bool exclusive = true;
+  std::vector<std::string> patterns;
+  std::string reason;
+  int64_t now_ms = 0;
+  int64_t ttl_ms = 0;
+  // Live reservations the agent may hold in the project, and the project
+  // altogether, counting this one; 0 = no limit. Past either: RESOURCE_
+  // EXHAUSTED / LIMIT_EXCEEDED (max_reservations_per_agent,
+  // max_reservations_per_project), nothing written.
+  int64_t max_per_agent = 0;
+  int64_t max_per_project = 0;
+  // Conflicts reported at most (the decision still sees every one).
+  size_t max_conflicts = 16;
+};
+
+// Store::Reserve result: granted, or the conflicts (nothing written).
+struct ReservationOutcome {
+  std::optional<ReservationRecord> granted;
+  std::vector<ReservationConflict> conflicts;
+};
+
+// Store::CheckReservations input: what Reserve would conflict with, read
+// only. `agent_id` set: that agent's own reservations never conflict.
+struct ReservationCheck {
+  std::string project_id;
+  std::optional<std::string> agent_id;
+  bool exclusive = true;
+  std::vector<std::string> patterns;  // normalized
+  int64_t now_ms = 0;
+  size_t max_conflicts = 16;
+};
+
+struct ReservationRenewal {
+  std::string reservation_id;
+  std::string agent_id;
+  int64_t token = 0;
+  int64_t now_ms = 0;
+  int64_t ttl_ms = 0;
+};
+
+// Store::ReleaseReservation input. `agent_id` empty: a forced release by an
+// operator (no holder or token fence).
+struct ReservationRelease {
+  std::string reservation_id;
+  std::string agent_id;
+  std::optional<int64_t> token;
+  // Normalized patterns to release; empty: the whole reservation.
+  std::vector<std::string> patterns;
+  int64_t now_ms = 0;
+};
+
+// Store::ListReservations filters; they combine with AND. Live reservations
+// only, by reservation_id.
+struct ReservationFilter {
+  std::optional<std::string> project_id;
+  std::optional<std::string> agent_id;
+  // Only reservations with a pattern overlapping this normalized pattern.
+  // REQUIRES: project_id set.
+  std::optional<std::string> overlapping;
+  std::string after_reservation_id;  // keyset ("" = from the start)
+  int64_t now_ms = 0;
+  int64_t limit = 100;  // > 0
+};
+
+// One pattern row read as a possible conflict, with its reservation's
+// holder and mode and whether it is live (decided by the statement).
+struct ReservationCandidate {
+  std::string reservation_id;
+  std::string pattern;
+  std::string agent_id;
+  bool exclusive = false;
+  int64_t token = 0;
+  int64_t expires_at_ms = 0;
+  bool live = false;
+};
+
+// The conflict rules (docs/design/reservations.md, "Conflicts"): a live
+// candidate of another agent conflicts when either side is exclusive and
+// the two patterns overlap. Conflicts come back in candidate order, one per
+// (reservation, request pattern), at most max(max_conflicts, 1). `mine` and
+// the candidates' patterns are normalized; `self` empty means no agent is
+// exempt.
+std::vector<ReservationConflict> DecideConflicts(
+    const std::vector<std::string>& mine, bool exclusive,
+    absl::string_view self, const std::vector<ReservationCandidate>& candidates,
+    size_t max_conflicts);
+
+// The candidate query's keys for `patterns`: every prefix a conflicting row
+// can have at or above one of them (equality lookups), and the ranges below
+// them; `whole_project` when a pattern's prefix is "" (every row).
+struct CandidateKeys {
+  std::vector<std::string> at_or_above;
+  std::vector<std::pair<std::string, std::string>> below;  // [low, high)
+  bool whole_project = false;
+};
+CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns);
+
+// The literal prefix of a normalized pattern (PathPattern::literal_prefix).
+std::string ReservationPrefix(absl::string_view pattern);
+
+// FAILED_PRECONDITION / RESERVATION_CONFLICT naming the first conflict
+// (metadata reservation_id, holder_agent_id, held_pattern, pattern,
+// expires_at_ms, token, conflicts = how many were found).
+absl::Status ReservationConflictError(
+    const std::vector<ReservationConflict>& conflicts);
+// NOT_FOUND / RESERVATION_NOT_FOUND (metadata reservation_id): no live
+// reservation with that id.
+absl::Status ReservationNotFound(absl::string_view reservation_id);
+
+}  // namespace hub::storage
+
+#endif  // HUB_STORAGE_RESERVATIONS_H_

@@ -1,0 +1,436 @@
+// SqliteStore: path reservations (hub_schema_version 7). The operations are
+// storage/reservation_ops.h's, shared with PostgreSQL; this file is their
+// statements. Writes run on the single writer, so the token row needs no
+// lock of its own here; reads (Check, List, Get, the sweep's search) run on
+// the read pool.
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "storage/reservation_ops.h"
+#include "storage/sqlite_rows.h"
+#include "storage/sqlite_store.h"
+
+namespace hub::storage {
+
+namespace {
+
+// Live at ?1: not expired, and the holder's row exists at the generation
+// that reserved and is not offline.
+#define HUB_RES_LIVE                                           \
+  "(r.expires_at_ms > ?1 AND EXISTS (SELECT 1 FROM agents a "  \
+  "WHERE a.agent_id = r.agent_id AND a.presence_generation = " \
+  "r.presence_generation AND a.status <> 'offline'))"
+#define HUB_RES_COLUMNS                                                 \
+  "r.reservation_id, r.project_id, r.agent_id, r.presence_generation, " \
+  "r.exclusive, r.token, r.reason, r.created_at_ms, r.expires_at_ms"
+#define HUB_RES_CANDIDATE                                                  \
+  "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
+  "r.expires_at_ms, " HUB_RES_LIVE                                         \
+  " FROM hub_reservation_patterns p JOIN hub_reservations r "              \
+  "ON r.reservation_id = p.reservation_id WHERE p.project_id = ?2 "
+
+constexpr char kCandidatesAllSql[] = HUB_RES_CANDIDATE;
+constexpr char kCandidatesAtSql[] =
+    HUB_RES_CANDIDATE "AND p.prefix IN (SELECT value FROM json_each(?3))";
+constexpr char kCandidatesBelowSql[] =
+    HUB_RES_CANDIDATE "AND p.prefix >= ?3 AND p.prefix < ?4";
+
+ReservationCandidate ReadCandidate(const Stmt& s) {
+  ReservationCandidate c;
+  c.reservation_id = s.Text(0);
+  c.pattern = s.Text(1);
+  c.agent_id = s.Text(2);
+  c.exclusive = s.Int(3) != 0;
+  c.token = s.Int(4);
+  c.expires_at_ms = s.Int(5);
+  c.live = s.Int(6) != 0;
+  return c;
+}
+
+ReservationRecord ReadReservation(const Stmt& s) {
+  ReservationRecord r;
+  r.reservation_id = s.Text(0);
+  r.project_id = s.Text(1);
+  r.agent_id = s.Text(2);
+  r.presence_generation = s.Int(3);
+  r.exclusive = s.Int(4) != 0;
+  r.token = s.Int(5);
+  r.reason = s.Text(6);
+  r.created_at_ms = s.Int(7);
+  r.expires_at_ms = s.Int(8);
+  return r;
+}
+
+class SqliteReservationRows final : public ReservationRows {
+ public:
+  explicit SqliteReservationRows(Connection& conn) : conn_(conn) {}
+
+  absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> Holder(
+      absl::string_view agent_id) override {
+    using Row = std::pair<int64_t, std::string>;
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT presence_generation, status FROM agents WHERE agent_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, agent_id);
+    return rows::ReadOne<Row>(
+        *s, [](const Stmt& st) { return Row(st.Int(0), st.Text(1)); });
+  }
+
+  absl::StatusOr<std::pair<int64_t, int64_t>> LockProject(
+      absl::string_view project_id) override {
+    absl::StatusOr<Stmt> ins = conn_.Prepare(
+        "INSERT INTO hub_reservation_tokens (project_id, last_token, held) "
+        "VALUES (?, 0, 0) ON CONFLICT (project_id) DO NOTHING");
+    if (!ins.ok()) return ins.status();
+    ins->Bind(1, project_id);
+    if (absl::Status st = ins->Run(); !st.ok()) return st;
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT last_token, held FROM hub_reservation_tokens "
+        "WHERE project_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, project_id);
+    using Row = std::pair<int64_t, int64_t>;
+    absl::StatusOr<std::optional<Row>> row = rows::ReadOne<Row>(
+        *s, [](const Stmt& st) { return Row(st.Int(0), st.Int(1)); });
+    if (!row.ok()) return row.status();
+    return row->value_or(Row(0, 0));
+  }
+
+  absl::Status SetProject(absl::string_view project_id, int64_t last_token,
+                          int64_t held) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "UPDATE hub_reservation_tokens SET last_token = ?2, held = ?3 "
+        "WHERE project_id = ?1");
+    if (!s.ok()) return s.status();
+    s->Bind(1, project_id).Bind(2, last_token).Bind(3, held);
+    return s->Run();
+  }
+
+  absl::StatusOr<std::vector<ReservationCandidate>> Candidates(
+      absl::string_view project_id, const CandidateKeys& keys,
+      int64_t now_ms) override {
+    std::vector<ReservationCandidate> out;
+    auto run = [&](Stmt& s) -> absl::Status {
+      absl::StatusOr<std::vector<ReservationCandidate>> part =
+          rows::ReadAll<ReservationCandidate>(s, ReadCandidate);
+      if (!part.ok()) return part.status();
+      out.insert(out.end(), part->begin(), part->end());
+      return absl::OkStatus();
+    };
+    if (keys.whole_project) {
+      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesAllSql);
+      if (!s.ok()) return s.status();
+      s->Bind(1, now_ms).Bind(2, project_id);
+      if (absl::Status st = run(*s); !st.ok()) return st;
+      return out;
+    }
+    if (!keys.at_or_above.empty()) {
+      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesAtSql);
+      if (!s.ok()) return s.status();
+      s->Bind(1, now_ms).Bind(2, project_id);
+      s->Bind(3, rows::JsonStringArray(keys.at_or_above));
+      if (absl::Status st = run(*s); !st.ok()) return st;
+    }
+    for (const auto& [low, high] : keys.below) {
+      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesBelowSql);
+      if (!s.ok()) return s.status();
+      s->Bind(1, now_ms).Bind(2, project_id).Bind(3, low).Bind(4, high);
+      if (absl::Status st = run(*s); !st.ok()) return st;
+    }
+    return out;
+  }
+
+  absl::StatusOr<int64_t> CountHeld(absl::string_view project_id,
+                                    absl::string_view agent_id,
+                                    int64_t generation,
+                                    int64_t now_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT COUNT(*) FROM hub_reservations r WHERE r.agent_id = ?2 "
+        "AND r.project_id = ?3 AND r.presence_generation = ?4 "
+        "AND r.expires_at_ms > ?1");
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms)
+        .Bind(2, agent_id)
+        .Bind(3, project_id)
+        .Bind(4, generation);
+    return Count(*s);
+  }
+
+  absl::StatusOr<int64_t> CountRows(absl::string_view project_id) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT COUNT(*) FROM hub_reservations WHERE project_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, project_id);
+    return Count(*s);
+  }
+
+  absl::StatusOr<int64_t> DeleteEnded(absl::string_view project_id,
+                                      int64_t now_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservations AS r WHERE r.project_id = ?2 "
+        "AND NOT " HUB_RES_LIVE);
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms).Bind(2, project_id);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
+  absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids,
+                                 std::optional<int64_t> ended_at_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservations AS r WHERE r.reservation_id IN "
+        "(SELECT value FROM json_each(?2)) AND (?3 IS NULL OR NOT " HUB_RES_LIVE
+        ")");
+    if (!s.ok()) return s.status();
+    s->Bind(1, ended_at_ms.value_or(0)).Bind(2, rows::JsonStringArray(ids));
+    if (ended_at_ms.has_value()) {
+      s->Bind(3, int64_t{1});
+    } else {
+      s->BindNull(3);
+    }
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
+  absl::StatusOr<int64_t> DeleteHeld(absl::string_view reservation_id,
+                                     absl::string_view agent_id,
+                                     std::optional<int64_t> token) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservations WHERE reservation_id = ?1 "
+        "AND agent_id = ?2 AND (?3 IS NULL OR token = ?3)");
+    if (!s.ok()) return s.status();
+    s->Bind(1, reservation_id).Bind(2, agent_id).Bind(3, token);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
+  absl::StatusOr<int64_t> DeletePatterns(
+      absl::string_view reservation_id,
+      const std::vector<std::string>& patterns) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservation_patterns WHERE reservation_id = ?1 "
+        "AND pattern IN (SELECT value FROM json_each(?2))");
+    if (!s.ok()) return s.status();
+    s->Bind(1, reservation_id).Bind(2, rows::JsonStringArray(patterns));
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
+  absl::Status Insert(const ReservationRecord& r) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "INSERT INTO hub_reservations (reservation_id, project_id, agent_id, "
+        "presence_generation, exclusive, token, reason, created_at_ms, "
+        "expires_at_ms) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!s.ok()) return s.status();
+    s->Bind(1, r.reservation_id)
+        .Bind(2, r.project_id)
+        .Bind(3, r.agent_id)
+        .Bind(4, r.presence_generation)
+        .Bind(5, int64_t{r.exclusive ? 1 : 0})
+        .Bind(6, r.token)
+        .Bind(7, r.reason)
+        .Bind(8, r.created_at_ms)
+        .Bind(9, r.expires_at_ms);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    for (size_t i = 0; i < r.patterns.size(); ++i) {
+      absl::StatusOr<Stmt> p = conn_.Prepare(
+          "INSERT INTO hub_reservation_patterns (reservation_id, ordinal, "
+          "project_id, pattern, prefix) VALUES (?, ?, ?, ?, ?)");
+      if (!p.ok()) return p.status();
+      p->Bind(1, r.reservation_id)
+          .Bind(2, static_cast<int64_t>(i))
+          .Bind(3, r.project_id)
+          .Bind(4, r.patterns[i])
+          .Bind(5, ReservationPrefix(r.patterns[i]));
+      if (absl::Status st = p->Run(); !st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>> Load(
+      absl::string_view reservation_id, int64_t now_ms) override {
+    using Row = std::pair<ReservationRecord, bool>;
+    absl::StatusOr<Stmt> s =
+        conn_.Prepare("SELECT " HUB_RES_COLUMNS ", " HUB_RES_LIVE
+                      " FROM hub_reservations r WHERE r.reservation_id = ?2");
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms).Bind(2, reservation_id);
+    absl::StatusOr<std::optional<Row>> row =
+        rows::ReadOne<Row>(*s, [](const Stmt& st) {
+          return Row(ReadReservation(st), st.Int(9) != 0);
+        });
+    if (!row.ok() || !row->has_value()) return row;
+    if (absl::Status st = LoadPatterns((*row)->first); !st.ok()) return st;
+    return row;
+  }
+
+  absl::StatusOr<bool> Extend(absl::string_view reservation_id,
+                              absl::string_view agent_id, int64_t token,
+                              int64_t now_ms, int64_t expires_at_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "UPDATE hub_reservations AS r SET expires_at_ms = ?5 "
+        "WHERE r.reservation_id = ?2 AND r.agent_id = ?3 AND r.token = ?4 "
+        "AND " HUB_RES_LIVE);
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms)
+        .Bind(2, reservation_id)
+        .Bind(3, agent_id)
+        .Bind(4, token)
+        .Bind(5, expires_at_ms);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes() == 1;
+  }
+
+  absl::StatusOr<std::vector<std::pair<std::string, std::string>>> OfAgent(
+      absl::string_view agent_id, std::optional<int64_t> generation) override {
+    using Row = std::pair<std::string, std::string>;
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT reservation_id, project_id FROM hub_reservations "
+        "WHERE agent_id = ?1 AND (?2 IS NULL OR presence_generation = ?2)");
+    if (!s.ok()) return s.status();
+    s->Bind(1, agent_id).Bind(2, generation);
+    return rows::ReadAll<Row>(
+        *s, [](const Stmt& st) { return Row(st.Text(0), st.Text(1)); });
+  }
+
+  absl::StatusOr<std::vector<EndedReservation>> Ended(int64_t now_ms,
+                                                      int64_t limit) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT r.reservation_id, r.project_id, r.expires_at_ms <= ?1 "
+        "FROM hub_reservations r WHERE NOT " HUB_RES_LIVE " LIMIT ?2");
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms).Bind(2, limit);
+    return rows::ReadAll<EndedReservation>(*s, [](const Stmt& st) {
+      return EndedReservation{st.Text(0), st.Text(1), st.Int(2) != 0};
+    });
+  }
+
+  absl::StatusOr<std::vector<ReservationRecord>> Page(
+      const ReservationFilter& f) override {
+    absl::StatusOr<Stmt> s =
+        conn_.Prepare("SELECT " HUB_RES_COLUMNS
+                      " FROM hub_reservations r WHERE r.reservation_id > ?2 "
+                      "AND (?3 IS NULL OR r.project_id = ?3) "
+                      "AND (?4 IS NULL OR r.agent_id = ?4) AND " HUB_RES_LIVE
+                      " ORDER BY r.reservation_id LIMIT ?5");
+    if (!s.ok()) return s.status();
+    s->Bind(1, f.now_ms)
+        .Bind(2, f.after_reservation_id)
+        .Bind(3, f.project_id)
+        .Bind(4, f.agent_id)
+        .Bind(5, std::max<int64_t>(f.limit, 1));
+    absl::StatusOr<std::vector<ReservationRecord>> out =
+        rows::ReadAll<ReservationRecord>(*s, ReadReservation);
+    if (!out.ok()) return out;
+    for (ReservationRecord& r : *out) {
+      if (absl::Status st = LoadPatterns(r); !st.ok()) return st;
+    }
+    return out;
+  }
+
+ private:
+  absl::StatusOr<int64_t> Count(Stmt& s) {
+    absl::StatusOr<std::optional<int64_t>> n =
+        rows::ReadOne<int64_t>(s, [](const Stmt& st) { return st.Int(0); });
+    if (!n.ok()) return n.status();
+    return n->value_or(0);
+  }
+
+  absl::Status LoadPatterns(ReservationRecord& r) {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT pattern FROM hub_reservation_patterns WHERE reservation_id = ? "
+        "ORDER BY ordinal");
+    if (!s.ok()) return s.status();
+    s->Bind(1, r.reservation_id);
+    absl::StatusOr<std::vector<std::string>> p = rows::ReadAll<std::string>(
+        *s, [](const Stmt& st) { return st.Text(0); });
+    if (!p.ok()) return p.status();
+    r.patterns = *std::move(p);
+    return absl::OkStatus();
+  }
+
+  Connection& conn_;
+};
+
+}  // namespace
+
+absl::StatusOr<ReservationOutcome> SqliteStore::Reserve(
+    const ReservationRequest& request) {
+  return Write<ReservationOutcome>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return ReserveWith(rows, request);
+  });
+}
+
+absl::StatusOr<std::vector<ReservationConflict>> SqliteStore::CheckReservations(
+    const ReservationCheck& check) {
+  using Result = std::vector<ReservationConflict>;
+  return Read<Result>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return CheckWith(rows, check);
+  });
+}
+
+absl::StatusOr<ReservationRecord> SqliteStore::RenewReservation(
+    const ReservationRenewal& renewal) {
+  return Write<ReservationRecord>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return RenewWith(rows, renewal);
+  });
+}
+
+absl::StatusOr<std::optional<ReservationRecord>>
+SqliteStore::ReleaseReservation(const ReservationRelease& release) {
+  using Result = std::optional<ReservationRecord>;
+  return Write<Result>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return ReleaseWith(rows, release);
+  });
+}
+
+absl::StatusOr<int64_t> SqliteStore::ReleaseAgentReservations(
+    absl::string_view agent_id, std::optional<int64_t> generation) {
+  return Write<int64_t>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return ReleaseAgentWith(rows, agent_id, generation);
+  });
+}
+
+absl::StatusOr<std::optional<ReservationRecord>> SqliteStore::GetReservation(
+    absl::string_view reservation_id, int64_t now_ms) {
+  using Result = std::optional<ReservationRecord>;
+  return Read<Result>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return GetWith(rows, reservation_id, now_ms);
+  });
+}
+
+absl::StatusOr<std::vector<ReservationRecord>> SqliteStore::ListReservations(
+    const ReservationFilter& filter) {
+  using Result = std::vector<ReservationRecord>;
+  return Read<Result>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return ListWith(rows, filter);
+  });
+}
+
+absl::StatusOr<std::pair<int64_t, int64_t>> SqliteStore::SweepReservations(
+    int64_t now_ms) {
+  using Result = std::vector<EndedReservation>;
+  // Found on a reader (the search reads every row whose holder is gone),
+  // deleted on the writer, each only if still ended.
+  absl::StatusOr<Result> ended = Read<Result>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return rows.Ended(now_ms, 1000);
+  });
+  if (!ended.ok()) return ended.status();
+  if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
+  return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return DeleteEndedWith(rows, *ended, now_ms);
+  });
+}
+
+}  // namespace hub::storage

@@ -1,0 +1,459 @@
+// Path reservations on every engine: the conflict rules, fencing tokens,
+// how reservations end (TTL, holder offline, re-registered or gone), renew,
+// release, list, check, the limits, and racers for one exclusive path (on
+// PostgreSQL from two stores, as two hubs would).
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "status/status.h"
+#include "storage/store.h"
+#include "storage/store_test_fixture.h"
+
+namespace hub::storage {
+namespace {
+
+using testing::StoreTest;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kTtl = 60'000;
+
+class Reservations : public StoreTest {
+ protected:
+  void Register(Store& store, const std::string& agent, int64_t now = kNow) {
+    AgentRegistration r;
+    r.agent_id = agent;
+    r.cli = "claude";
+    r.now_ms = now;
+    r.lease_ttl_ms = 30'000;
+    ASSERT_TRUE(store.RegisterAgent(r).ok());
+  }
+  void Register(const std::string& agent) { Register(store(), agent); }
+
+  ReservationRequest Request(const std::string& agent,
+                             std::vector<std::string> patterns,
+                             bool exclusive = true,
+                             const std::string& project = "prj_1") {
+    ReservationRequest r;
+    r.reservation_id = NewUuidV7();
+    r.project_id = project;
+    r.agent_id = agent;
+    r.exclusive = exclusive;
+    r.patterns = std::move(patterns);
+    r.reason = "editing";
+    r.now_ms = kNow;
+    r.ttl_ms = kTtl;
+    return r;
+  }
+
+  // Reserves and expects a grant.
+  ReservationRecord Granted(const ReservationRequest& r) {
+    absl::StatusOr<ReservationOutcome> out = store().Reserve(r);
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return {};
+    EXPECT_TRUE(out->granted.has_value())
+        << "conflicts with " << out->conflicts.size() << " reservations";
+    EXPECT_TRUE(out->conflicts.empty());
+    return out->granted.value_or(ReservationRecord{});
+  }
+  // Reserves and expects a refusal; returns the conflicts.
+  std::vector<ReservationConflict> Refused(const ReservationRequest& r) {
+    absl::StatusOr<ReservationOutcome> out = store().Reserve(r);
+    EXPECT_TRUE(out.ok()) << out.status();
+    if (!out.ok()) return {};
+    EXPECT_FALSE(out->granted.has_value());
+    EXPECT_FALSE(out->conflicts.empty());
+    return out->conflicts;
+  }
+  std::string Rows() { return Query("SELECT COUNT(*) FROM hub_reservations"); }
+};
+
+TEST_P(Reservations, AnExclusiveReservationConflictsWithAnyOverlappingOne) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord a = Granted(Request("agent-a", {"src/net"}));
+  EXPECT_EQ(a.agent_id, "agent-a");
+  EXPECT_EQ(a.patterns, std::vector<std::string>({"src/net"}));
+  EXPECT_EQ(a.expires_at_ms, kNow + kTtl);
+  EXPECT_GT(a.token, 0);
+
+  std::vector<ReservationConflict> c =
+      Refused(Request("agent-b", {"docs", "src/**/*.cc"}));
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].reservation_id, a.reservation_id);
+  EXPECT_EQ(c[0].agent_id, "agent-a");
+  EXPECT_EQ(c[0].held_pattern, "src/net");
+  EXPECT_EQ(c[0].pattern, "src/**/*.cc");
+  EXPECT_EQ(c[0].expires_at_ms, kNow + kTtl);
+  EXPECT_EQ(c[0].token, a.token);
+  // Refused whole: nothing of the request was written.
+  EXPECT_EQ(Rows(), "1");
+  // A shared request conflicts with the exclusive one too.
+  Refused(Request("agent-b", {"src/net/tcp.cc"}, /*exclusive=*/false));
+  // What does not overlap is granted.
+  Granted(Request("agent-b", {"src/netx", "src/*.h", "docs"}));
+}
+
+TEST_P(Reservations, SharedReservationsCoexistButAnExclusiveOneConflicts) {
+  Register("agent-a");
+  Register("agent-b");
+  Register("agent-c");
+  Granted(Request("agent-a", {"src/a.cc"}, /*exclusive=*/false));
+  Granted(Request("agent-b", {"src"}, /*exclusive=*/false));
+  std::vector<ReservationConflict> c = Refused(Request("agent-c", {"src/*"}));
+  EXPECT_EQ(c.size(), 2u);
+}
+
+TEST_P(Reservations, AnAgentNeverConflictsWithItself) {
+  Register("agent-a");
+  Granted(Request("agent-a", {"src"}));
+  Granted(Request("agent-a", {"src/a.cc"}));
+  Granted(Request("agent-a", {"**"}, /*exclusive=*/false));
+}
+
+TEST_P(Reservations, TokensStrictlyIncreasePerProject) {
+  Register("agent-a");
+  int64_t last = 0;
+  for (int i = 0; i < 5; ++i) {
+    const ReservationRecord r =
+        Granted(Request("agent-a", {absl::StrCat("f", i)}));
+    EXPECT_GT(r.token, last);
+    last = r.token;
+  }
+  // Releasing never lets a token be handed out again.
+  ReservationRelease release;
+  release.reservation_id = Granted(Request("agent-a", {"g"})).reservation_id;
+  release.agent_id = "agent-a";
+  release.now_ms = kNow;
+  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  EXPECT_GT(Granted(Request("agent-a", {"h"})).token, last + 1);
+  // Another project counts on its own.
+  EXPECT_EQ(Granted(Request("agent-a", {"f0"}, true, "prj_2")).token, 1);
+}
+
+TEST_P(Reservations, TheHolderMustBePresentAtItsGeneration) {
+  absl::StatusOr<ReservationOutcome> unknown =
+      store().Reserve(Request("nobody", {"a"}));
+  EXPECT_EQ(ReasonOf(unknown.status()), "AGENT_NOT_FOUND");
+  Register("agent-a");
+  ReservationRequest stale = Request("agent-a", {"a"});
+  stale.presence_generation = 7;
+  EXPECT_EQ(ReasonOf(store().Reserve(stale).status()), "STALE_PRESENCE_OWNER");
+  ReservationRequest current = Request("agent-a", {"a"});
+  current.presence_generation = 1;
+  EXPECT_EQ(Granted(current).presence_generation, 1);
+  ASSERT_TRUE(
+      store().SetAgentStatusForGeneration("agent-a", 1, "offline").ok());
+  EXPECT_EQ(ReasonOf(store().Reserve(Request("agent-a", {"b"})).status()),
+            "AGENT_OFFLINE");
+  EXPECT_EQ(Rows(), "1");
+}
+
+TEST_P(Reservations,
+       AReservationEndsWithItsTtlOrItsHolderAndThenNeverConflicts) {
+  for (const char* agent : {"ttl", "offline", "again", "gone", "other"}) {
+    Register(agent);
+  }
+  ReservationRequest shortlived = Request("ttl", {"a"});
+  shortlived.ttl_ms = 10;
+  Granted(shortlived);
+  Granted(Request("offline", {"b"}));
+  Granted(Request("again", {"c"}));
+  Granted(Request("gone", {"d"}));
+  ASSERT_TRUE(
+      store().SetAgentStatusForGeneration("offline", 1, "offline").ok());
+  Register("again");  // generation 2: the old session's reservation ended
+  ASSERT_EQ(Exec("DELETE FROM agents WHERE agent_id = 'gone'"), "");
+
+  // Before any sweep: none of them conflicts, none is listed.
+  ReservationFilter all;
+  all.project_id = "prj_1";
+  all.now_ms = kNow + 10;
+  absl::StatusOr<std::vector<ReservationRecord>> listed =
+      store().ListReservations(all);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  EXPECT_TRUE(listed->empty());
+  ReservationCheck check;
+  check.project_id = "prj_1";
+  check.patterns = {"**"};
+  check.now_ms = kNow + 10;
+  absl::StatusOr<std::vector<ReservationConflict>> conflicts =
+      store().CheckReservations(check);
+  ASSERT_TRUE(conflicts.ok()) << conflicts.status();
+  EXPECT_TRUE(conflicts->empty());
+
+  // The sweep deletes them, by reason.
+  absl::StatusOr<std::pair<int64_t, int64_t>> swept =
+      store().SweepReservations(kNow + 10);
+  ASSERT_TRUE(swept.ok()) << swept.status();
+  EXPECT_EQ(swept->first, 1);   // expired
+  EXPECT_EQ(swept->second, 3);  // holder gone
+  EXPECT_EQ(Rows(), "0");
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservation_patterns"), "0");
+  EXPECT_EQ(Query("SELECT held FROM hub_reservation_tokens"), "0");
+}
+
+TEST_P(Reservations, AGrantDeletesTheEndedReservationsItOverlaps) {
+  Register("agent-a");
+  Register("agent-b");
+  ReservationRequest shortlived = Request("agent-a", {"src"});
+  shortlived.ttl_ms = 10;
+  const ReservationRecord old = Granted(shortlived);
+  ReservationRequest later = Request("agent-b", {"src/a.cc"});
+  later.now_ms = kNow + 10;
+  Granted(later);
+  // The ended one is gone, so no renewal (with an older clock) revives it.
+  EXPECT_EQ(Query(absl::StrCat("SELECT COUNT(*) FROM hub_reservations WHERE "
+                               "reservation_id = '",
+                               old.reservation_id, "'")),
+            "0");
+  ReservationRenewal renew{old.reservation_id, "agent-a", old.token, kNow + 5,
+                           kTtl};
+  EXPECT_EQ(ReasonOf(store().RenewReservation(renew).status()),
+            "RESERVATION_NOT_FOUND");
+}
+
+TEST_P(Reservations, RenewIsFencedByHolderAndToken) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord r = Granted(Request("agent-a", {"src"}));
+  ReservationRenewal renew{r.reservation_id, "agent-a", r.token, kNow + 1000,
+                           kTtl};
+  absl::StatusOr<ReservationRecord> renewed = store().RenewReservation(renew);
+  ASSERT_TRUE(renewed.ok()) << renewed.status();
+  EXPECT_EQ(renewed->expires_at_ms, kNow + 1000 + kTtl);
+  EXPECT_EQ(renewed->token, r.token);
+
+  ReservationRenewal other = renew;
+  other.agent_id = "agent-b";
+  EXPECT_EQ(ReasonOf(store().RenewReservation(other).status()),
+            "RESERVATION_NOT_HOLDER");
+  ReservationRenewal stale = renew;
+  stale.token = r.token + 1;
+  EXPECT_EQ(ReasonOf(store().RenewReservation(stale).status()),
+            "RESERVATION_STALE_TOKEN");
+  ReservationRenewal late = renew;
+  late.now_ms = kNow + 1000 + kTtl;
+  EXPECT_EQ(ReasonOf(store().RenewReservation(late).status()),
+            "RESERVATION_NOT_FOUND");
+  ReservationRenewal missing = renew;
+  missing.reservation_id = "no-such";
+  EXPECT_EQ(store().RenewReservation(missing).status().code(),
+            absl::StatusCode::kNotFound);
+  absl::StatusOr<std::optional<ReservationRecord>> got =
+      store().GetReservation(r.reservation_id, kNow + 1000);
+  ASSERT_TRUE(got.ok() && got->has_value());
+  EXPECT_EQ((*got)->expires_at_ms, kNow + 1000 + kTtl);
+}
+
+TEST_P(Reservations, ReleaseTakesSomePatternsOrAllAndForceIgnoresTheFence) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord r = Granted(Request("agent-a", {"a", "b", "c"}));
+  ReservationRelease some;
+  some.reservation_id = r.reservation_id;
+  some.agent_id = "agent-a";
+  some.token = r.token;
+  some.patterns = {"b", "not-held"};
+  some.now_ms = kNow;
+  absl::StatusOr<std::optional<ReservationRecord>> left =
+      store().ReleaseReservation(some);
+  ASSERT_TRUE(left.ok()) << left.status();
+  ASSERT_TRUE(left->has_value());
+  EXPECT_EQ((*left)->patterns, std::vector<std::string>({"a", "c"}));
+  Granted(Request("agent-b", {"b"}));  // released: free for another agent
+
+  ReservationRelease by_other = some;
+  by_other.agent_id = "agent-b";
+  by_other.patterns.clear();
+  EXPECT_EQ(ReasonOf(store().ReleaseReservation(by_other).status()),
+            "RESERVATION_NOT_HOLDER");
+  ReservationRelease force;
+  force.reservation_id = r.reservation_id;
+  force.now_ms = kNow;
+  absl::StatusOr<std::optional<ReservationRecord>> gone =
+      store().ReleaseReservation(force);
+  ASSERT_TRUE(gone.ok()) << gone.status();
+  EXPECT_FALSE(gone->has_value());
+  EXPECT_EQ(ReasonOf(store().ReleaseReservation(force).status()),
+            "RESERVATION_NOT_FOUND");
+  Granted(Request("agent-b", {"a", "c"}));
+  EXPECT_EQ(Query("SELECT held FROM hub_reservation_tokens"), "2");
+}
+
+TEST_P(Reservations, AGoneHoldersReservationsAreReleasedByAgentAndGeneration) {
+  Register("agent-a");
+  Granted(Request("agent-a", {"a"}));
+  Granted(Request("agent-a", {"b"}, true, "prj_2"));
+  absl::StatusOr<int64_t> none = store().ReleaseAgentReservations("agent-a", 2);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(*none, 0);
+  absl::StatusOr<int64_t> n = store().ReleaseAgentReservations("agent-a", 1);
+  ASSERT_TRUE(n.ok()) << n.status();
+  EXPECT_EQ(*n, 2);
+  EXPECT_EQ(Rows(), "0");
+}
+
+TEST_P(Reservations, ListFiltersByProjectAgentAndPathInIdOrder) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord a1 = Granted(Request("agent-a", {"src/net"}));
+  const ReservationRecord a2 = Granted(Request("agent-a", {"docs/*.md"}));
+  const ReservationRecord b1 =
+      Granted(Request("agent-b", {"src/*.h"}, /*exclusive=*/false));
+  Granted(Request("agent-b", {"src"}, true, "prj_2"));
+
+  ReservationFilter f;
+  f.project_id = "prj_1";
+  f.now_ms = kNow;
+  auto ids = [&](const ReservationFilter& filter) {
+    std::vector<std::string> out;
+    absl::StatusOr<std::vector<ReservationRecord>> l =
+        store().ListReservations(filter);
+    EXPECT_TRUE(l.ok()) << l.status();
+    if (l.ok()) {
+      for (const ReservationRecord& r : *l) out.push_back(r.reservation_id);
+    }
+    return out;
+  };
+  EXPECT_EQ(ids(f),
+            std::vector<std::string>(
+                {a1.reservation_id, a2.reservation_id, b1.reservation_id}));
+  ReservationFilter by_agent = f;
+  by_agent.agent_id = "agent-a";
+  EXPECT_EQ(ids(by_agent),
+            std::vector<std::string>({a1.reservation_id, a2.reservation_id}));
+  ReservationFilter by_path = f;
+  by_path.overlapping = "src/net/tcp.cc";
+  EXPECT_EQ(ids(by_path), std::vector<std::string>({a1.reservation_id}));
+  by_path.overlapping = "src";
+  EXPECT_EQ(ids(by_path),
+            std::vector<std::string>({a1.reservation_id, b1.reservation_id}));
+  ReservationFilter page = f;
+  page.limit = 2;
+  EXPECT_EQ(ids(page),
+            std::vector<std::string>({a1.reservation_id, a2.reservation_id}));
+  page.after_reservation_id = a2.reservation_id;
+  EXPECT_EQ(ids(page), std::vector<std::string>({b1.reservation_id}));
+}
+
+TEST_P(Reservations, CheckIsADryRunThatExemptsTheAsker) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord a = Granted(Request("agent-a", {"src"}));
+  Granted(Request("agent-b", {"docs"}, /*exclusive=*/false));
+  ReservationCheck check;
+  check.project_id = "prj_1";
+  check.agent_id = "agent-b";
+  check.exclusive = false;
+  check.patterns = {"src/a.cc", "docs/x.md"};
+  check.now_ms = kNow;
+  absl::StatusOr<std::vector<ReservationConflict>> c =
+      store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 1u);
+  EXPECT_EQ((*c)[0].reservation_id, a.reservation_id);
+  EXPECT_EQ((*c)[0].pattern, "src/a.cc");
+  check.agent_id = "agent-a";
+  c = store().CheckReservations(check);
+  ASSERT_TRUE(c.ok());
+  EXPECT_TRUE(c->empty());  // own exclusive; shared beside shared
+  EXPECT_EQ(Rows(), "2");
+  EXPECT_EQ(Query("SELECT last_token FROM hub_reservation_tokens"), "2");
+}
+
+TEST_P(Reservations, LimitsPerAgentAndPerProjectRefuseWithNothingWritten) {
+  Register("agent-a");
+  Register("agent-b");
+  ReservationRequest r = Request("agent-a", {"a"});
+  r.max_per_agent = 2;
+  Granted(r);
+  r.reservation_id = NewUuidV7();
+  r.patterns = {"b"};
+  Granted(r);
+  r.reservation_id = NewUuidV7();
+  r.patterns = {"c"};
+  absl::Status over = store().Reserve(r).status();
+  EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(ReasonOf(over), "LIMIT_EXCEEDED");
+  EXPECT_EQ(MetadataOf(over)["limit"], "max_reservations_per_agent");
+
+  // The project holds 2; with a limit of 3 one more fits, then none; an
+  // ended reservation stops counting at once.
+  ReservationRequest b = Request("agent-b", {"d"});
+  b.max_per_project = 3;
+  b.ttl_ms = 10;
+  Granted(b);
+  b.reservation_id = NewUuidV7();
+  b.patterns = {"e"};
+  absl::Status full = store().Reserve(b).status();
+  EXPECT_EQ(MetadataOf(full)["limit"], "max_reservations_per_project");
+  EXPECT_EQ(Rows(), "3");
+  b.now_ms = kNow + 10;  // "d" expired
+  Granted(b);
+  EXPECT_EQ(Rows(), "3");
+}
+
+// Exactly one of 64 racers wins an exclusive path each round; on
+// PostgreSQL the racers use two stores, as two hubs over one database.
+TEST_P(Reservations,
+       SixtyFourRacersForOverlappingExclusivePathsOneWinsEachRound) {
+  constexpr int kRacers = 64;
+  constexpr int kRounds = 5;
+  std::vector<std::unique_ptr<Store>> others;
+  std::vector<Store*> stores = {&store()};
+  if (postgres()) {
+    others.push_back(Open());
+    ASSERT_NE(others.back(), nullptr);
+    stores.push_back(others.back().get());
+  }
+  for (int i = 0; i < kRacers; ++i) Register(absl::StrCat("racer-", i));
+  for (int round = 0; round < kRounds; ++round) {
+    std::atomic<int> winners{0}, refused{0}, errors{0};
+    std::vector<std::string> won(kRacers);
+    std::vector<std::thread> threads;
+    for (int i = 0; i < kRacers; ++i) {
+      threads.emplace_back([&, i] {
+        // Different spellings of overlapping claims.
+        static const char* kPatterns[] = {"src", "src/a.cc", "src/*.cc",
+                                          "**/a.cc"};
+        ReservationRequest r =
+            Request(absl::StrCat("racer-", i), {kPatterns[i % 4]});
+        absl::StatusOr<ReservationOutcome> out =
+            stores[i % stores.size()]->Reserve(r);
+        if (!out.ok()) {
+          errors++;
+        } else if (out->granted.has_value()) {
+          winners++;
+          won[i] = out->granted->reservation_id;
+        } else {
+          refused++;
+        }
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    ASSERT_EQ(errors.load(), 0) << "round " << round;
+    ASSERT_EQ(winners.load(), 1) << "round " << round;
+    ASSERT_EQ(refused.load(), kRacers - 1);
+    ASSERT_EQ(Rows(), "1");
+    for (int i = 0; i < kRacers; ++i) {
+      if (won[i].empty()) continue;
+      ReservationRelease release;
+      release.reservation_id = won[i];
+      release.agent_id = absl::StrCat("racer-", i);
+      release.now_ms = kNow;
+      ASSERT_TRUE(store().ReleaseReservation(release).ok());
+    }
+  }
+  EXPECT_EQ(Query("SELECT last_token FROM hub_reservation_tokens"),
+            absl::StrCat(kRounds));
+}
+
+HUB_STORE_TEST_SUITE(Reservations);
+
+}  // namespace
+}  // namespace hub::storage
