@@ -27,6 +27,13 @@ ABSL_FLAG(int64_t, max_streams_per_principal, 20000,
 ABSL_FLAG(int64_t, max_pending_per_inbox, 10000,
           "unacknowledged messages an agent may have; a publish that would "
           "exceed it is refused whole");
+ABSL_FLAG(int64_t, max_reservations_per_agent, 256,
+          "live path reservations one agent may hold in one project; 0 = "
+          "unlimited");
+ABSL_FLAG(int64_t, max_reservations_per_project, 100000,
+          "path reservations one project may hold; 0 = unlimited");
+ABSL_FLAG(int64_t, max_patterns_per_reservation, 64,
+          "path patterns of one reservation (RESERVATION_TOO_MANY_PATTERNS)");
 ABSL_FLAG(double, requests_per_second, 100000,
           "sustained calls (and stream starts) per second per principal, a "
           "token bucket; 0 = unlimited");
@@ -76,6 +83,25 @@ absl::Status ApplyLimitFlags(HubServerOptions* options) {
       return OutOfRange(name, "within 1 .. 2^30");
     }
   }
+  for (const auto& [name, value] :
+       {std::pair<absl::string_view, int64_t>{
+            "max_reservations_per_agent",
+            absl::GetFlag(FLAGS_max_reservations_per_agent)},
+        {"max_reservations_per_project",
+         absl::GetFlag(FLAGS_max_reservations_per_project)}}) {
+    if (value < 0 || value > (int64_t{1} << 30)) {
+      return OutOfRange(name, "within 0 .. 2^30");
+    }
+  }
+  const int64_t patterns = absl::GetFlag(FLAGS_max_patterns_per_reservation);
+  if (patterns < 1 || patterns > 10000) {
+    return OutOfRange("max_patterns_per_reservation", "within 1 .. 10000");
+  }
+  options->reservations.max_per_agent =
+      absl::GetFlag(FLAGS_max_reservations_per_agent);
+  options->reservations.max_per_project =
+      absl::GetFlag(FLAGS_max_reservations_per_project);
+  options->reservations.max_patterns = patterns;
   if (absl::GetFlag(FLAGS_max_streams_per_principal) < 0) {
     return OutOfRange("max_streams_per_principal", "0 or more");
   }

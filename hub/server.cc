@@ -366,12 +366,19 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->activator_->AddAdapter(
       std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
   Activator* activator = server->activator_.get();
+  server->reservations_ = std::make_unique<ReservationBook>(
+      server->store_.get(), clock, options.reservations);
+  ReservationBook* reservations = server->reservations_.get();
   server->presence_->SetGoneListener(
-      [activator, activator_pool](const std::string& agent_id, int64_t,
-                                  AgentGoneReason reason) {
-        activator_pool->Schedule([activator, agent_id, reason] {
-          activator->OnAgentGone(agent_id, reason);
-        });
+      [activator, activator_pool, reservations](const std::string& agent_id,
+                                                int64_t generation,
+                                                AgentGoneReason reason) {
+        activator_pool->Schedule(
+            [activator, reservations, agent_id, generation, reason] {
+              activator->OnAgentGone(agent_id, reason);
+              // Its path reservations end with it (reservations.md).
+              reservations->OnAgentGone(agent_id, generation);
+            });
       });
   // A candidate that registers or attaches is a candidate event too.
   server->presence_->SetArrivalListener(
@@ -469,6 +476,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->presence_service_->SetCallGate(server->gate_.get());
   server->role_service_->SetCallGate(server->gate_.get());
   server->message_service_->SetCallGate(server->gate_.get());
+  server->reservation_service_ = std::make_unique<ReservationServiceImpl>(
+      server->reservations_.get(), server->write_pool_.get());
+  server->reservation_service_->SetAuthority(server->authority_.get());
+  server->reservation_service_->SetCallGate(server->gate_.get());
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -512,6 +523,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.RegisterService(server->presence_service_.get());
   builder.RegisterService(server->role_service_.get());
   builder.RegisterService(server->message_service_.get());
+  builder.RegisterService(server->reservation_service_.get());
   server->admin_service_ = std::make_unique<AdminServiceImpl>(
       server->store_.get(), server->write_pool_.get(),
       server->authority_.get());
@@ -580,6 +592,7 @@ void HubServer::RunTicker(absl::Duration interval,
     presence_->Tick();
     if (absl::Now() < next_tick) continue;  // woken for a grace only
     messaging_->Tick();
+    reservations_->Sweep();  // at most every 5 s
     // A hub that lost its seat decides nothing for roles until it is back.
     if (absl::Now() >= next_activator_tick &&
         (membership_ == nullptr || membership_->Serving().ok())) {

@@ -32,6 +32,7 @@
 #include "hub/message_service.h"
 #include "hub/metrics_http.h"
 #include "hub/presence_service.h"
+#include "hub/reservation_service.h"
 #include "hub/role_change_feed.h"
 #include "hub/role_service.h"
 #include "hub/server_tls.h"
@@ -40,6 +41,7 @@
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
+#include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
 #include "storage/database_lock.h"
@@ -81,6 +83,8 @@ struct HubServerOptions {
   PrincipalFn principal;
   // Message limits (payload size, pending per inbox, ...).
   MessagingConfig messaging;
+  // Path reservation limits (docs/design/limits.md).
+  ReservationLimits reservations;
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;
@@ -220,6 +224,8 @@ class HubServer {
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<CallGate> gate_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
+  std::unique_ptr<ReservationBook> reservations_;
+  std::unique_ptr<ReservationServiceImpl> reservation_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
   std::unique_ptr<MetricsHttpServer> metrics_http_;

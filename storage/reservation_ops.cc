@@ -174,12 +174,13 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
 absl::StatusOr<std::vector<ReservationConflict>> CheckWith(
     ReservationRows& rows, const ReservationCheck& check) {
   absl::StatusOr<std::vector<ReservationCandidate>> candidates =
-      rows.Candidates(check.project_id, CandidateKeysFor(check.patterns),
+      rows.Candidates(check.project_id,
+                      CandidateKeysFor(check.patterns, check.literal),
                       check.now_ms);
   if (!candidates.ok()) return candidates.status();
   return DecideConflicts(check.patterns, check.exclusive,
                          check.agent_id.value_or(""), *candidates,
-                         check.max_conflicts);
+                         check.max_conflicts, check.literal);
 }
 
 absl::StatusOr<ReservationRecord> RenewWith(ReservationRows& rows,

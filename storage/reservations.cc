@@ -1,6 +1,8 @@
 #include "storage/reservations.h"
 
+#include <algorithm>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -14,16 +16,27 @@ using paths::PathPattern;
 std::vector<ReservationConflict> DecideConflicts(
     const std::vector<std::string>& mine, bool exclusive,
     absl::string_view self, const std::vector<ReservationCandidate>& candidates,
-    size_t max_conflicts) {
+    size_t max_conflicts, bool literal) {
   if (max_conflicts == 0) max_conflicts = 1;
   std::vector<PathPattern> parsed;
   for (const std::string& p : mine) {
-    absl::StatusOr<PathPattern> pattern = PathPattern::Parse(p);
+    absl::StatusOr<PathPattern> pattern =
+        literal ? PathPattern::ParseLiteral(p) : PathPattern::Parse(p);
     if (pattern.ok()) parsed.push_back(*std::move(pattern));
   }
+  // One order on every engine: by reservation, then its pattern.
+  std::vector<const ReservationCandidate*> sorted;
+  sorted.reserve(candidates.size());
+  for (const ReservationCandidate& c : candidates) sorted.push_back(&c);
+  std::sort(sorted.begin(), sorted.end(),
+            [](const ReservationCandidate* x, const ReservationCandidate* y) {
+              return std::tie(x->reservation_id, x->pattern) <
+                     std::tie(y->reservation_id, y->pattern);
+            });
   std::vector<ReservationConflict> out;
   std::set<std::pair<std::string, size_t>> seen;
-  for (const ReservationCandidate& c : candidates) {
+  for (const ReservationCandidate* candidate : sorted) {
+    const ReservationCandidate& c = *candidate;
     if (!c.live) continue;
     if (!self.empty() && c.agent_id == self) continue;
     if (!exclusive && !c.exclusive) continue;  // shared beside shared
@@ -40,12 +53,13 @@ std::vector<ReservationConflict> DecideConflicts(
   return out;
 }
 
-CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns) {
+CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns,
+                               bool literal) {
   CandidateKeys keys;
   std::set<std::string> above;
   std::set<std::string> below;
   for (const std::string& p : patterns) {
-    const std::string prefix = ReservationPrefix(p);
+    const std::string prefix = ReservationPrefix(p, literal);
     if (prefix.empty()) {
       keys.whole_project = true;
       continue;
@@ -63,8 +77,9 @@ CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns) {
   return keys;
 }
 
-std::string ReservationPrefix(absl::string_view pattern) {
-  absl::StatusOr<PathPattern> p = PathPattern::Parse(pattern);
+std::string ReservationPrefix(absl::string_view pattern, bool literal) {
+  absl::StatusOr<PathPattern> p = literal ? PathPattern::ParseLiteral(pattern)
+                                          : PathPattern::Parse(pattern);
   return p.ok() ? p->literal_prefix() : "";
 }
 

@@ -90,6 +90,8 @@ struct ReservationCheck {
   std::optional<std::string> agent_id;
   bool exclusive = true;
   std::vector<std::string> patterns;  // normalized
+  // The patterns are paths of files: `*` and `?` are plain characters.
+  bool literal = false;
   int64_t now_ms = 0;
   size_t max_conflicts = 16;
 };
@@ -140,14 +142,15 @@ struct ReservationCandidate {
 
 // The conflict rules (docs/design/reservations.md, "Conflicts"): a live
 // candidate of another agent conflicts when either side is exclusive and
-// the two patterns overlap. Conflicts come back in candidate order, one per
-// (reservation, request pattern), at most max(max_conflicts, 1). `mine` and
-// the candidates' patterns are normalized; `self` empty means no agent is
-// exempt.
+// the two patterns overlap. Conflicts come back by (reservation id, its
+// pattern), one per (reservation, request pattern), at most
+// max(max_conflicts, 1). `mine` and the candidates' patterns are normalized;
+// `self` empty means no agent is exempt; `literal`: `mine` are paths
+// (PathPattern::ParseLiteral).
 std::vector<ReservationConflict> DecideConflicts(
     const std::vector<std::string>& mine, bool exclusive,
     absl::string_view self, const std::vector<ReservationCandidate>& candidates,
-    size_t max_conflicts);
+    size_t max_conflicts, bool literal = false);
 
 // The candidate query's keys for `patterns`: every prefix a conflicting row
 // can have at or above one of them (equality lookups), and the ranges below
@@ -157,10 +160,12 @@ struct CandidateKeys {
   std::vector<std::pair<std::string, std::string>> below;  // [low, high)
   bool whole_project = false;
 };
-CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns);
+CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns,
+                               bool literal = false);
 
-// The literal prefix of a normalized pattern (PathPattern::literal_prefix).
-std::string ReservationPrefix(absl::string_view pattern);
+// The literal prefix of a normalized pattern (PathPattern::literal_prefix);
+// of a path (`literal`), the path.
+std::string ReservationPrefix(absl::string_view pattern, bool literal = false);
 
 // FAILED_PRECONDITION / RESERVATION_CONFLICT naming the first conflict
 // (metadata reservation_id, holder_agent_id, held_pattern, pattern,

@@ -366,6 +366,38 @@ TEST_P(Reservations, CheckIsADryRunThatExemptsTheAsker) {
   EXPECT_EQ(Query("SELECT last_token FROM hub_reservation_tokens"), "2");
 }
 
+TEST_P(Reservations, ACheckOfLiteralPathsTakesGlobCharactersLiterally) {
+  Register("agent-a");
+  const ReservationRecord a = Granted(Request("agent-a", {"src/a.cc"}));
+  Granted(Request("agent-a", {"lib/**/gen"}));
+  ReservationCheck check;
+  check.project_id = "prj_1";
+  check.exclusive = false;
+  check.now_ms = kNow;
+  check.patterns = {"src/*"};
+  absl::StatusOr<std::vector<ReservationConflict>> c =
+      store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->size(), 1u);  // the pattern src/* covers src/a.cc
+  check.literal = true;      // the file named "*" in src does not
+  c = store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_TRUE(c->empty());
+  // Many paths at once: each found through its own prefixes.
+  check.patterns.clear();
+  for (int i = 0; i < 300; ++i) {
+    check.patterns.push_back(absl::StrCat("docs/", i, ".md"));
+  }
+  check.patterns.push_back("src/a.cc/x");
+  check.patterns.push_back("lib/x/y/gen/z.c");
+  c = store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 2u);
+  EXPECT_EQ((*c)[0].reservation_id, a.reservation_id);
+  EXPECT_EQ((*c)[0].pattern, "src/a.cc/x");
+  EXPECT_EQ((*c)[1].held_pattern, "lib/**/gen");
+}
+
 TEST_P(Reservations, LimitsPerAgentAndPerProjectRefuseWithNothingWritten) {
   Register("agent-a");
   Register("agent-b");

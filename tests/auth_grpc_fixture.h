@@ -23,6 +23,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "status/status.h"
 #include "tests/hub_test_util.h"
@@ -157,6 +158,7 @@ class AuthGrpcTest : public ::testing::Test {
     roles_ = hub::v1::RoleService::NewStub(channel);
     messages_ = hub::v1::MessageService::NewStub(channel);
     admin_ = hub::v1::AdminService::NewStub(channel);
+    reservations_ = hub::v1::ReservationService::NewStub(channel);
   }
 
   static std::shared_ptr<grpc::ChannelCredentials> Tls(
@@ -239,6 +241,7 @@ class AuthGrpcTest : public ::testing::Test {
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
   std::unique_ptr<hub::v1::AdminService::Stub> admin_;
+  std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
 };
 
 }  // namespace hub::auth_grpc

@@ -124,7 +124,8 @@ HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
       presence_(hub::v1::PresenceService::NewStub(channel_)),
       roles_(hub::v1::RoleService::NewStub(channel_)),
       messages_(hub::v1::MessageService::NewStub(channel_)),
-      admin_(hub::v1::AdminService::NewStub(channel_)) {}
+      admin_(hub::v1::AdminService::NewStub(channel_)),
+      reservations_(hub::v1::ReservationService::NewStub(channel_)) {}
 
 bool HubClient::WaitForConnected(absl::Duration timeout) const {
   return channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout));
@@ -179,6 +180,12 @@ HUB_CLIENT_UNARY(messages_, Ack)
 HUB_CLIENT_UNARY(messages_, ListPending)
 HUB_CLIENT_UNARY(messages_, ListDeadLetters)
 HUB_CLIENT_UNARY(messages_, ListTrace)
+HUB_CLIENT_UNARY(reservations_, Reserve)
+HUB_CLIENT_UNARY(reservations_, RenewReservation)
+HUB_CLIENT_UNARY(reservations_, ReleaseReservation)
+HUB_CLIENT_UNARY(reservations_, ListReservations)
+HUB_CLIENT_UNARY(reservations_, CheckReservations)
+HUB_CLIENT_UNARY(reservations_, ForceReleaseReservation)
 
 #undef HUB_CLIENT_UNARY
 

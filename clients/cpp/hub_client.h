@@ -25,6 +25,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 
 namespace hub::client {
@@ -173,6 +174,27 @@ class HubClient {
       const hub::v1::ListTraceRequest& request,
       const CallOptions& call = {}) const;
 
+  // ---- ReservationService ----
+  absl::StatusOr<hub::v1::ReserveResponse> Reserve(
+      const hub::v1::ReserveRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::RenewReservationResponse> RenewReservation(
+      const hub::v1::RenewReservationRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ReleaseReservationResponse> ReleaseReservation(
+      const hub::v1::ReleaseReservationRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListReservationsResponse> ListReservations(
+      const hub::v1::ListReservationsRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::CheckReservationsResponse> CheckReservations(
+      const hub::v1::CheckReservationsRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ForceReleaseReservationResponse>
+  ForceReleaseReservation(
+      const hub::v1::ForceReleaseReservationRequest& request,
+      const CallOptions& call = {}) const;
+
   // ---- AdminService ----
   // Streams a backup of the hub's database into `out` (docs/operations.md);
   // returns the bytes written. DATA_LOSS when the stream ended short of the
@@ -206,6 +228,7 @@ class HubClient {
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
   std::unique_ptr<hub::v1::AdminService::Stub> admin_;
+  std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
 };
 
 // A channel to `options.address` with the client's channel arguments, TLS
