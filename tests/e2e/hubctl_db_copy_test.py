@@ -22,7 +22,8 @@ PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 SCOPE = "scp_AAAAAAAAAAAAAAAAAAAAAA"
 TOKEN = "copy-test-admin-token-0123456789"
 TABLES = ["agents", "messages", "message_inbox", "dead_letters", "role_registry",
-          "role_candidates", "hub_agent_owners", "hub_closed_scopes"]
+          "role_candidates", "hub_agent_owners", "hub_closed_scopes",
+          "hub_reservation_tokens", "hub_reservations", "hub_reservation_patterns"]
 
 
 def hubctl_path():
@@ -167,6 +168,8 @@ class DbCopyTest(hubtest.PostgresTestCase):
         # A role message waits as backlog; closing the scope dead-letters it.
         ctl("publish", "topic:role:" + lead, "--from=session:agent-4")
         ctl("roles", "close", lead, "--reason=done with it")
+        ctl("reservations", "reserve", "src/**/*.cc", "docs", "--ttl=1h",
+            "--agent=session:agent-0", "--project=" + PROJECT, "--reason=copy me")
 
     def test_every_table_a_real_hubd_wrote_arrives_row_for_row(self):
         live = os.path.join(self.dir, "live.sqlite")

@@ -39,6 +39,7 @@ std::vector<Command> AgentCommands();    // agents
 std::vector<Command> RoleCommands();     // roles, candidates
 std::vector<Command> MessageCommands();  // publish, pending, ack, dead-letters
 std::vector<Command> DbCommands();       // db copy, db verify (offline)
+std::vector<Command> ReservationCommands();  // reservations ...
 
 // Role key arguments shared by role commands: a wire as the positional
 // argument at `index`, or --project/--kind[/--scope].

@@ -97,7 +97,7 @@ absl::Status ApplySecurityFlags(const Args& args,
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
   for (auto group : {HubCommands(), AgentCommands(), RoleCommands(),
-                     MessageCommands(), DbCommands()}) {
+                     MessageCommands(), ReservationCommands(), DbCommands()}) {
     all.insert(all.end(), group.begin(), group.end());
   }
   return all;

@@ -1,0 +1,223 @@
+#!/usr/bin/python3
+"""hubctl reservations against the real hubd and a real git repository:
+reserve, list, check, release; `check --staged` refusing staged files that
+another agent holds exclusively; and `install-hook`'s pre-commit hook, which
+keeps (chains) an existing hook, installs idempotently, refuses the commit
+naming the holder and the reservation, and lets it through once released."""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import unittest
+
+import grpc
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import hubtest  # noqa: E402
+
+PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
+OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, USAGE = 0, 3, 5, 9, 64
+COMMANDS = ["reservations list", "reservations reserve", "reservations renew",
+            "reservations release", "reservations force-release",
+            "reservations check", "reservations install-hook"]
+
+
+def hubctl_path():
+    return os.path.abspath(os.environ["HUBCTL"])
+
+
+def _field(number, payload):
+    data = payload.encode()
+    return bytes([number << 3 | 2, len(data)]) + data
+
+
+class HubctlReservationsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "reservations.sqlite"))
+        channel = grpc.insecure_channel(cls.hubd.address)
+        register = channel.unary_unary("/hub.v1.PresenceService/RegisterAgent")
+        for agent in ("agent-a", "agent-b"):
+            register(_field(1, agent) + bytes([2 << 3, 3]) + _field(8, PROJECT),
+                     timeout=10)
+        channel.close()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.hubd.stop()
+
+    def setUp(self):
+        self.repo = os.path.join(hubtest.tmpdir(), self._testMethodName)
+        shutil.rmtree(self.repo, ignore_errors=True)
+        os.makedirs(os.path.join(self.repo, "src"))
+        os.makedirs(os.path.join(self.repo, "docs"))
+        self.git("init", "-q")
+        self.git("config", "user.email", "test@example.com")
+        self.git("config", "user.name", "test")
+
+    def tearDown(self):
+        # Whatever a test reserved is released, so tests stay independent.
+        listed = json.loads(self.ok("--json", "reservations", "list",
+                                    "--project=" + PROJECT))
+        for r in listed.get("reservations", []):
+            self.ok("reservations", "force-release", r["reservationId"])
+
+    def env(self, agent):
+        env = dict(os.environ)
+        env["HUB_ADDR"] = self.hubd.address
+        env["HUB_PROJECT_ID"] = PROJECT
+        env.pop("HUB_AGENT_ID", None)
+        if agent:
+            env["HUB_AGENT_ID"] = agent
+        return env
+
+    def git(self, *args, agent=None):
+        return subprocess.run(["git", *args], cwd=self.repo, capture_output=True,
+                              text=True, timeout=60, env=self.env(agent))
+
+    def ctl(self, *args, agent=None, cwd=None):
+        r = subprocess.run([hubctl_path(), *args], capture_output=True, text=True,
+                           timeout=60, env=self.env(agent), cwd=cwd)
+        return r.returncode, r.stdout, r.stderr
+
+    def ok(self, *args, agent=None, cwd=None):
+        code, out, err = self.ctl(*args, agent=agent, cwd=cwd)
+        self.assertEqual(code, OK, "hubctl %s: %s" % (" ".join(args), err))
+        return out
+
+    def reserve(self, agent, *patterns):
+        out = self.ok("--json", "reservations", "reserve", *patterns, agent=agent)
+        return json.loads(out)["reservation"]
+
+    def write(self, path, text="x\n"):
+        with open(os.path.join(self.repo, path), "w") as f:
+            f.write(text)
+
+    def test_every_subcommand_has_its_own_help(self):
+        top = self.ok("--help")
+        for command in COMMANDS:
+            self.assertIn(command, top)
+            self.assertIn("Usage: hubctl " + command,
+                          self.ok(*command.split(), "--help"))
+
+    def test_reserve_list_check_and_release(self):
+        r = self.reserve("agent-a", "src/", "docs/*.md")
+        self.assertEqual(r["patterns"], ["src", "docs/*.md"])
+        self.assertGreater(int(r["token"]), 0)
+        self.assertIn(r["reservationId"], self.ok("reservations", "list"))
+        listed = json.loads(self.ok("--json", "reservations", "list",
+                                    "--path=docs/a.md"))
+        self.assertEqual([x["reservationId"] for x in listed["reservations"]],
+                         [r["reservationId"]])
+
+        code, _, err = self.ctl("--json", "reservations", "reserve", "src/a.c",
+                                "--shared", agent="agent-b")
+        self.assertEqual(code, FAILED_PRECONDITION, err)
+        error = json.loads(err)
+        self.assertEqual(error["reason"], "RESERVATION_CONFLICT")
+        self.assertEqual(error["metadata"]["holder_agent_id"], "agent-a")
+        self.assertEqual(error["metadata"]["reservation_id"], r["reservationId"])
+
+        code, _, err = self.ctl("reservations", "check", "src/a.c", agent="agent-b")
+        self.assertEqual(code, FAILED_PRECONDITION, err)
+        self.assertIn("agent-a", err)
+        self.assertIn(r["reservationId"], err)
+        self.ok("reservations", "check", "src/a.c", agent="agent-a")  # its own
+        self.ok("reservations", "check", "README", agent="agent-b")
+
+        code, _, err = self.ctl("--json", "reservations", "reserve", "/etc",
+                                agent="agent-b")
+        self.assertEqual(code, INVALID_ARGUMENT, err)
+        self.assertEqual(json.loads(err)["reason"], "RESERVATION_PATH_ABSOLUTE")
+        code, _, err = self.ctl("--json", "reservations", "release",
+                                r["reservationId"], agent="agent-b")
+        self.assertEqual(code, FAILED_PRECONDITION, err)
+        self.assertEqual(json.loads(err)["reason"], "RESERVATION_NOT_HOLDER")
+
+        self.ok("reservations", "release", r["reservationId"], agent="agent-a")
+        self.ok("reservations", "check", "src/a.c", agent="agent-b")
+        code, _, err = self.ctl("--json", "reservations", "release",
+                                r["reservationId"], agent="agent-a")
+        self.assertEqual(code, NOT_FOUND, err)
+
+    def test_check_staged_refuses_files_another_agent_holds_exclusively(self):
+        r = self.reserve("agent-a", "src")
+        self.reserve("agent-b", "docs")
+        self.write("src/a.c")
+        self.write("docs/x.md")
+        self.write("odd name*?.txt")
+        self.assertEqual(self.git("add", "-A").returncode, 0)
+        code, _, err = self.ctl("reservations", "check", "--staged",
+                                agent="agent-b", cwd=self.repo)
+        self.assertEqual(code, FAILED_PRECONDITION, err)
+        self.assertIn("src/a.c", err)
+        self.assertIn("agent-a", err)
+        self.assertIn(r["reservationId"], err)
+        self.assertNotIn("docs/x.md", err)  # agent-b's own
+        # --repo from elsewhere; the holder itself may commit.
+        code, _, err = self.ctl("reservations", "check", "--staged",
+                                "--repo=" + self.repo, agent="agent-a")
+        self.assertEqual(code, FAILED_PRECONDITION, err)  # agent-b's docs
+        self.assertIn("docs/x.md", err)
+        # A shared reservation does not stop a commit of another agent.
+        self.ok("reservations", "release", r["reservationId"], agent="agent-a")
+        self.ok("reservations", "reserve", "src", "--shared", agent="agent-a")
+        self.ok("reservations", "check", "--staged", agent="agent-b", cwd=self.repo)
+        code, _, err = self.ctl("reservations", "check", "--staged",
+                                cwd=hubtest.tmpdir(), agent="agent-b")
+        self.assertEqual(code, USAGE, err)  # not a git repository
+
+    def test_the_installed_hook_chains_an_existing_one_and_refuses_the_commit(self):
+        hooks = os.path.join(self.repo, ".git", "hooks")
+        os.makedirs(hooks, exist_ok=True)
+        ran = os.path.join(self.repo, "chained-ran")
+        with open(os.path.join(hooks, "pre-commit"), "w") as f:
+            f.write("#!/bin/sh\necho ran >> '%s'\n" % ran)
+        os.chmod(os.path.join(hooks, "pre-commit"), 0o755)
+
+        out = self.ok("--addr=" + self.hubd.address, "reservations", "install-hook",
+                      "--repo=" + self.repo)
+        self.assertIn("pre-commit.hub-chained", out)
+        with open(os.path.join(hooks, "pre-commit")) as f:
+            first = f.read()
+        # Again: the same hook, the original still chained, not chained twice.
+        out = self.ok("--addr=" + self.hubd.address, "reservations", "install-hook",
+                      cwd=self.repo)
+        self.assertIn("(unchanged)", out)
+        with open(os.path.join(hooks, "pre-commit")) as f:
+            self.assertEqual(f.read(), first)
+        with open(os.path.join(hooks, "pre-commit.hub-chained")) as f:
+            self.assertIn("chained-ran", f.read())
+
+        r = self.reserve("agent-a", "src/**/*.c")
+        self.write("src/main.c")
+        self.git("add", "src/main.c")
+        refused = self.git("commit", "-q", "-m", "edit", agent="agent-b")
+        self.assertNotEqual(refused.returncode, 0, refused.stdout)
+        self.assertIn("agent-a", refused.stderr)
+        self.assertIn(r["reservationId"], refused.stderr)
+        self.assertIn("src/main.c", refused.stderr)
+        with open(ran) as f:
+            self.assertEqual(f.read(), "ran\n")  # the chained hook ran first
+        self.assertNotEqual(self.git("rev-parse", "HEAD").returncode, 0)
+
+        # The holder commits; after its release so does anyone.
+        done = self.git("commit", "-q", "-m", "by the holder", agent="agent-a")
+        self.assertEqual(done.returncode, 0, done.stderr)
+        self.ok("reservations", "release", r["reservationId"], agent="agent-a")
+        self.write("src/main.c", "y\n")
+        self.git("add", "src/main.c")
+        done = self.git("commit", "-q", "-m", "after release", agent="agent-b")
+        self.assertEqual(done.returncode, 0, done.stderr)
+
+        # A failing chained hook still stops the commit.
+        with open(os.path.join(hooks, "pre-commit.hub-chained"), "w") as f:
+            f.write("#!/bin/sh\nexit 3\n")
+        self.write("docs/x.md")
+        self.git("add", "docs/x.md")
+        self.assertNotEqual(self.git("commit", "-q", "-m", "x").returncode, 0)
+
+
+if __name__ == "__main__":
+    hubtest.run_tests()
