@@ -240,20 +240,33 @@ std::string SegmentAlone(const Component& c) {
   return SegmentWitness(c, star);
 }
 
-// The pattern's components followed by the implied `**` (a pattern covers
-// what lies below what it matches), or a path's components alone.
-std::vector<Component> WithImpliedTail(const std::vector<Component>& c) {
-  std::vector<Component> out = c;
-  if (out.empty() || !out.back().any_components) {
-    Component tail;
-    tail.any_components = true;
-    out.push_back(std::move(tail));
+// A pattern's components, followed by the implied `**` (a pattern covers
+// what lies below what it matches) when `tail` is set and the last
+// component is not `**` already; a path's components alone. A view: no
+// copy per comparison.
+class Elements {
+ public:
+  Elements(const std::vector<Component>& c, bool tail)
+      : c_(c), tail_(tail && (c.empty() || !c.back().any_components)) {}
+  size_t size() const { return c_.size() + (tail_ ? 1 : 0); }
+  const Component& operator[](size_t i) const {
+    return i < c_.size() ? c_[i] : AnyComponents();
   }
-  return out;
-}
 
-Intersection ComponentIntersection(const std::vector<Component>& a,
-                                   const std::vector<Component>& b) {
+ private:
+  static const Component& AnyComponents() {
+    static const Component* any = [] {
+      auto* c = new Component;
+      c->any_components = true;
+      return c;
+    }();
+    return *any;
+  }
+  const std::vector<Component>& c_;
+  const bool tail_;
+};
+
+Intersection ComponentIntersection(const Elements& a, const Elements& b) {
   return Intersection(
       a.size(), b.size(), [&a](size_t i) { return a[i].any_components; },
       [&b](size_t j) { return b[j].any_components; },
@@ -356,19 +369,20 @@ absl::StatusOr<PathPattern> PathPattern::ParseAs(absl::string_view text,
 }
 
 bool PathPattern::Matches(const PathPattern& path) const {
-  const std::vector<Component> a = WithImpliedTail(components_);
-  return ComponentIntersection(a, path.components_).Run();
+  const Elements a(components_, /*tail=*/true);
+  const Elements b(path.components_, /*tail=*/false);
+  return ComponentIntersection(a, b).Run();
 }
 
 bool PathPattern::Overlaps(const PathPattern& other) const {
-  const std::vector<Component> a = WithImpliedTail(components_);
-  const std::vector<Component> b = WithImpliedTail(other.components_);
+  const Elements a(components_, /*tail=*/true);
+  const Elements b(other.components_, /*tail=*/true);
   return ComponentIntersection(a, b).Run();
 }
 
 std::string PathPattern::Witness(const PathPattern& other) const {
-  const std::vector<Component> a = WithImpliedTail(components_);
-  const std::vector<Component> b = WithImpliedTail(other.components_);
+  const Elements a(components_, /*tail=*/true);
+  const Elements b(other.components_, /*tail=*/true);
   Intersection in = ComponentIntersection(a, b);
   if (!in.Run()) return "";
   std::vector<std::string> parts;

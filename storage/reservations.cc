@@ -1,6 +1,7 @@
 #include "storage/reservations.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 #include <tuple>
 #include <utility>
@@ -13,17 +14,76 @@ namespace hub::storage {
 
 using paths::PathPattern;
 
+namespace {
+
+// The request's patterns by literal prefix, so that each candidate is
+// compared only with the patterns it can overlap: two patterns overlap only
+// when one's prefix is a component prefix of the other's (paths/
+// path_pattern.h; checked by its property test).
+class MinePatterns {
+ public:
+  MinePatterns(const std::vector<std::string>& mine, bool literal) {
+    for (const std::string& p : mine) {
+      absl::StatusOr<PathPattern> pattern =
+          literal ? PathPattern::ParseLiteral(p) : PathPattern::Parse(p);
+      if (!pattern.ok()) continue;
+      const size_t i = parsed_.size();
+      parsed_.push_back(*std::move(pattern));
+      const std::string& prefix = parsed_.back().literal_prefix();
+      if (prefix.empty()) {
+        everywhere_.push_back(i);
+      } else {
+        by_prefix_[prefix].push_back(i);
+        sorted_.emplace_back(prefix, i);
+      }
+    }
+    std::sort(sorted_.begin(), sorted_.end());
+  }
+
+  const PathPattern& operator[](size_t i) const { return parsed_[i]; }
+
+  // The request patterns that can overlap a held pattern whose literal
+  // prefix is `q`, in request order.
+  std::vector<size_t> Near(absl::string_view q) const {
+    if (q.empty()) {
+      std::vector<size_t> all(parsed_.size());
+      for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+      return all;
+    }
+    std::vector<size_t> out = everywhere_;
+    for (const std::string& a : paths::PrefixAndAncestors(q)) {  // at/above q
+      if (a.empty()) continue;
+      auto it = by_prefix_.find(a);
+      if (it != by_prefix_.end()) {
+        out.insert(out.end(), it->second.begin(), it->second.end());
+      }
+    }
+    const paths::PrefixRange below = paths::BelowPrefix(q);  // below q
+    for (auto it = std::lower_bound(sorted_.begin(), sorted_.end(),
+                                    std::make_pair(below.low, size_t{0}));
+         it != sorted_.end() && it->first < below.high; ++it) {
+      out.push_back(it->second);
+    }
+    std::sort(out.begin(), out.end());
+    out.erase(std::unique(out.begin(), out.end()), out.end());
+    return out;
+  }
+
+ private:
+  std::vector<PathPattern> parsed_;
+  std::vector<size_t> everywhere_;
+  std::map<std::string, std::vector<size_t>> by_prefix_;
+  std::vector<std::pair<std::string, size_t>> sorted_;
+};
+
+}  // namespace
+
 std::vector<ReservationConflict> DecideConflicts(
     const std::vector<std::string>& mine, bool exclusive,
     absl::string_view self, const std::vector<ReservationCandidate>& candidates,
     size_t max_conflicts, bool literal) {
   if (max_conflicts == 0) max_conflicts = 1;
-  std::vector<PathPattern> parsed;
-  for (const std::string& p : mine) {
-    absl::StatusOr<PathPattern> pattern =
-        literal ? PathPattern::ParseLiteral(p) : PathPattern::Parse(p);
-    if (pattern.ok()) parsed.push_back(*std::move(pattern));
-  }
+  const MinePatterns parsed(mine, literal);
   // One order on every engine: by reservation, then its pattern.
   std::vector<const ReservationCandidate*> sorted;
   sorted.reserve(candidates.size());
@@ -42,7 +102,7 @@ std::vector<ReservationConflict> DecideConflicts(
     if (!exclusive && !c.exclusive) continue;  // shared beside shared
     absl::StatusOr<PathPattern> held = PathPattern::Parse(c.pattern);
     if (!held.ok()) continue;  // not written by a hub: cannot be matched
-    for (size_t i = 0; i < parsed.size(); ++i) {
+    for (size_t i : parsed.Near(held->literal_prefix())) {
       if (!parsed[i].Overlaps(*held)) continue;
       if (!seen.insert({c.reservation_id, i}).second) continue;
       out.push_back({c.reservation_id, c.agent_id, c.exclusive, c.token,

@@ -34,8 +34,17 @@ namespace {
 constexpr char kCandidatesAllSql[] = HUB_RES_CANDIDATE;
 constexpr char kCandidatesAtSql[] =
     HUB_RES_CANDIDATE "AND p.prefix IN (SELECT value FROM json_each(?3))";
+// Every range below the request's prefixes in one statement: ?3 is the
+// JSON array of the ranges' low ends (prefix + "/"); each high end is the
+// low end with its "/" turned into "0". CROSS JOIN keeps the list outside,
+// so each range is one index range scan.
 constexpr char kCandidatesBelowSql[] =
-    HUB_RES_CANDIDATE "AND p.prefix >= ?3 AND p.prefix < ?4";
+    "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, "
+    "r.expires_at_ms, " HUB_RES_LIVE
+    " FROM json_each(?3) AS k CROSS JOIN hub_reservation_patterns AS p "
+    "JOIN hub_reservations r ON r.reservation_id = p.reservation_id "
+    "WHERE p.project_id = ?2 AND p.prefix >= k.value "
+    "AND p.prefix < substr(k.value, 1, length(k.value) - 1) || '0'";
 
 ReservationCandidate ReadCandidate(const Stmt& s) {
   ReservationCandidate c;
@@ -133,10 +142,13 @@ class SqliteReservationRows final : public ReservationRows {
       s->Bind(3, rows::JsonStringArray(keys.at_or_above));
       if (absl::Status st = run(*s); !st.ok()) return st;
     }
-    for (const auto& [low, high] : keys.below) {
+    if (!keys.below.empty()) {
+      std::vector<std::string> lows;
+      for (const auto& range : keys.below) lows.push_back(range.first);
       absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesBelowSql);
       if (!s.ok()) return s.status();
-      s->Bind(1, now_ms).Bind(2, project_id).Bind(3, low).Bind(4, high);
+      s->Bind(1, now_ms).Bind(2, project_id);
+      s->Bind(3, rows::JsonStringArray(lows));
       if (absl::Status st = run(*s); !st.ok()) return st;
     }
     return out;
