@@ -79,6 +79,20 @@ HubMetrics::HubMetrics()
           "Role writes the transition kernel refused (INVALID_ROLE_TRANSITION: "
           "no table row for the state and trigger); nothing was written.",
           {"from", "trigger"})),
+      reservations_granted(registry_.AddCounter(
+          "hub_reservations_granted_total",
+          "Path reservations granted (durable before the reply).")),
+      reservations_conflicts(registry_.AddCounter(
+          "hub_reservations_conflicts_total",
+          "Reserve calls refused with RESERVATION_CONFLICT (nothing "
+          "written).")),
+      reservations_ended(registry_.AddCounter(
+          "hub_reservations_ended_total",
+          "Path reservations that ended, by reason: released (by the "
+          "holder), forced (by an operator), expired (TTL, found by the "
+          "sweep), holder_gone (stream grace ran out, offline, deregistered "
+          "or registered again).",
+          {"reason"})),
       commit_group_size(registry_.AddHistogram(
           "hub_store_commit_group_size",
           "Write operations per group commit (one transaction, one sync).", {},
@@ -87,6 +101,30 @@ HubMetrics::HubMetrics()
           "hub_store_commit_duration_seconds",
           "Time of one group commit, BEGIN to COMMIT (includes the sync).", {},
           LatencyBuckets())) {}
+
+void HubMetrics::OnReservations(ReservationEvent event, int64_t n) {
+  if (n <= 0) return;
+  switch (event) {
+    case ReservationEvent::kGranted:
+      reservations_granted->Add({}, n);
+      return;
+    case ReservationEvent::kConflict:
+      reservations_conflicts->Add({}, n);
+      return;
+    case ReservationEvent::kReleased:
+      reservations_ended->Add({"released"}, n);
+      return;
+    case ReservationEvent::kForced:
+      reservations_ended->Add({"forced"}, n);
+      return;
+    case ReservationEvent::kExpired:
+      reservations_ended->Add({"expired"}, n);
+      return;
+    case ReservationEvent::kHolderGone:
+      reservations_ended->Add({"holder_gone"}, n);
+      return;
+  }
+}
 
 void HubMetrics::SeedRoles(const std::vector<storage::RoleRecord>& rows) {
   absl::MutexLock lock(&roles_mu_);

@@ -16,6 +16,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hub/metrics.h"
+#include "registry/reservations.h"
 #include "registry/role_registry.h"
 #include "storage/store.h"
 
@@ -51,6 +52,10 @@ class HubMetrics {
   // to), refused by pair (from, trigger).
   CounterFamily* const role_kernel_transitions;
   CounterFamily* const role_transitions_refused;
+  // Path reservations (docs/design/reservations.md).
+  CounterFamily* const reservations_granted;
+  CounterFamily* const reservations_conflicts;  // reserves refused
+  CounterFamily* const reservations_ended;      // by reason
   // Storage.
   HistogramFamily* const commit_group_size;
   HistogramFamily* const commit_seconds;
@@ -67,6 +72,9 @@ class HubMetrics {
 
   // A group commit of `ops` operations that took `latency` (BEGIN .. COMMIT).
   void OnGroupCommitted(int ops, absl::Duration latency);
+  // `n` path reservations changed as `event` says (ReservationBook's
+  // observer).
+  void OnReservations(ReservationEvent event, int64_t n);
   // A message the expiry sweep dead-lettered.
   void OnDeadLetter(const storage::MessageRecord& message,
                     const storage::ExpiryTransition& transition);

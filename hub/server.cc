@@ -369,6 +369,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->reservations_ = std::make_unique<ReservationBook>(
       server->store_.get(), clock, options.reservations);
   ReservationBook* reservations = server->reservations_.get();
+  reservations->SetObserver([metrics](ReservationEvent event, int64_t n) {
+    metrics->OnReservations(event, n);
+  });
   server->presence_->SetGoneListener(
       [activator, activator_pool, reservations](const std::string& agent_id,
                                                 int64_t generation,

@@ -44,6 +44,13 @@ ReservationBook::ReservationBook(storage::Store* store, const Clock* clock,
       new_id_(new_id ? std::move(new_id)
                      : [] { return storage::NewUuidV7(); }) {}
 
+void ReservationBook::Count(std::atomic<int64_t>& counter,
+                            ReservationEvent event, int64_t n) {
+  if (n <= 0) return;
+  counter.fetch_add(n, std::memory_order_relaxed);
+  if (observer_) observer_(event, n);
+}
+
 int64_t ReservationBook::NowMs() const {
   return absl::ToUnixMillis(clock_->Now());
 }
@@ -113,10 +120,10 @@ absl::StatusOr<ReservationRecord> ReservationBook::Reserve(
   absl::StatusOr<storage::ReservationOutcome> out = store_->Reserve(r);
   if (!out.ok()) return out.status();
   if (!out->granted.has_value()) {
-    conflicts_.fetch_add(1, std::memory_order_relaxed);
+    Count(conflicts_, ReservationEvent::kConflict, 1);
     return storage::ReservationConflictError(out->conflicts);
   }
-  granted_.fetch_add(1, std::memory_order_relaxed);
+  Count(granted_, ReservationEvent::kGranted, 1);
   return *std::move(out->granted);
 }
 
@@ -152,7 +159,7 @@ absl::StatusOr<std::optional<ReservationRecord>> ReservationBook::Release(
   absl::StatusOr<std::optional<ReservationRecord>> left =
       store_->ReleaseReservation(r);
   if (left.ok() && !left->has_value()) {
-    released_.fetch_add(1, std::memory_order_relaxed);
+    Count(released_, ReservationEvent::kReleased, 1);
   }
   return left;
 }
@@ -177,7 +184,7 @@ absl::StatusOr<ReservationRecord> ReservationBook::ForceRelease(
   absl::StatusOr<std::optional<ReservationRecord>> left =
       store_->ReleaseReservation(r);
   if (!left.ok()) return left.status();
-  forced_.fetch_add(1, std::memory_order_relaxed);
+  Count(forced_, ReservationEvent::kForced, 1);
   return held;
 }
 
@@ -256,7 +263,7 @@ void ReservationBook::OnAgentGone(const std::string& agent_id,
   absl::StatusOr<int64_t> n =
       store_->ReleaseAgentReservations(agent_id, generation);
   // A failure leaves them to the sweep; they are not live either way.
-  if (n.ok()) holder_gone_.fetch_add(*n, std::memory_order_relaxed);
+  if (n.ok()) Count(holder_gone_, ReservationEvent::kHolderGone, *n);
 }
 
 int64_t ReservationBook::Sweep(absl::Duration interval) {
@@ -269,8 +276,8 @@ int64_t ReservationBook::Sweep(absl::Duration interval) {
   absl::StatusOr<std::pair<int64_t, int64_t>> swept =
       store_->SweepReservations(now);
   if (!swept.ok()) return 0;  // the next pass tries again
-  expired_.fetch_add(swept->first, std::memory_order_relaxed);
-  holder_gone_.fetch_add(swept->second, std::memory_order_relaxed);
+  Count(expired_, ReservationEvent::kExpired, swept->first);
+  Count(holder_gone_, ReservationEvent::kHolderGone, swept->second);
   return swept->first + swept->second;
 }
 

@@ -42,6 +42,16 @@ struct ReservationCounters {
   int64_t holder_gone = 0;  // deleted because the holder left
 };
 
+// What a ReservationBook observer is told about.
+enum class ReservationEvent {
+  kGranted,
+  kConflict,
+  kReleased,
+  kForced,
+  kExpired,
+  kHolderGone,
+};
+
 struct PathReserveInput {
   std::string project_id;
   std::string agent_id;
@@ -119,6 +129,11 @@ class ReservationBook {
   int64_t Sweep(absl::Duration interval = absl::Seconds(5));
 
   ReservationCounters counters() const;
+  // Told about every change counted in counters(), with how many; set
+  // before serving (metrics). Default: nothing.
+  void SetObserver(std::function<void(ReservationEvent, int64_t)> observer) {
+    observer_ = std::move(observer);
+  }
 
   // The normalized, distinct patterns, or the first pattern reason.
   // `literal`: paths.
@@ -127,12 +142,14 @@ class ReservationBook {
 
  private:
   int64_t NowMs() const;
+  void Count(std::atomic<int64_t>& counter, ReservationEvent event, int64_t n);
   absl::StatusOr<int64_t> TtlMs(std::optional<absl::Duration> ttl) const;
 
   storage::Store* const store_;
   const Clock* const clock_;
   const ReservationLimits limits_;
   std::function<std::string()> new_id_;
+  std::function<void(ReservationEvent, int64_t)> observer_;
   std::atomic<int64_t> last_sweep_ms_{0};
   std::atomic<int64_t> granted_{0}, conflicts_{0}, released_{0}, forced_{0},
       expired_{0}, holder_gone_{0};

@@ -34,8 +34,9 @@ class ReservationBookTest : public ::testing::Test {
     r.now_ms = absl::ToUnixMillis(clock_.Now());
     ASSERT_TRUE(store_->RegisterAgent(r).ok());
   }
-  PathReserveInput In(const std::string& agent, std::vector<std::string> patterns,
-                  bool exclusive = true) {
+  PathReserveInput In(const std::string& agent,
+                      std::vector<std::string> patterns,
+                      bool exclusive = true) {
     PathReserveInput in;
     in.project_id = kProject;
     in.agent_id = agent;
@@ -151,6 +152,23 @@ TEST_F(ReservationBookTest, AGoneAgentsReservationsEndAndTheSweepCountsExpiry) {
   EXPECT_EQ(book_->Sweep(absl::Seconds(5)), 1);  // "b" expired
   EXPECT_EQ(book_->Sweep(absl::Seconds(5)), 0);  // not again this soon
   EXPECT_EQ(book_->counters().expired, 1);
+}
+
+TEST_F(ReservationBookTest, TheObserverHearsEveryCountedChange) {
+  std::map<ReservationEvent, int64_t> heard;
+  book_->SetObserver(
+      [&heard](ReservationEvent e, int64_t n) { heard[e] += n; });
+  absl::StatusOr<storage::ReservationRecord> a =
+      book_->Reserve(In("agent-a", {"src"}));
+  ASSERT_TRUE(a.ok());
+  EXPECT_FALSE(book_->Reserve(In("agent-b", {"src/x"})).ok());
+  ASSERT_TRUE(book_->Release(a->reservation_id, "agent-a", a->token, {}).ok());
+  ASSERT_TRUE(book_->Reserve(In("agent-b", {"src/x"})).ok());
+  book_->OnAgentGone("agent-b", 1);
+  EXPECT_EQ(heard[ReservationEvent::kGranted], 2);
+  EXPECT_EQ(heard[ReservationEvent::kConflict], 1);
+  EXPECT_EQ(heard[ReservationEvent::kReleased], 1);
+  EXPECT_EQ(heard[ReservationEvent::kHolderGone], 1);
 }
 
 TEST_F(ReservationBookTest, ForceReleaseReturnsTheReservationAsItWas) {
