@@ -23,6 +23,11 @@ const ADVICE_BY_REASON = {
   AGENT_NOT_FOUND: 'check the agent id with hub_list_agents',
   MESSAGE_NOT_FOUND: 'give the trace_id hub_send returned, or check the message id',
   ACTIVATION_NOT_FOUND: 'no such activation arrived in this session; see hub_whoami',
+  RESERVATION_CONFLICT: 'another agent holds an overlapping reservation (metadata: ' +
+    'holder_agent_id, held_pattern, expires_at_ms): edit other paths, ask the holder ' +
+    '(hub_send), or try again after it expires',
+  RESERVATION_NOT_FOUND: 'the reservation ended (released, expired, or this session was gone); ' +
+    'list yours with hub_reservations and reserve again if needed',
 };
 const ADVICE_BY_CODE = {
   INVALID_ARGUMENT: 'fix the argument named in the message and call again',

@@ -50,6 +50,9 @@ const FIELD_REASONS = {
   scope_id: 'SCOPE_ID_INVALID', role_key_wire: 'ROLE_KEY_WIRE_INVALID',
   message_ids: 'MESSAGE_ID_INVALID', message_id: 'MESSAGE_ID_INVALID', type: 'MESSAGE_TYPE_INVALID',
   role: 'ROLE_KIND_UNSUPPORTED', page_token: 'PAGE_TOKEN_INVALID',
+  patterns: 'RESERVATION_PATH_INVALID', paths: 'RESERVATION_PATH_INVALID',
+  path: 'RESERVATION_PATH_INVALID', reservation_id: 'RESERVATION_ID_INVALID',
+  reason: 'RESERVATION_REASON_INVALID',
 };
 
 // ---- resolution ---------------------------------------------------------------
@@ -475,5 +478,102 @@ tool('hub_role_ack_activation',
       structured: { role_key_wire: a.roleKeyWire, epoch: a.epoch, idempotent: result.idempotent,
         backlog_delivered_count: result.backlogDeliveredCount } };
   });
+
+// ---- path reservations (docs/design/reservations.md) ----------------------------
+const PATTERN = { type: 'string', minLength: 1, maxLength: 1024,
+  description: 'relative to the repository root, / between components: a file (src/a.cc), ' +
+    'a directory (src/, covering everything below it), * and ? inside a component, ** across ' +
+    'components (src/**/*.cc)' };
+
+function projectOf(ctx) {
+  const projectId = ctx.identity.projectId;
+  if (!projectId) throw new ToolError('SCOPE_REQUIRED', 'this session has no project');
+  return projectId;
+}
+
+function renderReservation(r) {
+  return { reservation_id: r.reservationId, agent_id: r.agentId, project_id: r.projectId,
+    mode: lower('RESERVATION_MODE_', r.mode), token: Number(r.token), patterns: r.patterns,
+    reason: r.reason, expires_at: iso(r.expiresAt) };
+}
+
+function renderConflict(c) {
+  return { reservation_id: c.reservationId, holder_agent_id: c.holderAgentId,
+    mode: lower('RESERVATION_MODE_', c.mode), token: Number(c.token), held_pattern: c.heldPattern,
+    pattern: c.pattern, expires_at: iso(c.expiresAt) };
+}
+
+tool('hub_reserve',
+  'Reserves files and folders of this project before editing them, all or none: exclusive ' +
+  '(default: no other agent may reserve anything overlapping) or shared (only exclusive ' +
+  'reservations of others conflict). Ends by itself after ttl_seconds or when this session ' +
+  'ends. Returns the reservation id and its fencing token.',
+  object({
+    patterns: { type: 'array', minItems: 1, maxItems: 64, items: PATTERN },
+    shared: { type: 'boolean', default: false },
+    ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_TTL_S, default: 300,
+      description: 'how long, 1 .. 86400 s; renew by reserving again' },
+    reason: { type: 'string', maxLength: 512, description: 'why, shown to others' },
+  }, ['patterns']),
+  async (args, ctx) => {
+    const req = { projectId: projectOf(ctx), agentId: ctx.identity.agentId, patterns: args.patterns,
+      mode: args.shared ? 'RESERVATION_MODE_SHARED' : 'RESERVATION_MODE_EXCLUSIVE',
+      ttl: duration((args.ttl_seconds || 300) * 1000), reason: args.reason || '' };
+    if (ctx.session.presenceGeneration) req.presenceGeneration = ctx.session.presenceGeneration;
+    const { reservation } = await ctx.client.reservations.reserve(req);
+    const structured = renderReservation(reservation);
+    return { text: `reserved ${structured.patterns.join(' ')} (${structured.mode}) as ` +
+      `${structured.reservation_id}, fencing token ${structured.token}, until ${structured.expires_at}`,
+    structured };
+  });
+
+tool('hub_release',
+  'Releases a reservation of this session, or some of its patterns.',
+  object({
+    reservation_id: { type: 'string', minLength: 1, maxLength: 64 },
+    patterns: { type: 'array', maxItems: 64, items: PATTERN,
+      description: 'release only these (default: the whole reservation)' },
+  }, ['reservation_id']),
+  async (args, ctx) => {
+    const r = await ctx.client.reservations.releaseReservation({ reservationId: args.reservation_id,
+      agentId: ctx.identity.agentId, patterns: args.patterns || [] });
+    const left = r.ended ? null : renderReservation(r.reservation);
+    return { text: r.ended ? `released ${args.reservation_id}`
+      : `released part of ${args.reservation_id}; still held: ${left.patterns.join(' ')}`,
+    structured: { ended: r.ended, reservation: left } };
+  }, { idempotentHint: false });
+
+tool('hub_reservations',
+  'Lists live reservations of this project: this session\'s own by default, or everyone\'s ' +
+  '(all), optionally only those overlapping a path.',
+  object({ all: { type: 'boolean', default: false }, path: PATTERN,
+    page_size: pageSize(1000, 100), page_token: pageToken }),
+  async (args, ctx) => {
+    const req = { projectId: projectOf(ctx), agentId: args.all ? '' : ctx.identity.agentId,
+      path: args.path || '', pageSize: args.page_size || 100, pageToken: args.page_token || '' };
+    const r = await ctx.client.reservations.listReservations(req);
+    const reservations = r.reservations.map(renderReservation);
+    const text = reservations.length === 0 ? 'no reservations' : reservations.map((x) =>
+      `${x.reservation_id} ${x.agent_id} ${x.mode} token ${x.token} until ${x.expires_at}: ` +
+      x.patterns.join(' ')).join('\n');
+    return { text, structured: { reservations, next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true });
+
+tool('hub_check_paths',
+  'Which reservations of other agents editing these files would collide with (a dry run, ' +
+  'nothing is reserved): by default those that hold them exclusively; with exclusive, also ' +
+  'shared ones (what an exclusive hub_reserve would meet).',
+  object({ paths: { type: 'array', minItems: 1, maxItems: 10000, items: PATTERN },
+    exclusive: { type: 'boolean', default: false } }, ['paths']),
+  async (args, ctx) => {
+    const r = await ctx.client.reservations.checkReservations({ projectId: projectOf(ctx),
+      agentId: ctx.identity.agentId, patterns: args.paths, literal: true,
+      mode: args.exclusive ? 'RESERVATION_MODE_EXCLUSIVE' : 'RESERVATION_MODE_SHARED' });
+    const conflicts = r.conflicts.map(renderConflict);
+    const text = conflicts.length === 0 ? 'no other agent holds these paths' : conflicts.map((c) =>
+      `${c.pattern}: held by ${c.holder_agent_id} (${c.mode}, ${c.held_pattern}, reservation ` +
+      `${c.reservation_id}, until ${c.expires_at})`).join('\n');
+    return { text, structured: { conflicts } };
+  }, { readOnlyHint: true });
 
 module.exports = { TOOLS, FIELD_REASONS, MAX_QUESTION, MAX_TTL_S };

@@ -35,7 +35,8 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   const byName = Object.fromEntries(tools.map((t) => [t.name, t]));
   for (const name of ['hub_whoami', 'hub_list_agents', 'hub_send', 'hub_inbox', 'hub_ack', 'hub_ask',
     'hub_reply', 'hub_message_status', 'hub_role_get', 'hub_role_list', 'hub_role_candidates',
-    'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation', 'hub_role_step_down']) {
+    'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation', 'hub_role_step_down',
+    'hub_reserve', 'hub_release', 'hub_reservations', 'hub_check_paths']) {
     assert.ok(byName[name], `tool ${name}`);
     assert.equal(byName[name].inputSchema.type, 'object');
   }
@@ -48,6 +49,8 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   assert.equal(byName.hub_inbox.inputSchema.properties.limit.maximum, 100);
   assert.equal(byName.hub_ack.inputSchema.properties.message_ids.maxItems, 100);
   assert.equal(byName.hub_list_agents.inputSchema.properties.page_size.maximum, 1000);
+  assert.equal(byName.hub_reserve.inputSchema.properties.patterns.maxItems, 64);
+  assert.equal(byName.hub_check_paths.inputSchema.properties.paths.maxItems, 10000);
 });
 
 test('whoami: agent id, generation, hub identity, project', async () => {
@@ -320,4 +323,42 @@ test('SIGTERM and SIGINT also say goodbye (Deregister) before exiting', async ()
     const { agent } = await hub.presence.getAgent({ agentId: id });
     assert.equal(agent.status, 'AGENT_STATUS_OFFLINE', signal);
   }
+});
+
+test('reservations: A reserves, B meets the conflict and sees it in a check, A releases; ' +
+  'a session that ends leaves nothing reserved', async () => {
+  const a = await mcp('mcp-resv-a');
+  const b = await mcp('mcp-resv-b');
+  await attached(a);
+  await attached(b);
+  const got = await a.call('hub_reserve', { patterns: ['src/net/', 'docs/*.md'], reason: 'refactor' });
+  assert.equal(got.isError, undefined, JSON.stringify(got));
+  const mine = got.structuredContent;
+  assert.deepEqual(mine.patterns, ['src/net', 'docs/*.md']);
+  assert.equal(mine.mode, 'exclusive');
+  assert.ok(mine.token >= 1);
+
+  assert.match(errorText(await b.call('hub_reserve', { patterns: ['src/**/*.cc'], shared: true })),
+    /^RESERVATION_CONFLICT: .*mcp-resv-a/);
+  const check = await b.call('hub_check_paths', { paths: ['src/net/tcp.cc', 'README.md'] });
+  assert.deepEqual(check.structuredContent.conflicts.map((c) => [c.pattern, c.holder_agent_id]),
+    [['src/net/tcp.cc', 'mcp-resv-a']]);
+  assert.match(errorText(await a.call('hub_reserve', { patterns: ['/etc/passwd'] })),
+    /^RESERVATION_PATH_ABSOLUTE: /);
+
+  const listed = await a.call('hub_reservations', {});
+  assert.deepEqual(listed.structuredContent.reservations.map((r) => r.reservation_id), [mine.reservation_id]);
+  const part = await a.call('hub_release', { reservation_id: mine.reservation_id, patterns: ['docs/*.md'] });
+  assert.deepEqual(part.structuredContent.reservation.patterns, ['src/net']);
+  const all = await a.call('hub_release', { reservation_id: mine.reservation_id });
+  assert.equal(all.structuredContent.ended, true);
+  const bs = await b.call('hub_reserve', { patterns: ['src/net/tcp.cc'] });
+  assert.equal(bs.isError, undefined, JSON.stringify(bs));
+
+  // B's session ends (stdin closed: deregistered): its reservation ends with it.
+  await b.close();
+  await waitFor('B\'s reservation ended', async () =>
+    (await a.call('hub_check_paths', { paths: ['src/net/tcp.cc'] })).structuredContent.conflicts.length === 0);
+  const again = await a.call('hub_reserve', { patterns: ['src/net'] });
+  assert.equal(again.isError, undefined, JSON.stringify(again));
 });

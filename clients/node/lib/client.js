@@ -26,6 +26,7 @@ const SERVICES = {
   presence: 'PresenceService',
   roles: 'RoleService',
   messages: 'MessageService',
+  reservations: 'ReservationService',
 };
 
 // PEM text from a Buffer, PEM text, or a file path.

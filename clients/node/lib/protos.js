@@ -19,6 +19,7 @@ const HUB_FILES = [
   'hub/v1/presence.proto',
   'hub/v1/role_service.proto',
   'hub/v1/message.proto',
+  'hub/v1/reservation.proto',
 ];
 const DEBIAN_INCLUDE_DIRS = [
   '/usr/include',
