@@ -3,6 +3,7 @@
 // Txn comparing the key's mod_revision (its failure branch reads the key, so
 // a lost race learns the new revision in the same round trip).
 #include "absl/strings/str_cat.h"
+#include "etcd/etcdserver/api/v3lock/v3lockpb/v3lock.grpc.pb.h"
 #include "etcd/etcdserver/etcdserverpb/rpc.grpc.pb.h"
 #include "tools/hubbench/targets.h"
 
@@ -98,6 +99,40 @@ class TxnCasOp : public UnaryOp {
   etcdserverpb::TxnResponse reply_;
 };
 
+// v3lock's Lock then Unlock of one name under a lease granted at setup,
+// as clientv3's concurrency.Mutex does through the lock service.
+class LockUnlockOp : public UnaryOp {
+ public:
+  LockUnlockOp(std::shared_ptr<grpc::Channel> channel, std::string name,
+               int64_t lease)
+      : stub_(v3lockpb::Lock::NewStub(channel)) {
+    lock_.set_name(std::move(name));
+    lock_.set_lease(lease);
+  }
+
+  void Start(DoneFn done) override {
+    context_ = NewCallContext();
+    stub_->async()->Lock(
+        context_.get(), &lock_, &locked_, [this, done](grpc::Status status) {
+          if (!status.ok()) return done(Outcome::kFailed, status, -1);
+          context_ = NewCallContext();
+          unlock_.set_key(locked_.key());
+          stub_->async()->Unlock(
+              context_.get(), &unlock_, &unlocked_, [done](grpc::Status s) {
+                done(s.ok() ? Outcome::kDone : Outcome::kFailed, s, -1);
+              });
+        });
+  }
+
+ private:
+  std::unique_ptr<v3lockpb::Lock::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  v3lockpb::LockRequest lock_;
+  v3lockpb::LockResponse locked_;
+  v3lockpb::UnlockRequest unlock_;
+  v3lockpb::UnlockResponse unlocked_;
+};
+
 // Keepalives for one lease granted at setup.
 class KeepAliveProtocol
     : public StreamProtocol<LeaseKeepAliveRequest, LeaseKeepAliveResponse> {
@@ -163,6 +198,21 @@ class EtcdTarget : public Target {
       mod_revision = reply.responses(0).response_range().kvs(0).mod_revision();
     }
     return std::make_unique<TxnCasOp>(channel, name, mod_revision);
+  }
+
+  // A lease of the client's own (the lock's session), granted here.
+  absl::StatusOr<std::unique_ptr<UnaryOp>> NewLockOp(
+      std::shared_ptr<grpc::Channel> channel, int client) override {
+    std::unique_ptr<Lease::Stub> lease = Lease::NewStub(channel);
+    etcdserverpb::LeaseGrantRequest request;
+    request.set_ttl(kStreamTtlSeconds);
+    etcdserverpb::LeaseGrantResponse reply;
+    std::unique_ptr<grpc::ClientContext> context = NewCallContext();
+    grpc::Status status = lease->LeaseGrant(context.get(), request, &reply);
+    if (!status.ok()) return ToAbsl(status);
+    if (!reply.error().empty()) return absl::InternalError(reply.error());
+    return std::make_unique<LockUnlockOp>(
+        channel, absl::StrCat("hubbench/lock/", client), reply.id());
   }
 
   absl::StatusOr<std::unique_ptr<PingStreamBase>> NewStream(

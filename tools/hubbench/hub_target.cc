@@ -7,6 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/synchronization/mutex.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "tools/hubbench/targets.h"
 
@@ -118,6 +119,46 @@ class RoleCasOp : public UnaryOp {
   hub::v1::GetRoleResponse got_;
 };
 
+// Reserve one path of the client's own, exclusively, then release it: a
+// lock round trip (both writes durable before their answers).
+class ReserveReleaseOp : public UnaryOp {
+ public:
+  ReserveReleaseOp(std::shared_ptr<grpc::Channel> channel,
+                   const std::string& project, const std::string& agent_id,
+                   int client)
+      : stub_(hub::v1::ReservationService::NewStub(channel)) {
+    reserve_.set_project_id(project);
+    reserve_.set_agent_id(agent_id);
+    reserve_.add_patterns(absl::StrCat("hubbench/lock/", client));
+    reserve_.set_mode(hub::v1::RESERVATION_MODE_EXCLUSIVE);
+    release_.set_agent_id(agent_id);
+  }
+
+  void Start(DoneFn done) override {
+    context_ = NewCallContext();
+    stub_->async()->Reserve(
+        context_.get(), &reserve_, &reserved_,
+        [this, done](grpc::Status status) {
+          if (!status.ok()) return done(Outcome::kFailed, status, -1);
+          context_ = NewCallContext();
+          release_.set_reservation_id(reserved_.reservation().reservation_id());
+          release_.set_token(reserved_.reservation().token());
+          stub_->async()->ReleaseReservation(
+              context_.get(), &release_, &released_, [done](grpc::Status s) {
+                done(s.ok() ? Outcome::kDone : Outcome::kFailed, s, -1);
+              });
+        });
+  }
+
+ private:
+  std::unique_ptr<hub::v1::ReservationService::Stub> stub_;
+  std::unique_ptr<grpc::ClientContext> context_;
+  hub::v1::ReserveRequest reserve_;
+  hub::v1::ReserveResponse reserved_;
+  hub::v1::ReleaseReservationRequest release_;
+  hub::v1::ReleaseReservationResponse released_;
+};
+
 // hello (bound to the registration made at setup), then heartbeat frames.
 class AttachProtocol : public StreamProtocol<AttachRequest, AttachResponse> {
  public:
@@ -185,6 +226,26 @@ class HubTarget : public Target {
     absl::StatusOr<hub::v1::Role> row = ReadOrReserve(channel, role_key);
     if (!row.ok()) return row.status();
     return std::make_unique<RoleCasOp>(channel, role_key, *std::move(row));
+  }
+
+  // Registers the client's agent (the holder), then reserves and releases
+  // a path of its own in one project per run.
+  absl::StatusOr<std::unique_ptr<UnaryOp>> NewLockOp(
+      std::shared_ptr<grpc::Channel> channel, int client) override {
+    const std::string agent_id =
+        absl::StrCat("hubbench-", run_id_, "-l", client);
+    const std::string project =
+        absl::StrFormat("prj_hb%s%012d", run_id_, 0).substr(0, 26);
+    std::unique_ptr<PresenceService::Stub> stub =
+        PresenceService::NewStub(channel);
+    hub::v1::RegisterAgentRequest request = Registration(agent_id);
+    request.set_project_id(project);
+    hub::v1::RegisterAgentResponse reply;
+    std::unique_ptr<grpc::ClientContext> context = NewCallContext();
+    grpc::Status status = stub->RegisterAgent(context.get(), request, &reply);
+    if (!status.ok()) return ToAbsl(status);
+    return std::make_unique<ReserveReleaseOp>(channel, project, agent_id,
+                                              client);
   }
 
   absl::StatusOr<std::unique_ptr<PingStreamBase>> NewStream(

@@ -18,6 +18,10 @@
 //              (topic: --fanout subscribers), and the publish-to-arrival
 //              latency on the recipients' presence streams (hub Publish;
 //              noop Unary as the ceiling; etcd: not served).
+//   lock       lock round trips/s at --clients, each client on a lock of
+//              its own: take it, release it (hub Reserve +
+//              ReleaseReservation of one path, etcd v3lock Lock + Unlock,
+//              noop two Unary echoes).
 // A target answering UNIMPLEMENTED yields status "not_served" (exit 0);
 // other failures status "error" (exit 2).
 #include <sys/resource.h>
@@ -136,6 +140,7 @@ void RunUnary(const Config& config, Target* target, Result* result) {
   result->clients = n;
   result->connections = c;
   const bool cas = config.workload == "cas";
+  const bool lock = config.workload == "lock";
   const bool one_key = absl::GetFlag(FLAGS_keys) == "one";
   result->layout = cas ? absl::StrCat(one_key ? "one" : "distinct", "/c", n)
                        : absl::StrCat("c", n);
@@ -146,6 +151,12 @@ void RunUnary(const Config& config, Target* target, Result* result) {
   absl::Status setup = ParallelFor(
       n, absl::GetFlag(FLAGS_setup_threads), [&](int i) -> absl::Status {
         auto channel = (*channels)[i % c];
+        if (lock) {
+          auto op = target->NewLockOp(channel, i);
+          if (!op.ok()) return op.status();
+          ops[i] = *std::move(op);
+          return absl::OkStatus();
+        }
         if (!cas) {
           ops[i] = target->NewRegisterOp(channel, i);
           return absl::OkStatus();
@@ -299,7 +310,7 @@ int Main(const std::vector<char*>& args) {
   const bool known = config.workload == "register" ||
                      config.workload == "heartbeat" ||
                      config.workload == "idle" || config.workload == "cas" ||
-                     config.workload == "publish";
+                     config.workload == "publish" || config.workload == "lock";
   const std::string to = absl::GetFlag(FLAGS_to);
   const bool run_id_ok =
       run_id.size() == 8 &&
@@ -351,7 +362,7 @@ int Main(const std::vector<char*>& args) {
     result.layout = PublishLayout(config.clients);
     SetFailure(absl::UnimplementedError("no publish in etcd"), &result);
   } else if (config.workload == "register" || config.workload == "cas" ||
-             config.workload == "publish") {
+             config.workload == "publish" || config.workload == "lock") {
     RunUnary(config, target.get(), &result);
   } else {
     RunStreams(config, target.get(), &result);
@@ -369,7 +380,7 @@ int main(int argc, char** argv) {
       "closed-loop gRPC benchmark of hub, the no-op ceiling and etcd.\n\n"
       "Usage: ",
       argv[0],
-      " register|heartbeat|idle|cas|publish --target=hub|noop|etcd "
+      " register|heartbeat|idle|cas|publish|lock --target=hub|noop|etcd "
       "--addr=host:port [--clients=N] [--streams=S --connections=C] "
       "[--keys=distinct|one] [--to=agent|topic|role --fanout=N "
       "--payload_bytes=N] "

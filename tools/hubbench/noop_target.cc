@@ -54,6 +54,24 @@ class EchoProtocol : public StreamProtocol<Ping, Pong> {
   int64_t seq_ = 0;  // Only the stream's claimed write touches it.
 };
 
+// Runs `op` twice in a row as one operation.
+class TwiceOp : public UnaryOp {
+ public:
+  explicit TwiceOp(std::unique_ptr<UnaryOp> op) : op_(std::move(op)) {}
+  void Start(DoneFn done) override {
+    op_->Start(
+        [this, done](Outcome outcome, const grpc::Status& status, int64_t) {
+          if (outcome != Outcome::kDone) return done(outcome, status, -1);
+          op_->Start([done](Outcome again, const grpc::Status& s, int64_t) {
+            done(again, s, -1);
+          });
+        });
+  }
+
+ private:
+  std::unique_ptr<UnaryOp> op_;
+};
+
 class NoopTarget : public Target {
  public:
   explicit NoopTarget(int payload_bytes) : payload_bytes_(payload_bytes) {}
@@ -67,6 +85,13 @@ class NoopTarget : public Target {
   absl::StatusOr<std::unique_ptr<UnaryOp>> NewCasOp(
       std::shared_ptr<grpc::Channel> channel, int client, int key) override {
     return std::make_unique<EchoOp>(channel, payload_bytes_);
+  }
+
+  // Two echoes, as a lock and its release are two round trips.
+  absl::StatusOr<std::unique_ptr<UnaryOp>> NewLockOp(
+      std::shared_ptr<grpc::Channel> channel, int client) override {
+    return std::make_unique<TwiceOp>(
+        std::make_unique<EchoOp>(channel, payload_bytes_));
   }
 
   absl::StatusOr<std::unique_ptr<PingStreamBase>> NewStream(

@@ -3,7 +3,7 @@
 //   noop: the ceiling (noop.proto): Unary for register and cas, Stream echo.
 //   etcd: etcd 3.4's API: LeaseGrant, LeaseKeepAlive, Txn on mod_revision.
 //   hub:  hub.v1: RegisterAgent, Attach (hello, heartbeat -> lease_ack),
-//         ReserveRole + CompareAndSetRole.
+//         ReserveRole + CompareAndSetRole, Reserve + ReleaseReservation.
 #ifndef TOOLS_HUBBENCH_TARGETS_H_
 #define TOOLS_HUBBENCH_TARGETS_H_
 
@@ -34,6 +34,14 @@ class Target {
   // share key 0 in the one-key layout). May make blocking setup calls.
   virtual absl::StatusOr<std::unique_ptr<UnaryOp>> NewCasOp(
       std::shared_ptr<grpc::Channel> channel, int client, int key) = 0;
+
+  // A lock loop for client `client` (lock workload): each op takes a lock
+  // of the client's own and releases it, two round trips (hub: Reserve +
+  // ReleaseReservation of one path; etcd: v3lock Lock + Unlock of one name
+  // under a lease granted at setup; noop: two echoes). May make blocking
+  // setup calls.
+  virtual absl::StatusOr<std::unique_ptr<UnaryOp>> NewLockOp(
+      std::shared_ptr<grpc::Channel> channel, int client) = 0;
 
   // Stream number `index`, to be started on its own channel by Go().
   // Blocking setup calls (registering the agent, granting the lease) go over
