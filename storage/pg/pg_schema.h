@@ -16,7 +16,7 @@ namespace hub::storage::pg {
 // The schema version this hub writes and understands. 1: the tables of
 // storage/schema.sql at SQLite's hub_schema_version 6; 2: the path
 // reservation tables (SQLite's 7).
-inline constexpr int kPgSchemaVersion = 2;
+inline constexpr int kPgSchemaVersion = 3;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -13,6 +13,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/pg/pg_message_sql.h"
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
@@ -52,20 +53,7 @@ constexpr char kInsertInboxSql[] =
     "FROM unnest($2::text[]) WITH ORDINALITY AS r(agent, ord) ORDER BY r.ord "
     "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id";
 
-// Acks the agent's delivered, unacked rows of the pending messages among
-// $1, locking those messages first (in id order) so that an ack and
-// another hub's ack of the same message, or its expiry, run one after the
-// other: the lock's re-check drops a message that left pending meanwhile.
-constexpr char kAckRowsSql[] =
-    "WITH m AS MATERIALIZED (SELECT id FROM messages "
-    "WHERE id = ANY($1::text[]) AND status IN ('queued', 'delivered') "
-    "ORDER BY id FOR NO KEY UPDATE) "
-    "UPDATE message_inbox i SET acked_at_ms = $3::bigint FROM m "
-    "WHERE i.message_id = m.id AND i.agent_id = $2 "
-    "AND i.delivered_at_ms IS NOT NULL AND i.acked_at_ms IS NULL "
-    "RETURNING i.message_id";
-
-// A statement after kAckRowsSql, so its snapshot sees every ack committed
+// A statement after sql::kAckRowsSql, so its snapshot sees every ack committed
 // by whoever held a message's lock before us.
 constexpr char kAckMessagesSql[] =
     "UPDATE messages SET status = 'acked' "
@@ -279,7 +267,7 @@ absl::StatusOr<absl::flat_hash_set<std::string>> AckIn(
     Connection& conn, absl::string_view agent_id,
     const std::vector<std::string>& ids, int64_t now_ms) {
   absl::StatusOr<Result> rows =
-      conn.Run(kAckRowsSql, {TextArray(ids), P(agent_id), P(now_ms)});
+      conn.Run(sql::kAckRowsSql, {TextArray(ids), P(agent_id), P(now_ms)});
   if (!rows.ok()) return rows.status();
   std::vector<std::string> acked = FirstColumn(*rows);
   if (!acked.empty()) {

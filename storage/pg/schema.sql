@@ -81,8 +81,13 @@ CREATE TABLE IF NOT EXISTS message_inbox (
   attempts INTEGER NOT NULL DEFAULT 0,
   UNIQUE (message_id, agent_id)
 );
-CREATE INDEX IF NOT EXISTS idx_inbox_agent
-  ON message_inbox(agent_id, delivered_at_ms);
+-- An agent's unacked rows: ListPending, the pending counts, an ack's rows.
+-- Partial (hub_schema_version 3): a full index on agent_id also held every
+-- acked row an agent ever had, and a planner that misjudged an agent's
+-- rows (a new agent, statistics older than it) walked all of them per ack.
+DROP INDEX IF EXISTS idx_inbox_agent;
+CREATE INDEX IF NOT EXISTS idx_inbox_agent_unacked
+  ON message_inbox(agent_id, delivered_at_ms) WHERE acked_at_ms IS NULL;
 -- Rows no push reached yet (a publish through another hub than the one
 -- holding the recipient's stream): what that hub reads to push them.
 CREATE INDEX IF NOT EXISTS idx_inbox_undelivered
