@@ -1,5 +1,6 @@
 #include "tools/chaos/attached_agent.h"
 
+#include <iostream>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -18,8 +19,12 @@ constexpr absl::Duration kMoveAfter = absl::Seconds(2);
 
 AttachedAgent::AttachedAgent(Ledger* ledger,
                              const std::vector<std::string>& addresses,
-                             std::string agent_id, int home)
-    : ledger_(ledger), agent_id_(std::move(agent_id)), hub_(home) {
+                             std::string agent_id, int home,
+                             std::vector<v1::RoleKey> candidate_of)
+    : ledger_(ledger),
+      agent_id_(std::move(agent_id)),
+      candidate_of_(std::move(candidate_of)),
+      hub_(home) {
   for (const std::string& address : addresses) {
     client::HubClientOptions options;
     options.address = address;
@@ -43,6 +48,10 @@ std::unique_ptr<client::PresenceSession> AttachedAgent::NewSession(int hub) {
   client::PresenceSessionOptions options;
   options.registration.set_agent_id(agent_id_);
   options.registration.set_cli(v1::AGENT_CLI_CLAUDE);
+  // What the activator asks of a candidate of a lead role.
+  if (!candidate_of_.empty()) {
+    options.registration.add_capabilities("role:lead:candidate");
+  }
   // The shortest TTL a hub takes, a heartbeat every second, and a paused hub
   // (which answers nothing) noticed within a second or two.
   options.registration.mutable_heartbeat_ttl()->set_seconds(10);
@@ -54,21 +63,53 @@ std::unique_ptr<client::PresenceSession> AttachedAgent::NewSession(int hub) {
     ledger_->Delivered(delivery.message().message_id(), agent_id_);
     return true;
   };
+  callbacks.on_role_activation = [](const v1::RoleActivation&) { return true; };
+  callbacks.on_activation_result =
+      [this](const v1::RoleActivation&,
+             const absl::StatusOr<v1::RoleActivationAckResult>& result) {
+        // A refused ACK (the activation was fenced or withdrawn meanwhile)
+        // made nobody the holder; a repeated one wrote nothing.
+        if (!result.ok() || result->idempotent()) return;
+        const v1::Role& role = result->role();
+        ledger_->Activated(role.role_key_wire(), role.epoch(), agent_id_,
+                           role.version());
+        ++activations_;
+      };
   auto session = std::make_unique<client::PresenceSession>(
       clients_[hub].get(), std::move(options), std::move(callbacks));
   (void)session->Start();
   return session;
 }
 
+bool AttachedAgent::BecomeCandidate(int hub) {
+  for (const v1::RoleKey& role : candidate_of_) {
+    v1::UpsertRoleCandidateRequest upsert;
+    *upsert.mutable_role_key() = role;
+    upsert.set_agent_id(agent_id_);
+    upsert.mutable_candidate()->set_priority(1);
+    absl::StatusOr<v1::UpsertRoleCandidateResponse> done =
+        clients_[hub]->UpsertRoleCandidate(upsert);
+    if (!done.ok()) {
+      std::cerr << "chaos: " << agent_id_
+                << " not a candidate yet: " << done.status() << std::endl;
+      return false;
+    }
+  }
+  return true;
+}
+
 void AttachedAgent::Supervise() {
   std::unique_ptr<client::PresenceSession> session = NewSession(hub_);
   absl::Time attached_at = absl::Now();  // or when this session started
   int64_t recorded_generation = 0;
+  bool candidate = candidate_of_.empty();
   while (!stop_) {
     absl::SleepFor(absl::Milliseconds(20));
     const client::SessionState state = session->state();
     if (state == client::SessionState::kAttached) {
       attached_at = absl::Now();
+      // Candidates are rows of the shared store: once is enough.
+      if (!candidate) candidate = BecomeCandidate(hub_);
       // The registration the session made is acknowledged once attached.
       const int64_t generation = session->generation();
       if (generation != recorded_generation) {

@@ -43,7 +43,9 @@ ABSL_FLAG(
 ABSL_FLAG(int, hubs, 2, "PostgreSQL: how many hubds");
 ABSL_FLAG(int, attached, 2,
           "PostgreSQL: agents attached through presence streams, which take "
-          "pushed messages and move to another hub when theirs goes away");
+          "pushed messages, are candidates of a lead role per project that "
+          "the workers elect through any hub, and move to another hub when "
+          "theirs goes away");
 ABSL_FLAG(std::string, pg_ctl, "",
           "PostgreSQL: a command run as `CMD stop` (stop the server "
           "immediately) and `CMD start` (start it, wait until it serves)");

@@ -15,9 +15,19 @@ struct AckedRole {
   std::map<int64_t, std::string> holders;  // epoch -> holder
 };
 
-const char* Kind(bool act) { return act ? "act" : "reservation"; }
-
 }  // namespace
+
+const char* Ledger::KindName(WriteKind kind) {
+  switch (kind) {
+    case WriteKind::kAct:
+      return "act";
+    case WriteKind::kActivation:
+      return "activation";
+    case WriteKind::kReservation:
+      break;
+  }
+  return "reservation";
+}
 
 void Ledger::Registered(const std::string& agent_id, int64_t generation) {
   absl::MutexLock lock(&mu_);
@@ -30,14 +40,21 @@ void Ledger::Reserved(const std::string& wire, int64_t epoch,
                       const std::string& holder, int64_t version) {
   absl::MutexLock lock(&mu_);
   ++reservations_;
-  RoleWritten(wire, version, RoleWrite{epoch, holder, false});
+  RoleWritten(wire, version, RoleWrite{epoch, holder, WriteKind::kReservation});
 }
 
 void Ledger::Acted(const std::string& wire, int64_t epoch,
                    const std::string& holder, int64_t version) {
   absl::MutexLock lock(&mu_);
   ++acts_;
-  RoleWritten(wire, version, RoleWrite{epoch, holder, true});
+  RoleWritten(wire, version, RoleWrite{epoch, holder, WriteKind::kAct});
+}
+
+void Ledger::Activated(const std::string& wire, int64_t epoch,
+                       const std::string& holder, int64_t version) {
+  absl::MutexLock lock(&mu_);
+  ++activations_;
+  RoleWritten(wire, version, RoleWrite{epoch, holder, WriteKind::kActivation});
 }
 
 // Writes arrive from many threads in any order, so each is compared with
@@ -51,8 +68,8 @@ void Ledger::RoleWritten(const std::string& wire, int64_t version,
   if (!inserted) {
     violations_.push_back(absl::StrCat(
         "two writes of ", wire, " acknowledged at version ", version, ": ",
-        Kind(it->second.act), " of ", it->second.holder, " at epoch ",
-        it->second.epoch, " and ", Kind(write.act), " of ", write.holder,
+        KindName(it->second.kind), " of ", it->second.holder, " at epoch ",
+        it->second.epoch, " and ", KindName(write.kind), " of ", write.holder,
         " at epoch ", write.epoch));
     return;
   }
@@ -63,14 +80,15 @@ void Ledger::RoleWritten(const std::string& wire, int64_t version,
     if (b.epoch < a.epoch) {
       violations_.push_back(absl::StrCat(
           "role ", wire, " epoch went back between acknowledged writes: ",
-          Kind(b.act), " of ", b.holder, " at epoch ", b.epoch, " (version ",
-          after->first, ") after ", Kind(a.act), " of ", a.holder, " at epoch ",
-          a.epoch, " (version ", before->first, ")"));
+          KindName(b.kind), " of ", b.holder, " at epoch ", b.epoch,
+          " (version ", after->first, ") after ", KindName(a.kind), " of ",
+          a.holder, " at epoch ", a.epoch, " (version ", before->first, ")"));
     } else if (b.epoch == a.epoch && b.holder != a.holder) {
-      violations_.push_back(absl::StrCat(
-          "two holders of ", wire, " at epoch ", a.epoch, ": ", Kind(a.act),
-          " of ", a.holder, " (version ", before->first, ") and ", Kind(b.act),
-          " of ", b.holder, " (version ", after->first, ")"));
+      violations_.push_back(
+          absl::StrCat("two holders of ", wire, " at epoch ", a.epoch, ": ",
+                       KindName(a.kind), " of ", a.holder, " (version ",
+                       before->first, ") and ", KindName(b.kind), " of ",
+                       b.holder, " (version ", after->first, ")"));
     }
   };
   if (it != history.begin()) compare(std::prev(it), it);
@@ -106,6 +124,10 @@ int64_t Ledger::acked_reservations() const {
 int64_t Ledger::acked_acts() const {
   absl::MutexLock lock(&mu_);
   return acts_;
+}
+int64_t Ledger::acked_activations() const {
+  absl::MutexLock lock(&mu_);
+  return activations_;
 }
 int64_t Ledger::acked_publishes() const {
   absl::MutexLock lock(&mu_);

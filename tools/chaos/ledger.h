@@ -52,6 +52,11 @@ class Ledger {
   // or two holders at one epoch are violations.
   void Acted(const std::string& wire, int64_t epoch, const std::string& holder,
              int64_t version);
+  // An activation `holder` accepted and the hub confirmed (its ACK's answer
+  // not idempotent): `holder` became the holder of `wire` at `epoch`, the
+  // row then at `version`. Checked with the other role writes.
+  void Activated(const std::string& wire, int64_t epoch,
+                 const std::string& holder, int64_t version);
   void Published(const std::string& message_id, const std::string& recipient);
   // `agent_id` was handed `message_id` (ListPending or a stream).
   void Delivered(const std::string& message_id, const std::string& agent_id);
@@ -74,15 +79,18 @@ class Ledger {
   int64_t acked_registrations() const;
   int64_t acked_reservations() const;
   int64_t acked_acts() const;
+  int64_t acked_activations() const;
   int64_t acked_publishes() const;
   int64_t acked_acks() const;
 
  private:
+  enum class WriteKind { kReservation, kAct, kActivation };
   struct RoleWrite {
     int64_t epoch = 0;
     std::string holder;
-    bool act = false;
+    WriteKind kind = WriteKind::kReservation;
   };
+  static const char* KindName(WriteKind kind);
   void RoleWritten(const std::string& wire, int64_t version, RoleWrite write)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
@@ -100,6 +108,7 @@ class Ledger {
   int64_t registrations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t reservations_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t acts_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t activations_ ABSL_GUARDED_BY(mu_) = 0;
 };
 
 }  // namespace hub::chaos

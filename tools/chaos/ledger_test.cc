@@ -139,6 +139,19 @@ TEST_F(LedgerTest, AnActAtAnotherHoldersEpochIsAViolationInAnyOrder) {
                                     "b (version 12)")));
 }
 
+TEST_F(LedgerTest, TwoConfirmedActivationsAtOneEpochAreAViolation) {
+  ledger_.Activated("rk2.l", 3, "a", 7);
+  ledger_.Activated("rk2.l", 3, "b", 9);
+  ledger_.Activated("rk2.l", 4, "b", 11);
+  Exec(
+      "INSERT INTO role_registry VALUES ('rk2.l', 'p', 'lead', 's', 'active', "
+      "'b', 4, 11);");
+  EXPECT_THAT(Check(), ElementsAre(HasSubstr("two holders of rk2.l at epoch 3: "
+                                             "activation of a (version 7) and "
+                                             "activation of b (version 9)")));
+  EXPECT_EQ(ledger_.acked_activations(), 3);
+}
+
 TEST_F(LedgerTest, AHolderActingAfterANewerEpochIsAViolation) {
   ledger_.Reserved("rk2.x", 5, "a", 10);
   ledger_.Reserved("rk2.x", 6, "b", 11);

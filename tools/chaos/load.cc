@@ -17,6 +17,16 @@ namespace {
 
 std::string AgentName(int worker) { return absl::StrCat("chaos-w", worker); }
 std::string AttachedName(int i) { return absl::StrCat("chaos-a", i); }
+
+// The lead role of `project` that the attached agents are candidates of and
+// the workers elect; the workers' cto roles are reserved directly instead.
+v1::RoleKey EnsuredRole(const std::string& project) {
+  v1::RoleKey key;
+  key.set_project_id(project);
+  key.set_kind(v1::ROLE_KIND_LEAD);
+  key.set_scope_id(absl::StrCat("scp_", std::string(22, 'e')));
+  return key;
+}
 // Recipient `i` of a publish: the workers' agents, then the attached ones.
 std::string Recipient(int i, int workers) {
   return i < workers ? AgentName(i) : AttachedName(i - workers);
@@ -151,7 +161,32 @@ class Worker {
     if (dice < 50 && !held_.empty()) return Act();
     if (dice < 60) return Reserve();
     if (dice < 85) return Publish();
+    if (dice >= 97 && load_->options_.attached > 0) return Ensure();
     return ListAndAck();
+  }
+
+  // An election of a role the attached agents are candidates of, through
+  // whichever hub this worker is on: the candidate it picks is mostly
+  // attached to another hub, which flies the activation.
+  bool Ensure() {
+    const std::string& project =
+        load_->options_.projects[random_() % load_->options_.projects.size()];
+    v1::EnsureRoleRequest r;
+    *r.mutable_role_key() = EnsuredRole(project);
+    r.set_trigger(v1::ENSURE_ROLE_TRIGGER_MANUAL);
+    r.set_cause_id(absl::StrCat("chaos-", me_));
+    auto reply = Do(load_->ensures_, [&](const client::HubClient& hub) {
+      return hub.EnsureRole(r);
+    });
+    if (!reply.ok()) return false;
+    absl::MutexLock lock(&load_->failures_mu_);
+    const v1::EnsureRoleReceipt& receipt = reply->receipt();
+    ++load_->dispositions_[absl::StrCat(
+        v1::EnsureRoleDisposition_Name(receipt.disposition()),
+        receipt.has_blocked_reason()
+            ? absl::StrCat("(", receipt.blocked_reason(), ")")
+            : "")];
+    return true;
   }
 
   // A registration of this worker's agent, or of a new agent (the set of
@@ -307,10 +342,14 @@ Load::~Load() { Stop(); }
 
 void Load::Start(uint64_t seed) {
   std::mt19937_64 random(seed);
+  std::vector<v1::RoleKey> ensured;
+  for (const std::string& project : options_.projects) {
+    ensured.push_back(EnsuredRole(project));
+  }
   for (int i = 0; i < options_.attached; ++i) {
     attached_.push_back(std::make_unique<AttachedAgent>(
         ledger_, options_.addresses, AttachedName(i),
-        i % static_cast<int>(options_.addresses.size())));
+        i % static_cast<int>(options_.addresses.size()), ensured));
     attached_.back()->Start();
   }
   for (int i = 0; i < options_.workers; ++i) {
@@ -384,20 +423,27 @@ std::string Load::Summary() const {
                         c.ok.load() + c.failed.load());
   };
   int64_t moves = 0;
-  for (const auto& agent : attached_) moves += agent->moves();
+  int64_t activations = 0;
+  for (const auto& agent : attached_) {
+    moves += agent->moves();
+    activations += agent->activations();
+  }
   const std::string attached =
       attached_.empty()
           ? ""
           : absl::StrCat("chaos: attached agents: ", attached_.size(),
-                         ", moved to another hub ", moves, " times\n");
+                         ", moved to another hub ", moves, " times, activated ",
+                         activations, " times\n");
   absl::MutexLock lock(&failures_mu_);
   return absl::StrCat(
       attached, "chaos: acknowledged/attempted: ",
-      absl::StrJoin(
-          {line("register", registers_), line("heartbeat", heartbeats_),
-           line("reserve", reserves_), line("act", acts_),
-           line("publish", publishes_), line("list+ack", acks_)},
-          ", "),
+      absl::StrJoin({line("register", registers_),
+                     line("heartbeat", heartbeats_), line("reserve", reserves_),
+                     line("act", acts_), line("publish", publishes_),
+                     line("list+ack", acks_), line("ensure", ensures_)},
+                    ", "),
+      "\nchaos: ensure dispositions: ",
+      absl::StrJoin(dispositions_, ", ", absl::PairFormatter("=")),
       "\nchaos: failures: ",
       absl::StrJoin(failures_, ", ", absl::PairFormatter("=")));
 }

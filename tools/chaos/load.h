@@ -1,6 +1,8 @@
 // Load: the chaos driver's clients. Worker threads, each one agent with one
 // long-lived channel per hub, run a random mix of registrations, heartbeats,
-// reservations, acts of the roles they hold, publishes and list+acks, and
+// reservations, acts of the roles they hold, publishes, list+acks and
+// elections (EnsureRole) of a lead role per project that the attached agents
+// are candidates of (EnsuredRole), and
 // record in the Ledger what the hubs acknowledged. A worker starts on hub
 // `index % hubs` and moves to the next hub when its hub refuses a call as
 // unavailable (UNAVAILABLE: a dead hub, STORE_UNAVAILABLE, HUB_SEAT_LOST) or
@@ -104,11 +106,14 @@ class Load {
   std::atomic<bool> drain_{false};
   std::atomic<int64_t> last_ok_ns_{0};
   std::atomic<int64_t> fault_mark_ns_{0};
-  OpCounts registers_, heartbeats_, reserves_, acts_, publishes_, acks_;
+  OpCounts registers_, heartbeats_, reserves_, acts_, publishes_, acks_,
+      ensures_;
   // Why calls failed, "CODE REASON" -> count (UNAVAILABLE while a hub is
   // down; STALE_EPOCH and friends from lost races).
   mutable absl::Mutex failures_mu_;
   std::map<std::string, int64_t> failures_ ABSL_GUARDED_BY(failures_mu_);
+  // What EnsureRole answered, disposition -> count.
+  std::map<std::string, int64_t> dispositions_ ABSL_GUARDED_BY(failures_mu_);
 };
 
 }  // namespace hub::chaos

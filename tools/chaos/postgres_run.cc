@@ -584,6 +584,11 @@ int PostgresRun::Run() {
   ledger_.CheckDelivered(&undelivered);
   Print("at the end", undelivered);
   violations_.insert(violations_.end(), undelivered.begin(), undelivered.end());
+  // The elections must have run for their checks to mean anything.
+  if (options_.load.attached > 0 && ledger_.acked_activations() == 0) {
+    violations_.push_back(
+        "no activation was confirmed: the attached agents were never elected");
+  }
   Summary(last, absl::Now() - run_started);
   return violations_.empty() ? 0 : 1;
 }

@@ -25,8 +25,9 @@ std::string LedgerLine(const Ledger& ledger) {
   return absl::StrCat(
       "chaos: ledger: registrations=", ledger.acked_registrations(),
       " reservations=", ledger.acked_reservations(),
-      " acts=", ledger.acked_acts(), " publishes=", ledger.acked_publishes(),
-      " acks=", ledger.acked_acks());
+      " acts=", ledger.acked_acts(),
+      " activations=", ledger.acked_activations(),
+      " publishes=", ledger.acked_publishes(), " acks=", ledger.acked_acks());
 }
 
 absl::Duration Between(uint64_t random, absl::Duration min,
