@@ -5,6 +5,7 @@
 #include <openssl/pem.h>
 #include <openssl/sha.h>
 #include <openssl/x509.h>
+#include <pthread.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -399,7 +400,10 @@ absl::StatusOr<std::unique_ptr<Authority>> Authority::Create(
   }
   if (authority->options_.poll_interval > absl::ZeroDuration()) {
     Authority* raw = authority.get();
-    authority->watcher_ = std::thread([raw] { raw->Watch(); });
+    authority->watcher_ = std::thread([raw] {
+      pthread_setname_np(pthread_self(), "hub-auth-watch");  // top -H, perf
+      raw->Watch();
+    });
   }
   return authority;
 }

@@ -1,5 +1,7 @@
 #include "registry/role_change_follower.h"
 
+#include <pthread.h>
+
 #include <utility>
 #include <vector>
 
@@ -32,7 +34,10 @@ absl::Status RoleChangeFollower::Start(Publisher publish) {
     cursor_ = *head;
     started_ = true;
   }
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hub-role-follow");  // top -H, perf
+    Run();
+  });
   return absl::OkStatus();
 }
 

@@ -1,6 +1,7 @@
 #include "storage/pg/pg_listener.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <sys/eventfd.h>
 #include <unistd.h>
 
@@ -25,7 +26,10 @@ int PollMillis(absl::Duration wait) {
 
 Listener::Listener(ListenerOptions options) : options_(std::move(options)) {
   wake_fd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hub-pg-listen");  // top -H, perf
+    Run();
+  });
 }
 
 Listener::~Listener() {

@@ -1,11 +1,16 @@
 #include "storage/pg/pg_notifier.h"
 
+#include <pthread.h>
+
 #include <utility>
 
 namespace hub::storage::pg {
 
 Notifier::Notifier(NotifierOptions options) : options_(std::move(options)) {
-  thread_ = std::thread([this] { Run(); });
+  thread_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hub-pg-notify");  // top -H, perf
+    Run();
+  });
 }
 
 Notifier::~Notifier() { Stop(); }
