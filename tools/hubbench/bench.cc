@@ -82,6 +82,9 @@ std::string Result::ToJson() const {
   add_int("deliveries", deliveries, -1);
   add_double("delivery_p50_us", delivery_p50_us);
   add_double("delivery_p99_us", delivery_p99_us);
+  add_double("server_us_per_op", server_us_per_op);
+  add_int("server_rss_kib", server_rss_kib, -1);
+  add_int("server_hwm_kib", server_hwm_kib, -1);
   std::string out = "{";
   for (size_t i = 0; i < f.size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", f[i]);
@@ -123,18 +126,31 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
   return channels;
 }
 
-absl::StatusOr<int64_t> ReadRssKib(int pid) {
+namespace {
+
+// A "Name:  N kB" line of /proc/<pid>/status, in KiB.
+absl::StatusOr<int64_t> ReadStatusKib(int pid, absl::string_view name) {
   const std::string path = absl::StrCat("/proc/", pid, "/status");
   std::ifstream in(path);
   std::string line;
   while (std::getline(in, line)) {
-    if (!absl::StartsWith(line, "VmRSS:")) continue;
+    if (!absl::StartsWith(line, name)) continue;
     std::vector<absl::string_view> parts =
         absl::StrSplit(line, ' ', absl::SkipWhitespace());
     int64_t kib = 0;
     if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &kib)) return kib;
   }
-  return absl::NotFoundError(absl::StrCat("no VmRSS in ", path));
+  return absl::NotFoundError(absl::StrCat("no ", name, " in ", path));
+}
+
+}  // namespace
+
+absl::StatusOr<int64_t> ReadRssKib(int pid) {
+  return ReadStatusKib(pid, "VmRSS:");
+}
+
+absl::StatusOr<int64_t> ReadPeakRssKib(int pid) {
+  return ReadStatusKib(pid, "VmHWM:");
 }
 
 absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
@@ -158,6 +174,32 @@ absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
   }
   const double ticks_per_second = sysconf(_SC_CLK_TCK);
   return absl::Seconds((utime + stime) / ticks_per_second);
+}
+
+ServerSampler::ServerSampler(int pid, const Window& window) : pid_(pid) {
+  if (pid_ <= 0) return;
+  thread_ = std::thread([this, window] {
+    absl::SleepFor(window.start - absl::Now());
+    cpu_start_ = ReadCpuTime(pid_);
+    absl::SleepFor(window.end - absl::Now());
+    cpu_end_ = ReadCpuTime(pid_);
+    rss_ = ReadRssKib(pid_);
+    hwm_ = ReadPeakRssKib(pid_);
+  });
+}
+
+ServerSampler::~ServerSampler() {
+  if (thread_.joinable()) thread_.join();
+}
+
+void ServerSampler::Fill(Result* result) {
+  if (thread_.joinable()) thread_.join();
+  if (rss_.ok()) result->server_rss_kib = *rss_;
+  if (hwm_.ok()) result->server_hwm_kib = *hwm_;
+  if (cpu_start_.ok() && cpu_end_.ok() && result->ops > 0) {
+    result->server_us_per_op =
+        absl::ToDoubleMicroseconds(*cpu_end_ - *cpu_start_) / result->ops;
+  }
 }
 
 absl::Status ParallelFor(int n, int threads,

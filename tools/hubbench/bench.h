@@ -11,8 +11,10 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
@@ -57,6 +59,12 @@ struct Result {
   int64_t deliveries = -1;  // publish: messages that reached a stream.
   double delivery_p50_us = -1;  // publish: publish-to-arrival latency.
   double delivery_p99_us = -1;
+  // With --server_pid, every row but idle: the server's CPU over the
+  // measured window per successful operation (utime + stime of the whole
+  // process), and its resident memory at the window's end and at its peak.
+  double server_us_per_op = -1;
+  int64_t server_rss_kib = -1;
+  int64_t server_hwm_kib = -1;
 
   // One line of JSON, no trailing newline.
   std::string ToJson() const;
@@ -91,8 +99,34 @@ absl::StatusOr<std::vector<std::shared_ptr<grpc::Channel>>> ConnectChannels(
 // Resident memory of process `pid` (VmRSS in /proc/<pid>/status), KiB.
 absl::StatusOr<int64_t> ReadRssKib(int pid);
 
+// Peak resident memory of process `pid` (VmHWM), KiB.
+absl::StatusOr<int64_t> ReadPeakRssKib(int pid);
+
 // CPU time process `pid` has used (utime + stime in /proc/<pid>/stat).
 absl::StatusOr<absl::Duration> ReadCpuTime(int pid);
+
+// Reads a server's CPU time at a window's start and end from a thread of its
+// own (the load's threads are busy then) and its memory at the end. Does
+// nothing for pid <= 0. Not thread-safe.
+class ServerSampler {
+ public:
+  ServerSampler(int pid, const Window& window);
+  ~ServerSampler();
+  ServerSampler(const ServerSampler&) = delete;
+  ServerSampler& operator=(const ServerSampler&) = delete;
+
+  // Waits for the window's end; sets the server_* fields of `result` from
+  // result->ops (left unset when the process could not be read).
+  void Fill(Result* result);
+
+ private:
+  const int pid_;
+  std::thread thread_;
+  absl::StatusOr<absl::Duration> cpu_start_ = absl::UnknownError("unread");
+  absl::StatusOr<absl::Duration> cpu_end_ = absl::UnknownError("unread");
+  absl::StatusOr<int64_t> rss_ = absl::UnknownError("unread");
+  absl::StatusOr<int64_t> hwm_ = absl::UnknownError("unread");
+};
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads; returns the first
 // error. For setup that is a blocking RPC per client or stream.

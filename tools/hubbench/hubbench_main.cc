@@ -30,6 +30,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,7 +66,9 @@ ABSL_FLAG(int, fanout, 10, "publish --to=topic: subscribers");
 ABSL_FLAG(int, payload_bytes, 0,
           "publish: a string of this many bytes in each payload (and in the "
           "ceiling's echo), besides the send time; at most 65536");
-ABSL_FLAG(int, server_pid, 0, "idle: the server process to read in /proc");
+ABSL_FLAG(int, server_pid, 0,
+          "the server process to read in /proc: idle rows need it; other rows "
+          "then also report its CPU per operation and memory");
 ABSL_FLAG(int, setup_threads, 16, "threads for blocking per-client setup");
 ABSL_FLAG(std::string, run_id, "",
           "8 characters [A-Za-z0-9] keeping this run's agent ids and role "
@@ -168,8 +171,10 @@ void RunUnary(const Config& config, Target* target, Result* result) {
       });
   if (!setup.ok()) return SetFailure(setup, result);
   const Window window = Window::FromNow(config.warmup, config.duration);
+  ServerSampler server(absl::GetFlag(FLAGS_server_pid), window);
   UnaryTotals totals = RunUnaryLoop(ops, window, cas && one_key);
   FillUnary(window, &totals, result);
+  server.Fill(result);
   if (cas) {
     result->attempts = result->ops + totals.lost;
     result->lost = totals.lost;
@@ -238,6 +243,7 @@ void RunStreams(const Config& config, Target* target, Result* result) {
   }
 
   const Window window = Window::FromNow(config.warmup, config.duration);
+  std::optional<ServerSampler> sampler;  // heartbeat rows
   if (hold) {
     absl::SleepFor(absl::GetFlag(FLAGS_settle));
     auto rss = ReadRssKib(pid);
@@ -260,6 +266,7 @@ void RunStreams(const Config& config, Target* target, Result* result) {
     for (auto& stream : streams) stream->Close();
   } else {
     board.SetWindow(window);
+    sampler.emplace(pid, window);
     absl::SleepFor(window.end - absl::Now());
     board.StopRunning();
   }
@@ -279,6 +286,7 @@ void RunStreams(const Config& config, Target* target, Result* result) {
   result->ops_per_s = latency.size() / window.Seconds();
   result->p50_us = latency.Quantile(0.50);
   result->p99_us = latency.Quantile(0.99);
+  sampler->Fill(result);
 }
 
 // Many connections need many descriptors: take the hard limit.
@@ -357,6 +365,7 @@ int Main(const std::vector<char*>& args) {
     publish.connections = config.connections;
     publish.warmup = config.warmup;
     publish.duration = config.duration;
+    publish.server_pid = absl::GetFlag(FLAGS_server_pid);
     RunHubPublish(publish, &result);
   } else if (config.workload == "publish" && config.target == "etcd") {
     result.layout = PublishLayout(config.clients);

@@ -322,6 +322,7 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   }
   const Window window = Window::FromNow(config.warmup, config.duration);
   for (auto& sink : sinks) sink->SetWindow(window);
+  ServerSampler server(config.server_pid, window);
   UnaryTotals totals = RunUnaryLoop(ops, window, false);
   // Let the last pushes of the window arrive.
   absl::SleepFor(absl::Milliseconds(200));
@@ -342,6 +343,7 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   result->deliveries = received;
   result->delivery_p50_us = delivery.Quantile(0.50);
   result->delivery_p99_us = delivery.Quantile(0.99);
+  server.Fill(result);
   if (!totals.first_error.ok()) {
     result->error = ToAbsl(totals.first_error).ToString();
     if (totals.done == 0) result->status = "error";

@@ -28,10 +28,12 @@ struct PublishConfig {
   int connections = 0;  // 0: one per publisher
   absl::Duration warmup;
   absl::Duration duration;
+  int server_pid = 0;  // > 0: the server's CPU and memory too
 };
 
 // Fills `result`: ops = durable publishes in the window, p50/p99 = the
-// Publish call, delivery_* = publish-to-arrival over the streams.
+// Publish call, delivery_* = publish-to-arrival over the streams, server_*
+// as ServerSampler reads them.
 void RunHubPublish(const PublishConfig& config, Result* result);
 
 }  // namespace hubbench

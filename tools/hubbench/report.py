@@ -4,9 +4,12 @@
     report.py RESULTS.jsonl
 
 One table per workload: a row per layout, hub, the no-op ceiling and etcd in
-columns, then hub/ceiling and hub/etcd. With several runs of a row (run.sh
---repeat=N) every figure is the median of the runs. A row the hub does not
-serve yet shows "n/a".
+columns, then hub/ceiling and hub/etcd; then, where hubbench read the server
+(--server_pid), each server's CPU per operation over the window (utime +
+stime, µs), hub's over the ceiling's, and each server's resident memory at
+the window's end (MiB). With several runs of a row (run.sh --repeat=N) every
+figure is the median of the runs. A row the hub does not serve yet shows
+"n/a".
 """
 import json
 import statistics
@@ -62,6 +65,14 @@ def cell(rows, workload):
     return text + runs, ops
 
 
+def server(rows, field, scale=1.0, fmt="{:.0f}"):
+    """One target's median of a server_* field, as text and number."""
+    value = median(rows, field)
+    if value is None:
+        return "-", None
+    return fmt.format(value * scale), value
+
+
 def ratio(a, b):
     return f"{a / b:.2f}" if a is not None and b else "n/a"
 
@@ -77,16 +88,23 @@ def main(path):
             if r["layout"] not in layouts:
                 layouts.append(r["layout"])
         table = [("layout", "hub", "ceiling (noop)", "etcd", "hub/ceiling",
-                  "hub/etcd")]
+                  "hub/etcd", "cpu us/op hub/noop/etcd", "hub/noop cpu",
+                  "rss MiB hub/noop/etcd")]
         for layout in layouts:
-            cells = {}
+            cells, cpu, rss = {}, {}, {}
             for target in TARGETS:
-                cells[target] = cell([r for r in rows if r["layout"] == layout
-                                      and r["target"] == target], workload)
+                mine = [r for r in rows
+                        if r["layout"] == layout and r["target"] == target]
+                cells[target] = cell(mine, workload)
+                cpu[target] = server(mine, "server_us_per_op")
+                rss[target] = server(mine, "server_rss_kib", 1 / 1024)
             hub, noop, etcd = (cells[t][1] for t in TARGETS)
             table.append((layout, cells["hub"][0], cells["noop"][0],
-                          cells["etcd"][0], ratio(hub, noop), ratio(hub, etcd)))
-        widths = [max(len(row[i]) for row in table) for i in range(6)]
+                          cells["etcd"][0], ratio(hub, noop), ratio(hub, etcd),
+                          "/".join(cpu[t][0] for t in TARGETS),
+                          ratio(cpu["hub"][1], cpu["noop"][1]),
+                          "/".join(rss[t][0] for t in TARGETS)))
+        widths = [max(len(row[i]) for row in table) for i in range(9)]
         print(f"\n{workload}: {title}")
         for row in table:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
