@@ -188,16 +188,17 @@ INSTANTIATE_TEST_SUITE_P(Methods, PgCopyMethodTest,
 
 // hub_meta, hub_hubs (the membership of hubs sharing the database) and
 // hub_commits (the writers' commit ids) are PostgreSQL's own;
-// hub_inbox_pending and the role change log (hub_role_changes,
-// hub_role_change_counter) are derived (their triggers fill them as the
-// inbox and role rows are copied).
+// hub_inbox_pending, hub_inbox_settled and the role change log
+// (hub_role_changes, hub_role_change_counter) are derived (their triggers fill
+// them as the inbox and role rows are copied).
 TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButPostgresOwnAndTheDerived) {
   std::unique_ptr<Connection> conn = Connect();
   ASSERT_TRUE(MigratePostgres(*conn).ok());
   absl::StatusOr<Result> r = conn->Exec(
       "SELECT table_name FROM information_schema.tables WHERE "
       "table_schema = 'public' AND table_name NOT IN ('hub_meta', "
-      "'hub_hubs', 'hub_commits', 'hub_inbox_pending', 'hub_role_changes', "
+      "'hub_hubs', 'hub_commits', 'hub_inbox_pending', 'hub_inbox_settled', "
+      "'hub_role_changes', "
       "'hub_role_change_counter') ORDER BY 1");
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::string> tables;

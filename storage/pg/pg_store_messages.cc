@@ -28,15 +28,19 @@ namespace {
 
 // Locks each distinct recipient's pending count (storage/pg/schema.sql's
 // hub_inbox_pending, kept by triggers) until the group commits, in agent
-// order so two publishes never wait on each other crosswise, and reads it:
-// the latest committed count, since a lock waits for its holder's commit.
-// A recipient with no row yet gets one (count 0), so that a first publish is
-// serialized too. A recipient need not be a registered agent.
+// order so two publishes never wait on each other crosswise, and reads it
+// less what was settled (hub_inbox_settled, not locked: a settle committed
+// after this statement began only makes the inbox look fuller). The locked
+// row is the latest committed one, since a lock waits for its holder's
+// commit. A recipient with no row yet gets one (count 0), so that a first
+// publish is serialized too. A recipient need not be a registered agent.
 constexpr char kLockPendingCountsSql[] =
-    "INSERT INTO hub_inbox_pending AS p (agent_id, pending) "
+    "WITH p AS (INSERT INTO hub_inbox_pending AS p (agent_id, pending) "
     "SELECT DISTINCT a, 0 FROM unnest($1::text[]) AS a ORDER BY a "
     "ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending "
-    "RETURNING agent_id, pending";
+    "RETURNING agent_id, pending) "
+    "SELECT p.agent_id, p.pending - COALESCE(s.settled, 0) FROM p "
+    "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id";
 
 constexpr char kInsertMessageSql[] =
     "INSERT INTO messages (" HUB_MESSAGE_COLUMNS

@@ -96,13 +96,25 @@ CREATE INDEX IF NOT EXISTS idx_inbox_undelivered
 
 -- Each agent's pending inbox rows (unacked rows of queued|delivered
 -- messages), kept by the triggers below in the same transaction as every
--- change to them, whoever writes it: what the inbox limit compares with,
--- and the row a publish locks (FOR UPDATE) so that concurrent publishes from
--- any hub cannot overshoot the limit. A COUNT per publish would read as many
--- rows as the inbox holds (up to the limit: 10 000 by default).
+-- change to them, whoever writes it: what the inbox limit compares with.
+-- A COUNT per publish would read as many rows as the inbox holds (up to the
+-- limit: 10 000 by default). The count is two rows: hub_inbox_pending.pending
+-- grows with every row that starts to count (a publish, a recipient added,
+-- a message queued again), hub_inbox_settled.settled with every row that
+-- stops (an ack, an expiry, a dead letter, a delete); an inbox's count is
+-- pending - settled. A publish locks its recipients' pending rows (FOR
+-- UPDATE) so that concurrent publishes from any hub cannot overshoot the
+-- limit, and reads settled without a lock: a settle it does not see yet
+-- only makes the inbox look fuller. Acks never wait for another hub's
+-- publishes to the same agent, nor those for the acks (hub_schema_version
+-- 3; one row for both made them take turns, a commit each).
 CREATE TABLE IF NOT EXISTS hub_inbox_pending (
   agent_id TEXT COLLATE "C" PRIMARY KEY,
   pending BIGINT NOT NULL DEFAULT 0
+);
+CREATE TABLE IF NOT EXISTS hub_inbox_settled (
+  agent_id TEXT COLLATE "C" PRIMARY KEY,
+  settled BIGINT NOT NULL DEFAULT 0
 );
 
 -- PL/pgSQL, not LANGUAGE sql: a SQL function called from a trigger parses
@@ -111,8 +123,14 @@ CREATE TABLE IF NOT EXISTS hub_inbox_pending (
 CREATE OR REPLACE FUNCTION hub_inbox_pending_add(agent TEXT, delta BIGINT)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  INSERT INTO hub_inbox_pending AS p (agent_id, pending) VALUES (agent, delta)
-  ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + delta;
+  IF delta > 0 THEN
+    INSERT INTO hub_inbox_pending AS p (agent_id, pending) VALUES (agent, delta)
+    ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + delta;
+  ELSE
+    INSERT INTO hub_inbox_settled AS s (agent_id, settled)
+    VALUES (agent, -delta)
+    ON CONFLICT (agent_id) DO UPDATE SET settled = s.settled - delta;
+  END IF;
 END $$;
 
 -- An inbox row counts while it is unacked and its message is pending.
