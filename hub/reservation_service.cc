@@ -34,7 +34,9 @@ ReservationMode ModeOf(bool exclusive) {
                    : hub::v1::RESERVATION_MODE_SHARED;
 }
 
-hub::v1::Reservation ToProto(const storage::ReservationRecord& r) {
+}  // namespace
+
+hub::v1::Reservation ReservationToProto(const storage::ReservationRecord& r) {
   hub::v1::Reservation p;
   p.set_reservation_id(r.reservation_id);
   p.set_project_id(r.project_id);
@@ -49,6 +51,12 @@ hub::v1::Reservation ToProto(const storage::ReservationRecord& r) {
   *p.mutable_expires_at() =
       ToProtoTimestamp(absl::FromUnixMillis(r.expires_at_ms));
   return p;
+}
+
+namespace {
+
+hub::v1::Reservation ToProto(const storage::ReservationRecord& r) {
+  return ReservationToProto(r);
 }
 
 hub::v1::ReservationConflict ToProto(const storage::ReservationConflict& c) {

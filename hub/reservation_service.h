@@ -6,13 +6,21 @@
 #ifndef HUB_HUB_RESERVATION_SERVICE_H_
 #define HUB_HUB_RESERVATION_SERVICE_H_
 
+#include <set>
+
+#include "absl/base/thread_annotations.h"
+#include "absl/synchronization/mutex.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
 #include "hub/v1/reservation.grpc.pb.h"
+#include "registry/reservation_feed.h"
 #include "registry/reservations.h"
 
 namespace hub {
+
+// The NOTIFY channel of reservation changes (hubs sharing a database).
+inline constexpr char kReservationChangesChannel[] = "hub_reservation_changes";
 
 class ReservationServiceImpl final
     : public hub::v1::ReservationService::CallbackService {
@@ -20,11 +28,17 @@ class ReservationServiceImpl final
   // Everything must outlive the service.
   ReservationServiceImpl(ReservationBook* book, BlockingPool* write_pool)
       : book_(book), write_pool_(write_pool) {}
+  ~ReservationServiceImpl() override;
 
   // Set before serving; must outlive the service. Without them every call
   // is allowed and unlimited.
   void SetCallGate(CallGate* gate) { gate_ = gate; }
   void SetAuthority(const Authority* authority) { authority_ = authority; }
+  // WatchReservations' source; set before serving (without it the call
+  // answers UNAVAILABLE). Must outlive the service.
+  void SetFeed(ReservationFeed* feed) { feed_ = feed; }
+  // Ends every watch stream (HUB_SHUTTING_DOWN) and refuses new ones.
+  void Shutdown();
 
   grpc::ServerUnaryReactor* Reserve(
       grpc::CallbackServerContext* context,
@@ -50,13 +64,26 @@ class ReservationServiceImpl final
       grpc::CallbackServerContext* context,
       const hub::v1::ForceReleaseReservationRequest* request,
       hub::v1::ForceReleaseReservationResponse* response) override;
+  grpc::ServerWriteReactor<hub::v1::WatchReservationsResponse>*
+  WatchReservations(grpc::CallbackServerContext* context,
+                    const hub::v1::WatchReservationsRequest* request) override;
 
  private:
+  class WatchReactor;  // reservation_service_watch.cc
+  void Untrack(WatchReactor* reactor);
+
   ReservationBook* const book_;
   BlockingPool* const write_pool_;
   CallGate* gate_ = nullptr;
   const Authority* authority_ = nullptr;
+  ReservationFeed* feed_ = nullptr;
+  absl::Mutex mu_;
+  std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
+  bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
 };
+
+// The wire form of a reservation.
+hub::v1::Reservation ReservationToProto(const storage::ReservationRecord& r);
 
 }  // namespace hub
 

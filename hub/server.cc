@@ -373,6 +373,34 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   reservations->SetObserver([metrics](ReservationEvent event, int64_t n) {
     metrics->OnReservations(event, n);
   });
+  // Reservation changes reach watchers from the store's change log, every
+  // hub's (reservations.md, "Watching"): this hub's commits kick its feed
+  // at once; over a shared database they also hint the other hubs.
+  ReservationFeedOptions feed_options;
+  feed_options.on_error = [](const absl::Status& status) {
+    log::Warn("reservation_changes_unread",
+              {{"reason", ReasonOf(status)}, {"message", status.message()}});
+  };
+  server->reservation_feed_ = std::make_unique<ReservationFeed>(
+      server->store_.get(), clock, std::move(feed_options));
+  ReservationFeed* reservation_feed = server->reservation_feed_.get();
+  if (server->store_->HasRoleChangeLog()) {  // hubs may share it
+    ChangeHintsOptions hints;
+    hints.conninfo = options.db_path;
+    hints.hub_instance_id = hub_instance_id;
+    hints.channel = kReservationChangesChannel;
+    hints.what = "reservation_change";
+    server->reservation_hints_ = std::make_unique<ChangeHints>(hints);
+  }
+  ChangeHints* reservation_hints = server->reservation_hints_.get();
+  reservations->SetOnCommitted([reservation_feed, reservation_hints] {
+    reservation_feed->Kick();
+    if (reservation_hints != nullptr) reservation_hints->Committed();
+  });
+  if (absl::Status s = reservation_feed->Start(); !s.ok()) return s;
+  if (reservation_hints != nullptr) {
+    reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });
+  }
   server->presence_->SetGoneListener(
       [activator, activator_pool, reservations](const std::string& agent_id,
                                                 int64_t generation,
@@ -484,6 +512,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->reservations_.get(), server->write_pool_.get());
   server->reservation_service_->SetAuthority(server->authority_.get());
   server->reservation_service_->SetCallGate(server->gate_.get());
+  server->reservation_service_->SetFeed(reservation_feed);
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -761,6 +790,7 @@ void HubServer::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();
+    reservation_service_->Shutdown();
     messaging_->Shutdown();  // waiting asks answer now
     presence_->Shutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
@@ -786,6 +816,8 @@ void HubServer::Shutdown(absl::Duration grace) {
   write_pool_.reset();  // finishes the writes it holds
   // Every role write is done; nothing is watching any more.
   if (role_feed_ != nullptr) role_feed_->Stop();
+  if (reservation_hints_ != nullptr) reservation_hints_->Stop();
+  if (reservation_feed_ != nullptr) reservation_feed_->Stop();
   if (store_ != nullptr) {
     const storage::WriteStats stats = store_->write_stats();
     log::Info("store_closing", {{"writes", stats.ops},

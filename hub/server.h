@@ -23,6 +23,7 @@
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
+#include "hub/change_hints.h"
 #include "hub/console/console_http.h"
 #include "hub/console/console_model.h"
 #include "hub/hub_metrics.h"
@@ -41,6 +42,7 @@
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
+#include "registry/reservation_feed.h"
 #include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
@@ -224,6 +226,9 @@ class HubServer {
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<CallGate> gate_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
+  // Before reservations_, whose writes kick them.
+  std::unique_ptr<ReservationFeed> reservation_feed_;
+  std::unique_ptr<ChangeHints> reservation_hints_;  // null on SQLite
   std::unique_ptr<ReservationBook> reservations_;
   std::unique_ptr<ReservationServiceImpl> reservation_service_;
   std::unique_ptr<grpc::Server> server_;

@@ -124,6 +124,7 @@ absl::StatusOr<ReservationRecord> ReservationBook::Reserve(
     return storage::ReservationConflictError(out->conflicts);
   }
   Count(granted_, ReservationEvent::kGranted, 1);
+  Committed();
   return *std::move(out->granted);
 }
 
@@ -134,8 +135,10 @@ absl::StatusOr<ReservationRecord> ReservationBook::Renew(
   if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
   absl::StatusOr<int64_t> ttl_ms = TtlMs(ttl);
   if (!ttl_ms.ok()) return ttl_ms.status();
-  return store_->RenewReservation(
+  absl::StatusOr<ReservationRecord> r = store_->RenewReservation(
       {reservation_id, agent_id, token, NowMs(), *ttl_ms});
+  if (r.ok()) Committed();
+  return r;
 }
 
 absl::StatusOr<std::optional<ReservationRecord>> ReservationBook::Release(
@@ -161,6 +164,7 @@ absl::StatusOr<std::optional<ReservationRecord>> ReservationBook::Release(
   if (left.ok() && !left->has_value()) {
     Count(released_, ReservationEvent::kReleased, 1);
   }
+  if (left.ok()) Committed();
   return left;
 }
 
@@ -185,6 +189,7 @@ absl::StatusOr<ReservationRecord> ReservationBook::ForceRelease(
       store_->ReleaseReservation(r);
   if (!left.ok()) return left.status();
   Count(forced_, ReservationEvent::kForced, 1);
+  Committed();
   return held;
 }
 
@@ -261,9 +266,10 @@ ReservationBook::Check(const PathCheckInput& in) {
 void ReservationBook::OnAgentGone(const std::string& agent_id,
                                   int64_t generation) {
   absl::StatusOr<int64_t> n =
-      store_->ReleaseAgentReservations(agent_id, generation);
+      store_->ReleaseAgentReservations(agent_id, generation, NowMs());
   // A failure leaves them to the sweep; they are not live either way.
   if (n.ok()) Count(holder_gone_, ReservationEvent::kHolderGone, *n);
+  if (n.ok() && *n > 0) Committed();
 }
 
 int64_t ReservationBook::Sweep(absl::Duration interval) {
@@ -278,6 +284,7 @@ int64_t ReservationBook::Sweep(absl::Duration interval) {
   if (!swept.ok()) return 0;  // the next pass tries again
   Count(expired_, ReservationEvent::kExpired, swept->first);
   Count(holder_gone_, ReservationEvent::kHolderGone, swept->second);
+  if (swept->first + swept->second > 0) Committed();
   return swept->first + swept->second;
 }
 
@@ -290,6 +297,13 @@ ReservationCounters ReservationBook::counters() const {
   c.expired = expired_.load(std::memory_order_relaxed);
   c.holder_gone = holder_gone_.load(std::memory_order_relaxed);
   return c;
+}
+
+absl::Status ReservationBook::ValidateWatch(const std::string& project_id,
+                                            const std::string& agent_id) {
+  if (absl::Status s = ValidateProject(project_id); !s.ok()) return s;
+  if (!agent_id.empty()) return ValidateAgentId(agent_id);
+  return absl::OkStatus();
 }
 
 }  // namespace hub

@@ -134,6 +134,18 @@ class ReservationBook {
   void SetObserver(std::function<void(ReservationEvent, int64_t)> observer) {
     observer_ = std::move(observer);
   }
+  // Called after every write that committed a change (a grant, renewal,
+  // release, forced release, or reservations ended), on the writing
+  // thread: hubd kicks its ReservationFeed and hints the other hubs. Set
+  // before serving. Default: nothing.
+  void SetOnCommitted(std::function<void()> on_committed) {
+    on_committed_ = std::move(on_committed);
+  }
+
+  // A WatchReservations filter's ids: PROJECT_ID_INVALID (required),
+  // AGENT_ID_INVALID (when not empty).
+  static absl::Status ValidateWatch(const std::string& project_id,
+                                    const std::string& agent_id);
 
   // The normalized, distinct patterns, or the first pattern reason.
   // `literal`: paths.
@@ -150,6 +162,10 @@ class ReservationBook {
   const ReservationLimits limits_;
   std::function<std::string()> new_id_;
   std::function<void(ReservationEvent, int64_t)> observer_;
+  std::function<void()> on_committed_;
+  void Committed() const {
+    if (on_committed_) on_committed_();
+  }
   std::atomic<int64_t> last_sweep_ms_{0};
   std::atomic<int64_t> granted_{0}, conflicts_{0}, released_{0}, forced_{0},
       expired_{0}, holder_gone_{0};

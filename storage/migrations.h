@@ -22,8 +22,9 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // indexes that no hub query uses by idx_messages_pending_expiry, 6 replaced
 // that and idx_messages_role_key by partial indexes of pending messages, 7
 // added the path reservation tables (hub_reservation_tokens,
-// hub_reservations, hub_reservation_patterns).
-inline constexpr int kHubSchemaVersion = 7;
+// hub_reservations, hub_reservation_patterns), 8 the reservation change
+// log (hub_reservation_changes).
+inline constexpr int kHubSchemaVersion = 8;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

@@ -6,6 +6,8 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
 #include "status/status.h"
 #include "storage/store.h"
 
@@ -81,6 +83,36 @@ absl::Status Forget(ReservationRows& rows, absl::string_view project,
                          std::max<int64_t>(counter.second - removed, 0));
 }
 
+// Ends the reservations among `ids` that are not live at `now_ms`: each is
+// read (for the change log), deleted only if still ended, and logged as
+// expired (its TTL passed) or holder_gone. Returns {expired, holder_gone}.
+// REQUIRES: their project's token row locked.
+absl::StatusOr<std::pair<int64_t, int64_t>> EndEnded(
+    ReservationRows& rows, const std::vector<std::string>& ids,
+    int64_t now_ms) {
+  std::pair<int64_t, int64_t> counts = {0, 0};
+  for (const std::string& id : ids) {
+    absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>> row =
+        rows.Load(id, now_ms);
+    if (!row.ok()) return row.status();
+    if (!row->has_value() || (*row)->second) continue;  // gone, or live
+    absl::StatusOr<int64_t> n = rows.Delete({id}, now_ms);
+    if (!n.ok()) return n.status();
+    if (*n == 0) continue;
+    const ReservationRecord& r = (*row)->first;
+    const bool expired = r.expires_at_ms <= now_ms;
+    if (absl::Status s =
+            rows.AppendChange(expired ? ReservationChangeKind::kExpired
+                                      : ReservationChangeKind::kHolderGone,
+                              r, now_ms);
+        !s.ok()) {
+      return s;
+    }
+    ++(expired ? counts.first : counts.second);
+  }
+  return counts;
+}
+
 }  // namespace
 
 absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
@@ -128,15 +160,23 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
   }
   int64_t held = counter->second;
   if (!ended.empty()) {
-    absl::StatusOr<int64_t> n = rows.Delete(
-        std::vector<std::string>(ended.begin(), ended.end()), std::nullopt);
+    absl::StatusOr<std::pair<int64_t, int64_t>> n = EndEnded(
+        rows, std::vector<std::string>(ended.begin(), ended.end()), r.now_ms);
     if (!n.ok()) return n.status();
-    held = std::max<int64_t>(held - *n, 0);
+    held = std::max<int64_t>(held - n->first - n->second, 0);
   }
   if (r.max_per_project > 0 && held >= r.max_per_project) {
     // At the limit the count may still hold ended rows: drop them, count
     // again (exact under the lock), then decide.
-    absl::StatusOr<int64_t> n = rows.DeleteEnded(r.project_id, r.now_ms);
+    absl::StatusOr<std::vector<EndedReservation>> project_ended =
+        rows.Ended(r.now_ms, held, r.project_id);
+    if (!project_ended.ok()) return project_ended.status();
+    std::vector<std::string> ids;
+    for (const EndedReservation& e : *project_ended) {
+      ids.push_back(e.reservation_id);
+    }
+    absl::StatusOr<std::pair<int64_t, int64_t>> n =
+        EndEnded(rows, ids, r.now_ms);
     if (!n.ok()) return n.status();
     absl::StatusOr<int64_t> rows_left = rows.CountRows(r.project_id);
     if (!rows_left.ok()) return rows_left.status();
@@ -164,6 +204,11 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
   record.patterns = r.patterns;
   if (absl::Status s = rows.Insert(record); !s.ok()) return s;
   if (absl::Status s = rows.SetProject(r.project_id, record.token, held + 1);
+      !s.ok()) {
+    return s;
+  }
+  if (absl::Status s =
+          rows.AppendChange(ReservationChangeKind::kGranted, record, r.now_ms);
       !s.ok()) {
     return s;
   }
@@ -199,6 +244,11 @@ absl::StatusOr<ReservationRecord> RenewWith(ReservationRows& rows,
   if (!extended.ok()) return extended.status();
   if (!*extended) return ReservationNotFound(r.reservation_id);
   held->expires_at_ms = expires;
+  if (absl::Status s =
+          rows.AppendChange(ReservationChangeKind::kRenewed, *held, r.now_ms);
+      !s.ok()) {
+    return s;
+  }
   return held;
 }
 
@@ -223,6 +273,11 @@ absl::StatusOr<std::optional<ReservationRecord>> ReleaseWith(
         rows.DeletePatterns(r.reservation_id, r.patterns);
     if (!n.ok()) return n.status();
     held->patterns = std::move(left);
+    if (absl::Status s = rows.AppendChange(ReservationChangeKind::kNarrowed,
+                                           *held, r.now_ms);
+        !s.ok()) {
+      return s;
+    }
     return held;
   }
   absl::StatusOr<int64_t> n =
@@ -234,12 +289,20 @@ absl::StatusOr<std::optional<ReservationRecord>> ReleaseWith(
   if (absl::Status s = Forget(rows, held->project_id, *counter, *n); !s.ok()) {
     return s;
   }
+  if (absl::Status s = rows.AppendChange(r.agent_id.empty()
+                                             ? ReservationChangeKind::kForced
+                                             : ReservationChangeKind::kReleased,
+                                         *held, r.now_ms);
+      !s.ok()) {
+    return s;
+  }
   return std::optional<ReservationRecord>();
 }
 
 absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
                                          absl::string_view agent_id,
-                                         std::optional<int64_t> generation) {
+                                         std::optional<int64_t> generation,
+                                         int64_t now_ms) {
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> mine =
       rows.OfAgent(agent_id, generation);
   if (!mine.ok()) return mine.status();
@@ -250,10 +313,26 @@ absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
     absl::StatusOr<std::pair<int64_t, int64_t>> counter =
         rows.LockProject(project);
     if (!counter.ok()) return counter.status();
+    // Read first, for the change log: under the token row, what exists
+    // now is what the delete removes.
+    std::vector<ReservationRecord> ending;
+    for (const std::string& id : ids) {
+      absl::StatusOr<std::optional<std::pair<ReservationRecord, bool>>> row =
+          rows.Load(id, now_ms);
+      if (!row.ok()) return row.status();
+      if (row->has_value()) ending.push_back(std::move((*row)->first));
+    }
     absl::StatusOr<int64_t> n = rows.Delete(ids, std::nullopt);
     if (!n.ok()) return n.status();
     if (absl::Status s = Forget(rows, project, *counter, *n); !s.ok()) {
       return s;
+    }
+    for (const ReservationRecord& r : ending) {
+      if (absl::Status s =
+              rows.AppendChange(ReservationChangeKind::kHolderGone, r, now_ms);
+          !s.ok()) {
+        return s;
+      }
     }
     total += *n;
   }
@@ -319,18 +398,75 @@ absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(
     absl::StatusOr<std::pair<int64_t, int64_t>> counter =
         rows.LockProject(project);
     if (!counter.ok()) return counter.status();
-    int64_t removed = 0;
-    for (const EndedReservation* e : list) {
-      absl::StatusOr<int64_t> n = rows.Delete({e->reservation_id}, now_ms);
-      if (!n.ok()) return n.status();
-      removed += *n;
-      (e->expired ? counts.first : counts.second) += *n;
-    }
+    std::vector<std::string> ids;
+    for (const EndedReservation* e : list) ids.push_back(e->reservation_id);
+    absl::StatusOr<std::pair<int64_t, int64_t>> n = EndEnded(rows, ids, now_ms);
+    if (!n.ok()) return n.status();
+    counts.first += n->first;
+    counts.second += n->second;
+    const int64_t removed = n->first + n->second;
     if (absl::Status s = Forget(rows, project, *counter, removed); !s.ok()) {
       return s;
     }
   }
   return counts;
+}
+
+absl::StatusOr<ReservationChangePage> ReadChangesWith(ReservationRows& rows,
+                                                      int64_t after_seq,
+                                                      int64_t limit) {
+  if (limit <= 0) {
+    return InvalidArgumentError(
+        "REQUEST_INVALID", "a reservation change page needs a limit above 0");
+  }
+  // The head first: every change up to it is visible to the page's read,
+  // which may run on a later snapshot (a read connection runs each
+  // statement on its own), so an empty page means no change after
+  // `after_seq` up to the head, never a hole.
+  ReservationChangePage page;
+  absl::StatusOr<int64_t> head = rows.ChangeHead();
+  if (!head.ok()) return head.status();
+  page.head = *head;
+  absl::StatusOr<std::vector<ReservationChange>> changes =
+      rows.ChangesAfter(after_seq, limit);
+  if (!changes.ok()) return changes.status();
+  page.changes = *std::move(changes);
+  if (!page.changes.empty()) {
+    page.head = std::max(page.head, page.changes.back().seq);
+  }
+  return page;
+}
+
+absl::StatusOr<ReservationSnapshot> SnapshotWith(
+    ReservationRows& rows, const ReservationFilter& filter) {
+  ReservationSnapshot snapshot;
+  absl::StatusOr<int64_t> head = rows.ChangeHead();
+  if (!head.ok()) return head.status();
+  snapshot.head = *head;
+  ReservationFilter page = filter;
+  page.overlapping.reset();
+  page.after_reservation_id.clear();
+  page.limit = 1000;
+  while (true) {
+    absl::StatusOr<std::vector<ReservationRecord>> part = rows.Page(page);
+    if (!part.ok()) return part.status();
+    const bool last = static_cast<int64_t>(part->size()) < page.limit;
+    if (!part->empty()) page.after_reservation_id = part->back().reservation_id;
+    for (ReservationRecord& r : *part) {
+      snapshot.reservations.push_back(std::move(r));
+    }
+    if (last) break;
+  }
+  return snapshot;
+}
+
+std::string JoinLoggedPatterns(const std::vector<std::string>& patterns) {
+  return absl::StrJoin(patterns, "\n");
+}
+
+std::vector<std::string> SplitLoggedPatterns(absl::string_view joined) {
+  if (joined.empty()) return {};
+  return absl::StrSplit(joined, '\n');
 }
 
 }  // namespace hub::storage

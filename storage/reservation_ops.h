@@ -58,9 +58,6 @@ class ReservationRows {
                                             int64_t now_ms) = 0;
   // Reservation rows of the project, live or not.
   virtual absl::StatusOr<int64_t> CountRows(absl::string_view project_id) = 0;
-  // Deletes the project's reservations that are not live at `now_ms`.
-  virtual absl::StatusOr<int64_t> DeleteEnded(absl::string_view project_id,
-                                              int64_t now_ms) = 0;
   // Deletes these reservations (and their patterns), only those not live
   // at `ended_at_ms` when it is set; returns how many rows.
   virtual absl::StatusOr<int64_t> Delete(
@@ -91,13 +88,28 @@ class ReservationRows {
   // The agent's reservations (at `generation` when set): {id, project}.
   virtual absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
   OfAgent(absl::string_view agent_id, std::optional<int64_t> generation) = 0;
-  // At most `limit` reservations that ended by `now_ms`.
+  // At most `limit` reservations that ended by `now_ms` (of `project_id`
+  // only, when set).
   virtual absl::StatusOr<std::vector<EndedReservation>> Ended(
-      int64_t now_ms, int64_t limit) = 0;
+      int64_t now_ms, int64_t limit,
+      std::optional<absl::string_view> project_id) = 0;
   // Live reservations matching the filter's project, agent and keyset, by
   // id, at most filter.limit (the `overlapping` filter is not applied).
   virtual absl::StatusOr<std::vector<ReservationRecord>> Page(
       const ReservationFilter& filter) = 0;
+
+  // The change log (Store::ReadReservationChanges). Appends one change: the
+  // log's seq is the engine's (commit order).
+  virtual absl::Status AppendChange(ReservationChangeKind kind,
+                                    const ReservationRecord& reservation,
+                                    int64_t now_ms) = 0;
+  // At most `limit` changes after `after_seq`, by seq.
+  virtual absl::StatusOr<std::vector<ReservationChange>> ChangesAfter(
+      int64_t after_seq, int64_t limit) = 0;
+  // The newest seq handed out (0 before the first change).
+  virtual absl::StatusOr<int64_t> ChangeHead() = 0;
+  virtual absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
+                                               int64_t limit) = 0;
 };
 
 // Store::Reserve (store.h).
@@ -112,7 +124,8 @@ absl::StatusOr<std::optional<ReservationRecord>> ReleaseWith(
     ReservationRows& rows, const ReservationRelease& r);
 absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
                                          absl::string_view agent_id,
-                                         std::optional<int64_t> generation);
+                                         std::optional<int64_t> generation,
+                                         int64_t now_ms);
 absl::StatusOr<std::optional<ReservationRecord>> GetWith(
     ReservationRows& rows, absl::string_view reservation_id, int64_t now_ms);
 absl::StatusOr<std::vector<ReservationRecord>> ListWith(
@@ -123,6 +136,17 @@ absl::StatusOr<std::vector<ReservationRecord>> ListWith(
 absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(
     ReservationRows& rows, const std::vector<EndedReservation>& ended,
     int64_t now_ms);
+// Store::ReadReservationChanges: the head, then the page (whose read sees
+// every change up to that head); the page's head is the larger of the two.
+absl::StatusOr<ReservationChangePage> ReadChangesWith(ReservationRows& rows,
+                                                      int64_t after_seq,
+                                                      int64_t limit);
+// Store::SnapshotReservations; the caller runs it in one read snapshot.
+absl::StatusOr<ReservationSnapshot> SnapshotWith(
+    ReservationRows& rows, const ReservationFilter& filter);
+// Joins and splits the patterns column of the change log.
+std::string JoinLoggedPatterns(const std::vector<std::string>& patterns);
+std::vector<std::string> SplitLoggedPatterns(absl::string_view joined);
 
 }  // namespace hub::storage
 

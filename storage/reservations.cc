@@ -171,4 +171,31 @@ absl::Status ReservationNotFound(absl::string_view reservation_id) {
                       "reservation_id", ErrorText(reservation_id));
 }
 
+namespace {
+constexpr std::pair<ReservationChangeKind, absl::string_view> kChangeWords[] = {
+    {ReservationChangeKind::kGranted, "granted"},
+    {ReservationChangeKind::kRenewed, "renewed"},
+    {ReservationChangeKind::kNarrowed, "narrowed"},
+    {ReservationChangeKind::kReleased, "released"},
+    {ReservationChangeKind::kForced, "forced"},
+    {ReservationChangeKind::kExpired, "expired"},
+    {ReservationChangeKind::kHolderGone, "holder_gone"},
+};
+}  // namespace
+
+absl::string_view ReservationChangeWord(ReservationChangeKind kind) {
+  for (const auto& [k, word] : kChangeWords) {
+    if (k == kind) return word;
+  }
+  return "granted";
+}
+
+std::optional<ReservationChangeKind> ReservationChangeKindOf(
+    absl::string_view word) {
+  for (const auto& [k, w] : kChangeWords) {
+    if (w == word) return k;
+  }
+  return std::nullopt;
+}
+
 }  // namespace hub::storage

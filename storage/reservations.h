@@ -41,6 +41,49 @@ struct ReservationRecord {
   std::vector<std::string> patterns;  // normalized, in the order reserved
 };
 
+// What happened to a reservation, as the change log records it
+// (hub_reservation_changes).
+enum class ReservationChangeKind {
+  kGranted,
+  kRenewed,     // its expiry moved
+  kNarrowed,    // some of its patterns were released; it lives on
+  kReleased,    // by its holder, whole
+  kForced,      // released by an operator
+  kExpired,     // its TTL passed (deleted by a sweep or a grant)
+  kHolderGone,  // its holder deregistered, went offline, or was replaced
+};
+// "granted", "renewed", "narrowed", "released", "forced", "expired",
+// "holder_gone": the log's words.
+absl::string_view ReservationChangeWord(ReservationChangeKind kind);
+// nullopt for a word that is none of those.
+std::optional<ReservationChangeKind> ReservationChangeKindOf(
+    absl::string_view word);
+
+// One committed change of the reservation change log
+// (Store::ReadReservationChanges).
+struct ReservationChange {
+  // The change's place in commit order (increasing; commits of one project
+  // are in the order their writes took the project's token row).
+  int64_t seq = 0;
+  ReservationChangeKind kind = ReservationChangeKind::kGranted;
+  // When the write ran, by the writing hub's clock.
+  int64_t written_at_ms = 0;
+  // After the change; for an end, as it was.
+  ReservationRecord reservation;
+};
+struct ReservationChangePage {
+  std::vector<ReservationChange> changes;  // by seq
+  // The newest seq committed as of the read.
+  int64_t head = 0;
+};
+// Store::SnapshotReservations: the live reservations and the newest seq of
+// the change log, from one snapshot: every change up to `head` is in the
+// reservations, no later one is.
+struct ReservationSnapshot {
+  std::vector<ReservationRecord> reservations;  // by reservation_id
+  int64_t head = 0;
+};
+
 // A live reservation another request conflicts with, and the two patterns
 // that overlap.
 struct ReservationConflict {

@@ -211,6 +211,29 @@ CREATE TABLE IF NOT EXISTS hub_reservation_patterns (
 CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_prefix
   ON hub_reservation_patterns (project_id, prefix);
 
+-- hub_schema_version 8: the reservation change log (WatchReservations,
+-- docs/design/reservations.md, "Watching"). Every reservation write appends
+-- one row per reservation it grants, renews, narrows or ends, in its own
+-- transaction, with the reservation as it is after the change (as it was,
+-- for an end); `patterns` are its normalized patterns joined by newlines
+-- (a pattern holds no control character). One writer commits in seq order;
+-- AUTOINCREMENT never hands a seq out twice, even once the log is pruned.
+CREATE TABLE IF NOT EXISTS hub_reservation_changes (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  kind TEXT NOT NULL,
+  written_at_ms INTEGER NOT NULL,
+  reservation_id TEXT NOT NULL,
+  project_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  presence_generation INTEGER NOT NULL,
+  exclusive INTEGER NOT NULL,
+  token INTEGER NOT NULL,
+  reason TEXT NOT NULL,
+  created_at_ms INTEGER NOT NULL,
+  expires_at_ms INTEGER NOT NULL,
+  patterns TEXT NOT NULL
+);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.

@@ -1,7 +1,7 @@
-// SqliteStore: path reservations (hub_schema_version 7). The operations are
-// storage/reservation_ops.h's, shared with PostgreSQL; this file is their
-// statements. Writes run on the single writer, so the token row needs no
-// lock of its own here; reads (Check, List, Get, the sweep's search) run on
+// SqliteStore: path reservations (hub_schema_version 7; the change log 8). The
+// operations are storage/reservation_ops.h's, shared with PostgreSQL; this file
+// is their statements. Writes run on the single writer, so the token row needs
+// no lock of its own here; reads (Check, List, Get, the sweep's search) run on
 // the read pool.
 #include <string>
 #include <utility>
@@ -178,17 +178,6 @@ class SqliteReservationRows final : public ReservationRows {
     return Count(*s);
   }
 
-  absl::StatusOr<int64_t> DeleteEnded(absl::string_view project_id,
-                                      int64_t now_ms) override {
-    absl::StatusOr<Stmt> s = conn_.Prepare(
-        "DELETE FROM hub_reservations AS r WHERE r.project_id = ?2 "
-        "AND NOT " HUB_RES_LIVE);
-    if (!s.ok()) return s.status();
-    s->Bind(1, now_ms).Bind(2, project_id);
-    if (absl::Status st = s->Run(); !st.ok()) return st;
-    return conn_.Changes();
-  }
-
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids,
                                  std::optional<int64_t> ended_at_ms) override {
     absl::StatusOr<Stmt> s = conn_.Prepare(
@@ -307,13 +296,20 @@ class SqliteReservationRows final : public ReservationRows {
         *s, [](const Stmt& st) { return Row(st.Text(0), st.Text(1)); });
   }
 
-  absl::StatusOr<std::vector<EndedReservation>> Ended(int64_t now_ms,
-                                                      int64_t limit) override {
+  absl::StatusOr<std::vector<EndedReservation>> Ended(
+      int64_t now_ms, int64_t limit,
+      std::optional<absl::string_view> project_id) override {
     absl::StatusOr<Stmt> s = conn_.Prepare(
         "SELECT r.reservation_id, r.project_id, r.expires_at_ms <= ?1 "
-        "FROM hub_reservations r WHERE NOT " HUB_RES_LIVE " LIMIT ?2");
+        "FROM hub_reservations r WHERE (?3 IS NULL OR r.project_id = ?3) "
+        "AND NOT " HUB_RES_LIVE " LIMIT ?2");
     if (!s.ok()) return s.status();
     s->Bind(1, now_ms).Bind(2, limit);
+    if (project_id.has_value()) {
+      s->Bind(3, *project_id);
+    } else {
+      s->BindNull(3);
+    }
     return rows::ReadAll<EndedReservation>(*s, [](const Stmt& st) {
       return EndedReservation{st.Text(0), st.Text(1), st.Int(2) != 0};
     });
@@ -340,6 +336,73 @@ class SqliteReservationRows final : public ReservationRows {
       if (absl::Status st = LoadPatterns(r); !st.ok()) return st;
     }
     return out;
+  }
+
+  absl::Status AppendChange(ReservationChangeKind kind,
+                            const ReservationRecord& r,
+                            int64_t now_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "INSERT INTO hub_reservation_changes (kind, written_at_ms, "
+        "reservation_id, project_id, agent_id, presence_generation, "
+        "exclusive, token, reason, created_at_ms, expires_at_ms, patterns) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!s.ok()) return s.status();
+    s->Bind(1, ReservationChangeWord(kind))
+        .Bind(2, now_ms)
+        .Bind(3, r.reservation_id)
+        .Bind(4, r.project_id)
+        .Bind(5, r.agent_id)
+        .Bind(6, r.presence_generation)
+        .Bind(7, int64_t{r.exclusive ? 1 : 0})
+        .Bind(8, r.token)
+        .Bind(9, r.reason)
+        .Bind(10, r.created_at_ms)
+        .Bind(11, r.expires_at_ms)
+        .Bind(12, JoinLoggedPatterns(r.patterns));
+    return s->Run();
+  }
+
+  absl::StatusOr<std::vector<ReservationChange>> ChangesAfter(
+      int64_t after_seq, int64_t limit) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT reservation_id, project_id, agent_id, presence_generation, "
+        "exclusive, token, reason, created_at_ms, expires_at_ms, seq, kind, "
+        "written_at_ms, patterns FROM hub_reservation_changes WHERE seq > ?1 "
+        "ORDER BY seq LIMIT ?2");
+    if (!s.ok()) return s.status();
+    s->Bind(1, after_seq).Bind(2, limit);
+    return rows::ReadAll<ReservationChange>(*s, [](const Stmt& st) {
+      ReservationChange c;
+      c.reservation = ReadReservation(st);
+      c.seq = st.Int(9);
+      c.kind = ReservationChangeKindOf(st.Text(10))
+                   .value_or(ReservationChangeKind::kGranted);
+      c.written_at_ms = st.Int(11);
+      c.reservation.patterns = SplitLoggedPatterns(st.Text(12));
+      return c;
+    });
+  }
+
+  absl::StatusOr<int64_t> ChangeHead() override {
+    // AUTOINCREMENT's high-water mark: never lower than a seq handed out,
+    // even once the log is pruned empty.
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT COALESCE((SELECT seq FROM sqlite_sequence "
+        "WHERE name = 'hub_reservation_changes'), 0)");
+    if (!s.ok()) return s.status();
+    return Count(*s);
+  }
+
+  absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
+                                       int64_t limit) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservation_changes WHERE seq IN (SELECT seq FROM "
+        "hub_reservation_changes ORDER BY seq LIMIT ?2) "
+        "AND written_at_ms < ?1");
+    if (!s.ok()) return s.status();
+    s->Bind(1, before_ms).Bind(2, limit);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
   }
 
  private:
@@ -403,10 +466,11 @@ SqliteStore::ReleaseReservation(const ReservationRelease& release) {
 }
 
 absl::StatusOr<int64_t> SqliteStore::ReleaseAgentReservations(
-    absl::string_view agent_id, std::optional<int64_t> generation) {
+    absl::string_view agent_id, std::optional<int64_t> generation,
+    int64_t now_ms) {
   return Write<int64_t>([&](Connection& conn) {
     SqliteReservationRows rows(conn);
-    return ReleaseAgentWith(rows, agent_id, generation);
+    return ReleaseAgentWith(rows, agent_id, generation, now_ms);
   });
 }
 
@@ -435,13 +499,45 @@ absl::StatusOr<std::pair<int64_t, int64_t>> SqliteStore::SweepReservations(
   // deleted on the writer, each only if still ended.
   absl::StatusOr<Result> ended = Read<Result>([&](Connection& conn) {
     SqliteReservationRows rows(conn);
-    return rows.Ended(now_ms, 1000);
+    return rows.Ended(now_ms, 1000, std::nullopt);
   });
   if (!ended.ok()) return ended.status();
   if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
   return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
     SqliteReservationRows rows(conn);
     return DeleteEndedWith(rows, *ended, now_ms);
+  });
+}
+
+absl::StatusOr<ReservationChangePage> SqliteStore::ReadReservationChanges(
+    int64_t after_seq, int64_t limit) {
+  return Read<ReservationChangePage>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return ReadChangesWith(rows, after_seq, limit);
+  });
+}
+
+absl::StatusOr<ReservationSnapshot> SqliteStore::SnapshotReservations(
+    const ReservationFilter& filter) {
+  return Read<ReservationSnapshot>(
+      [&](Connection& conn) -> absl::StatusOr<ReservationSnapshot> {
+        // One read transaction: the head and the pages from one snapshot
+        // of the WAL.
+        if (absl::Status s = conn.Exec("BEGIN"); !s.ok()) return s;
+        SqliteReservationRows rows(conn);
+        absl::StatusOr<ReservationSnapshot> snapshot =
+            SnapshotWith(rows, filter);
+        absl::Status end = conn.Exec(snapshot.ok() ? "COMMIT" : "ROLLBACK");
+        if (snapshot.ok() && !end.ok()) return end;
+        return snapshot;
+      });
+}
+
+absl::StatusOr<int64_t> SqliteStore::PruneReservationChanges(int64_t before_ms,
+                                                             int64_t limit) {
+  return Write<int64_t>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return rows.PruneChanges(before_ms, limit);
   });
 }
 

@@ -1039,9 +1039,10 @@ class Store {
   virtual absl::StatusOr<std::optional<ReservationRecord>> ReleaseReservation(
       const ReservationRelease& release) = 0;
   // Deletes every reservation of `agent_id` (at `generation`, when set):
-  // its holder is gone. Returns how many ended.
+  // its holder is gone (logged at `now_ms`). Returns how many ended.
   virtual absl::StatusOr<int64_t> ReleaseAgentReservations(
-      absl::string_view agent_id, std::optional<int64_t> generation) = 0;
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      int64_t now_ms) = 0;
   // A live reservation, or nullopt.
   virtual absl::StatusOr<std::optional<ReservationRecord>> GetReservation(
       absl::string_view reservation_id, int64_t now_ms) = 0;
@@ -1051,6 +1052,21 @@ class Store {
   // Returns how many, by reason: {expired, holder_gone}.
   virtual absl::StatusOr<std::pair<int64_t, int64_t>> SweepReservations(
       int64_t now_ms) = 0;
+  // The reservation change log (hub_reservation_changes): every write above
+  // appends, in its own transaction, one change per reservation it grants,
+  // renews, narrows or ends. At most `limit` (> 0, else INVALID_ARGUMENT /
+  // REQUEST_INVALID) changes with seq > after_seq, by seq, and the head.
+  // Seq order is commit order, so a reader paging by seq misses nothing.
+  virtual absl::StatusOr<ReservationChangePage> ReadReservationChanges(
+      int64_t after_seq, int64_t limit) = 0;
+  // Every live reservation of the filter's project and agent (its limit and
+  // keyset ignored) and the log's head, from one read snapshot.
+  virtual absl::StatusOr<ReservationSnapshot> SnapshotReservations(
+      const ReservationFilter& filter) = 0;
+  // Deletes changes written before `before_ms`, among the `limit` oldest;
+  // returns how many.
+  virtual absl::StatusOr<int64_t> PruneReservationChanges(int64_t before_ms,
+                                                          int64_t limit) = 0;
 };
 
 // The reason-coded status for a fence outcome, for callers that only need

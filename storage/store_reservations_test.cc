@@ -2,7 +2,9 @@
 // how reservations end (TTL, holder offline, re-registered or gone), renew,
 // release, list, check, the limits, and racers for one exclusive path (on
 // PostgreSQL from two stores, as two hubs would).
+#include <algorithm>
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -289,10 +291,12 @@ TEST_P(Reservations, AGoneHoldersReservationsAreReleasedByAgentAndGeneration) {
   Register("agent-a");
   Granted(Request("agent-a", {"a"}));
   Granted(Request("agent-a", {"b"}, true, "prj_2"));
-  absl::StatusOr<int64_t> none = store().ReleaseAgentReservations("agent-a", 2);
+  absl::StatusOr<int64_t> none =
+      store().ReleaseAgentReservations("agent-a", 2, kNow);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, 0);
-  absl::StatusOr<int64_t> n = store().ReleaseAgentReservations("agent-a", 1);
+  absl::StatusOr<int64_t> n =
+      store().ReleaseAgentReservations("agent-a", 1, kNow);
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 2);
   EXPECT_EQ(Rows(), "0");
@@ -483,6 +487,222 @@ TEST_P(Reservations,
   }
   EXPECT_EQ(Query("SELECT last_token FROM hub_reservation_tokens"),
             absl::StrCat(kRounds));
+}
+
+// The change log: what happened to a reservation, in commit order.
+std::vector<ReservationChange> ChangesAfter(Store& store, int64_t after) {
+  absl::StatusOr<ReservationChangePage> page =
+      store.ReadReservationChanges(after, 1000);
+  EXPECT_TRUE(page.ok()) << page.status();
+  if (!page.ok()) return {};
+  if (!page->changes.empty()) {
+    EXPECT_EQ(page->head, page->changes.back().seq);
+  }
+  return page->changes;
+}
+
+std::string Kinds(const std::vector<ReservationChange>& changes) {
+  std::string out;
+  for (const ReservationChange& c : changes) {
+    absl::StrAppend(&out, out.empty() ? "" : " ",
+                    ReservationChangeWord(c.kind));
+  }
+  return out;
+}
+
+TEST_P(Reservations, EveryWriteLogsItsChangeInOrderWithTheReservation) {
+  Register("agent-a");
+  Register("agent-b");
+  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  const ReservationRecord a = Granted(Request("agent-a", {"src", "docs"}));
+  ReservationRenewal renew{a.reservation_id, "agent-a", a.token, kNow + 1,
+                           2 * kTtl};
+  ASSERT_TRUE(store().RenewReservation(renew).ok());
+  ReservationRelease some;
+  some.reservation_id = a.reservation_id;
+  some.agent_id = "agent-a";
+  some.patterns = {"docs"};
+  some.now_ms = kNow + 2;
+  ASSERT_TRUE(store().ReleaseReservation(some).ok());
+  ReservationRelease all = some;
+  all.patterns.clear();
+  ASSERT_TRUE(store().ReleaseReservation(all).ok());
+  const ReservationRecord b = Granted(Request("agent-b", {"lib"}));
+  ReservationRelease forced;
+  forced.reservation_id = b.reservation_id;
+  forced.now_ms = kNow + 3;
+  ASSERT_TRUE(store().ReleaseReservation(forced).ok());
+  Granted(Request("agent-b", {"tools"}));
+  ASSERT_TRUE(store().ReleaseAgentReservations("agent-b", 1, kNow + 4).ok());
+
+  std::vector<ReservationChange> changes = ChangesAfter(store(), start);
+  EXPECT_EQ(Kinds(changes),
+            "granted renewed narrowed released granted forced granted "
+            "holder_gone");
+  for (size_t i = 1; i < changes.size(); ++i) {
+    EXPECT_GT(changes[i].seq, changes[i - 1].seq);
+  }
+  ASSERT_EQ(changes.size(), 8u);
+  EXPECT_EQ(changes[0].reservation.reservation_id, a.reservation_id);
+  EXPECT_EQ(changes[0].reservation.patterns,
+            std::vector<std::string>({"src", "docs"}));
+  EXPECT_EQ(changes[0].reservation.token, a.token);
+  EXPECT_TRUE(changes[0].reservation.exclusive);
+  EXPECT_EQ(changes[0].reservation.reason, "editing");
+  EXPECT_EQ(changes[0].written_at_ms, kNow);
+  EXPECT_EQ(changes[1].reservation.expires_at_ms, kNow + 1 + 2 * kTtl);
+  EXPECT_EQ(changes[2].reservation.patterns, std::vector<std::string>({"src"}));
+  EXPECT_EQ(changes[3].reservation.reservation_id, a.reservation_id);
+  EXPECT_EQ(changes[5].reservation.reservation_id, b.reservation_id);
+  EXPECT_EQ(changes[7].reservation.agent_id, "agent-b");
+  // Paging by seq reads the same changes.
+  std::vector<ReservationChange> rest = ChangesAfter(store(), changes[3].seq);
+  EXPECT_EQ(Kinds(rest), "granted forced granted holder_gone");
+}
+
+TEST_P(Reservations, EndedReservationsAreLoggedAsExpiredOrHolderGone) {
+  for (const char* agent : {"ttl", "offline", "other"}) Register(agent);
+  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  ReservationRequest shortlived = Request("ttl", {"a"});
+  shortlived.ttl_ms = 10;
+  Granted(shortlived);
+  Granted(Request("offline", {"b"}));
+  ReservationRequest doomed = Request("ttl", {"c"});
+  doomed.ttl_ms = 10;
+  Granted(doomed);
+  ASSERT_TRUE(
+      store().SetAgentStatusForGeneration("offline", 1, "offline").ok());
+  // A grant deletes (and logs) the ended reservation it overlaps; the sweep
+  // the others.
+  ReservationRequest later = Request("other", {"c/x"});
+  later.now_ms = kNow + 10;
+  Granted(later);
+  ASSERT_TRUE(store().SweepReservations(kNow + 10).ok());
+  std::vector<ReservationChange> changes = ChangesAfter(store(), start);
+  ASSERT_EQ(changes.size(), 7u) << Kinds(changes);
+  EXPECT_EQ(Kinds(changes).substr(0, 39),
+            "granted granted granted expired granted");
+  EXPECT_EQ(changes[3].kind, ReservationChangeKind::kExpired);
+  EXPECT_EQ(changes[3].reservation.patterns, std::vector<std::string>({"c"}));
+  EXPECT_EQ(changes[4].kind, ReservationChangeKind::kGranted);
+  std::vector<std::string> ended;
+  for (size_t i = 5; i < changes.size(); ++i) {
+    ended.push_back(absl::StrCat(ReservationChangeWord(changes[i].kind), ":",
+                                 changes[i].reservation.agent_id));
+  }
+  std::sort(ended.begin(), ended.end());
+  EXPECT_EQ(ended,
+            std::vector<std::string>({"expired:ttl", "holder_gone:offline"}));
+}
+
+TEST_P(Reservations, ARefusedReserveLogsNothing) {
+  Register("agent-a");
+  Register("agent-b");
+  Granted(Request("agent-a", {"src"}));
+  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  Refused(Request("agent-b", {"src/a.cc"}));
+  ReservationRequest over = Request("agent-b", {"lib"});
+  over.max_per_project = 1;
+  EXPECT_EQ(ReasonOf(store().Reserve(over).status()), "LIMIT_EXCEEDED");
+  EXPECT_TRUE(ChangesAfter(store(), head).empty());
+  EXPECT_EQ(store().ReadReservationChanges(0, 1).value().head, head);
+}
+
+TEST_P(Reservations, ASnapshotHoldsTheLiveReservationsAndTheLogsHead) {
+  Register("agent-a");
+  Register("agent-b");
+  const ReservationRecord a = Granted(Request("agent-a", {"src"}));
+  Granted(Request("agent-b", {"lib"}));
+  Granted(Request("agent-a", {"x"}, true, "prj_2"));
+  ReservationFilter f;
+  f.project_id = "prj_1";
+  f.now_ms = kNow;
+  absl::StatusOr<ReservationSnapshot> snap = store().SnapshotReservations(f);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->reservations.size(), 2u);
+  EXPECT_EQ(snap->head, store().ReadReservationChanges(0, 1).value().head);
+  f.agent_id = "agent-a";
+  snap = store().SnapshotReservations(f);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->reservations.size(), 1u);
+  EXPECT_EQ(snap->reservations[0].reservation_id, a.reservation_id);
+  EXPECT_EQ(snap->reservations[0].patterns, std::vector<std::string>({"src"}));
+}
+
+TEST_P(Reservations, PruningDropsOnlyOldChangesAndTheHeadStays) {
+  Register("agent-a");
+  ReservationRequest early = Request("agent-a", {"a"});
+  Granted(early);
+  ReservationRequest late = Request("agent-a", {"b"});
+  late.now_ms = kNow + 1000;
+  Granted(late);
+  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  absl::StatusOr<int64_t> pruned =
+      store().PruneReservationChanges(kNow + 500, 100);
+  ASSERT_TRUE(pruned.ok()) << pruned.status();
+  EXPECT_EQ(*pruned, 1);
+  std::vector<ReservationChange> left = ChangesAfter(store(), 0);
+  ASSERT_EQ(left.size(), 1u);
+  EXPECT_EQ(left[0].reservation.patterns, std::vector<std::string>({"b"}));
+  EXPECT_EQ(store().PruneReservationChanges(kNow + 2000, 100).value_or(-1), 1);
+  EXPECT_EQ(store().ReadReservationChanges(0, 1).value().head, head);
+  EXPECT_EQ(ReasonOf(store().ReadReservationChanges(0, 0).status()),
+            "REQUEST_INVALID");
+}
+
+TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
+  constexpr int kRacers = 16;
+  std::vector<std::unique_ptr<Store>> others;
+  std::vector<Store*> stores = {&store()};
+  if (postgres()) {
+    others.push_back(Open());
+    ASSERT_NE(others.back(), nullptr);
+    stores.push_back(others.back().get());
+  }
+  for (int i = 0; i < kRacers; ++i) Register(absl::StrCat("w-", i));
+  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  std::vector<std::thread> threads;
+  std::atomic<int> errors{0};
+  for (int i = 0; i < kRacers; ++i) {
+    threads.emplace_back([&, i] {
+      Store& s = *stores[i % stores.size()];
+      const std::string agent = absl::StrCat("w-", i);
+      for (int k = 0; k < 5; ++k) {
+        ReservationRequest r =
+            Request(agent, {absl::StrCat("d", i, "/", k)}, true, "prj_1");
+        absl::StatusOr<ReservationOutcome> out = s.Reserve(r);
+        if (!out.ok() || !out->granted.has_value()) {
+          ADD_FAILURE() << out.status();
+          errors++;
+          continue;
+        }
+        ReservationRelease rel;
+        rel.reservation_id = out->granted->reservation_id;
+        rel.agent_id = agent;
+        rel.now_ms = kNow;
+        absl::Status released = s.ReleaseReservation(rel).status();
+        if (!released.ok()) {
+          ADD_FAILURE() << released;
+          errors++;
+        }
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  ASSERT_EQ(errors.load(), 0);
+  std::vector<ReservationChange> changes = ChangesAfter(store(), start);
+  ASSERT_EQ(changes.size(), 2u * 5 * kRacers);
+  std::map<std::string, std::string> seen;  // reservation -> kinds
+  for (size_t i = 0; i < changes.size(); ++i) {
+    if (i > 0) {
+      EXPECT_GT(changes[i].seq, changes[i - 1].seq);
+    }
+    std::string& kinds = seen[changes[i].reservation.reservation_id];
+    absl::StrAppend(&kinds, kinds.empty() ? "" : " ",
+                    ReservationChangeWord(changes[i].kind));
+  }
+  ASSERT_EQ(seen.size(), 5u * kRacers);
+  for (const auto& [id, kinds] : seen) EXPECT_EQ(kinds, "granted released");
 }
 
 HUB_STORE_TEST_SUITE(Reservations);

@@ -4,11 +4,14 @@
 // agent held over to a candidate attached to it; a hub paused past its
 // lease comes back without its agents and hands nothing out; an agent that
 // moves to another hub within its detach grace keeps its role; a role is
-// elected through any hub, whichever hub its candidate is attached to.
+// elected through any hub, whichever hub its candidate is attached to; a
+// reservation watcher on one hub sees the reservations made through every
+// hub, each change once, in commit order.
 #include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <chrono>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -21,6 +24,7 @@
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "storage/pg/pg_conn.h"
 #include "storage/pg/pg_test_database.h"
@@ -45,6 +49,7 @@ struct Hub {
   std::unique_ptr<hub::v1::RoleService::Stub> roles;
   std::unique_ptr<hub::v1::HubService::Stub> status;
   std::unique_ptr<hub::v1::MessageService::Stub> messages;
+  std::unique_ptr<hub::v1::ReservationService::Stub> reservations;
 };
 
 // One PostgreSQL server per suite and a fresh database per test
@@ -68,6 +73,7 @@ class MultiHubTest : public storage::pg::testing::PgDatabaseTest {
     hub.roles = hub::v1::RoleService::NewStub(channel);
     hub.status = hub::v1::HubService::NewStub(channel);
     hub.messages = hub::v1::MessageService::NewStub(channel);
+    hub.reservations = hub::v1::ReservationService::NewStub(channel);
     return hub;
   }
 
@@ -413,6 +419,115 @@ TEST_F(MultiHubTest,
   EXPECT_TRUE(acked);
   EXPECT_TRUE(delivered);
   EXPECT_EQ(GetRole(b).holder_agent_id(), "agent-on-a");
+}
+
+// Writers reserve and release through both hubs at once while a watcher on
+// each hub follows the project: both streams carry the same changes, in
+// the same increasing seq order, and end with exactly the live
+// reservations.
+constexpr char kReservationProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+
+TEST_F(MultiHubTest,
+       AReservationWatcherOnEachHubSeesEveryHubsChangesOnceInCommitOrder) {
+  const std::string kProject = kReservationProject;
+  Hub a = StartHub();
+  Hub b = StartHub();
+  Hub* hubs[] = {&a, &b};
+  constexpr int kWriters = 4;
+  constexpr int kRounds = 30;
+  for (int i = 0; i < kWriters; ++i) {
+    testing::RegisterAgentOk(hubs[i % 2]->presence.get(),
+                             absl::StrCat("w-", i));
+  }
+  testing::RegisterAgentOk(b.presence.get(), "marker");
+
+  struct Watcher {
+    grpc::ClientContext context;
+    std::unique_ptr<grpc::ClientReader<hub::v1::WatchReservationsResponse>>
+        reader;
+    std::vector<std::string> log;  // "seq kind id" per change
+    std::map<std::string, int64_t> live;
+  };
+  auto watch = [&](Hub& hub) {
+    auto w = std::make_unique<Watcher>();
+    w->context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+    hub::v1::WatchReservationsRequest request;
+    request.set_project_id(kProject);
+    w->reader = hub.reservations->WatchReservations(&w->context, request);
+    hub::v1::WatchReservationsResponse item;
+    EXPECT_TRUE(w->reader->Read(&item));
+    EXPECT_TRUE(item.has_snapshot_end()) << item.DebugString();
+    return w;
+  };
+  std::unique_ptr<Watcher> on_a = watch(a);
+  std::unique_ptr<Watcher> on_b = watch(b);
+
+  auto reserve = [&kProject](Hub& hub, const std::string& agent,
+                             const std::string& pattern) {
+    hub::v1::ReserveRequest r;
+    r.set_project_id(kProject);
+    r.set_agent_id(agent);
+    r.add_patterns(pattern);
+    r.mutable_ttl()->set_seconds(600);
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    grpc::Status s = hub.reservations->Reserve(&context, r, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.reservation();
+  };
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      Hub& hub = *hubs[i % 2];
+      const std::string agent = absl::StrCat("w-", i);
+      for (int k = 0; k < kRounds; ++k) {
+        hub::v1::Reservation r =
+            reserve(hub, agent, absl::StrCat("d", i, "/f", k));
+        if (k % 3 == 2) continue;  // keep one in three
+        hub::v1::ReleaseReservationRequest release;
+        release.set_reservation_id(r.reservation_id());
+        release.set_agent_id(agent);
+        hub::v1::ReleaseReservationResponse released;
+        grpc::ClientContext context;
+        EXPECT_TRUE(
+            hub.reservations->ReleaseReservation(&context, release, &released)
+                .ok());
+      }
+    });
+  }
+  for (std::thread& t : writers) t.join();
+  const hub::v1::Reservation marker = reserve(b, "marker", "zz-marker");
+
+  auto follow = [&](Watcher& w) {
+    int64_t last = 0;
+    hub::v1::WatchReservationsResponse item;
+    while (w.reader->Read(&item)) {
+      const hub::v1::ReservationChange& c = item.change();
+      EXPECT_GT(c.seq(), last);
+      last = c.seq();
+      const std::string& id = c.reservation().reservation_id();
+      w.log.push_back(absl::StrCat(c.seq(), " ", c.kind(), " ", id));
+      if (c.kind() == hub::v1::RESERVATION_CHANGE_KIND_GRANTED) {
+        EXPECT_EQ(w.live.count(id), 0u) << "granted twice " << id;
+        w.live[id] = c.reservation().token();
+      } else {
+        EXPECT_EQ(c.kind(), hub::v1::RESERVATION_CHANGE_KIND_RELEASED);
+        EXPECT_EQ(w.live.erase(id), 1u) << "released unknown " << id;
+      }
+      if (id == marker.reservation_id()) return;
+    }
+    ADD_FAILURE() << "watch ended: " << w.reader->Finish().error_message();
+  };
+  std::thread follow_a([&] { follow(*on_a); });
+  follow(*on_b);
+  follow_a.join();
+
+  const size_t changes = kWriters * (kRounds + 2 * kRounds / 3) + 1;
+  EXPECT_EQ(on_a->log.size(), changes);
+  EXPECT_EQ(on_a->log, on_b->log);
+  EXPECT_EQ(on_a->live.size(), static_cast<size_t>(kWriters * kRounds / 3 + 1));
+  EXPECT_EQ(on_a->live, on_b->live);
 }
 
 }  // namespace

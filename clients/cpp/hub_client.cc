@@ -247,6 +247,13 @@ HubClient::WatchRoles(grpc::ClientContext* context,
   return roles_->WatchRoles(context, request);
 }
 
+std::unique_ptr<grpc::ClientReader<hub::v1::WatchReservationsResponse>>
+HubClient::WatchReservations(
+    grpc::ClientContext* context,
+    const hub::v1::WatchReservationsRequest& request) const {
+  return reservations_->WatchReservations(context, request);
+}
+
 hub::v1::CompareAndSetRoleRequest CasGuardedBy(const hub::v1::Role& row) {
   hub::v1::CompareAndSetRoleRequest request;
   request.set_role_key_wire(row.role_key_wire());

@@ -212,6 +212,10 @@ class HubClient {
   std::unique_ptr<grpc::ClientReader<hub::v1::WatchRolesResponse>> WatchRoles(
       grpc::ClientContext* context,
       const hub::v1::WatchRolesRequest& request) const;
+  // Opens a reservation watch. `context` must outlive the stream.
+  std::unique_ptr<grpc::ClientReader<hub::v1::WatchReservationsResponse>>
+  WatchReservations(grpc::ClientContext* context,
+                    const hub::v1::WatchReservationsRequest& request) const;
 
  private:
   template <typename Stub, typename Request, typename Response>

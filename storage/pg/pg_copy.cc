@@ -227,8 +227,12 @@ absl::StatusOr<Session> OpenBoth(const CopyOptions& options, bool migrate) {
   session.report.from_hub_schema_version =
       found.from_hub_schema_version.value_or("");
   session.report.migrated_snapshot = session.source->migrated();
+  // The reservation change log is history, not state (hubs read it from
+  // its head): neither copied nor left behind.
+  std::vector<std::string> known = CopiedTables();
+  known.push_back("hub_reservation_changes");
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> others =
-      session.source->OtherTables(CopiedTables());
+      session.source->OtherTables(known);
   if (!others.ok()) return others.status();
   for (auto& [name, rows] : *others) {
     session.report.left_behind.push_back({name, rows});

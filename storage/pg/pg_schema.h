@@ -15,8 +15,10 @@ namespace hub::storage::pg {
 
 // The schema version this hub writes and understands. 1: the tables of
 // storage/schema.sql at SQLite's hub_schema_version 6; 2: the path
-// reservation tables (SQLite's 7).
-inline constexpr int kPgSchemaVersion = 3;
+// reservation tables (SQLite's 7); 3: the agent index over unacked inbox
+// rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
+// the reservation change log (SQLite's 8).
+inline constexpr int kPgSchemaVersion = 4;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -42,7 +42,9 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
       (std::vector<std::string>{
           "agents", "dead_letters", "hub_agent_owners", "hub_closed_scopes",
           "hub_commits", "hub_hubs", "hub_inbox_pending", "hub_inbox_settled",
-          "hub_meta", "hub_reservation_patterns", "hub_reservation_tokens",
+          "hub_meta", "hub_reservation_change_counter",
+          "hub_reservation_changes", "hub_reservation_patterns",
+          "hub_reservation_tokens",
           "hub_reservations", "hub_role_change_counter", "hub_role_changes",
           "message_inbox", "messages", "role_candidates", "role_registry"}));
   absl::StatusOr<Result> version =

@@ -214,13 +214,20 @@ class PostgresStore final : public Store {
   absl::StatusOr<std::optional<ReservationRecord>> ReleaseReservation(
       const ReservationRelease& release) override;
   absl::StatusOr<int64_t> ReleaseAgentReservations(
-      absl::string_view agent_id, std::optional<int64_t> generation) override;
+      absl::string_view agent_id, std::optional<int64_t> generation,
+      int64_t now_ms) override;
   absl::StatusOr<std::optional<ReservationRecord>> GetReservation(
       absl::string_view reservation_id, int64_t now_ms) override;
   absl::StatusOr<std::vector<ReservationRecord>> ListReservations(
       const ReservationFilter& filter) override;
   absl::StatusOr<std::pair<int64_t, int64_t>> SweepReservations(
       int64_t now_ms) override;
+  absl::StatusOr<ReservationChangePage> ReadReservationChanges(
+      int64_t after_seq, int64_t limit) override;
+  absl::StatusOr<ReservationSnapshot> SnapshotReservations(
+      const ReservationFilter& filter) override;
+  absl::StatusOr<int64_t> PruneReservationChanges(int64_t before_ms,
+                                                  int64_t limit) override;
 
  private:
   explicit PostgresStore(PostgresStoreOptions options)

@@ -177,14 +177,6 @@ class PgReservationRows final : public ReservationRows {
                  {P(project_id)});
   }
 
-  absl::StatusOr<int64_t> DeleteEnded(absl::string_view project_id,
-                                      int64_t now_ms) override {
-    return Changed(
-        "DELETE FROM hub_reservations AS r WHERE r.project_id = $2 "
-        "AND NOT " HUB_PG_RES_LIVE("$1"),
-        {P(now_ms), P(project_id)});
-  }
-
   absl::StatusOr<int64_t> Delete(const std::vector<std::string>& ids,
                                  std::optional<int64_t> ended_at_ms) override {
     return Changed(
@@ -282,12 +274,16 @@ class PgReservationRows final : public ReservationRows {
     return ReadAll<R>(*r, [](const Row& s) { return R(s.Text(0), s.Text(1)); });
   }
 
-  absl::StatusOr<std::vector<EndedReservation>> Ended(int64_t now_ms,
-                                                      int64_t limit) override {
+  absl::StatusOr<std::vector<EndedReservation>> Ended(
+      int64_t now_ms, int64_t limit,
+      std::optional<absl::string_view> project_id) override {
+    std::optional<std::string> project;
+    if (project_id.has_value()) project = std::string(*project_id);
     absl::StatusOr<Result> r = conn_.Run(
         "SELECT r.reservation_id, r.project_id, r.expires_at_ms <= $1 "
-        "FROM hub_reservations r WHERE NOT " HUB_PG_RES_LIVE("$1") " LIMIT $2",
-        {P(now_ms), P(limit)});
+        "FROM hub_reservations r WHERE ($3::text IS NULL OR r.project_id = "
+        "$3) AND NOT " HUB_PG_RES_LIVE("$1") " LIMIT $2",
+        {P(now_ms), P(limit), P(project)});
     if (!r.ok()) return r.status();
     return ReadAll<EndedReservation>(*r, [](const Row& s) {
       return EndedReservation{s.Text(0), s.Text(1), s.Text(2) == "t"};
@@ -311,6 +307,61 @@ class PgReservationRows final : public ReservationRows {
       if (absl::Status s = LoadPatterns(rec); !s.ok()) return s;
     }
     return out;
+  }
+
+  absl::Status AppendChange(ReservationChangeKind kind,
+                            const ReservationRecord& r,
+                            int64_t now_ms) override {
+    // No seq yet: hub_reservation_change_logged gives it one at COMMIT.
+    return conn_
+        .Run(
+            "INSERT INTO hub_reservation_changes (kind, written_at_ms, "
+            "reservation_id, project_id, agent_id, presence_generation, "
+            "exclusive, token, reason, created_at_ms, expires_at_ms, "
+            "patterns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+            "$12)",
+            {P(ReservationChangeWord(kind)), P(now_ms), P(r.reservation_id),
+             P(r.project_id), P(r.agent_id), P(r.presence_generation),
+             P(int64_t{r.exclusive ? 1 : 0}), P(r.token), P(r.reason),
+             P(r.created_at_ms), P(r.expires_at_ms),
+             P(JoinLoggedPatterns(r.patterns))})
+        .status();
+  }
+
+  absl::StatusOr<std::vector<ReservationChange>> ChangesAfter(
+      int64_t after_seq, int64_t limit) override {
+    absl::StatusOr<Result> r = conn_.Run(
+        "SELECT reservation_id, project_id, agent_id, presence_generation, "
+        "exclusive, token, reason, created_at_ms, expires_at_ms, seq, kind, "
+        "written_at_ms, patterns FROM hub_reservation_changes WHERE seq > $1 "
+        "ORDER BY seq LIMIT $2",
+        {P(after_seq), P(limit)});
+    if (!r.ok()) return r.status();
+    return ReadAll<ReservationChange>(*r, [](const Row& s) {
+      ReservationChange c;
+      c.reservation = ReadReservation(s);
+      c.seq = s.Int(9);
+      c.kind = ReservationChangeKindOf(s.Text(10))
+                   .value_or(ReservationChangeKind::kGranted);
+      c.written_at_ms = s.Int(11);
+      c.reservation.patterns = SplitLoggedPatterns(s.Text(12));
+      return c;
+    });
+  }
+
+  absl::StatusOr<int64_t> ChangeHead() override {
+    return Count(
+        "SELECT COALESCE((SELECT seq FROM hub_reservation_change_counter), 0)",
+        {});
+  }
+
+  absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
+                                       int64_t limit) override {
+    return Changed(
+        "DELETE FROM hub_reservation_changes WHERE seq IN (SELECT seq FROM "
+        "hub_reservation_changes WHERE seq IS NOT NULL ORDER BY seq LIMIT $2) "
+        "AND written_at_ms < $1",
+        {P(before_ms), P(limit)});
   }
 
  private:
@@ -375,10 +426,11 @@ PostgresStore::ReleaseReservation(const ReservationRelease& release) {
 }
 
 absl::StatusOr<int64_t> PostgresStore::ReleaseAgentReservations(
-    absl::string_view agent_id, std::optional<int64_t> generation) {
+    absl::string_view agent_id, std::optional<int64_t> generation,
+    int64_t now_ms) {
   return Write<int64_t>([&](Connection& conn) {
     PgReservationRows rows(conn);
-    return ReleaseAgentWith(rows, agent_id, generation);
+    return ReleaseAgentWith(rows, agent_id, generation, now_ms);
   });
 }
 
@@ -405,13 +457,49 @@ absl::StatusOr<std::pair<int64_t, int64_t>> PostgresStore::SweepReservations(
   using Ended = std::vector<EndedReservation>;
   absl::StatusOr<Ended> ended = Read<Ended>([&](Connection& conn) {
     PgReservationRows rows(conn);
-    return rows.Ended(now_ms, 1000);
+    return rows.Ended(now_ms, 1000, std::nullopt);
   });
   if (!ended.ok()) return ended.status();
   if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
   return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
     PgReservationRows rows(conn);
     return DeleteEndedWith(rows, *ended, now_ms);
+  });
+}
+
+absl::StatusOr<ReservationChangePage> PostgresStore::ReadReservationChanges(
+    int64_t after_seq, int64_t limit) {
+  return Read<ReservationChangePage>([&](Connection& conn) {
+    PgReservationRows rows(conn);
+    return ReadChangesWith(rows, after_seq, limit);
+  });
+}
+
+absl::StatusOr<ReservationSnapshot> PostgresStore::SnapshotReservations(
+    const ReservationFilter& filter) {
+  return Read<ReservationSnapshot>(
+      [&](Connection& conn) -> absl::StatusOr<ReservationSnapshot> {
+        // REPEATABLE READ: the counter and every page from one snapshot.
+        if (absl::StatusOr<Result> r =
+                conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
+            !r.ok()) {
+          return r.status();
+        }
+        PgReservationRows rows(conn);
+        absl::StatusOr<ReservationSnapshot> snapshot =
+            SnapshotWith(rows, filter);
+        absl::StatusOr<Result> end =
+            conn.Exec(snapshot.ok() ? "COMMIT" : "ROLLBACK");
+        if (snapshot.ok() && !end.ok()) return end.status();
+        return snapshot;
+      });
+}
+
+absl::StatusOr<int64_t> PostgresStore::PruneReservationChanges(
+    int64_t before_ms, int64_t limit) {
+  return Write<int64_t>([&](Connection& conn) {
+    PgReservationRows rows(conn);
+    return rows.PruneChanges(before_ms, limit);
   });
 }
 

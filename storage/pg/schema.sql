@@ -294,6 +294,65 @@ CREATE TABLE IF NOT EXISTS hub_reservation_patterns (
 CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_prefix
   ON hub_reservation_patterns (project_id, prefix);
 
+-- hub_schema_version 4: the reservation change log (WatchReservations,
+-- docs/design/reservations.md, "Watching"). Every reservation write appends
+-- one row per reservation it grants, renews, narrows or ends, in its own
+-- transaction, with the reservation after the change (as it was, for an
+-- end); `patterns` are its normalized patterns joined by newlines. The row
+-- is inserted without a seq; a deferred constraint trigger gives it the
+-- next one from the counter at COMMIT, as hub_role_change_logged does for
+-- roles: the counter's lock is the transaction's last, so seq order is
+-- commit order and a reader that sees seq n sees every change before it
+-- (a BIGSERIAL seq, handed out in insert order, would let a reader paging
+-- by it skip a row that commits late).
+CREATE TABLE IF NOT EXISTS hub_reservation_change_counter (
+  id BOOLEAN PRIMARY KEY DEFAULT true CHECK (id),
+  seq BIGINT NOT NULL CHECK (seq >= 0)
+);
+INSERT INTO hub_reservation_change_counter (id, seq) VALUES (true, 0)
+ON CONFLICT (id) DO NOTHING;
+
+CREATE TABLE IF NOT EXISTS hub_reservation_changes (
+  change_id BIGSERIAL PRIMARY KEY,
+  seq BIGINT UNIQUE,
+  kind TEXT COLLATE "C" NOT NULL,
+  written_at_ms BIGINT NOT NULL,
+  reservation_id TEXT COLLATE "C" NOT NULL,
+  project_id TEXT COLLATE "C" NOT NULL,
+  agent_id TEXT COLLATE "C" NOT NULL,
+  presence_generation BIGINT NOT NULL,
+  exclusive INTEGER NOT NULL,
+  token BIGINT NOT NULL,
+  reason TEXT COLLATE "C" NOT NULL,
+  created_at_ms BIGINT NOT NULL,
+  expires_at_ms BIGINT NOT NULL,
+  patterns TEXT COLLATE "C" NOT NULL
+);
+
+CREATE OR REPLACE FUNCTION hub_reservation_change_logged() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  n BIGINT;
+BEGIN
+  INSERT INTO hub_reservation_change_counter AS c (id, seq) VALUES (true, 1)
+  ON CONFLICT (id) DO UPDATE SET seq = c.seq + 1
+  RETURNING c.seq INTO n;
+  UPDATE hub_reservation_changes SET seq = n WHERE change_id = NEW.change_id;
+  RETURN NULL;
+END $$;
+
+DO $$
+BEGIN
+  IF NOT EXISTS (SELECT 1 FROM pg_trigger
+                 WHERE tgname = 'hub_reservation_change_logged'
+                   AND tgrelid = 'hub_reservation_changes'::regclass) THEN
+    CREATE CONSTRAINT TRIGGER hub_reservation_change_logged
+      AFTER INSERT ON hub_reservation_changes
+      DEFERRABLE INITIALLY DEFERRED
+      FOR EACH ROW EXECUTE FUNCTION hub_reservation_change_logged();
+  END IF;
+END $$;
+
 -- Whether `doc` is a JSON array with the string `item` among its elements;
 -- false for text that is no JSON array at all (a malformed topics_json
 -- matches nothing instead of failing the query, as in SQLite).

@@ -3,7 +3,9 @@
 reserve, list, check, release; `check --staged` refusing staged files that
 another agent holds exclusively; and `install-hook`'s pre-commit hook, which
 keeps (chains) an existing hook, installs idempotently, refuses the commit
-naming the holder and the reservation, and lets it through once released."""
+naming the holder and the reservation, and lets it through once released;
+and `watch`, which prints the live reservations and then each change, as
+lines or as JSON."""
 import json
 import os
 import shutil
@@ -20,7 +22,7 @@ PROJECT = "prj_AAAAAAAAAAAAAAAAAAAAAA"
 OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, USAGE = 0, 3, 5, 9, 64
 COMMANDS = ["reservations list", "reservations reserve", "reservations renew",
             "reservations release", "reservations force-release",
-            "reservations check", "reservations install-hook"]
+            "reservations check", "reservations watch", "reservations install-hook"]
 
 
 def hubctl_path():
@@ -140,6 +142,72 @@ class HubctlReservationsTest(unittest.TestCase):
         code, _, err = self.ctl("--json", "reservations", "release",
                                 r["reservationId"], agent="agent-a")
         self.assertEqual(code, NOT_FOUND, err)
+
+    def watch(self, *flags, json_output=False):
+        """Starts `hubctl reservations watch` and reads up to its snapshot's end."""
+        proc = subprocess.Popen([hubctl_path(), *(["--json"] if json_output else []),
+                                 "reservations", "watch", "--timeout=60s", *flags],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True, env=self.env(None))
+        self.addCleanup(lambda: (proc.kill(), proc.wait()))
+        lines = []
+        while True:
+            line = proc.stdout.readline()
+            if not line:
+                self.fail("watch ended: " + proc.stderr.read())
+            lines.append(line.rstrip("\n"))
+            if line.startswith("-- snapshot") or '"snapshotEnd"' in line:
+                return proc, lines
+
+    def rest(self, proc, n):
+        """The next `n` lines of a watch run with --count=n, which then exits 0."""
+        lines = [proc.stdout.readline().rstrip("\n") for _ in range(n)]
+        self.assertEqual(proc.wait(timeout=60), OK, proc.stderr.read())
+        self.assertEqual(proc.stdout.read(), "")
+        return lines
+
+    def test_watch_prints_the_snapshot_then_each_change_as_it_commits(self):
+        before = self.reserve("agent-a", "src")
+        proc, lines = self.watch("--count=3")
+        self.assertEqual(len(lines), 2, lines)
+        self.assertTrue(lines[0].startswith("snapshot " + before["reservationId"]),
+                        lines)
+        self.assertIn("agent=agent-a", lines[0])
+        self.assertIn("token=" + before["token"], lines[0])
+        self.assertEqual(lines[1], "-- snapshot: 1 reservations; live changes follow")
+
+        r = self.reserve("agent-b", "docs", "lib")
+        self.ok("reservations", "release", r["reservationId"], "lib", agent="agent-b")
+        self.ok("reservations", "release", before["reservationId"], agent="agent-a")
+        changes = self.rest(proc, 3)
+        out = "\n".join(changes)
+        self.assertTrue(changes[0].startswith("granted " + r["reservationId"]), out)
+        self.assertIn("patterns=docs,lib", changes[0])
+        self.assertIn("token=" + r["token"], changes[0])
+        self.assertTrue(changes[1].startswith("narrowed " + r["reservationId"]), out)
+        self.assertIn("patterns=docs ", changes[1])
+        self.assertTrue(changes[2].startswith("released " + before["reservationId"]),
+                        out)
+
+    def test_watch_json_prints_each_stream_item(self):
+        proc, lines = self.watch("--count=1", json_output=True)
+        self.assertEqual([json.loads(x) for x in lines][-1]["snapshotEnd"].get(
+            "reservationCount", "0"), "0")
+        r = self.reserve("agent-b", "tools")
+        change = json.loads(self.rest(proc, 1)[0])["change"]
+        self.assertEqual(change["kind"], "RESERVATION_CHANGE_KIND_GRANTED")
+        self.assertEqual(change["reservation"]["reservationId"], r["reservationId"])
+        self.assertEqual(change["reservation"]["token"], r["token"])
+        self.assertGreater(int(change["seq"]), 0)
+
+    def test_watch_without_a_project_is_invalid_argument(self):
+        env = self.env(None)
+        env.pop("HUB_PROJECT_ID")
+        r = subprocess.run([hubctl_path(), "--json", "reservations", "watch",
+                            "--timeout=30s"], capture_output=True, text=True,
+                           timeout=60, env=env)
+        self.assertEqual(r.returncode, INVALID_ARGUMENT, r.stderr)
+        self.assertEqual(json.loads(r.stderr)["reason"], "PROJECT_ID_INVALID")
 
     def test_check_staged_refuses_files_another_agent_holds_exclusively(self):
         r = self.reserve("agent-a", "src")

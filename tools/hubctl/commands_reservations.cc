@@ -23,6 +23,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
+#include "absl/time/clock.h"
+#include "clients/cpp/hub_error.h"
 #include "status/status.h"
 #include "tools/hubctl/commands.h"
 
@@ -342,6 +344,59 @@ absl::Status InstallHook(Env& env, const Args& args) {
   return absl::OkStatus();
 }
 
+// Prints the stream until --count changes (after the snapshot), --timeout,
+// or the stream's end (its status is the command's).
+absl::Status Watch(Env& env, const Args& args) {
+  auto count = args.GetInt("count");
+  if (!count.ok()) return count.status();
+  auto timeout = args.GetDuration("timeout");
+  if (!timeout.ok()) return timeout.status();
+  hub::v1::WatchReservationsRequest request;
+  request.set_project_id(Project(args));
+  request.set_agent_id(args.Get("agent"));
+  grpc::ClientContext context;
+  if (timeout->has_value()) {
+    context.set_deadline(absl::ToChronoTime(absl::Now() + **timeout));
+  }
+  auto reader = env.client->WatchReservations(&context, request);
+  int64_t printed = 0;
+  hub::v1::WatchReservationsResponse item;
+  while (!(count->has_value() && printed >= **count) && reader->Read(&item)) {
+    if (env.json) {
+      *env.out << ToJson(item) << std::endl;
+    } else if (item.has_snapshot_end()) {
+      *env.out << "-- snapshot: " << item.snapshot_end().reservation_count()
+               << " reservations; live changes follow" << std::endl;
+    } else {
+      const hub::v1::Reservation& r = item.change().reservation();
+      *env.out << EnumWord(
+                      hub::v1::ReservationChangeKind_Name(item.change().kind()),
+                      "RESERVATION_CHANGE_KIND_")
+               << " " << r.reservation_id() << " agent=" << r.agent_id()
+               << " mode=" << ModeWord(r.mode()) << " token=" << r.token()
+               << " patterns=" << absl::StrJoin(r.patterns(), ",")
+               << " expires_at=" << FormatTimestamp(r.expires_at())
+               << std::endl;
+    }
+    if (item.has_change() &&
+        item.change().kind() != hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT) {
+      ++printed;
+    }
+  }
+  if (count->has_value() && printed >= **count) {
+    context.TryCancel();
+    reader->Finish().IgnoreError();
+    return absl::OkStatus();
+  }
+  grpc::Status s = reader->Finish();
+  // --timeout is how a watch without --count ends.
+  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+      timeout->has_value()) {
+    return absl::OkStatus();
+  }
+  return client::FromGrpcStatus(s);
+}
+
 const FlagSpec kAgentFlag = {"agent", "AGENT_ID",
                              "the acting agent (default $HUB_AGENT_ID)"};
 const FlagSpec kProjectFlag = {"project", "PROJECT_ID",
@@ -416,6 +471,21 @@ std::vector<Command> ReservationCommands() {
        0,
        10000,
        Check},
+      {"reservations watch",
+       "",
+       "Print the project's live reservations, then each change as it "
+       "commits.",
+       "One line per change (SNAPSHOT, GRANTED, RENEWED, NARROWED, RELEASED, "
+       "FORCE_RELEASED, EXPIRED, HOLDER_GONE) with the reservation and its "
+       "token; --json prints each stream item as JSON. Runs until --count "
+       "changes after the snapshot, --timeout, or the stream's end.",
+       {kProjectFlag,
+        {"agent", "AGENT_ID", "only this holder's reservations"},
+        {"count", "N", "stop after N changes"},
+        {"timeout", "DURATION", "stop after this long"}},
+       0,
+       0,
+       Watch},
       {"reservations install-hook",
        "",
        "Install `reservations check --staged` as the git pre-commit hook.",

@@ -1,0 +1,66 @@
+#include "hub/change_hints.h"
+
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "hub/log.h"
+#include "status/status.h"
+
+namespace hub {
+namespace {
+
+void LogFailure(const std::string& event, const absl::Status& status) {
+  log::Warn(event,
+            {{"reason", ReasonOf(status)}, {"message", status.message()}});
+}
+
+storage::pg::NotifierOptions NotifierFor(const ChangeHintsOptions& options) {
+  storage::pg::NotifierOptions o;
+  o.conninfo = options.conninfo;
+  // Under load, one hint per 5 ms at most (the others also poll).
+  o.min_interval = absl::Milliseconds(5);
+  const std::string event = absl::StrCat(options.what, "_hint_not_sent");
+  o.on_error = [event](const absl::Status& status) {
+    LogFailure(event, status);
+  };
+  return o;
+}
+
+}  // namespace
+
+ChangeHints::ChangeHints(ChangeHintsOptions options)
+    : options_(std::move(options)), notifier_(NotifierFor(options_)) {}
+
+ChangeHints::~ChangeHints() { Stop(); }
+
+void ChangeHints::Start(std::function<void()> wake) {
+  storage::pg::ListenerOptions o;
+  o.conninfo = options_.conninfo;
+  o.channels = {options_.channel};
+  o.on_notify = [wake, self = options_.hub_instance_id](
+                    const storage::pg::Notification& n) {
+    if (n.payload != self) wake();
+  };
+  std::atomic<bool>* lost = &hints_lost_;
+  const std::string restored = absl::StrCat(options_.what, "_hints_restored");
+  o.on_resync = [wake, lost, restored] {
+    wake();
+    if (lost->exchange(false)) log::Info(restored, {});
+  };
+  const std::string lost_event = absl::StrCat(options_.what, "_hints_lost");
+  o.on_error = [lost, lost_event](const absl::Status& status) {
+    if (!lost->exchange(true)) LogFailure(lost_event, status);
+  };
+  listener_ = std::make_unique<storage::pg::Listener>(std::move(o));
+}
+
+void ChangeHints::Committed() {
+  notifier_.Notify(options_.channel, options_.hub_instance_id);
+}
+
+void ChangeHints::Stop() {
+  if (listener_ != nullptr) listener_->Stop();
+  notifier_.Stop();
+}
+
+}  // namespace hub

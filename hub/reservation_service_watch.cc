@@ -1,0 +1,264 @@
+// ReservationService.WatchReservations: one write reactor per stream over a
+// ReservationFeed subscription (registry/reservation_feed.h), which hands
+// over the snapshot and then every later change, in commit order, with
+// nothing missed or repeated between the two. Changes wait in a queue
+// while a write is in flight; a receiver with more than kMaxQueued waiting
+// has fallen behind and its stream ends (UNAVAILABLE /
+// RESERVATION_CHANGES_MISSED: watch again), so a slow receiver never costs
+// an unbounded queue and never blocks the feed.
+#include <deque>
+#include <memory>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "hub/error_mapping.h"
+#include "hub/proto_time.h"
+#include "hub/reservation_service.h"
+#include "status/status.h"
+
+namespace hub {
+
+using hub::v1::WatchReservationsResponse;
+
+namespace {
+
+// Changes a watcher may have waiting.
+constexpr size_t kMaxQueued = 4096;
+// See WatchReactor::OnCancel.
+constexpr absl::Duration kDeadlineSlack = absl::Milliseconds(100);
+
+hub::v1::ReservationChangeKind KindOf(storage::ReservationChangeKind kind) {
+  using K = storage::ReservationChangeKind;
+  switch (kind) {
+    case K::kGranted:
+      return hub::v1::RESERVATION_CHANGE_KIND_GRANTED;
+    case K::kRenewed:
+      return hub::v1::RESERVATION_CHANGE_KIND_RENEWED;
+    case K::kNarrowed:
+      return hub::v1::RESERVATION_CHANGE_KIND_NARROWED;
+    case K::kReleased:
+      return hub::v1::RESERVATION_CHANGE_KIND_RELEASED;
+    case K::kForced:
+      return hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED;
+    case K::kExpired:
+      return hub::v1::RESERVATION_CHANGE_KIND_EXPIRED;
+    case K::kHolderGone:
+      return hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE;
+  }
+  return hub::v1::RESERVATION_CHANGE_KIND_UNSPECIFIED;
+}
+
+absl::Status ShuttingDown() {
+  return UnavailableError("HUB_SHUTTING_DOWN", "the hub is shutting down");
+}
+
+}  // namespace
+
+class ReservationServiceImpl::WatchReactor final
+    : public grpc::ServerWriteReactor<WatchReservationsResponse> {
+ public:
+  WatchReactor(ReservationServiceImpl* service,
+               grpc::CallbackServerContext* context)
+      : service_(service), deadline_(absl::FromChrono(context->deadline())) {}
+
+  // Subscribes; the snapshot is queued before any change. Called once, from
+  // the handler; nothing is written or finished before it returns.
+  void Start(const ReservationWatchFilter& filter) {
+    absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>> sub =
+        service_->feed_->Subscribe(
+            filter,
+            [this](const storage::ReservationSnapshot& s) { OnSnapshot(s); },
+            [this](const storage::ReservationChange& c) { OnChange(c); },
+            [this](const absl::Status& status) { End(status); });
+    absl::MutexLock lock(&mu_);
+    if (!sub.ok()) {
+      FinishLocked(sub.status());
+    } else {
+      subscription_ = std::move(*sub);
+    }
+    starting_ = false;
+    PumpLocked();
+  }
+
+  void HoldTicket(std::unique_ptr<StreamTicket> ticket) {
+    ticket_ = std::move(ticket);
+  }
+
+  // Ends the stream (shutdown, a refused request, the feed's end).
+  void End(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    FinishLocked(status);
+  }
+
+  // Before Start: a refused request finishes at once.
+  void Refuse(const absl::Status& status) {
+    absl::MutexLock lock(&mu_);
+    starting_ = false;
+    FinishLocked(status);
+  }
+
+  void OnWriteDone(bool ok) override {
+    absl::MutexLock lock(&mu_);
+    writing_ = false;
+    if (!ok) FinishLocked(absl::CancelledError("watch stream broken"));
+    PumpLocked();
+  }
+
+  // A client whose deadline passed cancels the stream itself, and that
+  // cancel can arrive just before the hub's copy of the deadline runs out:
+  // a cancel within kDeadlineSlack of the deadline counts as the deadline.
+  void OnCancel() override {
+    absl::MutexLock lock(&mu_);
+    if (absl::Now() >= deadline_ - kDeadlineSlack) {
+      FinishLocked(absl::DeadlineExceededError("the watch's deadline passed"));
+      return;
+    }
+    FinishLocked(absl::CancelledError("watch cancelled"));
+  }
+
+  void OnDone() override {
+    service_->Untrack(this);
+    // Waits for a callback in progress; none runs afterwards.
+    if (subscription_ != nullptr) subscription_->Cancel();
+    delete this;
+  }
+
+ private:
+  void OnSnapshot(const storage::ReservationSnapshot& snapshot) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    const auto now = ToProtoTimestamp(absl::Now());
+    for (const storage::ReservationRecord& r : snapshot.reservations) {
+      WatchReservationsResponse item;
+      hub::v1::ReservationChange* c = item.mutable_change();
+      c->set_kind(hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT);
+      *c->mutable_reservation() = ReservationToProto(r);
+      *c->mutable_changed_at() = now;
+      outbox_.push_back(std::move(item));
+    }
+    WatchReservationsResponse end;
+    end.mutable_snapshot_end()->set_reservation_count(
+        static_cast<int64_t>(snapshot.reservations.size()));
+    end.mutable_snapshot_end()->set_seq(snapshot.head);
+    outbox_.push_back(std::move(end));
+    PumpLocked();
+  }
+
+  void OnChange(const storage::ReservationChange& change) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    if (outbox_.size() >= kMaxQueued) {
+      FinishLocked(ReasonError(absl::StatusCode::kUnavailable,
+                               "RESERVATION_CHANGES_MISSED",
+                               "the watcher fell too far behind; watch again"));
+      return;
+    }
+    WatchReservationsResponse item;
+    hub::v1::ReservationChange* c = item.mutable_change();
+    c->set_kind(KindOf(change.kind));
+    *c->mutable_reservation() = ReservationToProto(change.reservation);
+    c->set_seq(change.seq);
+    *c->mutable_changed_at() =
+        ToProtoTimestamp(absl::FromUnixMillis(change.written_at_ms));
+    outbox_.push_back(std::move(item));
+    PumpLocked();
+  }
+
+  void PumpLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (starting_ || writing_ || finished_) return;
+    if (!finishing_ && !outbox_.empty()) {
+      current_ = std::move(outbox_.front());
+      outbox_.pop_front();
+      writing_ = true;
+      StartWrite(&current_);
+      return;
+    }
+    if (finishing_) {
+      finished_ = true;
+      Finish(ToGrpcStatus(final_status_));
+    }
+  }
+
+  void FinishLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (finishing_) return;
+    finishing_ = true;
+    final_status_ = status;
+    outbox_.clear();
+    PumpLocked();
+  }
+
+  ReservationServiceImpl* const service_;
+  const absl::Time deadline_;
+  // Set once in Start (under mu_), read in OnDone after every reaction.
+  std::unique_ptr<ReservationFeed::Subscription> subscription_;
+  std::unique_ptr<StreamTicket> ticket_;
+
+  absl::Mutex mu_;
+  bool starting_ ABSL_GUARDED_BY(mu_) = true;
+  std::deque<WatchReservationsResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  WatchReservationsResponse current_ ABSL_GUARDED_BY(mu_);
+  bool writing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finishing_ ABSL_GUARDED_BY(mu_) = false;
+  bool finished_ ABSL_GUARDED_BY(mu_) = false;
+  absl::Status final_status_ ABSL_GUARDED_BY(mu_);
+};
+
+ReservationServiceImpl::~ReservationServiceImpl() = default;
+
+void ReservationServiceImpl::Untrack(WatchReactor* reactor) {
+  absl::MutexLock lock(&mu_);
+  watches_.erase(reactor);
+}
+
+void ReservationServiceImpl::Shutdown() {
+  absl::MutexLock lock(&mu_);
+  shutting_down_ = true;
+  // A reactor's OnDone waits on mu_ (Untrack) before it deletes itself.
+  for (WatchReactor* reactor : watches_) reactor->End(ShuttingDown());
+}
+
+grpc::ServerWriteReactor<WatchReservationsResponse>*
+ReservationServiceImpl::WatchReservations(
+    grpc::CallbackServerContext* context,
+    const hub::v1::WatchReservationsRequest* request) {
+  auto* reactor = new WatchReactor(this, context);
+  absl::Status status = ReservationBook::ValidateWatch(request->project_id(),
+                                                       request->agent_id());
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) {
+    status = principal.status();
+  } else if (status.ok()) {
+    status = RequireProject(*principal, request->project_id());
+  }
+  if (status.ok() && feed_ == nullptr) {
+    status = UnavailableError("HUB_SHUTTING_DOWN",
+                              "this hub has no reservation feed");
+  }
+  if (status.ok() && gate_ != nullptr) {
+    // Watches are quiet by nature: no idle timeout, but a stream slot.
+    absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
+        gate_->AdmitStream(*context, request, nullptr);
+    if (!ticket.ok()) {
+      status = ticket.status();
+    } else {
+      reactor->HoldTicket(std::move(*ticket));
+    }
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    if (status.ok() && shutting_down_) status = ShuttingDown();
+    if (status.ok()) watches_.insert(reactor);
+  }
+  if (!status.ok()) {
+    reactor->Refuse(status);
+    return reactor;
+  }
+  ReservationWatchFilter filter;
+  filter.project_id = request->project_id();
+  if (!request->agent_id().empty()) filter.agent_id = request->agent_id();
+  reactor->Start(filter);
+  return reactor;
+}
+
+}  // namespace hub

@@ -1,0 +1,331 @@
+// ReservationService.WatchReservations through gRPC against an in-process
+// HubServer: the snapshot, then every kind of change in commit order with
+// its fencing token; the agent filter; bad requests; and watchers that
+// start while writers race, each of which ends with exactly the live
+// reservations (nothing missed between snapshot and changes, nothing
+// twice).
+#include <grpcpp/create_channel.h>
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
+#include "tests/agent_stream_fixture.h"
+#include "tests/hub_test_util.h"
+
+namespace hub::testing {
+namespace {
+
+using hub::v1::ReservationChange;
+using hub::v1::ReserveRequest;
+using hub::v1::WatchReservationsRequest;
+using hub::v1::WatchReservationsResponse;
+
+constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
+
+// One watch stream with a generous deadline.
+struct Watch {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<WatchReservationsResponse>> reader;
+  std::vector<hub::v1::Reservation> snapshot;
+  int64_t snapshot_seq = 0;
+
+  // The next change; fails the test when the stream ends first.
+  ReservationChange Next() {
+    WatchReservationsResponse item;
+    if (!reader->Read(&item)) {
+      ADD_FAILURE() << "the watch ended: " << reader->Finish().error_message();
+      return {};
+    }
+    EXPECT_TRUE(item.has_change());
+    return item.change();
+  }
+};
+
+class ReservationWatchGrpcTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    server_ = StartTestHub(TestHubOptions(FreshTestDbPath()));
+    ASSERT_NE(server_, nullptr);
+    auto channel = grpc::CreateChannel(server_->address(),
+                                       grpc::InsecureChannelCredentials());
+    presence_ = hub::v1::PresenceService::NewStub(channel);
+    reservations_ = hub::v1::ReservationService::NewStub(channel);
+  }
+  void TearDown() override {
+    if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
+  }
+
+  // Opens a watch and reads its snapshot.
+  std::unique_ptr<Watch> StartWatch(const std::string& agent = "") {
+    auto w = std::make_unique<Watch>();
+    w->context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    WatchReservationsRequest request;
+    request.set_project_id(kProject);
+    request.set_agent_id(agent);
+    w->reader = reservations_->WatchReservations(&w->context, request);
+    WatchReservationsResponse item;
+    while (w->reader->Read(&item)) {
+      if (item.has_snapshot_end()) {
+        EXPECT_EQ(item.snapshot_end().reservation_count(),
+                  static_cast<int64_t>(w->snapshot.size()));
+        w->snapshot_seq = item.snapshot_end().seq();
+        return w;
+      }
+      EXPECT_EQ(item.change().kind(),
+                hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT);
+      w->snapshot.push_back(item.change().reservation());
+    }
+    ADD_FAILURE() << "the watch ended before its snapshot: "
+                  << w->reader->Finish().error_message();
+    return w;
+  }
+
+  static ReserveRequest Request(const std::string& agent,
+                                std::vector<std::string> patterns,
+                                int64_t ttl_seconds = 300) {
+    ReserveRequest r;
+    r.set_project_id(kProject);
+    r.set_agent_id(agent);
+    for (const std::string& p : patterns) r.add_patterns(p);
+    r.set_mode(hub::v1::RESERVATION_MODE_EXCLUSIVE);
+    r.set_reason("editing");
+    r.mutable_ttl()->set_seconds(ttl_seconds);
+    return r;
+  }
+  hub::v1::Reservation ReserveOk(const ReserveRequest& r) {
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    grpc::Status s = reservations_->Reserve(&context, r, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    return response.reservation();
+  }
+  grpc::Status Release(const hub::v1::Reservation& r,
+                       std::vector<std::string> patterns = {}) {
+    hub::v1::ReleaseReservationRequest release;
+    release.set_reservation_id(r.reservation_id());
+    release.set_agent_id(r.agent_id());
+    for (const std::string& p : patterns) release.add_patterns(p);
+    hub::v1::ReleaseReservationResponse released;
+    grpc::ClientContext context;
+    return reservations_->ReleaseReservation(&context, release, &released);
+  }
+
+  std::unique_ptr<HubServer> server_;
+  std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
+  std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
+};
+
+TEST_F(ReservationWatchGrpcTest,
+       AWatchSendsTheLiveReservationsThenEveryChangeInCommitOrder) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  RegisterAgentOk(presence_.get(), "agent-b");
+  RegisterAgentOk(presence_.get(), "agent-c");
+  const hub::v1::Reservation before = ReserveOk(Request("agent-a", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  ASSERT_EQ(w->snapshot.size(), 1u);
+  EXPECT_EQ(w->snapshot[0].reservation_id(), before.reservation_id());
+  EXPECT_EQ(w->snapshot[0].token(), before.token());
+  EXPECT_EQ(w->snapshot[0].patterns(0), "src");
+
+  // Every kind of change, made by other clients.
+  const hub::v1::Reservation b =
+      ReserveOk(Request("agent-b", {"docs", "lib/*.cc"}));
+  hub::v1::RenewReservationRequest renew;
+  renew.set_reservation_id(b.reservation_id());
+  renew.set_agent_id("agent-b");
+  renew.set_token(b.token());
+  renew.mutable_ttl()->set_seconds(900);
+  {
+    hub::v1::RenewReservationResponse renewed;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        reservations_->RenewReservation(&context, renew, &renewed).ok());
+  }
+  ASSERT_TRUE(Release(b, {"docs"}).ok());
+  ASSERT_TRUE(Release(before).ok());
+  {
+    hub::v1::ForceReleaseReservationRequest force;
+    force.set_reservation_id(b.reservation_id());
+    hub::v1::ForceReleaseReservationResponse forced;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        reservations_->ForceReleaseReservation(&context, force, &forced).ok());
+  }
+  const hub::v1::Reservation c = ReserveOk(Request("agent-c", {"tools"}));
+  {
+    hub::v1::DeregisterRequest deregister;
+    deregister.set_agent_id("agent-c");
+    hub::v1::DeregisterResponse gone;
+    grpc::ClientContext context;
+    ASSERT_TRUE(presence_->Deregister(&context, deregister, &gone).ok());
+  }
+  const hub::v1::Reservation shortlived =
+      ReserveOk(Request("agent-a", {"tmp"}, /*ttl_seconds=*/1));
+
+  struct Expected {
+    hub::v1::ReservationChangeKind kind;
+    std::string reservation_id;
+    int64_t token;
+  };
+  const std::vector<Expected> expected = {
+      {hub::v1::RESERVATION_CHANGE_KIND_GRANTED, b.reservation_id(), b.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_RENEWED, b.reservation_id(), b.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_NARROWED, b.reservation_id(),
+       b.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_RELEASED, before.reservation_id(),
+       before.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED, b.reservation_id(),
+       b.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_GRANTED, c.reservation_id(), c.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE, c.reservation_id(),
+       c.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_GRANTED, shortlived.reservation_id(),
+       shortlived.token()},
+      // The sweep (every 5 s) deletes it once its TTL passed.
+      {hub::v1::RESERVATION_CHANGE_KIND_EXPIRED, shortlived.reservation_id(),
+       shortlived.token()},
+  };
+  int64_t last_seq = w->snapshot_seq;
+  for (const Expected& e : expected) {
+    const ReservationChange change = w->Next();
+    EXPECT_EQ(change.kind(), e.kind) << e.reservation_id;
+    EXPECT_EQ(change.reservation().reservation_id(), e.reservation_id);
+    EXPECT_EQ(change.reservation().token(), e.token);
+    EXPECT_GT(change.seq(), last_seq);
+    last_seq = change.seq();
+    if (change.kind() == hub::v1::RESERVATION_CHANGE_KIND_RENEWED) {
+      EXPECT_GT(change.reservation().expires_at().seconds(),
+                b.expires_at().seconds());
+    }
+    if (change.kind() == hub::v1::RESERVATION_CHANGE_KIND_NARROWED) {
+      ASSERT_EQ(change.reservation().patterns_size(), 1);
+      EXPECT_EQ(change.reservation().patterns(0), "lib/*.cc");
+    }
+  }
+}
+
+TEST_F(ReservationWatchGrpcTest, AnAgentFilterSendsOnlyThatHoldersChanges) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  RegisterAgentOk(presence_.get(), "agent-b");
+  ReserveOk(Request("agent-b", {"b0"}));
+  std::unique_ptr<Watch> w = StartWatch("agent-a");
+  EXPECT_TRUE(w->snapshot.empty());
+  ReserveOk(Request("agent-b", {"b1"}));
+  const hub::v1::Reservation a = ReserveOk(Request("agent-a", {"a1"}));
+  const ReservationChange change = w->Next();
+  EXPECT_EQ(change.kind(), hub::v1::RESERVATION_CHANGE_KIND_GRANTED);
+  EXPECT_EQ(change.reservation().reservation_id(), a.reservation_id());
+  EXPECT_EQ(change.reservation().agent_id(), "agent-a");
+}
+
+TEST_F(ReservationWatchGrpcTest, BadWatchRequestsEndWithTheirReasons) {
+  for (const auto& [project, agent, reason] :
+       std::vector<std::tuple<std::string, std::string, std::string>>{
+           {"", "", "PROJECT_ID_INVALID"},
+           {"project-1", "", "PROJECT_ID_INVALID"},
+           {kProject, std::string(300, 'a'), "AGENT_ID_INVALID"}}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    WatchReservationsRequest request;
+    request.set_project_id(project);
+    request.set_agent_id(agent);
+    auto reader = reservations_->WatchReservations(&context, request);
+    WatchReservationsResponse item;
+    EXPECT_FALSE(reader->Read(&item));
+    grpc::Status s = reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << reason;
+    EXPECT_EQ(Reason(s), reason);
+  }
+}
+
+TEST_F(ReservationWatchGrpcTest,
+       WatchersStartedWhileWritersRaceEndWithExactlyTheLiveReservations) {
+  constexpr int kWriters = 4;
+  constexpr int kWatchers = 6;
+  for (int i = 0; i < kWriters; ++i) {
+    RegisterAgentOk(presence_.get(), absl::StrCat("w-", i));
+  }
+  RegisterAgentOk(presence_.get(), "marker");
+  std::atomic<bool> stop{false};
+  std::vector<std::thread> writers;
+  for (int i = 0; i < kWriters; ++i) {
+    writers.emplace_back([&, i] {
+      const std::string agent = absl::StrCat("w-", i);
+      std::vector<hub::v1::Reservation> held;
+      for (int k = 0; !stop.load() && k < 2000; ++k) {
+        if (held.size() < 3) {
+          held.push_back(
+              ReserveOk(Request(agent, {absl::StrCat("d", i, "/f", k)})));
+        } else {
+          EXPECT_TRUE(Release(held.front()).ok());
+          held.erase(held.begin());
+        }
+      }
+    });
+  }
+  // Each watcher keeps the live set its stream describes.
+  std::vector<std::unique_ptr<Watch>> watches;
+  std::vector<std::map<std::string, int64_t>> live(kWatchers);
+  std::vector<std::thread> readers;
+  const std::string marker_pattern = "zz-marker";
+  for (int i = 0; i < kWatchers; ++i) {
+    watches.push_back(StartWatch());
+    for (const hub::v1::Reservation& r : watches.back()->snapshot) {
+      live[i][r.reservation_id()] = r.token();
+    }
+    readers.emplace_back([&, i] {
+      std::set<int64_t> seqs;
+      int64_t last = watches[i]->snapshot_seq;
+      for (;;) {
+        const ReservationChange c = watches[i]->Next();
+        if (c.seq() == 0) return;  // failed
+        EXPECT_GT(c.seq(), last);
+        last = c.seq();
+        const std::string& id = c.reservation().reservation_id();
+        if (c.kind() == hub::v1::RESERVATION_CHANGE_KIND_GRANTED) {
+          EXPECT_EQ(live[i].count(id), 0u) << "granted twice: " << id;
+          live[i][id] = c.reservation().token();
+          if (c.reservation().patterns(0) == marker_pattern) return;
+        } else if (c.kind() == hub::v1::RESERVATION_CHANGE_KIND_RELEASED) {
+          EXPECT_EQ(live[i].erase(id), 1u) << "released unknown " << id;
+        }
+      }
+    });
+    absl::SleepFor(absl::Milliseconds(20));  // spread the starts over the run
+  }
+  stop = true;
+  for (std::thread& t : writers) t.join();
+  ReserveOk(Request("marker", {marker_pattern}));
+  for (std::thread& t : readers) t.join();
+
+  hub::v1::ListReservationsRequest list;
+  list.set_project_id(kProject);
+  list.set_page_size(1000);
+  hub::v1::ListReservationsResponse listed;
+  {
+    grpc::ClientContext context;
+    ASSERT_TRUE(reservations_->ListReservations(&context, list, &listed).ok());
+  }
+  std::map<std::string, int64_t> expected;
+  for (const hub::v1::Reservation& r : listed.reservations()) {
+    expected[r.reservation_id()] = r.token();
+  }
+  ASSERT_GE(expected.size(), 1u);  // the marker, and what writers hold
+  for (int i = 0; i < kWatchers; ++i) {
+    EXPECT_EQ(live[i], expected) << "watcher " << i;
+  }
+}
+
+}  // namespace
+}  // namespace hub::testing
