@@ -53,7 +53,9 @@ inline int64_t RegisterAgentOk(hub::v1::PresenceService::Stub* presence,
   request.add_capabilities("role:cto:candidate");
   for (const std::string& t : topics) request.add_topics(t);
   hub::v1::RegisterAgentResponse registered;
-  EXPECT_TRUE(presence->RegisterAgent(&context, request, &registered).ok());
+  const grpc::Status s =
+      presence->RegisterAgent(&context, request, &registered);
+  EXPECT_TRUE(s.ok()) << s.error_code() << " " << s.error_message();
   return registered.presence_generation();
 }
 
