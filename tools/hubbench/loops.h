@@ -223,6 +223,7 @@ class PingStream final : public PingStreamBase,
     grpc::Status failure;
     {
       absl::MutexLock lock(&mu_);
+      done_ = true;
       if (!error_.empty()) {
         failure = grpc::Status(grpc::StatusCode::INTERNAL, error_);
       } else if (!status.ok() &&
@@ -259,7 +260,9 @@ class PingStream final : public PingStreamBase,
   // Marks `write` as started; returns what Do must start (kNone when the
   // stream is already half-closed).
   Write ClaimLocked(Write write) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
-    if (write == kNone || half_closed_) return kNone;
+    // After OnDone the reactor may not start anything: a held stream whose
+    // server died is closed by the workload all the same.
+    if (write == kNone || half_closed_ || done_) return kNone;
     if (write == kHalfClose) {
       half_closed_ = true;
     } else {
@@ -295,6 +298,7 @@ class PingStream final : public PingStreamBase,
   bool write_in_flight_ ABSL_GUARDED_BY(mu_) = false;
   bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
   bool closing_ ABSL_GUARDED_BY(mu_) = false;
+  bool done_ ABSL_GUARDED_BY(mu_) = false;  // OnDone ran
   Write queued_ ABSL_GUARDED_BY(mu_) = kNone;
   std::string error_ ABSL_GUARDED_BY(mu_);
 };
