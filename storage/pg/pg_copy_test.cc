@@ -201,7 +201,8 @@ TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButPostgresOwnAndTheDerived) {
       "table_schema = 'public' AND table_name NOT IN ('hub_meta', "
       "'hub_hubs', 'hub_commits', 'hub_inbox_pending', 'hub_inbox_settled', "
       "'hub_role_changes', 'hub_role_change_counter', "
-      "'hub_reservation_changes', 'hub_reservation_change_counter') ORDER BY 1");
+      "'hub_reservation_changes', 'hub_reservation_change_counter') ORDER BY "
+      "1");
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::string> tables;
   for (int i = 0; i < r->rows(); ++i) tables.emplace_back(r->Text(i, 0));

@@ -37,16 +37,27 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->from_version.has_value());
   EXPECT_TRUE(report->changed);
-  EXPECT_EQ(
-      Tables(),
-      (std::vector<std::string>{
-          "agents", "dead_letters", "hub_agent_owners", "hub_closed_scopes",
-          "hub_commits", "hub_hubs", "hub_inbox_pending", "hub_inbox_settled",
-          "hub_meta", "hub_reservation_change_counter",
-          "hub_reservation_changes", "hub_reservation_patterns",
-          "hub_reservation_tokens",
-          "hub_reservations", "hub_role_change_counter", "hub_role_changes",
-          "message_inbox", "messages", "role_candidates", "role_registry"}));
+  EXPECT_EQ(Tables(),
+            (std::vector<std::string>{"agents",
+                                      "dead_letters",
+                                      "hub_agent_owners",
+                                      "hub_closed_scopes",
+                                      "hub_commits",
+                                      "hub_hubs",
+                                      "hub_inbox_pending",
+                                      "hub_inbox_settled",
+                                      "hub_meta",
+                                      "hub_reservation_change_counter",
+                                      "hub_reservation_changes",
+                                      "hub_reservation_patterns",
+                                      "hub_reservation_tokens",
+                                      "hub_reservations",
+                                      "hub_role_change_counter",
+                                      "hub_role_changes",
+                                      "message_inbox",
+                                      "messages",
+                                      "role_candidates",
+                                      "role_registry"}));
   absl::StatusOr<Result> version =
       conn->Exec("SELECT value FROM hub_meta WHERE key = 'hub_schema_version'");
   ASSERT_TRUE(version.ok());
