@@ -93,6 +93,13 @@ HubMetrics::HubMetrics()
           "sweep), holder_gone (stream grace ran out, offline, deregistered "
           "or registered again).",
           {"reason"})),
+      reservation_waits(registry_.AddCounter(
+          "hub_reservation_waits_total",
+          "Reserve calls with `wait`, by how they ended: granted (at once "
+          "or after waiting), timeout (RESERVATION_CONFLICT at the "
+          "deadline), cancelled (the caller went away, or the hub stopped), "
+          "error.",
+          {"outcome"})),
       commit_group_size(registry_.AddHistogram(
           "hub_store_commit_group_size",
           "Write operations per group commit (one transaction, one sync).", {},

@@ -56,6 +56,7 @@ class HubMetrics {
   CounterFamily* const reservations_granted;
   CounterFamily* const reservations_conflicts;  // reserves refused
   CounterFamily* const reservations_ended;      // by reason
+  CounterFamily* const reservation_waits;       // Reserve with wait, by outcome
   // Storage.
   HistogramFamily* const commit_group_size;
   HistogramFamily* const commit_seconds;

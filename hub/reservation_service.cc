@@ -85,6 +85,51 @@ absl::StatusOr<std::optional<absl::Duration>> Ttl(
   return std::optional<absl::Duration>(FromProtoDuration(ttl));
 }
 
+// A Reserve with `wait`: its own reactor, so that a client that goes away
+// (cancel, deadline) takes its waiter out of the queue at once.
+class WaitingReserve final : public grpc::ServerUnaryReactor {
+ public:
+  WaitingReserve(ReservationWaits* waits, hub::v1::ReserveResponse* response)
+      : waits_(waits), response_(response), id_(waits->NewId()) {}
+
+  void Begin(PathReserveInput in, absl::Duration wait) {
+    waits_->Reserve(id_, std::move(in), wait,
+                    [this](absl::StatusOr<storage::ReservationRecord> r) {
+                      if (r.ok())
+                        *response_->mutable_reservation() =
+                            ReservationToProto(*r);
+                      Finish(ToGrpcStatus(r.status()));
+                    });
+  }
+  void OnCancel() override { waits_->Cancel(id_); }
+  void OnDone() override { delete this; }
+
+ private:
+  ReservationWaits* const waits_;
+  hub::v1::ReserveResponse* const response_;
+  const int64_t id_;
+};
+
+// The `wait` field: 1 ms .. kMaxReservationWait.
+absl::StatusOr<absl::Duration> WaitOf(const google::protobuf::Duration& wait) {
+  if (absl::Status s = CheckProtoDuration(wait, "wait"); !s.ok()) {
+    return WithMetadata(
+        InvalidArgumentError("RESERVATION_WAIT_INVALID", s.message()), "field",
+        "wait");
+  }
+  const absl::Duration d = FromProtoDuration(wait);
+  if (d < absl::Milliseconds(1) || d > kMaxReservationWait) {
+    return WithMetadata(
+        InvalidArgumentError(
+            "RESERVATION_WAIT_INVALID",
+            absl::StrCat("wait must be 1 ms .. ",
+                         absl::FormatDuration(kMaxReservationWait), ", got ",
+                         absl::FormatDuration(d))),
+        "field", "wait");
+  }
+  return d;
+}
+
 }  // namespace
 
 grpc::ServerUnaryReactor* ReservationServiceImpl::Reserve(
@@ -120,6 +165,18 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::Reserve(
   in.exclusive = *exclusive;
   in.ttl = *ttl;
   in.reason = request->reason();
+  if (request->has_wait()) {
+    absl::StatusOr<absl::Duration> wait = WaitOf(request->wait());
+    if (!wait.ok()) return FinishUnary(context, wait.status());
+    if (waits_ == nullptr) {
+      return FinishUnary(context,
+                         UnavailableError("HUB_SHUTTING_DOWN",
+                                          "this hub cannot wait for paths"));
+    }
+    auto* waiting = new WaitingReserve(waits_, response);
+    waiting->Begin(std::move(in), *wait);
+    return waiting;
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, response, in = std::move(in)] {
     absl::StatusOr<storage::ReservationRecord> r = book_->Reserve(in);

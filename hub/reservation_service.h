@@ -15,6 +15,7 @@
 #include "hub/call_gate.h"
 #include "hub/v1/reservation.grpc.pb.h"
 #include "registry/reservation_feed.h"
+#include "registry/reservation_waits.h"
 #include "registry/reservations.h"
 
 namespace hub {
@@ -37,6 +38,9 @@ class ReservationServiceImpl final
   // WatchReservations' source; set before serving (without it the call
   // answers UNAVAILABLE). Must outlive the service.
   void SetFeed(ReservationFeed* feed) { feed_ = feed; }
+  // Reserve's `wait`; set before serving (without it `wait` answers
+  // UNAVAILABLE). Must outlive the service.
+  void SetWaits(ReservationWaits* waits) { waits_ = waits; }
   // Ends every watch stream (HUB_SHUTTING_DOWN) and refuses new ones.
   void Shutdown();
 
@@ -77,6 +81,7 @@ class ReservationServiceImpl final
   CallGate* gate_ = nullptr;
   const Authority* authority_ = nullptr;
   ReservationFeed* feed_ = nullptr;
+  ReservationWaits* waits_ = nullptr;
   absl::Mutex mu_;
   std::set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;

@@ -44,6 +44,10 @@ hub::v1::ReservationChangeKind KindOf(storage::ReservationChangeKind kind) {
       return hub::v1::RESERVATION_CHANGE_KIND_EXPIRED;
     case K::kHolderGone:
       return hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE;
+    case K::kWaiting:
+      return hub::v1::RESERVATION_CHANGE_KIND_WAITING;
+    case K::kWaitEnded:
+      return hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED;
   }
   return hub::v1::RESERVATION_CHANGE_KIND_UNSPECIFIED;
 }

@@ -398,6 +398,13 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     if (reservation_hints != nullptr) reservation_hints->Committed();
   });
   if (absl::Status s = reservation_feed->Start(); !s.ok()) return s;
+  server->reservation_waits_ =
+      std::make_unique<ReservationWaits>(reservations, reservation_feed, clock);
+  server->reservation_waits_->SetObserver(
+      [metrics](const std::string& outcome) {
+        metrics->reservation_waits->Add({outcome}, 1);
+      });
+  if (absl::Status s = server->reservation_waits_->Start(); !s.ok()) return s;
   if (reservation_hints != nullptr) {
     reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });
   }
@@ -513,6 +520,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->reservation_service_->SetAuthority(server->authority_.get());
   server->reservation_service_->SetCallGate(server->gate_.get());
   server->reservation_service_->SetFeed(reservation_feed);
+  server->reservation_service_->SetWaits(server->reservation_waits_.get());
 
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
@@ -737,6 +745,7 @@ absl::Status HubServer::StartMetrics(const HubServerOptions& options) {
       });
   registry.AddCallback("hub_roles", "Roles by state.", "gauge", {"state"},
                        [metrics] { return metrics->RolesByState(); });
+
   registry.AddCallback(
       "hub_store_writes_total",
       "Write operations committed (or failed) through the group commit.",
@@ -791,6 +800,8 @@ void HubServer::Shutdown(absl::Duration grace) {
     server_->GetHealthCheckService()->Shutdown();
     role_service_->Shutdown();
     reservation_service_->Shutdown();
+    // Waiting reserves answer HUB_SHUTTING_DOWN now and leave their queues.
+    reservation_waits_->Stop();
     messaging_->Shutdown();  // waiting asks answer now
     presence_->Shutdown();
     server_->Shutdown(absl::ToChronoTime(absl::Now() + grace));
@@ -816,6 +827,7 @@ void HubServer::Shutdown(absl::Duration grace) {
   write_pool_.reset();  // finishes the writes it holds
   // Every role write is done; nothing is watching any more.
   if (role_feed_ != nullptr) role_feed_->Stop();
+  if (reservation_waits_ != nullptr) reservation_waits_->Stop();
   if (reservation_hints_ != nullptr) reservation_hints_->Stop();
   if (reservation_feed_ != nullptr) reservation_feed_->Stop();
   if (store_ != nullptr) {

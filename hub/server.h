@@ -43,6 +43,7 @@
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservation_feed.h"
+#include "registry/reservation_waits.h"
 #include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
@@ -230,6 +231,8 @@ class HubServer {
   std::unique_ptr<ReservationFeed> reservation_feed_;
   std::unique_ptr<ChangeHints> reservation_hints_;  // null on SQLite
   std::unique_ptr<ReservationBook> reservations_;
+  // After reservations_ and the feed (it uses both).
+  std::unique_ptr<ReservationWaits> reservation_waits_;
   std::unique_ptr<ReservationServiceImpl> reservation_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_

@@ -89,6 +89,17 @@ absl::StatusOr<std::vector<std::string>> ReservationBook::NormalizePatterns(
 
 absl::StatusOr<ReservationRecord> ReservationBook::Reserve(
     const PathReserveInput& in) {
+  absl::StatusOr<storage::ReservationOutcome> out = Attempt(in, std::nullopt);
+  if (!out.ok()) return out.status();
+  if (!out->granted.has_value()) {
+    Count(conflicts_, ReservationEvent::kConflict, 1);
+    return storage::ReservationConflictError(out->conflicts);
+  }
+  return *std::move(out->granted);
+}
+
+absl::StatusOr<storage::ReservationOutcome> ReservationBook::Attempt(
+    const PathReserveInput& in, const std::optional<std::string>& waiter_id) {
   if (absl::Status s = ValidateProject(in.project_id); !s.ok()) return s;
   if (absl::Status s = ValidateAgentId(in.agent_id); !s.ok()) return s;
   if (in.reason.size() > kMaxReservationReasonBytes) {
@@ -117,15 +128,42 @@ absl::StatusOr<ReservationRecord> ReservationBook::Reserve(
   r.ttl_ms = *ttl;
   r.max_per_agent = limits_.max_per_agent;
   r.max_per_project = limits_.max_per_project;
+  r.waiter_id = waiter_id;
   absl::StatusOr<storage::ReservationOutcome> out = store_->Reserve(r);
   if (!out.ok()) return out.status();
-  if (!out->granted.has_value()) {
-    Count(conflicts_, ReservationEvent::kConflict, 1);
-    return storage::ReservationConflictError(out->conflicts);
+  if (out->granted.has_value()) {
+    Count(granted_, ReservationEvent::kGranted, 1);
+    Committed();
   }
-  Count(granted_, ReservationEvent::kGranted, 1);
-  Committed();
-  return *std::move(out->granted);
+  return out;
+}
+
+absl::StatusOr<storage::ReservationWaiter> ReservationBook::Enqueue(
+    const PathReserveInput& in, absl::Time deadline) {
+  absl::StatusOr<std::vector<std::string>> patterns = NormalizePatterns(
+      in.patterns,
+      static_cast<size_t>(std::max<int64_t>(limits_.max_patterns, 1)),
+      /*literal=*/false);
+  if (!patterns.ok()) return patterns.status();
+  storage::ReservationWaiter w;
+  w.waiter_id = new_id_();
+  w.project_id = in.project_id;
+  w.agent_id = in.agent_id;
+  w.exclusive = in.exclusive;
+  w.created_at_ms = NowMs();
+  w.deadline_ms = absl::ToUnixMillis(deadline);
+  w.patterns = *std::move(patterns);
+  absl::StatusOr<storage::ReservationWaiter> queued =
+      store_->EnqueueReservationWaiter(w);
+  if (queued.ok()) Committed();
+  return queued;
+}
+
+void ReservationBook::LeaveQueue(const std::string& waiter_id) {
+  absl::StatusOr<bool> left =
+      store_->RemoveReservationWaiter(waiter_id, NowMs());
+  // A failure leaves the row to the sweep once its deadline passed.
+  if (left.ok() && *left) Committed();
 }
 
 absl::StatusOr<ReservationRecord> ReservationBook::Renew(

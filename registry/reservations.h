@@ -102,6 +102,18 @@ class ReservationBook {
   // the validation and holder reasons of reservation.proto otherwise.
   absl::StatusOr<storage::ReservationRecord> Reserve(
       const PathReserveInput& in);
+  // One attempt of Reserve (as `waiter_id`'s retry when set: only waiters
+  // ahead of it conflict, and a grant takes it out of the queue): the
+  // conflicts come back in the outcome, uncounted.
+  absl::StatusOr<storage::ReservationOutcome> Attempt(
+      const PathReserveInput& in, const std::optional<std::string>& waiter_id);
+  // Queues `in` as a waiter until `deadline` (ReservationWaits).
+  absl::StatusOr<storage::ReservationWaiter> Enqueue(const PathReserveInput& in,
+                                                     absl::Time deadline);
+  // Takes a waiter out of its queue (its wait ended without a grant).
+  void LeaveQueue(const std::string& waiter_id);
+  // Counts a waiting reserve that ended in a conflict.
+  void CountConflict() { Count(conflicts_, ReservationEvent::kConflict, 1); }
   absl::StatusOr<storage::ReservationRecord> Renew(
       const std::string& reservation_id, const std::string& agent_id,
       int64_t token, std::optional<absl::Duration> ttl);

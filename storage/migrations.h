@@ -23,8 +23,9 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // that and idx_messages_role_key by partial indexes of pending messages, 7
 // added the path reservation tables (hub_reservation_tokens,
 // hub_reservations, hub_reservation_patterns), 8 the reservation change
-// log (hub_reservation_changes).
-inline constexpr int kHubSchemaVersion = 8;
+// log (hub_reservation_changes), 9 waiting reserves
+// (hub_reservation_waiters).
+inline constexpr int kHubSchemaVersion = 9;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

@@ -1,6 +1,7 @@
 #include "storage/reservation_ops.h"
 
 #include <algorithm>
+#include <limits>
 #include <map>
 #include <set>
 #include <utility>
@@ -132,9 +133,37 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
   absl::StatusOr<std::vector<ReservationCandidate>> candidates =
       rows.Candidates(r.project_id, CandidateKeysFor(r.patterns), r.now_ms);
   if (!candidates.ok()) return candidates.status();
+  // Waiters of other agents ahead in the queue conflict like reservations
+  // of their mode, so the first waiter for a path gets it first; for a
+  // reserve that does not wait, every one is ahead.
+  absl::StatusOr<std::vector<ReservationWaiter>> waiters =
+      rows.Waiters(r.project_id, r.now_ms);
+  if (!waiters.ok()) return waiters.status();
+  int64_t my_seq = std::numeric_limits<int64_t>::max();
+  bool queued = false;
+  if (r.waiter_id.has_value()) {
+    for (const ReservationWaiter& w : *waiters) {
+      if (w.waiter_id == *r.waiter_id) {
+        my_seq = w.seq;
+        queued = true;
+      }
+    }
+  }
+  std::set<std::string> ahead;
+  for (const ReservationWaiter& w : *waiters) {
+    if (w.agent_id == r.agent_id || w.seq >= my_seq) continue;
+    ahead.insert(w.waiter_id);
+    for (const std::string& p : w.patterns) {
+      candidates->push_back(ReservationCandidate{
+          w.waiter_id, p, w.agent_id, w.exclusive, 0, w.deadline_ms, true});
+    }
+  }
   ReservationOutcome outcome;
   outcome.conflicts = DecideConflicts(r.patterns, r.exclusive, r.agent_id,
                                       *candidates, r.max_conflicts);
+  for (ReservationConflict& c : outcome.conflicts) {
+    c.waiting = ahead.count(c.reservation_id) > 0;
+  }
   if (!outcome.conflicts.empty()) return outcome;  // nothing written
 
   if (r.max_per_agent > 0) {
@@ -211,6 +240,10 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
           rows.AppendChange(ReservationChangeKind::kGranted, record, r.now_ms);
       !s.ok()) {
     return s;
+  }
+  if (queued) {  // granted: out of the queue
+    absl::StatusOr<int64_t> n = rows.DeleteWaiter(*r.waiter_id);
+    if (!n.ok()) return n.status();
   }
   outcome.granted = std::move(record);
   return outcome;
@@ -458,6 +491,70 @@ absl::StatusOr<ReservationSnapshot> SnapshotWith(
     if (last) break;
   }
   return snapshot;
+}
+
+namespace {
+// A waiter as the change log records it.
+ReservationRecord WaiterRecord(const ReservationWaiter& w) {
+  ReservationRecord r;
+  r.reservation_id = w.waiter_id;
+  r.project_id = w.project_id;
+  r.agent_id = w.agent_id;
+  r.presence_generation = w.presence_generation;
+  r.exclusive = w.exclusive;
+  r.created_at_ms = w.created_at_ms;
+  r.expires_at_ms = w.deadline_ms;
+  r.patterns = w.patterns;
+  return r;
+}
+}  // namespace
+
+absl::StatusOr<ReservationWaiter> EnqueueWaiterWith(
+    ReservationRows& rows, const ReservationWaiter& waiter) {
+  absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> holder =
+      rows.Holder(waiter.agent_id);
+  if (!holder.ok()) return holder.status();
+  absl::StatusOr<int64_t> generation =
+      HolderGeneration(waiter.agent_id, *holder, std::nullopt);
+  if (!generation.ok()) return generation.status();
+  // Under the token row: seqs follow the order in which the project's
+  // writes take it, on every hub.
+  absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+      rows.LockProject(waiter.project_id);
+  if (!counter.ok()) return counter.status();
+  absl::StatusOr<int64_t> last = rows.LastWaiterSeq(waiter.project_id);
+  if (!last.ok()) return last.status();
+  ReservationWaiter w = waiter;
+  w.seq = *last + 1;
+  w.presence_generation = *generation;
+  if (absl::Status s = rows.InsertWaiter(w); !s.ok()) return s;
+  if (absl::Status s = rows.AppendChange(ReservationChangeKind::kWaiting,
+                                         WaiterRecord(w), w.created_at_ms);
+      !s.ok()) {
+    return s;
+  }
+  return w;
+}
+
+absl::StatusOr<bool> RemoveWaiterWith(ReservationRows& rows,
+                                      absl::string_view waiter_id,
+                                      int64_t now_ms) {
+  absl::StatusOr<std::optional<ReservationWaiter>> w =
+      rows.LoadWaiter(waiter_id);
+  if (!w.ok()) return w.status();
+  if (!w->has_value()) return false;
+  absl::StatusOr<std::pair<int64_t, int64_t>> counter =
+      rows.LockProject((*w)->project_id);
+  if (!counter.ok()) return counter.status();
+  absl::StatusOr<int64_t> n = rows.DeleteWaiter(waiter_id);
+  if (!n.ok()) return n.status();
+  if (*n == 0) return false;
+  if (absl::Status s = rows.AppendChange(ReservationChangeKind::kWaitEnded,
+                                         WaiterRecord(**w), now_ms);
+      !s.ok()) {
+    return s;
+  }
+  return true;
 }
 
 std::string JoinLoggedPatterns(const std::vector<std::string>& patterns) {

@@ -110,6 +110,23 @@ class ReservationRows {
   virtual absl::StatusOr<int64_t> ChangeHead() = 0;
   virtual absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
                                                int64_t limit) = 0;
+
+  // Waiters (Store::EnqueueReservationWaiter). The project's queued
+  // waiters whose deadline is after `now_ms` and whose agent is present at
+  // their generation, by seq.
+  virtual absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
+      absl::string_view project_id, int64_t now_ms) = 0;
+  virtual absl::StatusOr<std::optional<ReservationWaiter>> LoadWaiter(
+      absl::string_view waiter_id) = 0;
+  // The project's highest seq (0 without a waiter). REQUIRES: its token row
+  // locked.
+  virtual absl::StatusOr<int64_t> LastWaiterSeq(
+      absl::string_view project_id) = 0;
+  virtual absl::Status InsertWaiter(const ReservationWaiter& waiter) = 0;
+  // Returns how many rows.
+  virtual absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) = 0;
+  // Deletes waiters whose deadline passed by `now_ms` (their hub died).
+  virtual absl::StatusOr<int64_t> DeleteDeadWaiters(int64_t now_ms) = 0;
 };
 
 // Store::Reserve (store.h).
@@ -144,6 +161,11 @@ absl::StatusOr<ReservationChangePage> ReadChangesWith(ReservationRows& rows,
 // Store::SnapshotReservations; the caller runs it in one read snapshot.
 absl::StatusOr<ReservationSnapshot> SnapshotWith(
     ReservationRows& rows, const ReservationFilter& filter);
+absl::StatusOr<ReservationWaiter> EnqueueWaiterWith(
+    ReservationRows& rows, const ReservationWaiter& waiter);
+absl::StatusOr<bool> RemoveWaiterWith(ReservationRows& rows,
+                                      absl::string_view waiter_id,
+                                      int64_t now_ms);
 // Joins and splits the patterns column of the change log.
 std::string JoinLoggedPatterns(const std::vector<std::string>& patterns);
 std::vector<std::string> SplitLoggedPatterns(absl::string_view joined);

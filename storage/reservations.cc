@@ -149,11 +149,18 @@ absl::Status ReservationConflictError(
   const ReservationConflict& c = conflicts.front();
   absl::Status s = FailedPreconditionError(
       "RESERVATION_CONFLICT",
-      absl::StrCat("pattern \"", ErrorText(c.pattern), "\" conflicts with ",
-                   c.exclusive ? "exclusive" : "shared", " reservation ",
-                   c.reservation_id, " of agent ", ErrorText(c.agent_id),
-                   " (\"", ErrorText(c.held_pattern), "\", token ", c.token,
-                   ", expires at ", c.expires_at_ms, " ms)"));
+      c.waiting
+          ? absl::StrCat("pattern \"", ErrorText(c.pattern),
+                         "\" overlaps the waiting reserve ", c.reservation_id,
+                         " of agent ", ErrorText(c.agent_id), " (\"",
+                         ErrorText(c.held_pattern),
+                         "\"), which is ahead in the queue")
+          : absl::StrCat("pattern \"", ErrorText(c.pattern),
+                         "\" conflicts with ",
+                         c.exclusive ? "exclusive" : "shared", " reservation ",
+                         c.reservation_id, " of agent ", ErrorText(c.agent_id),
+                         " (\"", ErrorText(c.held_pattern), "\", token ",
+                         c.token, ", expires at ", c.expires_at_ms, " ms)"));
   s = WithMetadata(s, "reservation_id", ErrorText(c.reservation_id));
   s = WithMetadata(s, "holder_agent_id", ErrorText(c.agent_id));
   s = WithMetadata(s, "held_pattern", ErrorText(c.held_pattern));
@@ -161,6 +168,7 @@ absl::Status ReservationConflictError(
   s = WithMetadata(s, "expires_at_ms", absl::StrCat(c.expires_at_ms));
   s = WithMetadata(s, "token", absl::StrCat(c.token));
   s = WithMetadata(s, "conflicts", absl::StrCat(conflicts.size()));
+  if (c.waiting) s = WithMetadata(s, "waiting", "true");
   return s;
 }
 
@@ -180,6 +188,8 @@ constexpr std::pair<ReservationChangeKind, absl::string_view> kChangeWords[] = {
     {ReservationChangeKind::kForced, "forced"},
     {ReservationChangeKind::kExpired, "expired"},
     {ReservationChangeKind::kHolderGone, "holder_gone"},
+    {ReservationChangeKind::kWaiting, "waiting"},
+    {ReservationChangeKind::kWaitEnded, "wait_ended"},
 };
 }  // namespace
 

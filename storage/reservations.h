@@ -51,9 +51,14 @@ enum class ReservationChangeKind {
   kForced,      // released by an operator
   kExpired,     // its TTL passed (deleted by a sweep or a grant)
   kHolderGone,  // its holder deregistered, went offline, or was replaced
+  // A waiting reserve joined its project's queue, or left it without a
+  // grant (timed out, cancelled): `reservation` is the waiter (its id,
+  // agent, mode and patterns, token 0, expiry = the wait's deadline).
+  kWaiting,
+  kWaitEnded,
 };
 // "granted", "renewed", "narrowed", "released", "forced", "expired",
-// "holder_gone": the log's words.
+// "holder_gone", "waiting", "wait_ended": the log's words.
 absl::string_view ReservationChangeWord(ReservationChangeKind kind);
 // nullopt for a word that is none of those.
 std::optional<ReservationChangeKind> ReservationChangeKindOf(
@@ -94,6 +99,24 @@ struct ReservationConflict {
   int64_t expires_at_ms = 0;
   std::string held_pattern;  // the reservation's pattern
   std::string pattern;       // the request's pattern
+  // Not a reservation but a waiter ahead in the queue (reservation_id is
+  // its waiter id, token 0, expires_at_ms its deadline).
+  bool waiting = false;
+};
+
+// A reserve waiting in its project's queue (hub_reservation_waiters): a
+// later reserve of another agent that overlaps it conflicts with it, so the
+// first waiter for a path gets it first.
+struct ReservationWaiter {
+  std::string waiter_id;
+  std::string project_id;
+  std::string agent_id;
+  int64_t presence_generation = 0;
+  bool exclusive = true;
+  int64_t seq = 0;  // its place in the project's queue (Enqueue sets it)
+  int64_t created_at_ms = 0;
+  int64_t deadline_ms = 0;
+  std::vector<std::string> patterns;  // normalized
 };
 
 // Store::Reserve input. The patterns are normalized (PathPattern::text()),
@@ -118,6 +141,10 @@ struct ReservationRequest {
   int64_t max_per_project = 0;
   // Conflicts reported at most (the decision still sees every one).
   size_t max_conflicts = 16;
+  // The retry of this queued waiter: only the waiters ahead of it conflict,
+  // and a grant takes it out of the queue. Unset: every overlapping waiter
+  // of another agent conflicts.
+  std::optional<std::string> waiter_id;
 };
 
 // Store::Reserve result: granted, or the conflicts (nothing written).
@@ -212,7 +239,8 @@ std::string ReservationPrefix(absl::string_view pattern, bool literal = false);
 
 // FAILED_PRECONDITION / RESERVATION_CONFLICT naming the first conflict
 // (metadata reservation_id, holder_agent_id, held_pattern, pattern,
-// expires_at_ms, token, conflicts = how many were found).
+// expires_at_ms, token, conflicts = how many were found; waiting = true when
+// it is a waiter ahead in the queue).
 absl::Status ReservationConflictError(
     const std::vector<ReservationConflict>& conflicts);
 // NOT_FOUND / RESERVATION_NOT_FOUND (metadata reservation_id): no live

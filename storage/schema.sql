@@ -234,6 +234,27 @@ CREATE TABLE IF NOT EXISTS hub_reservation_changes (
   patterns TEXT NOT NULL
 );
 
+-- hub_schema_version 9: waiting reserves (Reserve with `wait`,
+-- docs/design/reservations.md, "Waiting"). One row per reserve that waits
+-- for conflicting reservations to end; `seq` is its place in its project's
+-- queue, handed out under the project's token row (so in arrival order on
+-- every hub). A reserve conflicts with the overlapping waiters of other
+-- agents ahead of it (all of them, for a reserve that does not wait), so
+-- the first waiter for a path gets it first. A row past its deadline (its
+-- hub died) is ignored and swept.
+CREATE TABLE IF NOT EXISTS hub_reservation_waiters (
+  waiter_id TEXT PRIMARY KEY,
+  project_id TEXT NOT NULL,
+  agent_id TEXT NOT NULL,
+  presence_generation INTEGER NOT NULL,
+  exclusive INTEGER NOT NULL CHECK (exclusive IN (0, 1)),
+  seq INTEGER NOT NULL CHECK (seq > 0),
+  created_at_ms INTEGER NOT NULL,
+  deadline_ms INTEGER NOT NULL,
+  patterns TEXT NOT NULL,
+  UNIQUE (project_id, seq)
+);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.

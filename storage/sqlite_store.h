@@ -205,6 +205,10 @@ class SqliteStore final : public Store {
       const ReservationFilter& filter) override;
   absl::StatusOr<int64_t> PruneReservationChanges(int64_t before_ms,
                                                   int64_t limit) override;
+  absl::StatusOr<ReservationWaiter> EnqueueReservationWaiter(
+      const ReservationWaiter& waiter) override;
+  absl::StatusOr<bool> RemoveReservationWaiter(absl::string_view waiter_id,
+                                               int64_t now_ms) override;
 
  private:
   explicit SqliteStore(SqliteStoreOptions options)

@@ -72,6 +72,24 @@ ReservationRecord ReadReservation(const Stmt& s) {
   return r;
 }
 
+#define HUB_RES_WAITER_COLUMNS                                     \
+  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
+  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
+
+ReservationWaiter ReadWaiter(const Stmt& s) {
+  ReservationWaiter w;
+  w.waiter_id = s.Text(0);
+  w.project_id = s.Text(1);
+  w.agent_id = s.Text(2);
+  w.presence_generation = s.Int(3);
+  w.exclusive = s.Int(4) != 0;
+  w.seq = s.Int(5);
+  w.created_at_ms = s.Int(6);
+  w.deadline_ms = s.Int(7);
+  w.patterns = SplitLoggedPatterns(s.Text(8));
+  return w;
+}
+
 class SqliteReservationRows final : public ReservationRows {
  public:
   explicit SqliteReservationRows(Connection& conn) : conn_(conn) {}
@@ -405,6 +423,74 @@ class SqliteReservationRows final : public ReservationRows {
     return conn_.Changes();
   }
 
+  absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
+      absl::string_view project_id, int64_t now_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT " HUB_RES_WAITER_COLUMNS
+        " FROM hub_reservation_waiters w WHERE w.project_id = ?2 "
+        "AND w.deadline_ms > ?1 AND EXISTS (SELECT 1 FROM agents a WHERE "
+        "a.agent_id = w.agent_id AND a.presence_generation = "
+        "w.presence_generation AND a.status <> 'offline') ORDER BY w.seq");
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms).Bind(2, project_id);
+    return rows::ReadAll<ReservationWaiter>(*s, ReadWaiter);
+  }
+
+  absl::StatusOr<std::optional<ReservationWaiter>> LoadWaiter(
+      absl::string_view waiter_id) override {
+    absl::StatusOr<Stmt> s =
+        conn_.Prepare("SELECT " HUB_RES_WAITER_COLUMNS
+                      " FROM hub_reservation_waiters w WHERE w.waiter_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, waiter_id);
+    return rows::ReadOne<ReservationWaiter>(*s, ReadWaiter);
+  }
+
+  absl::StatusOr<int64_t> LastWaiterSeq(absl::string_view project_id) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "SELECT COALESCE(MAX(seq), 0) FROM hub_reservation_waiters "
+        "WHERE project_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, project_id);
+    return Count(*s);
+  }
+
+  absl::Status InsertWaiter(const ReservationWaiter& w) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "INSERT INTO hub_reservation_waiters (waiter_id, project_id, "
+        "agent_id, presence_generation, exclusive, seq, created_at_ms, "
+        "deadline_ms, patterns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+    if (!s.ok()) return s.status();
+    s->Bind(1, w.waiter_id)
+        .Bind(2, w.project_id)
+        .Bind(3, w.agent_id)
+        .Bind(4, w.presence_generation)
+        .Bind(5, int64_t{w.exclusive ? 1 : 0})
+        .Bind(6, w.seq)
+        .Bind(7, w.created_at_ms)
+        .Bind(8, w.deadline_ms)
+        .Bind(9, JoinLoggedPatterns(w.patterns));
+    return s->Run();
+  }
+
+  absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservation_waiters WHERE waiter_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, waiter_id);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
+  absl::StatusOr<int64_t> DeleteDeadWaiters(int64_t now_ms) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "DELETE FROM hub_reservation_waiters WHERE deadline_ms <= ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, now_ms);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
+  }
+
  private:
   absl::StatusOr<int64_t> Count(Stmt& s) {
     absl::StatusOr<std::optional<int64_t>> n =
@@ -502,10 +588,33 @@ absl::StatusOr<std::pair<int64_t, int64_t>> SqliteStore::SweepReservations(
     return rows.Ended(now_ms, 1000, std::nullopt);
   });
   if (!ended.ok()) return ended.status();
+  // Waiters whose hub died before their wait ended (a live hub takes its
+  // own out of the queue): one cheap statement per sweep.
+  absl::Status dead = WriteStatus([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return rows.DeleteDeadWaiters(now_ms).status();
+  });
+  if (!dead.ok()) return dead;
   if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
   return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
     SqliteReservationRows rows(conn);
     return DeleteEndedWith(rows, *ended, now_ms);
+  });
+}
+
+absl::StatusOr<ReservationWaiter> SqliteStore::EnqueueReservationWaiter(
+    const ReservationWaiter& waiter) {
+  return Write<ReservationWaiter>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return EnqueueWaiterWith(rows, waiter);
+  });
+}
+
+absl::StatusOr<bool> SqliteStore::RemoveReservationWaiter(
+    absl::string_view waiter_id, int64_t now_ms) {
+  return Write<bool>([&](Connection& conn) {
+    SqliteReservationRows rows(conn);
+    return RemoveWaiterWith(rows, waiter_id, now_ms);
   });
 }
 

@@ -1063,6 +1063,15 @@ class Store {
   // keyset ignored) and the log's head, from one read snapshot.
   virtual absl::StatusOr<ReservationSnapshot> SnapshotReservations(
       const ReservationFilter& filter) = 0;
+  // Queues a waiting reserve in its project (under the project's token
+  // row: seq = the project's last + 1) and logs kWaiting. Returns it with
+  // its seq.
+  virtual absl::StatusOr<ReservationWaiter> EnqueueReservationWaiter(
+      const ReservationWaiter& waiter) = 0;
+  // Takes a waiter out of its queue (its wait ended without a grant) and
+  // logs kWaitEnded; false when it was not queued.
+  virtual absl::StatusOr<bool> RemoveReservationWaiter(
+      absl::string_view waiter_id, int64_t now_ms) = 0;
   // Deletes changes written before `before_ms`, among the `limit` oldest;
   // returns how many.
   virtual absl::StatusOr<int64_t> PruneReservationChanges(int64_t before_ms,

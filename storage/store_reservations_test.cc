@@ -705,6 +705,95 @@ TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
   for (const auto& [id, kinds] : seen) EXPECT_EQ(kinds, "granted released");
 }
 
+// Waiters: the first waiter for a path gets it first.
+ReservationWaiter Waiter(const std::string& agent,
+                         std::vector<std::string> patterns,
+                         int64_t deadline_ms = kNow + kTtl) {
+  ReservationWaiter w;
+  w.waiter_id = NewUuidV7();
+  w.project_id = "prj_1";
+  w.agent_id = agent;
+  w.presence_generation = 1;
+  w.exclusive = true;
+  w.created_at_ms = kNow;
+  w.deadline_ms = deadline_ms;
+  w.patterns = std::move(patterns);
+  return w;
+}
+
+TEST_P(Reservations, AQueuedWaiterConflictsWithLaterReservesButNotEarlierOnes) {
+  for (const char* agent : {"holder", "first", "second", "other"}) {
+    Register(agent);
+  }
+  const ReservationRecord held = Granted(Request("holder", {"src"}));
+  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  absl::StatusOr<ReservationWaiter> first =
+      store().EnqueueReservationWaiter(Waiter("first", {"src/a.cc"}));
+  ASSERT_TRUE(first.ok()) << first.status();
+  absl::StatusOr<ReservationWaiter> second =
+      store().EnqueueReservationWaiter(Waiter("second", {"src"}));
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_EQ(second->seq, first->seq + 1);
+  EXPECT_EQ(Kinds(ChangesAfter(store(), head)), "waiting waiting");
+
+  ReservationRelease release;
+  release.reservation_id = held.reservation_id;
+  release.agent_id = "holder";
+  release.now_ms = kNow;
+  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  // The path is free, but a reserve that does not wait is behind both
+  // waiters, and the second waiter behind the first.
+  std::vector<ReservationConflict> c = Refused(Request("other", {"src/a.cc"}));
+  ASSERT_FALSE(c.empty());
+  EXPECT_TRUE(c[0].waiting);
+  EXPECT_EQ(c[0].token, 0);
+  ReservationRequest as_second = Request("second", {"src"});
+  as_second.waiter_id = second->waiter_id;
+  c = Refused(as_second);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].reservation_id, first->waiter_id);
+  EXPECT_EQ(c[0].agent_id, "first");
+  // Unrelated paths are not held up.
+  Granted(Request("other", {"docs"}));
+
+  ReservationRequest as_first = Request("first", {"src/a.cc"});
+  as_first.waiter_id = first->waiter_id;
+  const ReservationRecord granted = Granted(as_first);
+  EXPECT_EQ(
+      Query(absl::StrCat("SELECT COUNT(*) FROM hub_reservation_waiters WHERE "
+                         "waiter_id = '",
+                         first->waiter_id, "'")),
+      "0");  // out of the queue
+  // The second now waits for the first's reservation, not its waiter.
+  c = Refused(as_second);
+  ASSERT_EQ(c.size(), 1u);
+  EXPECT_EQ(c[0].reservation_id, granted.reservation_id);
+  EXPECT_FALSE(c[0].waiting);
+}
+
+TEST_P(Reservations, AWaiterThatLeavesOrIsPastItsDeadlineHoldsNothingUp) {
+  Register("waiter");
+  Register("other");
+  absl::StatusOr<ReservationWaiter> w =
+      store().EnqueueReservationWaiter(Waiter("waiter", {"src"}, kNow + 100));
+  ASSERT_TRUE(w.ok()) << w.status();
+  Refused(Request("other", {"src"}));
+  ReservationRequest later = Request("other", {"src"});
+  later.now_ms = kNow + 100;  // its deadline passed (its hub died)
+  Granted(later);
+  ASSERT_TRUE(store().SweepReservations(kNow + 100).ok());
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservation_waiters"), "0");
+
+  absl::StatusOr<ReservationWaiter> again =
+      store().EnqueueReservationWaiter(Waiter("waiter", {"lib"}));
+  ASSERT_TRUE(again.ok()) << again.status();
+  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  EXPECT_TRUE(store().RemoveReservationWaiter(again->waiter_id, kNow).value());
+  EXPECT_FALSE(store().RemoveReservationWaiter(again->waiter_id, kNow).value());
+  EXPECT_EQ(Kinds(ChangesAfter(store(), head)), "wait_ended");
+  Granted(Request("other", {"lib"}));
+}
+
 HUB_STORE_TEST_SUITE(Reservations);
 
 }  // namespace

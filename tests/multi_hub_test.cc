@@ -530,5 +530,95 @@ TEST_F(MultiHubTest,
   EXPECT_EQ(on_a->live, on_b->live);
 }
 
+// Waiting reserves through two hubs over one PostgreSQL: the first waiter
+// (through hub B) gets the path before the second (through hub A) when the
+// holder (through hub B) releases it, and the second, on hub A, is woken
+// by hub B's release of the first's reservation.
+TEST_F(MultiHubTest, WaitersThroughTwoHubsGetAPathFirstComeFirstServed) {
+  const std::string kProject = kReservationProject;
+  Hub a = StartHub();
+  Hub b = StartHub();
+  for (const char* agent : {"holder", "first", "second"}) {
+    testing::RegisterAgentOk(b.presence.get(), agent);
+  }
+  auto request = [&kProject](const std::string& agent) {
+    hub::v1::ReserveRequest r;
+    r.set_project_id(kProject);
+    r.set_agent_id(agent);
+    r.add_patterns("src");
+    r.mutable_ttl()->set_seconds(600);
+    return r;
+  };
+  auto release = [](Hub& hub, const hub::v1::Reservation& r) {
+    hub::v1::ReleaseReservationRequest release;
+    release.set_reservation_id(r.reservation_id());
+    release.set_agent_id(r.agent_id());
+    hub::v1::ReleaseReservationResponse released;
+    grpc::ClientContext context;
+    return hub.reservations->ReleaseReservation(&context, release, &released);
+  };
+  hub::v1::Reservation held;
+  {
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    ASSERT_TRUE(
+        b.reservations->Reserve(&context, request("holder"), &response).ok());
+    held = response.reservation();
+  }
+  // A watcher on hub A sees both waiters queue, in order.
+  grpc::ClientContext watch_context;
+  watch_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  hub::v1::WatchReservationsRequest watch;
+  watch.set_project_id(kProject);
+  auto reader = a.reservations->WatchReservations(&watch_context, watch);
+  hub::v1::WatchReservationsResponse item;
+  do {
+    ASSERT_TRUE(reader->Read(&item));
+  } while (!item.has_snapshot_end());
+  EXPECT_EQ(item.snapshot_end().reservation_count(), 1);
+  auto next_waiting = [&](const std::string& agent) {
+    while (reader->Read(&item)) {
+      if (item.change().kind() == hub::v1::RESERVATION_CHANGE_KIND_WAITING &&
+          item.change().reservation().agent_id() == agent) {
+        return true;
+      }
+    }
+    return false;
+  };
+  struct Waiting {
+    std::thread thread;
+    grpc::Status status;
+    hub::v1::Reservation reservation;
+  };
+  auto wait = [&](Hub& hub, const std::string& agent, Waiting* out) {
+    out->thread = std::thread([&hub, out, r = request(agent)]() mutable {
+      r.mutable_wait()->set_seconds(90);
+      grpc::ClientContext context;
+      context.set_deadline(
+          absl::ToChronoTime(absl::Now() + absl::Seconds(100)));
+      hub::v1::ReserveResponse response;
+      out->status = hub.reservations->Reserve(&context, r, &response);
+      out->reservation = response.reservation();
+    });
+  };
+  Waiting first, second;
+  wait(b, "first", &first);
+  ASSERT_TRUE(next_waiting("first"));
+  wait(a, "second", &second);
+  ASSERT_TRUE(next_waiting("second"));
+
+  ASSERT_TRUE(release(b, held).ok());
+  first.thread.join();
+  ASSERT_TRUE(first.status.ok()) << first.status.error_message();
+  EXPECT_EQ(first.reservation.agent_id(), "first");
+  ASSERT_TRUE(release(b, first.reservation).ok());
+  second.thread.join();
+  ASSERT_TRUE(second.status.ok()) << second.status.error_message();
+  EXPECT_EQ(second.reservation.agent_id(), "second");
+  EXPECT_GT(second.reservation.token(), first.reservation.token());
+  watch_context.TryCancel();
+}
+
 }  // namespace
 }  // namespace hub

@@ -327,5 +327,186 @@ TEST_F(ReservationWatchGrpcTest,
   }
 }
 
+// ---- Reserve with `wait` ---------------------------------------------------
+
+// A Reserve with `wait` running on its own thread.
+struct Pending {
+  std::thread thread;
+  grpc::Status status;
+  hub::v1::Reservation reservation;
+  std::atomic<bool> done{false};
+  void Join() {
+    if (thread.joinable()) thread.join();
+  }
+  ~Pending() { Join(); }
+};
+
+// Reads the watch until a change of `kind` for `agent` (other changes are
+// skipped); returns it.
+ReservationChange NextOf(Watch& w, hub::v1::ReservationChangeKind kind,
+                         const std::string& agent) {
+  for (;;) {
+    ReservationChange c = w.Next();
+    if (c.seq() == 0) return c;  // the stream failed
+    if (c.kind() == kind && c.reservation().agent_id() == agent) return c;
+  }
+}
+
+class ReservationWaitGrpcTest : public ReservationWatchGrpcTest {
+ protected:
+  std::unique_ptr<Pending> ReserveWaiting(
+      const std::string& agent, std::vector<std::string> patterns,
+      absl::Duration wait, absl::Duration call_deadline = absl::Seconds(60)) {
+    auto p = std::make_unique<Pending>();
+    ReserveRequest r = Request(agent, std::move(patterns));
+    r.mutable_wait()->set_seconds(absl::ToInt64Seconds(wait));
+    r.mutable_wait()->set_nanos(static_cast<int32_t>(absl::ToInt64Nanoseconds(
+        wait - absl::Seconds(absl::ToInt64Seconds(wait)))));
+    Pending* raw = p.get();
+    p->thread = std::thread([this, raw, r, call_deadline] {
+      grpc::ClientContext context;
+      context.set_deadline(absl::ToChronoTime(absl::Now() + call_deadline));
+      hub::v1::ReserveResponse response;
+      raw->status = reservations_->Reserve(&context, r, &response);
+      raw->reservation = response.reservation();
+      raw->done = true;
+    });
+    return p;
+  }
+};
+
+TEST_F(ReservationWaitGrpcTest,
+       WaitersForAPathAreGrantedItFirstComeFirstServedAsItIsFreed) {
+  for (const char* a : {"holder", "first", "second", "other"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  std::unique_ptr<Pending> first =
+      ReserveWaiting("first", {"src"}, absl::Seconds(60));
+  const ReservationChange queued =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
+  EXPECT_EQ(queued.reservation().patterns(0), "src");
+  EXPECT_EQ(queued.reservation().token(), 0);
+  std::unique_ptr<Pending> second =
+      ReserveWaiting("second", {"src/a.cc"}, absl::Seconds(60));
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
+  // Unrelated paths are not held up by the queue.
+  ReserveOk(Request("other", {"docs"}));
+
+  ASSERT_TRUE(Release(held).ok());
+  first->Join();
+  ASSERT_TRUE(first->status.ok()) << first->status.error_message();
+  EXPECT_EQ(first->reservation.agent_id(), "first");
+  EXPECT_GT(first->reservation.token(), held.token());
+  EXPECT_FALSE(second->done.load());  // now behind the first's reservation
+  const ReservationChange granted =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_GRANTED, "first");
+  EXPECT_EQ(granted.reservation().reservation_id(),
+            first->reservation.reservation_id());
+
+  ASSERT_TRUE(Release(first->reservation).ok());
+  second->Join();
+  ASSERT_TRUE(second->status.ok()) << second->status.error_message();
+  EXPECT_GT(second->reservation.token(), first->reservation.token());
+}
+
+TEST_F(ReservationWaitGrpcTest,
+       AWaitingReserveJumpsNoQueueAndANonWaitingOneIsBehindIt) {
+  for (const char* a : {"holder", "first", "late"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  std::unique_ptr<Pending> first =
+      ReserveWaiting("first", {"src"}, absl::Seconds(60));
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
+  ASSERT_TRUE(Release(held).ok());
+  first->Join();
+  ASSERT_TRUE(first->status.ok()) << first->status.error_message();
+  ASSERT_TRUE(Release(first->reservation).ok());
+
+  // Queued again behind a holder: a reserve that does not wait names the
+  // waiter ahead of it once the holder is gone.
+  const hub::v1::Reservation again = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Pending> queued =
+      ReserveWaiting("first", {"src"}, absl::Seconds(60));
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
+  ASSERT_TRUE(Release(again).ok());
+  queued->Join();
+  ASSERT_TRUE(queued->status.ok());
+  grpc::ClientContext context;
+  hub::v1::ReserveResponse response;
+  grpc::Status late =
+      reservations_->Reserve(&context, Request("late", {"src/x"}), &response);
+  EXPECT_EQ(Reason(late), "RESERVATION_CONFLICT");
+  EXPECT_EQ(ErrorInfoOf(late).metadata().at("holder_agent_id"), "first");
+}
+
+TEST_F(ReservationWaitGrpcTest,
+       AWaitEndsAtItsDeadlineWithTheConflictAndLeavesNothingBehind) {
+  for (const char* a : {"holder", "waiter", "other"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  const absl::Time start = absl::Now();
+  std::unique_ptr<Pending> p =
+      ReserveWaiting("waiter", {"src/a.cc"}, absl::Milliseconds(500));
+  p->Join();
+  EXPECT_GE(absl::Now() - start, absl::Milliseconds(500));
+  EXPECT_EQ(p->status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_EQ(Reason(p->status), "RESERVATION_CONFLICT");
+  EXPECT_EQ(ErrorInfoOf(p->status).metadata().at("holder_agent_id"), "holder");
+  EXPECT_EQ(ErrorInfoOf(p->status).metadata().at("reservation_id"),
+            held.reservation_id());
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "waiter");
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED, "waiter");
+  // Out of the queue: once the holder releases, another agent gets it.
+  ASSERT_TRUE(Release(held).ok());
+  ReserveOk(Request("other", {"src"}));
+}
+
+TEST_F(ReservationWaitGrpcTest,
+       ACallerThatGoesAwayTakesItsWaiterOutOfTheQueue) {
+  for (const char* a : {"holder", "waiter", "other"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  std::unique_ptr<Pending> p = ReserveWaiting(
+      "waiter", {"src"}, absl::Seconds(60), /*call_deadline=*/absl::Seconds(1));
+  p->Join();
+  EXPECT_EQ(p->status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "waiter");
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED, "waiter");
+  ASSERT_TRUE(Release(held).ok());
+  ReserveOk(Request("other", {"src"}));
+}
+
+TEST_F(ReservationWaitGrpcTest, AWaiterGetsThePathWhenTheHoldersTtlPasses) {
+  RegisterAgentOk(presence_.get(), "holder");
+  RegisterAgentOk(presence_.get(), "waiter");
+  ReserveOk(Request("holder", {"src"}, /*ttl_seconds=*/1));
+  std::unique_ptr<Pending> p =
+      ReserveWaiting("waiter", {"src"}, absl::Seconds(60));
+  p->Join();
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  EXPECT_EQ(p->reservation.agent_id(), "waiter");
+}
+
+TEST_F(ReservationWaitGrpcTest, AWaitOutsideItsBoundsIsInvalidArgument) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  for (int64_t seconds : {int64_t{0}, int64_t{-1}, int64_t{601}}) {
+    ReserveRequest r = Request("agent-a", {"src"});
+    r.mutable_wait()->set_seconds(seconds);
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    grpc::Status s = reservations_->Reserve(&context, r, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << seconds;
+    EXPECT_EQ(Reason(s), "RESERVATION_WAIT_INVALID") << seconds;
+  }
+}
+
 }  // namespace
 }  // namespace hub::testing

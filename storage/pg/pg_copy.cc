@@ -228,9 +228,11 @@ absl::StatusOr<Session> OpenBoth(const CopyOptions& options, bool migrate) {
       found.from_hub_schema_version.value_or("");
   session.report.migrated_snapshot = session.source->migrated();
   // The reservation change log is history, not state (hubs read it from
-  // its head): neither copied nor left behind.
+  // its head), and waiters belong to calls in progress: neither copied nor
+  // left behind.
   std::vector<std::string> known = CopiedTables();
   known.push_back("hub_reservation_changes");
+  known.push_back("hub_reservation_waiters");  // calls in progress
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> others =
       session.source->OtherTables(known);
   if (!others.ok()) return others.status();

@@ -131,7 +131,7 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "8");
+  EXPECT_EQ(report->from_hub_schema_version, "9");
   EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2);
   std::string counts;
   for (const TableRows& t : report->tables) {
@@ -192,7 +192,8 @@ INSTANTIATE_TEST_SUITE_P(Methods, PgCopyMethodTest,
 // (hub_role_changes, hub_role_change_counter) are derived (their triggers fill
 // them as the inbox and role rows are copied); the reservation change log
 // (hub_reservation_changes, hub_reservation_change_counter) is history that
-// hubs read from its head.
+// hubs read from its head, and waiters (hub_reservation_waiters) belong to
+// calls in progress.
 TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButPostgresOwnAndTheDerived) {
   std::unique_ptr<Connection> conn = Connect();
   ASSERT_TRUE(MigratePostgres(*conn).ok());
@@ -201,8 +202,8 @@ TEST_F(PgCopyTest, EveryTableOfTheSchemaIsCopiedButPostgresOwnAndTheDerived) {
       "table_schema = 'public' AND table_name NOT IN ('hub_meta', "
       "'hub_hubs', 'hub_commits', 'hub_inbox_pending', 'hub_inbox_settled', "
       "'hub_role_changes', 'hub_role_change_counter', "
-      "'hub_reservation_changes', 'hub_reservation_change_counter') ORDER BY "
-      "1");
+      "'hub_reservation_changes', 'hub_reservation_change_counter', "
+      "'hub_reservation_waiters') ORDER BY 1");
   ASSERT_TRUE(r.ok()) << r.status();
   std::vector<std::string> tables;
   for (int i = 0; i < r->rows(); ++i) tables.emplace_back(r->Text(i, 0));

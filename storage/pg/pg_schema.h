@@ -17,8 +17,9 @@ namespace hub::storage::pg {
 // storage/schema.sql at SQLite's hub_schema_version 6; 2: the path
 // reservation tables (SQLite's 7); 3: the agent index over unacked inbox
 // rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
-// the reservation change log (SQLite's 8).
-inline constexpr int kPgSchemaVersion = 4;
+// the reservation change log (SQLite's 8); 5: waiting reserves (SQLite's
+// 9).
+inline constexpr int kPgSchemaVersion = 5;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -51,6 +51,7 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
                                       "hub_reservation_changes",
                                       "hub_reservation_patterns",
                                       "hub_reservation_tokens",
+                                      "hub_reservation_waiters",
                                       "hub_reservations",
                                       "hub_role_change_counter",
                                       "hub_role_changes",

@@ -73,6 +73,24 @@ ReservationRecord ReadReservation(const Row& s) {
   return r;
 }
 
+#define HUB_PG_RES_WAITER_COLUMNS                                  \
+  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
+  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
+
+ReservationWaiter ReadWaiter(const Row& s) {
+  ReservationWaiter w;
+  w.waiter_id = s.Text(0);
+  w.project_id = s.Text(1);
+  w.agent_id = s.Text(2);
+  w.presence_generation = s.Int(3);
+  w.exclusive = s.Int(4) != 0;
+  w.seq = s.Int(5);
+  w.created_at_ms = s.Int(6);
+  w.deadline_ms = s.Int(7);
+  w.patterns = SplitLoggedPatterns(s.Text(8));
+  return w;
+}
+
 class PgReservationRows final : public ReservationRows {
  public:
   explicit PgReservationRows(Connection& conn) : conn_(conn) {}
@@ -364,6 +382,61 @@ class PgReservationRows final : public ReservationRows {
         {P(before_ms), P(limit)});
   }
 
+  absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
+      absl::string_view project_id, int64_t now_ms) override {
+    absl::StatusOr<Result> r = conn_.Run(
+        "SELECT " HUB_PG_RES_WAITER_COLUMNS
+        " FROM hub_reservation_waiters w WHERE w.project_id = $2 "
+        "AND w.deadline_ms > $1 AND EXISTS (SELECT 1 FROM agents a WHERE "
+        "a.agent_id = w.agent_id AND a.presence_generation = "
+        "w.presence_generation AND a.status <> 'offline') ORDER BY w.seq",
+        {P(now_ms), P(project_id)});
+    if (!r.ok()) return r.status();
+    return ReadAll<ReservationWaiter>(*r, ReadWaiter);
+  }
+
+  absl::StatusOr<std::optional<ReservationWaiter>> LoadWaiter(
+      absl::string_view waiter_id) override {
+    absl::StatusOr<Result> r =
+        conn_.Run("SELECT " HUB_PG_RES_WAITER_COLUMNS
+                  " FROM hub_reservation_waiters w WHERE w.waiter_id = $1",
+                  {P(waiter_id)});
+    if (!r.ok()) return r.status();
+    return ReadOne<ReservationWaiter>(*r, ReadWaiter);
+  }
+
+  absl::StatusOr<int64_t> LastWaiterSeq(absl::string_view project_id) override {
+    return Count(
+        "SELECT COALESCE(MAX(seq), 0) FROM hub_reservation_waiters "
+        "WHERE project_id = $1",
+        {P(project_id)});
+  }
+
+  absl::Status InsertWaiter(const ReservationWaiter& w) override {
+    return conn_
+        .Run(
+            "INSERT INTO hub_reservation_waiters (waiter_id, project_id, "
+            "agent_id, presence_generation, exclusive, seq, created_at_ms, "
+            "deadline_ms, patterns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
+            "$9)",
+            {P(w.waiter_id), P(w.project_id), P(w.agent_id),
+             P(w.presence_generation), P(int64_t{w.exclusive ? 1 : 0}),
+             P(w.seq), P(w.created_at_ms), P(w.deadline_ms),
+             P(JoinLoggedPatterns(w.patterns))})
+        .status();
+  }
+
+  absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) override {
+    return Changed("DELETE FROM hub_reservation_waiters WHERE waiter_id = $1",
+                   {P(waiter_id)});
+  }
+
+  absl::StatusOr<int64_t> DeleteDeadWaiters(int64_t now_ms) override {
+    return Changed(
+        "DELETE FROM hub_reservation_waiters WHERE deadline_ms <= $1",
+        {P(now_ms)});
+  }
+
  private:
   absl::StatusOr<int64_t> Count(const char* sql, std::vector<Param> params) {
     absl::StatusOr<Result> r = conn_.Run(sql, params);
@@ -460,10 +533,33 @@ absl::StatusOr<std::pair<int64_t, int64_t>> PostgresStore::SweepReservations(
     return rows.Ended(now_ms, 1000, std::nullopt);
   });
   if (!ended.ok()) return ended.status();
+  // Waiters whose hub died before their wait ended (a live hub takes its
+  // own out of the queue): one cheap statement per sweep.
+  absl::Status dead = WriteStatus([&](Connection& conn) {
+    PgReservationRows rows(conn);
+    return rows.DeleteDeadWaiters(now_ms).status();
+  });
+  if (!dead.ok()) return dead;
   if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
   return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
     PgReservationRows rows(conn);
     return DeleteEndedWith(rows, *ended, now_ms);
+  });
+}
+
+absl::StatusOr<ReservationWaiter> PostgresStore::EnqueueReservationWaiter(
+    const ReservationWaiter& waiter) {
+  return Write<ReservationWaiter>([&](Connection& conn) {
+    PgReservationRows rows(conn);
+    return EnqueueWaiterWith(rows, waiter);
+  });
+}
+
+absl::StatusOr<bool> PostgresStore::RemoveReservationWaiter(
+    absl::string_view waiter_id, int64_t now_ms) {
+  return Write<bool>([&](Connection& conn) {
+    PgReservationRows rows(conn);
+    return RemoveWaiterWith(rows, waiter_id, now_ms);
   });
 }
 

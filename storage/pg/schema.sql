@@ -329,6 +329,21 @@ CREATE TABLE IF NOT EXISTS hub_reservation_changes (
   patterns TEXT COLLATE "C" NOT NULL
 );
 
+-- hub_schema_version 5: waiting reserves, as SQLite's hub_reservation_waiters
+-- (its 9): `seq` is handed out under the project's token row lock.
+CREATE TABLE IF NOT EXISTS hub_reservation_waiters (
+  waiter_id TEXT COLLATE "C" PRIMARY KEY,
+  project_id TEXT COLLATE "C" NOT NULL,
+  agent_id TEXT COLLATE "C" NOT NULL,
+  presence_generation BIGINT NOT NULL,
+  exclusive INTEGER NOT NULL CHECK (exclusive IN (0, 1)),
+  seq BIGINT NOT NULL CHECK (seq > 0),
+  created_at_ms BIGINT NOT NULL,
+  deadline_ms BIGINT NOT NULL,
+  patterns TEXT COLLATE "C" NOT NULL,
+  UNIQUE (project_id, seq)
+);
+
 CREATE OR REPLACE FUNCTION hub_reservation_change_logged() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -200,6 +200,31 @@ class HubctlReservationsTest(unittest.TestCase):
         self.assertEqual(change["reservation"]["token"], r["token"])
         self.assertGreater(int(change["seq"]), 0)
 
+    def test_reserve_wait_gets_the_path_once_its_holder_releases_it(self):
+        held = self.reserve("agent-a", "src")
+        proc, _ = self.watch()
+        waiting = subprocess.Popen([hubctl_path(), "--json", "reservations", "reserve",
+                                    "src/a.c", "--wait=60s"],
+                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=self.env("agent-b"))
+        self.addCleanup(lambda: (waiting.kill(), waiting.wait()))
+        line = proc.stdout.readline()  # the waiter joined the queue
+        self.assertTrue(line.startswith("waiting "), line)
+        self.assertIn("agent=agent-b", line)
+        self.ok("reservations", "release", held["reservationId"], agent="agent-a")
+        out, err = waiting.communicate(timeout=60)
+        self.assertEqual(waiting.returncode, OK, err)
+        self.assertEqual(json.loads(out)["reservation"]["agentId"], "agent-b")
+
+        code, _, err = self.ctl("--json", "reservations", "reserve", "src",
+                                "--wait=200ms", agent="agent-a")
+        self.assertEqual(code, FAILED_PRECONDITION, err)
+        self.assertEqual(json.loads(err)["reason"], "RESERVATION_CONFLICT")
+        code, _, err = self.ctl("--json", "reservations", "reserve", "src",
+                                "--wait=11m", agent="agent-a")
+        self.assertEqual(code, INVALID_ARGUMENT, err)
+        self.assertEqual(json.loads(err)["reason"], "RESERVATION_WAIT_INVALID")
+
     def test_watch_without_a_project_is_invalid_argument(self):
         env = self.env(None)
         env.pop("HUB_PROJECT_ID")

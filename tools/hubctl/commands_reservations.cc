@@ -103,7 +103,15 @@ absl::Status Reserve(Env& env, const Args& args) {
   auto ttl = args.GetDuration("ttl");
   if (!ttl.ok()) return ttl.status();
   if (ttl->has_value()) *request.mutable_ttl() = ToProtoDuration(**ttl);
-  auto reserved = env.client->Reserve(request);
+  auto wait = args.GetDuration("wait");
+  if (!wait.ok()) return wait.status();
+  client::CallOptions call;
+  if (wait->has_value()) {
+    *request.mutable_wait() = ToProtoDuration(**wait);
+    // The call lasts as long as the wait, and a little more for the answer.
+    call.deadline = **wait + absl::Seconds(10);
+  }
+  auto reserved = env.client->Reserve(request, call);
   if (!reserved.ok()) return reserved.status();
   if (env.json) {
     *env.out << ToJson(*reserved) << "\n";
@@ -427,6 +435,9 @@ std::vector<Command> ReservationCommands() {
         kProjectFlag,
         {"shared", "", "shared: conflicts only with exclusive reservations"},
         {"ttl", "DURATION", "how long (default 5m, 1s..24h)"},
+        {"wait", "DURATION",
+         "on a conflict, wait up to this long (first come, first served; "
+         "at most 10m)"},
         {"reason", "TEXT", "why, shown to others"}},
        1,
        64,
