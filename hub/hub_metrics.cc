@@ -192,6 +192,49 @@ void HubMetrics::OnRoleTransition(const RoleTransitionNote& note) {
   role_kernel_transitions->Add({note.from, trigger, to});
 }
 
+void HubMetrics::SeedReservations(
+    const storage::ReservationSnapshot& snapshot) {
+  absl::MutexLock lock(&held_mu_);
+  held_.clear();
+  for (const storage::ReservationRecord& r : snapshot.reservations) {
+    ++held_[r.project_id];
+  }
+}
+
+void HubMetrics::OnReservationChange(const storage::ReservationChange& change) {
+  using K = storage::ReservationChangeKind;
+  int delta = 0;
+  switch (change.kind) {
+    case K::kGranted:
+      delta = 1;
+      break;
+    case K::kReleased:
+    case K::kForced:
+    case K::kExpired:
+    case K::kHolderGone:
+      delta = -1;
+      break;
+    case K::kRenewed:
+    case K::kNarrowed:
+    case K::kWaiting:
+    case K::kWaitEnded:
+      return;
+  }
+  absl::MutexLock lock(&held_mu_);
+  int64_t& n = held_[change.reservation.project_id];
+  n += delta;
+  if (n <= 0) held_.erase(change.reservation.project_id);
+}
+
+std::vector<MetricSample> HubMetrics::ReservationsHeld() {
+  std::vector<MetricSample> samples;
+  absl::MutexLock lock(&held_mu_);
+  for (const auto& [project, n] : held_) {
+    samples.push_back({{project}, static_cast<double>(n)});
+  }
+  return samples;
+}
+
 std::vector<MetricSample> HubMetrics::RolesByState() {
   std::map<std::string, int64_t> counts;
   for (const char* state : kRoleStates) counts[state] = 0;

@@ -71,6 +71,15 @@ class HubMetrics {
   // Roles by state, for the hub_roles gauge.
   std::vector<MetricSample> RolesByState();
 
+  // Live path reservations per project (hub_reservations_held), kept from a
+  // ReservationFeed subscription of every project, so every hub's changes
+  // count and a scrape reads a map, not the store: the snapshot it started
+  // from, then +1 per grant and -1 per end. A reservation whose TTL passed
+  // counts until its end is logged (the sweep, every 5 s).
+  void SeedReservations(const storage::ReservationSnapshot& snapshot);
+  void OnReservationChange(const storage::ReservationChange& change);
+  std::vector<MetricSample> ReservationsHeld();
+
   // A group commit of `ops` operations that took `latency` (BEGIN .. COMMIT).
   void OnGroupCommitted(int ops, absl::Duration latency);
   // `n` path reservations changed as `event` says (ReservationBook's
@@ -85,6 +94,8 @@ class HubMetrics {
     std::string state;
     int64_t version = -1;
   };
+  absl::Mutex held_mu_;
+  std::map<std::string, int64_t> held_ ABSL_GUARDED_BY(held_mu_);
   absl::Mutex roles_mu_;
   std::map<std::string, RoleSeen> roles_ ABSL_GUARDED_BY(roles_mu_);
 };

@@ -398,6 +398,20 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     if (reservation_hints != nullptr) reservation_hints->Committed();
   });
   if (absl::Status s = reservation_feed->Start(); !s.ok()) return s;
+  // hub_reservations_held follows every project's changes.
+  {
+    absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>> held =
+        reservation_feed->Subscribe(
+            {},
+            [metrics](const storage::ReservationSnapshot& snapshot) {
+              metrics->SeedReservations(snapshot);
+            },
+            [metrics](const storage::ReservationChange& change) {
+              metrics->OnReservationChange(change);
+            });
+    if (!held.ok()) return held.status();
+    server->reservations_held_ = std::move(*held);
+  }
   server->reservation_waits_ =
       std::make_unique<ReservationWaits>(reservations, reservation_feed, clock);
   server->reservation_waits_->SetObserver(
@@ -745,7 +759,13 @@ absl::Status HubServer::StartMetrics(const HubServerOptions& options) {
       });
   registry.AddCallback("hub_roles", "Roles by state.", "gauge", {"state"},
                        [metrics] { return metrics->RolesByState(); });
-
+  registry.AddCallback(
+      "hub_reservations_held",
+      "Live path reservations by project, over every hub sharing the "
+      "database (kept from the change feed; one whose TTL passed counts "
+      "until the sweep ends it).",
+      "gauge", {"project_id"},
+      [metrics] { return metrics->ReservationsHeld(); });
   registry.AddCallback(
       "hub_store_writes_total",
       "Write operations committed (or failed) through the group commit.",

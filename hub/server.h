@@ -230,6 +230,8 @@ class HubServer {
   // Before reservations_, whose writes kick them.
   std::unique_ptr<ReservationFeed> reservation_feed_;
   std::unique_ptr<ChangeHints> reservation_hints_;  // null on SQLite
+  // Feeds metrics_'s hub_reservations_held.
+  std::unique_ptr<ReservationFeed::Subscription> reservations_held_;
   std::unique_ptr<ReservationBook> reservations_;
   // After reservations_ and the feed (it uses both).
   std::unique_ptr<ReservationWaits> reservation_waits_;

@@ -163,6 +163,10 @@ TEST_F(ReservationWatchGrpcTest,
         reservations_->ForceReleaseReservation(&context, force, &forced).ok());
   }
   const hub::v1::Reservation c = ReserveOk(Request("agent-c", {"tools"}));
+  // Granted before the deregistration, whose reservations the gone listener
+  // ends asynchronously (within milliseconds; this one's TTL is a second).
+  const hub::v1::Reservation shortlived =
+      ReserveOk(Request("agent-a", {"tmp"}, /*ttl_seconds=*/1));
   {
     hub::v1::DeregisterRequest deregister;
     deregister.set_agent_id("agent-c");
@@ -170,8 +174,6 @@ TEST_F(ReservationWatchGrpcTest,
     grpc::ClientContext context;
     ASSERT_TRUE(presence_->Deregister(&context, deregister, &gone).ok());
   }
-  const hub::v1::Reservation shortlived =
-      ReserveOk(Request("agent-a", {"tmp"}, /*ttl_seconds=*/1));
 
   struct Expected {
     hub::v1::ReservationChangeKind kind;
@@ -188,10 +190,10 @@ TEST_F(ReservationWatchGrpcTest,
       {hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED, b.reservation_id(),
        b.token()},
       {hub::v1::RESERVATION_CHANGE_KIND_GRANTED, c.reservation_id(), c.token()},
-      {hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE, c.reservation_id(),
-       c.token()},
       {hub::v1::RESERVATION_CHANGE_KIND_GRANTED, shortlived.reservation_id(),
        shortlived.token()},
+      {hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE, c.reservation_id(),
+       c.token()},
       // The sweep (every 5 s) deletes it once its TTL passed.
       {hub::v1::RESERVATION_CHANGE_KIND_EXPIRED, shortlived.reservation_id(),
        shortlived.token()},
@@ -506,6 +508,46 @@ TEST_F(ReservationWaitGrpcTest, AWaitOutsideItsBoundsIsInvalidArgument) {
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << seconds;
     EXPECT_EQ(Reason(s), "RESERVATION_WAIT_INVALID") << seconds;
   }
+}
+
+// The hub_reservations_held gauge of this project, once `want` (30 s at
+// most: the feed applies changes after their commit).
+bool HeldBecomes(HubServer& server, double want) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  for (;;) {
+    double held = 0;
+    for (const MetricSample& s : server.metrics()->ReservationsHeld()) {
+      if (s.labels == LabelValues{kProject}) held = s.value;
+    }
+    if (held == want) return true;
+    if (absl::Now() > give_up) {
+      ADD_FAILURE() << "hub_reservations_held is " << held << ", not " << want;
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+TEST_F(ReservationWaitGrpcTest,
+       TheHeldGaugeAndTheWaitCounterFollowEveryChange) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  RegisterAgentOk(presence_.get(), "agent-b");
+  const hub::v1::Reservation a = ReserveOk(Request("agent-a", {"src"}));
+  ReserveOk(Request("agent-a", {"docs"}));
+  EXPECT_TRUE(HeldBecomes(*server_, 2));
+  std::unique_ptr<Pending> timed_out =
+      ReserveWaiting("agent-b", {"src"}, absl::Milliseconds(200));
+  timed_out->Join();
+  std::unique_ptr<Pending> granted =
+      ReserveWaiting("agent-b", {"lib"}, absl::Seconds(30));
+  granted->Join();
+  ASSERT_TRUE(granted->status.ok());
+  EXPECT_TRUE(HeldBecomes(*server_, 3));
+  ASSERT_TRUE(Release(a).ok());
+  EXPECT_TRUE(HeldBecomes(*server_, 2));
+  CounterFamily* waits = server_->metrics()->reservation_waits;
+  EXPECT_EQ(waits->Value({"timeout"}), 1);
+  EXPECT_EQ(waits->Value({"granted"}), 1);
 }
 
 }  // namespace
