@@ -202,6 +202,26 @@ void FillPublishResponse(const PublishResult& result,
   }
 }
 
+void FillRedriveResponse(const RedriveOutcome& outcome,
+                         hub::v1::RedriveDeadLetterResponse* out) {
+  *out->mutable_message() = ToMessageProto(outcome.message);
+  if (outcome.dead_letter.has_value()) {
+    DeadLetterView view;
+    view.dead_letter = *outcome.dead_letter;
+    view.message = outcome.message;
+    *out->mutable_dead_letter() = ToDeadLetterProto(view);
+  }
+  for (const std::string& agent : outcome.recipients) {
+    out->add_recipient_agent_ids(agent);
+  }
+  for (const std::string& agent : outcome.pushed) {
+    out->add_pushed_agent_ids(agent);
+  }
+  if (outcome.activation.has_value()) {
+    *out->mutable_activation() = ToReceiptProto(*outcome.activation);
+  }
+}
+
 hub::v1::MessageAckResult ToAckResultProto(const AckResult& result) {
   hub::v1::MessageAckResult out;
   for (const std::string& id : result.acked) out.add_acked_message_ids(id);

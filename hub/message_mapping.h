@@ -31,6 +31,8 @@ hub::v1::MessageDelivery ToDeliveryProto(const MessageDelivery& d);
 hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d);
 void FillPublishResponse(const PublishResult& result,
                          hub::v1::PublishResponse* out);
+void FillRedriveResponse(const RedriveOutcome& outcome,
+                         hub::v1::RedriveDeadLetterResponse* out);
 hub::v1::MessageAckResult ToAckResultProto(const AckResult& result);
 
 }  // namespace hub

@@ -275,4 +275,37 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
   return FinishUnary(context, absl::OkStatus());
 }
 
+grpc::ServerUnaryReactor* MessageServiceImpl::RedriveDeadLetter(
+    grpc::CallbackServerContext* context,
+    const hub::v1::RedriveDeadLetterRequest* request,
+    hub::v1::RedriveDeadLetterResponse* response) {
+  // Operators and admins; the message's projects are checked against the
+  // token's once it is read (Messaging::RedriveDeadLetter).
+  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (absl::Status s = RequireKind(*principal, PrincipalKind::kOperator,
+                                   "re-drive a dead letter");
+      !s.ok()) {
+    return FinishUnary(context, s);
+  }
+  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
+    return FinishUnary(context, admit);
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // The write and the pushes after it block: on the write pool.
+  write_pool_->Schedule(
+      [this, reactor, request, response, principal = *std::move(principal)] {
+        absl::StatusOr<RedriveOutcome> outcome = messaging_->RedriveDeadLetter(
+            request->message_id(), ScopeOf(principal),
+            principal.anonymous ? "anonymous" : principal.name);
+        if (!outcome.ok()) {
+          reactor->Finish(ToGrpcStatus(outcome.status()));
+          return;
+        }
+        FillRedriveResponse(*outcome, response);
+        reactor->Finish(grpc::Status::OK);
+      });
+  return reactor;
+}
+
 }  // namespace hub

@@ -1,8 +1,8 @@
 // hub.v1.MessageService over Messaging: Publish, Ack, ListPending,
-// ListDeadLetters, Ask and ListTrace on the callback API. Calls that write
-// durably run on the write pool (so concurrent publishes share a group
-// commit); Ask waits for its answer on a pool of its own, so waiting asks
-// never hold back writes.
+// ListDeadLetters, RedriveDeadLetter, Ask and ListTrace on the callback API.
+// Calls that write durably run on the write pool (so concurrent publishes share
+// a group commit); Ask waits for its answer on a pool of its own, so waiting
+// asks never hold back writes.
 #ifndef HUB_HUB_MESSAGE_SERVICE_H_
 #define HUB_HUB_MESSAGE_SERVICE_H_
 
@@ -44,6 +44,10 @@ class MessageServiceImpl final
   grpc::ServerUnaryReactor* Ask(grpc::CallbackServerContext* context,
                                 const hub::v1::AskRequest* request,
                                 hub::v1::AskResponse* response) override;
+  grpc::ServerUnaryReactor* RedriveDeadLetter(
+      grpc::CallbackServerContext* context,
+      const hub::v1::RedriveDeadLetterRequest* request,
+      hub::v1::RedriveDeadLetterResponse* response) override;
   grpc::ServerUnaryReactor* ListTrace(
       grpc::CallbackServerContext* context,
       const hub::v1::ListTraceRequest* request,

@@ -487,6 +487,21 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
           console->RoleChanged(*message.role_key_wire);
         }
       });
+  server->messaging_->SetRedriveListener([](const RedriveOutcome& outcome,
+                                            const std::string& by) {
+    const storage::MessageRecord& m = outcome.message;
+    log::Info(
+        "message_redriven",
+        {{"message_id", m.id},
+         {"from", m.from_agent},
+         {"to", m.to_agent},
+         {"role", m.role_key_wire.value_or("")},
+         {"by", by},
+         {"dead_letter_reason",
+          outcome.dead_letter.has_value() ? outcome.dead_letter->reason : ""},
+         {"recipients", absl::StrCat(outcome.recipients.size())},
+         {"pushed", absl::StrCat(outcome.pushed.size())}});
+  });
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
       !swept.ok()) {

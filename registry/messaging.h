@@ -126,6 +126,21 @@ struct TracePage {
   std::string next_page_token;
 };
 
+// What RedriveDeadLetter did.
+struct RedriveOutcome {
+  storage::MessageRecord message;  // after: queued (or delivered), new expiry
+  std::optional<storage::DeadLetterRecord> dead_letter;  // the one removed
+  // The recipients it is queued for again, by agent_id: every one that had
+  // not acknowledged it, and a role message's live holder.
+  std::vector<std::string> recipients;
+  // Of those, the ones it was pushed to at once (a stream on this hub).
+  std::vector<std::string> pushed;
+  std::optional<ResolvedRoleKey> role;  // role messages
+  // A role message with no live holder waits as its backlog; the ensure
+  // asked for (trigger publish_no_holder, cause = the message id).
+  std::optional<EnsureReceipt> activation;
+};
+
 enum class AskState { kAnswered, kDelivered, kQueued };
 
 struct AskResult {
@@ -200,6 +215,25 @@ class Messaging {
                                       int page_size,
                                       const std::string& page_token,
                                       const ProjectScope& scope = {});
+  // Puts dead letter `message_id` back in the queue (message.proto
+  // RedriveDeadLetter): for the recipients that had not acknowledged it or,
+  // for a role message, also the role's live holder, else as the role's
+  // backlog with an EnsureRole; fenced by its dead_letter status inside the
+  // store's write. Pushes it to the recipients attached here. Only messages
+  // visible in `scope` (PROJECT_SCOPE_MISMATCH). Reasons:
+  // MESSAGE_ID_INVALID, MESSAGE_NOT_FOUND, PROJECT_SCOPE_MISMATCH,
+  // MESSAGE_NOT_DEAD_LETTER, ROLE_SCOPE_CLOSED. Blocks on writes.
+  // `by` names who asked (the principal), for the redrive listener.
+  absl::StatusOr<RedriveOutcome> RedriveDeadLetter(
+      const std::string& message_id, const ProjectScope& scope = {},
+      const std::string& by = "");
+  // Told after each re-drive committed and its pushes ran, with who asked
+  // (hubd: a log line). REQUIRES: set before any re-drive.
+  using RedriveListener =
+      std::function<void(const RedriveOutcome& outcome, const std::string& by)>;
+  void SetRedriveListener(RedriveListener listener) {
+    redrive_listener_ = std::move(listener);
+  }
   // Publishes a REQUEST, then waits until `wait` (0 .. 30 s, else
   // REQUEST_INVALID) after the call, the request's write included, for the
   // first RESPONSE with its correlation id.
@@ -326,6 +360,7 @@ class Messaging {
       const std::string& topic);
   UnpushedListener unpushed_listener_;
   ChangeListener change_listener_;
+  RedriveListener redrive_listener_;
   std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
                                                 int64_t now_ms);
   // The project of agent `agent_id` (nullopt: no such agent, or it has

@@ -175,6 +175,8 @@ class SqliteStore final : public Store {
   absl::StatusOr<bool> DeadLetterMessage(
       absl::string_view message_id, absl::string_view reason, int64_t now_ms,
       std::optional<std::string> last_error) override;
+  absl::StatusOr<RedriveResult> RedriveDeadLetter(
+      const DeadLetterRedrive& redrive) override;
   absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
@@ -285,6 +287,8 @@ class SqliteStore final : public Store {
       Connection& conn, absl::string_view agent_id,
       const std::vector<std::string>& message_ids, int64_t now_ms,
       std::optional<int64_t> presence_generation);
+  absl::StatusOr<RedriveResult> RedriveIn(Connection& conn,
+                                          const DeadLetterRedrive& redrive);
   absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
       Connection& conn, absl::string_view id, absl::string_view from_status,
       absl::string_view reason, int64_t now_ms,

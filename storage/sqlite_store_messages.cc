@@ -1,5 +1,6 @@
 // SqliteStore: messages, per-recipient inbox rows, expiry and dead letters
 // (TRIFLUX-HUB.md §6, B0 expiry of §6.6).
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <set>
@@ -711,6 +712,72 @@ absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
         }
         return std::move(**row);
       });
+}
+
+// RedriveDeadLetter: the message's row decides (its status fence in the
+// UPDATE), then its unacknowledged rows become pending again and the dead
+// letter goes, all in this operation.
+absl::StatusOr<RedriveResult> SqliteStore::RedriveIn(
+    Connection& conn, const DeadLetterRedrive& r) {
+  absl::StatusOr<std::optional<MessageRecord>> m =
+      LoadMessage(conn, r.message_id);
+  if (!m.ok()) return m.status();
+  if (!m->has_value()) return MessageNotFound(r.message_id);
+  if ((*m)->role_key_wire.has_value()) {
+    if (absl::Status s = rows::RefuseClosedScope(conn, *(*m)->role_key_wire);
+        !s.ok()) {
+      return s;
+    }
+  }
+  absl::StatusOr<Stmt> requeue = conn.Prepare(
+      "UPDATE messages SET status = 'queued', expires_at_ms = ?2 + ttl_ms "
+      "WHERE id = ?1 AND status = 'dead_letter'");
+  if (!requeue.ok()) return requeue.status();
+  requeue->Bind(1, absl::string_view(r.message_id)).Bind(2, r.now_ms);
+  if (absl::Status s = requeue->Run(); !s.ok()) return s;
+  if (conn.Changes() != 1)
+    return NotDeadLetterError(r.message_id, (*m)->status);
+  absl::StatusOr<Stmt> rows_again = conn.Prepare(
+      "UPDATE message_inbox SET delivered_at_ms = NULL "
+      "WHERE message_id = ? AND acked_at_ms IS NULL RETURNING agent_id");
+  if (!rows_again.ok()) return rows_again.status();
+  rows_again->Bind(1, absl::string_view(r.message_id));
+  absl::StatusOr<std::vector<std::string>> agents = rows::ReadAll<std::string>(
+      *rows_again, [](const Stmt& s) { return s.Text(0); });
+  if (!agents.ok()) return agents.status();
+  RedriveResult result;
+  result.recipients = std::move(*agents);
+  if (r.add_recipient.has_value()) {
+    if (absl::Status s = InsertInboxRow(conn, r.message_id, *r.add_recipient);
+        !s.ok()) {
+      return s;
+    }
+    if (conn.Changes() == 1) result.recipients.push_back(*r.add_recipient);
+  }
+  std::sort(result.recipients.begin(), result.recipients.end());
+  absl::StatusOr<Stmt> dlq = conn.Prepare(
+      "DELETE FROM dead_letters WHERE message_id = ? "
+      "RETURNING message_id, reason, failed_at_ms, last_error");
+  if (!dlq.ok()) return dlq.status();
+  dlq->Bind(1, absl::string_view(r.message_id));
+  absl::StatusOr<std::optional<DeadLetterRecord>> removed =
+      rows::ReadOne<DeadLetterRecord>(
+          *dlq, [](const Stmt& s) { return rows::ReadDeadLetterRow(s); });
+  if (!removed.ok()) return removed.status();
+  result.dead_letter = std::move(*removed);
+  absl::StatusOr<std::optional<MessageRecord>> after =
+      LoadMessage(conn, r.message_id);
+  if (!after.ok()) return after.status();
+  result.message = std::move(**after);
+  // Pending again: each of these inboxes holds one more.
+  for (const std::string& agent : result.recipients) pending_.Add(agent, 1);
+  return result;
+}
+
+absl::StatusOr<RedriveResult> SqliteStore::RedriveDeadLetter(
+    const DeadLetterRedrive& redrive) {
+  return Write<RedriveResult>(
+      [&](Connection& conn) { return RedriveIn(conn, redrive); });
 }
 
 }  // namespace hub::storage

@@ -183,6 +183,18 @@ absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
       "agent_id", agent_id);
 }
 
+absl::Status NotDeadLetterError(absl::string_view message_id,
+                                absl::string_view status) {
+  return WithMetadata(
+      WithMetadata(
+          FailedPreconditionError(
+              "MESSAGE_NOT_DEAD_LETTER",
+              absl::StrCat("message '", message_id, "' is ", status,
+                           ", not a dead letter: nothing to re-drive")),
+          "message_id", message_id),
+      "status", status);
+}
+
 absl::Status ScopeClosedError(absl::string_view wire) {
   return WithMetadata(
       FailedPreconditionError(

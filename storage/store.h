@@ -504,6 +504,31 @@ struct ScopeCloseResult {
   std::vector<ClaimedMessage> dead_lettered;
 };
 
+// ---- re-driving a dead letter (Store::RedriveDeadLetter) -----------------
+
+struct DeadLetterRedrive {
+  std::string message_id;
+  int64_t now_ms = 0;
+  // An agent to make a recipient in the same write unless it is one already
+  // (a role message's live holder).
+  std::optional<std::string> add_recipient;
+};
+
+struct RedriveResult {
+  // The message after the re-drive: status queued, expires_at now + its ttl.
+  MessageRecord message;
+  // The dead letter the re-drive removed (nullopt if it had none).
+  std::optional<DeadLetterRecord> dead_letter;
+  // Every recipient that had not acknowledged the message (add_recipient
+  // included), by agent_id: each row is pending again, delivered_at cleared.
+  std::vector<std::string> recipients;
+};
+
+// FAILED_PRECONDITION / MESSAGE_NOT_DEAD_LETTER (metadata message_id,
+// status): the message is not (or no longer) a dead letter.
+absl::Status NotDeadLetterError(absl::string_view message_id,
+                                absl::string_view status);
+
 // FAILED_PRECONDITION / ROLE_SCOPE_CLOSED (metadata role_key_wire): the lead
 // scope of `wire` is closed.
 absl::Status ScopeClosedError(absl::string_view wire);
@@ -1003,6 +1028,18 @@ class Store {
   virtual absl::StatusOr<bool> DeadLetterMessage(
       absl::string_view message_id, absl::string_view reason, int64_t now_ms,
       std::optional<std::string> last_error) = 0;
+  // Puts a dead-lettered message back in the queue, in one write: its
+  // status moves dead_letter -> queued in an UPDATE whose WHERE requires
+  // dead_letter (the changed-row count checked: a second or concurrent
+  // re-drive changes nothing and is FAILED_PRECONDITION /
+  // MESSAGE_NOT_DEAD_LETTER), expires_at becomes now + ttl, every
+  // unacknowledged inbox row is pending again (delivered_at cleared,
+  // attempts kept), `add_recipient` gets a row, and the dead letter row is
+  // deleted. NOT_FOUND / MESSAGE_NOT_FOUND when the message row is gone;
+  // FAILED_PRECONDITION / ROLE_SCOPE_CLOSED for a message of a closed lead
+  // scope (decided inside the write).
+  virtual absl::StatusOr<RedriveResult> RedriveDeadLetter(
+      const DeadLetterRedrive& redrive) = 0;
   // NotFound (DEAD_LETTER_NOT_FOUND) when absent.
   virtual absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) = 0;

@@ -166,6 +166,9 @@ class HubClient {
   absl::StatusOr<hub::v1::ListDeadLettersResponse> ListDeadLetters(
       const hub::v1::ListDeadLettersRequest& request,
       const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::RedriveDeadLetterResponse> RedriveDeadLetter(
+      const hub::v1::RedriveDeadLetterRequest& request,
+      const CallOptions& call = {}) const;
   // Ask waits for an answer (up to request.await_timeout, default 30 s): with
   // no explicit call deadline, the deadline is await_timeout + 5 s.
   absl::StatusOr<hub::v1::AskResponse> Ask(const hub::v1::AskRequest& request,

@@ -198,6 +198,8 @@ class PostgresStore final : public Store {
   absl::StatusOr<bool> DeadLetterMessage(
       absl::string_view message_id, absl::string_view reason, int64_t now_ms,
       std::optional<std::string> last_error) override;
+  absl::StatusOr<RedriveResult> RedriveDeadLetter(
+      const DeadLetterRedrive& redrive) override;
   absl::StatusOr<DeadLetterRecord> GetDeadLetter(
       absl::string_view message_id) override;
   absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(

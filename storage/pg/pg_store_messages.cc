@@ -5,6 +5,7 @@
 // keeps, under its row lock; an ack locks its message row; the sweep skips
 // rows another transaction holds.
 // See docs/design/postgres.md, "Messages".
+#include <algorithm>
 #include <limits>
 #include <optional>
 #include <string>
@@ -687,6 +688,72 @@ absl::StatusOr<std::vector<DeadLetterRow>> PostgresStore::ListDeadLetters(
       return row;
     });
   });
+}
+
+absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
+    const DeadLetterRedrive& r) {
+  return Write<RedriveResult>(
+      [&](Connection& conn) -> absl::StatusOr<RedriveResult> {
+        absl::StatusOr<std::optional<MessageRecord>> m =
+            LoadMessage(conn, r.message_id);
+        if (!m.ok()) return m.status();
+        if (!m->has_value()) return MessageNotFound(r.message_id);
+        // Under the scope's wire lock (shared), as a role message's insert:
+        // a close committed by any hub is seen here, or waits for this
+        // write and then dead-letters the message again.
+        if (const std::optional<std::string>& wire = (*m)->role_key_wire;
+            wire.has_value()) {
+          if (absl::Status s = LockScopeWire(conn, *wire, false); !s.ok())
+            return s;
+          if (absl::Status s = RefuseClosedScope(conn, *wire); !s.ok())
+            return s;
+        }
+        // The fence: a concurrent re-drive (any hub's) waits for this row's
+        // lock, re-reads it queued and changes nothing.
+        absl::StatusOr<Result> requeued = conn.Run(
+            "UPDATE messages SET status = 'queued', "
+            "expires_at_ms = $2::bigint + ttl_ms "
+            "WHERE id = $1 AND status = 'dead_letter' "
+            "RETURNING " HUB_MESSAGE_COLUMNS,
+            {P(r.message_id), P(r.now_ms)});
+        if (!requeued.ok()) return requeued.status();
+        std::optional<MessageRecord> after =
+            ReadOne<MessageRecord>(*requeued, ReadMessage);
+        if (!after.has_value()) {
+          absl::StatusOr<std::optional<MessageRecord>> now =
+              LoadMessage(conn, r.message_id);
+          if (!now.ok()) return now.status();
+          if (!now->has_value()) return MessageNotFound(r.message_id);
+          return NotDeadLetterError(r.message_id, (*now)->status);
+        }
+        RedriveResult result;
+        result.message = std::move(*after);
+        absl::StatusOr<Result> again = conn.Run(
+            "UPDATE message_inbox SET delivered_at_ms = NULL "
+            "WHERE message_id = $1 AND acked_at_ms IS NULL RETURNING agent_id",
+            {P(r.message_id)});
+        if (!again.ok()) return again.status();
+        result.recipients = FirstColumn(*again);
+        if (r.add_recipient.has_value()) {
+          absl::StatusOr<Result> added = conn.Run(
+              "INSERT INTO message_inbox (message_id, agent_id, "
+              "delivered_at_ms, attempts) VALUES ($1, $2, NULL, 0) "
+              "ON CONFLICT (message_id, agent_id) DO NOTHING",
+              {P(r.message_id), P(*r.add_recipient)});
+          if (!added.ok()) return added.status();
+          if (added->changed() == 1)
+            result.recipients.push_back(*r.add_recipient);
+        }
+        std::sort(result.recipients.begin(), result.recipients.end());
+        absl::StatusOr<Result> removed = conn.Run(
+            "DELETE FROM dead_letters WHERE message_id = $1 "
+            "RETURNING message_id, reason, failed_at_ms, last_error",
+            {P(r.message_id)});
+        if (!removed.ok()) return removed.status();
+        result.dead_letter =
+            ReadOne<DeadLetterRecord>(*removed, ReadDeadLetter);
+        return result;
+      });
 }
 
 }  // namespace hub::storage::pg

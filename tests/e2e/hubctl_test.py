@@ -22,6 +22,7 @@ COMMANDS = ["status", "agents list", "agents get", "roles list", "roles get",
             "roles watch", "roles ensure", "roles reserve", "roles close",
             "roles closed", "candidates list",
             "candidates add", "publish", "pending", "ack", "dead-letters",
+            "dead-letters redrive",
             "rolekey encode", "rolekey decode"]
 OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE, USAGE = (
     0, 3, 5, 9, 14, 64)
@@ -310,6 +311,31 @@ class HubctlTest(unittest.TestCase):
         self.assertIn("MESSAGE_ID", self.ok("dead-letters"))
         self.fails(INVALID_ARGUMENT, "REQUEST_INVALID", "dead-letters",
                    "--page-size=-1")
+
+    def test_dead_letters_redrive_queues_a_dead_letter_again_once(self):
+        self.register("ctl-redrive")
+        published = json.loads(self.ok("--json", "publish", "ctl-redrive",
+                                       "--from=ctl-sender", "--ttl=1s"))
+        message_id = published["messageId"]
+        deadline = time.monotonic() + 30
+        while (message_id not in self.ok("dead-letters")
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertIn(message_id, self.ok("dead-letters"))
+        self.assertNotIn(message_id, self.ok("pending", "ctl-redrive"))
+
+        out = self.ok("dead-letters", "redrive", message_id)
+        self.assertIn("was:", out)
+        self.assertIn("ttl_expired", out)
+        self.assertIn("recipients:", out)
+        self.assertIn("ctl-redrive", out)
+        self.assertIn(message_id, self.ok("pending", "ctl-redrive"))
+        self.assertNotIn(message_id, self.ok("dead-letters"))
+        self.fails(FAILED_PRECONDITION, "MESSAGE_NOT_DEAD_LETTER",
+                   "dead-letters", "redrive", message_id)
+        self.fails(INVALID_ARGUMENT, "MESSAGE_ID_INVALID",
+                   "dead-letters", "redrive", "m" * 65)
+        self.fails(USAGE, None, "dead-letters", "redrive")
 
 
 if __name__ == "__main__":

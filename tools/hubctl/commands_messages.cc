@@ -1,4 +1,4 @@
-// publish, pending, ack, dead-letters.
+// publish, pending, ack, dead-letters, dead-letters redrive.
 #include "absl/strings/str_join.h"
 #include "google/protobuf/util/json_util.h"
 #include "tools/hubctl/commands.h"
@@ -140,6 +140,35 @@ absl::Status DeadLetters(Env& env, const Args& args) {
   return absl::OkStatus();
 }
 
+absl::Status Redrive(Env& env, const Args& args) {
+  hub::v1::RedriveDeadLetterRequest request;
+  request.set_message_id(args.positional()[0]);
+  auto redriven = env.client->RedriveDeadLetter(request);
+  if (!redriven.ok()) return redriven.status();
+  if (env.json) {
+    *env.out << ToJson(*redriven) << "\n";
+    return absl::OkStatus();
+  }
+  const hub::v1::Message& m = redriven->message();
+  std::vector<std::pair<std::string, std::string>> fields = {
+      {"message_id", m.message_id()},
+      {"was",
+       redriven->has_dead_letter() ? redriven->dead_letter().reason() : "-"},
+      {"status",
+       EnumWord(hub::v1::MessageStatus_Name(m.status()), "MESSAGE_STATUS_")},
+      {"recipients",
+       redriven->recipient_agent_ids().empty()
+           ? (m.has_role_key_wire() ? "none (role backlog)" : "none")
+           : absl::StrJoin(redriven->recipient_agent_ids(), ",")},
+      {"pushed", absl::StrJoin(redriven->pushed_agent_ids(), ",")},
+      {"expires_at", FormatTimestamp(m.expires_at())}};
+  if (redriven->has_activation()) {
+    fields.emplace_back("ensure", redriven->activation().cause_id());
+  }
+  PrintFields(*env.out, fields);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::vector<Command> MessageCommands() {
@@ -190,6 +219,19 @@ std::vector<Command> MessageCommands() {
        0,
        0,
        DeadLetters},
+      {"dead-letters redrive",
+       "MESSAGE_ID",
+       "Put a dead letter back in the queue (operators).",
+       "Queues the message again, with a new expiry, for every recipient "
+       "that had not acknowledged it, or for a role message its role's live "
+       "holder (else the role's backlog, with an election asked for). Once "
+       "only: a message that is no longer a dead letter is refused "
+       "(MESSAGE_NOT_DEAD_LETTER), and so is one of a closed lead scope "
+       "(ROLE_SCOPE_CLOSED).",
+       {},
+       1,
+       1,
+       Redrive},
   };
 }
 

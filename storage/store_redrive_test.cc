@@ -1,0 +1,231 @@
+// RedriveDeadLetter on both engines: a dead letter back in the queue for the
+// recipients that had not acknowledged it (or a role's holder, or its
+// backlog), fenced by the dead_letter status in the UPDATE, refused for a
+// closed scope; then, on PostgreSQL, two hubs re-driving the same dead
+// letters at once.
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "status/status.h"
+#include "storage/store.h"
+#include "storage/store_test_fixture.h"
+#include "storage/test_util.h"
+
+namespace hub::storage {
+namespace {
+
+using testing::TestMessage;
+
+constexpr int64_t kNow = 1'700'000'000'000;
+constexpr int64_t kTtl = 10'000;
+constexpr int64_t kLater = kNow + 60'000;  // after the expiry
+
+class RedriveStore : public testing::StoreTest {
+ protected:
+  // Message `id` to `recipients`, expired by the sweep: a ttl_expired dead
+  // letter.
+  void ExpiredMessage(const std::string& id,
+                      const std::vector<std::string>& recipients,
+                      std::optional<std::string> role_wire = std::nullopt) {
+    MessageRecord m = TestMessage(id, 5, kNow, kTtl);
+    m.role_key_wire = std::move(role_wire);
+    ASSERT_TRUE(store().InsertMessage(m, recipients).ok());
+    absl::StatusOr<std::vector<ExpiryTransition>> swept =
+        store().SweepExpiredMessages(kNow + kTtl);
+    ASSERT_TRUE(swept.ok()) << swept.status();
+    ASSERT_EQ(store().GetMessage(id)->status, "dead_letter");
+  }
+
+  absl::StatusOr<RedriveResult> Redrive(
+      const std::string& id, std::optional<std::string> add = std::nullopt) {
+    DeadLetterRedrive r;
+    r.message_id = id;
+    r.now_ms = kLater;
+    r.add_recipient = std::move(add);
+    return store().RedriveDeadLetter(r);
+  }
+};
+
+TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
+  MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
+  ASSERT_TRUE(store().InsertMessage(m, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
+  ASSERT_TRUE(store().MarkDelivered("m1", "b", kNow + 3).ok());
+  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  EXPECT_TRUE(store().ListPendingForAgent("b", kLater, 10)->empty());
+
+  absl::StatusOr<RedriveResult> r = Redrive("m1");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recipients, (std::vector<std::string>{"b", "c"}));
+  EXPECT_EQ(r->message.status, "queued");
+  EXPECT_EQ(r->message.expires_at_ms, kLater + kTtl);
+  EXPECT_EQ(r->message.created_at_ms, kNow);  // still the same message
+  ASSERT_TRUE(r->dead_letter.has_value());
+  EXPECT_EQ(r->dead_letter->reason, "ttl_expired");
+  EXPECT_EQ(r->dead_letter->failed_at_ms, kNow + kTtl);
+
+  EXPECT_EQ(store().GetMessage("m1")->status, "queued");
+  EXPECT_EQ(ReasonOf(store().GetDeadLetter("m1").status()),
+            "DEAD_LETTER_NOT_FOUND");
+  EXPECT_TRUE(store().ListDeadLetters({})->empty());
+  for (const char* agent : {"b", "c"}) {
+    absl::StatusOr<std::vector<MessageRecord>> pending =
+        store().ListPendingForAgent(agent, kLater, 10);
+    ASSERT_EQ(pending->size(), 1u) << agent;
+    EXPECT_EQ((*pending)[0].id, "m1");
+    EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 10), 1) << agent;
+  }
+  EXPECT_TRUE(store().ListPendingForAgent("a", kLater, 10)->empty());
+  for (const InboxRecord& row : *store().ListInbox("m1")) {
+    if (row.agent_id == "a") {
+      EXPECT_EQ(row.acked_at_ms, kNow + 2);  // acknowledged stays so
+    } else {
+      EXPECT_FALSE(row.delivered_at_ms.has_value()) << row.agent_id;
+    }
+    if (row.agent_id == "b") {
+      EXPECT_EQ(row.attempts, 1);  // attempts kept
+    }
+  }
+  // Delivered and acknowledged as any message is.
+  ASSERT_TRUE(store().MarkDelivered("m1", "b", kLater + 1).ok());
+  ASSERT_TRUE(store().MarkDelivered("m1", "c", kLater + 1).ok());
+  EXPECT_TRUE(*store().AckMessage("m1", "b", kLater + 2));
+  EXPECT_TRUE(*store().AckMessage("m1", "c", kLater + 2));
+  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+}
+
+TEST_P(RedriveStore, ASecondRedriveIsRefusedByTheStatusFenceAndChangesNothing) {
+  ExpiredMessage("m1", {"a"});
+  ASSERT_TRUE(Redrive("m1").ok());
+  ASSERT_TRUE(store().MarkDelivered("m1", "a", kLater + 1).ok());
+
+  absl::StatusOr<RedriveResult> again = Redrive("m1");
+  EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(again.status()), "MESSAGE_NOT_DEAD_LETTER");
+  EXPECT_EQ(MetadataOf(again.status())["message_id"], "m1");
+  EXPECT_EQ(MetadataOf(again.status())["status"], "delivered");
+  // The delivery it would have reset is as it was.
+  EXPECT_EQ(store().ListInbox("m1")->at(0).delivered_at_ms, kLater + 1);
+
+  ASSERT_TRUE(store().InsertMessage(TestMessage("live"), {"a"}).ok());
+  EXPECT_EQ(ReasonOf(Redrive("live").status()), "MESSAGE_NOT_DEAD_LETTER");
+  absl::StatusOr<RedriveResult> missing = Redrive("nope");
+  EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_EQ(ReasonOf(missing.status()), "MESSAGE_NOT_FOUND");
+}
+
+TEST_P(RedriveStore, ARoleMessageGoesToTheGivenHolderOrBackToTheBacklog) {
+  ExpiredMessage("backlog", {}, "rk2.cto-key");
+  ExpiredMessage("held", {}, "rk2.cto-key");
+
+  absl::StatusOr<RedriveResult> waiting = Redrive("backlog");
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(waiting->recipients.empty());
+  absl::StatusOr<std::vector<MessageRecord>> backlog =
+      store().ListPendingRoleMessages("rk2.cto-key", kLater);
+  ASSERT_EQ(backlog->size(), 1u);
+  EXPECT_EQ((*backlog)[0].id, "backlog");
+
+  absl::StatusOr<RedriveResult> handed = Redrive("held", "holder");
+  ASSERT_TRUE(handed.ok()) << handed.status();
+  EXPECT_EQ(handed->recipients, (std::vector<std::string>{"holder"}));
+  absl::StatusOr<std::vector<MessageRecord>> inbox =
+      store().ListPendingForAgent("holder", kLater, 10);
+  ASSERT_EQ(inbox->size(), 1u);
+  EXPECT_EQ((*inbox)[0].id, "held");
+}
+
+TEST_P(RedriveStore, AHolderThatWasARecipientAlreadyIsNotAddedTwice) {
+  ExpiredMessage("m1", {"holder"}, "rk2.cto-key");
+  absl::StatusOr<RedriveResult> r = Redrive("m1", "holder");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recipients, (std::vector<std::string>{"holder"}));
+  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
+}
+
+TEST_P(RedriveStore, ADeadLetterOfAClosedScopeCannotBeRedriven) {
+  ExpiredMessage("m1", {"holder"}, "rk2.closed");
+  ASSERT_EQ(Exec("INSERT INTO hub_closed_scopes (project_id, scope_id, "
+                 "role_key_wire, closed_at_ms, closed_by, reason) "
+                 "VALUES ('prj_1', 'scp_1', 'rk2.closed', 1, 'op', '')"),
+            "");
+  absl::StatusOr<RedriveResult> r = Redrive("m1");
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_EQ(ReasonOf(r.status()), "ROLE_SCOPE_CLOSED");
+  EXPECT_EQ(store().GetMessage("m1")->status, "dead_letter");
+  EXPECT_EQ(store().GetDeadLetter("m1")->reason, "ttl_expired");
+  EXPECT_TRUE(store().ListPendingForAgent("holder", kLater, 10)->empty());
+}
+
+TEST_P(RedriveStore, ARedrivenMessageCountsAgainstTheInboxLimitAgain) {
+  // The limit is decided inside the write from counts the store keeps (in
+  // memory on SQLite, by triggers on PostgreSQL): the re-drive moves them.
+  ASSERT_TRUE(store()
+                  .InsertMessageDelivering(TestMessage("m1", 5, kNow, kTtl),
+                                           {"a"}, {}, kNow, 1)
+                  .ok());
+  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  ASSERT_TRUE(Redrive("m1").ok());
+  absl::StatusOr<std::vector<InboxRecord>> full =
+      store().InsertMessageDelivering(TestMessage("m2", 5, kLater), {"a"}, {},
+                                      kLater, 1);
+  EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
+}
+
+// Many re-drives of the same dead letters at once, through two hubs over one
+// PostgreSQL database (or one SQLite store from two threads): each dead
+// letter is re-driven exactly once, every other attempt refused.
+TEST_P(RedriveStore, ConcurrentRedrivesQueueEachDeadLetterExactlyOnce) {
+  constexpr int kRaced = 30;
+  for (int i = 0; i < kRaced; ++i) {
+    ASSERT_TRUE(store()
+                    .InsertMessage(
+                        TestMessage(absl::StrCat("m", i), 5, kNow, kTtl), {"a"})
+                    .ok());
+  }
+  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(),
+            static_cast<size_t>(kRaced));
+  std::unique_ptr<Store> other;
+  if (postgres()) {
+    other = Open();
+    ASSERT_NE(other, nullptr);
+  }
+  Store* hubs[2] = {&store(), other != nullptr ? other.get() : &store()};
+  std::atomic<int> won{0};
+  std::atomic<int> refused{0};
+  std::atomic<int> failed{0};
+  auto racer = [&](Store* hub) {
+    for (int i = 0; i < kRaced; ++i) {
+      DeadLetterRedrive r;
+      r.message_id = absl::StrCat("m", i);
+      r.now_ms = kLater;
+      absl::StatusOr<RedriveResult> done = hub->RedriveDeadLetter(r);
+      if (done.ok()) {
+        ++won;
+      } else if (ReasonOf(done.status()) == "MESSAGE_NOT_DEAD_LETTER") {
+        ++refused;
+      } else {
+        ++failed;
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) threads.emplace_back(racer, hubs[t % 2]);
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(won.load(), kRaced);
+  EXPECT_EQ(refused.load(), 3 * kRaced);
+  EXPECT_EQ(failed.load(), 0);
+  EXPECT_EQ(*store().CountPendingForAgent("a", kLater, 1000), kRaced);
+  EXPECT_TRUE(store().ListDeadLetters({})->empty());
+}
+
+HUB_STORE_TEST_SUITE(RedriveStore);
+
+}  // namespace
+}  // namespace hub::storage
