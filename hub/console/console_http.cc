@@ -251,6 +251,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
                [this](const auto& q, auto& r) { Ensure(q, r); });
   server->Post("/api/roles/close",
                [this](const auto& q, auto& r) { CloseScope(q, r); });
+  server->Post("/api/dead-letters/redrive",
+               [this](const auto& q, auto& r) { Redrive(q, r); });
 }
 
 void ConsoleHttp::Session(const httplib::Request& request,
@@ -485,6 +487,44 @@ void ConsoleHttp::CloseScope(const httplib::Request& request,
          {"role_removed", r.removed_role.has_value()},
          {"candidates_removed", r.candidates_removed},
          {"dead_lettered", static_cast<int64_t>(r.dead_lettered.size())}});
+}
+
+void ConsoleHttp::Redrive(const httplib::Request& request,
+                          httplib::Response& response) {
+  std::optional<ConsoleSession> session = WriteSession(request, response);
+  if (!session.has_value()) return;
+  const json body =
+      json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
+    return Fail(response, InvalidArgumentError(
+                              "REQUEST_INVALID",
+                              "the body must be {\"id\": \"<message id>\"}"));
+  }
+  // The gRPC call's rules: an operator or admin token, and a message in its
+  // projects (checked by the messaging once it is read).
+  const Principal& principal = session->principal;
+  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
+                                   "RedriveDeadLetter from the console");
+      !s.ok()) {
+    return Fail(response, s);
+  }
+  absl::StatusOr<RedriveOutcome> outcome =
+      model_->messaging()->RedriveDeadLetter(
+          body["id"].get<std::string>(), ScopeOf(principal),
+          principal.anonymous ? "anonymous" : principal.name);
+  if (!outcome.ok()) return Fail(response, outcome.status());
+  Reply(response, {{"id", outcome->message.id},
+                   {"status", outcome->message.status},
+                   {"expires_at_ms", outcome->message.expires_at_ms},
+                   {"was", outcome->dead_letter.has_value()
+                               ? json(outcome->dead_letter->reason)
+                               : json(nullptr)},
+                   {"recipients", outcome->recipients},
+                   {"pushed", outcome->pushed},
+                   {"ensure", outcome->activation.has_value()
+                                  ? json(std::string(EnsureDispositionName(
+                                        outcome->activation->disposition)))
+                                  : json(nullptr)}});
 }
 
 }  // namespace hub::console

@@ -89,6 +89,9 @@ class ConsoleHttp {
                                            absl::string_view what);
   void Ensure(const httplib::Request& request, httplib::Response& response);
   void CloseScope(const httplib::Request& request, httplib::Response& response);
+  // RedriveDeadLetter of the body's "id", by an operator or admin session,
+  // within its projects (Messaging's scope rule, as the gRPC call).
+  void Redrive(const httplib::Request& request, httplib::Response& response);
   std::string Cookie(const std::string& value, bool expire) const;
 
   ConsoleModel* const model_;

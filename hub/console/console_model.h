@@ -81,6 +81,8 @@ class ConsoleModel {
   void Stop();
 
   ConsoleFeed* feed() { return &feed_; }
+  // The messaging the views read (the console's re-drive action).
+  Messaging* messaging() const { return sources_.messaging; }
 
   // What changed; any thread, never blocks on the store.
   void AgentChanged(const std::string& agent_id);

@@ -313,3 +313,60 @@ test('an operator closes a lead scope from the page: its card goes, its waiting 
   assert.deepEqual(closedScopes.map((c) => [c.roleKey.scopeId, c.closedBy, c.reason]),
     [['scp_CONSOLECLOSEDAAAAAAAAA', 'anonymous', 'the backend work is done']]);
 });
+
+test('an operator re-drives a dead letter from the page after confirming it, and its agent gets it', async () => {
+  // A message to an agent that is away expires into a dead letter.
+  const away = session('console-away', { projectId: PROJECT });
+  await away.start();
+  await away.stop();
+  let t = Date.now();
+  const expiring = await client.messages.publish({
+    fromAgentId: 'console-beta', to: 'console-away', ttl: { seconds: 1 },
+    payload: toStruct({ text: 'try again later' }),
+  });
+  const dead = (id) => `#dead-letters tr[data-message-id="${id}"]`;
+  await page.click('#tabs button[data-view="messages"]');
+  await shows('the dead letter with its re-drive button', t,
+    (sel) => !!document.querySelector(`${sel} button.redrive`), dead(expiring.messageId));
+
+  // The agent is back; nothing reaches it until an operator re-drives.
+  const back = session('console-away', { projectId: PROJECT });
+  const delivered = once(back, 'message');
+  await back.start();
+  const before = await page.$eval('#dead-letter-result', (e) => e.textContent);
+  dialogAnswer = false;
+  await page.click(`${dead(expiring.messageId)} button.redrive`);
+  assert.equal(lastDialog, 'confirm');
+  assert.equal(await page.$eval('#dead-letter-result', (e) => e.textContent), before);
+  assert.ok(await page.$(dead(expiring.messageId)), 'a dismissed re-drive changed nothing');
+
+  dialogAnswer = true;
+  t = Date.now();
+  await page.click(`${dead(expiring.messageId)} button.redrive`);
+  await shows('the re-drive\'s answer', t, (id) =>
+    document.querySelector('#dead-letter-result').textContent ===
+      `RedriveDeadLetter ${id}: delivered, queued for console-away (pushed to console-away)`,
+  expiring.messageId);
+  await shows('the dead letter gone and the message delivered again, live', t, (id) =>
+    !document.querySelector(`#dead-letters tr[data-message-id="${id}"]`) &&
+    document.querySelector(`#messages tr[data-message-id="${id}"] .recipients`).textContent ===
+      'console-away: delivered', expiring.messageId);
+  const [message, ack] = await delivered;
+  assert.equal(message.message.messageId, expiring.messageId);
+  t = Date.now();
+  await ack();
+  await shows('its ack', t, (id) =>
+    document.querySelector(`#messages tr[data-message-id="${id}"] .recipients`).textContent ===
+      'console-away: acked', expiring.messageId);
+
+  // A dead letter of a closed scope stays one: the page shows the refusal.
+  const { deadLetters } = await client.messages.listDeadLetters({ reason: 'ROLE_SCOPE_CLOSED' });
+  assert.ok(deadLetters.length > 0);
+  const closedId = deadLetters[0].messageId;
+  await page.click(`${dead(closedId)} button.redrive`);
+  await shows('the refusal of a closed scope\'s dead letter', Date.now(), () =>
+    /^RedriveDeadLetter \S+ refused: ROLE_SCOPE_CLOSED /.test(
+      document.querySelector('#dead-letter-result').textContent));
+  assert.ok(await page.$(dead(closedId)));
+  await screenshot('messages', 'messages');
+});

@@ -422,21 +422,51 @@
   }
 
   function deadLetterRow(d) {
+    const action = el('td', {});
+    if (state.session && state.session.may_act) {
+      const button = el('button', { type: 'button', class: 'redrive', text: 'Re-drive…' });
+      button.addEventListener('click', () => redrive(d));
+      action.append(button);
+    }
     return el('tr', { 'data-message-id': d.id },
       el('td', { text: when(d.failed_at_ms) }),
       el('td', { class: 'reason', text: d.reason }),
       el('td', { class: 'agent', text: d.from || '—' }),
       el('td', { class: 'agent', text: d.to || '—' }),
       el('td', { text: d.topic || '—' }),
-      el('td', { text: d.last_error || '—' }));
+      el('td', { text: d.last_error || '—' }),
+      action);
+  }
+
+  function deadLetterRowOf(id) {
+    return $('dead-letters').tBodies[0].querySelector(`tr[data-message-id="${CSS.escape(id)}"]`);
   }
 
   function applyDeadLetter(d) {
     const body = $('dead-letters').tBodies[0];
-    const old = body.querySelector(`tr[data-message-id="${CSS.escape(d.id)}"]`);
+    const old = deadLetterRowOf(d.id);
     const row = deadLetterRow(d);
     if (old) old.replaceWith(row);
     else body.insertBefore(row, body.firstChild);
+  }
+
+  // RedriveDeadLetter, after a confirmation; the row goes when the stream
+  // brings the message back queued.
+  async function redrive(d) {
+    if (!window.confirm(`Re-drive message ${d.id} (${d.reason}) from ${d.from || '—'} to ` +
+      `${d.to || '—'}? It is queued again, with a new expiry, for every recipient that had ` +
+      'not acknowledged it (a role message: its holder, or the role\'s backlog).')) return;
+    const result = $('dead-letter-result');
+    try {
+      const r = await api('/api/dead-letters/redrive', { method: 'POST', body: { id: d.id } });
+      result.className = 'notice';
+      result.textContent = `RedriveDeadLetter ${d.id}: ${r.status}, queued for ` +
+        (r.recipients.length ? r.recipients.join(', ') : 'the role\'s backlog') +
+        (r.pushed.length ? ` (pushed to ${r.pushed.join(', ')})` : '');
+    } catch (e) {
+      result.className = 'error';
+      result.textContent = `RedriveDeadLetter ${d.id} refused: ${e.reason || ''} ${e.message}`;
+    }
   }
 
   function applyMessage(m) {
@@ -449,6 +479,9 @@
     state.messageRows.set(m.id, row);
     if (m.dead_letter) {
       applyDeadLetter({ id: m.id, from: m.from, to: m.to, topic: m.topic, ...m.dead_letter });
+    } else {
+      const dead = deadLetterRowOf(m.id);  // re-driven: no dead letter now
+      if (dead) dead.remove();
     }
   }
 
