@@ -476,15 +476,26 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     return s;
   }
   console::ConsoleModel* console = server->console_model_.get();
+  console::ConsoleHints* hints = server->console_hints_.get();
   server->messaging_->SetDeadLetterListener(
-      [metrics, console](const storage::MessageRecord& message,
-                         const storage::ExpiryTransition& transition) {
+      [metrics, console, hints](const storage::MessageRecord& message,
+                                const storage::ExpiryTransition& transition) {
         metrics->OnDeadLetter(message, transition);
-        if (console == nullptr) return;
-        console->MessagesChanged({transition.message_id});
-        if (!message.to_agent.empty()) console->AgentChanged(message.to_agent);
-        if (message.role_key_wire.has_value()) {
-          console->RoleChanged(*message.role_key_wire);
+        if (console != nullptr) {
+          console->MessagesChanged({transition.message_id});
+          if (!message.to_agent.empty())
+            console->AgentChanged(message.to_agent);
+          if (message.role_key_wire.has_value()) {
+            console->RoleChanged(*message.role_key_wire);
+          }
+        }
+        if (hints != nullptr) {
+          hints->MessagesChanged({transition.message_id});
+          if (!message.to_agent.empty())
+            hints->AgentsChanged({message.to_agent});
+          if (message.role_key_wire.has_value()) {
+            hints->RoleChanged(*message.role_key_wire);
+          }
         }
       });
   server->messaging_->SetRedriveListener([](const RedriveOutcome& outcome,
@@ -699,27 +710,52 @@ void HubServer::EnsureRecoveredRoles(
 
 absl::Status HubServer::StartConsole(const HubServerOptions& options,
                                      const Clock* clock) {
-  if (!options.console || options.metrics_listen.empty()) {
-    return absl::OkStatus();
+  const bool console_on = options.console && !options.metrics_listen.empty();
+  storage::Membership* membership = store_->membership();
+  if (!console_on && membership == nullptr) return absl::OkStatus();
+  console::ConsoleModel* console = nullptr;
+  if (console_on) {
+    console::ConsoleSources sources;
+    sources.presence = presence_.get();
+    sources.roles = roles_.get();
+    sources.activator = activator_.get();
+    sources.messaging = messaging_.get();
+    sources.store = store_.get();
+    sources.clock = clock;
+    sources.hub_instance_id = identity_.hub_instance_id;
+    console_model_ = std::make_unique<console::ConsoleModel>(sources);
+    console = console_model_.get();
   }
-  console::ConsoleSources sources;
-  sources.presence = presence_.get();
-  sources.roles = roles_.get();
-  sources.activator = activator_.get();
-  sources.messaging = messaging_.get();
-  sources.store = store_.get();
-  sources.clock = clock;
-  sources.hub_instance_id = identity_.hub_instance_id;
-  console_model_ = std::make_unique<console::ConsoleModel>(sources);
-  console::ConsoleModel* console = console_model_.get();
-  presence_->SetChangeListener([console](const std::string& agent_id) {
-    console->AgentChanged(agent_id);
+  // Sharing the database: this hub's agent and message changes are hinted
+  // to the other hubs' consoles (whether or not it has one), and theirs to
+  // this one's.
+  if (membership != nullptr) {
+    console::ConsoleHintsOptions hints;
+    hints.conninfo = options.db_path;
+    hints.hub_instance_id = identity_.hub_instance_id;
+    console_hints_ = std::make_unique<console::ConsoleHints>(console, hints);
+  }
+  console::ConsoleHints* hints = console_hints_.get();
+  presence_->SetChangeListener([console, hints](const std::string& agent_id) {
+    if (console != nullptr) console->AgentChanged(agent_id);
+    if (hints != nullptr) hints->AgentsChanged({agent_id});
   });
-  messaging_->SetChangeListener([console](const Messaging::Change& change) {
-    console->MessagesChanged(change.message_ids);
-    console->AgentsChanged(change.agent_ids);
-    if (change.role_wire.has_value()) console->RoleChanged(*change.role_wire);
-  });
+  messaging_->SetChangeListener(
+      [console, hints](const Messaging::Change& change) {
+        if (console != nullptr) {
+          console->MessagesChanged(change.message_ids);
+          console->AgentsChanged(change.agent_ids);
+          if (change.role_wire.has_value())
+            console->RoleChanged(*change.role_wire);
+        }
+        if (hints != nullptr) {
+          hints->MessagesChanged(change.message_ids);
+          hints->AgentsChanged(change.agent_ids);
+          if (change.role_wire.has_value())
+            hints->RoleChanged(*change.role_wire);
+        }
+      });
+  if (console == nullptr) return absl::OkStatus();
   log_observer_ = log::AddObserver(
       [console](log::Level level, absl::string_view event,
                 const std::vector<std::pair<std::string, std::string>>& f) {
@@ -827,6 +863,8 @@ void HubServer::Shutdown(absl::Duration grace) {
   shut_down_ = true;
   if (log_observer_ != 0) log::RemoveObserver(log_observer_);
   log_observer_ = 0;
+  // No hint from other hubs reaches the console from now on.
+  if (console_hints_ != nullptr) console_hints_->Stop();
   // Open event streams end now rather than at their next keepalive.
   if (console_model_ != nullptr) console_model_->feed()->Close();
   metrics_http_.reset();  // no scrape reads what is torn down below

@@ -24,6 +24,7 @@
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
 #include "hub/change_hints.h"
+#include "hub/console/console_hints.h"
 #include "hub/console/console_http.h"
 #include "hub/console/console_model.h"
 #include "hub/hub_metrics.h"
@@ -189,6 +190,10 @@ class HubServer {
   // The console (null when off): stopped in Shutdown, before what it reads.
   std::unique_ptr<console::ConsoleModel> console_model_;
   std::unique_ptr<console::ConsoleHttp> console_http_;
+  // Hints to and from the consoles of the other hubs sharing the database
+  // (null on a database this hub holds alone). After the model: destroyed
+  // first.
+  std::unique_ptr<console::ConsoleHints> console_hints_;
   int64_t log_observer_ = 0;
   HubIdentity identity_;
   std::string address_;

@@ -389,7 +389,9 @@ void ConsoleHttp::Stream(const httplib::Request& request,
         const ProjectScope scope = ScopeOf(session->principal);
         for (const ConsoleChange& c : batch.changes) {
           state->cursor = c.seq;
-          if (!ConsoleModel::Visible(scope, c.projects)) continue;
+          // A reset (reload the snapshots) is for every page.
+          if (c.kind != "reset" && !ConsoleModel::Visible(scope, c.projects))
+            continue;
           absl::StrAppend(&out, "id: ", c.seq, "\nevent: ", c.kind,
                           "\ndata: ", c.json, "\n\n");
         }

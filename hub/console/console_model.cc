@@ -220,6 +220,8 @@ void ConsoleModel::MessagesChanged(const std::vector<std::string>& ids) {
   dirty_cv_.Signal();
 }
 
+void ConsoleModel::Resync() { feed_.Post("reset", {}, "{}"); }
+
 void ConsoleModel::LogEvent(
     absl::string_view level, absl::string_view event,
     const std::vector<std::pair<std::string, std::string>>& fields) {

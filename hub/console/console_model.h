@@ -91,6 +91,9 @@ class ConsoleModel {
   // Messages whose state changed (published, delivered, acknowledged,
   // handed over, dead-lettered); they join the recent messages.
   void MessagesChanged(const std::vector<std::string>& message_ids);
+  // Tells every open page to load its snapshots again (changes may have
+  // been missed: the console's hints from other hubs were lost).
+  void Resync();
   void LogEvent(absl::string_view level, absl::string_view event,
                 const std::vector<std::pair<std::string, std::string>>& fields);
 

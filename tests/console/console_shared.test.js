@@ -2,11 +2,13 @@
 // The console over several hubs sharing one PostgreSQL database
 // (docs/design/multi-hub.md): the page of one hub shows the agents held by
 // every hub, and follows, live, an election and a failover made by another
-// hub (they reach it through the role change log).
+// hub (they reach it through the role change log), and an agent registered,
+// a message published and acknowledged through another hub (they reach it
+// through the console's hints).
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
-const { HubClient, PresenceSession } = require('../../clients/node/lib');
-const { Hubd } = require('../../clients/node/test/hubd');
+const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
+const { Hubd, once } = require('../../clients/node/test/hubd');
 const { until, launch, Watcher, screenshot, cleanUp } = require('./browser');
 const { Postgres } = require('./postgres');
 
@@ -92,6 +94,46 @@ test('the console of one hub shows every hub\'s agents and follows another hub\'
       [...c.querySelectorAll('.timeline li')].some((li) => /reason=holder_offline/.test(li.textContent));
   }, wire);
   await screenshot(page, 'roles', 'roles-shared');
+});
+
+test('the console of one hub shows, live, an agent registered and a message published through another hub', async () => {
+  // Neither reaches hub A through the role change log: hub B hints A's
+  // console after its commits (NOTIFY hub_console).
+  const b = clients[1];
+  await page.evaluate(() => { window.__sameDocument = 'yes'; });
+  await page.click('#tabs button[data-view="fleet"]');
+  const newcomer = new PresenceSession(b, {
+    agentId: 'shared-newcomer', projectId: PROJECT, cli: 'AGENT_CLI_CODEX', heartbeatTtlMs: 30000,
+    backoffInitialMs: 100, backoffMaxMs: 1000,
+  });
+  sessions.push(newcomer);
+  const delivered = once(newcomer, 'message');
+  let t = Date.now();
+  await newcomer.start();
+  await watcher.shows('an agent registered through another hub', t, () => {
+    const row = document.querySelector('tr[data-agent-id="shared-newcomer"]');
+    return row && !!row.querySelector('td.status-online');
+  });
+
+  t = Date.now();
+  const published = await b.messages.publish({
+    fromAgentId: 'shared-second', to: 'shared-newcomer', payload: toStruct({ text: 'through hub B' }),
+  });
+  await page.click('#tabs button[data-view="messages"]');
+  await watcher.shows('a message published through another hub, delivered there', t, (id) => {
+    const row = document.querySelector(`#messages tr[data-message-id="${id}"]`);
+    return row && row.querySelector('.recipients').textContent === 'shared-newcomer: delivered';
+  }, published.messageId);
+  await watcher.shows('its recipient\'s pending inbox', t,
+    () => document.querySelector('tr[data-agent-id="shared-newcomer"] td.pending').textContent === '1');
+  const [, ack] = await delivered;
+  t = Date.now();
+  await ack();
+  await watcher.shows('its ack through another hub', t, (id) =>
+    document.querySelector(`#messages tr[data-message-id="${id}"] .recipients`).textContent ===
+      'shared-newcomer: acked', published.messageId);
+  assert.equal(await page.evaluate(() => window.__sameDocument), 'yes', 'the page was reloaded');
+  await screenshot(page, 'messages', 'messages-shared');
 });
 
 test('a hub started later shows the roles\' past transitions, read from the change log', async () => {

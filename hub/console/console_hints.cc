@@ -1,0 +1,228 @@
+#include "hub/console/console_hints.h"
+
+#include <algorithm>
+#include <cstring>
+#include <utility>
+
+#include "nlohmann/json.hpp"
+
+namespace hub::console {
+namespace {
+
+using nlohmann::json;
+
+constexpr char kHub[] = "h";
+constexpr char kAgents[] = "a";
+constexpr char kMessages[] = "m";
+constexpr char kRoles[] = "r";
+constexpr char kReset[] = "reset";
+
+std::vector<std::string> Strings(const json& j, const char* key) {
+  std::vector<std::string> out;
+  auto it = j.find(key);
+  if (it == j.end() || !it->is_array()) return out;
+  for (const json& v : *it) {
+    if (v.is_string()) out.push_back(v.get<std::string>());
+  }
+  return out;
+}
+
+// Adds `id` to `list` unless `seen` has it.
+void AddOnce(const std::string& id, std::vector<std::string>* list,
+             absl::flat_hash_set<std::string>* seen) {
+  if (seen->insert(id).second) list->push_back(id);
+}
+
+}  // namespace
+
+ConsoleHints::ConsoleHints(ConsoleModel* model, ConsoleHintsOptions options)
+    : model_(model), options_(std::move(options)) {
+  sender_ = std::thread([this] { RunSender(); });
+  if (model_ == nullptr) return;
+  storage::pg::ListenerOptions listen;
+  listen.conninfo = options_.conninfo;
+  listen.channels = {kConsoleChannel};
+  listen.on_notify = [this](const storage::pg::Notification& n) {
+    OnNotify(n);
+  };
+  listen.on_resync = [this] { OnResync(); };
+  listener_ = std::make_unique<storage::pg::Listener>(std::move(listen));
+}
+
+ConsoleHints::~ConsoleHints() { Stop(); }
+
+void ConsoleHints::AgentsChanged(const std::vector<std::string>& agent_ids) {
+  if (agent_ids.empty()) return;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  for (const std::string& id : agent_ids) AddOnce(id, &agents_, &agent_set_);
+  wake_.Signal();
+}
+
+void ConsoleHints::MessagesChanged(
+    const std::vector<std::string>& message_ids) {
+  if (message_ids.empty()) return;
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  for (const std::string& id : message_ids) {
+    AddOnce(id, &messages_, &message_set_);
+  }
+  wake_.Signal();
+}
+
+void ConsoleHints::RoleChanged(const std::string& wire) {
+  absl::MutexLock lock(&mu_);
+  if (stopping_) return;
+  AddOnce(wire, &roles_, &role_set_);
+  wake_.Signal();
+}
+
+void ConsoleHints::Stop() {
+  {
+    absl::MutexLock lock(&mu_);
+    stopping_ = true;
+    wake_.Signal();
+  }
+  if (listener_ != nullptr) listener_->Stop();
+  if (sender_.joinable()) sender_.join();
+}
+
+int64_t ConsoleHints::sent() const {
+  absl::MutexLock lock(&mu_);
+  return sent_;
+}
+
+int64_t ConsoleHints::received() const {
+  absl::MutexLock lock(&mu_);
+  return received_;
+}
+
+std::vector<std::string> ConsoleHints::Payloads(
+    const std::string& hub_id, const std::vector<std::string>& agents,
+    const std::vector<std::string>& messages,
+    const std::vector<std::string>& roles, const ConsoleHintsOptions& limits) {
+  // The newest messages only (the list is oldest first).
+  const size_t skip = messages.size() > limits.max_messages
+                          ? messages.size() - limits.max_messages
+                          : 0;
+  std::vector<std::string> payloads;
+  json current = {{kHub, hub_id}};
+  // The JSON text of an id is at most 6 bytes per byte (\u00XX) plus quotes
+  // and a comma; ids are short, so the payload is measured as it grows.
+  size_t size = current.dump().size();
+  auto add = [&](const char* key, const std::string& id) {
+    const size_t more = json(id).dump().size() + 1 + std::strlen(key) + 4;
+    if (size + more > limits.max_payload && current.size() > 1) {
+      payloads.push_back(current.dump());
+      current = {{kHub, hub_id}};
+      size = current.dump().size();
+    }
+    current[key].push_back(id);
+    size += more;
+  };
+  for (const std::string& wire : roles) add(kRoles, wire);
+  for (const std::string& id : agents) add(kAgents, id);
+  for (size_t i = skip; i < messages.size(); ++i) add(kMessages, messages[i]);
+  if (current.size() > 1) payloads.push_back(current.dump());
+  if (payloads.size() > limits.max_notifications) {
+    payloads = {json({{kHub, hub_id}, {kReset, true}}).dump()};
+  }
+  return payloads;
+}
+
+void ConsoleHints::RunSender() {
+  absl::Time next_batch = absl::InfinitePast();
+  for (;;) {
+    std::vector<std::string> agents;
+    std::vector<std::string> messages;
+    std::vector<std::string> roles;
+    {
+      absl::MutexLock lock(&mu_);
+      // A CondVar, not Mutex::Await: ThreadSanitizer's shim sees its waits
+      // (tools/tsan/README.md).
+      while (!stopping_ && agents_.empty() && messages_.empty() &&
+             roles_.empty()) {
+        wake_.Wait(&mu_);
+      }
+      while (!stopping_ && absl::Now() < next_batch) {
+        wake_.WaitWithDeadline(&mu_, next_batch);
+      }
+      if (stopping_) break;
+      agents.swap(agents_);
+      messages.swap(messages_);
+      roles.swap(roles_);
+      agent_set_.clear();
+      message_set_.clear();
+      role_set_.clear();
+    }
+    next_batch = absl::Now() + options_.min_interval;
+    const std::vector<std::string> payloads =
+        Payloads(options_.hub_instance_id, agents, messages, roles, options_);
+    // A batch that cannot be sent is dropped: hints are not the data.
+    if (Send(payloads).ok()) {
+      absl::MutexLock lock(&mu_);
+      sent_ += static_cast<int64_t>(payloads.size());
+    }
+  }
+  conn_.reset();
+}
+
+absl::Status ConsoleHints::Send(const std::vector<std::string>& payloads) {
+  if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
+  if (conn_ == nullptr) {
+    absl::StatusOr<std::unique_ptr<storage::pg::Connection>> opened =
+        storage::pg::Connection::Open(options_.conninfo);
+    if (!opened.ok()) return opened.status();
+    // A hint needs no durability (see storage/pg/pg_notifier.cc).
+    if (absl::StatusOr<storage::pg::Result> r =
+            (*opened)->Exec("SET synchronous_commit = off");
+        !r.ok()) {
+      return r.status();
+    }
+    conn_ = std::move(*opened);
+  }
+  for (const std::string& payload : payloads) {
+    absl::StatusOr<storage::pg::Result> r = conn_->Run(
+        "SELECT pg_notify($1, $2)", {std::string(kConsoleChannel), payload});
+    if (!r.ok()) {
+      if (!conn_->Healthy()) conn_.reset();
+      return r.status();
+    }
+  }
+  return absl::OkStatus();
+}
+
+void ConsoleHints::OnNotify(const storage::pg::Notification& n) {
+  const json j = json::parse(n.payload, nullptr, /*allow_exceptions=*/false);
+  if (!j.is_object()) return;
+  auto hub = j.find(kHub);
+  if (hub == j.end() || !hub->is_string() ||
+      hub->get<std::string>() == options_.hub_instance_id) {
+    return;  // not a console hint, or this hub's own
+  }
+  {
+    absl::MutexLock lock(&mu_);
+    ++received_;
+  }
+  if (j.contains(kReset)) {
+    model_->Resync();
+    return;
+  }
+  model_->AgentsChanged(Strings(j, kAgents));
+  model_->MessagesChanged(Strings(j, kMessages));
+  for (const std::string& wire : Strings(j, kRoles)) model_->RoleChanged(wire);
+}
+
+void ConsoleHints::OnResync() {
+  bool again = false;
+  {
+    absl::MutexLock lock(&mu_);
+    again = connected_once_;
+    connected_once_ = true;
+  }
+  // Hints sent while the listener was away are lost: the pages load their
+  // snapshots again (the first connect has nothing to make good).
+  if (again) model_->Resync();
+}
+
+}  // namespace hub::console

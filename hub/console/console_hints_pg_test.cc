@@ -1,0 +1,160 @@
+// ConsoleHints over a real PostgreSQL server (the test starts its own): a
+// hub's changes go out as NOTIFY hub_console after the fact, another hub's
+// console takes them and ignores its own, and a console whose listening
+// connection was lost tells its pages to load their snapshots again.
+#include <memory>
+#include <string>
+
+#include "absl/synchronization/mutex.h"
+#include "absl/time/clock.h"
+#include "gtest/gtest.h"
+#include "hub/console/console_hints.h"
+#include "nlohmann/json.hpp"
+#include "storage/pg/pg_conn.h"
+#include "storage/pg/pg_listener.h"
+#include "storage/pg/pg_test_server.h"
+
+namespace hub::console {
+namespace {
+
+using nlohmann::json;
+using storage::pg::Connection;
+
+class ConsoleHintsPgTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    auto server = storage::pg::testing::PgTestServer::Create();
+    ASSERT_TRUE(server.ok()) << server.status();
+    server_ = server->release();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+
+  ConsoleHintsOptions Options(const std::string& hub_id) {
+    ConsoleHintsOptions o;
+    o.conninfo = server_->ConnInfo();
+    o.hub_instance_id = hub_id;
+    return o;
+  }
+
+  // The next change of `model`'s feed after `after`, waiting for it.
+  static ConsoleBatch Next(ConsoleModel& model, int64_t after) {
+    return model.feed()->WaitAfter(after, absl::Seconds(30));
+  }
+
+  static void Notify(const std::string& payload) {
+    auto conn = Connection::Open(server_->ConnInfo());
+    ASSERT_TRUE(conn.ok()) << conn.status();
+    ASSERT_TRUE((*conn)
+                    ->Run("SELECT pg_notify($1, $2)",
+                          {std::string(kConsoleChannel), payload})
+                    .ok());
+  }
+
+  static storage::pg::testing::PgTestServer* server_;
+};
+
+storage::pg::testing::PgTestServer* ConsoleHintsPgTest::server_ = nullptr;
+
+// Waits until `done` holds (the listener connects in the background).
+template <typename F>
+bool Eventually(F done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
+
+TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
+  absl::Mutex mu;
+  std::vector<std::string> payloads;
+  storage::pg::ListenerOptions listen;
+  listen.conninfo = server_->ConnInfo();
+  listen.channels = {kConsoleChannel};
+  bool listening = false;
+  listen.on_resync = [&] {
+    absl::MutexLock lock(&mu);
+    listening = true;
+  };
+  listen.on_notify = [&](const storage::pg::Notification& n) {
+    absl::MutexLock lock(&mu);
+    payloads.push_back(n.payload);
+  };
+  storage::pg::Listener listener(listen);
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return listening;
+  }));
+
+  ConsoleHints sender(nullptr, Options("hub-b"));  // no console of its own
+  sender.AgentsChanged({"agent-1", "agent-1"});
+  sender.MessagesChanged({"m1"});
+  sender.RoleChanged("rk2.x");
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return !payloads.empty();
+  }));
+  absl::MutexLock lock(&mu);
+  json all = {{"a", json::array()}, {"m", json::array()}, {"r", json::array()}};
+  for (const std::string& p : payloads) {
+    const json j = json::parse(p);
+    EXPECT_EQ(j["h"], "hub-b");
+    for (const char* key : {"a", "m", "r"}) {
+      if (j.contains(key)) {
+        for (const json& id : j[key]) all[key].push_back(id);
+      }
+    }
+  }
+  EXPECT_EQ(all["a"], json({"agent-1"}));
+  EXPECT_EQ(all["m"], json({"m1"}));
+  EXPECT_EQ(all["r"], json({"rk2.x"}));
+}
+
+TEST_F(ConsoleHintsPgTest, AConsoleTakesOtherHubsHintsAndIgnoresItsOwn) {
+  ConsoleModel model(ConsoleSources{});
+  ConsoleHints hints(&model, Options("hub-a"));
+  // Until the listener is in, a hint would be lost: send until one lands.
+  ASSERT_TRUE(Eventually([&] {
+    Notify(R"({"h":"hub-a","reset":true})");  // its own: ignored
+    Notify(R"({"h":"hub-b","reset":true})");
+    return hints.received() > 0;
+  }));
+  const ConsoleBatch batch = Next(model, 0);
+  ASSERT_FALSE(batch.changes.empty());
+  EXPECT_EQ(batch.changes[0].kind, "reset");
+  // Not a console hint at all: nothing.
+  const int64_t received = hints.received();
+  Notify("not json");
+  Notify(R"({"a":["x"]})");
+  Notify(R"({"h":"hub-b","reset":true})");
+  ASSERT_TRUE(Eventually([&] { return hints.received() > received; }));
+  EXPECT_EQ(hints.received(), received + 1);
+}
+
+TEST_F(ConsoleHintsPgTest, AfterItsListenerReconnectsTheConsolesPagesReload) {
+  ConsoleModel model(ConsoleSources{});
+  ConsoleHints hints(&model, Options("hub-a"));
+  auto conn = Connection::Open(server_->ConnInfo());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  // Its listening backend, once it is there; then ended by the server.
+  auto listening = [&]() -> std::string {
+    auto r = (*conn)->Exec(
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' "
+        "AND pid <> pg_backend_pid()");
+    return r.ok() && r->rows() > 0 ? std::string(r->Text(0, 0)) : "";
+  };
+  ASSERT_TRUE(Eventually([&] { return !listening().empty(); }));
+  const int64_t head = model.feed()->head();
+  const std::string pid = listening();
+  ASSERT_TRUE((*conn)->Run("SELECT pg_terminate_backend($1::int)", {pid}).ok());
+  const ConsoleBatch batch = Next(model, head);
+  ASSERT_FALSE(batch.changes.empty());
+  EXPECT_EQ(batch.changes[0].kind, "reset");
+}
+
+}  // namespace
+}  // namespace hub::console
