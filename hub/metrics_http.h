@@ -3,7 +3,9 @@
 // more (the console, hub/console/console_http.h).
 //
 // Responsible for binding (port 0 picks a free one), TLS when given a
-// certificate, the listener thread and stopping. Without installed routes it
+// certificate (re-read, for new connections, when its files change or on
+// ReloadTls: the listener and open connections stay), the listener thread
+// and stopping. Without installed routes it
 // serves nothing but /metrics (and a one-line index at /); every other path
 // is 404, and PUT and DELETE are 405 (POST too, unless a route takes it).
 #ifndef HUB_HUB_METRICS_HTTP_H_
@@ -15,7 +17,11 @@
 #include <string>
 #include <thread>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "hub/metrics.h"
 
 namespace httplib {
@@ -28,6 +34,9 @@ struct HttpServeOptions {
   // PEM certificate chain and key to serve HTTPS with; empty: plain HTTP.
   std::string tls_cert_file;
   std::string tls_key_file;
+  // How often the two files are looked at (mtime, size, inode); a change
+  // reloads them. Zero: only ReloadTls() does.
+  absl::Duration tls_poll_interval = absl::Seconds(1);
   // Adds routes before serving (then "/" is theirs); must outlive the
   // server's handlers.
   std::function<void(httplib::Server*)> install;
@@ -54,8 +63,29 @@ class MetricsHttpServer {
   const std::string& address() const { return address_; }
   int port() const { return port_; }
 
+  // Re-reads the certificate chain and key (SIGHUP; the file watch): new
+  // connections are served with them, open ones keep theirs, the listener
+  // stays. On failure (unreadable, not PEM, a key that is not the
+  // certificate's: INVALID_ARGUMENT / TLS_FILES_INVALID) the previous pair
+  // stays in force. OK without TLS.
+  absl::Status ReloadTls();
+  // Certificate pairs loaded so far (1 after Start with TLS).
+  int64_t tls_loads() const;
+
+  struct TlsKeys;  // a parsed chain and key
+
  private:
   MetricsHttpServer() = default;
+  std::shared_ptr<const TlsKeys> CurrentKeys() const;
+  void WatchTlsFiles(absl::Duration interval);
+
+  std::string tls_cert_file_;
+  std::string tls_key_file_;
+  mutable absl::Mutex tls_mu_;
+  std::shared_ptr<const TlsKeys> tls_keys_ ABSL_GUARDED_BY(tls_mu_);
+  int64_t tls_loads_ ABSL_GUARDED_BY(tls_mu_) = 0;
+  absl::Notification stop_watch_;
+  std::thread watch_thread_;
   std::unique_ptr<httplib::Server> http_;
   std::thread thread_;
   std::atomic<bool> finished_{false};  // the listener returned

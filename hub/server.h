@@ -159,8 +159,12 @@ class HubServer {
   absl::Status ReloadTokens() { return authority_->Reload(); }
   // Re-reads the TLS certificate, key and client CA (SIGHUP) for new
   // connections; the old ones stay on failure. OK without TLS.
+  // The console's listener (--metrics_listen with TLS) re-reads its
+  // certificate and key too.
   absl::Status ReloadTls() {
-    return tls_ != nullptr ? tls_->Reload() : absl::OkStatus();
+    absl::Status s = tls_ != nullptr ? tls_->Reload() : absl::OkStatus();
+    if (metrics_http_ != nullptr) s.Update(metrics_http_->ReloadTls());
+    return s;
   }
   // The TLS certificates served; null without TLS.
   ServerTls* tls() { return tls_.get(); }

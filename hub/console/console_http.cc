@@ -146,7 +146,8 @@ ConsoleHttp::ConsoleHttp(ConsoleModel* model, Activator* activator,
       activator_(activator),
       clock_(clock),
       options_(options),
-      sessions_(authority, clock, options.session_lifetime) {}
+      sessions_(authority, clock, options.session_lifetime),
+      login_limiter_(clock, options.login_limit) {}
 
 std::string ConsoleHttp::Cookie(const std::string& value, bool expire) const {
   return absl::StrCat(
@@ -281,9 +282,32 @@ void ConsoleHttp::Login(const httplib::Request& request,
                               "REQUEST_INVALID",
                               "the body must be {\"token\": \"<token>\"}"));
   }
+  // Refused before the token is looked at: a guesser learns nothing while
+  // its address is refused.
+  const std::string& address = request.remote_addr;
+  if (const absl::Duration wait = login_limiter_.RetryAfter(address);
+      wait > absl::ZeroDuration()) {
+    const int64_t seconds =
+        absl::ToInt64Seconds(absl::Ceil(wait, absl::Seconds(1)));
+    response.set_header("Retry-After", absl::StrCat(seconds));
+    return Reply(
+        response,
+        {{"code", "RESOURCE_EXHAUSTED"},
+         {"reason", "CONSOLE_LOGIN_RATE_LIMITED"},
+         {"message", absl::StrCat("too many failed logins from ", address,
+                                  "; try again in ", seconds, " s")},
+         {"retry_after_s", seconds}},
+        429);
+  }
   absl::StatusOr<ConsoleSession> session =
       sessions_.Login(body["token"].get<std::string>());
-  if (!session.ok()) return Fail(response, session.status());
+  if (!session.ok()) {
+    if (absl::IsUnauthenticated(session.status())) {
+      login_limiter_.Failed(address);
+    }
+    return Fail(response, session.status());
+  }
+  login_limiter_.Succeeded(address);
   // A login replaces whatever session the browser held.
   const std::string previous =
       CookieValue(request.get_header_value("Cookie"), kCookieName);

@@ -17,6 +17,7 @@
 
 #include "absl/time/time.h"
 #include "hub/auth.h"
+#include "hub/console/console_login_limit.h"
 #include "hub/console/console_model.h"
 #include "hub/console/console_sessions.h"
 #include "nlohmann/json.hpp"
@@ -44,6 +45,9 @@ struct ConsoleHttpOptions {
   // (logged out, expired, its token removed from the token file: the
   // stream ends).
   absl::Duration session_check_interval = absl::Seconds(1);
+  // Failed token logins allowed per client address (then 429 with
+  // Retry-After until the window ends).
+  LoginLimitOptions login_limit;
 };
 
 class ConsoleHttp {
@@ -99,6 +103,7 @@ class ConsoleHttp {
   const Clock* const clock_;
   const ConsoleHttpOptions options_;
   ConsoleSessions sessions_;
+  LoginLimiter login_limiter_;
   std::atomic<int> open_streams_{0};
 };
 

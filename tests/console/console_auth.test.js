@@ -2,12 +2,15 @@
 // The console's security in a real browser (Debian's chromium driven by
 // puppeteer-core) against a real hubd with TLS and a token file: the login
 // form, the session cookie, a token that sees only its projects and may not
-// act, logout, a revoked token, and the listen rule off loopback.
+// act, logout, a revoked token, the listen rule off loopback, a rotated
+// certificate and the limit on failed logins.
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { execFileSync, spawnSync } = require('child_process');
+const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
+const tls = require('tls');
 const { HubClient, PresenceSession } = require('../../clients/node/lib');
 const { freshDbPath } = require('../../clients/node/test/hubd');
 const { until, startHubd, launch, Watcher, screenshot, cleanUp } = require('./browser');
@@ -197,4 +200,73 @@ test('an operator sees every project and forces an election; removing its token 
   console.log(`# console: a removed token ended its session ${Date.now() - revoked} ms after the file changed`);
   await watcher.shows('the login form after the revocation', revoked,
     () => !document.querySelector('#login-view').hidden);
+});
+
+test('the console listener serves a rotated certificate to new connections, and the listener and open pages stay', async () => {
+  const port = Number(new URL(base).port);
+  const served = () => new Promise((resolve, reject) => {
+    const s = tls.connect({ host: '127.0.0.1', port, servername: 'localhost', rejectUnauthorized: false },
+      () => {
+        const fp = s.getPeerCertificate().fingerprint256;
+        s.end();
+        resolve(fp);
+      });
+    s.on('error', reject);
+  });
+  const fingerprint = (file) => new crypto.X509Certificate(fs.readFileSync(file)).fingerprint256;
+  assert.equal(await served(), fingerprint(`${pki}/server.pem`));
+  const before = fingerprint(`${pki}/server.pem`);
+  const t = Date.now();
+  await logIn(VIEWER);
+  await page.waitForSelector('#live.on', { timeout: 15000 });
+  await page.evaluate(() => { window.__sameDocument = 'yes'; });
+  // A rotation tool's way: the new key, then the new certificate, each
+  // renamed into place (hubd tries the pair on each change; the first, a
+  // key that is not the certificate's, keeps the old pair in force).
+  const rotated = fingerprint(`${pki}/other_server.pem`);
+  for (const ext of ['key', 'pem']) {
+    fs.copyFileSync(`${pki}/other_server.${ext}`, `${pki}/server.${ext}.new`);
+    fs.renameSync(`${pki}/server.${ext}.new`, `${pki}/server.${ext}`);
+  }
+  const swapped = Date.now();
+  await until(async () => (await served()) === rotated, 'the rotated certificate');
+  console.log(`# console: the rotated certificate served ${Date.now() - swapped} ms after the swap`);
+  assert.notEqual(rotated, before);
+  // The page loaded before the rotation is still the same, live document.
+  assert.equal(await page.evaluate(() => window.__sameDocument), 'yes');
+  await watcher.shows('the page still live after the rotation', t, () => !!document.querySelector('#live.on'));
+  const status = await page.evaluate(async () => (await fetch('/api/fleet')).status);
+  assert.equal(status, 200);
+});
+
+test('repeated failed logins from one address are refused with 429 and Retry-After, even with a right token', async () => {
+  const login = (token) => page.evaluate(async (tk) => {
+    const r = await fetch('/api/login', {
+      method: 'POST', body: JSON.stringify({ token: tk }), headers: { 'Content-Type': 'application/json' },
+    });
+    return { status: r.status, retryAfter: r.headers.get('retry-after'), body: await r.json() };
+  }, token);
+  // The viewer's login above forgot this address's earlier failure.
+  for (let i = 0; i < 10; i += 1) {
+    const r = await login(`not-a-token-${i}`);
+    assert.equal(r.status, 401, `attempt ${i}`);
+  }
+  const refused = await login('not-a-token-again');
+  assert.equal(refused.status, 429);
+  assert.equal(refused.body.reason, 'CONSOLE_LOGIN_RATE_LIMITED');
+  const wait = Number(refused.retryAfter);
+  assert.ok(wait >= 1 && wait <= 60, `Retry-After ${refused.retryAfter}`);
+  assert.equal(refused.body.retry_after_s, wait);
+  // While refused, the right token is refused too: a guesser learns nothing.
+  const right = await login(VIEWER);
+  assert.equal(right.status, 429);
+  // The form says so.
+  await page.goto(`${base}/`, { waitUntil: 'load' });
+  await page.evaluate(async () => {
+    const s = await (await fetch('/api/session')).json();
+    await fetch('/api/logout', { method: 'POST', body: '{}', headers: { 'Content-Type': 'application/json', 'X-Console-CSRF': s.csrf } });
+  });
+  await logIn(VIEWER);
+  await page.waitForFunction(() => /too many failed logins/.test(document.querySelector('#login-error').textContent),
+    { timeout: 15000 });
 });
