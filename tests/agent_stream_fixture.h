@@ -144,6 +144,16 @@ inline hub::v1::RoleActivation NextActivation(AttachedAgent& agent) {
   return {};
 }
 
+// Reads frames until a message event arrives.
+inline hub::v1::MessageDelivery NextMessage(AttachedAgent& agent) {
+  hub::v1::AttachResponse frame;
+  while (agent.stream->Read(&frame)) {
+    if (frame.event().has_message()) return frame.event().message();
+  }
+  ADD_FAILURE() << "the stream ended without a message";
+  return {};
+}
+
 // The activation_ack frame (frame_id `frame_id`) that accepts `a`.
 inline hub::v1::AttachRequest ActivationAckFrame(
     const hub::v1::RoleActivation& a, int64_t frame_id = 42) {

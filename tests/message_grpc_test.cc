@@ -29,6 +29,7 @@
 namespace hub {
 namespace {
 
+using testing::NextMessage;
 using testing::Reason;
 
 using hub::v1::AttachRequest;
@@ -90,16 +91,6 @@ class MessageGrpcTest : public ::testing::Test {
     grpc::Status s = messages_->ListPending(&context, request, &response);
     EXPECT_TRUE(s.ok()) << s.error_message();
     return response;
-  }
-
-  // Reads frames until a message event arrives.
-  static hub::v1::MessageDelivery NextMessage(Agent& agent) {
-    AttachResponse frame;
-    while (agent.stream->Read(&frame)) {
-      if (frame.event().has_message()) return frame.event().message();
-    }
-    ADD_FAILURE() << "the stream ended without a message";
-    return {};
   }
 
   std::unique_ptr<HubServer> server_;

@@ -26,6 +26,7 @@ namespace {
 
 using hub::v1::AttachRequest;
 using hub::v1::AttachResponse;
+using testing::NextMessage;
 using testing::Reason;
 
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
@@ -90,16 +91,6 @@ class RedriveGrpcTest : public ::testing::Test {
     hub::v1::ListPendingResponse response;
     EXPECT_TRUE(messages_->ListPending(&context, request, &response).ok());
     return response;
-  }
-
-  // Reads frames until a message event arrives.
-  static hub::v1::MessageDelivery NextMessage(testing::AttachedAgent& agent) {
-    AttachResponse frame;
-    while (agent.stream->Read(&frame)) {
-      if (frame.event().has_message()) return frame.event().message();
-    }
-    ADD_FAILURE() << "the stream ended without a message";
-    return {};
   }
 
   std::unique_ptr<HubServer> server_;
