@@ -82,7 +82,10 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
     EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 10), 1) << agent;
   }
   EXPECT_TRUE(store().ListPendingForAgent("a", kLater, 10)->empty());
-  for (const InboxRecord& row : *store().ListInbox("m1")) {
+  const absl::StatusOr<std::vector<InboxRecord>> inbox =
+      store().ListInbox("m1");
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  for (const InboxRecord& row : *inbox) {
     if (row.agent_id == "a") {
       EXPECT_EQ(row.acked_at_ms, kNow + 2);  // acknowledged stays so
     } else {

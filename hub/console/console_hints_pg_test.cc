@@ -3,6 +3,7 @@
 // console takes them and ignores its own, and a console whose listening
 // connection was lost tells its pages to load their snapshots again.
 #include <memory>
+#include <set>
 #include <string>
 
 #include "absl/synchronization/mutex.h"
@@ -19,6 +20,17 @@ namespace {
 
 using nlohmann::json;
 using storage::pg::Connection;
+
+// Waits until `done` holds (the listener connects in the background).
+template <typename F>
+bool Eventually(F done) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  while (!done()) {
+    if (absl::Now() > give_up) return false;
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+  return true;
+}
 
 class ConsoleHintsPgTest : public ::testing::Test {
  protected:
@@ -53,21 +65,35 @@ class ConsoleHintsPgTest : public ::testing::Test {
                     .ok());
   }
 
+  // The pids of the backends whose LISTEN is in effect (the statement done).
+  static std::set<std::string> ListeningPids() {
+    std::set<std::string> pids;
+    auto conn = Connection::Open(server_->ConnInfo());
+    if (!conn.ok()) return pids;
+    auto r = (*conn)->Exec(
+        "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' "
+        "AND state = 'idle'");
+    if (!r.ok()) return pids;
+    for (int i = 0; i < r->rows(); ++i) pids.insert(std::string(r->Text(i, 0)));
+    return pids;
+  }
+  // Waits for a listening backend that is not one of `before`: the console
+  // made after `before` was read. Its pid, or "".
+  static std::string NewListener(const std::set<std::string>& before) {
+    std::string pid;
+    Eventually([&] {
+      for (const std::string& p : ListeningPids()) {
+        if (before.count(p) == 0) pid = p;
+      }
+      return !pid.empty();
+    });
+    return pid;
+  }
+
   static storage::pg::testing::PgTestServer* server_;
 };
 
 storage::pg::testing::PgTestServer* ConsoleHintsPgTest::server_ = nullptr;
-
-// Waits until `done` holds (the listener connects in the background).
-template <typename F>
-bool Eventually(F done) {
-  const absl::Time give_up = absl::Now() + absl::Seconds(30);
-  while (!done()) {
-    if (absl::Now() > give_up) return false;
-    absl::SleepFor(absl::Milliseconds(10));
-  }
-  return true;
-}
 
 TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
   absl::Mutex mu;
@@ -116,40 +142,31 @@ TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
 
 TEST_F(ConsoleHintsPgTest, AConsoleTakesOtherHubsHintsAndIgnoresItsOwn) {
   ConsoleModel model(ConsoleSources{});
+  const std::set<std::string> before = ListeningPids();
   ConsoleHints hints(&model, Options("hub-a"));
-  // Until the listener is in, a hint would be lost: send until one lands.
-  ASSERT_TRUE(Eventually([&] {
-    Notify(R"({"h":"hub-a","reset":true})");  // its own: ignored
-    Notify(R"({"h":"hub-b","reset":true})");
-    return hints.received() > 0;
-  }));
-  const ConsoleBatch batch = Next(model, 0);
-  ASSERT_FALSE(batch.changes.empty());
-  EXPECT_EQ(batch.changes[0].kind, "reset");
-  // Not a console hint at all: nothing.
-  const int64_t received = hints.received();
+  ASSERT_FALSE(NewListener(before).empty());
+  Notify(R"({"h":"hub-a","reset":true})");  // its own
   Notify("not json");
-  Notify(R"({"a":["x"]})");
+  Notify(R"({"a":["x"]})");  // not a console hint: no hub
   Notify(R"({"h":"hub-b","reset":true})");
-  ASSERT_TRUE(Eventually([&] { return hints.received() > received; }));
-  EXPECT_EQ(hints.received(), received + 1);
+  // Notifications of one channel arrive in commit order: once the last is
+  // taken, the others were looked at.
+  ASSERT_TRUE(Eventually([&] { return hints.received() > 0; }));
+  EXPECT_EQ(hints.received(), 1);
+  const ConsoleBatch batch = Next(model, 0);
+  ASSERT_EQ(batch.changes.size(), 1u);
+  EXPECT_EQ(batch.changes[0].kind, "reset");
 }
 
 TEST_F(ConsoleHintsPgTest, AfterItsListenerReconnectsTheConsolesPagesReload) {
   ConsoleModel model(ConsoleSources{});
+  const std::set<std::string> before = ListeningPids();
   ConsoleHints hints(&model, Options("hub-a"));
   auto conn = Connection::Open(server_->ConnInfo());
   ASSERT_TRUE(conn.ok()) << conn.status();
-  // Its listening backend, once it is there; then ended by the server.
-  auto listening = [&]() -> std::string {
-    auto r = (*conn)->Exec(
-        "SELECT pid FROM pg_stat_activity WHERE query LIKE 'LISTEN%' "
-        "AND pid <> pg_backend_pid()");
-    return r.ok() && r->rows() > 0 ? std::string(r->Text(0, 0)) : "";
-  };
-  ASSERT_TRUE(Eventually([&] { return !listening().empty(); }));
+  const std::string pid = NewListener(before);
+  ASSERT_FALSE(pid.empty());
   const int64_t head = model.feed()->head();
-  const std::string pid = listening();
   ASSERT_TRUE((*conn)->Run("SELECT pg_terminate_backend($1::int)", {pid}).ok());
   const ConsoleBatch batch = Next(model, head);
   ASSERT_FALSE(batch.changes.empty());

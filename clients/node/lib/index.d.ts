@@ -51,7 +51,7 @@ export class HubClient {
   readonly presence: ServiceMethods;
   /** RoleService: reserveRole, compareAndSetRole, getRole, listRoles, ensureRole, ackRoleActivation, ... */
   readonly roles: ServiceMethods;
-  /** MessageService: publish, ack, listPending, listDeadLetters, ask, listTrace. */
+  /** MessageService: publish, ack, listPending, listDeadLetters, redriveDeadLetter, ask, listTrace. */
   readonly messages: ServiceMethods;
   attach(metadata?: Metadata): ClientDuplexStream<Msg, Msg>;
   watchRoles(request?: Msg, metadata?: Metadata): ClientReadableStream<Msg>;
