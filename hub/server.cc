@@ -721,6 +721,8 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
     sources.activator = activator_.get();
     sources.messaging = messaging_.get();
     sources.store = store_.get();
+    sources.reservations = reservations_.get();
+    sources.reservation_feed = reservation_feed_.get();
     sources.clock = clock;
     sources.hub_instance_id = identity_.hub_instance_id;
     console_model_ = std::make_unique<console::ConsoleModel>(sources);

@@ -1,5 +1,7 @@
 #include "hub/console/console_hints.h"
 
+#include <pthread.h>
+
 #include <algorithm>
 #include <cstring>
 #include <utility>
@@ -37,7 +39,10 @@ void AddOnce(const std::string& id, std::vector<std::string>* list,
 
 ConsoleHints::ConsoleHints(ConsoleModel* model, ConsoleHintsOptions options)
     : model_(model), options_(std::move(options)) {
-  sender_ = std::thread([this] { RunSender(); });
+  sender_ = std::thread([this] {
+    pthread_setname_np(pthread_self(), "hub-con-hints");  // top -H, perf
+    RunSender();
+  });
   if (model_ == nullptr) return;
   storage::pg::ListenerOptions listen;
   listen.conninfo = options_.conninfo;

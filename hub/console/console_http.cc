@@ -245,6 +245,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
               [this](const auto& q, auto& r) { View(q, r, "events"); });
   server->Get("/api/messages",
               [this](const auto& q, auto& r) { View(q, r, "messages"); });
+  server->Get("/api/reservations",
+              [this](const auto& q, auto& r) { View(q, r, "reservations"); });
   server->Get("/api/trace",
               [this](const auto& q, auto& r) { View(q, r, "trace"); });
   server->Get("/api/stream", [this](const auto& q, auto& r) { Stream(q, r); });
@@ -254,6 +256,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
                [this](const auto& q, auto& r) { CloseScope(q, r); });
   server->Post("/api/dead-letters/redrive",
                [this](const auto& q, auto& r) { Redrive(q, r); });
+  server->Post("/api/reservations/release",
+               [this](const auto& q, auto& r) { ReleaseReservation(q, r); });
 }
 
 void ConsoleHttp::Session(const httplib::Request& request,
@@ -339,6 +343,8 @@ void ConsoleHttp::View(const httplib::Request& request,
     view = model_->Roles(scope);
   } else if (which == "messages") {
     view = model_->Messages(scope);
+  } else if (which == "reservations") {
+    view = model_->Reservations(scope);
   } else if (which == "trace") {
     view = model_->Trace(request.get_param_value("trace_id"), scope);
   } else {
@@ -551,6 +557,47 @@ void ConsoleHttp::Redrive(const httplib::Request& request,
                                   ? json(std::string(EnsureDispositionName(
                                         outcome->activation->disposition)))
                                   : json(nullptr)}});
+}
+
+void ConsoleHttp::ReleaseReservation(const httplib::Request& request,
+                                     httplib::Response& response) {
+  std::optional<ConsoleSession> session = WriteSession(request, response);
+  if (!session.has_value()) return;
+  const json body =
+      json::parse(request.body, nullptr, /*allow_exceptions=*/false);
+  if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
+    return Fail(response,
+                InvalidArgumentError(
+                    "REQUEST_INVALID",
+                    "the body must be {\"id\": \"<reservation id>\"}"));
+  }
+  ReservationBook* book = model_->reservations();
+  if (book == nullptr) {
+    return Fail(response, NotFoundError("RESERVATION_NOT_FOUND",
+                                        "this hub keeps no reservations"));
+  }
+  // ForceReleaseReservation's rules: an operator or admin token, and the
+  // reservation's project among its projects (read first).
+  const Principal& principal = session->principal;
+  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
+                                   "ForceReleaseReservation from the console");
+      !s.ok()) {
+    return Fail(response, s);
+  }
+  const std::string id = body["id"].get<std::string>();
+  absl::StatusOr<storage::ReservationRecord> held = book->Get(id);
+  if (!held.ok()) return Fail(response, held.status());
+  if (absl::Status s = RequireProject(principal, held->project_id); !s.ok()) {
+    return Fail(response, s);
+  }
+  absl::StatusOr<storage::ReservationRecord> released = book->ForceRelease(id);
+  if (!released.ok()) return Fail(response, released.status());
+  Reply(response,
+        {{"id", released->reservation_id},
+         {"holder", released->agent_id},
+         {"token", released->token},
+         {"patterns", released->patterns},
+         {"released_by", principal.anonymous ? "anonymous" : principal.name}});
 }
 
 }  // namespace hub::console

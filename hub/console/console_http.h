@@ -96,6 +96,10 @@ class ConsoleHttp {
   // RedriveDeadLetter of the body's "id", by an operator or admin session,
   // within its projects (Messaging's scope rule, as the gRPC call).
   void Redrive(const httplib::Request& request, httplib::Response& response);
+  // ForceReleaseReservation of the body's "id", by an operator or admin
+  // session whose projects hold the reservation's.
+  void ReleaseReservation(const httplib::Request& request,
+                          httplib::Response& response);
   std::string Cookie(const std::string& value, bool expire) const;
 
   ConsoleModel* const model_;

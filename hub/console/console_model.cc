@@ -113,12 +113,14 @@ absl::Status ConsoleModel::Start() {
     Record(row.role_key_wire, EntryOf(row, KindWord(RoleChangeKind::kSnapshot),
                                       row.last_transition_ms));
   }
+  if (absl::Status s = WatchReservations(); !s.ok()) return s;
   worker_ = std::thread([this] { Run(); });
   return absl::OkStatus();
 }
 
 void ConsoleModel::Stop() {
   if (watch_ != nullptr) watch_->Cancel();
+  if (resv_sub_ != nullptr) resv_sub_->Cancel();
   {
     absl::MutexLock lock(&dirty_mu_);
     stop_ = true;

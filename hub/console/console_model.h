@@ -18,6 +18,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -38,6 +39,8 @@
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/project_scope.h"
+#include "registry/reservation_feed.h"
+#include "registry/reservations.h"
 #include "registry/role_registry.h"
 #include "storage/store.h"
 
@@ -49,6 +52,9 @@ struct ConsoleSources {
   Activator* activator = nullptr;
   Messaging* messaging = nullptr;
   storage::Store* store = nullptr;
+  // Path reservations (null: the console shows none).
+  ReservationBook* reservations = nullptr;
+  ReservationFeed* reservation_feed = nullptr;
   const Clock* clock = nullptr;
   std::string hub_instance_id;
 };
@@ -83,6 +89,8 @@ class ConsoleModel {
   ConsoleFeed* feed() { return &feed_; }
   // The messaging the views read (the console's re-drive action).
   Messaging* messaging() const { return sources_.messaging; }
+  // The reservations (the console's release action); may be null.
+  ReservationBook* reservations() const { return sources_.reservations; }
 
   // What changed; any thread, never blocks on the store.
   void AgentChanged(const std::string& agent_id);
@@ -104,6 +112,10 @@ class ConsoleModel {
   // The recent messages with their recipients' states, and the dead
   // letters (newest 100) with their reasons.
   absl::StatusOr<nlohmann::json> Messages(const ProjectScope& scope);
+  // The live path reservations (every hub's, from the reservation feed):
+  // holder, patterns, mode, token, expiry, reason; and how many conflicting
+  // reserves this hub refused since it started.
+  absl::StatusOr<nlohmann::json> Reservations(const ProjectScope& scope);
   // The messages of one trace (ListTrace's rules).
   absl::StatusOr<nlohmann::json> Trace(const std::string& trace_id,
                                        const ProjectScope& scope);
@@ -163,6 +175,9 @@ class ConsoleModel {
       int64_t now_ms);
   nlohmann::json HistoryJson(const std::string& wire);
   int64_t PendingFor(const std::string& agent_id, int64_t now_ms);
+  // Subscribes to the reservation feed (its snapshot fills reservations_).
+  absl::Status WatchReservations();
+  void OnReservationChange(const storage::ReservationChange& change);
   int64_t Now() const;
 
   const ConsoleSources sources_;
@@ -177,6 +192,15 @@ class ConsoleModel {
   // Newest last; each id once.
   std::deque<std::string> recent_messages_ ABSL_GUARDED_BY(history_mu_);
   absl::flat_hash_set<std::string> recent_set_ ABSL_GUARDED_BY(history_mu_);
+
+  // The live reservations by id, kept from the feed; changes are posted
+  // under the lock the view reads them with (no overlap, no gap).
+  absl::Mutex resv_mu_;
+  std::map<std::string, storage::ReservationRecord> reservations_
+      ABSL_GUARDED_BY(resv_mu_);
+  // The subscription ended (changes missed): the next view subscribes again.
+  bool resv_ended_ ABSL_GUARDED_BY(resv_mu_) = false;
+  std::unique_ptr<ReservationFeed::Subscription> resv_sub_;
 
   absl::Mutex dirty_mu_;
   absl::flat_hash_set<std::string> dirty_agents_ ABSL_GUARDED_BY(dirty_mu_);

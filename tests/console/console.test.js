@@ -370,3 +370,61 @@ test('an operator re-drives a dead letter from the page after confirming it, and
   assert.ok(await page.$(dead(closedId)));
   await screenshot('messages', 'messages');
 });
+
+test('reservations show live with their holder, patterns, mode, token and reason as text, and an operator releases one', async () => {
+  await page.evaluate(() => { window.__violations = window.__violations || []; });
+  await page.click('#tabs button[data-view="reservations"]');
+  const row = (id) => `#reservations tr[data-reservation-id="${id}"]`;
+  const reason = '<img src=x onerror="window.__xss = 4"> & <b>review</b>';
+  let t = Date.now();
+  const { reservation: held } = await client.reservations.reserve({
+    projectId: PROJECT, agentId: 'console-beta', patterns: ['src/console/**', 'docs/console.md'],
+    mode: 'RESERVATION_MODE_EXCLUSIVE', reason,
+  });
+  await shows('a reservation granted', t, (sel) => {
+    const r = document.querySelector(sel);
+    return r && r.querySelector('.holder').textContent === 'console-beta';
+  }, row(held.reservationId));
+  const cells = await page.$eval(row(held.reservationId), (r) => ({
+    patterns: r.querySelector('.patterns').textContent,
+    mode: r.querySelector('.mode').textContent,
+    token: r.querySelector('.token').textContent,
+    reason: r.querySelector('.reason').textContent,
+    markup: r.querySelectorAll('img, b').length,
+  }));
+  assert.deepEqual(cells, {
+    patterns: held.patterns.join(' '), mode: 'exclusive', token: String(held.token), reason, markup: 0,
+  });
+  assert.equal(await page.evaluate(() => typeof window.__xss), 'undefined');
+
+  // A shared one next to it, short-lived: it goes by itself when it expires.
+  t = Date.now();
+  const { reservation: brief } = await client.reservations.reserve({
+    projectId: PROJECT, agentId: 'console-gamma', patterns: ['README.md'],
+    mode: 'RESERVATION_MODE_SHARED', ttl: { seconds: 1 }, reason: 'a quick look',
+  });
+  await shows('a shared reservation', t, (sel) =>
+    document.querySelector(`${sel} .mode`)?.textContent === 'shared', row(brief.reservationId));
+  await screenshot('reservations', 'reservations');
+  await shows('its expiry', t, (sel) => !document.querySelector(sel), row(brief.reservationId));
+
+  // The operator's release, after a confirmation (a dismissed one changes
+  // nothing); the holder's next fenced write with the token is refused.
+  dialogAnswer = false;
+  await page.click(`${row(held.reservationId)} button.release`);
+  assert.equal(lastDialog, 'confirm');
+  assert.ok(await page.$(row(held.reservationId)));
+  dialogAnswer = true;
+  t = Date.now();
+  await page.click(`${row(held.reservationId)} button.release`);
+  await shows('the release, live', t, (sel) => !document.querySelector(sel), row(held.reservationId));
+  assert.equal(await page.$eval('#reservation-result', (e) => e.textContent),
+    `ForceReleaseReservation ${held.reservationId}: released console-beta's ` +
+    `${held.patterns.join(' ')} (token ${held.token}) as anonymous`);
+  const { reservations } = await client.reservations.listReservations({ projectId: PROJECT });
+  assert.deepEqual(reservations, []);
+  await assert.rejects(client.reservations.renewReservation({
+    reservationId: held.reservationId, agentId: 'console-beta', token: held.token,
+  }), (e) => client.toHubError(e).reason === 'RESERVATION_NOT_FOUND');
+  assert.deepEqual(await page.evaluate(() => window.__violations), []);
+});

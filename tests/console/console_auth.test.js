@@ -142,6 +142,9 @@ test('a read-only token sees only its projects, may not act, and its session is 
   const notRedriven = await pageFetch('/api/dead-letters/redrive', { id: 'any-message' });
   assert.equal(notRedriven.status, 403);
   assert.equal(notRedriven.body.reason, 'PERMISSION_DENIED');
+  const notReleased = await pageFetch('/api/reservations/release', { id: 'any-reservation' });
+  assert.equal(notReleased.status, 403);
+  assert.equal(notReleased.body.reason, 'PERMISSION_DENIED');
   const fleet = await pageFetch('/api/fleet');
   assert.deepEqual(fleet.body.agents.map((a) => a.agent_id), ['auth-alpha-1']);
   // Live changes are scoped too: a new agent of the other project, then one

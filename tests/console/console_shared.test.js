@@ -132,6 +132,22 @@ test('the console of one hub shows, live, an agent registered and a message publ
   await watcher.shows('its ack through another hub', t, (id) =>
     document.querySelector(`#messages tr[data-message-id="${id}"] .recipients`).textContent ===
       'shared-newcomer: acked', published.messageId);
+  // A path reservation through hub B (it reaches A's feed from the
+  // reservation change log).
+  await page.click('#tabs button[data-view="reservations"]');
+  t = Date.now();
+  const { reservation } = await b.reservations.reserve({
+    projectId: PROJECT, agentId: 'shared-newcomer', patterns: ['src/shared'], reason: 'through hub B',
+  });
+  await watcher.shows('a reservation made through another hub', t, (id) =>
+    document.querySelector(`#reservations tr[data-reservation-id="${id}"] .holder`)?.textContent ===
+      'shared-newcomer', reservation.reservationId);
+  t = Date.now();
+  await b.reservations.releaseReservation({
+    reservationId: reservation.reservationId, agentId: 'shared-newcomer', token: reservation.token,
+  });
+  await watcher.shows('its release through another hub', t, (id) =>
+    !document.querySelector(`#reservations tr[data-reservation-id="${id}"]`), reservation.reservationId);
   assert.equal(await page.evaluate(() => window.__sameDocument), 'yes', 'the page was reloaded');
   await screenshot(page, 'messages', 'messages-shared');
 });

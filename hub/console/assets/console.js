@@ -21,12 +21,14 @@
     eventSeqs: new Set(),
     messages: new Map(),   // id -> message data
     messageRows: new Map(),  // id -> <tr>
+    reservations: new Map(),  // reservation id -> row data
+    conflictsRefused: 0,
     skewMs: 0,             // server clock - browser clock
     stream: null,
     view: 'fleet',
   };
   const MAX_EVENTS = 500;
-  const VIEWS = ['fleet', 'roles', 'messages', 'events'];
+  const VIEWS = ['fleet', 'roles', 'messages', 'reservations', 'events'];
   const $ = (id) => document.getElementById(id);
 
   // el('td', {class: 'x', text: 'y'}, child...): children are nodes or
@@ -494,6 +496,89 @@
     for (const d of [...snapshot.dead_letters].reverse()) applyDeadLetter(d);
   }
 
+  // ---- reservations
+
+  function reservationMatches(r) {
+    const q = $('reservations-filter').value.trim().toLowerCase();
+    if (!q) return true;
+    return [r.project_id, r.holder, r.reason, ...r.patterns].join(' ').toLowerCase().includes(q);
+  }
+
+  function reservationRow(r) {
+    const action = el('td', {});
+    if (state.session && state.session.may_act) {
+      const button = el('button', { type: 'button', class: 'release', text: 'Release…' });
+      button.addEventListener('click', () => releaseReservation(r));
+      action.append(button);
+    }
+    const row = el('tr', { 'data-reservation-id': r.id },
+      el('td', { text: r.project_id }),
+      el('td', { class: 'agent holder', text: r.holder }),
+      el('td', { class: 'patterns', text: r.patterns.join(' ') }),
+      el('td', { class: 'mode', text: r.mode }),
+      el('td', { class: 'token', text: r.token }),
+      el('td', { class: 'expires', 'data-expires': r.expires_at_ms, text: left(r.expires_at_ms) }),
+      el('td', { class: 'reason', text: r.reason || '—' }),
+      el('td', { text: when(r.created_at_ms) }),
+      action);
+    row.hidden = !reservationMatches(r);
+    return row;
+  }
+
+  function countReservations() {
+    $('reservations-count').textContent = `${state.reservations.size} live reservations` +
+      (state.conflictsRefused ? `; ${state.conflictsRefused} conflicting reserve(s) refused by this hub` : '');
+  }
+
+  // A change is the reservation as it is now, or its end (removed).
+  function applyReservation(r) {
+    const body = $('reservations').tBodies[0];
+    const old = body.querySelector(`tr[data-reservation-id="${CSS.escape(r.id)}"]`);
+    if (r.removed) {
+      state.reservations.delete(r.id);
+      if (old) old.remove();
+    } else {
+      state.reservations.set(r.id, r);
+      const row = reservationRow(r);
+      if (old) {
+        old.replaceWith(row);
+      } else {
+        const after = [...body.rows].find((tr) => {
+          const o = state.reservations.get(tr.dataset.reservationId);
+          return o && `${o.project_id} ${o.patterns[0]}` > `${r.project_id} ${r.patterns[0]}`;
+        });
+        body.insertBefore(row, after || null);
+      }
+    }
+    countReservations();
+  }
+
+  function renderReservations(snapshot) {
+    state.reservations.clear();
+    $('reservations').tBodies[0].replaceChildren();
+    state.conflictsRefused = snapshot.conflicts_refused;
+    for (const r of snapshot.reservations) applyReservation(r);
+    countReservations();
+  }
+
+  // ForceReleaseReservation, after a confirmation; the row goes when the
+  // stream brings the release.
+  async function releaseReservation(r) {
+    if (!window.confirm(`Release ${r.holder}'s reservation of ${r.patterns.join(' ')} in ` +
+      `${r.project_id} (token ${r.token})? Its holder is not asked; its next fenced write ` +
+      'with this token is refused.')) return;
+    const result = $('reservation-result');
+    try {
+      const done = await api('/api/reservations/release', { method: 'POST', body: { id: r.id } });
+      result.className = 'notice';
+      result.textContent = `ForceReleaseReservation ${done.id}: released ${done.holder}'s ` +
+        `${done.patterns.join(' ')} (token ${done.token}) as ${done.released_by}`;
+    } catch (e) {
+      result.className = 'error';
+      result.textContent = `ForceReleaseReservation ${r.id} refused: ${e.reason || ''} ${e.message}`;
+    }
+  }
+
   // Roles whose messages wait for a holder, from the roles view's rows.
   function renderBacklog() {
     const waiting = [...state.roles.values()].filter((r) => r.waiting > 0);
@@ -554,6 +639,7 @@
     stream.addEventListener('agent', handle((a) => applyAgent(a)));
     stream.addEventListener('role', handle((r) => { applyRole(r); renderBacklog(); }));
     stream.addEventListener('message', handle((m) => applyMessage(m)));
+    stream.addEventListener('reservation', handle((r) => applyReservation(r)));
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
     stream.addEventListener('reset', () => { loadViews(); });
@@ -577,8 +663,9 @@
   async function loadViews() {
     // Timed for the benchmark (performance.getEntriesByType('measure')).
     performance.mark('console-load');
-    const [fleet, roles, messages, events] = await Promise.all(
-      [api('/api/fleet'), api('/api/roles'), api('/api/messages'), api('/api/events')]);
+    const [fleet, roles, messages, events, reservations] = await Promise.all(
+      [api('/api/fleet'), api('/api/roles'), api('/api/messages'), api('/api/events'),
+        api('/api/reservations')]);
     performance.measure('console-snapshots', 'console-load');
     performance.mark('console-fetched');
     state.skewMs = fleet.server_time_ms - Date.now();
@@ -586,12 +673,13 @@
     renderBacklog();
     renderFleet(fleet);
     renderMessages(messages);
+    renderReservations(reservations);
     $('events').replaceChildren();
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
     // Every change after the oldest snapshot; newer ones apply idempotently.
     performance.measure('console-render', 'console-fetched');
-    openStream(Math.min(fleet.seq, roles.seq, messages.seq, events.seq));
+    openStream(Math.min(fleet.seq, roles.seq, messages.seq, events.seq, reservations.seq));
   }
 
   // ---- views and session
@@ -643,6 +731,11 @@
     $('roles-filter').addEventListener('input', () => {
       for (const [w, card] of state.roleCards) card.hidden = !roleMatches(state.roles.get(w));
     });
+    $('reservations-filter').addEventListener('input', () => {
+      for (const tr of $('reservations').tBodies[0].rows) {
+        tr.hidden = !reservationMatches(state.reservations.get(tr.dataset.reservationId));
+      }
+    });
     $('login').addEventListener('submit', async (e) => {
       e.preventDefault();
       const token = $('token').value;
@@ -661,6 +754,12 @@
     // only the rows in view exist, and only cells whose text changed are
     // touched.
     setInterval(() => {
+      if (state.view === 'reservations') {
+        for (const td of $('reservations').querySelectorAll('td.expires')) {
+          setText(td, left(Number(td.dataset.expires)));
+        }
+        return;
+      }
       if (state.view !== 'fleet') return;
       for (const tr of $('fleet-rows').rows) {
         const a = state.agents.get(tr.dataset.agentId);
