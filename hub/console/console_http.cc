@@ -521,29 +521,45 @@ void ConsoleHttp::CloseScope(const httplib::Request& request,
          {"dead_lettered", static_cast<int64_t>(r.dead_lettered.size())}});
 }
 
-void ConsoleHttp::Redrive(const httplib::Request& request,
-                          httplib::Response& response) {
+std::optional<ConsoleHttp::IdAction> ConsoleHttp::OperatorOnId(
+    const httplib::Request& request, httplib::Response& response,
+    absl::string_view what, absl::string_view id_of) {
   std::optional<ConsoleSession> session = WriteSession(request, response);
-  if (!session.has_value()) return;
+  if (!session.has_value()) return std::nullopt;
   const json body =
       json::parse(request.body, nullptr, /*allow_exceptions=*/false);
   if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
-    return Fail(response, InvalidArgumentError(
-                              "REQUEST_INVALID",
-                              "the body must be {\"id\": \"<message id>\"}"));
+    Fail(response,
+         InvalidArgumentError(
+             "REQUEST_INVALID",
+             absl::StrCat("the body must be {\"id\": \"<", id_of, " id>\"}")));
+    return std::nullopt;
   }
-  // The gRPC call's rules: an operator or admin token, and a message in its
-  // projects (checked by the messaging once it is read).
-  const Principal& principal = session->principal;
-  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
-                                   "RedriveDeadLetter from the console");
+  // The gRPC call's first rule: an operator or admin token (its project
+  // is checked once the thing is read).
+  if (absl::Status s = RequireKind(session->principal, PrincipalKind::kOperator,
+                                   absl::StrCat(what, " from the console"));
       !s.ok()) {
-    return Fail(response, s);
+    Fail(response, s);
+    return std::nullopt;
   }
+  IdAction action;
+  action.id = body["id"].get<std::string>();
+  action.principal = session->principal;
+  action.by = action.principal.anonymous ? "anonymous" : action.principal.name;
+  return action;
+}
+
+void ConsoleHttp::Redrive(const httplib::Request& request,
+                          httplib::Response& response) {
+  std::optional<IdAction> action =
+      OperatorOnId(request, response, "RedriveDeadLetter", "message");
+  if (!action.has_value()) return;
+  // The message within the token's projects: checked by the messaging once
+  // it is read, as for the gRPC call.
   absl::StatusOr<RedriveOutcome> outcome =
       model_->messaging()->RedriveDeadLetter(
-          body["id"].get<std::string>(), ScopeOf(principal),
-          principal.anonymous ? "anonymous" : principal.name);
+          action->id, ScopeOf(action->principal), action->by);
   if (!outcome.ok()) return Fail(response, outcome.status());
   Reply(response, {{"id", outcome->message.id},
                    {"status", outcome->message.status},
@@ -561,43 +577,30 @@ void ConsoleHttp::Redrive(const httplib::Request& request,
 
 void ConsoleHttp::ReleaseReservation(const httplib::Request& request,
                                      httplib::Response& response) {
-  std::optional<ConsoleSession> session = WriteSession(request, response);
-  if (!session.has_value()) return;
-  const json body =
-      json::parse(request.body, nullptr, /*allow_exceptions=*/false);
-  if (!body.is_object() || !body.contains("id") || !body["id"].is_string()) {
-    return Fail(response,
-                InvalidArgumentError(
-                    "REQUEST_INVALID",
-                    "the body must be {\"id\": \"<reservation id>\"}"));
-  }
+  std::optional<IdAction> action =
+      OperatorOnId(request, response, "ForceReleaseReservation", "reservation");
+  if (!action.has_value()) return;
   ReservationBook* book = model_->reservations();
   if (book == nullptr) {
     return Fail(response, NotFoundError("RESERVATION_NOT_FOUND",
                                         "this hub keeps no reservations"));
   }
-  // ForceReleaseReservation's rules: an operator or admin token, and the
-  // reservation's project among its projects (read first).
-  const Principal& principal = session->principal;
-  if (absl::Status s = RequireKind(principal, PrincipalKind::kOperator,
-                                   "ForceReleaseReservation from the console");
+  // ForceReleaseReservation's second rule: the reservation's project among
+  // the token's (read first).
+  absl::StatusOr<storage::ReservationRecord> held = book->Get(action->id);
+  if (!held.ok()) return Fail(response, held.status());
+  if (absl::Status s = RequireProject(action->principal, held->project_id);
       !s.ok()) {
     return Fail(response, s);
   }
-  const std::string id = body["id"].get<std::string>();
-  absl::StatusOr<storage::ReservationRecord> held = book->Get(id);
-  if (!held.ok()) return Fail(response, held.status());
-  if (absl::Status s = RequireProject(principal, held->project_id); !s.ok()) {
-    return Fail(response, s);
-  }
-  absl::StatusOr<storage::ReservationRecord> released = book->ForceRelease(id);
+  absl::StatusOr<storage::ReservationRecord> released =
+      book->ForceRelease(action->id);
   if (!released.ok()) return Fail(response, released.status());
-  Reply(response,
-        {{"id", released->reservation_id},
-         {"holder", released->agent_id},
-         {"token", released->token},
-         {"patterns", released->patterns},
-         {"released_by", principal.anonymous ? "anonymous" : principal.name}});
+  Reply(response, {{"id", released->reservation_id},
+                   {"holder", released->agent_id},
+                   {"token", released->token},
+                   {"patterns", released->patterns},
+                   {"released_by", action->by}});
 }
 
 }  // namespace hub::console

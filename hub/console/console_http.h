@@ -93,6 +93,18 @@ class ConsoleHttp {
                                            absl::string_view what);
   void Ensure(const httplib::Request& request, httplib::Response& response);
   void CloseScope(const httplib::Request& request, httplib::Response& response);
+  // An operator action on the thing the body's "id" names: the session
+  // (with its CSRF token) and an operator or admin token. Writes the refusal
+  // into `response`.
+  struct IdAction {
+    std::string id;
+    Principal principal;
+    std::string by;  // the principal's name, "anonymous" without tokens
+  };
+  std::optional<IdAction> OperatorOnId(const httplib::Request& request,
+                                       httplib::Response& response,
+                                       absl::string_view what,
+                                       absl::string_view id_of);
   // RedriveDeadLetter of the body's "id", by an operator or admin session,
   // within its projects (Messaging's scope rule, as the gRPC call).
   void Redrive(const httplib::Request& request, httplib::Response& response);
