@@ -64,6 +64,12 @@ absl::Status ConsoleModel::WatchReservations() {
 
 void ConsoleModel::OnReservationChange(
     const storage::ReservationChange& change) {
+  // A waiter (a reserve with `wait` in its project's queue) is no
+  // reservation: the view lists what is held, not yet who waits.
+  if (change.kind == storage::ReservationChangeKind::kWaiting ||
+      change.kind == storage::ReservationChangeKind::kWaitEnded) {
+    return;
+  }
   const storage::ReservationRecord& r = change.reservation;
   json j = ReservationJson(r);
   j["change"] = std::string(storage::ReservationChangeWord(change.kind));
