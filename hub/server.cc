@@ -840,6 +840,15 @@ absl::Status HubServer::StartMetrics(const HubServerOptions& options) {
         return std::vector<MetricSample>{
             {{}, static_cast<double>(store->write_stats().replays)}};
       });
+  registry.AddCallback(
+      "hub_store_lock_retries_total",
+      "Operations run again in a later group because the database refused "
+      "them, or their group's COMMIT, for a lock conflict (a deadlock or a "
+      "serialization failure with another hub's transaction).",
+      "counter", {}, [store] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(store->write_stats().lock_retries)}};
+      });
   if (listen.empty()) return absl::OkStatus();
   HttpServeOptions serve;
   serve.tls_cert_file = options.tls.cert_file;
@@ -909,7 +918,8 @@ void HubServer::Shutdown(absl::Duration grace) {
     const storage::WriteStats stats = store_->write_stats();
     log::Info("store_closing", {{"writes", stats.ops},
                                 {"groups", stats.groups},
-                                {"replays", stats.replays}});
+                                {"replays", stats.replays},
+                                {"lock_retries", stats.lock_retries}});
   }
 }
 

@@ -8,7 +8,19 @@
 // leaves the transaction failed, as any error does in PostgreSQL) is the
 // group's transaction undone and the group run again, each operation in its
 // own SAVEPOINT. Operations must therefore be safe to run twice: they write
-// only through the connection (and caches the rollback hook drops). Run()
+// only through the connection (and caches the rollback hook drops).
+//
+// Two hubs' groups over one PostgreSQL database hold their operations' row
+// locks until COMMIT, so they can deadlock (or, at COMMIT, meet a
+// serialization failure); the database then refuses one statement or the
+// COMMIT with ABORTED / STORE_BUSY. An operation refused that way is not
+// answered: it runs again in a later group, after this one let go of its
+// locks (the whole group again when it was the COMMIT), up to
+// kLockRetries times; only then does its caller hear STORE_BUSY. To make
+// such deadlocks rare, an operation may name the lock it takes first (an
+// order key: PostgreSQL's reserves name their project's token row): a group
+// runs its keyed operations first, in key order, then the others in
+// arrival order, so every hub's groups take those locks in one order. Run()
 // returns only after the group's COMMIT returned: an OK reply means committed
 // with the connection's durability. Submit() is the same without a waiting
 // thread: its callback runs once the group committed, so an RPC handler can
@@ -42,6 +54,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <string>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -66,6 +79,18 @@ enum class GroupTransaction {
 };
 
 using GroupCommitStats = WriteStats;
+
+// How many times an operation refused for a lock conflict (a deadlock, a
+// serialization failure, a lock timeout: ABORTED / STORE_BUSY) runs again
+// in a later group before its caller is told.
+inline constexpr int kLockRetries = 5;
+
+// Whether `s` says the database refused a statement or a COMMIT for a lock
+// conflict with another transaction: nothing of it was applied, and the
+// same operation may well succeed in a new transaction.
+inline bool IsLockConflict(const absl::Status& s) {
+  return s.code() == absl::StatusCode::kAborted && ReasonOf(s) == "STORE_BUSY";
+}
 
 namespace group_commit_internal {
 // The writer whose completion thread this is, if it is one.
@@ -136,9 +161,11 @@ class BasicGroupCommitWriter {
   // Returns the op's own status, or the group's storage error (STORE_BUSY
   // from BEGIN, STORE_FULL from COMMIT, ...) in which case nothing of the op
   // was committed, except STORE_COMMIT_UNKNOWN: it may have been. Thread-safe.
-  absl::Status Run(Op op) {
+  // `order_key`, when not empty, names the first lock `op` takes (above).
+  absl::Status Run(Op op, std::string order_key = {}) {
     Pending pending;
     pending.op = std::move(op);
+    pending.order_key = std::move(order_key);
     // A completion thread waiting here cannot also be the one that wakes it.
     pending.wake_from_writer = group_commit_internal::completing_for == this;
     Enqueue(&pending);
@@ -161,12 +188,15 @@ class BasicGroupCommitWriter {
   // Run() for an operation with a result: the result once its group
   // committed, or the group's storage error.
   template <typename T>
-  absl::StatusOr<T> RunFor(std::function<absl::StatusOr<T>(Connection&)> fn) {
+  absl::StatusOr<T> RunFor(std::function<absl::StatusOr<T>(Connection&)> fn,
+                           std::string order_key = {}) {
     std::optional<absl::StatusOr<T>> out;
-    absl::Status s = Run([&](Connection& conn) {
-      out.emplace(fn(conn));
-      return out->status();
-    });
+    absl::Status s = Run(
+        [&](Connection& conn) {
+          out.emplace(fn(conn));
+          return out->status();
+        },
+        std::move(order_key));
     if (!s.ok()) return s;
     return std::move(*out);
   }
@@ -203,12 +233,17 @@ class BasicGroupCommitWriter {
  private:
   struct Pending {
     Op op;
+    std::string order_key;  // the first lock op takes; "" = none named
     absl::Status result;
     Done callback;            // Submit(): owned by the writer, deleted after
     absl::Notification done;  // Run(): each caller sleeps on its own
     // Run() from one of this writer's completion threads: woken by the
     // writer itself, since the completion threads may all be waiting.
     bool wake_from_writer = false;
+    // Refused for a lock conflict in its last group (IsLockConflict): runs
+    // again instead of being answered, while retries < kLockRetries.
+    bool lock_conflict = false;
+    int retries = 0;
   };
 
   enum class Ran {
@@ -228,6 +263,7 @@ class BasicGroupCommitWriter {
   // writing.
   Ran RunOps(std::deque<Pending*>& group, bool savepoints) {
     Connection& conn = *conn_;
+    for (Pending* p : group) p->lock_conflict = false;
     for (Pending* p : group) {
       const int64_t changes_before = engine_.Changes(conn);
       absl::Status s =
@@ -241,7 +277,10 @@ class BasicGroupCommitWriter {
             s.ok() ? UnavailableError("STORE_UNAVAILABLE",
                                       "the database ended the transaction")
                    : s;
-        for (Pending* q : group) q->result = lost;
+        for (Pending* q : group) {
+          q->result = lost;
+          q->lock_conflict = false;
+        }
         return Ran::kLost;
       }
       if (state == GroupTransaction::kFailed && s.ok()) {
@@ -263,15 +302,36 @@ class BasicGroupCommitWriter {
         s = engine_.Exec(conn, "RELEASE op");
         p->result = s;
       } else {
+        // Its locks go with the savepoint; whatever the others of this group
+        // hold stays to COMMIT, so it runs again in a later group.
+        p->lock_conflict = IsLockConflict(s);
         absl::Status undo = engine_.Exec(conn, "ROLLBACK TO op");
         if (undo.ok()) undo = engine_.Exec(conn, "RELEASE op");
         if (!undo.ok()) {
-          for (Pending* q : group) q->result = undo;
+          for (Pending* q : group) {
+            q->result = undo;
+            q->lock_conflict = false;
+          }
           return Ran::kLost;
         }
       }
     }
     return Ran::kAll;
+  }
+
+  // Keyed operations first, by key, then the others as they came.
+  static void OrderByKey(std::deque<Pending*>& group) {
+    if (std::none_of(group.begin(), group.end(),
+                     [](const Pending* p) { return !p->order_key.empty(); })) {
+      return;
+    }
+    std::stable_sort(group.begin(), group.end(),
+                     [](const Pending* a, const Pending* b) {
+                       if (a->order_key.empty() || b->order_key.empty()) {
+                         return !a->order_key.empty() && b->order_key.empty();
+                       }
+                       return a->order_key < b->order_key;
+                     });
   }
 
   // Ends the transaction if the engine has not already.
@@ -286,7 +346,10 @@ class BasicGroupCommitWriter {
   bool CommitGroup(std::deque<Pending*>& group) {
     auto fail_all = [&](const absl::Status& s) {
       if (conn_ != nullptr) RollBackIfOpen();
-      for (Pending* p : group) p->result = s;
+      for (Pending* p : group) {
+        p->result = s;
+        p->lock_conflict = false;
+      }
       return false;
     };
     absl::Status ready = engine_.Ready(conn_);
@@ -318,8 +381,13 @@ class BasicGroupCommitWriter {
     absl::Status commit = engine_.Commit(conn);
     if (!commit.ok()) {
       RollBackIfOpen();
+      // Refused for a lock conflict (a deadlock between deferred triggers,
+      // a serialization failure): nothing of the group stayed, all of it
+      // runs again.
+      const bool again = IsLockConflict(commit);
       for (Pending* p : group) {
         if (p->result.ok()) p->result = commit;
+        p->lock_conflict = again;
       }
       return false;
     }
@@ -340,22 +408,42 @@ class BasicGroupCommitWriter {
           queue_.pop_front();
         }
       }
+      OrderByKey(group);
       const absl::Time started = absl::Now();
       const bool committed = CommitGroup(group);
       if (!committed && on_rollback_) on_rollback_();
       if (observer_) {
         observer_(static_cast<int>(group.size()), absl::Now() - started);
       }
+      // Operations refused for a lock conflict go first into the next group
+      // (this one's locks are gone now), in their order.
+      std::vector<Pending*> again;
+      std::vector<Pending*> answered;
+      answered.reserve(group.size());
+      for (Pending* p : group) {
+        if (p->lock_conflict && p->retries < kLockRetries) {
+          again.push_back(p);
+        } else {
+          answered.push_back(p);
+        }
+      }
       {
         absl::MutexLock lock(&mu_);
         ++stats_.groups;
-        stats_.ops += static_cast<int64_t>(group.size());
+        stats_.ops += static_cast<int64_t>(group.size() - again.size());
+        stats_.lock_retries += static_cast<int64_t>(again.size());
+        for (auto p = again.rbegin(); p != again.rend(); ++p) {
+          (*p)->retries++;
+          (*p)->lock_conflict = false;
+          (*p)->result = absl::OkStatus();
+          queue_.push_front(*p);
+        }
       }
       // Waking the callers is left to a completion thread too: on the writer
       // thread a wake-up per caller is CPU the next group waits for.
       std::vector<Pending*> batch;
-      batch.reserve(group.size());
-      for (Pending* p : group) {
+      batch.reserve(answered.size());
+      for (Pending* p : answered) {
         if (p->wake_from_writer) {
           p->done.Notify();  // p may be gone after this
         } else {

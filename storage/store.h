@@ -540,6 +540,9 @@ struct WriteStats {
   // Groups run a second time, with savepoints, because an operation
   // failed after writing.
   int64_t replays = 0;
+  // Operations run again in a later group because the database refused
+  // them (or their group's COMMIT) for a lock conflict with another hub.
+  int64_t lock_retries = 0;
 };
 
 struct StoreInfo {

@@ -116,11 +116,10 @@ PgGroupCommitWriter::Op Insert(const std::string& key) {
   };
 }
 
-TEST_F(PgGroupCommit,
-       AFailingOperationIsUndoneAloneAndTheRestOfItsGroupCommits) {
-  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
-  // Hold the writer in a first group so that the next ones queue up and
-  // are taken as one group.
+// Submits `ops` while the writer is held in a group of its own, so that
+// they queue up and are taken as one group; returns their results.
+std::vector<absl::Status> RunAsOneGroup(
+    PgGroupCommitWriter& writer, std::vector<PgGroupCommitWriter::Op> ops) {
   absl::Notification entered, release;
   std::thread blocker([&] {
     EXPECT_TRUE(writer
@@ -132,21 +131,32 @@ TEST_F(PgGroupCommit,
                     .ok());
   });
   entered.WaitForNotification();
-  constexpr int kOps = 10;
-  std::vector<absl::Status> results(kOps);
-  std::vector<absl::Notification> done(kOps);
-  for (int i = 0; i < kOps; ++i) {
-    // Op 5 inserts op 4's key: a duplicate, which fails the transaction.
-    writer.Submit(Insert(absl::StrCat("k", i == 5 ? 4 : i)),
-                  [&results, &done, i](absl::Status s) {
-                    results[i] = s;
-                    done[i].Notify();
-                  });
+  const int n = static_cast<int>(ops.size());
+  std::vector<absl::Status> results(n);
+  std::vector<absl::Notification> done(n);
+  for (int i = 0; i < n; ++i) {
+    writer.Submit(std::move(ops[i]), [&results, &done, i](absl::Status s) {
+      results[i] = s;
+      done[i].Notify();
+    });
   }
-  while (writer.queued() < kOps) std::this_thread::yield();
+  while (writer.queued() < n) std::this_thread::yield();
   release.Notify();
   blocker.join();
-  for (absl::Notification& n : done) n.WaitForNotification();
+  for (absl::Notification& d : done) d.WaitForNotification();
+  return results;
+}
+
+TEST_F(PgGroupCommit,
+       AFailingOperationIsUndoneAloneAndTheRestOfItsGroupCommits) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  constexpr int kOps = 10;
+  std::vector<PgGroupCommitWriter::Op> ops;
+  for (int i = 0; i < kOps; ++i) {
+    // Op 5 inserts op 4's key: a duplicate, which fails the transaction.
+    ops.push_back(Insert(absl::StrCat("k", i == 5 ? 4 : i)));
+  }
+  std::vector<absl::Status> results = RunAsOneGroup(writer, std::move(ops));
   for (int i = 0; i < kOps; ++i) {
     if (i == 5) {
       EXPECT_EQ(ReasonOf(results[i]), "STORE_CONSTRAINT") << results[i];
@@ -247,6 +257,82 @@ TEST_F(PgGroupCommit, ACommitTheServerRefusesIsRolledBackWithoutALookUp) {
   // No reconnect: the refusal was an answer, nothing to look up.
   ASSERT_EQ(pids.size(), 2u);
   EXPECT_EQ(pids[0], pids[1]);
+}
+
+// An operation the database refuses for a lock conflict the first two
+// times it runs (a deadlock, as another hub's group would cause: in its
+// group, then in that group's replay with savepoints), then not. `seq` is
+// a sequence, which a rollback does not undo.
+PgGroupCommitWriter::Op RefusedOnce(const std::string& key,
+                                    const std::string& seq) {
+  return [key, seq](Connection& conn) {
+    absl::Status s =
+        conn.Run(absl::StrCat("DO $$ BEGIN IF nextval('", seq,
+                              "') <= 2 THEN RAISE EXCEPTION 'deadlock' USING "
+                              "ERRCODE = 'deadlock_detected'; END IF; END $$"))
+            .status();
+    if (!s.ok()) return s;
+    return conn.Run("INSERT INTO t VALUES ($1)", {key}).status();
+  };
+}
+
+TEST_F(PgGroupCommit,
+       AnOperationRefusedForADeadlockRunsAgainInALaterGroupAndSucceeds) {
+  ASSERT_TRUE(watcher_->Exec("CREATE SEQUENCE once").ok());
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  constexpr int kOps = 6;
+  std::vector<PgGroupCommitWriter::Op> ops;
+  for (int i = 0; i < kOps; ++i) {
+    const std::string key = absl::StrCat("k", i);
+    ops.push_back(i == 2 ? RefusedOnce(key, "once") : Insert(key));
+  }
+  std::vector<absl::Status> results = RunAsOneGroup(writer, std::move(ops));
+  for (int i = 0; i < kOps; ++i) {
+    EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+  }
+  EXPECT_EQ(Count(), absl::StrCat(kOps));
+  const PgGroupCommitWriter::Stats stats = writer.stats();
+  EXPECT_EQ(stats.replays, 1);  // the refused statement failed the group
+  EXPECT_EQ(stats.lock_retries, 1);
+  EXPECT_EQ(stats.ops, kOps + 1);  // each answered once
+}
+
+TEST_F(PgGroupCommit, ACommitRefusedForASerializationFailureRunsItsGroupAgain) {
+  // A deferred trigger that fails the first COMMIT that reaches it, the way
+  // two hubs' change-log counters can deadlock at COMMIT.
+  ASSERT_TRUE(watcher_
+                  ->Exec("CREATE SEQUENCE at_commit; "
+                         "CREATE FUNCTION refuse_once() RETURNS trigger "
+                         "LANGUAGE plpgsql AS $$ BEGIN "
+                         "IF nextval('at_commit') = 1 THEN RAISE EXCEPTION "
+                         "'conflict' USING ERRCODE = 'serialization_failure'; "
+                         "END IF; RETURN NULL; END $$; "
+                         "CREATE CONSTRAINT TRIGGER refuse_once AFTER INSERT "
+                         "ON t DEFERRABLE INITIALLY DEFERRED FOR EACH ROW "
+                         "EXECUTE FUNCTION refuse_once()")
+                  .ok());
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  EXPECT_TRUE(writer.Run(Insert("a")).ok());
+  EXPECT_EQ(Count(), "1");
+  EXPECT_EQ(writer.stats().lock_retries, 1);
+}
+
+TEST_F(PgGroupCommit, AnOperationRefusedForLockConflictsEveryTimeGivesUpBusy) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  int runs = 0;
+  absl::Status s = writer.Run([&runs](Connection& conn) {
+    ++runs;
+    return conn
+        .Run(
+            "DO $$ BEGIN RAISE EXCEPTION 'deadlock' USING "
+            "ERRCODE = 'deadlock_detected'; END $$")
+        .status();
+  });
+  EXPECT_EQ(s.code(), absl::StatusCode::kAborted) << s;
+  EXPECT_EQ(ReasonOf(s), "STORE_BUSY") << s;
+  // Each group runs it twice (without, then with a savepoint).
+  EXPECT_EQ(runs, 2 * (1 + storage::kLockRetries));
+  EXPECT_EQ(writer.stats().lock_retries, storage::kLockRetries);
 }
 
 TEST_F(PgGroupCommit,

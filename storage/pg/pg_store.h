@@ -250,8 +250,9 @@ class PostgresStore final : public Store {
   // Runs `fn` as one operation of a group commit; its result is returned
   // only once committed. A non-OK result rolls back only this operation.
   template <typename T>
-  absl::StatusOr<T> Write(std::function<absl::StatusOr<T>(Connection&)> fn) {
-    return writer_->template RunFor<T>(std::move(fn));
+  absl::StatusOr<T> Write(std::function<absl::StatusOr<T>(Connection&)> fn,
+                          std::string order_key = {}) {
+    return writer_->template RunFor<T>(std::move(fn), std::move(order_key));
   }
   // Write() without parking the caller: `done` gets the result on one of
   // the writer's completion threads once the group committed.

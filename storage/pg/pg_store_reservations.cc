@@ -6,6 +6,7 @@
 // group it runs in. The token row is locked FOR UPDATE before anything is
 // read, so reserves of one project serialize across hubs, and under READ
 // COMMITTED every later statement sees what the previous holder committed.
+#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
@@ -89,6 +90,12 @@ ReservationWaiter ReadWaiter(const Row& s) {
   w.deadline_ms = s.Int(7);
   w.patterns = SplitLoggedPatterns(s.Text(8));
   return w;
+}
+
+// The writer's order key of an operation whose first lock is `project_id`'s
+// token row.
+std::string TokenLockKey(absl::string_view project_id) {
+  return absl::StrCat("reservation-token:", project_id);
 }
 
 class PgReservationRows final : public ReservationRows {
@@ -466,10 +473,15 @@ class PgReservationRows final : public ReservationRows {
 
 absl::StatusOr<ReservationOutcome> PostgresStore::Reserve(
     const ReservationRequest& request) {
-  return Write<ReservationOutcome>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return ReserveWith(rows, request);
-  });
+  // Reserves of a group lock their projects' token rows in project order
+  // (storage/group_commit_writer.h, order keys): no deadlock between two
+  // hubs' groups reserving in the same projects.
+  return Write<ReservationOutcome>(
+      [&](Connection& conn) {
+        PgReservationRows rows(conn);
+        return ReserveWith(rows, request);
+      },
+      TokenLockKey(request.project_id));
 }
 
 absl::StatusOr<std::vector<ReservationConflict>>
@@ -541,18 +553,27 @@ absl::StatusOr<std::pair<int64_t, int64_t>> PostgresStore::SweepReservations(
   });
   if (!dead.ok()) return dead;
   if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
-  return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return DeleteEndedWith(rows, *ended, now_ms);
-  });
+  // DeleteEndedWith locks its projects in order, the smallest first.
+  std::string first_project = ended->front().project_id;
+  for (const EndedReservation& e : *ended) {
+    first_project = std::min(first_project, e.project_id);
+  }
+  return Write<std::pair<int64_t, int64_t>>(
+      [&](Connection& conn) {
+        PgReservationRows rows(conn);
+        return DeleteEndedWith(rows, *ended, now_ms);
+      },
+      TokenLockKey(first_project));
 }
 
 absl::StatusOr<ReservationWaiter> PostgresStore::EnqueueReservationWaiter(
     const ReservationWaiter& waiter) {
-  return Write<ReservationWaiter>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return EnqueueWaiterWith(rows, waiter);
-  });
+  return Write<ReservationWaiter>(
+      [&](Connection& conn) {
+        PgReservationRows rows(conn);
+        return EnqueueWaiterWith(rows, waiter);
+      },
+      TokenLockKey(waiter.project_id));
 }
 
 absl::StatusOr<bool> PostgresStore::RemoveReservationWaiter(
