@@ -178,9 +178,10 @@ class BasicGroupCommitWriter {
   // caller's thread and never on the writer thread, which moves on to the
   // next group): the callbacks of one group run in order on one thread.
   // Thread-safe.
-  void Submit(Op op, Done done) {
+  void Submit(Op op, Done done, std::string order_key = {}) {
     auto* pending = new Pending;
     pending->op = std::move(op);
+    pending->order_key = std::move(order_key);
     pending->callback = std::move(done);
     Enqueue(pending);
   }
@@ -204,7 +205,8 @@ class BasicGroupCommitWriter {
   // thread once the group committed.
   template <typename T>
   void SubmitFor(std::function<absl::StatusOr<T>(Connection&)> fn,
-                 absl::AnyInvocable<void(absl::StatusOr<T>) &&> done) {
+                 absl::AnyInvocable<void(absl::StatusOr<T>) &&> done,
+                 std::string order_key = {}) {
     auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
     Submit(
         [fn = std::move(fn), out](Connection& conn) {
@@ -217,7 +219,8 @@ class BasicGroupCommitWriter {
             return;
           }
           std::move(done)(std::move(**out));
-        });
+        },
+        std::move(order_key));
   }
 
   Stats stats() const {

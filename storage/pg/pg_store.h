@@ -258,11 +258,13 @@ class PostgresStore final : public Store {
   // the writer's completion threads once the group committed.
   template <typename T>
   void WriteAsync(std::function<absl::StatusOr<T>(Connection&)> fn,
-                  Callback<T> done) {
-    writer_->template SubmitFor<T>(std::move(fn), std::move(done));
+                  Callback<T> done, std::string order_key = {}) {
+    writer_->template SubmitFor<T>(std::move(fn), std::move(done),
+                                   std::move(order_key));
   }
-  absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn) {
-    return writer_->Run(std::move(fn));
+  absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn,
+                           std::string order_key = {}) {
+    return writer_->Run(std::move(fn), std::move(order_key));
   }
   // Runs `fn` on a pooled read connection (autocommit: each statement sees
   // what was committed when it started). An idle pooled connection the

@@ -173,6 +173,17 @@ std::vector<std::string> FirstColumn(const Result& r) {
   return ReadAll<std::string>(r, [](const Row& row) { return row.Text(0); });
 }
 
+// The writer's order key of a write whose first row locks are its
+// recipients' inbox counts (hub_inbox_pending, locked by
+// kLockPendingCountsSql or the inbox insert's trigger), taken in agent
+// order: the smallest recipient. With it two hubs' groups of publishes to
+// a and b lock a first (storage/group_commit_writer.h, order keys).
+std::string InboxLockKey(const std::vector<std::string>& recipients) {
+  if (recipients.empty()) return {};
+  return absl::StrCat("inbox:",
+                      *std::min_element(recipients.begin(), recipients.end()));
+}
+
 // OK, or LIMIT_EXCEEDED for the first of `recipients` whose inbox holds
 // `limit` pending messages, decided under the counts' row locks (no
 // overshoot by concurrent publishes, from this hub or another).
@@ -329,19 +340,23 @@ absl::StatusOr<std::vector<bool>> AckAllIn(
 
 absl::Status PostgresStore::InsertMessage(
     const MessageRecord& message, const std::vector<std::string>& recipients) {
-  return WriteStatus([&](Connection& conn) -> absl::Status {
-    return InsertMessageIn(conn, message, recipients, {}, 0, 0).status();
-  });
+  return WriteStatus(
+      [&](Connection& conn) -> absl::Status {
+        return InsertMessageIn(conn, message, recipients, {}, 0, 0).status();
+      },
+      InboxLockKey(recipients));
 }
 
 absl::StatusOr<std::vector<InboxRecord>> PostgresStore::InsertMessageDelivering(
     const MessageRecord& message, const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox) {
-  return Write<std::vector<InboxRecord>>([&](Connection& conn) {
-    return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
-                           max_pending_per_inbox);
-  });
+  return Write<std::vector<InboxRecord>>(
+      [&](Connection& conn) {
+        return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
+                               max_pending_per_inbox);
+      },
+      InboxLockKey(recipients));
 }
 
 void PostgresStore::InsertMessageDeliveringAsync(
@@ -354,24 +369,26 @@ void PostgresStore::InsertMessageDeliveringAsync(
         return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
                                max_pending_per_inbox);
       },
-      std::move(done));
+      std::move(done), InboxLockKey(recipients));
 }
 
 absl::StatusOr<bool> PostgresStore::AddRecipient(absl::string_view message_id,
                                                  absl::string_view agent_id) {
-  return Write<bool>([&](Connection& conn) -> absl::StatusOr<bool> {
-    absl::StatusOr<Result> added = conn.Run(
-        "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
-        "attempts) SELECT id, $2, NULL, 0 FROM messages WHERE id = $1 "
-        "ON CONFLICT (message_id, agent_id) DO NOTHING",
-        {P(message_id), P(agent_id)});
-    if (!added.ok()) return added.status();
-    if (added->changed() == 1) return true;
-    absl::StatusOr<bool> exists = MessageExists(conn, message_id);
-    if (!exists.ok()) return exists.status();
-    if (!*exists) return MessageNotFound(message_id);
-    return false;  // a recipient already
-  });
+  return Write<bool>(
+      [&](Connection& conn) -> absl::StatusOr<bool> {
+        absl::StatusOr<Result> added = conn.Run(
+            "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
+            "attempts) SELECT id, $2, NULL, 0 FROM messages WHERE id = $1 "
+            "ON CONFLICT (message_id, agent_id) DO NOTHING",
+            {P(message_id), P(agent_id)});
+        if (!added.ok()) return added.status();
+        if (added->changed() == 1) return true;
+        absl::StatusOr<bool> exists = MessageExists(conn, message_id);
+        if (!exists.ok()) return exists.status();
+        if (!*exists) return MessageNotFound(message_id);
+        return false;  // a recipient already
+      },
+      InboxLockKey({std::string(agent_id)}));
 }
 
 absl::StatusOr<InboxRecord> PostgresStore::MarkDelivered(
