@@ -596,9 +596,9 @@ bool Activator::ArmDeadline(RoleKind kind, RoleRecord* reserved) {
 void Activator::Fly(ResolvedRoleKey key, RoleRecord reserved,
                     std::set<std::string> tried, std::string trigger) {
   const std::string holder = reserved.holder_agent_id.value_or("");
-  {
+  if (streams_->Shared()) {  // ContinueHandedFlights' memory, not needed alone
     absl::MutexLock lock(&mu_);
-    flown_[key.wire] = reserved.activation_id.value_or("");
+    flown_[key.wire] = Flown{reserved.activation_id.value_or(""), ++flights_};
   }
   if (HandOverFlight(key, reserved)) return;
   absl::StatusOr<AgentView> agent = presence_->Get(holder);

@@ -284,6 +284,11 @@ class Activator {
   // moved here): the probe, the ACK deadline if unarmed, the activation
   // push. A hint from the reserving hub, the tick, and a rejoin call it.
   void ContinueHandedFlights();
+  // Roles whose last flight this hub remembers (tests: it stays bounded).
+  size_t remembered_flights() {
+    absl::MutexLock lock(&mu_);
+    return flown_.size();
+  }
 
   // Candidate events (TRIFLUX-HUB §5.6's notifyCandidateChanged): an agent
   // that may be a candidate registered or attached its presence stream
@@ -379,9 +384,17 @@ class Activator {
   absl::Mutex mu_;
   // Roles with a flight in the air (singleflight).
   std::set<std::string> flying_ ABSL_GUARDED_BY(mu_);
-  // The activation id each role's latest flight here carried: a handed-over
-  // reservation is flown once, not again at every scan.
-  absl::flat_hash_map<std::string, std::string> flown_ ABSL_GUARDED_BY(mu_);
+  // Hubs sharing the database: the activation id each role's latest flight
+  // here carried, so that a handed-over reservation is flown once, not again
+  // at every scan; and when (flights_, counted) it was recorded. A scan of
+  // ContinueHandedFlights forgets the roles it no longer saw waiting for an
+  // ACK that were recorded before it began.
+  struct Flown {
+    std::string activation_id;
+    uint64_t flight = 0;
+  };
+  absl::flat_hash_map<std::string, Flown> flown_ ABSL_GUARDED_BY(mu_);
+  uint64_t flights_ ABSL_GUARDED_BY(mu_) = 0;
   // Roles in flying_ that a candidate event named meanwhile, with the
   // event's cause id: reconsidered when their flight lands.
   std::map<std::string, std::string> recheck_ ABSL_GUARDED_BY(mu_);

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "registry/activator.h"
 
@@ -60,10 +61,17 @@ void Activator::ContinueHandedFlights() {
   filter.states = {"elected-probing"};
   std::string token;
   std::vector<storage::RoleRecord> waiting;
+  absl::flat_hash_set<std::string> probing;  // every role waiting for an ACK
+  uint64_t scan_began;
+  {
+    absl::MutexLock lock(&mu_);
+    scan_began = flights_;
+  }
   while (true) {
     absl::StatusOr<RolePage> page = roles_->List(filter, 1000, token);
     if (!page.ok()) return;
     for (const storage::RoleRecord& r : page->roles) {
+      probing.insert(r.role_key_wire);
       if (!r.holder_agent_id.has_value()) continue;
       // Past its deadline: the tick's ACK timeout, not a flight.
       if (r.activation_deadline_ms.has_value() &&
@@ -76,6 +84,15 @@ void Activator::ContinueHandedFlights() {
     if (page->next_page_token.empty()) break;
     token = page->next_page_token;
   }
+  {
+    // A role no longer waiting for an ACK needs no memory of its flight
+    // (one recorded since the scan began may be newer than what it read).
+    absl::MutexLock lock(&mu_);
+    absl::erase_if(flown_, [&](const auto& entry) {
+      return entry.second.flight <= scan_began &&
+             !probing.contains(entry.first);
+    });
+  }
   for (const storage::RoleRecord& r : waiting) {
     RoleKeyRef ref;
     ref.wire = r.role_key_wire;
@@ -85,7 +102,7 @@ void Activator::ContinueHandedFlights() {
       absl::MutexLock lock(&mu_);
       auto flown = flown_.find(r.role_key_wire);
       if (flown != flown_.end() &&
-          flown->second == r.activation_id.value_or("")) {
+          flown->second.activation_id == r.activation_id.value_or("")) {
         continue;  // this hub carried this activation already
       }
       if (!flying_.insert(r.role_key_wire).second) continue;

@@ -1108,6 +1108,13 @@ TEST_F(ActivatorTest, AReservationHandedToTheHolderHubIsFlownThereOnce) {
   EXPECT_EQ(activation.activation_id, Row().activation_id.value_or(""));
   EXPECT_TRUE(a.Ack(AckFor(activation, "agent-a")).ok());
   EXPECT_EQ(Row().state, "active");
+  // Acknowledged: neither hub's next scan keeps a memory of the flight.
+  EXPECT_EQ(a.remembered_flights(), 1u);
+  EXPECT_EQ(b.remembered_flights(), 1u);
+  a.ContinueHandedFlights();
+  b.ContinueHandedFlights();
+  EXPECT_EQ(a.remembered_flights(), 0u);
+  EXPECT_EQ(b.remembered_flights(), 0u);
 }
 
 }  // namespace
