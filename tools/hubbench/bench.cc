@@ -192,6 +192,14 @@ ServerSampler::~ServerSampler() {
   if (thread_.joinable()) thread_.join();
 }
 
+absl::StatusOr<std::pair<absl::Duration, int64_t>> ServerSampler::CpuAndRss() {
+  if (thread_.joinable()) thread_.join();
+  if (!cpu_start_.ok()) return cpu_start_.status();
+  if (!cpu_end_.ok()) return cpu_end_.status();
+  if (!rss_.ok()) return rss_.status();
+  return std::pair<absl::Duration, int64_t>(*cpu_end_ - *cpu_start_, *rss_);
+}
+
 void ServerSampler::Fill(Result* result) {
   if (thread_.joinable()) thread_.join();
   if (rss_.ok()) result->server_rss_kib = *rss_;

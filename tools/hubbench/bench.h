@@ -12,6 +12,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -118,6 +119,9 @@ class ServerSampler {
   // Waits for the window's end; sets the server_* fields of `result` from
   // result->ops (left unset when the process could not be read).
   void Fill(Result* result);
+  // Waits for the window's end: the CPU time the server used over it and
+  // its resident memory (KiB) at the end, or why it could not be read.
+  absl::StatusOr<std::pair<absl::Duration, int64_t>> CpuAndRss();
 
  private:
   const int pid_;

@@ -245,22 +245,24 @@ void RunStreams(const Config& config, Target* target, Result* result) {
   const Window window = Window::FromNow(config.warmup, config.duration);
   std::optional<ServerSampler> sampler;  // heartbeat rows
   if (hold) {
-    absl::SleepFor(absl::GetFlag(FLAGS_settle));
-    auto rss = ReadRssKib(pid);
-    auto cpu_start = ReadCpuTime(pid);
-    const absl::Time start = absl::Now();
-    absl::SleepFor(config.duration);
-    auto cpu_end = ReadCpuTime(pid);
-    const absl::Duration wall = absl::Now() - start;
-    if (rss.ok() && cpu_start.ok() && cpu_end.ok()) {
-      result->rss_kib = *rss;
+    // The CPU window opens once the streams settled; memory is read at
+    // its end.
+    const Window idle =
+        Window::FromNow(absl::GetFlag(FLAGS_settle), config.duration);
+    absl::StatusOr<std::pair<absl::Duration, int64_t>> read =
+        ServerSampler(pid, idle).CpuAndRss();
+    if (read.ok()) {
+      const auto [cpu, rss] = *read;
+      result->rss_kib = rss;
       result->per_stream_kib =
-          static_cast<double>(*rss - result->rss_before_kib) / s;
+          static_cast<double>(rss - result->rss_before_kib) / s;
       // FDivDuration: Duration / Duration is an integer quotient.
-      result->cpu_pct = 100.0 * absl::FDivDuration(*cpu_end - *cpu_start, wall);
-      result->duration_s = absl::ToDoubleSeconds(wall);
+      result->cpu_pct = 100.0 * absl::FDivDuration(cpu, idle.end - idle.start);
+      result->duration_s = idle.Seconds();
     } else {
-      SetFailure(absl::NotFoundError("server process gone"), result);
+      SetFailure(absl::NotFoundError(absl::StrCat("server process gone: ",
+                                                  read.status().message())),
+                 result);
     }
     board.StopRunning();
     for (auto& stream : streams) stream->Close();
