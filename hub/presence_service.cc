@@ -3,6 +3,7 @@
 #include <deque>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -18,6 +19,7 @@
 #include "hub/presence_mapping.h"
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
+#include "hub/rpc_observer.h"
 #include "hub/v1/errors.pb.h"
 #include "hub/v1/role_activation.pb.h"
 #include "registry/agent_validation.h"
@@ -97,6 +99,10 @@ class PresenceServiceImpl::AttachReactor final
   AttachReactor(PresenceServiceImpl* service,
                 grpc::CallbackServerContext* context)
       : service_(service), sink_(std::make_shared<Sink>(this)) {
+    if (service_->metrics_ != nullptr) {
+      observed_.emplace(service_->metrics_, kSelfObservedAttach,
+                        /*streaming=*/true);
+    }
     absl::StatusOr<Principal> principal =
         CallPrincipal(service_->authority_, *context);
     if (!principal.ok()) {
@@ -137,6 +143,7 @@ class PresenceServiceImpl::AttachReactor final
       }
       if (finishing_) return;
       if (ticket_ != nullptr) ticket_->Touch();
+      if (observed_.has_value()) observed_->Received(&request_);
       HandleFrameLocked();
       write = std::move(write_);
       write_ = nullptr;
@@ -654,6 +661,7 @@ class PresenceServiceImpl::AttachReactor final
       current_ = std::move(outbox_.front());
       outbox_.pop_front();
       writing_ = true;
+      if (observed_.has_value()) observed_->Sending(&current_);
       // More frames are queued behind this one: gRPC may hold it and send
       // it with the next (one sendmsg for a burst of deliveries). The last
       // frame of the queue goes without the hint, so it flushes the rest.
@@ -664,7 +672,9 @@ class PresenceServiceImpl::AttachReactor final
     }
     if (finishing_) {
       finished_ = true;
-      Finish(ToGrpcStatus(final_status_));
+      grpc::Status status = ToGrpcStatus(final_status_);
+      if (observed_.has_value()) observed_->Finished(status);
+      Finish(std::move(status));
     }
   }
 
@@ -678,6 +688,10 @@ class PresenceServiceImpl::AttachReactor final
 
   PresenceServiceImpl* const service_;
   const std::shared_ptr<Sink> sink_;
+  // The stream's metrics and log lines (hub/rpc_observer.h), fed under mu_;
+  // destroyed with the reactor (OnDone), which counts a stream that never
+  // finished as CANCELLED.
+  std::optional<CallObserver> observed_;
 
   absl::Mutex mu_;
   AttachRequest request_ ABSL_GUARDED_BY(mu_);

@@ -10,6 +10,7 @@
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
+#include "hub/hub_metrics.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
@@ -30,6 +31,10 @@ class PresenceServiceImpl final
   // the server starts, must outlive the service. Without one, calls are not
   // limited.
   void SetCallGate(CallGate* gate) { gate_ = gate; }
+  // Where Attach streams count themselves (hub/rpc_observer.h: the RPC
+  // interceptor leaves them alone); set before serving, must outlive the
+  // service. Without it streams are not counted.
+  void SetMetrics(HubMetrics* metrics) { metrics_ = metrics; }
 
   // `registry`, `clock` and `pool` must outlive the service. Calls that wait
   // for a durable write run on `pool`.
@@ -90,6 +95,7 @@ class PresenceServiceImpl final
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;
   CallGate* gate_ = nullptr;
+  HubMetrics* metrics_ = nullptr;
 };
 
 }  // namespace hub

@@ -53,148 +53,154 @@ Failure FailureOf(const grpc::Status& status) {
   return failure;
 }
 
+// The interceptor: a CallObserver fed from the call's hook points.
 class RpcObserver final : public grpc::experimental::Interceptor {
  public:
   RpcObserver(HubMetrics* metrics, ServerRpcInfo* info)
-      : metrics_(metrics),
-        // "/pkg.Service/Method" -> "pkg.Service/Method"
-        method_(absl::StripPrefix(info->method() ? info->method() : "", "/")),
-        streaming_(info->type() != ServerRpcInfo::Type::UNARY),
-        start_(absl::Now()) {
-    if (streaming_) metrics_->open_streams->Add({method_}, 1);
-  }
-
-  ~RpcObserver() override {
-    if (streaming_) metrics_->open_streams->Add({method_}, -1);
-    // A call that ended without a status (the client went away).
-    if (!finished_) Finished(grpc::Status(grpc::StatusCode::CANCELLED, ""));
-  }
+      : call_(metrics, info->method() ? info->method() : "",
+              info->type() != ServerRpcInfo::Type::UNARY) {}
 
   void Intercept(InterceptorBatchMethods* methods) override {
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::POST_RECV_MESSAGE)) {
-      Received(methods->GetRecvMessage());
+      call_.Received(methods->GetRecvMessage());
     }
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_MESSAGE)) {
-      Sending(methods->GetSendMessage());
+      call_.Sending(methods->GetSendMessage());
     }
     if (methods->QueryInterceptionHookPoint(
             InterceptionHookPoints::PRE_SEND_STATUS)) {
-      Finished(methods->GetSendStatus());
+      call_.Finished(methods->GetSendStatus());
     }
     methods->Proceed();
   }
 
  private:
-  bool Is(absl::string_view service, absl::string_view name) const {
-    return method_.size() == service.size() + name.size() &&
-           absl::StartsWith(method_, service) && absl::EndsWith(method_, name);
-  }
-
-  // Requests are read only where a reply's meaning depends on them.
-  void Received(const void* message) {
-    if (message == nullptr) return;
-    if (Is(kMessage, "ListPending")) {
-      peek_ = static_cast<const v1::ListPendingRequest*>(message)->peek();
-    } else if (Is(kPresence, "Attach")) {
-      const auto* frame = static_cast<const v1::AttachRequest*>(message);
-      if (frame->has_hello()) agent_id_ = frame->hello().agent_id();
-    }
-  }
-
-  void Sending(const void* message) {
-    if (message == nullptr) return;
-    if (Is(kPresence, "Attach")) {
-      const auto* frame = static_cast<const v1::AttachResponse*>(message);
-      if (frame->has_event() && frame->event().has_message()) {
-        metrics_->messages_delivered->Add({"stream"});
-      } else if (frame->has_message_ack_result()) {
-        metrics_->messages_acked->Add(
-            {}, frame->message_ack_result().acked_message_ids_size());
-      } else if (frame->has_frame_error()) {
-        FrameRejected(frame->frame_error());
-      }
-    } else if (Is(kMessage, "Publish") || Is(kMessage, "Ask")) {
-      metrics_->messages_published->Add({});
-    } else if (Is(kMessage, "Ack")) {
-      metrics_->messages_acked->Add({},
-                                    static_cast<const v1::AckResponse*>(message)
-                                        ->result()
-                                        .acked_message_ids_size());
-    } else if (Is(kMessage, "ListPending") && !peek_) {
-      metrics_->messages_delivered->Add(
-          {"list_pending"}, static_cast<const v1::ListPendingResponse*>(message)
-                                ->deliveries_size());
-    } else if (Is(kPresence, "RegisterAgent")) {
-      const auto* reply =
-          static_cast<const v1::RegisterAgentResponse*>(message);
-      log::Info("agent_registered",
-                {{"agent_id", reply->agent().agent_id()},
-                 {"generation", reply->presence_generation()},
-                 {"cli", v1::AgentCli_Name(reply->agent().cli())},
-                 {"project_id", reply->agent().project_id()},
-                 {"ttl_ms", reply->heartbeat_ttl().seconds() * 1000 +
-                                reply->heartbeat_ttl().nanos() / 1000000}});
-    }
-  }
-
-  // A client frame on Attach that was refused while the stream stays open
-  // (e.g. a stale generation on a message_ack frame).
-  void FrameRejected(const v1::ErrorStatus& error) {
-    const std::string reason(absl::StripPrefix(
-        v1::ErrorReason_Name(error.reason()), "ERROR_REASON_"));
-    if (!IsFencingReason(reason)) return;
-    metrics_->fencing_rejections->Add({reason});
-    log::Info("fencing_rejected", {{"method", method_},
-                                   {"frame", "frame_error"},
-                                   {"reason", reason},
-                                   {"agent_id", agent_id_},
-                                   {"message", error.message()}});
-  }
-
-  void Finished(const grpc::Status& status) {
-    if (finished_) return;
-    finished_ = true;
-    const std::string code(StatusCodeName(status.error_code()));
-    metrics_->rpc_handled->Add({method_, code});
-    if (!streaming_) {
-      metrics_->rpc_seconds->Observe(
-          {method_, code}, absl::ToDoubleSeconds(absl::Now() - start_));
-    }
-    if (status.ok()) return;
-    const Failure failure = FailureOf(status);
-    metrics_->rpc_failures->Add({method_, code, failure.reason});
-    const bool fenced = IsFencingReason(failure.reason);
-    if (fenced) metrics_->fencing_rejections->Add({failure.reason});
-    const log::Level level = fenced ? log::Level::kInfo : log::Level::kDebug;
-    if (!log::Enabled(level)) return;
-    std::string metadata;
-    for (const auto& [k, v] : failure.metadata) {
-      absl::StrAppend(&metadata, metadata.empty() ? "" : ",", k, ":", v);
-    }
-    log::Event(level, fenced ? "fencing_rejected" : "rpc_failed",
-               {{"method", method_},
-                {"code", code},
-                {"reason", failure.reason},
-                {"agent_id", agent_id_},
-                {"metadata", metadata},
-                {"message", status.error_message()}});
-  }
-
-  HubMetrics* const metrics_;
-  const std::string method_;
-  const bool streaming_;
-  const absl::Time start_;
-  bool finished_ = false;
-  bool peek_ = false;
-  std::string agent_id_;  // Attach: from its hello
+  CallObserver call_;
 };
 
 }  // namespace
 
+CallObserver::CallObserver(HubMetrics* metrics, absl::string_view method,
+                           bool streaming)
+    : metrics_(metrics),
+      // "/pkg.Service/Method" -> "pkg.Service/Method"
+      method_(absl::StripPrefix(method, "/")),
+      streaming_(streaming),
+      start_(absl::Now()) {
+  if (streaming_) metrics_->open_streams->Add({method_}, 1);
+}
+
+CallObserver::~CallObserver() {
+  if (streaming_) metrics_->open_streams->Add({method_}, -1);
+  // A call that ended without a status (the client went away).
+  if (!finished_) Finished(grpc::Status(grpc::StatusCode::CANCELLED, ""));
+}
+
+bool CallObserver::Is(absl::string_view service, absl::string_view name) const {
+  return method_.size() == service.size() + name.size() &&
+         absl::StartsWith(method_, service) && absl::EndsWith(method_, name);
+}
+
+// Requests are read only where a reply's meaning depends on them.
+void CallObserver::Received(const void* message) {
+  if (message == nullptr) return;
+  if (Is(kMessage, "ListPending")) {
+    peek_ = static_cast<const v1::ListPendingRequest*>(message)->peek();
+  } else if (Is(kPresence, "Attach")) {
+    const auto* frame = static_cast<const v1::AttachRequest*>(message);
+    if (frame->has_hello()) agent_id_ = frame->hello().agent_id();
+  }
+}
+
+void CallObserver::Sending(const void* message) {
+  if (message == nullptr) return;
+  if (Is(kPresence, "Attach")) {
+    const auto* frame = static_cast<const v1::AttachResponse*>(message);
+    if (frame->has_event() && frame->event().has_message()) {
+      metrics_->messages_delivered->Add({"stream"});
+    } else if (frame->has_message_ack_result()) {
+      metrics_->messages_acked->Add(
+          {}, frame->message_ack_result().acked_message_ids_size());
+    } else if (frame->has_frame_error()) {
+      FrameRejected(frame->frame_error());
+    }
+  } else if (Is(kMessage, "Publish") || Is(kMessage, "Ask")) {
+    metrics_->messages_published->Add({});
+  } else if (Is(kMessage, "Ack")) {
+    metrics_->messages_acked->Add({},
+                                  static_cast<const v1::AckResponse*>(message)
+                                      ->result()
+                                      .acked_message_ids_size());
+  } else if (Is(kMessage, "ListPending") && !peek_) {
+    metrics_->messages_delivered->Add(
+        {"list_pending"}, static_cast<const v1::ListPendingResponse*>(message)
+                              ->deliveries_size());
+  } else if (Is(kPresence, "RegisterAgent")) {
+    const auto* reply = static_cast<const v1::RegisterAgentResponse*>(message);
+    log::Info("agent_registered",
+              {{"agent_id", reply->agent().agent_id()},
+               {"generation", reply->presence_generation()},
+               {"cli", v1::AgentCli_Name(reply->agent().cli())},
+               {"project_id", reply->agent().project_id()},
+               {"ttl_ms", reply->heartbeat_ttl().seconds() * 1000 +
+                              reply->heartbeat_ttl().nanos() / 1000000}});
+  }
+}
+
+// A client frame on Attach that was refused while the stream stays open
+// (e.g. a stale generation on a message_ack frame).
+void CallObserver::FrameRejected(const v1::ErrorStatus& error) {
+  const std::string reason(
+      absl::StripPrefix(v1::ErrorReason_Name(error.reason()), "ERROR_REASON_"));
+  if (!IsFencingReason(reason)) return;
+  metrics_->fencing_rejections->Add({reason});
+  log::Info("fencing_rejected", {{"method", method_},
+                                 {"frame", "frame_error"},
+                                 {"reason", reason},
+                                 {"agent_id", agent_id_},
+                                 {"message", error.message()}});
+}
+
+void CallObserver::Finished(const grpc::Status& status) {
+  if (finished_) return;
+  finished_ = true;
+  const std::string code(StatusCodeName(status.error_code()));
+  metrics_->rpc_handled->Add({method_, code});
+  if (!streaming_) {
+    metrics_->rpc_seconds->Observe({method_, code},
+                                   absl::ToDoubleSeconds(absl::Now() - start_));
+  }
+  if (status.ok()) return;
+  const Failure failure = FailureOf(status);
+  metrics_->rpc_failures->Add({method_, code, failure.reason});
+  const bool fenced = IsFencingReason(failure.reason);
+  if (fenced) metrics_->fencing_rejections->Add({failure.reason});
+  const log::Level level = fenced ? log::Level::kInfo : log::Level::kDebug;
+  if (!log::Enabled(level)) return;
+  std::string metadata;
+  for (const auto& [k, v] : failure.metadata) {
+    absl::StrAppend(&metadata, metadata.empty() ? "" : ",", k, ":", v);
+  }
+  log::Event(level, fenced ? "fencing_rejected" : "rpc_failed",
+             {{"method", method_},
+              {"code", code},
+              {"reason", failure.reason},
+              {"agent_id", agent_id_},
+              {"metadata", metadata},
+              {"message", status.error_message()}});
+}
+
 grpc::experimental::Interceptor* RpcObserverFactory::CreateServerInterceptor(
     ServerRpcInfo* info) {
+  // The presence stream observes itself (PresenceServiceImpl): an
+  // interceptor on a stream costs every frame an extra trip through the
+  // completion queue.
+  if (info->method() != nullptr &&
+      absl::string_view(info->method()) == kSelfObservedAttach) {
+    return nullptr;
+  }
   return new RpcObserver(metrics_, info);
 }
 

@@ -527,6 +527,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       server->identity_.store_fingerprint);
   server->presence_service_->SetActivator(activator);
   server->presence_service_->SetMessaging(server->messaging_.get());
+  server->presence_service_->SetMetrics(metrics);
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
