@@ -50,6 +50,10 @@ hub::v1::Reservation ReservationToProto(const storage::ReservationRecord& r) {
       ToProtoTimestamp(absl::FromUnixMillis(r.created_at_ms));
   *p.mutable_expires_at() =
       ToProtoTimestamp(absl::FromUnixMillis(r.expires_at_ms));
+  p.set_waiter_count(static_cast<int32_t>(r.waiter_count));
+  for (const std::string& agent : r.waiting_agent_ids) {
+    p.add_waiting_agent_ids(agent);
+  }
   return p;
 }
 

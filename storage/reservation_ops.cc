@@ -383,7 +383,51 @@ absl::StatusOr<std::optional<ReservationRecord>> GetWith(
   return std::optional<ReservationRecord>(std::move((*row)->first));
 }
 
-absl::StatusOr<std::vector<ReservationRecord>> ListWith(
+namespace {
+
+// Fills each listed reservation's waiters: the queued waiters of other
+// agents of its project that conflict with it. One read of the queue per
+// project listed (normally empty), then DecideConflicts per pair.
+absl::Status AddWaiters(ReservationRows& rows,
+                        std::vector<ReservationRecord>& listed,
+                        int64_t now_ms) {
+  std::map<std::string, std::vector<ReservationWaiter>> queues;
+  for (ReservationRecord& r : listed) {
+    auto [it, fresh] = queues.try_emplace(r.project_id);
+    if (fresh) {
+      absl::StatusOr<std::vector<ReservationWaiter>> waiters =
+          rows.Waiters(r.project_id, now_ms);
+      if (!waiters.ok()) return waiters.status();
+      it->second = *std::move(waiters);
+    }
+    if (it->second.empty()) continue;
+    std::vector<ReservationCandidate> held;
+    for (const std::string& pattern : r.patterns) {
+      held.push_back({.reservation_id = r.reservation_id,
+                      .pattern = pattern,
+                      .agent_id = r.agent_id,
+                      .exclusive = r.exclusive,
+                      .token = r.token,
+                      .expires_at_ms = r.expires_at_ms,
+                      .live = true});
+    }
+    for (const ReservationWaiter& w : it->second) {
+      if (DecideConflicts(w.patterns, w.exclusive, w.agent_id, held, 1)
+              .empty()) {
+        continue;
+      }
+      ++r.waiter_count;
+      if (r.waiting_agent_ids.size() < kMaxListedWaitingAgents &&
+          std::find(r.waiting_agent_ids.begin(), r.waiting_agent_ids.end(),
+                    w.agent_id) == r.waiting_agent_ids.end()) {
+        r.waiting_agent_ids.push_back(w.agent_id);
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::vector<ReservationRecord>> ListRecords(
     ReservationRows& rows, const ReservationFilter& filter) {
   if (!filter.overlapping.has_value()) return rows.Page(filter);
   // Reservations with a pattern overlapping the filter's: found through
@@ -418,6 +462,19 @@ absl::StatusOr<std::vector<ReservationRecord>> ListWith(
     out.push_back(std::move(**r));
   }
   return out;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<ReservationRecord>> ListWith(
+    ReservationRows& rows, const ReservationFilter& filter) {
+  absl::StatusOr<std::vector<ReservationRecord>> listed =
+      ListRecords(rows, filter);
+  if (!listed.ok()) return listed.status();
+  if (absl::Status s = AddWaiters(rows, *listed, filter.now_ms); !s.ok()) {
+    return s;
+  }
+  return listed;
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(

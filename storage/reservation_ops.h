@@ -145,6 +145,8 @@ absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
                                          int64_t now_ms);
 absl::StatusOr<std::optional<ReservationRecord>> GetWith(
     ReservationRows& rows, absl::string_view reservation_id, int64_t now_ms);
+// Store::ListReservations, with each reservation's waiters
+// (ReservationRecord::waiter_count, waiting_agent_ids).
 absl::StatusOr<std::vector<ReservationRecord>> ListWith(
     ReservationRows& rows, const ReservationFilter& filter);
 // Deletes what `ended` lists, project by project (token row first), each

@@ -39,7 +39,17 @@ struct ReservationRecord {
   int64_t created_at_ms = 0;
   int64_t expires_at_ms = 0;
   std::vector<std::string> patterns;  // normalized, in the order reserved
+  // Filled by Store::ListReservations only: the queued waiters of other
+  // agents whose request conflicts with this reservation (the conflict
+  // rules: either side exclusive and a pattern of each overlapping), how
+  // many, and the first kMaxListedWaitingAgents of their agents, distinct,
+  // in queue order.
+  int64_t waiter_count = 0;
+  std::vector<std::string> waiting_agent_ids;
 };
+
+// ReservationRecord::waiting_agent_ids holds at most this many.
+inline constexpr size_t kMaxListedWaitingAgents = 8;
 
 // What happened to a reservation, as the change log records it
 // (hub_reservation_changes).

@@ -794,6 +794,59 @@ TEST_P(Reservations, AWaiterThatLeavesOrIsPastItsDeadlineHoldsNothingUp) {
   Granted(Request("other", {"lib"}));
 }
 
+TEST_P(Reservations, AListedReservationNamesTheWaitersOfOtherAgentsItHoldsUp) {
+  for (const char* agent : {"holder", "first", "second", "reader", "other"}) {
+    Register(agent);
+  }
+  const ReservationRecord src = Granted(Request("holder", {"src"}));
+  const ReservationRecord docs =
+      Granted(Request("holder", {"docs"}, /*exclusive=*/false));
+  ASSERT_TRUE(
+      store().EnqueueReservationWaiter(Waiter("first", {"src/a.cc"})).ok());
+  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("second", {"**"})).ok());
+  ASSERT_TRUE(
+      store().EnqueueReservationWaiter(Waiter("first", {"src/b.cc"})).ok());
+  // A shared waiter does not wait for a shared reservation; the holder's
+  // own waiter and one for unrelated paths wait for nothing here.
+  ReservationWaiter reader = Waiter("reader", {"docs/x.md"});
+  reader.exclusive = false;
+  ASSERT_TRUE(store().EnqueueReservationWaiter(reader).ok());
+  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("holder", {"src"})).ok());
+  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("other", {"lib"})).ok());
+
+  ReservationFilter filter;
+  filter.project_id = "prj_1";
+  filter.agent_id = "holder";
+  filter.now_ms = kNow;
+  absl::StatusOr<std::vector<ReservationRecord>> listed =
+      store().ListReservations(filter);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  std::map<std::string, ReservationRecord> by_id;
+  for (const ReservationRecord& r : *listed) by_id[r.reservation_id] = r;
+  ASSERT_EQ(by_id.size(), 2u);
+  EXPECT_EQ(by_id[src.reservation_id].waiter_count, 3);
+  EXPECT_EQ(by_id[src.reservation_id].waiting_agent_ids,
+            (std::vector<std::string>{"first", "second"}));
+  EXPECT_EQ(by_id[docs.reservation_id].waiter_count, 1);
+  EXPECT_EQ(by_id[docs.reservation_id].waiting_agent_ids,
+            (std::vector<std::string>{"second"}));
+
+  // Past their deadline, waiters hold nothing up and are not listed.
+  filter.now_ms = kNow + kTtl;
+  ReservationRenewal renewal;
+  renewal.reservation_id = src.reservation_id;
+  renewal.agent_id = "holder";
+  renewal.token = src.token;
+  renewal.now_ms = kNow + kTtl - 1;
+  renewal.ttl_ms = kTtl;
+  ASSERT_TRUE(store().RenewReservation(renewal).ok());
+  listed = store().ListReservations(filter);
+  ASSERT_TRUE(listed.ok()) << listed.status();
+  ASSERT_EQ(listed->size(), 1u);
+  EXPECT_EQ((*listed)[0].waiter_count, 0);
+  EXPECT_TRUE((*listed)[0].waiting_agent_ids.empty());
+}
+
 HUB_STORE_TEST_SUITE(Reservations);
 
 }  // namespace

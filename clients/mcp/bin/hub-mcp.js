@@ -5,6 +5,7 @@
 const USAGE = `usage:
   hub-mcp [serve] [--client=claude|codex|gemini|other] [--hub=ADDR] [--token-env=VAR]
           [--agent-id=ID] [--project=prj_…] [--topics=a,b] [--heartbeat-ttl=SECONDS] [--no-tmux]
+          [--reservation-poll=SECONDS]
   hub-mcp hook --client=claude|codex --event=SessionStart|UserPromptSubmit|PostToolUse
   hub-mcp hook --client=gemini --event=SessionStart|BeforeAgent|AfterTool
   hub-mcp install|uninstall --client=claude|codex|gemini [--scope=user|project] [--hub=ADDR]
@@ -26,6 +27,8 @@ function serveOptions(flags) {
   const tokenEnv = flags['token-env'] || 'HUB_TOKEN';
   const ttl = flags['heartbeat-ttl'] ? Number(flags['heartbeat-ttl']) : 600;
   if (!(ttl >= 10 && ttl <= 7200)) throw new Error('--heartbeat-ttl must be 10 .. 7200 seconds');
+  const poll = flags['reservation-poll'] ? Number(flags['reservation-poll']) : 5;
+  if (!(poll >= 1 && poll <= 300)) throw new Error('--reservation-poll must be 1 .. 300 seconds');
   return {
     hub: flags.hub || process.env.HUB_ADDR || '127.0.0.1:27889',
     token: process.env[tokenEnv] || '',
@@ -37,6 +40,7 @@ function serveOptions(flags) {
     noTmux: Boolean(flags['no-tmux']),
     topics: flags.topics ? String(flags.topics).split(',').filter(Boolean) : [],
     heartbeatTtlMs: ttl * 1000,
+    reservationPollMs: poll * 1000,
     runtimeDir: flags['runtime-dir'],
   };
 }

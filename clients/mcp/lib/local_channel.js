@@ -13,6 +13,11 @@
 //                                 own server has no directory yet) prints
 //                                 nothing instead of this session's context
 //   <root>/<cli pid>/ev/<seq>     one file per new event since the last look
+//   <root>/<cli pid>/res.txt      this agent's reservations worth a line, one
+//                                 "<show from s> <until s> <w|-> <text>" each
+//                                 (lib/reservation_notes.js): the hook shows
+//                                 those waited for (w) or past their show-from
+//                                 time, with the seconds left until <until>
 //
 // Text files hold the context already escaped as the inside of a JSON string,
 // so the hook only concatenates. Every file is written to a temporary name and
@@ -107,6 +112,23 @@ class LocalChannel {
     try {
       this._write(path.join(this.dir, 'start.txt'), `${this._seq} ${jsonInner(text)}`);
     } catch (_) { /* the hook then shows nothing */ }
+  }
+
+  /**
+   * Replaces the reservation records the hooks read: {showFromS, untilS,
+   * waited, text} each (none: the file is removed).
+   */
+  setReservationNotes(notes) {
+    if (!this._ok) return;
+    const file = path.join(this.dir, 'res.txt');
+    try {
+      if (notes.length === 0) {
+        fs.rmSync(file, { force: true });
+        return;
+      }
+      this._write(file, notes.map((n) =>
+        `${n.showFromS} ${n.untilS} ${n.waited ? 'w' : '-'} ${jsonInner(n.text.replace(/[\r\n]+/g, ' '))}\n`).join(''));
+    } catch (_) { /* the hook then shows nothing of them */ }
   }
 
   /** Adds one event line for the next UserPromptSubmit / PostToolUse hook. */

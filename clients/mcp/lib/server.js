@@ -14,6 +14,7 @@ const { HubClient } = require('../../node/lib/client');
 const { PresenceSession } = require('../../node/lib/session');
 const { resolveIdentity, tmuxLocator } = require('./identity');
 const { LocalChannel } = require('./local_channel');
+const { ReservationNotes, DEFAULT_POLL_MS } = require('./reservation_notes');
 const { TOOLS, FIELD_REASONS } = require('./tools');
 const { roleName, firstLine } = require('./render');
 const { ToolError, errorResult } = require('./errors');
@@ -51,6 +52,9 @@ class HubMcpServer {
     this.manualRoles = new Map();  // wire -> {epoch, roleKey} acked by hub_role_ack_activation
     this.channel = new LocalChannel({ root: o.runtimeDir, cliPid: o.cliPid });
     this.session = this._makeSession();
+    this.reservationNotes = new ReservationNotes({ client: this.client, session: this.session,
+      identity: this.identity, channel: this.channel,
+      pollMs: o.reservationPollMs || DEFAULT_POLL_MS });
     this.mcp = this._makeMcp();
     this._stopping = null;
   }
@@ -267,6 +271,7 @@ class HubMcpServer {
   async start() {
     this.channel.open();
     this._refreshStart();
+    this.reservationNotes.start();
     const transport = new StdioServerTransport();
     transport.onclose = () => this.stop('stdin closed');
     process.stdin.on('end', () => this.stop('stdin closed'));
@@ -279,6 +284,7 @@ class HubMcpServer {
     if (this._stopping) return this._stopping;
     process.stderr.write(`hub-mcp: stopping (${why})\n`);
     this._stopping = (async () => {
+      this.reservationNotes.stop();
       this.channel.close();
       const timeout = new Promise((resolve) => setTimeout(resolve, 3000).unref());
       await Promise.race([this.session.stop({ deregister: true }).catch(() => {}), timeout]);

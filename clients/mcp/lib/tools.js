@@ -494,7 +494,8 @@ function projectOf(ctx) {
 function renderReservation(r) {
   return { reservation_id: r.reservationId, agent_id: r.agentId, project_id: r.projectId,
     mode: lower('RESERVATION_MODE_', r.mode), token: Number(r.token), patterns: r.patterns,
-    reason: r.reason, expires_at: iso(r.expiresAt) };
+    reason: r.reason, expires_at: iso(r.expiresAt), waiter_count: Number(r.waiterCount || 0),
+    waiting_agent_ids: r.waitingAgentIds || [] };
 }
 
 function renderConflict(c) {
@@ -521,6 +522,7 @@ tool('hub_reserve',
       ttl: duration((args.ttl_seconds || 300) * 1000), reason: args.reason || '' };
     if (ctx.session.presenceGeneration) req.presenceGeneration = ctx.session.presenceGeneration;
     const { reservation } = await ctx.client.reservations.reserve(req);
+    ctx.reservationNotes.refresh();
     const structured = renderReservation(reservation);
     return { text: `reserved ${structured.patterns.join(' ')} (${structured.mode}) as ` +
       `${structured.reservation_id}, fencing token ${structured.token}, until ${structured.expires_at}`,
@@ -537,6 +539,7 @@ tool('hub_release',
   async (args, ctx) => {
     const r = await ctx.client.reservations.releaseReservation({ reservationId: args.reservation_id,
       agentId: ctx.identity.agentId, patterns: args.patterns || [] });
+    ctx.reservationNotes.refresh();
     const left = r.ended ? null : renderReservation(r.reservation);
     return { text: r.ended ? `released ${args.reservation_id}`
       : `released part of ${args.reservation_id}; still held: ${left.patterns.join(' ')}`,
@@ -555,7 +558,8 @@ tool('hub_reservations',
     const reservations = r.reservations.map(renderReservation);
     const text = reservations.length === 0 ? 'no reservations' : reservations.map((x) =>
       `${x.reservation_id} ${x.agent_id} ${x.mode} token ${x.token} until ${x.expires_at}: ` +
-      x.patterns.join(' ')).join('\n');
+      x.patterns.join(' ') + (x.waiter_count ? ` (waited for by ${x.waiting_agent_ids.join(', ')}` +
+        `${x.waiter_count > x.waiting_agent_ids.length ? ', …' : ''})` : '')).join('\n');
     return { text, structured: { reservations, next_page_token: r.nextPageToken } };
   }, { readOnlyHint: true });
 

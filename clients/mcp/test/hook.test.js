@@ -127,6 +127,79 @@ test('a hook of another session (a claude nested in this one) shows nothing of t
   }
 });
 
+// docs/design/mcp.md, "Reservations in the hook context": a line per
+// reservation of this agent that another agent waits for or that ends within
+// min(60 s, a tenth of its TTL); at most three, then how many more.
+test('the hooks name the reservations of mine someone waits for or that end soon, and no other', async () => {
+  const m = await startMcp({ hub: hubd.address, agentId: 'mcp-res-holder', args: ['--reservation-poll=1'] });
+  // The waiter is another session with its own hook directory.
+  const w = await startMcp({ hub: hubd.address, agentId: 'mcp-res-waiter',
+    env: { HUB_MCP_RUNTIME_DIR: tmpDir('hook-res-waiter') } });
+  try {
+    await attached(m);
+    await attached(w);
+    const reserve = async (patterns, ttl) => {
+      const r = await m.call('hub_reserve', { patterns, ttl_seconds: ttl });
+      assert.equal(r.isError, undefined, JSON.stringify(r));
+      return r.structuredContent;
+    };
+    const held = [];
+    for (const name of ['a', 'b', 'c', 'd', 'e']) held.push(await reserve([`long/${name}.cc`], 3600));
+    const other = await reserve(['elsewhere'], 3600);
+
+    // Another agent waits for long/ (all five of them).
+    const waiting = hub.reservations.reserve({ projectId: PROJECT, agentId: 'mcp-res-waiter',
+      patterns: ['long'], mode: 'RESERVATION_MODE_EXCLUSIVE', ttl: { seconds: 60 }, wait: { seconds: 120 } });
+    const waited = await waitFor('the waited-for lines', async () => {
+      const r = await runHook('PostToolUse');
+      return r.stdout.includes('waited for by') ? context(r, 'PostToolUse') : null;
+    });
+    const lines = waited.split('\n').filter((l) => l.startsWith('hub reservation: '));
+    assert.equal(lines.length, 4, waited);
+    for (const [i, line] of lines.slice(0, 3).entries()) {
+      const r = held[i];
+      const m1 = new RegExp(`^hub reservation: long/${'abc'[i]}\\.cc \\(exclusive, ${r.reservation_id}, fencing token ` +
+        `${r.token}\\); waited for by mcp-res-waiter \\(release it when done\\); it ends in (\\d+) s$`).exec(line);
+      assert.ok(m1, line);
+      assert.ok(Number(m1[1]) > 3000 && Number(m1[1]) <= 3600, line);
+    }
+    assert.equal(lines[3], 'hub reservation: and 2 more of yours end soon or are waited for (hub_reservations lists them)');
+    assert.ok(!waited.includes('elsewhere'), waited);
+    // hub_reservations says who waits, too.
+    const listed = (await m.call('hub_reservations', {})).structuredContent.reservations;
+    const byId = new Map(listed.map((r) => [r.reservation_id, r]));
+    assert.deepEqual([byId.get(held[0].reservation_id).waiter_count, byId.get(held[0].reservation_id).waiting_agent_ids],
+      [1, ['mcp-res-waiter']]);
+    assert.equal(byId.get(other.reservation_id).waiter_count, 0);
+
+    // Released, the paths go to the waiter; nobody waits for anything of mine.
+    for (const r of held) await m.call('hub_release', { reservation_id: r.reservation_id });
+    const granted = await waiting;
+    assert.equal(granted.reservation.agentId, 'mcp-res-waiter');
+    await waitFor('no waited-for line', async () => !(await runHook('UserPromptSubmit')).stdout.includes('waited for by'));
+
+    // Ends in 40 s: shown in its last 4 s (a tenth of its TTL), with the
+    // time left; the hour-long one is not mentioned.
+    const soon = await reserve(['soon/x.cc'], 40);
+    const ending = await waitFor('the ending line', async () => {
+      const r = await runHook('UserPromptSubmit');
+      return r.stdout.includes('soon/x.cc') ? context(r, 'UserPromptSubmit') : null;
+    }, 60000);
+    const m2 = new RegExp(`^hub reservation: soon/x\\.cc \\(exclusive, ${soon.reservation_id}, fencing token ${soon.token}\\); ` +
+      'it ends in (\\d) s\n$').exec(ending);
+    assert.ok(m2, ending);
+    assert.ok(Number(m2[1]) >= 1 && Number(m2[1]) <= 4, ending);
+    // Once it has ended, the hooks say nothing of it.
+    await waitFor('the ended reservation gone from the hooks', async () =>
+      !(await runHook('PostToolUse')).stdout.includes('soon/x.cc'), 60000);
+    const quiet = await runHook('UserPromptSubmit');
+    assert.deepEqual([quiet.code, quiet.stdout], [0, '']);
+  } finally {
+    await w.close();
+    await m.close();
+  }
+});
+
 // The server writes an event file, then (a turn of its event loop later) the
 // start context that counts it; a session-start hook in between must show
 // that event rather than drop it with the ones its context counts. A message
