@@ -100,6 +100,11 @@ HubMetrics::HubMetrics()
           "deadline), cancelled (the caller went away, or the hub stopped), "
           "error.",
           {"outcome"})),
+      reservation_wait_attempts(registry_.AddCounter(
+          "hub_reservation_wait_attempts_total",
+          "Attempts of Reserve calls with `wait` (one write each): the first, "
+          "then one per change that can free the paths it waits for, or per "
+          "expiry among its conflicts.")),
       commit_group_size(registry_.AddHistogram(
           "hub_store_commit_group_size",
           "Write operations per group commit (one transaction, one sync).", {},

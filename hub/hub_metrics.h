@@ -57,6 +57,7 @@ class HubMetrics {
   CounterFamily* const reservations_conflicts;  // reserves refused
   CounterFamily* const reservations_ended;      // by reason
   CounterFamily* const reservation_waits;       // Reserve with wait, by outcome
+  CounterFamily* const reservation_wait_attempts;  // their writes
   // Storage.
   HistogramFamily* const commit_group_size;
   HistogramFamily* const commit_seconds;

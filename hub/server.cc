@@ -418,6 +418,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       [metrics](const std::string& outcome) {
         metrics->reservation_waits->Add({outcome}, 1);
       });
+  server->reservation_waits_->SetAttemptObserver(
+      [metrics] { metrics->reservation_wait_attempts->Add({}, 1); });
   if (absl::Status s = server->reservation_waits_->Start(); !s.ok()) return s;
   if (reservation_hints != nullptr) {
     reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });

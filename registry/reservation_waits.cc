@@ -20,14 +20,13 @@ ReservationWaits::ReservationWaits(ReservationBook* book, ReservationFeed* feed,
 ReservationWaits::~ReservationWaits() { Stop(); }
 
 absl::Status ReservationWaits::Start() {
-  // Any change of a project may free what its waiters wait for (a release,
-  // an end, a waiter ahead leaving or granted): they try again.
+  // A waiter tries again on the changes that can free it (CanFree).
   absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>> listening =
       feed_->Listen({}, [this](const storage::ReservationChange& change) {
         absl::MutexLock lock(&mu_);
         bool due = false;
         for (auto& [id, w] : waits_) {
-          if (w.in.project_id == change.reservation.project_id) {
+          if (CanFree(w, change)) {
             w.changed = true;
             w.next = absl::InfinitePast();
             due = true;
@@ -41,6 +40,32 @@ absl::Status ReservationWaits::Start() {
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
+}
+
+bool ReservationWaits::CanFree(const Wait& w,
+                               const storage::ReservationChange& change) {
+  const storage::ReservationRecord& r = change.reservation;
+  if (r.project_id != w.in.project_id || r.agent_id == w.in.agent_id) {
+    return false;  // an agent never conflicts with itself
+  }
+  switch (change.kind) {
+    case storage::ReservationChangeKind::kReleased:
+    case storage::ReservationChangeKind::kForced:
+    case storage::ReservationChangeKind::kExpired:
+    case storage::ReservationChangeKind::kHolderGone:
+    case storage::ReservationChangeKind::kWaitEnded:
+      // As it was: every pattern it held (or waited for).
+      return w.blockers.count(r.reservation_id) > 0 ||
+             storage::RequestConflictsWith(w.in.patterns, w.in.exclusive,
+                                           w.in.agent_id, r);
+    case storage::ReservationChangeKind::kNarrowed:
+      return !w.blockers_whole || w.blockers.count(r.reservation_id) > 0;
+    case storage::ReservationChangeKind::kGranted:
+    case storage::ReservationChangeKind::kRenewed:
+    case storage::ReservationChangeKind::kWaiting:
+      return false;  // adds or keeps conflicts, frees none
+  }
+  return true;
 }
 
 void ReservationWaits::Stop() {
@@ -144,6 +169,8 @@ void ReservationWaits::Step(int64_t id) {
     deadline = w.deadline;
     cancelled = w.cancelled;
     w.changed = false;  // changes from here on make it try again
+    // Until this attempt's conflicts are known, any narrowing may free it.
+    w.blockers_whole = false;
     w.next = absl::InfiniteFuture();
   }
   // Ends the wait: out of the map, then `done`.
@@ -165,6 +192,7 @@ void ReservationWaits::Step(int64_t id) {
            "cancelled");
     return;
   }
+  if (attempt_observer_) attempt_observer_();
   absl::StatusOr<storage::ReservationOutcome> out =
       book_->Attempt(in, waiter_id);
   if (!out.ok()) {
@@ -199,9 +227,17 @@ void ReservationWaits::Step(int64_t id) {
       next = std::min(next, absl::FromUnixMillis(c.expires_at_ms + 1));
     }
   }
+  std::set<std::string> blockers;
+  for (const storage::ReservationConflict& c : out->conflicts) {
+    blockers.insert(c.reservation_id);
+  }
+  const bool whole =
+      out->conflicts.size() < storage::ReservationRequest().max_conflicts;
   absl::MutexLock lock(&mu_);
   auto it = waits_.find(id);
   if (it == waits_.end()) return;
+  it->second.blockers = std::move(blockers);
+  it->second.blockers_whole = whole;
   it->second.waiter_id = waiter_id;
   it->second.next =
       it->second.changed || it->second.cancelled ? absl::InfinitePast() : next;

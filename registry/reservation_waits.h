@@ -5,9 +5,11 @@
 // A waiting reserve first tries once; on a conflict it joins its project's
 // queue in the store (Store::EnqueueReservationWaiter: a seq handed out
 // under the project's token row, so in arrival order across every hub
-// sharing the database) and tries again whenever the project changes on the
-// ReservationFeed (a release, an end, a waiter leaving: any hub's), and at
-// the earliest expiry among its conflicts (an expired reservation no longer
+// sharing the database) and tries again on each change on the
+// ReservationFeed that can free it (any hub's: the end of a reservation, or
+// a waiter leaving, whose patterns conflict with its own; a narrowing of
+// one it conflicted with; CanFree), and at the earliest expiry among its
+// conflicts (an expired reservation no longer
 // conflicts, before any sweep logs it). Every reserve of the project treats
 // the overlapping waiters ahead of it as conflicts, so the first waiter for
 // a path gets it first, whichever hub serves it. At the deadline it fails
@@ -76,6 +78,10 @@ class ReservationWaits {
   void SetObserver(std::function<void(const std::string&)> observer) {
     observer_ = std::move(observer);
   }
+  // Told of each attempt of a waiting reserve (one write). Set before Start.
+  void SetAttemptObserver(std::function<void()> observer) {
+    attempt_observer_ = std::move(observer);
+  }
 
  private:
   struct Wait {
@@ -84,9 +90,17 @@ class ReservationWaits {
     Done done;
     std::optional<std::string> waiter_id;    // once queued
     absl::Time next = absl::InfinitePast();  // the next attempt
-    bool changed = false;  // the project changed since the last attempt
+    bool changed = false;  // a change that can free it came since
     bool cancelled = false;
+    // The reservations (and waiters) its last attempt conflicted with, and
+    // whether that list was whole (the store reports a bounded number).
+    std::set<std::string> blockers;
+    bool blockers_whole = false;
   };
+  // Whether `change` can free what `w` waits for: only an end of something
+  // of another agent that conflicts with it can, or a narrowing of one of
+  // its blockers (the change holds what is left, not what was released).
+  static bool CanFree(const Wait& w, const storage::ReservationChange& change);
   void Run();
   // One attempt (or the end) of the wait `id`; on the thread.
   void Step(int64_t id);
@@ -97,6 +111,7 @@ class ReservationWaits {
   ReservationFeed* const feed_;
   const Clock* const clock_;
   std::function<void(const std::string&)> observer_;
+  std::function<void()> attempt_observer_;
   std::unique_ptr<ReservationFeed::Subscription> listening_;
 
   absl::Mutex mu_;

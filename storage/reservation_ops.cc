@@ -401,19 +401,8 @@ absl::Status AddWaiters(ReservationRows& rows,
       it->second = *std::move(waiters);
     }
     if (it->second.empty()) continue;
-    std::vector<ReservationCandidate> held;
-    for (const std::string& pattern : r.patterns) {
-      held.push_back({.reservation_id = r.reservation_id,
-                      .pattern = pattern,
-                      .agent_id = r.agent_id,
-                      .exclusive = r.exclusive,
-                      .token = r.token,
-                      .expires_at_ms = r.expires_at_ms,
-                      .live = true});
-    }
     for (const ReservationWaiter& w : it->second) {
-      if (DecideConflicts(w.patterns, w.exclusive, w.agent_id, held, 1)
-              .empty()) {
+      if (!RequestConflictsWith(w.patterns, w.exclusive, w.agent_id, r)) {
         continue;
       }
       ++r.waiter_count;

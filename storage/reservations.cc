@@ -78,6 +78,24 @@ class MinePatterns {
 
 }  // namespace
 
+bool RequestConflictsWith(const std::vector<std::string>& patterns,
+                          bool exclusive, absl::string_view self,
+                          const ReservationRecord& held) {
+  std::vector<ReservationCandidate> candidates;
+  candidates.reserve(held.patterns.size());
+  for (const std::string& pattern : held.patterns) {
+    ReservationCandidate& c = candidates.emplace_back();
+    c.reservation_id = held.reservation_id;
+    c.pattern = pattern;
+    c.agent_id = held.agent_id;
+    c.exclusive = held.exclusive;
+    c.token = held.token;
+    c.expires_at_ms = held.expires_at_ms;
+    c.live = true;
+  }
+  return !DecideConflicts(patterns, exclusive, self, candidates, 1).empty();
+}
+
 std::vector<ReservationConflict> DecideConflicts(
     const std::vector<std::string>& mine, bool exclusive,
     absl::string_view self, const std::vector<ReservationCandidate>& candidates,

@@ -232,6 +232,14 @@ std::vector<ReservationConflict> DecideConflicts(
     absl::string_view self, const std::vector<ReservationCandidate>& candidates,
     size_t max_conflicts, bool literal = false);
 
+// Whether a request of `patterns` in this mode by agent `self` conflicts
+// with `held` (a reservation, or a waiter as the change log records one)
+// under the same rules: `held` is of another agent, either side is
+// exclusive, and a pattern of each overlaps.
+bool RequestConflictsWith(const std::vector<std::string>& patterns,
+                          bool exclusive, absl::string_view self,
+                          const ReservationRecord& held);
+
 // The candidate query's keys for `patterns`: every prefix a conflicting row
 // can have at or above one of them (equality lookups), and the ranges below
 // them; `whole_project` when a pattern's prefix is "" (every row).

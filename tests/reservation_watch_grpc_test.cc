@@ -550,5 +550,73 @@ TEST_F(ReservationWaitGrpcTest,
   EXPECT_EQ(waits->Value({"granted"}), 1);
 }
 
+// Waits (30 s at most) until the counter's unlabelled value is `want`.
+bool CounterBecomes(CounterFamily* counter, int64_t want) {
+  const absl::Time give_up = absl::Now() + absl::Seconds(30);
+  for (;;) {
+    const int64_t now = counter->Value({});
+    if (now == want) return true;
+    if (absl::Now() > give_up) {
+      ADD_FAILURE() << "the counter is " << now << ", not " << want;
+      return false;
+    }
+    absl::SleepFor(absl::Milliseconds(10));
+  }
+}
+
+TEST_F(
+    ReservationWaitGrpcTest,
+    AWaiterIsNotRetriedByChangesThatCannotFreeItAndGetsItsGrantOnOneThatDoes) {
+  for (const char* a : {"holder", "waiter", "other"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  CounterFamily* attempts = server_->metrics()->reservation_wait_attempts;
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  std::unique_ptr<Pending> p =
+      ReserveWaiting("waiter", {"src/a.cc"}, absl::Seconds(60));
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "waiter");
+  // The first attempt, and the one right after it joined the queue.
+  ASSERT_TRUE(CounterBecomes(attempts, 2));
+
+  // Changes of the project that free nothing it waits for, each seen by the
+  // watch before the next: grants and releases of other paths (the
+  // holder's too), a narrowing of another reservation, a renewal of the one
+  // it waits for.
+  for (int i = 0; i < 5; ++i) {
+    const hub::v1::Reservation docs = ReserveOk(
+        Request("other", {absl::StrCat("docs/", i), absl::StrCat("lib/", i)}));
+    NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_GRANTED, "other");
+    ASSERT_TRUE(Release(docs, {absl::StrCat("lib/", i)}).ok());
+    NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_NARROWED, "other");
+    ASSERT_TRUE(Release(docs).ok());
+    NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_RELEASED, "other");
+  }
+  const hub::v1::Reservation beside =
+      ReserveOk(Request("holder", {"src/b.cc"}));
+  ASSERT_TRUE(Release(beside).ok());
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_RELEASED, "holder");
+  {
+    hub::v1::RenewReservationRequest renew;
+    renew.set_reservation_id(held.reservation_id());
+    renew.set_agent_id("holder");
+    renew.set_token(held.token());
+    renew.mutable_ttl()->set_seconds(600);
+    hub::v1::RenewReservationResponse renewed;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        reservations_->RenewReservation(&context, renew, &renewed).ok());
+  }
+  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_RENEWED, "holder");
+  EXPECT_FALSE(p->done.load());
+
+  // The release of what it waits for: one more attempt, granted.
+  ASSERT_TRUE(Release(held).ok());
+  p->Join();
+  ASSERT_TRUE(p->status.ok()) << p->status.error_message();
+  EXPECT_EQ(p->reservation.agent_id(), "waiter");
+  EXPECT_EQ(attempts->Value({}), 3);
+}
+
 }  // namespace
 }  // namespace hub::testing
