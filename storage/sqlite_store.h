@@ -26,6 +26,9 @@
 
 namespace hub::storage {
 
+template <typename Engine, typename Rows, bool kOrderKeys>
+class ReservationCalls;  // storage/reservation_store_calls.h
+
 struct SqliteStoreOptions {
   std::string path;
   // PRAGMA synchronous. FULL (default) syncs the WAL on every commit, so an
@@ -213,6 +216,10 @@ class SqliteStore final : public Store {
                                                int64_t now_ms) override;
 
  private:
+  // The reservation methods, over Read and Write.
+  template <typename, typename, bool>
+  friend class ReservationCalls;
+
   explicit SqliteStore(SqliteStoreOptions options)
       : options_(std::move(options)) {}
 

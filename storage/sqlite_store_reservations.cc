@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "storage/reservation_ops.h"
+#include "storage/reservation_store_calls.h"
 #include "storage/sqlite_rows.h"
 #include "storage/sqlite_store.h"
 
@@ -517,113 +518,70 @@ class SqliteReservationRows final : public ReservationRows {
 
 }  // namespace
 
+namespace {
+using Calls =
+    ReservationCalls<SqliteStore, SqliteReservationRows, /*kOrderKeys=*/false>;
+}  // namespace
+
 absl::StatusOr<ReservationOutcome> SqliteStore::Reserve(
     const ReservationRequest& request) {
-  return Write<ReservationOutcome>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return ReserveWith(rows, request);
-  });
+  return Calls(*this).Reserve(request);
 }
 
 absl::StatusOr<std::vector<ReservationConflict>> SqliteStore::CheckReservations(
     const ReservationCheck& check) {
-  using Result = std::vector<ReservationConflict>;
-  return Read<Result>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return CheckWith(rows, check);
-  });
+  return Calls(*this).Check(check);
 }
 
 absl::StatusOr<ReservationRecord> SqliteStore::RenewReservation(
     const ReservationRenewal& renewal) {
-  return Write<ReservationRecord>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return RenewWith(rows, renewal);
-  });
+  return Calls(*this).Renew(renewal);
 }
 
 absl::StatusOr<std::optional<ReservationRecord>>
 SqliteStore::ReleaseReservation(const ReservationRelease& release) {
-  using Result = std::optional<ReservationRecord>;
-  return Write<Result>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return ReleaseWith(rows, release);
-  });
+  return Calls(*this).Release(release);
 }
 
 absl::StatusOr<int64_t> SqliteStore::ReleaseAgentReservations(
     absl::string_view agent_id, std::optional<int64_t> generation,
     int64_t now_ms) {
-  return Write<int64_t>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return ReleaseAgentWith(rows, agent_id, generation, now_ms);
-  });
+  return Calls(*this).ReleaseAgent(agent_id, generation, now_ms);
 }
 
 absl::StatusOr<std::optional<ReservationRecord>> SqliteStore::GetReservation(
     absl::string_view reservation_id, int64_t now_ms) {
-  using Result = std::optional<ReservationRecord>;
-  return Read<Result>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return GetWith(rows, reservation_id, now_ms);
-  });
+  return Calls(*this).Get(reservation_id, now_ms);
 }
 
 absl::StatusOr<std::vector<ReservationRecord>> SqliteStore::ListReservations(
     const ReservationFilter& filter) {
-  using Result = std::vector<ReservationRecord>;
-  return Read<Result>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return ListWith(rows, filter);
-  });
+  return Calls(*this).List(filter);
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> SqliteStore::SweepReservations(
     int64_t now_ms) {
-  using Result = std::vector<EndedReservation>;
-  // Found on a reader (the search reads every row whose holder is gone),
-  // deleted on the writer, each only if still ended.
-  absl::StatusOr<Result> ended = Read<Result>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return rows.Ended(now_ms, 1000, std::nullopt);
-  });
-  if (!ended.ok()) return ended.status();
-  // Waiters whose hub died before their wait ended (a live hub takes its
-  // own out of the queue): one cheap statement per sweep.
-  absl::Status dead = WriteStatus([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return rows.DeleteDeadWaiters(now_ms).status();
-  });
-  if (!dead.ok()) return dead;
-  if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
-  return Write<std::pair<int64_t, int64_t>>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return DeleteEndedWith(rows, *ended, now_ms);
-  });
+  return Calls(*this).Sweep(now_ms);
 }
 
 absl::StatusOr<ReservationWaiter> SqliteStore::EnqueueReservationWaiter(
     const ReservationWaiter& waiter) {
-  return Write<ReservationWaiter>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return EnqueueWaiterWith(rows, waiter);
-  });
+  return Calls(*this).Enqueue(waiter);
 }
 
 absl::StatusOr<bool> SqliteStore::RemoveReservationWaiter(
     absl::string_view waiter_id, int64_t now_ms) {
-  return Write<bool>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return RemoveWaiterWith(rows, waiter_id, now_ms);
-  });
+  return Calls(*this).RemoveWaiter(waiter_id, now_ms);
 }
 
 absl::StatusOr<ReservationChangePage> SqliteStore::ReadReservationChanges(
     int64_t after_seq, int64_t limit) {
-  return Read<ReservationChangePage>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return ReadChangesWith(rows, after_seq, limit);
-  });
+  return Calls(*this).ReadChanges(after_seq, limit);
+}
+
+absl::StatusOr<int64_t> SqliteStore::PruneReservationChanges(int64_t before_ms,
+                                                             int64_t limit) {
+  return Calls(*this).PruneChanges(before_ms, limit);
 }
 
 absl::StatusOr<ReservationSnapshot> SqliteStore::SnapshotReservations(
@@ -640,14 +598,6 @@ absl::StatusOr<ReservationSnapshot> SqliteStore::SnapshotReservations(
         if (snapshot.ok() && !end.ok()) return end;
         return snapshot;
       });
-}
-
-absl::StatusOr<int64_t> SqliteStore::PruneReservationChanges(int64_t before_ms,
-                                                             int64_t limit) {
-  return Write<int64_t>([&](Connection& conn) {
-    SqliteReservationRows rows(conn);
-    return rows.PruneChanges(before_ms, limit);
-  });
 }
 
 }  // namespace hub::storage

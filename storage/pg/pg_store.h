@@ -31,6 +31,11 @@
 #include "storage/pg/pg_schema.h"
 #include "storage/store.h"
 
+namespace hub::storage {
+template <typename Engine, typename Rows, bool kOrderKeys>
+class ReservationCalls;  // storage/reservation_store_calls.h
+}  // namespace hub::storage
+
 namespace hub::storage::pg {
 
 struct PostgresStoreOptions {
@@ -236,6 +241,10 @@ class PostgresStore final : public Store {
                                                int64_t now_ms) override;
 
  private:
+  // The reservation methods, over Read and Write.
+  template <typename, typename, bool>
+  friend class ::hub::storage::ReservationCalls;
+
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
 

@@ -14,6 +14,7 @@
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
 #include "storage/reservation_ops.h"
+#include "storage/reservation_store_calls.h"
 
 namespace hub::storage::pg {
 
@@ -90,12 +91,6 @@ ReservationWaiter ReadWaiter(const Row& s) {
   w.deadline_ms = s.Int(7);
   w.patterns = SplitLoggedPatterns(s.Text(8));
   return w;
-}
-
-// The writer's order key of an operation whose first lock is `project_id`'s
-// token row.
-std::string TokenLockKey(absl::string_view project_id) {
-  return absl::StrCat("reservation-token:", project_id);
 }
 
 class PgReservationRows final : public ReservationRows {
@@ -471,125 +466,70 @@ class PgReservationRows final : public ReservationRows {
 
 }  // namespace
 
+namespace {
+using Calls =
+    ReservationCalls<PostgresStore, PgReservationRows, /*kOrderKeys=*/true>;
+}  // namespace
+
 absl::StatusOr<ReservationOutcome> PostgresStore::Reserve(
     const ReservationRequest& request) {
-  // Reserves of a group lock their projects' token rows in project order
-  // (storage/group_commit_writer.h, order keys): no deadlock between two
-  // hubs' groups reserving in the same projects.
-  return Write<ReservationOutcome>(
-      [&](Connection& conn) {
-        PgReservationRows rows(conn);
-        return ReserveWith(rows, request);
-      },
-      TokenLockKey(request.project_id));
+  return Calls(*this).Reserve(request);
 }
 
 absl::StatusOr<std::vector<ReservationConflict>>
 PostgresStore::CheckReservations(const ReservationCheck& check) {
-  using Result = std::vector<ReservationConflict>;
-  return Read<Result>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return CheckWith(rows, check);
-  });
+  return Calls(*this).Check(check);
 }
 
 absl::StatusOr<ReservationRecord> PostgresStore::RenewReservation(
     const ReservationRenewal& renewal) {
-  return Write<ReservationRecord>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return RenewWith(rows, renewal);
-  });
+  return Calls(*this).Renew(renewal);
 }
 
 absl::StatusOr<std::optional<ReservationRecord>>
 PostgresStore::ReleaseReservation(const ReservationRelease& release) {
-  using Result = std::optional<ReservationRecord>;
-  return Write<Result>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return ReleaseWith(rows, release);
-  });
+  return Calls(*this).Release(release);
 }
 
 absl::StatusOr<int64_t> PostgresStore::ReleaseAgentReservations(
     absl::string_view agent_id, std::optional<int64_t> generation,
     int64_t now_ms) {
-  return Write<int64_t>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return ReleaseAgentWith(rows, agent_id, generation, now_ms);
-  });
+  return Calls(*this).ReleaseAgent(agent_id, generation, now_ms);
 }
 
 absl::StatusOr<std::optional<ReservationRecord>> PostgresStore::GetReservation(
     absl::string_view reservation_id, int64_t now_ms) {
-  using Result = std::optional<ReservationRecord>;
-  return Read<Result>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return GetWith(rows, reservation_id, now_ms);
-  });
+  return Calls(*this).Get(reservation_id, now_ms);
 }
 
 absl::StatusOr<std::vector<ReservationRecord>> PostgresStore::ListReservations(
     const ReservationFilter& filter) {
-  using Result = std::vector<ReservationRecord>;
-  return Read<Result>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return ListWith(rows, filter);
-  });
+  return Calls(*this).List(filter);
 }
 
 absl::StatusOr<std::pair<int64_t, int64_t>> PostgresStore::SweepReservations(
     int64_t now_ms) {
-  using Ended = std::vector<EndedReservation>;
-  absl::StatusOr<Ended> ended = Read<Ended>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return rows.Ended(now_ms, 1000, std::nullopt);
-  });
-  if (!ended.ok()) return ended.status();
-  // Waiters whose hub died before their wait ended (a live hub takes its
-  // own out of the queue): one cheap statement per sweep.
-  absl::Status dead = WriteStatus([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return rows.DeleteDeadWaiters(now_ms).status();
-  });
-  if (!dead.ok()) return dead;
-  if (ended->empty()) return std::pair<int64_t, int64_t>(0, 0);
-  // DeleteEndedWith locks its projects in order, the smallest first.
-  std::string first_project = ended->front().project_id;
-  for (const EndedReservation& e : *ended) {
-    first_project = std::min(first_project, e.project_id);
-  }
-  return Write<std::pair<int64_t, int64_t>>(
-      [&](Connection& conn) {
-        PgReservationRows rows(conn);
-        return DeleteEndedWith(rows, *ended, now_ms);
-      },
-      TokenLockKey(first_project));
+  return Calls(*this).Sweep(now_ms);
 }
 
 absl::StatusOr<ReservationWaiter> PostgresStore::EnqueueReservationWaiter(
     const ReservationWaiter& waiter) {
-  return Write<ReservationWaiter>(
-      [&](Connection& conn) {
-        PgReservationRows rows(conn);
-        return EnqueueWaiterWith(rows, waiter);
-      },
-      TokenLockKey(waiter.project_id));
+  return Calls(*this).Enqueue(waiter);
 }
 
 absl::StatusOr<bool> PostgresStore::RemoveReservationWaiter(
     absl::string_view waiter_id, int64_t now_ms) {
-  return Write<bool>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return RemoveWaiterWith(rows, waiter_id, now_ms);
-  });
+  return Calls(*this).RemoveWaiter(waiter_id, now_ms);
 }
 
 absl::StatusOr<ReservationChangePage> PostgresStore::ReadReservationChanges(
     int64_t after_seq, int64_t limit) {
-  return Read<ReservationChangePage>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return ReadChangesWith(rows, after_seq, limit);
-  });
+  return Calls(*this).ReadChanges(after_seq, limit);
+}
+
+absl::StatusOr<int64_t> PostgresStore::PruneReservationChanges(
+    int64_t before_ms, int64_t limit) {
+  return Calls(*this).PruneChanges(before_ms, limit);
 }
 
 absl::StatusOr<ReservationSnapshot> PostgresStore::SnapshotReservations(
@@ -610,14 +550,6 @@ absl::StatusOr<ReservationSnapshot> PostgresStore::SnapshotReservations(
         if (snapshot.ok() && !end.ok()) return end.status();
         return snapshot;
       });
-}
-
-absl::StatusOr<int64_t> PostgresStore::PruneReservationChanges(
-    int64_t before_ms, int64_t limit) {
-  return Write<int64_t>([&](Connection& conn) {
-    PgReservationRows rows(conn);
-    return rows.PruneChanges(before_ms, limit);
-  });
 }
 
 }  // namespace hub::storage::pg
