@@ -9,7 +9,8 @@
 #   2. the cost of a check of --paths staged files (shared mode, literal
 #      paths) against 1,000, 10,000 and 100,000 live reservations
 #      (reservation_check), and the whole pre-commit hook's command, `hubctl
-#      reservations check --literal` with 1,000 paths, against 10,000.
+#      reservations check --literal` with 1,000 paths, against 10,000, beside
+#      a hubctl that only starts and one that checks a single path.
 #
 #   tools/hubbench/reservations.sh [--duration=3s] [--calls=200] [--out=FILE]
 #
@@ -135,24 +136,30 @@ for n in 1000 10000 100000; do
   emit "$("$bin/reservation_check" --addr="$server_addr" --reservations="$n" \
     --calls="$calls")"
   if [[ "$n" == 10000 ]]; then
-    # The hook's own command: a hubctl process per commit, 1,000 paths.
+    # The hook's own command: a hubctl process per commit, 1,000 paths; and
+    # where its time goes: a hubctl that only starts (--help: no channel,
+    # no call), one that checks one path (start, connect, one small call).
     python3 - "$bin/hubctl" "$server_addr" <<'PY' | while read -r line; do emit "$line"; done
 import json, subprocess, sys, time
 hubctl, addr = sys.argv[1], sys.argv[2]
 paths = ["d%d/d%d/new%d.cc" % (i % 100, (i // 7) % 100, i) for i in range(1000)]
-ms = []
-for _ in range(50):
-    start = time.monotonic()
-    r = subprocess.run([hubctl, "--addr=" + addr, "reservations", "check",
-                        "--literal", "--project=prj_hbCHECKBENCH0000000000",
-                        *paths], capture_output=True)
-    ms.append((time.monotonic() - start) * 1000)
-    if r.returncode not in (0, 9):
-        sys.exit("hubctl failed: " + r.stderr.decode())
-ms.sort()
-print(json.dumps({"workload": "hubctl_check", "reservations": 10000,
-                  "paths": 1000, "runs": len(ms), "p50_ms": round(ms[25], 1),
-                  "p99_ms": round(ms[-1], 1)}))
+check = [hubctl, "--addr=" + addr, "reservations", "check", "--literal",
+         "--project=prj_hbCHECKBENCH0000000000"]
+def run(workload, argv, n_paths, ok=(0, 9)):
+    ms = []
+    for _ in range(50):
+        start = time.monotonic()
+        r = subprocess.run(argv, capture_output=True)
+        ms.append((time.monotonic() - start) * 1000)
+        if r.returncode not in ok:
+            sys.exit("hubctl failed: " + r.stderr.decode())
+    ms.sort()
+    print(json.dumps({"workload": workload, "reservations": 10000,
+                      "paths": n_paths, "runs": len(ms),
+                      "p50_ms": round(ms[25], 1), "p99_ms": round(ms[-1], 1)}))
+run("hubctl_check", check + paths, 1000)
+run("hubctl_start_only", [hubctl, "--help"], 0, ok=(0, 64))
+run("hubctl_check", check + paths[:1], 1)
 PY
   fi
   stop_server
