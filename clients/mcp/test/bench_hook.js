@@ -2,7 +2,8 @@
 // Measures `hub-mcp hook` wall time (spawn to exit) over RUNS runs per case,
 // against a real hubd and a hub-mcp holding 100 pending messages:
 //   HUBD=bazel-bin/hub/hubd NODE_PATH=$HUB_MCP_MODULES node clients/mcp/test/bench_hook.js [RUNS]
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook } = require('./harness');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, runHook, tmpDir } = require('./harness');
+const { LocalChannel } = require('../lib/local_channel');
 
 const RUNS = Number(process.argv[2] || 200);
 
@@ -41,6 +42,16 @@ async function measure(name, make) {
   process.kill(m.pid, 'SIGKILL');
   await gone;
   await measure('SessionStart (server gone)', () => runHook('SessionStart'));
+  // The reservation lines' cost (lib/reservation_notes.js): a channel holding
+  // 100 records, all due, half of them waited for (3 lines and "97 more").
+  const root = tmpDir('bench-res');
+  const channel = new LocalChannel({ root, cliPid: process.pid });
+  channel.open();
+  const now = Math.floor(Date.now() / 1000);
+  channel.setReservationNotes(Array.from({ length: 100 }, (_, i) => ({ showFromS: now - 10,
+    untilS: now + 3600, waited: i % 2 === 0, text: `long/f${i}.cc (exclusive, 019ad-${i}, fencing token ${i})` })));
+  await measure('PostToolUse (100 reservation records due)', () => runHook('PostToolUse', { HUB_MCP_RUNTIME_DIR: root }));
+  channel.close();
   hub.close();
   await hubd.stop();
 })().catch((e) => { console.error(e); process.exit(1); });
