@@ -121,6 +121,17 @@ class ReservationWatchGrpcTest : public ::testing::Test {
     return reservations_->ReleaseReservation(&context, release, &released);
   }
 
+  grpc::Status Renew(const hub::v1::Reservation& r, int64_t ttl_seconds) {
+    hub::v1::RenewReservationRequest renew;
+    renew.set_reservation_id(r.reservation_id());
+    renew.set_agent_id(r.agent_id());
+    renew.set_token(r.token());
+    renew.mutable_ttl()->set_seconds(ttl_seconds);
+    hub::v1::RenewReservationResponse renewed;
+    grpc::ClientContext context;
+    return reservations_->RenewReservation(&context, renew, &renewed);
+  }
+
   std::unique_ptr<HubServer> server_;
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
@@ -141,17 +152,7 @@ TEST_F(ReservationWatchGrpcTest,
   // Every kind of change, made by other clients.
   const hub::v1::Reservation b =
       ReserveOk(Request("agent-b", {"docs", "lib/*.cc"}));
-  hub::v1::RenewReservationRequest renew;
-  renew.set_reservation_id(b.reservation_id());
-  renew.set_agent_id("agent-b");
-  renew.set_token(b.token());
-  renew.mutable_ttl()->set_seconds(900);
-  {
-    hub::v1::RenewReservationResponse renewed;
-    grpc::ClientContext context;
-    ASSERT_TRUE(
-        reservations_->RenewReservation(&context, renew, &renewed).ok());
-  }
+  ASSERT_TRUE(Renew(b, 900).ok());
   ASSERT_TRUE(Release(b, {"docs"}).ok());
   ASSERT_TRUE(Release(before).ok());
   {
@@ -596,17 +597,7 @@ TEST_F(
       ReserveOk(Request("holder", {"src/b.cc"}));
   ASSERT_TRUE(Release(beside).ok());
   NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_RELEASED, "holder");
-  {
-    hub::v1::RenewReservationRequest renew;
-    renew.set_reservation_id(held.reservation_id());
-    renew.set_agent_id("holder");
-    renew.set_token(held.token());
-    renew.mutable_ttl()->set_seconds(600);
-    hub::v1::RenewReservationResponse renewed;
-    grpc::ClientContext context;
-    ASSERT_TRUE(
-        reservations_->RenewReservation(&context, renew, &renewed).ok());
-  }
+  ASSERT_TRUE(Renew(held, 600).ok());
   NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_RENEWED, "holder");
   EXPECT_FALSE(p->done.load());
 
