@@ -114,7 +114,9 @@ class ConsoleModel {
   absl::StatusOr<nlohmann::json> Messages(const ProjectScope& scope);
   // The live path reservations (every hub's, from the reservation feed):
   // holder, patterns, mode, token, expiry, reason; and how many conflicting
-  // reserves this hub refused since it started.
+  // reserves this hub refused since it started; and the reserves waiting in
+  // their projects' queues (agent, patterns, since, deadline) that this
+  // hub's feed saw join since it started.
   absl::StatusOr<nlohmann::json> Reservations(const ProjectScope& scope);
   // The messages of one trace (ListTrace's rules).
   absl::StatusOr<nlohmann::json> Trace(const std::string& trace_id,
@@ -197,6 +199,12 @@ class ConsoleModel {
   // under the lock the view reads them with (no overlap, no gap).
   absl::Mutex resv_mu_;
   std::map<std::string, storage::ReservationRecord> reservations_
+      ABSL_GUARDED_BY(resv_mu_);
+  // The reserves waiting in their projects' queues, by waiter id, from the
+  // feed's waiting / wait_ended changes and the grants of waiters; kept
+  // across a new subscription (snapshots hold no waiters), dropped once
+  // past their deadline.
+  std::map<std::string, storage::ReservationRecord> waiters_
       ABSL_GUARDED_BY(resv_mu_);
   // The subscription ended (changes missed): the next view subscribes again.
   bool resv_ended_ ABSL_GUARDED_BY(resv_mu_) = false;

@@ -25,6 +25,27 @@ json ReservationJson(const storage::ReservationRecord& r) {
           {"expires_at_ms", r.expires_at_ms}};
 }
 
+// A waiter (a reserve with `wait` in its project's queue): the change's
+// record is the waiter (its id, agent, mode, patterns; expiry = deadline).
+json WaiterJson(const storage::ReservationRecord& w) {
+  return {{"id", w.reservation_id},
+          {"project_id", w.project_id},
+          {"agent", w.agent_id},
+          {"mode", w.exclusive ? "exclusive" : "shared"},
+          {"patterns", w.patterns},
+          {"since_ms", w.created_at_ms},
+          {"deadline_ms", w.expires_at_ms}};
+}
+
+// Whether `granted` is the grant of waiter `w`: a granted wait logs no
+// wait_ended, its reservation (a new id) is the waiter's retry, of the same
+// agent, project, mode and normalized patterns.
+bool GrantOf(const storage::ReservationRecord& granted,
+             const storage::ReservationRecord& w) {
+  return granted.project_id == w.project_id && granted.agent_id == w.agent_id &&
+         granted.exclusive == w.exclusive && granted.patterns == w.patterns;
+}
+
 bool Ends(storage::ReservationChangeKind kind) {
   using K = storage::ReservationChangeKind;
   return kind == K::kReleased || kind == K::kForced || kind == K::kExpired ||
@@ -64,17 +85,45 @@ absl::Status ConsoleModel::WatchReservations() {
 
 void ConsoleModel::OnReservationChange(
     const storage::ReservationChange& change) {
-  // A waiter (a reserve with `wait` in its project's queue) is no
-  // reservation: the view lists what is held, not yet who waits.
-  if (change.kind == storage::ReservationChangeKind::kWaiting ||
-      change.kind == storage::ReservationChangeKind::kWaitEnded) {
+  using K = storage::ReservationChangeKind;
+  const storage::ReservationRecord& r = change.reservation;
+  absl::MutexLock lock(&resv_mu_);
+  // A waiter is no reservation: it has rows of its own ("reservation_wait").
+  if (change.kind == K::kWaiting || change.kind == K::kWaitEnded) {
+    json w = WaiterJson(r);
+    w["change"] = std::string(storage::ReservationChangeWord(change.kind));
+    w["removed"] = change.kind == K::kWaitEnded;
+    if (change.kind == K::kWaiting) {
+      waiters_[r.reservation_id] = r;
+    } else {
+      waiters_.erase(r.reservation_id);
+    }
+    feed_.Post("reservation_wait", {r.project_id},
+               w.dump(-1, ' ', false, json::error_handler_t::replace));
     return;
   }
-  const storage::ReservationRecord& r = change.reservation;
+  if (change.kind == K::kGranted) {
+    // The first (oldest) waiter this grant is the retry of leaves the queue.
+    const storage::ReservationRecord* oldest = nullptr;
+    for (const auto& [id, w] : waiters_) {
+      if (GrantOf(r, w) &&
+          (oldest == nullptr || w.created_at_ms < oldest->created_at_ms)) {
+        oldest = &w;
+      }
+    }
+    if (oldest != nullptr) {
+      json w = WaiterJson(*oldest);
+      w["change"] = "granted";
+      w["removed"] = true;
+      w["reservation_id"] = r.reservation_id;
+      waiters_.erase(oldest->reservation_id);
+      feed_.Post("reservation_wait", {r.project_id},
+                 w.dump(-1, ' ', false, json::error_handler_t::replace));
+    }
+  }
   json j = ReservationJson(r);
   j["change"] = std::string(storage::ReservationChangeWord(change.kind));
   j["removed"] = Ends(change.kind);
-  absl::MutexLock lock(&resv_mu_);
   if (Ends(change.kind)) {
     reservations_.erase(r.reservation_id);
   } else {
@@ -88,6 +137,7 @@ absl::StatusOr<json> ConsoleModel::Reservations(const ProjectScope& scope) {
   if (sources_.reservation_feed == nullptr) {
     return json{{"seq", feed_.head()},
                 {"reservations", json::array()},
+                {"waiters", json::array()},
                 {"conflicts_refused", 0}};
   }
   bool again = false;
@@ -101,12 +151,26 @@ absl::StatusOr<json> ConsoleModel::Reservations(const ProjectScope& scope) {
     if (absl::Status s = WatchReservations(); !s.ok()) return s;
   }
   json rows = json::array();
+  json waiters = json::array();
   int64_t seq = 0;
+  const int64_t now_ms = Now();
   {
     absl::MutexLock lock(&resv_mu_);
     seq = feed_.head();
     for (const auto& [id, r] : reservations_) {
       if (scope.Allows(r.project_id)) rows.push_back(ReservationJson(r));
+    }
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      // Past its deadline: its hub died before it logged the wait's end
+      // (the store's sweep deletes the row without a change).
+      if (it->second.expires_at_ms <= now_ms) {
+        it = waiters_.erase(it);
+        continue;
+      }
+      if (scope.Allows(it->second.project_id)) {
+        waiters.push_back(WaiterJson(it->second));
+      }
+      ++it;
     }
   }
   const int64_t refused = sources_.reservations != nullptr
@@ -114,6 +178,7 @@ absl::StatusOr<json> ConsoleModel::Reservations(const ProjectScope& scope) {
                               : 0;
   return json{{"seq", seq},
               {"reservations", std::move(rows)},
+              {"waiters", std::move(waiters)},
               {"conflicts_refused", refused}};
 }
 

@@ -428,3 +428,73 @@ test('reservations show live with their holder, patterns, mode, token and reason
   }), (e) => client.toHubError(e).reason === 'RESERVATION_NOT_FOUND');
   assert.deepEqual(await page.evaluate(() => window.__violations), []);
 });
+
+test('a reserve waiting for a held path shows under its project live, and leaves when it is granted or its deadline passes', async () => {
+  await page.click('#tabs button[data-view="reservations"]');
+  const waiter = (agent) => page.evaluate((a) => [...document.querySelectorAll(
+    '#reservation-waits tbody tr')].filter((tr) => tr.querySelector('.agent').textContent === a)
+    .map((tr) => ({
+      id: tr.dataset.waiterId,
+      project: tr.cells[0].textContent,
+      patterns: tr.querySelector('.patterns').textContent,
+      mode: tr.querySelector('.mode').textContent,
+      deadline: tr.querySelector('.deadline').textContent,
+    })), agent);
+  const waiting = (agent) => [...document.querySelectorAll('#reservation-waits tbody tr .agent')]
+    .some((td) => td.textContent === agent);
+  const { reservation: held } = await client.reservations.reserve({
+    projectId: PROJECT, agentId: 'console-beta', patterns: ['src/wait/**'],
+    mode: 'RESERVATION_MODE_EXCLUSIVE', reason: 'held while another waits',
+  });
+
+  // gamma waits for beta's path (up to 8 s): a row under the project.
+  let t = Date.now();
+  const granted = client.reservations.reserve({
+    projectId: PROJECT, agentId: 'console-gamma', patterns: ['src/wait/a.txt'],
+    mode: 'RESERVATION_MODE_EXCLUSIVE', wait: { seconds: 8 },
+  });
+  await shows('a waiting reserve', t, waiting, 'console-gamma');
+  const [row] = await waiter('console-gamma');
+  assert.equal(row.project, PROJECT);
+  assert.equal(row.patterns, 'src/wait/a.txt');
+  assert.equal(row.mode, 'exclusive');
+  assert.match(row.deadline, /^[1-8]s$/);
+  assert.equal(await page.$eval('#reservation-waits-count', (e) => e.textContent),
+    '1 reserve(s) waiting');
+  await screenshot('reservations', 'reservation-waits');
+
+  // beta releases: gamma's wait is granted; its row goes, its reservation
+  // shows.
+  t = Date.now();
+  await client.reservations.releaseReservation({
+    reservationId: held.reservationId, agentId: 'console-beta', token: held.token,
+  });
+  const { reservation: got } = await granted;
+  await shows('the waiter granted, gone from the waits', t, ([id, rid]) =>
+    !document.querySelector(`#reservation-waits tr[data-waiter-id="${id}"]`) &&
+    document.querySelector(`#reservations tr[data-reservation-id="${rid}"] .holder`)
+      ?.textContent === 'console-gamma', [row.id, got.reservationId]);
+  assert.equal(await page.$eval('#reservation-waits-count', (e) => e.textContent),
+    'no reserve waiting');
+
+  // beta now waits for gamma's path, 1.5 s: its row goes at its deadline.
+  t = Date.now();
+  const refused = client.reservations.reserve({
+    projectId: PROJECT, agentId: 'console-beta', patterns: ['src/wait/*'],
+    mode: 'RESERVATION_MODE_SHARED', wait: { seconds: 1, nanos: 500000000 },
+  }).then(() => null, (e) => client.toHubError(e).reason);
+  await shows('a second waiter', t, waiting, 'console-beta');
+  const [second] = await waiter('console-beta');
+  assert.equal(second.mode, 'shared');
+  assert.equal(await refused, 'RESERVATION_CONFLICT');
+  t = Date.now();
+  await shows('the wait ended at its deadline', t, (id) =>
+    !document.querySelector(`#reservation-waits tr[data-waiter-id="${id}"]`), second.id);
+  // A new load shows no waiter either: the hub's view dropped both.
+  const snapshot = await page.evaluate(async () =>
+    (await fetch('/api/reservations', { credentials: 'same-origin' })).json());
+  assert.deepEqual(snapshot.waiters, []);
+  await client.reservations.releaseReservation({
+    reservationId: got.reservationId, agentId: 'console-gamma', token: got.token,
+  });
+});

@@ -22,6 +22,7 @@
     messages: new Map(),   // id -> message data
     messageRows: new Map(),  // id -> <tr>
     reservations: new Map(),  // reservation id -> row data
+    waiters: new Map(),  // waiter id -> row data (a reserve waiting in its queue)
     conflictsRefused: 0,
     skewMs: 0,             // server clock - browser clock
     stream: null,
@@ -553,12 +554,59 @@
     countReservations();
   }
 
+  function waiterRow(w) {
+    const row = el('tr', { 'data-waiter-id': w.id },
+      el('td', { text: w.project_id }),
+      el('td', { class: 'agent', text: w.agent }),
+      el('td', { class: 'patterns', text: w.patterns.join(' ') }),
+      el('td', { class: 'mode', text: w.mode }),
+      el('td', { class: 'since', text: when(w.since_ms) }),
+      el('td', { class: 'deadline', 'data-deadline': w.deadline_ms, text: left(w.deadline_ms) }));
+    row.hidden = !reservationMatches({ project_id: w.project_id, holder: w.agent, reason: '',
+      patterns: w.patterns });
+    return row;
+  }
+
+  function countWaiters() {
+    $('reservation-waits-count').textContent = state.waiters.size
+      ? `${state.waiters.size} reserve(s) waiting` : 'no reserve waiting';
+  }
+
+  // A waiter joined its queue, or left it (its wait ended, or it was granted).
+  function applyWaiter(w) {
+    const body = $('reservation-waits').tBodies[0];
+    const old = body.querySelector(`tr[data-waiter-id="${CSS.escape(w.id)}"]`);
+    if (w.removed || w.deadline_ms <= serverNow()) {
+      state.waiters.delete(w.id);
+      if (old) old.remove();
+    } else {
+      state.waiters.set(w.id, w);
+      const row = waiterRow(w);
+      if (old) {
+        old.replaceWith(row);
+      } else {
+        // Oldest first within a project: the order the queue serves them.
+        const after = [...body.rows].find((tr) => {
+          const o = state.waiters.get(tr.dataset.waiterId);
+          return o && (o.project_id > w.project_id ||
+            (o.project_id === w.project_id && o.since_ms > w.since_ms));
+        });
+        body.insertBefore(row, after || null);
+      }
+    }
+    countWaiters();
+  }
+
   function renderReservations(snapshot) {
     state.reservations.clear();
     $('reservations').tBodies[0].replaceChildren();
     state.conflictsRefused = snapshot.conflicts_refused;
     for (const r of snapshot.reservations) applyReservation(r);
     countReservations();
+    state.waiters.clear();
+    $('reservation-waits').tBodies[0].replaceChildren();
+    for (const w of snapshot.waiters || []) applyWaiter(w);
+    countWaiters();
   }
 
   // ForceReleaseReservation, after a confirmation; the row goes when the
@@ -640,6 +688,7 @@
     stream.addEventListener('role', handle((r) => { applyRole(r); renderBacklog(); }));
     stream.addEventListener('message', handle((m) => applyMessage(m)));
     stream.addEventListener('reservation', handle((r) => applyReservation(r)));
+    stream.addEventListener('reservation_wait', handle((w) => applyWaiter(w)));
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
     stream.addEventListener('reset', () => { loadViews(); });
@@ -735,6 +784,11 @@
       for (const tr of $('reservations').tBodies[0].rows) {
         tr.hidden = !reservationMatches(state.reservations.get(tr.dataset.reservationId));
       }
+      for (const tr of $('reservation-waits').tBodies[0].rows) {
+        const w = state.waiters.get(tr.dataset.waiterId);
+        tr.hidden = !reservationMatches({ project_id: w.project_id, holder: w.agent, reason: '',
+          patterns: w.patterns });
+      }
     });
     $('login').addEventListener('submit', async (e) => {
       e.preventDefault();
@@ -757,6 +811,13 @@
       if (state.view === 'reservations') {
         for (const td of $('reservations').querySelectorAll('td.expires')) {
           setText(td, left(Number(td.dataset.expires)));
+        }
+        // A waiter past its deadline whose end never came (its hub died).
+        for (const w of [...state.waiters.values()]) {
+          if (w.deadline_ms <= serverNow()) applyWaiter({ ...w, removed: true });
+        }
+        for (const td of $('reservation-waits').querySelectorAll('td.deadline')) {
+          setText(td, left(Number(td.dataset.deadline)));
         }
         return;
       }
