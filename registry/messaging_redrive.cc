@@ -40,6 +40,8 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   storage::DeadLetterRedrive redrive;
   redrive.message_id = message_id;
   redrive.now_ms = UnixMillis(clock_->Now());
+  // Refused as a publish to a full inbox is (docs/design/limits.md).
+  redrive.max_pending_per_inbox = config_.max_pending_per_inbox;
   std::optional<storage::RoleRecord> holder;
   uint64_t handovers_seen = 0;
   if (m->role_key_wire.has_value()) {

@@ -6,6 +6,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
@@ -714,6 +715,35 @@ absl::StatusOr<DeadLetterRecord> SqliteStore::GetDeadLetter(
       });
 }
 
+namespace {
+
+// The agents a re-drive of `message_id` makes pending: its unacknowledged
+// recipients, and `add` unless it has a row already (acknowledged or not).
+absl::StatusOr<std::vector<std::string>> RedriveRecipients(
+    Connection& conn, absl::string_view message_id,
+    const std::optional<std::string>& add) {
+  absl::StatusOr<Stmt> s = conn.Prepare(
+      "SELECT agent_id, acked_at_ms IS NULL FROM message_inbox "
+      "WHERE message_id = ?");
+  if (!s.ok()) return s.status();
+  s->Bind(1, message_id);
+  absl::StatusOr<std::vector<std::pair<std::string, bool>>> rows =
+      rows::ReadAll<std::pair<std::string, bool>>(*s, [](const Stmt& st) {
+        return std::make_pair(st.Text(0), st.Int(1) != 0);
+      });
+  if (!rows.ok()) return rows.status();
+  std::vector<std::string> agents;
+  bool has_add = false;
+  for (auto& [agent, pending] : *rows) {
+    if (add.has_value() && agent == *add) has_add = true;
+    if (pending) agents.push_back(std::move(agent));
+  }
+  if (add.has_value() && !has_add) agents.push_back(*add);
+  return agents;
+}
+
+}  // namespace
+
 // RedriveDeadLetter: the message's row decides (its status fence in the
 // UPDATE), then its unacknowledged rows become pending again and the dead
 // letter goes, all in this operation.
@@ -727,6 +757,19 @@ absl::StatusOr<RedriveResult> SqliteStore::RedriveIn(
     if (absl::Status s = rows::RefuseClosedScope(conn, *(*m)->role_key_wire);
         !s.ok()) {
       return s;
+    }
+  }
+  // As a publish's: the inboxes it would fill refuse it before any write.
+  if (r.max_pending_per_inbox > 0 && (*m)->status == "dead_letter") {
+    absl::StatusOr<std::vector<std::string>> would =
+        RedriveRecipients(conn, r.message_id, r.add_recipient);
+    if (!would.ok()) return would.status();
+    for (const std::string& agent : *would) {
+      absl::StatusOr<int64_t> count = pending_.Get(conn, agent);
+      if (!count.ok()) return count.status();
+      if (*count >= r.max_pending_per_inbox) {
+        return InboxFullError(agent, r.max_pending_per_inbox);
+      }
     }
   }
   absl::StatusOr<Stmt> requeue = conn.Prepare(

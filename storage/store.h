@@ -512,6 +512,10 @@ struct DeadLetterRedrive {
   // An agent to make a recipient in the same write unless it is one already
   // (a role message's live holder).
   std::optional<std::string> add_recipient;
+  // When > 0, as a publish's: a recipient it would make pending again (or
+  // add) that already has this many unacknowledged messages refuses the
+  // re-drive before anything is written (InboxFullError).
+  int64_t max_pending_per_inbox = 0;
 };
 
 struct RedriveResult {
@@ -1040,7 +1044,9 @@ class Store {
   // attempts kept), `add_recipient` gets a row, and the dead letter row is
   // deleted. NOT_FOUND / MESSAGE_NOT_FOUND when the message row is gone;
   // FAILED_PRECONDITION / ROLE_SCOPE_CLOSED for a message of a closed lead
-  // scope (decided inside the write).
+  // scope (decided inside the write); RESOURCE_EXHAUSTED / LIMIT_EXCEEDED
+  // (limit max_pending_per_inbox, metadata agent_id) when a recipient's
+  // inbox is full (`max_pending_per_inbox`), also decided inside the write.
   virtual absl::StatusOr<RedriveResult> RedriveDeadLetter(
       const DeadLetterRedrive& redrive) = 0;
   // NotFound (DEAD_LETTER_NOT_FOUND) when absent.

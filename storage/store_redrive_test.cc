@@ -4,6 +4,7 @@
 // closed scope; then, on PostgreSQL, two hubs re-driving the same dead
 // letters at once.
 #include <atomic>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -42,12 +43,42 @@ class RedriveStore : public testing::StoreTest {
   }
 
   absl::StatusOr<RedriveResult> Redrive(
-      const std::string& id, std::optional<std::string> add = std::nullopt) {
+      const std::string& id, std::optional<std::string> add = std::nullopt,
+      int64_t max_pending_per_inbox = 0) {
     DeadLetterRedrive r;
     r.message_id = id;
     r.now_ms = kLater;
     r.add_recipient = std::move(add);
+    r.max_pending_per_inbox = max_pending_per_inbox;
     return store().RedriveDeadLetter(r);
+  }
+
+  // `n` fresh messages (alive at kLater) pending for `agent`.
+  void FillInbox(const std::string& agent, int n) {
+    for (int i = 0; i < n; ++i) {
+      ASSERT_TRUE(
+          store()
+              .InsertMessage(TestMessage(absl::StrCat("fill-", agent, "-", i),
+                                         5, kLater - 1, kTtl),
+                             {agent})
+              .ok());
+    }
+  }
+
+  // The re-drive of `id` was refused as a publish to `agent`'s full inbox
+  // is, and changed nothing.
+  void ExpectRefusedForFullInbox(const absl::Status& status,
+                                 const std::string& id,
+                                 const std::string& agent, int64_t limit) {
+    EXPECT_EQ(status.code(), absl::StatusCode::kResourceExhausted) << status;
+    EXPECT_EQ(ReasonOf(status), "LIMIT_EXCEEDED");
+    std::map<std::string, std::string> md = MetadataOf(status);
+    EXPECT_EQ(md["limit"], "max_pending_per_inbox");
+    EXPECT_EQ(md["limit_value"], absl::StrCat(limit));
+    EXPECT_EQ(md["agent_id"], agent);
+    EXPECT_EQ(store().GetMessage(id)->status, "dead_letter");
+    EXPECT_EQ(store().GetDeadLetter(id)->reason, "ttl_expired");
+    EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 1000), limit);
   }
 };
 
@@ -179,6 +210,44 @@ TEST_P(RedriveStore, ARedrivenMessageCountsAgainstTheInboxLimitAgain) {
       store().InsertMessageDelivering(TestMessage("m2", 5, kLater), {"a"}, {},
                                       kLater, 1);
   EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
+}
+
+TEST_P(RedriveStore, ARedriveToAFullInboxIsRefusedAsAPublishAndChangesNothing) {
+  ExpiredMessage("m1", {"a", "b"});
+  FillInbox("b", 2);
+  absl::StatusOr<RedriveResult> r = Redrive("m1", std::nullopt, 2);
+  ExpectRefusedForFullInbox(r.status(), "m1", "b", 2);
+  // "a" was not made pending either.
+  EXPECT_EQ(*store().CountPendingForAgent("a", kLater, 1000), 0);
+  // Room again (one of b's acknowledged): the re-drive goes through.
+  ASSERT_TRUE(store().MarkDelivered("fill-b-0", "b", kLater).ok());
+  ASSERT_TRUE(*store().AckMessage("fill-b-0", "b", kLater));
+  r = Redrive("m1", std::nullopt, 2);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recipients, (std::vector<std::string>{"a", "b"}));
+  EXPECT_EQ(*store().CountPendingForAgent("b", kLater, 1000), 2);
+}
+
+TEST_P(RedriveStore, ARedriveToARoleHolderWithAFullInboxIsRefused) {
+  ExpiredMessage("m1", {}, "rk2.lead");
+  FillInbox("holder", 1);
+  ExpectRefusedForFullInbox(Redrive("m1", "holder", 1).status(), "m1", "holder",
+                            1);
+  EXPECT_TRUE(store().ListInbox("m1")->empty());
+}
+
+TEST_P(RedriveStore, AnAcknowledgedRecipientDoesNotCountAgainstTheLimit) {
+  // "a" acked it: the re-drive makes only "c" pending, and a's full inbox
+  // is no reason to refuse.
+  MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
+  ASSERT_TRUE(store().InsertMessage(m, {"a", "c"}).ok());
+  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
+  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  FillInbox("a", 1);
+  absl::StatusOr<RedriveResult> r = Redrive("m1", "a", 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->recipients, (std::vector<std::string>{"c"}));
 }
 
 // Many re-drives of the same dead letters at once, through two hubs over one

@@ -34,7 +34,13 @@ constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 class RedriveGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = testing::StartTestHub(testing::FreshTestDbPath());
+    StartHub(testing::TestHubOptions(testing::FreshTestDbPath()));
+  }
+
+  // (Re)starts the hub, over a fresh database, with `options`.
+  void StartHub(const HubServerOptions& options) {
+    server_.reset();
+    server_ = testing::StartTestHub(options);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
@@ -83,11 +89,12 @@ class RedriveGrpcTest : public ::testing::Test {
     return messages_->RedriveDeadLetter(&context, request, response);
   }
 
-  hub::v1::ListPendingResponse Pending(const std::string& agent) {
+  hub::v1::ListPendingResponse Pending(const std::string& agent,
+                                       bool peek = true) {
     grpc::ClientContext context;
     hub::v1::ListPendingRequest request;
     request.set_agent_id(agent);
-    request.set_peek(true);
+    request.set_peek(peek);
     hub::v1::ListPendingResponse response;
     EXPECT_TRUE(messages_->ListPending(&context, request, &response).ok());
     return response;
@@ -228,6 +235,55 @@ TEST_F(RedriveGrpcTest, ADeadLetterOfAClosedScopeStaysDead) {
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(Reason(s), "ROLE_SCOPE_CLOSED");
   EXPECT_TRUE(IsDeadLetter(published.message_id()));
+}
+
+TEST_F(RedriveGrpcTest, ARedriveToAFullInboxIsRefusedAsAPublishIs) {
+  HubServerOptions options =
+      testing::TestHubOptions(testing::FreshTestDbPath());
+  options.messaging.max_pending_per_inbox = 1;
+  StartHub(options);
+  testing::RegisterAgentOk(presence_.get(), "agent-b");
+  const std::string dead = DeadLetter("agent-b");
+  // agent-b's inbox is full again (one pending message, the limit).
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("agent-b");
+  hub::v1::PublishResponse published;
+  grpc::ClientContext publish_context;
+  ASSERT_TRUE(messages_->Publish(&publish_context, request, &published).ok());
+
+  hub::v1::RedriveDeadLetterResponse response;
+  grpc::Status s = Redrive(dead, &response);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_EQ(Reason(s), "LIMIT_EXCEEDED");
+  google::rpc::ErrorInfo info = testing::ErrorInfoOf(s);
+  EXPECT_EQ(info.metadata().at("limit"), "max_pending_per_inbox");
+  EXPECT_EQ(info.metadata().at("limit_value"), "1");
+  EXPECT_EQ(info.metadata().at("agent_id"), "agent-b");
+  // Nothing changed: still a dead letter, the inbox holds the one message.
+  EXPECT_TRUE(IsDeadLetter(dead));
+  ASSERT_EQ(Pending("agent-b").deliveries_size(), 1);
+  // The same refusal as a publish to that inbox.
+  grpc::ClientContext full_context;
+  grpc::Status full = messages_->Publish(&full_context, request, &published);
+  EXPECT_EQ(full.error_code(), s.error_code());
+  EXPECT_EQ(Reason(full), Reason(s));
+
+  // Once agent-b acknowledges its message, the re-drive goes through.
+  hub::v1::ListPendingResponse delivered = Pending("agent-b", /*peek=*/false);
+  ASSERT_EQ(delivered.deliveries_size(), 1);
+  grpc::ClientContext ack_context;
+  hub::v1::AckRequest ack;
+  ack.set_agent_id("agent-b");
+  ack.add_message_ids(delivered.deliveries(0).message().message_id());
+  hub::v1::AckResponse acked;
+  ASSERT_TRUE(messages_->Ack(&ack_context, ack, &acked).ok());
+  ASSERT_EQ(acked.result().acked_message_ids_size(), 1);
+  s = Redrive(dead, &response);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_FALSE(IsDeadLetter(dead));
+  ASSERT_EQ(Pending("agent-b").deliveries_size(), 1);
+  EXPECT_EQ(Pending("agent-b").deliveries(0).message().message_id(), dead);
 }
 
 }  // namespace

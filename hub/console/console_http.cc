@@ -73,11 +73,14 @@ void Reply(httplib::Response& response, const json& body, int status = 200) {
   response.set_content(Dump(body), kJson);
 }
 
+// The status as the API's ErrorInfo has it: code, reason, message and the
+// metadata (e.g. which limit refused it).
 void Fail(httplib::Response& response, const absl::Status& status) {
   Reply(response,
         {{"code", absl::StatusCodeToString(status.code())},
          {"reason", ReasonOf(status)},
-         {"message", std::string(status.message())}},
+         {"message", std::string(status.message())},
+         {"metadata", MetadataOf(status)}},
         HttpStatusOf(status.code()));
 }
 

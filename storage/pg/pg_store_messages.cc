@@ -725,6 +725,27 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
           if (absl::Status s = RefuseClosedScope(conn, *wire); !s.ok())
             return s;
         }
+        // As a publish's, before any write: the inboxes it would make
+        // pending again (or add) are counted under their locks.
+        if (r.max_pending_per_inbox > 0 && (*m)->status == "dead_letter") {
+          absl::StatusOr<Result> would = conn.Run(
+              "SELECT agent_id FROM message_inbox WHERE message_id = $1 "
+              "AND acked_at_ms IS NULL UNION SELECT a FROM unnest($2::text[]) "
+              "AS a WHERE NOT EXISTS (SELECT 1 FROM message_inbox i "
+              "WHERE i.message_id = $1 AND i.agent_id = a)",
+              {P(r.message_id),
+               TextArray(r.add_recipient.has_value()
+                             ? std::vector<std::string>{*r.add_recipient}
+                             : std::vector<std::string>{})});
+          if (!would.ok()) return would.status();
+          std::vector<std::string> agents = FirstColumn(*would);
+          std::sort(agents.begin(), agents.end());
+          if (absl::Status s =
+                  CheckInboxLimit(conn, agents, r.max_pending_per_inbox);
+              !s.ok()) {
+            return s;
+          }
+        }
         // The fence: a concurrent re-drive (any hub's) waits for this row's
         // lock, re-reads it queued and changes nothing.
         absl::StatusOr<Result> requeued = conn.Run(

@@ -498,3 +498,46 @@ test('a reserve waiting for a held path shows under its project live, and leaves
     reservationId: got.reservationId, agentId: 'console-gamma', token: got.token,
   });
 });
+
+test('a re-drive to a full inbox is refused on the page with the limit it hit, and changes nothing', async () => {
+  // A hub whose inboxes hold one pending message.
+  const { hubd: small, base: smallBase } = await startHubd('console-full',
+    ['--max_pending_per_inbox=1']);
+  const c = new HubClient(small.address);
+  const p = await browser.newPage();
+  p.on('dialog', (d) => d.accept());
+  try {
+    await c.presence.registerAgent({ agentId: 'console-full', cli: 'AGENT_CLI_CLAUDE' });
+    const expiring = await c.messages.publish({
+      fromAgentId: 'console-sender', to: 'console-full', ttl: { seconds: 1 },
+      payload: toStruct({ text: 'expires' }),
+    });
+    await p.goto(smallBase + '/', { waitUntil: 'load' });
+    await p.waitForSelector('#live.on', { timeout: DEADLINE_MS });
+    await p.click('#tabs button[data-view="messages"]');
+    const dead = `#dead-letters tr[data-message-id="${expiring.messageId}"] button.redrive`;
+    await p.waitForSelector(dead, { timeout: DEADLINE_MS });
+    // The inbox is full again.
+    const waiting = await c.messages.publish({
+      fromAgentId: 'console-sender', to: 'console-full', payload: toStruct({ text: 'waits' }),
+    });
+    await p.click(dead);
+    await p.waitForFunction(() => document.querySelector('#dead-letter-result.error'),
+      { timeout: DEADLINE_MS, polling: 'mutation' });
+    const shown = await p.$eval('#dead-letter-result', (e) => e.textContent);
+    assert.match(shown, new RegExp(`^RedriveDeadLetter ${expiring.messageId} refused: ` +
+      'LIMIT_EXCEEDED .*\\(agent_id=console-full limit=max_pending_per_inbox limit_value=1\\)$'));
+    await shot(p, 'messages', 'redrive-refused');
+    // Nothing changed: still a dead letter (its row stays), the inbox holds
+    // the one message.
+    assert.ok(await p.$(dead));
+    const { deadLetters } = await c.messages.listDeadLetters({});
+    assert.deepEqual(deadLetters.map((d) => d.messageId), [expiring.messageId]);
+    const { deliveries } = await c.messages.listPending({ agentId: 'console-full', peek: true });
+    assert.deepEqual(deliveries.map((d) => d.message.messageId), [waiting.messageId]);
+  } finally {
+    await p.close();
+    c.close();
+    await small.stop();
+  }
+});

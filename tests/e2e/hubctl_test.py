@@ -24,8 +24,9 @@ COMMANDS = ["status", "agents list", "agents get", "roles list", "roles get",
             "candidates add", "publish", "pending", "ack", "dead-letters",
             "dead-letters redrive",
             "rolekey encode", "rolekey decode"]
-OK, INVALID_ARGUMENT, NOT_FOUND, FAILED_PRECONDITION, UNAVAILABLE, USAGE = (
-    0, 3, 5, 9, 14, 64)
+OK, INVALID_ARGUMENT, NOT_FOUND, RESOURCE_EXHAUSTED, FAILED_PRECONDITION = (
+    0, 3, 5, 8, 9)
+UNAVAILABLE, USAGE = 14, 64
 
 
 def hubctl_path():
@@ -336,6 +337,50 @@ class HubctlTest(unittest.TestCase):
         self.fails(INVALID_ARGUMENT, "MESSAGE_ID_INVALID",
                    "dead-letters", "redrive", "m" * 65)
         self.fails(USAGE, None, "dead-letters", "redrive")
+
+
+
+class HubctlInboxLimitTest(unittest.TestCase):
+    """hubctl against a hubd whose inboxes hold one pending message."""
+    ctl, ok, fails, register = (HubctlTest.ctl, HubctlTest.ok, HubctlTest.fails,
+                                HubctlTest.register)
+
+    @classmethod
+    def setUpClass(cls):
+        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "hubctl-limit.sqlite"),
+                                "--max_pending_per_inbox=1")
+        cls.channel = grpc.insecure_channel(cls.hubd.address)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.channel.close()
+        cls.hubd.stop()
+
+    def test_dead_letters_redrive_to_a_full_inbox_is_refused_as_a_publish(self):
+        self.register("ctl-full")
+        published = json.loads(self.ok("--json", "publish", "ctl-full",
+                                       "--from=ctl-sender", "--ttl=1s"))
+        message_id = published["messageId"]
+        deadline = time.monotonic() + 30
+        while (message_id not in self.ok("dead-letters")
+               and time.monotonic() < deadline):
+            time.sleep(0.05)
+        self.assertIn(message_id, self.ok("dead-letters"))
+        waiting = json.loads(self.ok("--json", "publish", "ctl-full",
+                                     "--from=ctl-sender"))["messageId"]
+
+        err = json.loads(self.fails(RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED",
+                                    "dead-letters", "redrive", message_id))
+        self.assertEqual(err["metadata"]["limit"], "max_pending_per_inbox")
+        self.assertEqual(err["metadata"]["limit_value"], "1")
+        self.assertEqual(err["metadata"]["agent_id"], "ctl-full")
+        self.assertIn(message_id, self.ok("dead-letters"))
+        pending = self.ok("pending", "ctl-full")
+        self.assertIn(waiting, pending)
+        self.assertNotIn(message_id, pending)
+        # A publish to that inbox is refused the same way.
+        self.fails(RESOURCE_EXHAUSTED, "LIMIT_EXCEEDED", "publish", "ctl-full",
+                   "--from=ctl-sender")
 
 
 if __name__ == "__main__":

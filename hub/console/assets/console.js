@@ -63,6 +63,7 @@
       const err = new Error((data && data.message) || `HTTP ${response.status}`);
       err.status = response.status;
       err.reason = data && data.reason;
+      err.metadata = (data && data.metadata) || {};
       throw err;
     }
     return data;
@@ -468,7 +469,10 @@
         (r.pushed.length ? ` (pushed to ${r.pushed.join(', ')})` : '');
     } catch (e) {
       result.className = 'error';
-      result.textContent = `RedriveDeadLetter ${d.id} refused: ${e.reason || ''} ${e.message}`;
+      // The metadata says which limit refused it (and whose inbox is full).
+      const md = Object.entries(e.metadata || {}).map(([k, v]) => `${k}=${v}`).join(' ');
+      result.textContent = `RedriveDeadLetter ${d.id} refused: ${e.reason || ''} ${e.message}` +
+        (md ? ` (${md})` : '');
     }
   }
 
