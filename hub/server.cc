@@ -738,6 +738,11 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
     console::ConsoleHintsOptions hints;
     hints.conninfo = options.db_path;
     hints.hub_instance_id = identity_.hub_instance_id;
+    hints.on_send_failed = [](const absl::Status& status) {
+      log::Warn("console_hints_unsent",
+                {{"reason", ReasonOf(status)}, {"message", status.message()}});
+    };
+    hints.on_caught_up = [] { log::Info("console_hints_reset_sent", {}); };
     console_hints_ = std::make_unique<console::ConsoleHints>(console, hints);
   }
   console::ConsoleHints* hints = console_hints_.get();

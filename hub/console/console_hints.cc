@@ -30,6 +30,11 @@ std::vector<std::string> Strings(const json& j, const char* key) {
 }
 
 // Adds `id` to `list` unless `seen` has it.
+// Tells every other hub's pages to load their snapshots again.
+std::string ResetPayload(const std::string& hub_id) {
+  return json({{kHub, hub_id}, {kReset, true}}).dump();
+}
+
 void AddOnce(const std::string& id, std::vector<std::string>* list,
              absl::flat_hash_set<std::string>* seen) {
   if (seen->insert(id).second) list->push_back(id);
@@ -102,6 +107,11 @@ int64_t ConsoleHints::received() const {
   return received_;
 }
 
+int64_t ConsoleHints::failed() const {
+  absl::MutexLock lock(&mu_);
+  return failed_;
+}
+
 std::vector<std::string> ConsoleHints::Payloads(
     const std::string& hub_id, const std::vector<std::string>& agents,
     const std::vector<std::string>& messages,
@@ -130,13 +140,17 @@ std::vector<std::string> ConsoleHints::Payloads(
   for (size_t i = skip; i < messages.size(); ++i) add(kMessages, messages[i]);
   if (current.size() > 1) payloads.push_back(current.dump());
   if (payloads.size() > limits.max_notifications) {
-    payloads = {json({{kHub, hub_id}, {kReset, true}}).dump()};
+    payloads = {ResetPayload(hub_id)};
   }
   return payloads;
 }
 
 void ConsoleHints::RunSender() {
   absl::Time next_batch = absl::InfinitePast();
+  // A batch was dropped (the send failed): the next send is a reset, tried
+  // again after `retry` even if nothing else changes.
+  bool lost = false;
+  absl::Duration retry = options_.retry_initial;
   for (;;) {
     std::vector<std::string> agents;
     std::vector<std::string> messages;
@@ -145,7 +159,7 @@ void ConsoleHints::RunSender() {
       absl::MutexLock lock(&mu_);
       // A CondVar, not Mutex::Await: ThreadSanitizer's shim sees its waits
       // (tools/tsan/README.md).
-      while (!stopping_ && agents_.empty() && messages_.empty() &&
+      while (!stopping_ && !lost && agents_.empty() && messages_.empty() &&
              roles_.empty()) {
         wake_.Wait(&mu_);
       }
@@ -160,13 +174,28 @@ void ConsoleHints::RunSender() {
       message_set_.clear();
       role_set_.clear();
     }
-    next_batch = absl::Now() + options_.min_interval;
+    // After a loss, the reset stands for what was dropped and for this
+    // batch too: the pages read their snapshots after it arrives.
     const std::vector<std::string> payloads =
-        Payloads(options_.hub_instance_id, agents, messages, roles, options_);
-    // A batch that cannot be sent is dropped: hints are not the data.
-    if (Send(payloads).ok()) {
+        lost ? std::vector<std::string>{ResetPayload(options_.hub_instance_id)}
+             : Payloads(options_.hub_instance_id, agents, messages, roles,
+                        options_);
+    absl::Status sent = Send(payloads);
+    if (sent.ok()) {
+      if (lost && options_.on_caught_up) options_.on_caught_up();
+      lost = false;
+      retry = options_.retry_initial;
+      next_batch = absl::Now() + options_.min_interval;
       absl::MutexLock lock(&mu_);
       sent_ += static_cast<int64_t>(payloads.size());
+    } else {
+      // Dropped (hints are not the data), to be made good by a reset.
+      if (!lost && options_.on_send_failed) options_.on_send_failed(sent);
+      lost = true;
+      next_batch = absl::Now() + retry;
+      retry = std::min(retry * 2, options_.retry_max);
+      absl::MutexLock lock(&mu_);
+      ++failed_;
     }
   }
   conn_.reset();
@@ -183,6 +212,12 @@ absl::Status ConsoleHints::Send(const std::vector<std::string>& payloads) {
             (*opened)->Exec("SET synchronous_commit = off");
         !r.ok()) {
       return r.status();
+    }
+    if (absl::Status s = (*opened)->SetSessionParameter(
+            "application_name",
+            options_.application_name_prefix + options_.hub_instance_id);
+        !s.ok()) {
+      return s;
     }
     conn_ = std::move(*opened);
   }

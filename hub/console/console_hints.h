@@ -12,7 +12,11 @@
 // out together, at most one batch per `min_interval`; a batch larger than a
 // notification's payload goes as several. A hint is never the data: one a
 // hub misses (its listening connection was lost) is made good by telling
-// every open page to load its snapshots again once the listener is back.
+// every open page to load its snapshots again once the listener is back;
+// one a hub could not send (the database unreachable) is made good by the
+// sender: it tries again, backing off, until it can send, and then sends a
+// "reset" in place of what it dropped, so that the other hubs' pages load
+// their snapshots again (no new change needed).
 //
 // Responsible for the hints; not for what the rows hold (ConsoleModel).
 // Thread-safe.
@@ -20,6 +24,7 @@
 #define HUB_HUB_CONSOLE_CONSOLE_HINTS_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -54,6 +59,17 @@ struct ConsoleHintsOptions {
   // A batch that needs more notifications than this is sent as one "reset"
   // instead: every page loads its snapshots again.
   size_t max_notifications = 8;
+  // After a failed send, the next try comes this long later, doubling up
+  // to retry_max until one succeeds.
+  absl::Duration retry_initial = absl::Milliseconds(100);
+  absl::Duration retry_max = absl::Seconds(2);
+  // The sender's connection's application_name is this, then the hub id
+  // (pg_stat_activity shows which backend sends a hub's hints).
+  std::string application_name_prefix = "hub console hints ";
+  // Told, on the sender's thread, when a batch could not be sent (once per
+  // run of failures), and when the reset that makes good for it went out.
+  std::function<void(const absl::Status&)> on_send_failed;
+  std::function<void()> on_caught_up;
 };
 
 class ConsoleHints {
@@ -74,9 +90,11 @@ class ConsoleHints {
   // Stops sending and listening; what is queued is dropped. Idempotent.
   void Stop();
 
-  // Notifications sent and received from other hubs, so far.
+  // Notifications sent and received from other hubs, so far; batches that
+  // could not be sent (each made good by a later reset).
   int64_t sent() const;
   int64_t received() const;
+  int64_t failed() const;
 
   // The payloads one batch goes out as (exposed for its test).
   static std::vector<std::string> Payloads(
@@ -105,6 +123,7 @@ class ConsoleHints {
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;
   std::unique_ptr<storage::pg::Listener> listener_;

@@ -5,6 +5,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
@@ -174,6 +175,81 @@ TEST_F(ConsoleHintsPgTest, AfterItsListenerReconnectsTheConsolesPagesReload) {
   const ConsoleBatch batch = Next(model, head);
   ASSERT_FALSE(batch.changes.empty());
   EXPECT_EQ(batch.changes[0].kind, "reset");
+}
+
+// Hub B's hints sender loses its connection (terminated by the server) and
+// drops the batch it could not send; it tries again by itself and, once it
+// can send, sends a reset in place of what it dropped: hub A's pages load
+// their snapshots again without another change.
+TEST_F(ConsoleHintsPgTest, HintsASenderCouldNotSendBecomeAResetOnceItCanSend) {
+  absl::Mutex mu;
+  std::vector<std::string> payloads;
+  storage::pg::ListenerOptions listen;
+  listen.conninfo = server_->ConnInfo();
+  listen.channels = {kConsoleChannel};
+  bool listening = false;
+  listen.on_resync = [&] {
+    absl::MutexLock lock(&mu);
+    listening = true;
+  };
+  listen.on_notify = [&](const storage::pg::Notification& n) {
+    absl::MutexLock lock(&mu);
+    payloads.push_back(n.payload);
+  };
+  storage::pg::Listener listener(listen);
+  ASSERT_TRUE(Eventually([&] {
+    absl::MutexLock lock(&mu);
+    return listening;
+  }));
+  const auto received = [&](const json& want) {
+    absl::MutexLock lock(&mu);
+    for (const std::string& p : payloads) {
+      if (json::parse(p) == want) return true;
+    }
+    return false;
+  };
+
+  ConsoleHintsOptions options = Options("hub-b-lost");
+  ConsoleHints sender(nullptr, options);
+  sender.AgentsChanged({"agent-1"});
+  ASSERT_TRUE(Eventually([&] {
+    return received({{"h", "hub-b-lost"}, {"a", json::array({"agent-1"})}});
+  }));
+
+  // The server ends the sender's backend (found by its application_name),
+  // and the test waits until it is gone.
+  auto conn = Connection::Open(server_->ConnInfo());
+  ASSERT_TRUE(conn.ok()) << conn.status();
+  const std::string name = options.application_name_prefix + "hub-b-lost";
+  auto pids = (*conn)->Run(
+      "SELECT pg_terminate_backend(pid) FROM pg_stat_activity "
+      "WHERE application_name = $1",
+      {name});
+  ASSERT_TRUE(pids.ok()) << pids.status();
+  ASSERT_EQ(pids->rows(), 1);
+  ASSERT_TRUE(Eventually([&] {
+    auto left = (*conn)->Run(
+        "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1",
+        {name});
+    return left.ok() && left->Text(0, 0) == "0";
+  }));
+
+  // This change's hint cannot go out on the dead connection: dropped. No
+  // change follows; the sender's retry brings the reset.
+  sender.AgentsChanged({"agent-2"});
+  ASSERT_TRUE(Eventually([&] { return sender.failed() > 0; }));
+  ASSERT_TRUE(Eventually([&] {
+    return received({{"h", "hub-b-lost"}, {"reset", true}});
+  }));
+  EXPECT_FALSE(
+      received({{"h", "hub-b-lost"}, {"a", json::array({"agent-2"})}}));
+  EXPECT_EQ(sender.failed(), 1);
+
+  // Sending again as before.
+  sender.AgentsChanged({"agent-3"});
+  ASSERT_TRUE(Eventually([&] {
+    return received({{"h", "hub-b-lost"}, {"a", json::array({"agent-3"})}});
+  }));
 }
 
 }  // namespace

@@ -169,3 +169,33 @@ test('a hub started later shows the roles\' past transitions, read from the chan
     'v0 electable holder=— epoch=0 seq=0 reason=role_reserved',
   ]);
 });
+
+test('an agent registered while a hub could not send its hints shows on the other hub\'s page once it can', async () => {
+  // Hub B's hints go out on a connection of its own (application_name
+  // "hub console hints <its id>"); the server ends it, so that the hint of
+  // the next change through B cannot be sent.
+  const [, b] = clients;
+  const id = /hub_instance_id=(\S+)/.exec(hubs[1].output)[1];
+  const sender = `SELECT count(*) FROM pg_stat_activity WHERE application_name = 'hub console hints ${id}'`;
+  await page.goto(`${hubs[0].base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('#live.on', { timeout: 15000 });
+  await page.evaluate(() => { window.__sameDocument = 'yes'; });
+  await page.click('#tabs button[data-view="fleet"]');
+  await until(() => pg.sql('console', sender) === '1', 'hub B\'s hints connection');
+  pg.sql('console', sender.replace('count(*)', 'pg_terminate_backend(pid)'));
+  await until(() => pg.sql('console', sender) === '0', 'its end');
+  const logged = hubs[1].output.length;
+
+  // Its hint is dropped; hub B tries again by itself and sends a reset once
+  // it can: hub A's page loads its snapshots again, with the agent.
+  const t = Date.now();
+  await b.presence.registerAgent({
+    agentId: 'shared-unhinted', projectId: PROJECT, cli: 'AGENT_CLI_CODEX',
+  });
+  await watcher.shows('an agent whose hint was lost, after the reset', t,
+    () => !!document.querySelector('tr[data-agent-id="shared-unhinted"]'));
+  const since = hubs[1].output.slice(logged);
+  assert.match(since, /console_hints_unsent/);
+  assert.match(since, /console_hints_reset_sent/);
+  assert.equal(await page.evaluate(() => window.__sameDocument), 'yes', 'the page was reloaded');
+});

@@ -38,6 +38,12 @@ class Postgres {
     return `postgresql://hub@/${name}?host=${this.dir}`;
   }
 
+  // The rows of `query` in database `name`, as psql's unaligned text.
+  sql(name, query) {
+    return this.run('psql', '-h', this.dir, '-U', 'hub', '-d', name, '-X', '-A', '-t', '-c',
+      query).trim();
+  }
+
   stop() {
     try {
       if (fs.existsSync(`${this.dir}/data/postmaster.pid`)) {
