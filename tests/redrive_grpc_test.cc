@@ -89,6 +89,16 @@ class RedriveGrpcTest : public ::testing::Test {
     return messages_->RedriveDeadLetter(&context, request, response);
   }
 
+  // A message from sender-1 to `to`, with the hub's default ttl.
+  grpc::Status PublishTo(const std::string& to,
+                         hub::v1::PublishResponse* published) {
+    hub::v1::PublishRequest request;
+    request.set_from_agent_id("sender-1");
+    request.set_to(to);
+    grpc::ClientContext context;
+    return messages_->Publish(&context, request, published);
+  }
+
   hub::v1::ListPendingResponse Pending(const std::string& agent,
                                        bool peek = true) {
     grpc::ClientContext context;
@@ -195,12 +205,8 @@ TEST_F(RedriveGrpcTest, BadIdsUnknownMessagesAndLiveMessagesAreRefused) {
   EXPECT_EQ(Reason(s), "MESSAGE_NOT_FOUND");
 
   testing::RegisterAgentOk(presence_.get(), "agent-b");
-  hub::v1::PublishRequest request;
-  request.set_from_agent_id("sender-1");
-  request.set_to("agent-b");
   hub::v1::PublishResponse published;
-  grpc::ClientContext context;
-  ASSERT_TRUE(messages_->Publish(&context, request, &published).ok());
+  ASSERT_TRUE(PublishTo("agent-b", &published).ok());
   s = Redrive(published.message_id(), &response);
   EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(Reason(s), "MESSAGE_NOT_DEAD_LETTER");
@@ -245,12 +251,8 @@ TEST_F(RedriveGrpcTest, ARedriveToAFullInboxIsRefusedAsAPublishIs) {
   testing::RegisterAgentOk(presence_.get(), "agent-b");
   const std::string dead = DeadLetter("agent-b");
   // agent-b's inbox is full again (one pending message, the limit).
-  hub::v1::PublishRequest request;
-  request.set_from_agent_id("sender-1");
-  request.set_to("agent-b");
   hub::v1::PublishResponse published;
-  grpc::ClientContext publish_context;
-  ASSERT_TRUE(messages_->Publish(&publish_context, request, &published).ok());
+  ASSERT_TRUE(PublishTo("agent-b", &published).ok());
 
   hub::v1::RedriveDeadLetterResponse response;
   grpc::Status s = Redrive(dead, &response);
@@ -264,8 +266,7 @@ TEST_F(RedriveGrpcTest, ARedriveToAFullInboxIsRefusedAsAPublishIs) {
   EXPECT_TRUE(IsDeadLetter(dead));
   ASSERT_EQ(Pending("agent-b").deliveries_size(), 1);
   // The same refusal as a publish to that inbox.
-  grpc::ClientContext full_context;
-  grpc::Status full = messages_->Publish(&full_context, request, &published);
+  grpc::Status full = PublishTo("agent-b", &published);
   EXPECT_EQ(full.error_code(), s.error_code());
   EXPECT_EQ(Reason(full), Reason(s));
 

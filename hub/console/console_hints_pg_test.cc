@@ -5,8 +5,10 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -32,6 +34,41 @@ bool Eventually(F done) {
   }
   return true;
 }
+
+// Every notification on the console's channel, from the time it listens.
+class HintCollector {
+ public:
+  explicit HintCollector(const std::string& conninfo) {
+    storage::pg::ListenerOptions listen;
+    listen.conninfo = conninfo;
+    listen.channels = {kConsoleChannel};
+    listen.on_resync = [this] {
+      absl::MutexLock lock(&mu_);
+      listening_ = true;
+    };
+    listen.on_notify = [this](const storage::pg::Notification& n) {
+      absl::MutexLock lock(&mu_);
+      payloads_.push_back(n.payload);
+    };
+    listener_ = std::make_unique<storage::pg::Listener>(std::move(listen));
+  }
+  ~HintCollector() { listener_->Stop(); }
+
+  bool listening() {
+    absl::MutexLock lock(&mu_);
+    return listening_;
+  }
+  std::vector<std::string> payloads() {
+    absl::MutexLock lock(&mu_);
+    return payloads_;
+  }
+
+ private:
+  absl::Mutex mu_;
+  bool listening_ ABSL_GUARDED_BY(mu_) = false;
+  std::vector<std::string> payloads_ ABSL_GUARDED_BY(mu_);
+  std::unique_ptr<storage::pg::Listener> listener_;
+};
 
 class ConsoleHintsPgTest : public ::testing::Test {
  protected:
@@ -97,25 +134,8 @@ class ConsoleHintsPgTest : public ::testing::Test {
 storage::pg::testing::PgTestServer* ConsoleHintsPgTest::server_ = nullptr;
 
 TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
-  absl::Mutex mu;
-  std::vector<std::string> payloads;
-  storage::pg::ListenerOptions listen;
-  listen.conninfo = server_->ConnInfo();
-  listen.channels = {kConsoleChannel};
-  bool listening = false;
-  listen.on_resync = [&] {
-    absl::MutexLock lock(&mu);
-    listening = true;
-  };
-  listen.on_notify = [&](const storage::pg::Notification& n) {
-    absl::MutexLock lock(&mu);
-    payloads.push_back(n.payload);
-  };
-  storage::pg::Listener listener(listen);
-  ASSERT_TRUE(Eventually([&] {
-    absl::MutexLock lock(&mu);
-    return listening;
-  }));
+  HintCollector heard(server_->ConnInfo());
+  ASSERT_TRUE(Eventually([&] { return heard.listening(); }));
 
   ConsoleHints sender(nullptr, Options("hub-b"));  // no console of its own
   sender.AgentsChanged({"agent-1", "agent-1"});
@@ -125,9 +145,8 @@ TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
   // window cut them into (a slow machine, TSan: more than one).
   json all;
   const auto collect = [&] {
-    absl::MutexLock lock(&mu);
     all = {{"a", json::array()}, {"m", json::array()}, {"r", json::array()}};
-    for (const std::string& p : payloads) {
+    for (const std::string& p : heard.payloads()) {
       const json j = json::parse(p);
       EXPECT_EQ(j["h"], "hub-b");
       for (const char* key : {"a", "m", "r"}) {
@@ -182,28 +201,10 @@ TEST_F(ConsoleHintsPgTest, AfterItsListenerReconnectsTheConsolesPagesReload) {
 // can send, sends a reset in place of what it dropped: hub A's pages load
 // their snapshots again without another change.
 TEST_F(ConsoleHintsPgTest, HintsASenderCouldNotSendBecomeAResetOnceItCanSend) {
-  absl::Mutex mu;
-  std::vector<std::string> payloads;
-  storage::pg::ListenerOptions listen;
-  listen.conninfo = server_->ConnInfo();
-  listen.channels = {kConsoleChannel};
-  bool listening = false;
-  listen.on_resync = [&] {
-    absl::MutexLock lock(&mu);
-    listening = true;
-  };
-  listen.on_notify = [&](const storage::pg::Notification& n) {
-    absl::MutexLock lock(&mu);
-    payloads.push_back(n.payload);
-  };
-  storage::pg::Listener listener(listen);
-  ASSERT_TRUE(Eventually([&] {
-    absl::MutexLock lock(&mu);
-    return listening;
-  }));
+  HintCollector heard(server_->ConnInfo());
+  ASSERT_TRUE(Eventually([&] { return heard.listening(); }));
   const auto received = [&](const json& want) {
-    absl::MutexLock lock(&mu);
-    for (const std::string& p : payloads) {
+    for (const std::string& p : heard.payloads()) {
       if (json::parse(p) == want) return true;
     }
     return false;

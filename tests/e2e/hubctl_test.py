@@ -39,6 +39,21 @@ def _field(number, payload):
     return bytes([number << 3 | 2, len(data)]) + data
 
 
+def dead_letter(case, agent_id):
+    """Registers `agent_id`, publishes a 1 s message to it through hubctl and
+    waits (however long the sweep takes) until it is a dead letter."""
+    case.register(agent_id)
+    published = json.loads(case.ok("--json", "publish", agent_id,
+                                   "--from=ctl-sender", "--ttl=1s"))
+    message_id = published["messageId"]
+    deadline = time.monotonic() + 30
+    while (message_id not in case.ok("dead-letters")
+           and time.monotonic() < deadline):
+        time.sleep(0.05)
+    case.assertIn(message_id, case.ok("dead-letters"))
+    return message_id
+
+
 class HubctlTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
@@ -314,15 +329,7 @@ class HubctlTest(unittest.TestCase):
                    "--page-size=-1")
 
     def test_dead_letters_redrive_queues_a_dead_letter_again_once(self):
-        self.register("ctl-redrive")
-        published = json.loads(self.ok("--json", "publish", "ctl-redrive",
-                                       "--from=ctl-sender", "--ttl=1s"))
-        message_id = published["messageId"]
-        deadline = time.monotonic() + 30
-        while (message_id not in self.ok("dead-letters")
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
-        self.assertIn(message_id, self.ok("dead-letters"))
+        message_id = dead_letter(self, "ctl-redrive")
         self.assertNotIn(message_id, self.ok("pending", "ctl-redrive"))
 
         out = self.ok("dead-letters", "redrive", message_id)
@@ -357,15 +364,7 @@ class HubctlInboxLimitTest(unittest.TestCase):
         cls.hubd.stop()
 
     def test_dead_letters_redrive_to_a_full_inbox_is_refused_as_a_publish(self):
-        self.register("ctl-full")
-        published = json.loads(self.ok("--json", "publish", "ctl-full",
-                                       "--from=ctl-sender", "--ttl=1s"))
-        message_id = published["messageId"]
-        deadline = time.monotonic() + 30
-        while (message_id not in self.ok("dead-letters")
-               and time.monotonic() < deadline):
-            time.sleep(0.05)
-        self.assertIn(message_id, self.ok("dead-letters"))
+        message_id = dead_letter(self, "ctl-full")
         waiting = json.loads(self.ok("--json", "publish", "ctl-full",
                                      "--from=ctl-sender"))["messageId"]
 
