@@ -99,8 +99,17 @@ async function timed(fn) {
       { timeout: 120000, polling: 'raf' }, AGENTS, ROLES);
     });
     renders.push(t);
-    const phases = await page.evaluate(() => performance.getEntriesByType('measure')
-      .map((m) => `${m.name} ${m.duration.toFixed(0)} ms`).join(', '));
+    // Before the console's own marks: the navigation (document, scripts)
+    // and the session check that loadViews waits for.
+    const phases = await page.evaluate(() => {
+      const [nav] = performance.getEntriesByType('navigation');
+      const [load] = performance.getEntriesByName('console-load');
+      return [`document ${nav.responseEnd.toFixed(0)} ms`,
+        `DOMContentLoaded ${nav.domContentLoadedEventEnd.toFixed(0)} ms`,
+        `console-load mark at ${load.startTime.toFixed(0)} ms`,
+        ...performance.getEntriesByType('measure')
+          .map((m) => `${m.name} ${m.duration.toFixed(0)} ms`)].join(', ');
+    });
     console.log(`  load ${i + 1}: ${t.toFixed(0)} ms (${phases})`);
   }
   console.log(`page load to the fleet of ${AGENTS} drawn (${ROLES} roles counted), live: ` +
