@@ -26,17 +26,38 @@ using testing::StoreTest;
 
 constexpr int64_t kNow = 1'700'000'000'000;
 
-class Contention : public StoreTest {};
+// Two hubs (stores) over PostgreSQL's one database; SQLite's one store.
+class Contention : public StoreTest {
+ protected:
+  void SetUp() override {
+    StoreTest::SetUp();
+    hubs_ = {&store()};
+    if (postgres()) {
+      other_ = Open();
+      ASSERT_NE(other_, nullptr);
+      hubs_.push_back(other_.get());
+    }
+  }
+  void TearDown() override {
+    other_.reset();
+    StoreTest::TearDown();
+  }
+  // Every group took its locks in key order: no deadlock to replay.
+  void ExpectNoReplays() {
+    for (Store* hub : hubs_) {
+      const WriteStats stats = hub->write_stats();
+      std::cout << "groups " << stats.groups << ", replays " << stats.replays
+                << ", lock retries " << stats.lock_retries << "\n";
+      EXPECT_EQ(stats.replays, 0);
+    }
+  }
+
+  std::unique_ptr<Store> other_;
+  std::vector<Store*> hubs_;
+};
 HUB_STORE_TEST_SUITE(Contention);
 
 TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
-  std::vector<std::unique_ptr<Store>> others;
-  std::vector<Store*> hubs = {&store()};
-  if (postgres()) {
-    others.push_back(Open());
-    ASSERT_NE(others.back(), nullptr);
-    hubs.push_back(others.back().get());
-  }
   constexpr int kThreads = 8;
   constexpr int kRounds = 60;
   for (int t = 0; t < kThreads; ++t) {
@@ -52,7 +73,7 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      Store& hub = *hubs[t % hubs.size()];
+      Store& hub = *hubs_[t % hubs_.size()];
       const std::string agent = absl::StrCat("agent-", t);
       auto fail = [&](const absl::Status& s, const char* what) {
         ADD_FAILURE() << what << " on thread " << t << ": " << s;
@@ -93,25 +114,12 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  for (Store* hub : hubs) {
-    const WriteStats stats = hub->write_stats();
-    std::cout << "groups " << stats.groups << ", replays " << stats.replays
-              << ", lock retries " << stats.lock_retries << "\n";
-    // Every group took its locks in key order: no deadlock to replay.
-    EXPECT_EQ(stats.replays, 0);
-  }
+  ExpectNoReplays();
   EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservations"),
             absl::StrCat(kThreads * kRounds * 2));
 }
 
 TEST_P(Contention, PublishesOfTwoHubsToTwoAgentsInOppositeOrdersNeverFail) {
-  std::vector<std::unique_ptr<Store>> others;
-  std::vector<Store*> hubs = {&store()};
-  if (postgres()) {
-    others.push_back(Open());
-    ASSERT_NE(others.back(), nullptr);
-    hubs.push_back(others.back().get());
-  }
   constexpr int kThreads = 8;
   constexpr int kRounds = 100;
   std::atomic<int> ready{0};
@@ -119,7 +127,7 @@ TEST_P(Contention, PublishesOfTwoHubsToTwoAgentsInOppositeOrdersNeverFail) {
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&, t] {
-      Store& hub = *hubs[t % hubs.size()];
+      Store& hub = *hubs_[t % hubs_.size()];
       ready.fetch_add(1);
       while (ready.load() < kThreads) std::this_thread::yield();
       for (int i = 0; i < kRounds && failures.load() == 0; ++i) {
@@ -142,13 +150,7 @@ TEST_P(Contention, PublishesOfTwoHubsToTwoAgentsInOppositeOrdersNeverFail) {
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  for (Store* hub : hubs) {
-    const WriteStats stats = hub->write_stats();
-    std::cout << "groups " << stats.groups << ", replays " << stats.replays
-              << ", lock retries " << stats.lock_retries << "\n";
-    // Every group took its locks in key order: no deadlock to replay.
-    EXPECT_EQ(stats.replays, 0);
-  }
+  ExpectNoReplays();
   EXPECT_EQ(Query("SELECT COUNT(*) FROM message_inbox"),
             absl::StrCat(kThreads * kRounds * 2));
 }
