@@ -135,10 +135,16 @@ class PresenceServiceImpl::AttachReactor final
       absl::MutexLock lock(&mu_);
       if (!ok) {
         // A frame that does not parse ends the stream as the contract says;
-        // a half-close or a broken connection ends it OK (and detaches).
-        FinishLocked(ReadFailedToParse(request_)
-                         ? MalformedRequestError(kAttachMethod)
-                         : absl::OkStatus());
+        // a half-close or a broken connection ends it OK (and detaches),
+        // once the frames read before it are answered (a broken connection
+        // is also cancelled, which ends it at once).
+        if (ReadFailedToParse(request_)) {
+          FinishLocked(MalformedRequestError(kAttachMethod));
+        } else if (writes_in_flight_ > 0) {
+          half_closed_ = true;
+        } else {
+          FinishLocked(absl::OkStatus());
+        }
         return;
       }
       if (finishing_) return;
@@ -229,10 +235,7 @@ class PresenceServiceImpl::AttachReactor final
       *response.mutable_message_ack_result() = ToAckResultProto(*result);
       QueueLocked(std::move(response));
     }
-    if (read_paused_ && !finishing_) {
-      read_paused_ = false;
-      ReadNextLocked();
-    }
+    ResumeReadingLocked();
   }
 
   // The answer to an activation_ack frame, once the activator decided.
@@ -251,6 +254,17 @@ class PresenceServiceImpl::AttachReactor final
       *result->mutable_role() = ToRoleProto(outcome->role);
       result->set_backlog_delivered_count(outcome->backlog_delivered);
       QueueLocked(std::move(response));
+    }
+    ResumeReadingLocked();
+  }
+
+  // A frame's write was answered: the stream ends if the client half-closed
+  // and this was the last answer it waited for; otherwise reading resumes
+  // if it paused for the writes.
+  void ResumeReadingLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    if (half_closed_) {
+      if (writes_in_flight_ == 0) FinishLocked(absl::OkStatus());
+      return;
     }
     if (read_paused_ && !finishing_) {
       read_paused_ = false;
@@ -710,6 +724,9 @@ class PresenceServiceImpl::AttachReactor final
   int writes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> write_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
+  // The client half-closed while frames waited for their writes: the
+  // stream ends OK once they are answered.
+  bool half_closed_ ABSL_GUARDED_BY(mu_) = false;
   // Set by the constructor: the stream's authenticated principal.
   Principal principal_;
   // Set once by the hello; read in OnDone after every callback finished.

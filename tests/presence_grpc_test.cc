@@ -359,6 +359,8 @@ class Stream {
     request.mutable_heartbeat();
     return rw_->Write(request);
   }
+  bool Write(const AttachRequest& request) { return rw_->Write(request); }
+  void WritesDone() { rw_->WritesDone(); }
   bool Read(AttachResponse* response) { return rw_->Read(response); }
   grpc::Status Close() {
     rw_->WritesDone();
@@ -392,6 +394,32 @@ TEST_F(PresenceGrpcTest, AStreamAttachesAndAnswersHeartbeatsWithLeaseAcks) {
       absl::FromUnixSeconds(response.lease_ack().lease_expires_at().seconds()),
       absl::Now());
   EXPECT_TRUE(stream.Close().ok());
+}
+
+TEST_F(PresenceGrpcTest, FramesReadBeforeAHalfCloseAreAnsweredBeforeTheEnd) {
+  const int64_t gen = RegisterOk("agent-a");
+  for (int round = 0; round < 20; ++round) {
+    Stream stream(stub_.get());
+    ASSERT_TRUE(stream.Hello("agent-a", gen));
+    AttachResponse response;
+    ASSERT_TRUE(stream.Read(&response));
+    ASSERT_TRUE(response.has_attached());
+    // An ack frame is answered after a write (here its refusal), which
+    // the half-close right behind it must not cut off.
+    AttachRequest ack;
+    ack.set_frame_id(9);
+    ack.mutable_message_ack();
+    ASSERT_TRUE(stream.Write(ack));
+    stream.WritesDone();
+    bool answered = false;
+    while (stream.Read(&response)) {
+      if (response.frame_id() == 9 && response.has_frame_error()) {
+        answered = true;
+      }
+    }
+    EXPECT_TRUE(answered) << "round " << round;
+    EXPECT_TRUE(stream.Finish().ok());
+  }
 }
 
 TEST_F(PresenceGrpcTest,
