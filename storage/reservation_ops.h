@@ -172,6 +172,46 @@ absl::StatusOr<bool> RemoveWaiterWith(ReservationRows& rows,
 std::string JoinLoggedPatterns(const std::vector<std::string>& patterns);
 std::vector<std::string> SplitLoggedPatterns(absl::string_view joined);
 
+// The columns both engines select for a reservation (as `r`) and a waiter
+// (as `w`), and their readers over either engine's row (storage/pg/
+// pg_rows.h's Row, storage/sqlite_conn.h's Stmt: Text(i), Int(i)).
+#define HUB_RES_COLUMNS                                                 \
+  "r.reservation_id, r.project_id, r.agent_id, r.presence_generation, " \
+  "r.exclusive, r.token, r.reason, r.created_at_ms, r.expires_at_ms"
+#define HUB_RES_WAITER_COLUMNS                                     \
+  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
+  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
+
+template <typename Row>
+ReservationRecord ReadReservationColumns(const Row& s) {
+  ReservationRecord r;
+  r.reservation_id = s.Text(0);
+  r.project_id = s.Text(1);
+  r.agent_id = s.Text(2);
+  r.presence_generation = s.Int(3);
+  r.exclusive = s.Int(4) != 0;
+  r.token = s.Int(5);
+  r.reason = s.Text(6);
+  r.created_at_ms = s.Int(7);
+  r.expires_at_ms = s.Int(8);
+  return r;
+}
+
+template <typename Row>
+ReservationWaiter ReadWaiterColumns(const Row& s) {
+  ReservationWaiter w;
+  w.waiter_id = s.Text(0);
+  w.project_id = s.Text(1);
+  w.agent_id = s.Text(2);
+  w.presence_generation = s.Int(3);
+  w.exclusive = s.Int(4) != 0;
+  w.seq = s.Int(5);
+  w.created_at_ms = s.Int(6);
+  w.deadline_ms = s.Int(7);
+  w.patterns = SplitLoggedPatterns(s.Text(8));
+  return w;
+}
+
 }  // namespace hub::storage
 
 #endif  // HUB_STORAGE_RESERVATION_OPS_H_

@@ -23,9 +23,6 @@ namespace {
   "(r.expires_at_ms > ?1 AND EXISTS (SELECT 1 FROM agents a "  \
   "WHERE a.agent_id = r.agent_id AND a.presence_generation = " \
   "r.presence_generation AND a.status <> 'offline'))"
-#define HUB_RES_COLUMNS                                                 \
-  "r.reservation_id, r.project_id, r.agent_id, r.presence_generation, " \
-  "r.exclusive, r.token, r.reason, r.created_at_ms, r.expires_at_ms"
 #define HUB_RES_CANDIDATE                                                  \
   "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
   "r.expires_at_ms, " HUB_RES_LIVE                                         \
@@ -60,36 +57,10 @@ ReservationCandidate ReadCandidate(const Stmt& s) {
 }
 
 ReservationRecord ReadReservation(const Stmt& s) {
-  ReservationRecord r;
-  r.reservation_id = s.Text(0);
-  r.project_id = s.Text(1);
-  r.agent_id = s.Text(2);
-  r.presence_generation = s.Int(3);
-  r.exclusive = s.Int(4) != 0;
-  r.token = s.Int(5);
-  r.reason = s.Text(6);
-  r.created_at_ms = s.Int(7);
-  r.expires_at_ms = s.Int(8);
-  return r;
+  return ReadReservationColumns(s);
 }
 
-#define HUB_RES_WAITER_COLUMNS                                     \
-  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
-  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
-
-ReservationWaiter ReadWaiter(const Stmt& s) {
-  ReservationWaiter w;
-  w.waiter_id = s.Text(0);
-  w.project_id = s.Text(1);
-  w.agent_id = s.Text(2);
-  w.presence_generation = s.Int(3);
-  w.exclusive = s.Int(4) != 0;
-  w.seq = s.Int(5);
-  w.created_at_ms = s.Int(6);
-  w.deadline_ms = s.Int(7);
-  w.patterns = SplitLoggedPatterns(s.Text(8));
-  return w;
-}
+ReservationWaiter ReadWaiter(const Stmt& s) { return ReadWaiterColumns(s); }
 
 class SqliteReservationRows final : public ReservationRows {
  public:

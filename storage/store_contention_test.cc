@@ -6,6 +6,7 @@
 // caller would hear of it (pg_group_commit_test). (On SQLite the same load
 // runs through one store.)
 #include <atomic>
+#include <functional>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -42,6 +43,20 @@ class Contention : public StoreTest {
     other_.reset();
     StoreTest::TearDown();
   }
+  // Runs body(t, its hub) on `n` threads that start together, the hubs
+  // taken in turn, and joins them.
+  void AtOnce(int n, const std::function<void(int, Store&)>& body) {
+    std::atomic<int> ready{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < n; ++t) {
+      threads.emplace_back([&, t] {
+        ready.fetch_add(1);
+        while (ready.load() < n) std::this_thread::yield();
+        body(t, *hubs_[t % hubs_.size()]);
+      });
+    }
+    for (std::thread& t : threads) t.join();
+  }
   // Every group took its locks in key order: no deadlock to replay.
   void ExpectNoReplays() {
     for (Store* hub : hubs_) {
@@ -68,51 +83,43 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
     r.lease_ttl_ms = 600'000;
     ASSERT_TRUE(store().RegisterAgent(r).ok());
   }
-  std::atomic<int> ready{0};
   std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      Store& hub = *hubs_[t % hubs_.size()];
-      const std::string agent = absl::StrCat("agent-", t);
-      auto fail = [&](const absl::Status& s, const char* what) {
-        ADD_FAILURE() << what << " on thread " << t << ": " << s;
-        failures.fetch_add(1);
-      };
-      ready.fetch_add(1);
-      while (ready.load() < kThreads) std::this_thread::yield();
-      for (int i = 0; i < kRounds && failures.load() == 0; ++i) {
-        // Odd threads go through the projects the other way round, and
-        // every other round writes a role change (a second counter at
-        // COMMIT) between them.
-        for (int p = 0; p < 2; ++p) {
-          ReservationRequest r;
-          r.reservation_id = NewUuidV7();
-          r.project_id = absl::StrCat("prj_", (p + t) % 2);
-          r.agent_id = agent;
-          r.exclusive = true;
-          r.patterns = {absl::StrCat("t", t, "/r", i, "/p", p)};
-          r.reason = "editing";
-          r.now_ms = kNow;
-          r.ttl_ms = 60'000;
-          absl::StatusOr<ReservationOutcome> out = hub.Reserve(r);
-          if (!out.ok()) return fail(out.status(), "reserve");
-          if (!out->granted.has_value()) {
-            return fail(absl::OkStatus(), "reserve refused");
-          }
-          if ((i + p) % 2 == 0) {
-            RoleReservation role = LeadReservation();
-            role.role_key_wire = absl::StrCat("rk2.lead-", t);
-            role.scope_id = absl::StrCat("scp_", t);
-            role.patch.holder_agent_id = agent;
-            absl::StatusOr<RoleWrite> w = hub.ReserveRole(role);
-            if (!w.ok()) return fail(w.status(), "reserve role");
-          }
+  AtOnce(kThreads, [&](int t, Store& hub) {
+    const std::string agent = absl::StrCat("agent-", t);
+    auto fail = [&](const absl::Status& s, const char* what) {
+      ADD_FAILURE() << what << " on thread " << t << ": " << s;
+      failures.fetch_add(1);
+    };
+    for (int i = 0; i < kRounds && failures.load() == 0; ++i) {
+      // Odd threads go through the projects the other way round, and
+      // every other round writes a role change (a second counter at
+      // COMMIT) between them.
+      for (int p = 0; p < 2; ++p) {
+        ReservationRequest r;
+        r.reservation_id = NewUuidV7();
+        r.project_id = absl::StrCat("prj_", (p + t) % 2);
+        r.agent_id = agent;
+        r.exclusive = true;
+        r.patterns = {absl::StrCat("t", t, "/r", i, "/p", p)};
+        r.reason = "editing";
+        r.now_ms = kNow;
+        r.ttl_ms = 60'000;
+        absl::StatusOr<ReservationOutcome> out = hub.Reserve(r);
+        if (!out.ok()) return fail(out.status(), "reserve");
+        if (!out->granted.has_value()) {
+          return fail(absl::OkStatus(), "reserve refused");
+        }
+        if ((i + p) % 2 == 0) {
+          RoleReservation role = LeadReservation();
+          role.role_key_wire = absl::StrCat("rk2.lead-", t);
+          role.scope_id = absl::StrCat("scp_", t);
+          role.patch.holder_agent_id = agent;
+          absl::StatusOr<RoleWrite> w = hub.ReserveRole(role);
+          if (!w.ok()) return fail(w.status(), "reserve role");
         }
       }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+    }
+  });
   EXPECT_EQ(failures.load(), 0);
   ExpectNoReplays();
   EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservations"),
@@ -122,33 +129,25 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
 TEST_P(Contention, PublishesOfTwoHubsToTwoAgentsInOppositeOrdersNeverFail) {
   constexpr int kThreads = 8;
   constexpr int kRounds = 100;
-  std::atomic<int> ready{0};
   std::atomic<int> failures{0};
-  std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
-    threads.emplace_back([&, t] {
-      Store& hub = *hubs_[t % hubs_.size()];
-      ready.fetch_add(1);
-      while (ready.load() < kThreads) std::this_thread::yield();
-      for (int i = 0; i < kRounds && failures.load() == 0; ++i) {
-        // Odd threads publish to b, then a; even ones to a, then b. The
-        // inbox limit makes each publish lock its recipient's count.
-        for (int k = 0; k < 2; ++k) {
-          const std::string to = (k + t) % 2 == 0 ? "a" : "b";
-          absl::StatusOr<std::vector<InboxRecord>> out =
-              hub.InsertMessageDelivering(
-                  testing::TestMessage(absl::StrCat("m-", t, "-", i, "-", k)),
-                  {to}, {}, kNow, /*max_pending_per_inbox=*/100'000);
-          if (!out.ok()) {
-            ADD_FAILURE() << "publish on thread " << t << ": " << out.status();
-            failures.fetch_add(1);
-            return;
-          }
+  AtOnce(kThreads, [&](int t, Store& hub) {
+    for (int i = 0; i < kRounds && failures.load() == 0; ++i) {
+      // Odd threads publish to b, then a; even ones to a, then b. The
+      // inbox limit makes each publish lock its recipient's count.
+      for (int k = 0; k < 2; ++k) {
+        const std::string to = (k + t) % 2 == 0 ? "a" : "b";
+        absl::StatusOr<std::vector<InboxRecord>> out =
+            hub.InsertMessageDelivering(
+                testing::TestMessage(absl::StrCat("m-", t, "-", i, "-", k)),
+                {to}, {}, kNow, /*max_pending_per_inbox=*/100'000);
+        if (!out.ok()) {
+          ADD_FAILURE() << "publish on thread " << t << ": " << out.status();
+          failures.fetch_add(1);
+          return;
         }
       }
-    });
-  }
-  for (std::thread& t : threads) t.join();
+    }
+  });
   EXPECT_EQ(failures.load(), 0);
   ExpectNoReplays();
   EXPECT_EQ(Query("SELECT COUNT(*) FROM message_inbox"),

@@ -26,9 +26,6 @@ namespace {
   "::bigint AND EXISTS (SELECT 1 FROM agents a "               \
   "WHERE a.agent_id = r.agent_id AND a.presence_generation = " \
   "r.presence_generation AND a.status <> 'offline'))"
-#define HUB_PG_RES_COLUMNS                                              \
-  "r.reservation_id, r.project_id, r.agent_id, r.presence_generation, " \
-  "r.exclusive, r.token, r.reason, r.created_at_ms, r.expires_at_ms"
 #define HUB_PG_RES_CANDIDATE \
   "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
   "r.expires_at_ms, " HUB_PG_RES_LIVE("$1")                             \
@@ -62,36 +59,10 @@ ReservationCandidate ReadCandidate(const Row& s) {
 }
 
 ReservationRecord ReadReservation(const Row& s) {
-  ReservationRecord r;
-  r.reservation_id = s.Text(0);
-  r.project_id = s.Text(1);
-  r.agent_id = s.Text(2);
-  r.presence_generation = s.Int(3);
-  r.exclusive = s.Int(4) != 0;
-  r.token = s.Int(5);
-  r.reason = s.Text(6);
-  r.created_at_ms = s.Int(7);
-  r.expires_at_ms = s.Int(8);
-  return r;
+  return ReadReservationColumns(s);
 }
 
-#define HUB_PG_RES_WAITER_COLUMNS                                  \
-  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
-  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
-
-ReservationWaiter ReadWaiter(const Row& s) {
-  ReservationWaiter w;
-  w.waiter_id = s.Text(0);
-  w.project_id = s.Text(1);
-  w.agent_id = s.Text(2);
-  w.presence_generation = s.Int(3);
-  w.exclusive = s.Int(4) != 0;
-  w.seq = s.Int(5);
-  w.created_at_ms = s.Int(6);
-  w.deadline_ms = s.Int(7);
-  w.patterns = SplitLoggedPatterns(s.Text(8));
-  return w;
-}
+ReservationWaiter ReadWaiter(const Row& s) { return ReadWaiterColumns(s); }
 
 class PgReservationRows final : public ReservationRows {
  public:
@@ -257,7 +228,7 @@ class PgReservationRows final : public ReservationRows {
       absl::string_view reservation_id, int64_t now_ms) override {
     using R = std::pair<ReservationRecord, bool>;
     absl::StatusOr<Result> r = conn_.Run(
-        "SELECT " HUB_PG_RES_COLUMNS ", " HUB_PG_RES_LIVE(
+        "SELECT " HUB_RES_COLUMNS ", " HUB_PG_RES_LIVE(
             "$1") " FROM hub_reservations r WHERE r.reservation_id = $2",
         {P(now_ms), P(reservation_id)});
     if (!r.ok()) return r.status();
@@ -313,7 +284,7 @@ class PgReservationRows final : public ReservationRows {
   absl::StatusOr<std::vector<ReservationRecord>> Page(
       const ReservationFilter& f) override {
     absl::StatusOr<Result> r = conn_.Run(
-        "SELECT " HUB_PG_RES_COLUMNS
+        "SELECT " HUB_RES_COLUMNS
         " FROM hub_reservations r WHERE r.reservation_id > $2 "
         "AND ($3::text IS NULL OR r.project_id = $3) "
         "AND ($4::text IS NULL OR r.agent_id = $4) AND " HUB_PG_RES_LIVE(
@@ -387,7 +358,7 @@ class PgReservationRows final : public ReservationRows {
   absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
       absl::string_view project_id, int64_t now_ms) override {
     absl::StatusOr<Result> r = conn_.Run(
-        "SELECT " HUB_PG_RES_WAITER_COLUMNS
+        "SELECT " HUB_RES_WAITER_COLUMNS
         " FROM hub_reservation_waiters w WHERE w.project_id = $2 "
         "AND w.deadline_ms > $1 AND EXISTS (SELECT 1 FROM agents a WHERE "
         "a.agent_id = w.agent_id AND a.presence_generation = "
@@ -400,7 +371,7 @@ class PgReservationRows final : public ReservationRows {
   absl::StatusOr<std::optional<ReservationWaiter>> LoadWaiter(
       absl::string_view waiter_id) override {
     absl::StatusOr<Result> r =
-        conn_.Run("SELECT " HUB_PG_RES_WAITER_COLUMNS
+        conn_.Run("SELECT " HUB_RES_WAITER_COLUMNS
                   " FROM hub_reservation_waiters w WHERE w.waiter_id = $1",
                   {P(waiter_id)});
     if (!r.ok()) return r.status();
