@@ -26,6 +26,14 @@ absl::Status ReservationWaits::Start() {
         absl::MutexLock lock(&mu_);
         bool due = false;
         for (auto& [id, w] : waits_) {
+          if (w.attempting &&
+              change.kind == storage::ReservationChangeKind::kNarrowed &&
+              change.reservation.project_id == w.in.project_id &&
+              change.reservation.agent_id != w.in.agent_id) {
+            w.narrowed_while_attempting.insert(
+                change.reservation.reservation_id);
+            continue;
+          }
           if (CanFree(w, change)) {
             w.changed = true;
             w.next = absl::InfinitePast();
@@ -169,8 +177,8 @@ void ReservationWaits::Step(int64_t id) {
     deadline = w.deadline;
     cancelled = w.cancelled;
     w.changed = false;  // changes from here on make it try again
-    // Until this attempt's conflicts are known, any narrowing may free it.
-    w.blockers_whole = false;
+    w.attempting = true;
+    w.narrowed_while_attempting.clear();
     w.next = absl::InfiniteFuture();
   }
   // Ends the wait: out of the map, then `done`.
@@ -236,11 +244,16 @@ void ReservationWaits::Step(int64_t id) {
   absl::MutexLock lock(&mu_);
   auto it = waits_.find(id);
   if (it == waits_.end()) return;
-  it->second.blockers = std::move(blockers);
-  it->second.blockers_whole = whole;
-  it->second.waiter_id = waiter_id;
-  it->second.next =
-      it->second.changed || it->second.cancelled ? absl::InfinitePast() : next;
+  Wait& w = it->second;
+  w.attempting = false;
+  for (const std::string& narrowed : w.narrowed_while_attempting) {
+    if (!whole || blockers.count(narrowed) > 0) w.changed = true;
+  }
+  w.narrowed_while_attempting.clear();
+  w.blockers = std::move(blockers);
+  w.blockers_whole = whole;
+  w.waiter_id = waiter_id;
+  w.next = w.changed || w.cancelled ? absl::InfinitePast() : next;
 }
 
 void ReservationWaits::Finish(Wait wait,

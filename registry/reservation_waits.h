@@ -96,6 +96,11 @@ class ReservationWaits {
     // whether that list was whole (the store reports a bounded number).
     std::set<std::string> blockers;
     bool blockers_whole = false;
+    // While an attempt runs, the reservations narrowed meanwhile: the
+    // attempt may have read them before or after, so it tries again only if
+    // one of them is among the blockers it found.
+    bool attempting = false;
+    std::set<std::string> narrowed_while_attempting;
   };
   // Whether `change` can free what `w` waits for: only an end of something
   // of another agent that conflicts with it can, or a narrowing of one of
