@@ -1,7 +1,7 @@
 #include "hub/presence_service.h"
 
-#include <deque>
 #include <functional>
+#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -163,6 +163,7 @@ class PresenceServiceImpl::AttachReactor final
   void OnWriteDone(bool ok) override {
     absl::MutexLock lock(&mu_);
     writing_ = false;
+    current_ = AttachResponse();  // frees what the frame held
     if (!ok) {
       finishing_ = true;
       outbox_.clear();
@@ -709,8 +710,10 @@ class PresenceServiceImpl::AttachReactor final
 
   absl::Mutex mu_;
   AttachRequest request_ ABSL_GUARDED_BY(mu_);
+  // The frame being written, then empty again: an idle stream keeps no
+  // copy of its last frame (nor the list a node: std::deque would keep one).
   AttachResponse current_ ABSL_GUARDED_BY(mu_);
-  std::deque<AttachResponse> outbox_ ABSL_GUARDED_BY(mu_);
+  std::list<AttachResponse> outbox_ ABSL_GUARDED_BY(mu_);
   bool writing_ ABSL_GUARDED_BY(mu_) = false;
   bool finishing_ ABSL_GUARDED_BY(mu_) = false;
   // The client said goodbye: its deregistration is in flight.
