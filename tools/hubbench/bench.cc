@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <thread>
@@ -14,6 +15,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/string_view.h"
 #include "absl/synchronization/mutex.h"
@@ -40,6 +42,12 @@ std::string Quote(absl::string_view s) {
 std::string Number(double v) {
   char buf[32];
   std::snprintf(buf, sizeof(buf), "%.1f", v);
+  return buf;
+}
+
+std::string Number2(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", v);
   return buf;
 }
 
@@ -85,6 +93,17 @@ std::string Result::ToJson() const {
   add_double("server_us_per_op", server_us_per_op);
   add_int("server_rss_kib", server_rss_kib, -1);
   add_int("server_hwm_kib", server_hwm_kib, -1);
+  add_double("server_switches_per_op", server_switches_per_op);
+  if (!server_threads.empty()) {
+    std::vector<std::string> threads;
+    for (const ServerThread& t : server_threads) {
+      threads.push_back(absl::StrCat(
+          "{\"name\":", Quote(t.name), ",\"us_per_op\":", Number(t.us_per_op),
+          ",\"switches_per_op\":", Number2(t.switches_per_op), "}"));
+    }
+    f.push_back(
+        absl::StrCat("\"server_threads\":[", absl::StrJoin(threads, ","), "]"));
+  }
   std::string out = "{";
   for (size_t i = 0; i < f.size(); ++i) {
     absl::StrAppend(&out, i ? "," : "", f[i]);
@@ -153,8 +172,10 @@ absl::StatusOr<int64_t> ReadPeakRssKib(int pid) {
   return ReadStatusKib(pid, "VmHWM:");
 }
 
-absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
-  const std::string path = absl::StrCat("/proc/", pid, "/stat");
+namespace {
+
+// utime + stime of a /proc/<pid>/stat or /proc/<pid>/task/<tid>/stat file.
+absl::StatusOr<absl::Duration> ReadStatCpu(const std::string& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
@@ -176,13 +197,51 @@ absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
   return absl::Seconds((utime + stime) / ticks_per_second);
 }
 
+}  // namespace
+
+absl::StatusOr<absl::Duration> ReadCpuTime(int pid) {
+  return ReadStatCpu(absl::StrCat("/proc/", pid, "/stat"));
+}
+
+std::map<int, ServerSampler::Task> ServerSampler::ReadTasks(int pid) {
+  std::map<int, Task> tasks;
+  const std::string dir = absl::StrCat("/proc/", pid, "/task");
+  std::error_code error;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, error)) {
+    int tid = 0;
+    if (!absl::SimpleAtoi(entry.path().filename().string(), &tid)) continue;
+    const std::string base = entry.path().string();
+    absl::StatusOr<absl::Duration> cpu = ReadStatCpu(base + "/stat");
+    if (!cpu.ok()) continue;  // the thread ended meanwhile
+    Task task;
+    task.cpu = *cpu;
+    std::ifstream comm(base + "/comm");
+    std::getline(comm, task.name);
+    std::ifstream status(base + "/status");
+    std::string line;
+    while (std::getline(status, line)) {
+      if (!absl::StrContains(line, "ctxt_switches:")) continue;
+      std::vector<absl::string_view> parts =
+          absl::StrSplit(line, absl::ByAnyChar(" \t"), absl::SkipWhitespace());
+      int64_t n = 0;
+      if (parts.size() >= 2 && absl::SimpleAtoi(parts[1], &n)) {
+        task.switches += n;
+      }
+    }
+    tasks[tid] = std::move(task);
+  }
+  return tasks;
+}
+
 ServerSampler::ServerSampler(int pid, const Window& window) : pid_(pid) {
   if (pid_ <= 0) return;
   thread_ = std::thread([this, window] {
     absl::SleepFor(window.start - absl::Now());
     cpu_start_ = ReadCpuTime(pid_);
+    tasks_start_ = ReadTasks(pid_);
     absl::SleepFor(window.end - absl::Now());
     cpu_end_ = ReadCpuTime(pid_);
+    tasks_end_ = ReadTasks(pid_);
     rss_ = ReadRssKib(pid_);
     hwm_ = ReadPeakRssKib(pid_);
   });
@@ -208,6 +267,33 @@ void ServerSampler::Fill(Result* result) {
     result->server_us_per_op =
         absl::ToDoubleMicroseconds(*cpu_end_ - *cpu_start_) / result->ops;
   }
+  if (tasks_end_.empty() || result->ops <= 0) return;
+  // A thread that ended within the window is missed; one that started in
+  // it counts from zero.
+  std::map<std::string, std::pair<absl::Duration, int64_t>> by_name;
+  int64_t switches = 0;
+  for (const auto& [tid, end] : tasks_end_) {
+    Task start;
+    if (auto it = tasks_start_.find(tid); it != tasks_start_.end()) {
+      start = it->second;
+    }
+    auto& [cpu, n] = by_name[end.name];
+    cpu += end.cpu - start.cpu;
+    n += end.switches - start.switches;
+    switches += end.switches - start.switches;
+  }
+  const double ops = static_cast<double>(result->ops);
+  result->server_switches_per_op = switches / ops;
+  for (const auto& [name, used] : by_name) {
+    const double us = absl::ToDoubleMicroseconds(used.first) / ops;
+    const double n = used.second / ops;
+    if (us < 0.05 && n < 0.005) continue;  // prints as nothing
+    result->server_threads.push_back({name, us, n});
+  }
+  std::sort(result->server_threads.begin(), result->server_threads.end(),
+            [](const Result::ServerThread& a, const Result::ServerThread& b) {
+              return a.us_per_op > b.us_per_op;
+            });
 }
 
 absl::Status ParallelFor(int n, int threads,

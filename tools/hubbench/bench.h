@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <thread>
@@ -66,6 +67,16 @@ struct Result {
   double server_us_per_op = -1;
   int64_t server_rss_kib = -1;
   int64_t server_hwm_kib = -1;
+  // The same window per thread name (threads of one name summed, busiest
+  // first; idle ones left out): CPU and context switches (voluntary and
+  // not) per operation, and the process's switches per operation.
+  struct ServerThread {
+    std::string name;
+    double us_per_op = 0;
+    double switches_per_op = 0;
+  };
+  std::vector<ServerThread> server_threads;
+  double server_switches_per_op = -1;
 
   // One line of JSON, no trailing newline.
   std::string ToJson() const;
@@ -126,10 +137,19 @@ class ServerSampler {
  private:
   const int pid_;
   std::thread thread_;
+  // Per thread id: its name, CPU time and context switches so far.
+  struct Task {
+    std::string name;
+    absl::Duration cpu;
+    int64_t switches = 0;
+  };
+  std::map<int, Task> tasks_start_, tasks_end_;
   absl::StatusOr<absl::Duration> cpu_start_ = absl::UnknownError("unread");
   absl::StatusOr<absl::Duration> cpu_end_ = absl::UnknownError("unread");
   absl::StatusOr<int64_t> rss_ = absl::UnknownError("unread");
   absl::StatusOr<int64_t> hwm_ = absl::UnknownError("unread");
+
+  static std::map<int, Task> ReadTasks(int pid);
 };
 
 // Runs fn(i) for i in [0, n) on up to `threads` threads; returns the first

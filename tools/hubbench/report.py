@@ -7,7 +7,8 @@ One table per workload: a row per layout, hub, the no-op ceiling and etcd in
 columns, then hub/ceiling and hub/etcd; then, where hubbench read the server
 (--server_pid), each server's CPU per operation over the window (utime +
 stime, µs), hub's over the ceiling's, and each server's resident memory at
-the window's end (MiB). With several runs of a row (run.sh --repeat=N) every
+the window's end (MiB), and below the table each server's threads (CPU and
+context switches per operation, by thread name). With several runs of a row (run.sh --repeat=N) every
 figure is the median of the runs. A row the hub does not serve yet shows
 "n/a".
 """
@@ -73,6 +74,28 @@ def server(rows, field, scale=1.0, fmt="{:.0f}"):
     return fmt.format(value * scale), value
 
 
+def threads(rows):
+    """Medians of each server thread's CPU and switches per operation, as
+    "name us/switches" items, busiest first (run.sh's rows read the server's
+    threads in /proc), and the process's switches per operation."""
+    ok = [r for r in rows if r.get("status") == "ok" and "server_threads" in r]
+    if not ok:
+        return None
+    names = []
+    for r in ok:
+        names += [t["name"] for t in r["server_threads"] if t["name"] not in names]
+    items = []
+    for name in names:
+        mine = [t for r in ok for t in r["server_threads"] if t["name"] == name]
+        us = statistics.median(t["us_per_op"] for t in mine)
+        n = statistics.median(t["switches_per_op"] for t in mine)
+        if us >= 0.5:
+            items.append((us, f"{name} {us:.0f}/{n:.2f}"))
+    items.sort(reverse=True)
+    total = median(ok, "server_switches_per_op")
+    return ", ".join(text for _, text in items) + f"; {total:.2f} switches/op"
+
+
 def ratio(a, b):
     return f"{a / b:.2f}" if a is not None and b else "n/a"
 
@@ -108,6 +131,17 @@ def main(path):
         print(f"\n{workload}: {title}")
         for row in table:
             print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
+        lines = []
+        for layout in layouts:
+            for target in TARGETS:
+                mine = [r for r in rows
+                        if r["layout"] == layout and r["target"] == target]
+                text = threads(mine)
+                if text:
+                    lines.append(f"  {layout} {target}: {text}")
+        if lines:
+            print("threads: CPU us/context switches per op, medians")
+            print("\n".join(lines))
         errors = [r for r in rows if r.get("status") == "error"]
         for r in errors:
             print(f"  error: {r['target']} {r['layout']}: {r.get('error', '')}")

@@ -32,6 +32,7 @@ check() {  # check FIELD WORKLOAD FLAGS...: the result is ok and FIELD > 0.
   fi
 }
 check ops_per_s register --clients=4
+check server_switches_per_op register --clients=4
 check ops_per_s heartbeat --streams=8 --connections=4
 check ops_per_s cas --clients=2 --keys=one
 check rss_kib idle --streams=200 --connections=8 --settle=200ms
