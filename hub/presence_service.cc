@@ -25,6 +25,7 @@
 #include "registry/agent_validation.h"
 #include "registry/role_key.h"
 #include "status/status.h"
+#include "storage/group_commit_writer.h"
 
 namespace hub {
 namespace {
@@ -792,8 +793,11 @@ void PresenceServiceImpl::Register(grpc::ServerUnaryReactor* reactor,
                                    RegisterInput input,
                                    hub::v1::RegisterAgentResponse* response) {
   // No thread waits for the group commit: the answer is sent from the
-  // store's completion thread once the registration is durable.
+  // store's completion thread once the registration is durable, or from
+  // this one when it found the writer idle and committed the registration
+  // itself (no lock is held here).
   std::optional<std::string> owner = input.owner;
+  storage::CommitOnThisThread commit_here;
   registry_->RegisterAsync(
       input, [this, reactor, response,
               owner = std::move(owner)](absl::StatusOr<AgentView> view) {

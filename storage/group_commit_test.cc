@@ -218,6 +218,131 @@ TEST(GroupCommit, ACallbackThatWritesAndWaitsIsWokenWithOneCompletionThread) {
             "2");
 }
 
+// An Insert that also tells which thread ran it.
+GroupCommitWriter::Op InsertOn(const std::string& key, std::thread::id* on) {
+  return [key, on](Connection& conn) {
+    *on = std::this_thread::get_id();
+    return Insert(key)(conn);
+  };
+}
+
+TEST(GroupCommit, AWriteUnderCommitOnThisThreadCommitsOnItsCallersThread) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+  const std::thread::id me = std::this_thread::get_id();
+
+  // Without one: the writer thread runs it.
+  std::thread::id ran;
+  ASSERT_TRUE(writer.Run(InsertOn("queued", &ran)).ok());
+  EXPECT_NE(ran, me);
+
+  // With one, on an idle writer: committed here, the callback here too,
+  // before Submit returns.
+  std::thread::id answered;
+  bool done = false;
+  {
+    CommitOnThisThread here;
+    writer.Submit(InsertOn("here", &ran), [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      answered = std::this_thread::get_id();
+      done = true;
+    });
+  }
+  EXPECT_TRUE(done);
+  EXPECT_EQ(ran, me);
+  EXPECT_EQ(answered, me);
+  {
+    CommitOnThisThread here;
+    ASSERT_TRUE(writer.Run(InsertOn("run here", &ran)).ok());
+  }
+  EXPECT_EQ(ran, me);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT group_concat(k, ',') FROM (SELECT k FROM t "
+                      "WHERE k != 'fence' ORDER BY k)"),
+            "here,queued,run here");
+  EXPECT_EQ(writer.stats().groups, 3);
+  EXPECT_EQ(writer.stats().ops, 3);
+}
+
+TEST(GroupCommit, AWriteUnderCommitOnThisThreadQueuesWhileTheWriterIsBusy) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+  absl::Notification release;
+  std::thread blocker = HoldTheWriter(writer, release);
+  std::thread::id ran;
+  std::thread::id answered;
+  absl::Notification done;
+  {
+    CommitOnThisThread here;
+    writer.Submit(InsertOn("behind", &ran), [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      answered = std::this_thread::get_id();
+      done.Notify();
+    });
+  }
+  EXPECT_FALSE(done.HasBeenNotified());
+  EXPECT_EQ(writer.queued(), 1);
+  release.Notify();
+  blocker.join();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_NE(ran, std::this_thread::get_id());
+  EXPECT_NE(answered, std::this_thread::get_id());
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k = 'behind'"), "1");
+}
+
+TEST(GroupCommit, WritesFromACallbackAnsweredOnItsCallersThreadGoToTheWriter) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+  const std::thread::id me = std::this_thread::get_id();
+  std::thread::id outer;
+  std::thread::id inner;
+  absl::Status inner_result = absl::UnknownError("not run");
+  {
+    CommitOnThisThread here;
+    writer.Submit(InsertOn("outer", &outer), [&](absl::Status s) {
+      EXPECT_TRUE(s.ok()) << s;
+      // This thread is no longer committing: the writer thread takes it.
+      inner_result = writer.Run(InsertOn("inner", &inner));
+    });
+  }
+  EXPECT_EQ(outer, me);
+  EXPECT_TRUE(inner_result.ok()) << inner_result;
+  EXPECT_NE(inner, me);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k IN ('outer', 'inner')"),
+            "2");
+}
+
+TEST(GroupCommit, TheWriterStopsOnlyAfterACommitOnACallersThreadEnded) {
+  std::string path = FreshDbPath();
+  auto writer = std::make_unique<GroupCommitWriter>(OpenTable(path), 64);
+  absl::Notification entered;
+  absl::Notification release;
+  absl::Status result = absl::UnknownError("not run");
+  std::thread caller([&] {
+    CommitOnThisThread here;
+    result = writer->Run([&](Connection& conn) {
+      entered.Notify();
+      release.WaitForNotification();
+      return Insert("last")(conn);
+    });
+  });
+  entered.WaitForNotification();
+  absl::Notification stopped;
+  std::thread stopper([&] {
+    writer.reset();  // waits for the caller's commit, then stops
+    stopped.Notify();
+  });
+  release.Notify();
+  caller.join();
+  stopper.join();
+  EXPECT_TRUE(stopped.HasBeenNotified());
+  EXPECT_TRUE(result.ok()) << result;
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k = 'last'"), "1");
+}
+
 TEST(GroupCommit, ATransactionSQLiteRolledBackFailsTheWholeGroupAsUnavailable) {
   std::string path = FreshDbPath();
   std::atomic<int> rollbacks{0};

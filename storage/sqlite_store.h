@@ -304,7 +304,7 @@ class SqliteStore final : public Store {
   SqliteStoreOptions options_;
   StoreInfo info_;
   MigrationReport migration_;
-  PendingInboxCounts pending_;  // writer thread only; before writer_
+  PendingInboxCounts pending_;  // committing thread only; before writer_
   std::unique_ptr<GroupCommitWriter> writer_;
   std::atomic<int64_t> rows_read_{0};
   absl::Mutex readers_mu_;

@@ -297,6 +297,23 @@ TEST_F(PgGroupCommit,
   EXPECT_EQ(stats.ops, kOps + 1);  // each answered once
 }
 
+TEST_F(PgGroupCommit,
+       AWriteCommittedOnItsCallersThreadAndRefusedForADeadlockRunsAgain) {
+  ASSERT_TRUE(watcher_->Exec("CREATE SEQUENCE here").ok());
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  absl::Status result;
+  {
+    storage::CommitOnThisThread here;
+    // Refused twice on this thread (without, then with a savepoint), then
+    // queued and granted by the writer thread.
+    result = writer.Run(RefusedOnce("a", "here"));
+  }
+  EXPECT_TRUE(result.ok()) << result;
+  EXPECT_EQ(Count(), "1");
+  EXPECT_EQ(writer.stats().lock_retries, 1);
+  EXPECT_EQ(writer.stats().ops, 1);
+}
+
 TEST_F(PgGroupCommit, ACommitRefusedForASerializationFailureRunsItsGroupAgain) {
   // A deferred trigger that fails the first COMMIT that reaches it, the way
   // two hubs' change-log counters can deadlock at COMMIT.
