@@ -12,6 +12,7 @@
 #include "hub/proto_time.h"
 #include "hub/role_mapping.h"
 #include "status/status.h"
+#include "storage/group_commit_writer.h"
 
 namespace hub {
 namespace {
@@ -140,6 +141,8 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
   }
   if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  // An idle writer commits it on this thread, which holds no lock here.
+  storage::CommitOnThisThread commit_here;
   registry_->CompareAndSetAsync(
       *input, [reactor, response](absl::StatusOr<storage::RoleRecord> role) {
         if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
