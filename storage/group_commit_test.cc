@@ -204,14 +204,21 @@ TEST(GroupCommit, ACallbackThatWritesAndWaitsIsWokenWithOneCompletionThread) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 64, /*completion_threads=*/1);
   absl::Notification finished;
+  absl::Notification release;
+  std::thread blocker;
   absl::Status inner;
   writer.Submit(Insert("first"), [&](absl::Status s) {
     ASSERT_TRUE(s.ok());
-    // The only completion thread parks here; the writer must wake it.
+    // With the writer busy, the only completion thread parks here (it does
+    // not commit "second" itself); the writer must wake it.
+    blocker = HoldTheWriter(writer, release);
     inner = writer.Run(Insert("second"));
     finished.Notify();
   });
+  WaitForQueue(writer, 1);
+  release.Notify();
   ASSERT_TRUE(finished.WaitForNotificationWithTimeout(absl::Seconds(10)));
+  blocker.join();
   EXPECT_TRUE(inner.ok());
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k IN ('first', 'second')"),
@@ -226,15 +233,23 @@ GroupCommitWriter::Op InsertOn(const std::string& key, std::thread::id* on) {
   };
 }
 
-TEST(GroupCommit, AWriteUnderCommitOnThisThreadCommitsOnItsCallersThread) {
+TEST(GroupCommit, AWriteOnAnIdleWriterCommitsOnItsCallersThreadWhenItMay) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 64);
   const std::thread::id me = std::this_thread::get_id();
 
-  // Without one: the writer thread runs it.
+  // Without one, a Submit goes to the writer thread; a Run, whose thread
+  // waits anyway, commits on it.
   std::thread::id ran;
-  ASSERT_TRUE(writer.Run(InsertOn("queued", &ran)).ok());
+  absl::Notification queued;
+  writer.Submit(InsertOn("queued", &ran), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    queued.Notify();
+  });
+  queued.WaitForNotification();
   EXPECT_NE(ran, me);
+  ASSERT_TRUE(writer.Run(InsertOn("run", &ran)).ok());
+  EXPECT_EQ(ran, me);
 
   // With one, on an idle writer: committed here, the callback here too,
   // before Submit returns.
@@ -259,9 +274,9 @@ TEST(GroupCommit, AWriteUnderCommitOnThisThreadCommitsOnItsCallersThread) {
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT group_concat(k, ',') FROM (SELECT k FROM t "
                       "WHERE k != 'fence' ORDER BY k)"),
-            "here,queued,run here");
-  EXPECT_EQ(writer.stats().groups, 3);
-  EXPECT_EQ(writer.stats().ops, 3);
+            "here,queued,run,run here");
+  EXPECT_EQ(writer.stats().groups, 4);
+  EXPECT_EQ(writer.stats().ops, 4);
 }
 
 TEST(GroupCommit, AWriteUnderCommitOnThisThreadQueuesWhileTheWriterIsBusy) {
@@ -302,8 +317,13 @@ TEST(GroupCommit, WritesFromACallbackAnsweredOnItsCallersThreadGoToTheWriter) {
     CommitOnThisThread here;
     writer.Submit(InsertOn("outer", &outer), [&](absl::Status s) {
       EXPECT_TRUE(s.ok()) << s;
-      // This thread is no longer committing: the writer thread takes it.
-      inner_result = writer.Run(InsertOn("inner", &inner));
+      // Not under the scope any more: the writer thread takes this one.
+      absl::Notification inner_done;
+      writer.Submit(InsertOn("inner", &inner), [&](absl::Status s) {
+        inner_result = s;
+        inner_done.Notify();
+      });
+      inner_done.WaitForNotification();
     });
   }
   EXPECT_EQ(outer, me);

@@ -186,18 +186,22 @@ class BasicGroupCommitWriter {
   BasicGroupCommitWriter& operator=(const BasicGroupCommitWriter&) = delete;
 
   // Enqueues `op` and blocks until its group has committed or failed (the
-  // wake-up comes from a completion thread, so that the writer moves on).
-  // Returns the op's own status, or the group's storage error (STORE_BUSY
-  // from BEGIN, STORE_FULL from COMMIT, ...) in which case nothing of the op
-  // was committed, except STORE_COMMIT_UNKNOWN: it may have been. Thread-safe.
-  // `order_key`, when not empty, names the first lock `op` takes (above).
+  // wake-up comes from a completion thread, so that the writer moves on);
+  // on an idle writer (nothing committing, nothing queued) commits `op` on
+  // the caller's thread instead, which waits either way. Returns the op's own
+  // status, or the group's storage error (STORE_BUSY from BEGIN, STORE_FULL
+  // from COMMIT, ...) in which case nothing of the op was committed, except
+  // STORE_COMMIT_UNKNOWN: it may have been. Thread-safe. `order_key`, when not
+  // empty, names the first lock `op` takes (above).
   absl::Status Run(Op op, std::string order_key = {}) {
     Pending pending;
     pending.op = std::move(op);
     pending.order_key = std::move(order_key);
     // A completion thread waiting here cannot also be the one that wakes it.
     pending.wake_from_writer = group_commit_internal::completing_for == this;
-    switch (TryCommitHere(&pending)) {
+    // Its thread waits either way: on an idle writer it commits the op
+    // itself (no callback to run, so no scope needed).
+    switch (TryCommitHere(&pending, /*anywhere=*/true)) {
       case Here::kAnswered:
         return pending.result;
       case Here::kQueued:
@@ -221,7 +225,7 @@ class BasicGroupCommitWriter {
     pending->op = std::move(op);
     pending->order_key = std::move(order_key);
     pending->callback = std::move(done);
-    switch (TryCommitHere(pending)) {
+    switch (TryCommitHere(pending, group_commit_internal::commit_here)) {
       case Here::kAnswered: {
         // Its callback's own writes go through the writer thread.
         group_commit_internal::commit_here = false;
@@ -307,10 +311,10 @@ class BasicGroupCommitWriter {
     kQueued,    // refused for a lock conflict: queued for a later group
   };
 
-  // Under a CommitOnThisThread, with no group committing and none queued:
-  // commits `p` alone on this thread, as the writer thread would.
-  Here TryCommitHere(Pending* p) {
-    if (!group_commit_internal::commit_here) return Here::kNo;
+  // When `allowed`, with no group committing and none queued: commits `p`
+  // alone on this thread, as the writer thread would.
+  Here TryCommitHere(Pending* p, bool allowed) {
+    if (!allowed) return Here::kNo;
     {
       absl::MutexLock lock(&mu_);
       if (busy_ || !queue_.empty() || stopping_) return Here::kNo;
