@@ -140,9 +140,21 @@ class ReservationServiceImpl::WatchReactor final
       *c->mutable_changed_at() = now;
       outbox_.push_back(std::move(item));
     }
+    // Waiters as a `waiting` change carries them, in queue order.
+    for (const storage::ReservationWaiter& w : snapshot.waiters) {
+      WatchReservationsResponse item;
+      hub::v1::ReservationChange* c = item.mutable_change();
+      c->set_kind(hub::v1::RESERVATION_CHANGE_KIND_WAITING);
+      *c->mutable_reservation() =
+          ReservationToProto(storage::WaiterAsRecord(w));
+      *c->mutable_changed_at() = now;
+      outbox_.push_back(std::move(item));
+    }
     WatchReservationsResponse end;
     end.mutable_snapshot_end()->set_reservation_count(
         static_cast<int64_t>(snapshot.reservations.size()));
+    end.mutable_snapshot_end()->set_waiter_count(
+        static_cast<int64_t>(snapshot.waiters.size()));
     end.mutable_snapshot_end()->set_seq(snapshot.head);
     outbox_.push_back(std::move(end));
     PumpLocked();

@@ -536,24 +536,20 @@ absl::StatusOr<ReservationSnapshot> SnapshotWith(
     }
     if (last) break;
   }
+  // The queue is normally empty: one read of it, whole.
+  absl::StatusOr<std::vector<ReservationWaiter>> waiters =
+      filter.project_id.has_value()
+          ? rows.Waiters(*filter.project_id, filter.now_ms)
+          : rows.Waiters(std::nullopt, filter.now_ms);
+  if (!waiters.ok()) return waiters.status();
+  for (ReservationWaiter& w : *waiters) {
+    if (filter.agent_id.has_value() && w.agent_id != *filter.agent_id) {
+      continue;
+    }
+    snapshot.waiters.push_back(std::move(w));
+  }
   return snapshot;
 }
-
-namespace {
-// A waiter as the change log records it.
-ReservationRecord WaiterRecord(const ReservationWaiter& w) {
-  ReservationRecord r;
-  r.reservation_id = w.waiter_id;
-  r.project_id = w.project_id;
-  r.agent_id = w.agent_id;
-  r.presence_generation = w.presence_generation;
-  r.exclusive = w.exclusive;
-  r.created_at_ms = w.created_at_ms;
-  r.expires_at_ms = w.deadline_ms;
-  r.patterns = w.patterns;
-  return r;
-}
-}  // namespace
 
 absl::StatusOr<ReservationWaiter> EnqueueWaiterWith(
     ReservationRows& rows, const ReservationWaiter& waiter) {
@@ -575,7 +571,7 @@ absl::StatusOr<ReservationWaiter> EnqueueWaiterWith(
   w.presence_generation = *generation;
   if (absl::Status s = rows.InsertWaiter(w); !s.ok()) return s;
   if (absl::Status s = rows.AppendChange(ReservationChangeKind::kWaiting,
-                                         WaiterRecord(w), w.created_at_ms);
+                                         WaiterAsRecord(w), w.created_at_ms);
       !s.ok()) {
     return s;
   }
@@ -596,7 +592,7 @@ absl::StatusOr<bool> RemoveWaiterWith(ReservationRows& rows,
   if (!n.ok()) return n.status();
   if (*n == 0) return false;
   if (absl::Status s = rows.AppendChange(ReservationChangeKind::kWaitEnded,
-                                         WaiterRecord(**w), now_ms);
+                                         WaiterAsRecord(**w), now_ms);
       !s.ok()) {
     return s;
   }

@@ -113,9 +113,10 @@ class ReservationRows {
 
   // Waiters (Store::EnqueueReservationWaiter). The project's queued
   // waiters whose deadline is after `now_ms` and whose agent is present at
-  // their generation, by seq.
+  // their generation, by seq; without a project, every project's, by
+  // project, then seq.
   virtual absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
-      absl::string_view project_id, int64_t now_ms) = 0;
+      std::optional<absl::string_view> project_id, int64_t now_ms) = 0;
   virtual absl::StatusOr<std::optional<ReservationWaiter>> LoadWaiter(
       absl::string_view waiter_id) = 0;
   // The project's highest seq (0 without a waiter). REQUIRES: its token row

@@ -78,6 +78,19 @@ class MinePatterns {
 
 }  // namespace
 
+ReservationRecord WaiterAsRecord(const ReservationWaiter& w) {
+  ReservationRecord r;
+  r.reservation_id = w.waiter_id;
+  r.project_id = w.project_id;
+  r.agent_id = w.agent_id;
+  r.presence_generation = w.presence_generation;
+  r.exclusive = w.exclusive;
+  r.created_at_ms = w.created_at_ms;
+  r.expires_at_ms = w.deadline_ms;
+  r.patterns = w.patterns;
+  return r;
+}
+
 bool RequestConflictsWith(const std::vector<std::string>& patterns,
                           bool exclusive, absl::string_view self,
                           const ReservationRecord& held) {

@@ -91,13 +91,6 @@ struct ReservationChangePage {
   // The newest seq committed as of the read.
   int64_t head = 0;
 };
-// Store::SnapshotReservations: the live reservations and the newest seq of
-// the change log, from one snapshot: every change up to `head` is in the
-// reservations, no later one is.
-struct ReservationSnapshot {
-  std::vector<ReservationRecord> reservations;  // by reservation_id
-  int64_t head = 0;
-};
 
 // A live reservation another request conflicts with, and the two patterns
 // that overlap.
@@ -127,6 +120,21 @@ struct ReservationWaiter {
   int64_t created_at_ms = 0;
   int64_t deadline_ms = 0;
   std::vector<std::string> patterns;  // normalized
+};
+
+// A waiter as the change log records it (kWaiting, kWaitEnded): its id as
+// reservation_id, token 0, expires_at_ms its deadline.
+ReservationRecord WaiterAsRecord(const ReservationWaiter& waiter);
+
+// Store::SnapshotReservations: the live reservations, the queued waiters
+// and the newest seq of the change log, from one snapshot: every change up
+// to `head` is in them, no later one is.
+struct ReservationSnapshot {
+  std::vector<ReservationRecord> reservations;  // by reservation_id
+  // Deadline ahead and agent present at its generation (the waiters that
+  // count), by project, then seq.
+  std::vector<ReservationWaiter> waiters;
+  int64_t head = 0;
 };
 
 // Store::Reserve input. The patterns are normalized (PathPattern::text()),

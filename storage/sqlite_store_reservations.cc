@@ -396,15 +396,24 @@ class SqliteReservationRows final : public ReservationRows {
   }
 
   absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
-      absl::string_view project_id, int64_t now_ms) override {
+      std::optional<absl::string_view> project_id, int64_t now_ms) override {
+    // The waiters that count: deadline ahead, agent present.
+#define HUB_RES_QUEUED                                           \
+  "w.deadline_ms > ?1 AND EXISTS (SELECT 1 FROM agents a WHERE " \
+  "a.agent_id = w.agent_id AND a.presence_generation = "         \
+  "w.presence_generation AND a.status <> 'offline')"
     absl::StatusOr<Stmt> s = conn_.Prepare(
-        "SELECT " HUB_RES_WAITER_COLUMNS
-        " FROM hub_reservation_waiters w WHERE w.project_id = ?2 "
-        "AND w.deadline_ms > ?1 AND EXISTS (SELECT 1 FROM agents a WHERE "
-        "a.agent_id = w.agent_id AND a.presence_generation = "
-        "w.presence_generation AND a.status <> 'offline') ORDER BY w.seq");
+        project_id.has_value()
+            ? "SELECT " HUB_RES_WAITER_COLUMNS
+              " FROM hub_reservation_waiters w WHERE w.project_id = ?2 "
+              "AND " HUB_RES_QUEUED " ORDER BY w.seq"
+            : "SELECT " HUB_RES_WAITER_COLUMNS
+              " FROM hub_reservation_waiters w WHERE " HUB_RES_QUEUED
+              " ORDER BY w.project_id, w.seq");
+#undef HUB_RES_QUEUED
     if (!s.ok()) return s.status();
-    s->Bind(1, now_ms).Bind(2, project_id);
+    s->Bind(1, now_ms);
+    if (project_id.has_value()) s->Bind(2, *project_id);
     return rows::ReadAll<ReservationWaiter>(*s, ReadWaiter);
   }
 

@@ -771,6 +771,61 @@ TEST_P(Reservations, AQueuedWaiterConflictsWithLaterReservesButNotEarlierOnes) {
   EXPECT_FALSE(c[0].waiting);
 }
 
+TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
+  for (const char* agent : {"holder", "first", "second", "gone"}) {
+    Register(agent);
+  }
+  Granted(Request("holder", {"src"}));
+  ReservationWaiter first = Waiter("first", {"src/a.cc"});
+  ASSERT_TRUE(store().EnqueueReservationWaiter(first).ok());
+  ReservationWaiter elsewhere = Waiter("second", {"lib"});
+  elsewhere.project_id = "prj_2";
+  ASSERT_TRUE(store().EnqueueReservationWaiter(elsewhere).ok());
+  ReservationWaiter second = Waiter("second", {"src"});
+  second.exclusive = false;
+  ASSERT_TRUE(store().EnqueueReservationWaiter(second).ok());
+  // Past its deadline, or its agent offline: it no longer counts.
+  ASSERT_TRUE(
+      store().EnqueueReservationWaiter(Waiter("first", {"x"}, kNow)).ok());
+  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("gone", {"y"})).ok());
+  ASSERT_TRUE(store().SetAgentStatusForGeneration("gone", 1, "offline").ok());
+
+  ReservationFilter f;
+  f.project_id = "prj_1";
+  f.now_ms = kNow;
+  absl::StatusOr<ReservationSnapshot> snap = store().SnapshotReservations(f);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->reservations.size(), 1u);
+  ASSERT_EQ(snap->waiters.size(), 2u);  // in queue order
+  EXPECT_EQ(snap->waiters[0].waiter_id, first.waiter_id);
+  EXPECT_EQ(snap->waiters[0].patterns, first.patterns);
+  EXPECT_EQ(snap->waiters[0].deadline_ms, first.deadline_ms);
+  EXPECT_EQ(snap->waiters[1].waiter_id, second.waiter_id);
+  EXPECT_FALSE(snap->waiters[1].exclusive);
+  EXPECT_LT(snap->waiters[0].seq, snap->waiters[1].seq);
+  EXPECT_EQ(snap->head, store().ReadReservationChanges(0, 1).value().head);
+
+  f.agent_id = "second";
+  snap = store().SnapshotReservations(f);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_TRUE(snap->reservations.empty());
+  ASSERT_EQ(snap->waiters.size(), 1u);
+  EXPECT_EQ(snap->waiters[0].waiter_id, second.waiter_id);
+
+  ReservationFilter every;  // every project's, by project
+  every.now_ms = kNow;
+  snap = store().SnapshotReservations(every);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  ASSERT_EQ(snap->waiters.size(), 3u);
+  EXPECT_EQ(snap->waiters[2].waiter_id, elsewhere.waiter_id);
+
+  // A waiter that leaves the queue leaves the snapshot.
+  ASSERT_TRUE(store().RemoveReservationWaiter(first.waiter_id, kNow).value());
+  snap = store().SnapshotReservations(every);
+  ASSERT_TRUE(snap.ok()) << snap.status();
+  EXPECT_EQ(snap->waiters.size(), 2u);
+}
+
 TEST_P(Reservations, AWaiterThatLeavesOrIsPastItsDeadlineHoldsNothingUp) {
   Register("waiter");
   Register("other");

@@ -620,5 +620,114 @@ TEST_F(MultiHubTest, WaitersThroughTwoHubsGetAPathFirstComeFirstServed) {
   watch_context.TryCancel();
 }
 
+TEST_F(MultiHubTest, AHubStartedWhileAnotherHubsReserveWaitsListsTheWaiter) {
+  const std::string kProject = kReservationProject;
+  Hub a = StartHub();
+  for (const char* agent : {"holder", "waiter"}) {
+    testing::RegisterAgentOk(a.presence.get(), agent);
+  }
+  hub::v1::ReserveRequest request;
+  request.set_project_id(kProject);
+  request.add_patterns("src");
+  request.mutable_ttl()->set_seconds(600);
+  hub::v1::Reservation held;
+  {
+    request.set_agent_id("holder");
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    ASSERT_TRUE(a.reservations->Reserve(&context, request, &response).ok());
+    held = response.reservation();
+  }
+  grpc::ClientContext watch_a_context;
+  watch_a_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  hub::v1::WatchReservationsRequest watch;
+  watch.set_project_id(kProject);
+  auto on_a = a.reservations->WatchReservations(&watch_a_context, watch);
+  hub::v1::WatchReservationsResponse item;
+  do {
+    ASSERT_TRUE(on_a->Read(&item));
+  } while (!item.has_snapshot_end());
+
+  grpc::Status waited;
+  hub::v1::Reservation granted;
+  std::thread waiting([&a, &waited, &granted, r = request]() mutable {
+    r.set_agent_id("waiter");
+    r.mutable_wait()->set_seconds(90);
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(100)));
+    hub::v1::ReserveResponse response;
+    waited = a.reservations->Reserve(&context, r, &response);
+    granted = response.reservation();
+  });
+  hub::v1::Reservation waiter;
+  while (on_a->Read(&item)) {
+    if (item.change().kind() == hub::v1::RESERVATION_CHANGE_KIND_WAITING) {
+      waiter = item.change().reservation();
+      break;
+    }
+  }
+  ASSERT_EQ(waiter.agent_id(), "waiter");
+
+  // Hub B starts after the waiter queued: it never saw the change, and its
+  // snapshot still holds the waiter, after the reservation.
+  Hub b = StartHub();
+  grpc::ClientContext watch_b_context;
+  watch_b_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(120)));
+  auto on_b = b.reservations->WatchReservations(&watch_b_context, watch);
+  std::vector<hub::v1::ReservationChange> snapshot;
+  for (;;) {
+    ASSERT_TRUE(on_b->Read(&item));
+    if (item.has_snapshot_end()) break;
+    snapshot.push_back(item.change());
+  }
+  EXPECT_EQ(item.snapshot_end().reservation_count(), 1);
+  EXPECT_EQ(item.snapshot_end().waiter_count(), 1);
+  ASSERT_EQ(snapshot.size(), 2u);
+  EXPECT_EQ(snapshot[0].kind(), hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT);
+  EXPECT_EQ(snapshot[0].reservation().reservation_id(), held.reservation_id());
+  EXPECT_EQ(snapshot[1].kind(), hub::v1::RESERVATION_CHANGE_KIND_WAITING);
+  EXPECT_EQ(snapshot[1].seq(), 0);
+  EXPECT_EQ(snapshot[1].reservation().reservation_id(),
+            waiter.reservation_id());
+  EXPECT_EQ(snapshot[1].reservation().agent_id(), "waiter");
+  EXPECT_EQ(snapshot[1].reservation().token(), 0);
+  EXPECT_EQ(snapshot[1].reservation().mode(),
+            hub::v1::RESERVATION_MODE_EXCLUSIVE);
+  ASSERT_EQ(snapshot[1].reservation().patterns_size(), 1);
+  EXPECT_EQ(snapshot[1].reservation().patterns(0), "src");
+  EXPECT_EQ(snapshot[1].reservation().expires_at().seconds(),
+            waiter.expires_at().seconds());
+
+  // Released through hub B: the waiter gets the path, and a new watcher's
+  // snapshot holds no waiter.
+  {
+    hub::v1::ReleaseReservationRequest release;
+    release.set_reservation_id(held.reservation_id());
+    release.set_agent_id("holder");
+    hub::v1::ReleaseReservationResponse released;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        b.reservations->ReleaseReservation(&context, release, &released).ok());
+  }
+  waiting.join();
+  ASSERT_TRUE(waited.ok()) << waited.error_message();
+  EXPECT_EQ(granted.agent_id(), "waiter");
+  grpc::ClientContext again_context;
+  again_context.set_deadline(
+      absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  auto again = b.reservations->WatchReservations(&again_context, watch);
+  do {
+    ASSERT_TRUE(again->Read(&item));
+    EXPECT_NE(item.change().kind(), hub::v1::RESERVATION_CHANGE_KIND_WAITING);
+  } while (!item.has_snapshot_end());
+  EXPECT_EQ(item.snapshot_end().waiter_count(), 0);
+  EXPECT_EQ(item.snapshot_end().reservation_count(), 1);
+  watch_a_context.TryCancel();
+  watch_b_context.TryCancel();
+  again_context.TryCancel();
+}
+
 }  // namespace
 }  // namespace hub

@@ -65,6 +65,11 @@ absl::Status ConsoleModel::WatchReservations() {
             for (const storage::ReservationRecord& r : snapshot.reservations) {
               reservations_[r.reservation_id] = r;
             }
+            // Queued through any hub, also before this one started.
+            waiters_.clear();
+            for (const storage::ReservationWaiter& w : snapshot.waiters) {
+              waiters_[w.waiter_id] = storage::WaiterAsRecord(w);
+            }
           },
           [this](const storage::ReservationChange& change) {
             OnReservationChange(change);

@@ -356,14 +356,23 @@ class PgReservationRows final : public ReservationRows {
   }
 
   absl::StatusOr<std::vector<ReservationWaiter>> Waiters(
-      absl::string_view project_id, int64_t now_ms) override {
-    absl::StatusOr<Result> r = conn_.Run(
-        "SELECT " HUB_RES_WAITER_COLUMNS
-        " FROM hub_reservation_waiters w WHERE w.project_id = $2 "
-        "AND w.deadline_ms > $1 AND EXISTS (SELECT 1 FROM agents a WHERE "
-        "a.agent_id = w.agent_id AND a.presence_generation = "
-        "w.presence_generation AND a.status <> 'offline') ORDER BY w.seq",
-        {P(now_ms), P(project_id)});
+      std::optional<absl::string_view> project_id, int64_t now_ms) override {
+    // The waiters that count: deadline ahead, agent present.
+#define HUB_RES_QUEUED                                           \
+  "w.deadline_ms > $1 AND EXISTS (SELECT 1 FROM agents a WHERE " \
+  "a.agent_id = w.agent_id AND a.presence_generation = "         \
+  "w.presence_generation AND a.status <> 'offline')"
+    absl::StatusOr<Result> r =
+        project_id.has_value()
+            ? conn_.Run("SELECT " HUB_RES_WAITER_COLUMNS
+                        " FROM hub_reservation_waiters w WHERE w.project_id = "
+                        "$2 AND " HUB_RES_QUEUED " ORDER BY w.seq",
+                        {P(now_ms), P(*project_id)})
+            : conn_.Run("SELECT " HUB_RES_WAITER_COLUMNS
+                        " FROM hub_reservation_waiters w WHERE " HUB_RES_QUEUED
+                        " ORDER BY w.project_id, w.seq",
+                        {P(now_ms)});
+#undef HUB_RES_QUEUED
     if (!r.ok()) return r.status();
     return ReadAll<ReservationWaiter>(*r, ReadWaiter);
   }

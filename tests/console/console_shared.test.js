@@ -170,6 +170,53 @@ test('a hub started later shows the roles\' past transitions, read from the chan
   ]);
 });
 
+test('the page of a hub started while another hub\'s reserve waits lists the waiter', async () => {
+  const [, b] = clients;
+  for (const agentId of ['waits-holder', 'waits-waiter']) {
+    await b.presence.registerAgent({ agentId, projectId: PROJECT, cli: 'AGENT_CLI_CODEX' });
+  }
+  const { reservation: held } = await b.reservations.reserve({
+    projectId: PROJECT, agentId: 'waits-holder', patterns: ['src/queued'], reason: 'held',
+  });
+  const granted = b.reservations.reserve({
+    projectId: PROJECT, agentId: 'waits-waiter', patterns: ['src/queued/a.txt'],
+    mode: 'RESERVATION_MODE_EXCLUSIVE', wait: { seconds: 60 },
+  });
+  // Queued through hub B (ListReservations names who waits) ...
+  await until(async () => {
+    const { reservations } = await b.reservations.listReservations({
+      projectId: PROJECT, agentId: 'waits-holder',
+    });
+    return reservations[0]?.waitingAgentIds?.includes('waits-waiter');
+  }, 'the waiter queued');
+  // ... before this hub started: it never saw the `waiting` change.
+  const [late] = await hubd(hubs[0].dbPath);
+  await page.goto(`${late.base}/`, { waitUntil: 'load' });
+  await page.waitForSelector('#live.on', { timeout: 15000 });
+  await page.click('#tabs button[data-view="reservations"]');
+  const rows = await page.$$eval('#reservation-waits tbody tr', (trs) => trs.map((tr) => ({
+    agent: tr.querySelector('.agent').textContent,
+    patterns: tr.querySelector('.patterns').textContent,
+    mode: tr.querySelector('.mode').textContent,
+  })));
+  assert.deepEqual(rows, [{ agent: 'waits-waiter', patterns: 'src/queued/a.txt', mode: 'exclusive' }]);
+  assert.equal(await page.$eval('#reservation-waits-count', (e) => e.textContent),
+    '1 reserve(s) waiting');
+  await screenshot(page, 'reservations', 'reservation-waits-late-hub');
+
+  // Released through hub B: the late hub's page drops the row, live.
+  const t = Date.now();
+  await b.reservations.releaseReservation({
+    reservationId: held.reservationId, agentId: 'waits-holder', token: held.token,
+  });
+  const { reservation: got } = await granted;
+  await watcher.shows('the waiter granted, gone from the late hub\'s waits', t, () =>
+    !document.querySelector('#reservation-waits tbody tr'));
+  await b.reservations.releaseReservation({
+    reservationId: got.reservationId, agentId: 'waits-waiter', token: got.token,
+  });
+});
+
 test('an agent registered while a hub could not send its hints shows on the other hub\'s page once it can', async () => {
   // Hub B's hints go out on a connection of its own (application_name
   // "hub console hints <its id>"); the server ends it, so that the hint of

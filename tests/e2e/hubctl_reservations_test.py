@@ -174,7 +174,7 @@ class HubctlReservationsTest(unittest.TestCase):
                         lines)
         self.assertIn("agent=agent-a", lines[0])
         self.assertIn("token=" + before["token"], lines[0])
-        self.assertEqual(lines[1], "-- snapshot: 1 reservations; live changes follow")
+        self.assertEqual(lines[1], "-- snapshot: 1 reservations, 0 waiters; live changes follow")
 
         r = self.reserve("agent-b", "docs", "lib")
         self.ok("reservations", "release", r["reservationId"], "lib", agent="agent-b")

@@ -368,13 +368,15 @@ absl::Status Watch(Env& env, const Args& args) {
   }
   auto reader = env.client->WatchReservations(&context, request);
   int64_t printed = 0;
+  bool live = false;  // past the snapshot: --count counts these
   hub::v1::WatchReservationsResponse item;
   while (!(count->has_value() && printed >= **count) && reader->Read(&item)) {
     if (env.json) {
       *env.out << ToJson(item) << std::endl;
     } else if (item.has_snapshot_end()) {
       *env.out << "-- snapshot: " << item.snapshot_end().reservation_count()
-               << " reservations; live changes follow" << std::endl;
+               << " reservations, " << item.snapshot_end().waiter_count()
+               << " waiters; live changes follow" << std::endl;
     } else {
       const hub::v1::Reservation& r = item.change().reservation();
       *env.out << EnumWord(
@@ -386,10 +388,8 @@ absl::Status Watch(Env& env, const Args& args) {
                << " expires_at=" << FormatTimestamp(r.expires_at())
                << std::endl;
     }
-    if (item.has_change() &&
-        item.change().kind() != hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT) {
-      ++printed;
-    }
+    if (item.has_snapshot_end()) live = true;
+    if (item.has_change() && live) ++printed;
   }
   if (count->has_value() && printed >= **count) {
     context.TryCancel();
