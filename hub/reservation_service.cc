@@ -54,6 +54,7 @@ hub::v1::Reservation ReservationToProto(const storage::ReservationRecord& r) {
   for (const std::string& agent : r.waiting_agent_ids) {
     p.add_waiting_agent_ids(agent);
   }
+  for (const std::string& id : r.waits_for) p.add_waits_for(id);
   return p;
 }
 

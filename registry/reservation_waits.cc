@@ -221,7 +221,7 @@ void ReservationWaits::Step(int64_t id) {
   absl::Time next = deadline;
   if (!waiter_id.has_value()) {
     absl::StatusOr<storage::ReservationWaiter> queued =
-        book_->Enqueue(in, deadline);
+        book_->Enqueue(in, deadline, storage::WaitsFor(out->conflicts));
     if (!queued.ok()) {
       finish(queued.status(), "error");
       return;

@@ -134,12 +134,15 @@ absl::StatusOr<storage::ReservationOutcome> ReservationBook::Attempt(
   if (out->granted.has_value()) {
     Count(granted_, ReservationEvent::kGranted, 1);
     Committed();
+  } else if (out->waiter_updated) {
+    Committed();  // its `waiting` change names new blockers
   }
   return out;
 }
 
 absl::StatusOr<storage::ReservationWaiter> ReservationBook::Enqueue(
-    const PathReserveInput& in, absl::Time deadline) {
+    const PathReserveInput& in, absl::Time deadline,
+    std::vector<std::string> waits_for) {
   absl::StatusOr<std::vector<std::string>> patterns = NormalizePatterns(
       in.patterns,
       static_cast<size_t>(std::max<int64_t>(limits_.max_patterns, 1)),
@@ -153,6 +156,7 @@ absl::StatusOr<storage::ReservationWaiter> ReservationBook::Enqueue(
   w.created_at_ms = NowMs();
   w.deadline_ms = absl::ToUnixMillis(deadline);
   w.patterns = *std::move(patterns);
+  w.waits_for = std::move(waits_for);
   absl::StatusOr<storage::ReservationWaiter> queued =
       store_->EnqueueReservationWaiter(w);
   if (queued.ok()) Committed();

@@ -107,9 +107,11 @@ class ReservationBook {
   // conflicts come back in the outcome, uncounted.
   absl::StatusOr<storage::ReservationOutcome> Attempt(
       const PathReserveInput& in, const std::optional<std::string>& waiter_id);
-  // Queues `in` as a waiter until `deadline` (ReservationWaits).
-  absl::StatusOr<storage::ReservationWaiter> Enqueue(const PathReserveInput& in,
-                                                     absl::Time deadline);
+  // Queues `in` as a waiter until `deadline` (ReservationWaits), waiting
+  // behind `waits_for` (the ids its attempt conflicted with: WaitsFor).
+  absl::StatusOr<storage::ReservationWaiter> Enqueue(
+      const PathReserveInput& in, absl::Time deadline,
+      std::vector<std::string> waits_for = {});
   // Takes a waiter out of its queue (its wait ended without a grant).
   void LeaveQueue(const std::string& waiter_id);
   // Counts a waiting reserve that ended in a conflict.

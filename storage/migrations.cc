@@ -32,6 +32,9 @@ constexpr Seam kSeams[] = {
     {"agents", "lease_ttl_ms", "INTEGER"},
     {"hub_closed_scopes", "dead_lettered_count",
      "INTEGER CHECK (dead_lettered_count >= 0)"},
+    // hub_schema_version 10: what a waiter waits behind.
+    {"hub_reservation_waiters", "waits_for", "TEXT NOT NULL DEFAULT ''"},
+    {"hub_reservation_changes", "waits_for", "TEXT NOT NULL DEFAULT ''"},
 };
 
 // triflux's indexes that no hub query reads (schema.sql, "Only the indexes

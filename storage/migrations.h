@@ -24,8 +24,9 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // added the path reservation tables (hub_reservation_tokens,
 // hub_reservations, hub_reservation_patterns), 8 the reservation change
 // log (hub_reservation_changes), 9 waiting reserves
-// (hub_reservation_waiters).
-inline constexpr int kHubSchemaVersion = 9;
+// (hub_reservation_waiters), 10 what a waiter waits behind (their
+// waits_for columns).
+inline constexpr int kHubSchemaVersion = 10;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

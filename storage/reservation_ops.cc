@@ -140,15 +140,16 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
       rows.Waiters(r.project_id, r.now_ms);
   if (!waiters.ok()) return waiters.status();
   int64_t my_seq = std::numeric_limits<int64_t>::max();
-  bool queued = false;
+  const ReservationWaiter* me = nullptr;
   if (r.waiter_id.has_value()) {
     for (const ReservationWaiter& w : *waiters) {
       if (w.waiter_id == *r.waiter_id) {
         my_seq = w.seq;
-        queued = true;
+        me = &w;
       }
     }
   }
+  const bool queued = me != nullptr;
   std::set<std::string> ahead;
   for (const ReservationWaiter& w : *waiters) {
     if (w.agent_id == r.agent_id || w.seq >= my_seq) continue;
@@ -164,7 +165,28 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
   for (ReservationConflict& c : outcome.conflicts) {
     c.waiting = ahead.count(c.reservation_id) > 0;
   }
-  if (!outcome.conflicts.empty()) return outcome;  // nothing written
+  if (!outcome.conflicts.empty()) {
+    // Nothing written, unless a queued waiter now waits behind something
+    // else: its row and a `waiting` change name what (one guarded UPDATE
+    // and one insert, neither can fail on expected input).
+    if (queued) {
+      ReservationWaiter now_waiting = *me;
+      now_waiting.waits_for = WaitsFor(outcome.conflicts);
+      if (now_waiting.waits_for != me->waits_for) {
+        absl::StatusOr<int64_t> n =
+            rows.SetWaitsFor(now_waiting.waiter_id, now_waiting.waits_for);
+        if (!n.ok()) return n.status();
+        if (absl::Status s =
+                rows.AppendChange(ReservationChangeKind::kWaiting,
+                                  WaiterAsRecord(now_waiting), r.now_ms);
+            !s.ok()) {
+          return s;
+        }
+        outcome.waiter_updated = true;
+      }
+    }
+    return outcome;
+  }
 
   if (r.max_per_agent > 0) {
     absl::StatusOr<int64_t> mine =

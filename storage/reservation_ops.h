@@ -124,6 +124,9 @@ class ReservationRows {
   virtual absl::StatusOr<int64_t> LastWaiterSeq(
       absl::string_view project_id) = 0;
   virtual absl::Status InsertWaiter(const ReservationWaiter& waiter) = 0;
+  // Sets the waiter's waits_for; returns how many rows.
+  virtual absl::StatusOr<int64_t> SetWaitsFor(
+      absl::string_view waiter_id, const std::vector<std::string>& ids) = 0;
   // Returns how many rows.
   virtual absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) = 0;
   // Deletes waiters whose deadline passed by `now_ms` (their hub died).
@@ -179,9 +182,10 @@ std::vector<std::string> SplitLoggedPatterns(absl::string_view joined);
 #define HUB_RES_COLUMNS                                                 \
   "r.reservation_id, r.project_id, r.agent_id, r.presence_generation, " \
   "r.exclusive, r.token, r.reason, r.created_at_ms, r.expires_at_ms"
-#define HUB_RES_WAITER_COLUMNS                                     \
-  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, " \
-  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns"
+#define HUB_RES_WAITER_COLUMNS                                       \
+  "w.waiter_id, w.project_id, w.agent_id, w.presence_generation, "   \
+  "w.exclusive, w.seq, w.created_at_ms, w.deadline_ms, w.patterns, " \
+  "w.waits_for"
 
 template <typename Row>
 ReservationRecord ReadReservationColumns(const Row& s) {
@@ -210,6 +214,7 @@ ReservationWaiter ReadWaiterColumns(const Row& s) {
   w.created_at_ms = s.Int(6);
   w.deadline_ms = s.Int(7);
   w.patterns = SplitLoggedPatterns(s.Text(8));
+  w.waits_for = SplitLoggedPatterns(s.Text(9));
   return w;
 }
 

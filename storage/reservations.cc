@@ -88,7 +88,20 @@ ReservationRecord WaiterAsRecord(const ReservationWaiter& w) {
   r.created_at_ms = w.created_at_ms;
   r.expires_at_ms = w.deadline_ms;
   r.patterns = w.patterns;
+  r.waits_for = w.waits_for;
   return r;
+}
+
+std::vector<std::string> WaitsFor(
+    const std::vector<ReservationConflict>& conflicts) {
+  std::vector<std::string> ids;
+  for (const ReservationConflict& c : conflicts) {
+    if (ids.size() >= kMaxWaiterBlockers) break;
+    if (std::find(ids.begin(), ids.end(), c.reservation_id) == ids.end()) {
+      ids.push_back(c.reservation_id);
+    }
+  }
+  return ids;
 }
 
 bool RequestConflictsWith(const std::vector<std::string>& patterns,

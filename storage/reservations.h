@@ -46,6 +46,9 @@ struct ReservationRecord {
   // in queue order.
   int64_t waiter_count = 0;
   std::vector<std::string> waiting_agent_ids;
+  // A waiter's only (as the change log records one, kWaiting): what it
+  // waits behind, ReservationWaiter::waits_for.
+  std::vector<std::string> waits_for;
 };
 
 // ReservationRecord::waiting_agent_ids holds at most this many.
@@ -120,7 +123,17 @@ struct ReservationWaiter {
   int64_t created_at_ms = 0;
   int64_t deadline_ms = 0;
   std::vector<std::string> patterns;  // normalized
+  // What it waits behind: the ids of the reservations (or waiters ahead)
+  // its last attempt conflicted with, distinct, in the order the attempt
+  // reported them, at most kMaxWaiterBlockers (WaitsFor).
+  std::vector<std::string> waits_for;
 };
+
+// ReservationWaiter::waits_for holds at most this many.
+inline constexpr size_t kMaxWaiterBlockers = 4;
+// The distinct ids of `conflicts`, in order, at most kMaxWaiterBlockers.
+std::vector<std::string> WaitsFor(
+    const std::vector<ReservationConflict>& conflicts);
 
 // A waiter as the change log records it (kWaiting, kWaitEnded): its id as
 // reservation_id, token 0, expires_at_ms its deadline.
@@ -169,6 +182,10 @@ struct ReservationRequest {
 struct ReservationOutcome {
   std::optional<ReservationRecord> granted;
   std::vector<ReservationConflict> conflicts;
+  // A waiter's retry that conflicted with something else than its row said
+  // (ReservationWaiter::waits_for): the row now names the new blockers, and
+  // a kWaiting change says so (a write was committed).
+  bool waiter_updated = false;
 };
 
 // Store::CheckReservations input: what Reserve would conflict with, read

@@ -231,7 +231,9 @@ CREATE TABLE IF NOT EXISTS hub_reservation_changes (
   reason TEXT NOT NULL,
   created_at_ms INTEGER NOT NULL,
   expires_at_ms INTEGER NOT NULL,
-  patterns TEXT NOT NULL
+  patterns TEXT NOT NULL,
+  -- hub_schema_version 10: a waiter's waits_for (ids joined by newlines).
+  waits_for TEXT NOT NULL DEFAULT ''
 );
 
 -- hub_schema_version 9: waiting reserves (Reserve with `wait`,
@@ -252,6 +254,10 @@ CREATE TABLE IF NOT EXISTS hub_reservation_waiters (
   created_at_ms INTEGER NOT NULL,
   deadline_ms INTEGER NOT NULL,
   patterns TEXT NOT NULL,
+  -- hub_schema_version 10: what it waits behind (docs/design/
+  -- reservations.md, "What a waiter waits for"): the ids its last attempt
+  -- conflicted with, at most 4, joined by newlines.
+  waits_for TEXT NOT NULL DEFAULT '',
   UNIQUE (project_id, seq)
 );
 

@@ -334,8 +334,8 @@ class SqliteReservationRows final : public ReservationRows {
     absl::StatusOr<Stmt> s = conn_.Prepare(
         "INSERT INTO hub_reservation_changes (kind, written_at_ms, "
         "reservation_id, project_id, agent_id, presence_generation, "
-        "exclusive, token, reason, created_at_ms, expires_at_ms, patterns) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "exclusive, token, reason, created_at_ms, expires_at_ms, patterns, "
+        "waits_for) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)");
     if (!s.ok()) return s.status();
     s->Bind(1, ReservationChangeWord(kind))
         .Bind(2, now_ms)
@@ -348,7 +348,8 @@ class SqliteReservationRows final : public ReservationRows {
         .Bind(9, r.reason)
         .Bind(10, r.created_at_ms)
         .Bind(11, r.expires_at_ms)
-        .Bind(12, JoinLoggedPatterns(r.patterns));
+        .Bind(12, JoinLoggedPatterns(r.patterns))
+        .Bind(13, JoinLoggedPatterns(r.waits_for));
     return s->Run();
   }
 
@@ -357,8 +358,8 @@ class SqliteReservationRows final : public ReservationRows {
     absl::StatusOr<Stmt> s = conn_.Prepare(
         "SELECT reservation_id, project_id, agent_id, presence_generation, "
         "exclusive, token, reason, created_at_ms, expires_at_ms, seq, kind, "
-        "written_at_ms, patterns FROM hub_reservation_changes WHERE seq > ?1 "
-        "ORDER BY seq LIMIT ?2");
+        "written_at_ms, patterns, waits_for FROM hub_reservation_changes "
+        "WHERE seq > ?1 ORDER BY seq LIMIT ?2");
     if (!s.ok()) return s.status();
     s->Bind(1, after_seq).Bind(2, limit);
     return rows::ReadAll<ReservationChange>(*s, [](const Stmt& st) {
@@ -369,6 +370,7 @@ class SqliteReservationRows final : public ReservationRows {
                    .value_or(ReservationChangeKind::kGranted);
       c.written_at_ms = st.Int(11);
       c.reservation.patterns = SplitLoggedPatterns(st.Text(12));
+      c.reservation.waits_for = SplitLoggedPatterns(st.Text(13));
       return c;
     });
   }
@@ -440,7 +442,8 @@ class SqliteReservationRows final : public ReservationRows {
     absl::StatusOr<Stmt> s = conn_.Prepare(
         "INSERT INTO hub_reservation_waiters (waiter_id, project_id, "
         "agent_id, presence_generation, exclusive, seq, created_at_ms, "
-        "deadline_ms, patterns) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)");
+        "deadline_ms, patterns, waits_for) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, "
+        "?)");
     if (!s.ok()) return s.status();
     s->Bind(1, w.waiter_id)
         .Bind(2, w.project_id)
@@ -450,8 +453,20 @@ class SqliteReservationRows final : public ReservationRows {
         .Bind(6, w.seq)
         .Bind(7, w.created_at_ms)
         .Bind(8, w.deadline_ms)
-        .Bind(9, JoinLoggedPatterns(w.patterns));
+        .Bind(9, JoinLoggedPatterns(w.patterns))
+        .Bind(10, JoinLoggedPatterns(w.waits_for));
     return s->Run();
+  }
+
+  absl::StatusOr<int64_t> SetWaitsFor(
+      absl::string_view waiter_id,
+      const std::vector<std::string>& ids) override {
+    absl::StatusOr<Stmt> s = conn_.Prepare(
+        "UPDATE hub_reservation_waiters SET waits_for = ? WHERE waiter_id = ?");
+    if (!s.ok()) return s.status();
+    s->Bind(1, JoinLoggedPatterns(ids)).Bind(2, waiter_id);
+    if (absl::Status st = s->Run(); !st.ok()) return st;
+    return conn_.Changes();
   }
 
   absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) override {

@@ -826,6 +826,81 @@ TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
   EXPECT_EQ(snap->waiters.size(), 2u);
 }
 
+TEST_P(Reservations, AWaiterNamesWhatItWaitsBehindAndEachRetryKeepsItCurrent) {
+  for (const char* agent : {"holder", "first", "second"}) Register(agent);
+  const ReservationRecord held = Granted(Request("holder", {"src"}));
+  ReservationWaiter first = Waiter("first", {"src/a.cc"});
+  first.waits_for = {held.reservation_id};
+  ASSERT_TRUE(store().EnqueueReservationWaiter(first).ok());
+  ReservationWaiter second = Waiter("second", {"src"});
+  second.waits_for = {"an-id-that-is-gone"};
+  ASSERT_TRUE(store().EnqueueReservationWaiter(second).ok());
+  ReservationFilter f;
+  f.project_id = "prj_1";
+  f.now_ms = kNow;
+  auto queued = [&]() {
+    std::map<std::string, std::vector<std::string>> by_waiter;
+    const ReservationSnapshot snap = store().SnapshotReservations(f).value();
+    for (const ReservationWaiter& w : snap.waiters) {
+      by_waiter[w.agent_id] = w.waits_for;
+    }
+    return by_waiter;
+  };
+  EXPECT_EQ(queued()["first"], first.waits_for);
+  // The log's `waiting` change carries it too.
+  std::vector<ReservationChange> logged = ChangesAfter(store(), 0);
+  ASSERT_FALSE(logged.empty());
+  EXPECT_EQ(logged.back().kind, ReservationChangeKind::kWaiting);
+  EXPECT_EQ(logged.back().reservation.waits_for, second.waits_for);
+
+  // A retry behind other blockers than its row names updates the row and
+  // logs a `waiting` change naming them: the reservation and the first
+  // waiter, ahead of it.
+  int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  ReservationRequest as_second = Request("second", {"src"});
+  as_second.waiter_id = second.waiter_id;
+  absl::StatusOr<ReservationOutcome> out = store().Reserve(as_second);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_FALSE(out->granted.has_value());
+  EXPECT_TRUE(out->waiter_updated);
+  std::vector<std::string> expected = {held.reservation_id, first.waiter_id};
+  std::sort(expected.begin(), expected.end());
+  std::vector<std::string> named = WaitsFor(out->conflicts);
+  std::vector<std::string> sorted = named;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_EQ(sorted, expected);
+  EXPECT_EQ(queued()["second"], named);
+  logged = ChangesAfter(store(), head);
+  ASSERT_EQ(logged.size(), 1u);
+  EXPECT_EQ(logged[0].kind, ReservationChangeKind::kWaiting);
+  EXPECT_EQ(logged[0].reservation.reservation_id, second.waiter_id);
+  EXPECT_EQ(logged[0].reservation.waits_for, named);
+  EXPECT_EQ(logged[0].reservation.expires_at_ms, second.deadline_ms);
+  // Behind the same blockers again: nothing written.
+  head = store().ReadReservationChanges(0, 1).value().head;
+  out = store().Reserve(as_second);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_FALSE(out->waiter_updated);
+  EXPECT_TRUE(ChangesAfter(store(), head).empty());
+
+  // The holder releases, the first waiter gets the path: the second now
+  // waits behind the first's reservation alone.
+  ReservationRelease release;
+  release.reservation_id = held.reservation_id;
+  release.agent_id = "holder";
+  release.now_ms = kNow;
+  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  ReservationRequest as_first = Request("first", {"src/a.cc"});
+  as_first.waiter_id = first.waiter_id;
+  const ReservationRecord got = Granted(as_first);
+  out = store().Reserve(as_second);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_TRUE(out->waiter_updated);
+  EXPECT_EQ(queued()["second"], std::vector<std::string>{got.reservation_id});
+  EXPECT_EQ(ChangesAfter(store(), head).back().reservation.waits_for,
+            std::vector<std::string>{got.reservation_id});
+}
+
 TEST_P(Reservations, AWaiterThatLeavesOrIsPastItsDeadlineHoldsNothingUp) {
   Register("waiter");
   Register("other");

@@ -699,6 +699,9 @@ TEST_F(MultiHubTest, AHubStartedWhileAnotherHubsReserveWaitsListsTheWaiter) {
   EXPECT_EQ(snapshot[1].reservation().patterns(0), "src");
   EXPECT_EQ(snapshot[1].reservation().expires_at().seconds(),
             waiter.expires_at().seconds());
+  // And what it waits behind.
+  ASSERT_EQ(snapshot[1].reservation().waits_for_size(), 1);
+  EXPECT_EQ(snapshot[1].reservation().waits_for(0), held.reservation_id());
 
   // Released through hub B: the waiter gets the path, and a new watcher's
   // snapshot holds no waiter.

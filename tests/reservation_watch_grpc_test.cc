@@ -415,6 +415,49 @@ TEST_F(ReservationWaitGrpcTest,
 }
 
 TEST_F(ReservationWaitGrpcTest,
+       AWaitingChangeNamesWhatTheWaiterWaitsBehindAndANewOneWhenThatChanges) {
+  for (const char* a : {"holder", "first", "second"}) {
+    RegisterAgentOk(presence_.get(), a);
+  }
+  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  std::unique_ptr<Pending> first =
+      ReserveWaiting("first", {"src"}, absl::Seconds(60));
+  const ReservationChange first_waits =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
+  ASSERT_EQ(first_waits.reservation().waits_for_size(), 1);
+  EXPECT_EQ(first_waits.reservation().waits_for(0), held.reservation_id());
+  // The second waits behind the reservation and the first waiter.
+  std::unique_ptr<Pending> second =
+      ReserveWaiting("second", {"src/a.cc"}, absl::Seconds(60));
+  const ReservationChange second_waits =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
+  std::set<std::string> behind(second_waits.reservation().waits_for().begin(),
+                               second_waits.reservation().waits_for().end());
+  EXPECT_EQ(behind, (std::set<std::string>{
+                        held.reservation_id(),
+                        first_waits.reservation().reservation_id()}));
+
+  // The first gets the path: the second's retry now waits behind the
+  // first's reservation, and says so under the same waiter id.
+  ASSERT_TRUE(Release(held).ok());
+  first->Join();
+  ASSERT_TRUE(first->status.ok()) << first->status.error_message();
+  const ReservationChange again =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
+  EXPECT_EQ(again.reservation().reservation_id(),
+            second_waits.reservation().reservation_id());
+  ASSERT_EQ(again.reservation().waits_for_size(), 1);
+  EXPECT_EQ(again.reservation().waits_for(0),
+            first->reservation.reservation_id());
+  EXPECT_GT(again.seq(), second_waits.seq());
+
+  ASSERT_TRUE(Release(first->reservation).ok());
+  second->Join();
+  ASSERT_TRUE(second->status.ok()) << second->status.error_message();
+}
+
+TEST_F(ReservationWaitGrpcTest,
        AWaitingReserveJumpsNoQueueAndANonWaitingOneIsBehindIt) {
   for (const char* a : {"holder", "first", "late"}) {
     RegisterAgentOk(presence_.get(), a);

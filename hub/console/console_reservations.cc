@@ -26,7 +26,8 @@ json ReservationJson(const storage::ReservationRecord& r) {
 }
 
 // A waiter (a reserve with `wait` in its project's queue): the change's
-// record is the waiter (its id, agent, mode, patterns; expiry = deadline).
+// record is the waiter (its id, agent, mode, patterns; expiry = deadline;
+// the ids it waits behind).
 json WaiterJson(const storage::ReservationRecord& w) {
   return {{"id", w.reservation_id},
           {"project_id", w.project_id},
@@ -34,7 +35,8 @@ json WaiterJson(const storage::ReservationRecord& w) {
           {"mode", w.exclusive ? "exclusive" : "shared"},
           {"patterns", w.patterns},
           {"since_ms", w.created_at_ms},
-          {"deadline_ms", w.expires_at_ms}};
+          {"deadline_ms", w.expires_at_ms},
+          {"waits_for", w.waits_for}};
 }
 
 // Whether `granted` is the grant of waiter `w`: a granted wait logs no

@@ -131,7 +131,7 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "9");
+  EXPECT_EQ(report->from_hub_schema_version, "10");
   EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2);
   std::string counts;
   for (const TableRows& t : report->tables) {

@@ -18,8 +18,8 @@ namespace hub::storage::pg {
 // reservation tables (SQLite's 7); 3: the agent index over unacked inbox
 // rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
 // the reservation change log (SQLite's 8); 5: waiting reserves (SQLite's
-// 9).
-inline constexpr int kPgSchemaVersion = 5;
+// 9); 6: what a waiter waits behind (SQLite's 10).
+inline constexpr int kPgSchemaVersion = 6;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -309,13 +309,14 @@ class PgReservationRows final : public ReservationRows {
             "INSERT INTO hub_reservation_changes (kind, written_at_ms, "
             "reservation_id, project_id, agent_id, presence_generation, "
             "exclusive, token, reason, created_at_ms, expires_at_ms, "
-            "patterns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-            "$12)",
+            "patterns, waits_for) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+            "$10, $11, $12, $13)",
             {P(ReservationChangeWord(kind)), P(now_ms), P(r.reservation_id),
              P(r.project_id), P(r.agent_id), P(r.presence_generation),
              P(int64_t{r.exclusive ? 1 : 0}), P(r.token), P(r.reason),
              P(r.created_at_ms), P(r.expires_at_ms),
-             P(JoinLoggedPatterns(r.patterns))})
+             P(JoinLoggedPatterns(r.patterns)),
+             P(JoinLoggedPatterns(r.waits_for))})
         .status();
   }
 
@@ -324,8 +325,8 @@ class PgReservationRows final : public ReservationRows {
     absl::StatusOr<Result> r = conn_.Run(
         "SELECT reservation_id, project_id, agent_id, presence_generation, "
         "exclusive, token, reason, created_at_ms, expires_at_ms, seq, kind, "
-        "written_at_ms, patterns FROM hub_reservation_changes WHERE seq > $1 "
-        "ORDER BY seq LIMIT $2",
+        "written_at_ms, patterns, waits_for FROM hub_reservation_changes "
+        "WHERE seq > $1 ORDER BY seq LIMIT $2",
         {P(after_seq), P(limit)});
     if (!r.ok()) return r.status();
     return ReadAll<ReservationChange>(*r, [](const Row& s) {
@@ -336,6 +337,7 @@ class PgReservationRows final : public ReservationRows {
                    .value_or(ReservationChangeKind::kGranted);
       c.written_at_ms = s.Int(11);
       c.reservation.patterns = SplitLoggedPatterns(s.Text(12));
+      c.reservation.waits_for = SplitLoggedPatterns(s.Text(13));
       return c;
     });
   }
@@ -399,13 +401,23 @@ class PgReservationRows final : public ReservationRows {
         .Run(
             "INSERT INTO hub_reservation_waiters (waiter_id, project_id, "
             "agent_id, presence_generation, exclusive, seq, created_at_ms, "
-            "deadline_ms, patterns) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, "
-            "$9)",
+            "deadline_ms, patterns, waits_for) VALUES ($1, $2, $3, $4, $5, "
+            "$6, $7, $8, $9, $10)",
             {P(w.waiter_id), P(w.project_id), P(w.agent_id),
              P(w.presence_generation), P(int64_t{w.exclusive ? 1 : 0}),
              P(w.seq), P(w.created_at_ms), P(w.deadline_ms),
-             P(JoinLoggedPatterns(w.patterns))})
+             P(JoinLoggedPatterns(w.patterns)),
+             P(JoinLoggedPatterns(w.waits_for))})
         .status();
+  }
+
+  absl::StatusOr<int64_t> SetWaitsFor(
+      absl::string_view waiter_id,
+      const std::vector<std::string>& ids) override {
+    return Changed(
+        "UPDATE hub_reservation_waiters SET waits_for = $1 WHERE waiter_id = "
+        "$2",
+        {P(JoinLoggedPatterns(ids)), P(waiter_id)});
   }
 
   absl::StatusOr<int64_t> DeleteWaiter(absl::string_view waiter_id) override {

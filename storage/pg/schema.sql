@@ -344,6 +344,14 @@ CREATE TABLE IF NOT EXISTS hub_reservation_waiters (
   UNIQUE (project_id, seq)
 );
 
+-- hub_schema_version 6: what a waiter waits behind (SQLite's 10): the ids
+-- its last attempt conflicted with, at most 4, joined by newlines; the
+-- change log carries them on `waiting` changes.
+ALTER TABLE hub_reservation_waiters
+  ADD COLUMN IF NOT EXISTS waits_for TEXT COLLATE "C" NOT NULL DEFAULT '';
+ALTER TABLE hub_reservation_changes
+  ADD COLUMN IF NOT EXISTS waits_for TEXT COLLATE "C" NOT NULL DEFAULT '';
+
 CREATE OR REPLACE FUNCTION hub_reservation_change_logged() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE

@@ -438,6 +438,7 @@ test('a reserve waiting for a held path shows under its project live, and leaves
       project: tr.cells[0].textContent,
       patterns: tr.querySelector('.patterns').textContent,
       mode: tr.querySelector('.mode').textContent,
+      waitsFor: tr.querySelector('.waits-for').textContent,
       deadline: tr.querySelector('.deadline').textContent,
     })), agent);
   const waiting = (agent) => [...document.querySelectorAll('#reservation-waits tbody tr .agent')]
@@ -458,6 +459,8 @@ test('a reserve waiting for a held path shows under its project live, and leaves
   assert.equal(row.project, PROJECT);
   assert.equal(row.patterns, 'src/wait/a.txt');
   assert.equal(row.mode, 'exclusive');
+  // It names the reservation it waits behind, its holder and patterns.
+  assert.equal(row.waitsFor, `${held.reservationId} (console-beta: ${held.patterns.join(' ')})`);
   assert.match(row.deadline, /^[1-8]s$/);
   assert.equal(await page.$eval('#reservation-waits-count', (e) => e.textContent),
     '1 reserve(s) waiting');
@@ -486,6 +489,7 @@ test('a reserve waiting for a held path shows under its project live, and leaves
   await shows('a second waiter', t, waiting, 'console-beta');
   const [second] = await waiter('console-beta');
   assert.equal(second.mode, 'shared');
+  assert.equal(second.waitsFor, `${got.reservationId} (console-gamma: src/wait/a.txt)`);
   assert.equal(await refused, 'RESERVATION_CONFLICT');
   t = Date.now();
   await shows('the wait ended at its deadline', t, (id) =>

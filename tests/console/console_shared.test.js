@@ -198,8 +198,12 @@ test('the page of a hub started while another hub\'s reserve waits lists the wai
     agent: tr.querySelector('.agent').textContent,
     patterns: tr.querySelector('.patterns').textContent,
     mode: tr.querySelector('.mode').textContent,
+    waitsFor: tr.querySelector('.waits-for').textContent,
   })));
-  assert.deepEqual(rows, [{ agent: 'waits-waiter', patterns: 'src/queued/a.txt', mode: 'exclusive' }]);
+  assert.deepEqual(rows, [{
+    agent: 'waits-waiter', patterns: 'src/queued/a.txt', mode: 'exclusive',
+    waitsFor: `${held.reservationId} (waits-holder: src/queued)`,
+  }]);
   assert.equal(await page.$eval('#reservation-waits-count', (e) => e.textContent),
     '1 reserve(s) waiting');
   await screenshot(page, 'reservations', 'reservation-waits-late-hub');

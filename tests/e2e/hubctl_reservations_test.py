@@ -211,6 +211,8 @@ class HubctlReservationsTest(unittest.TestCase):
         line = proc.stdout.readline()  # the waiter joined the queue
         self.assertTrue(line.startswith("waiting "), line)
         self.assertIn("agent=agent-b", line)
+        # It names what it waits behind: the reservation, its holder, patterns.
+        self.assertIn(" waits_for=%s (agent-a: src)" % held["reservationId"], line)
         self.ok("reservations", "release", held["reservationId"], agent="agent-a")
         out, err = waiting.communicate(timeout=60)
         self.assertEqual(waiting.returncode, OK, err)

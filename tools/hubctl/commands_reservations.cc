@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -369,6 +370,9 @@ absl::Status Watch(Env& env, const Args& args) {
   auto reader = env.client->WatchReservations(&context, request);
   int64_t printed = 0;
   bool live = false;  // past the snapshot: --count counts these
+  // What each reservation (or waiter) seen so far is, for the lines of the
+  // waiters that wait behind it: "<holder>: <patterns>".
+  std::map<std::string, std::string> known;
   hub::v1::WatchReservationsResponse item;
   while (!(count->has_value() && printed >= **count) && reader->Read(&item)) {
     if (env.json) {
@@ -385,8 +389,32 @@ absl::Status Watch(Env& env, const Args& args) {
                << " " << r.reservation_id() << " agent=" << r.agent_id()
                << " mode=" << ModeWord(r.mode()) << " token=" << r.token()
                << " patterns=" << absl::StrJoin(r.patterns(), ",")
-               << " expires_at=" << FormatTimestamp(r.expires_at())
-               << std::endl;
+               << " expires_at=" << FormatTimestamp(r.expires_at());
+      std::vector<std::string> behind;
+      for (const std::string& id : r.waits_for()) {
+        auto it = known.find(id);
+        behind.push_back(
+            it == known.end() ? id : absl::StrCat(id, " (", it->second, ")"));
+      }
+      if (!behind.empty()) {
+        *env.out << " waits_for=" << absl::StrJoin(behind, "; ");
+      }
+      *env.out << std::endl;
+    }
+    if (item.has_change()) {
+      const hub::v1::Reservation& r = item.change().reservation();
+      switch (item.change().kind()) {
+        case hub::v1::RESERVATION_CHANGE_KIND_RELEASED:
+        case hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED:
+        case hub::v1::RESERVATION_CHANGE_KIND_EXPIRED:
+        case hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE:
+        case hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED:
+          known.erase(r.reservation_id());
+          break;
+        default:
+          known[r.reservation_id()] = absl::StrCat(
+              r.agent_id(), ": ", absl::StrJoin(r.patterns(), " "));
+      }
     }
     if (item.has_snapshot_end()) live = true;
     if (item.has_change() && live) ++printed;

@@ -555,7 +555,28 @@
         body.insertBefore(row, after || null);
       }
     }
+    refreshWaitsFor(r.id);
     countReservations();
+  }
+
+  // "<id> (<holder>: <patterns>)" for each reservation (or waiter ahead)
+  // the waiter's last attempt met.
+  function waitsFor(w) {
+    return (w.waits_for || []).map((id) => {
+      const r = state.reservations.get(id);
+      if (r) return `${id} (${r.holder}: ${r.patterns.join(' ')})`;
+      const o = state.waiters.get(id);
+      if (o) return `${id} (${o.agent}: ${o.patterns.join(' ')}, waiting)`;
+      return id;
+    }).join('; ');
+  }
+
+  // Rows naming `id` in their "waits for" text are rendered again.
+  function refreshWaitsFor(id) {
+    for (const tr of $('reservation-waits').tBodies[0].rows) {
+      const w = state.waiters.get(tr.dataset.waiterId);
+      if (w && (w.waits_for || []).includes(id)) tr.replaceWith(waiterRow(w));
+    }
   }
 
   function waiterRow(w) {
@@ -564,6 +585,7 @@
       el('td', { class: 'agent', text: w.agent }),
       el('td', { class: 'patterns', text: w.patterns.join(' ') }),
       el('td', { class: 'mode', text: w.mode }),
+      el('td', { class: 'waits-for', text: waitsFor(w) }),
       el('td', { class: 'since', text: when(w.since_ms) }),
       el('td', { class: 'deadline', 'data-deadline': w.deadline_ms, text: left(w.deadline_ms) }));
     row.hidden = !reservationMatches({ project_id: w.project_id, holder: w.agent, reason: '',
