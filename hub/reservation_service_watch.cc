@@ -7,9 +7,13 @@
 // RESERVATION_CHANGES_MISSED: watch again), so a slow receiver never costs
 // an unbounded queue and never blocks the feed.
 #include <deque>
+#include <map>
 #include <memory>
+#include <optional>
+#include <string>
 #include <utility>
 
+#include "absl/strings/numbers.h"
 #include "absl/time/clock.h"
 #include "hub/error_mapping.h"
 #include "hub/proto_time.h"
@@ -65,15 +69,40 @@ class ReservationServiceImpl::WatchReactor final
                grpc::CallbackServerContext* context)
       : service_(service), deadline_(absl::FromChrono(context->deadline())) {}
 
-  // Subscribes; the snapshot is queued before any change. Called once, from
-  // the handler; nothing is written or finished before it returns.
-  void Start(const ReservationWatchFilter& filter) {
+  // Subscribes; the snapshot (or, resuming after `after_seq`, the resume
+  // item) is queued before any change. Called once, from the handler;
+  // nothing is written or finished before it returns.
+  void Start(const ReservationWatchFilter& filter,
+             std::optional<int64_t> after_seq) {
     absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>> sub =
-        service_->feed_->Subscribe(
-            filter,
-            [this](const storage::ReservationSnapshot& s) { OnSnapshot(s); },
-            [this](const storage::ReservationChange& c) { OnChange(c); },
-            [this](const absl::Status& status) { End(status); });
+        absl::FailedPreconditionError("not resumed");
+    if (after_seq.has_value()) {
+      sub = service_->feed_->Resume(
+          filter, *after_seq,
+          [this, after_seq](int64_t oldest) {
+            OnResume(*after_seq, true, "", oldest);
+          },
+          [this](const storage::ReservationChange& c) { OnChange(c); },
+          [this](const absl::Status& status) { End(status); });
+      if (!sub.ok() && ReasonOf(sub.status()) == "RESERVATION_CURSOR_EXPIRED") {
+        // Never a silent gap: say so, then a fresh snapshot.
+        int64_t oldest = 0;
+        const std::map<std::string, std::string> meta =
+            MetadataOf(sub.status());
+        if (auto it = meta.find("oldest_seq"); it != meta.end()) {
+          (void)absl::SimpleAtoi(it->second, &oldest);
+        }
+        OnResume(*after_seq, false, "RESERVATION_CURSOR_EXPIRED", oldest);
+        after_seq.reset();
+      }
+    }
+    if (!after_seq.has_value()) {
+      sub = service_->feed_->Subscribe(
+          filter,
+          [this](const storage::ReservationSnapshot& s) { OnSnapshot(s); },
+          [this](const storage::ReservationChange& c) { OnChange(c); },
+          [this](const absl::Status& status) { End(status); });
+    }
     absl::MutexLock lock(&mu_);
     if (!sub.ok()) {
       FinishLocked(sub.status());
@@ -128,6 +157,20 @@ class ReservationServiceImpl::WatchReactor final
   }
 
  private:
+  void OnResume(int64_t after_seq, bool resumed, const std::string& reason,
+                int64_t oldest) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return;
+    WatchReservationsResponse item;
+    hub::v1::ReservationResume* r = item.mutable_resume();
+    r->set_after_seq(after_seq);
+    r->set_resumed(resumed);
+    r->set_reason(reason);
+    r->set_oldest_seq(oldest);
+    outbox_.push_back(std::move(item));
+    PumpLocked();
+  }
+
   void OnSnapshot(const storage::ReservationSnapshot& snapshot) {
     absl::MutexLock lock(&mu_);
     if (finishing_) return;
@@ -273,7 +316,9 @@ ReservationServiceImpl::WatchReservations(
   ReservationWatchFilter filter;
   filter.project_id = request->project_id();
   if (!request->agent_id().empty()) filter.agent_id = request->agent_id();
-  reactor->Start(filter);
+  reactor->Start(filter, request->has_after_seq()
+                             ? std::optional<int64_t>(request->after_seq())
+                             : std::nullopt);
   return reactor;
 }
 

@@ -377,6 +377,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // hub's (reservations.md, "Watching"): this hub's commits kick its feed
   // at once; over a shared database they also hint the other hubs.
   ReservationFeedOptions feed_options;
+  feed_options.kept_changes = options.reservation_changes_kept;
   feed_options.on_error = [](const absl::Status& status) {
     log::Warn("reservation_changes_unread",
               {{"reason", ReasonOf(status)}, {"message", status.message()}});

@@ -89,6 +89,9 @@ struct HubServerOptions {
   MessagingConfig messaging;
   // Path reservation limits (docs/design/limits.md).
   ReservationLimits reservations;
+  // Reservation changes kept in memory for WatchReservations' resume
+  // (ReservationFeedOptions::kept_changes).
+  int64_t reservation_changes_kept = 10'000;
   // Threads that wait for durable writes on behalf of unary calls: up to this
   // many writes can share one group commit.
   int write_threads = 64;

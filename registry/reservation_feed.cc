@@ -1,5 +1,6 @@
 #include "registry/reservation_feed.h"
 
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -71,6 +72,7 @@ absl::Status ReservationFeed::Start() {
                                    "the reservation feed was started before");
   }
   cursor_ = page->head;
+  kept_after_ = kept_last_ = page->head;  // nothing before the start is kept
   started_ = true;
   thread_ = std::thread([this] { Run(); });
   return absl::OkStatus();
@@ -120,6 +122,98 @@ absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>>
 ReservationFeed::Listen(const ReservationWatchFilter& filter,
                         ChangeFn on_change, EndFn on_end) {
   return Add(filter, false, nullptr, std::move(on_change), std::move(on_end));
+}
+
+int64_t ReservationFeed::oldest_resumable() const {
+  absl::MutexLock lock(&mu_);
+  return kept_after_;
+}
+
+void ReservationFeed::ForgetKeptLocked(int64_t seq) {
+  kept_.clear();
+  kept_after_ = kept_last_ = seq;
+}
+
+namespace {
+absl::Status CursorInvalid(int64_t after_seq, std::optional<int64_t> head) {
+  absl::Status s = InvalidArgumentError(
+      "RESERVATION_CURSOR_INVALID",
+      head.has_value()
+          ? absl::StrCat("after_seq ", after_seq,
+                         " is above the reservation change log's newest seq ",
+                         *head)
+          : absl::StrCat("after_seq must be 0 or more, got ", after_seq));
+  s = WithMetadata(s, "after_seq", absl::StrCat(after_seq));
+  if (head.has_value()) s = WithMetadata(s, "head", absl::StrCat(*head));
+  return s;
+}
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>>
+ReservationFeed::Resume(const ReservationWatchFilter& filter, int64_t after_seq,
+                        ResumedFn on_resumed, ChangeFn on_change,
+                        EndFn on_end) {
+  if (after_seq < 0) return CursorInvalid(after_seq, std::nullopt);
+  auto sub = std::make_shared<Subscriber>();
+  sub->filter = filter;
+  sub->on_change = std::move(on_change);
+  sub->on_end = std::move(on_end);
+  std::optional<int64_t> store_head;
+  std::vector<storage::ReservationChange> replay;
+  int64_t id = 0;
+  int64_t oldest = 0;
+  for (;;) {
+    {
+      absl::MutexLock lock(&mu_);
+      if (!started_ || stopping_) {
+        return UnavailableError("HUB_SHUTTING_DOWN",
+                                "the reservation feed is not running");
+      }
+      oldest = kept_after_;
+      if (after_seq < kept_after_) {
+        return WithMetadata(
+            FailedPreconditionError(
+                "RESERVATION_CURSOR_EXPIRED",
+                absl::StrCat("this hub keeps the reservation changes after "
+                             "seq ",
+                             kept_after_, ", not after ", after_seq)),
+            "oldest_seq", absl::StrCat(kept_after_));
+      }
+      // Registered in the same critical section that reads what is kept:
+      // Dispatch keeps a change and picks its targets under mu_, so every
+      // change is either in `replay` or reaches this subscriber later.
+      if (after_seq <= kept_last_ ||
+          (store_head.has_value() && after_seq <= *store_head)) {
+        for (const storage::ReservationChange& c : kept_) {
+          if (c.seq > after_seq && filter.Matches(c.reservation)) {
+            replay.push_back(c);
+          }
+        }
+        id = next_id_++;
+        subscribers_[id] = sub;
+        break;
+      }
+    }
+    // Beyond what this feed read: another hub may have read further, but
+    // nothing can be beyond the log's head.
+    absl::StatusOr<storage::ReservationChangePage> page =
+        store_->ReadReservationChanges(0, 1);
+    if (!page.ok()) return page.status();
+    if (after_seq > page->head) return CursorInvalid(after_seq, page->head);
+    store_head = page->head;
+  }
+  auto subscription = std::unique_ptr<Subscription>(new Subscription(this, id));
+  absl::MutexLock lock(&sub->mu);
+  if (sub->done) return subscription;  // ended meanwhile (on_end was told)
+  sub->head = after_seq;
+  on_resumed(oldest);
+  for (const storage::ReservationChange& change : replay) sub->Deliver(change);
+  sub->ready = true;
+  for (const storage::ReservationChange& change : sub->early) {
+    sub->Deliver(change);
+  }
+  sub->early.clear();
+  return subscription;
 }
 
 absl::StatusOr<std::unique_ptr<ReservationFeed::Subscription>>
@@ -201,6 +295,17 @@ void ReservationFeed::Dispatch(const storage::ReservationChange& change) {
     for (const auto& [id, sub] : subscribers_) {
       if (sub->filter.Matches(change.reservation)) targets.push_back(sub);
     }
+    // Kept for Resume, in the same critical section (see Resume).
+    if (options_.kept_changes > 0) {
+      kept_.push_back(change);
+      while (static_cast<int64_t>(kept_.size()) > options_.kept_changes) {
+        kept_after_ = kept_.front().seq;
+        kept_.pop_front();
+      }
+    } else {
+      kept_after_ = change.seq;
+    }
+    kept_last_ = change.seq;
   }
   for (const std::shared_ptr<Subscriber>& sub : targets) {
     absl::MutexLock lock(&sub->mu);
@@ -277,6 +382,7 @@ void ReservationFeed::CatchUp() {
       EndAll(missed);
       absl::MutexLock lock(&mu_);
       cursor_ = page->head < after ? page->head : next - 1;
+      ForgetKeptLocked(cursor_);  // no resume across the gap
       advanced_.SignalAll();
       continue;
     }

@@ -10,6 +10,12 @@
 // It is woken by Kick (this hub's commit; another hub's hint) and by a slow
 // poll, the safety net, and prunes the log.
 //
+// Resume starts from a seq instead (a watcher that reconnects): the feed
+// keeps the last kept_changes changes it handed over, in memory, and serves
+// a cursor those cover with the changes after it, each once; an older
+// cursor (or one from before the feed started) is refused, and the
+// subscriber takes a snapshot instead.
+//
 // Subscribe gives a consistent start: it registers first, then reads the
 // live reservations and the log's head from one snapshot
 // (Store::SnapshotReservations), hands over the snapshot, and from then on
@@ -24,6 +30,7 @@
 #define HUB_REGISTRY_RESERVATION_FEED_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -56,6 +63,8 @@ struct ReservationFeedOptions {
   // by one read).
   absl::Duration min_read_interval = absl::Milliseconds(2);
   int64_t page_size = 500;
+  // Changes kept in memory for Resume (bounded: at most this many).
+  int64_t kept_changes = 10'000;
   // Changes older than this are pruned every prune_interval (zero: never).
   absl::Duration retention = absl::Minutes(5);
   absl::Duration prune_interval = absl::Seconds(30);
@@ -68,6 +77,9 @@ struct ReservationFeedOptions {
 class ReservationFeed {
  public:
   using SnapshotFn = std::function<void(const storage::ReservationSnapshot&)>;
+  // A resume was accepted; `oldest` is the lowest seq it could have started
+  // after. Runs before any change.
+  using ResumedFn = std::function<void(int64_t oldest)>;
   using ChangeFn = std::function<void(const storage::ReservationChange&)>;
   // The subscription can no longer be kept without a gap (changes were
   // pruned before the feed read them, or the feed stopped): the subscriber
@@ -118,6 +130,19 @@ class ReservationFeed {
   absl::StatusOr<std::unique_ptr<Subscription>> Listen(
       const ReservationWatchFilter& filter, ChangeFn on_change,
       EndFn on_end = nullptr);
+  // The filter's changes with a seq above `after_seq`, each once, in seq
+  // order, without a snapshot: those kept (on the caller's thread, after
+  // on_resumed), then each later one. Errors: INVALID_ARGUMENT /
+  // RESERVATION_CURSOR_INVALID when after_seq is negative or above the
+  // store's head; FAILED_PRECONDITION / RESERVATION_CURSOR_EXPIRED when the
+  // feed no longer holds every change after it (older than what it keeps,
+  // or from before it started; metadata oldest_seq); the store's; before
+  // Start or after Stop, UNAVAILABLE / HUB_SHUTTING_DOWN.
+  absl::StatusOr<std::unique_ptr<Subscription>> Resume(
+      const ReservationWatchFilter& filter, int64_t after_seq,
+      ResumedFn on_resumed, ChangeFn on_change, EndFn on_end = nullptr);
+  // The lowest seq Resume can start after now.
+  int64_t oldest_resumable() const;
 
   // The seq of the last change handed to subscribers.
   int64_t cursor() const;
@@ -135,6 +160,8 @@ class ReservationFeed {
   absl::StatusOr<std::unique_ptr<Subscription>> Add(
       const ReservationWatchFilter& filter, bool snapshot,
       SnapshotFn on_snapshot, ChangeFn on_change, EndFn on_end);
+  // Forgets the kept changes: none before `seq` can be resumed from.
+  void ForgetKeptLocked(int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
   storage::Store* const store_;
   const Clock* const clock_;
@@ -148,6 +175,11 @@ class ReservationFeed {
   mutable absl::CondVar wake_;      // the thread: kicked, stopping
   mutable absl::CondVar advanced_;  // the cursor moved, or stopping
   int64_t cursor_ ABSL_GUARDED_BY(mu_) = 0;
+  // The changes kept for Resume: every change with a seq above kept_after_,
+  // up to the last one dispatched (kept_last_), in seq order.
+  std::deque<storage::ReservationChange> kept_ ABSL_GUARDED_BY(mu_);
+  int64_t kept_after_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t kept_last_ ABSL_GUARDED_BY(mu_) = 0;
   bool started_ ABSL_GUARDED_BY(mu_) = false;
   bool kicked_ ABSL_GUARDED_BY(mu_) = false;
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;

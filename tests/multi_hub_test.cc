@@ -620,6 +620,60 @@ TEST_F(MultiHubTest, WaitersThroughTwoHubsGetAPathFirstComeFirstServed) {
   watch_context.TryCancel();
 }
 
+TEST_F(MultiHubTest,
+       AWatchCutOnOneHubResumesOnTheOtherWithExactlyWhatItMissed) {
+  const std::string kProject = kReservationProject;
+  Hub a = StartHub();
+  Hub b = StartHub();
+  testing::RegisterAgentOk(a.presence.get(), "agent-a");
+  auto reserve = [&kProject](Hub& hub, const std::string& pattern) {
+    hub::v1::ReserveRequest r;
+    r.set_project_id(kProject);
+    r.set_agent_id("agent-a");
+    r.add_patterns(pattern);
+    grpc::ClientContext context;
+    hub::v1::ReserveResponse response;
+    EXPECT_TRUE(hub.reservations->Reserve(&context, r, &response).ok());
+    return response.reservation();
+  };
+  hub::v1::WatchReservationsRequest watch;
+  watch.set_project_id(kProject);
+  int64_t seen = 0;
+  {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    auto on_a = a.reservations->WatchReservations(&context, watch);
+    hub::v1::WatchReservationsResponse item;
+    do {
+      ASSERT_TRUE(on_a->Read(&item));
+    } while (!item.has_snapshot_end());
+    reserve(a, "one");
+    ASSERT_TRUE(on_a->Read(&item));
+    seen = item.change().seq();
+    context.TryCancel();
+  }
+  // Missed while disconnected, written through both hubs.
+  std::vector<std::string> missed = {reserve(a, "two").reservation_id(),
+                                     reserve(b, "three").reservation_id()};
+  grpc::ClientContext context;
+  context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+  watch.set_after_seq(seen);
+  auto on_b = b.reservations->WatchReservations(&context, watch);
+  hub::v1::WatchReservationsResponse item;
+  ASSERT_TRUE(on_b->Read(&item));
+  ASSERT_TRUE(item.has_resume()) << item.DebugString();
+  EXPECT_TRUE(item.resume().resumed());
+  std::vector<std::string> got;
+  int64_t seq = seen;
+  while (got.size() < missed.size() && on_b->Read(&item)) {
+    EXPECT_EQ(item.change().seq(), seq + 1);
+    seq = item.change().seq();
+    got.push_back(item.change().reservation().reservation_id());
+  }
+  EXPECT_EQ(got, missed);
+  context.TryCancel();
+}
+
 TEST_F(MultiHubTest, AHubStartedWhileAnotherHubsReserveWaitsListsTheWaiter) {
   const std::string kProject = kReservationProject;
   Hub a = StartHub();

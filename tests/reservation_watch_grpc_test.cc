@@ -54,7 +54,8 @@ struct Watch {
 class ReservationWatchGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = StartTestHub(TestHubOptions(FreshTestDbPath()));
+    db_path_ = FreshTestDbPath();
+    server_ = StartTestHub(TestHubOptions(db_path_));
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
@@ -132,6 +133,7 @@ class ReservationWatchGrpcTest : public ::testing::Test {
     return reservations_->RenewReservation(&context, renew, &renewed);
   }
 
+  std::string db_path_;
   std::unique_ptr<HubServer> server_;
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
@@ -215,6 +217,201 @@ TEST_F(ReservationWatchGrpcTest,
       ASSERT_EQ(change.reservation().patterns_size(), 1);
       EXPECT_EQ(change.reservation().patterns(0), "lib/*.cc");
     }
+  }
+}
+
+// ---- Resuming a watch ------------------------------------------------------
+
+// A watch resumed after `after_seq`; `first` is its first item.
+struct Resumed {
+  grpc::ClientContext context;
+  std::unique_ptr<grpc::ClientReader<WatchReservationsResponse>> reader;
+  WatchReservationsResponse first;
+};
+
+class ReservationResumeGrpcTest : public ReservationWatchGrpcTest {
+ protected:
+  std::unique_ptr<Resumed> Resume(int64_t after_seq) {
+    auto r = std::make_unique<Resumed>();
+    r->context.set_deadline(
+        absl::ToChronoTime(absl::Now() + absl::Seconds(60)));
+    WatchReservationsRequest request;
+    request.set_project_id(kProject);
+    request.set_after_seq(after_seq);
+    r->reader = reservations_->WatchReservations(&r->context, request);
+    EXPECT_TRUE(r->reader->Read(&r->first))
+        << r->reader->Finish().error_message();
+    return r;
+  }
+  // The next change of a resumed watch.
+  static ReservationChange Next(Resumed& r) {
+    WatchReservationsResponse item;
+    if (!r.reader->Read(&item)) {
+      ADD_FAILURE() << "the watch ended: "
+                    << r.reader->Finish().error_message();
+      return {};
+    }
+    EXPECT_TRUE(item.has_change()) << item.DebugString();
+    return item.change();
+  }
+  // Four changes: a grant, a renewal, a narrowing, a release.
+  std::vector<std::string> FourChanges(const std::string& agent) {
+    const hub::v1::Reservation r = ReserveOk(Request(agent, {"a", "b"}));
+    EXPECT_TRUE(Renew(r, 600).ok());
+    EXPECT_TRUE(Release(r, {"b"}).ok());
+    EXPECT_TRUE(Release(r).ok());
+    return {"granted", "renewed", "narrowed", "released"};
+  }
+};
+
+std::string KindWord(const ReservationChange& c) {
+  switch (c.kind()) {
+    case hub::v1::RESERVATION_CHANGE_KIND_GRANTED:
+      return "granted";
+    case hub::v1::RESERVATION_CHANGE_KIND_RENEWED:
+      return "renewed";
+    case hub::v1::RESERVATION_CHANGE_KIND_NARROWED:
+      return "narrowed";
+    case hub::v1::RESERVATION_CHANGE_KIND_RELEASED:
+      return "released";
+    default:
+      return hub::v1::ReservationChangeKind_Name(c.kind());
+  }
+}
+
+TEST_F(ReservationResumeGrpcTest,
+       AWatchCutMidStreamAndResumedGetsExactlyTheChangesItMissedOnce) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  RegisterAgentOk(presence_.get(), "agent-b");
+  std::unique_ptr<Watch> w = StartWatch();
+  FourChanges("agent-a");
+  int64_t last = 0;
+  for (int i = 0; i < 4; ++i) last = w->Next().seq();
+  w->context.TryCancel();  // cut: the client saw up to `last`
+  w->reader->Finish().IgnoreError();
+
+  const std::vector<std::string> missed = FourChanges("agent-b");
+  std::unique_ptr<Resumed> r = Resume(last);
+  ASSERT_TRUE(r->first.has_resume()) << r->first.DebugString();
+  EXPECT_TRUE(r->first.resume().resumed());
+  EXPECT_EQ(r->first.resume().after_seq(), last);
+  EXPECT_LE(r->first.resume().oldest_seq(), w->snapshot_seq);
+  std::vector<std::string> got;
+  int64_t seq = last;
+  for (size_t i = 0; i < missed.size(); ++i) {
+    const ReservationChange c = Next(*r);
+    EXPECT_EQ(c.seq(), seq + 1);  // no hole, no repeat
+    seq = c.seq();
+    EXPECT_EQ(c.reservation().agent_id(), "agent-b");
+    got.push_back(KindWord(c));
+  }
+  EXPECT_EQ(got, missed);
+  // Then the live changes, as any watch.
+  const hub::v1::Reservation later = ReserveOk(Request("agent-a", {"c"}));
+  const ReservationChange c = Next(*r);
+  EXPECT_EQ(c.seq(), seq + 1);
+  EXPECT_EQ(c.reservation().reservation_id(), later.reservation_id());
+
+  // Resumed at the head: nothing until the next change.
+  std::unique_ptr<Resumed> at_head = Resume(c.seq());
+  ASSERT_TRUE(at_head->first.has_resume());
+  EXPECT_TRUE(at_head->first.resume().resumed());
+  ASSERT_TRUE(Release(later).ok());
+  const ReservationChange released = Next(*at_head);
+  EXPECT_EQ(released.seq(), c.seq() + 1);
+  EXPECT_EQ(released.kind(), hub::v1::RESERVATION_CHANGE_KIND_RELEASED);
+}
+
+TEST_F(ReservationResumeGrpcTest,
+       ACursorFromBeforeTheHubRestartedGetsTheSignalThenAFreshSnapshot) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  std::unique_ptr<Watch> w = StartWatch();
+  const hub::v1::Reservation kept = ReserveOk(Request("agent-a", {"kept"}));
+  const int64_t seen = w->Next().seq();
+  w->context.TryCancel();
+  w->reader->Finish().IgnoreError();
+  const hub::v1::Reservation gone = ReserveOk(Request("agent-a", {"gone"}));
+  ASSERT_TRUE(Release(gone).ok());
+  // The hub restarts over the same database: it kept nothing from before.
+  server_->Shutdown(absl::ZeroDuration());
+  server_.reset();
+  server_ = StartTestHub(TestHubOptions(db_path_));
+  ASSERT_NE(server_, nullptr);
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  presence_ = hub::v1::PresenceService::NewStub(channel);
+  reservations_ = hub::v1::ReservationService::NewStub(channel);
+  RegisterAgentOk(presence_.get(), "agent-b");
+
+  std::unique_ptr<Resumed> r = Resume(seen);
+  ASSERT_TRUE(r->first.has_resume()) << r->first.DebugString();
+  EXPECT_FALSE(r->first.resume().resumed());
+  EXPECT_EQ(r->first.resume().reason(), "RESERVATION_CURSOR_EXPIRED");
+  EXPECT_GT(r->first.resume().oldest_seq(), seen);
+  // A fresh snapshot follows, then the changes after it.
+  WatchReservationsResponse item;
+  std::vector<std::string> snapshot;
+  while (r->reader->Read(&item) && !item.has_snapshot_end()) {
+    EXPECT_EQ(item.change().kind(), hub::v1::RESERVATION_CHANGE_KIND_SNAPSHOT);
+    snapshot.push_back(item.change().reservation().reservation_id());
+  }
+  ASSERT_TRUE(item.has_snapshot_end());
+  EXPECT_EQ(snapshot, std::vector<std::string>{kept.reservation_id()});
+  const int64_t head = item.snapshot_end().seq();
+  const hub::v1::Reservation after = ReserveOk(Request("agent-b", {"after"}));
+  const ReservationChange c = Next(*r);
+  EXPECT_GT(c.seq(), head);
+  EXPECT_EQ(c.reservation().reservation_id(), after.reservation_id());
+}
+
+TEST_F(ReservationResumeGrpcTest,
+       ACursorOlderThanTheChangesTheHubKeepsIsRefused) {
+  // A hub keeping 3 changes in memory.
+  server_->Shutdown(absl::ZeroDuration());
+  server_.reset();
+  HubServerOptions options = TestHubOptions(FreshTestDbPath());
+  options.reservation_changes_kept = 3;
+  server_ = StartTestHub(options);
+  ASSERT_NE(server_, nullptr);
+  auto channel = grpc::CreateChannel(server_->address(),
+                                     grpc::InsecureChannelCredentials());
+  presence_ = hub::v1::PresenceService::NewStub(channel);
+  reservations_ = hub::v1::ReservationService::NewStub(channel);
+  RegisterAgentOk(presence_.get(), "agent-a");
+  std::unique_ptr<Watch> w = StartWatch();
+  const int64_t start = w->snapshot_seq;
+  FourChanges("agent-a");
+  int64_t last = 0;
+  for (int i = 0; i < 4; ++i) last = w->Next().seq();
+  // The last 3 are kept: resuming after the first works, after the start
+  // (4 back) does not.
+  std::unique_ptr<Resumed> ok = Resume(start + 1);
+  ASSERT_TRUE(ok->first.has_resume());
+  EXPECT_TRUE(ok->first.resume().resumed());
+  EXPECT_EQ(Next(*ok).seq(), start + 2);
+  std::unique_ptr<Resumed> old = Resume(start);
+  ASSERT_TRUE(old->first.has_resume());
+  EXPECT_FALSE(old->first.resume().resumed());
+  EXPECT_EQ(old->first.resume().oldest_seq(), start + 1);
+  EXPECT_EQ(last, start + 4);
+}
+
+TEST_F(ReservationResumeGrpcTest, ANegativeOrFutureCursorIsInvalidArgument) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  ReserveOk(Request("agent-a", {"x"}));
+  std::unique_ptr<Watch> w = StartWatch();
+  for (const int64_t after_seq : {int64_t{-1}, w->snapshot_seq + 1000}) {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(30)));
+    WatchReservationsRequest request;
+    request.set_project_id(kProject);
+    request.set_after_seq(after_seq);
+    auto reader = reservations_->WatchReservations(&context, request);
+    WatchReservationsResponse item;
+    EXPECT_FALSE(reader->Read(&item)) << item.DebugString();
+    grpc::Status s = reader->Finish();
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << after_seq;
+    EXPECT_EQ(Reason(s), "RESERVATION_CURSOR_INVALID");
   }
 }
 

@@ -200,6 +200,34 @@ class HubctlReservationsTest(unittest.TestCase):
         self.assertEqual(change["reservation"]["token"], r["token"])
         self.assertGreater(int(change["seq"]), 0)
 
+    def test_watch_resumes_after_the_last_seq_it_printed_across_a_hub_restart(self):
+        self.reserve("agent-a", "src")
+        proc, _ = self.watch(json_output=True)
+        r = self.reserve("agent-b", "docs")
+        change = json.loads(proc.stdout.readline())["change"]
+        self.assertEqual(change["reservation"]["reservationId"], r["reservationId"])
+        seen = change["seq"]
+        # The hub restarts on the same address and database: the watch's
+        # stream breaks (UNAVAILABLE), hubctl opens it again after `seen`.
+        old = type(self).hubd
+        old.stop()
+        type(self).hubd = hubtest.Hubd(old.db_path, listen=old.address)
+        resumed = json.loads(proc.stdout.readline())
+        self.assertEqual(resumed["resume"], {"afterSeq": seen, "resumed": True,
+                                             "oldestSeq": seen}, resumed)
+        later = self.reserve("agent-a", "lib")
+        change = json.loads(proc.stdout.readline())["change"]
+        self.assertEqual(change["reservation"]["reservationId"], later["reservationId"])
+        self.assertEqual(int(change["seq"]), int(seen) + 1)  # nothing twice, no gap
+        proc.kill()
+        self.assertIn("resuming after seq " + seen, proc.stderr.read())
+
+    def test_watch_after_a_seq_from_the_future_is_invalid_argument(self):
+        code, _, err = self.ctl("--json", "reservations", "watch", "--after-seq=999999999",
+                                "--timeout=30s")
+        self.assertEqual(code, INVALID_ARGUMENT, err)
+        self.assertEqual(json.loads(err)["reason"], "RESERVATION_CURSOR_INVALID")
+
     def test_reserve_wait_gets_the_path_once_its_holder_releases_it(self):
         held = self.reserve("agent-a", "src")
         proc, _ = self.watch()

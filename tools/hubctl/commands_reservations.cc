@@ -11,10 +11,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -353,84 +355,139 @@ absl::Status InstallHook(Env& env, const Args& args) {
   return absl::OkStatus();
 }
 
+// One stream item as a line: a change with what a waiter waits behind
+// ("<id> (<holder>: <patterns>)", from `known`), the snapshot's end, a
+// resume's answer.
+void PrintWatchItem(Env& env, const hub::v1::WatchReservationsResponse& item,
+                    const std::map<std::string, std::string>& known) {
+  if (env.json) {
+    *env.out << ToJson(item) << std::endl;
+    return;
+  }
+  if (item.has_snapshot_end()) {
+    *env.out << "-- snapshot: " << item.snapshot_end().reservation_count()
+             << " reservations, " << item.snapshot_end().waiter_count()
+             << " waiters; live changes follow" << std::endl;
+    return;
+  }
+  if (item.has_resume()) {
+    const hub::v1::ReservationResume& r = item.resume();
+    if (r.resumed()) {
+      *env.out << "-- resumed after seq " << r.after_seq() << std::endl;
+    } else {
+      *env.out << "-- cannot resume after seq " << r.after_seq() << " ("
+               << r.reason() << ", oldest " << r.oldest_seq()
+               << "); a fresh snapshot follows" << std::endl;
+    }
+    return;
+  }
+  const hub::v1::Reservation& r = item.change().reservation();
+  *env.out << EnumWord(
+                  hub::v1::ReservationChangeKind_Name(item.change().kind()),
+                  "RESERVATION_CHANGE_KIND_")
+           << " " << r.reservation_id() << " agent=" << r.agent_id()
+           << " mode=" << ModeWord(r.mode()) << " token=" << r.token()
+           << " patterns=" << absl::StrJoin(r.patterns(), ",")
+           << " expires_at=" << FormatTimestamp(r.expires_at());
+  std::vector<std::string> behind;
+  for (const std::string& id : r.waits_for()) {
+    auto it = known.find(id);
+    behind.push_back(
+        it == known.end() ? id : absl::StrCat(id, " (", it->second, ")"));
+  }
+  if (!behind.empty()) {
+    *env.out << " waits_for=" << absl::StrJoin(behind, "; ");
+  }
+  *env.out << std::endl;
+}
+
+// Keeps `known` (what each reservation or waiter seen is) current.
+void Remember(const hub::v1::ReservationChange& change,
+              std::map<std::string, std::string>& known) {
+  const hub::v1::Reservation& r = change.reservation();
+  switch (change.kind()) {
+    case hub::v1::RESERVATION_CHANGE_KIND_RELEASED:
+    case hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED:
+    case hub::v1::RESERVATION_CHANGE_KIND_EXPIRED:
+    case hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE:
+    case hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED:
+      known.erase(r.reservation_id());
+      break;
+    default:
+      known[r.reservation_id()] =
+          absl::StrCat(r.agent_id(), ": ", absl::StrJoin(r.patterns(), " "));
+  }
+}
+
 // Prints the stream until --count changes (after the snapshot), --timeout,
-// or the stream's end (its status is the command's).
+// or the stream's end (its status is the command's). A stream that ends
+// UNAVAILABLE or CANCELLED (the hub restarted or went away, or this client
+// fell behind) after the snapshot is opened again, resuming after the last seq
+// printed
+// (--after-seq: from the start), so no change is missed or printed twice;
+// when the hub cannot resume from there it says so and sends a snapshot.
 absl::Status Watch(Env& env, const Args& args) {
   auto count = args.GetInt("count");
   if (!count.ok()) return count.status();
   auto timeout = args.GetDuration("timeout");
   if (!timeout.ok()) return timeout.status();
-  hub::v1::WatchReservationsRequest request;
-  request.set_project_id(Project(args));
-  request.set_agent_id(args.Get("agent"));
-  grpc::ClientContext context;
-  if (timeout->has_value()) {
-    context.set_deadline(absl::ToChronoTime(absl::Now() + **timeout));
-  }
-  auto reader = env.client->WatchReservations(&context, request);
+  auto after_flag = args.GetInt("after-seq");
+  if (!after_flag.ok()) return after_flag.status();
+  std::optional<int64_t> after = *after_flag;
+  const absl::Time deadline =
+      timeout->has_value() ? absl::Now() + **timeout : absl::InfiniteFuture();
   int64_t printed = 0;
-  bool live = false;  // past the snapshot: --count counts these
-  // What each reservation (or waiter) seen so far is, for the lines of the
-  // waiters that wait behind it: "<holder>: <patterns>".
+  bool live = after.has_value();  // past the snapshot: --count counts these
   std::map<std::string, std::string> known;
-  hub::v1::WatchReservationsResponse item;
-  while (!(count->has_value() && printed >= **count) && reader->Read(&item)) {
-    if (env.json) {
-      *env.out << ToJson(item) << std::endl;
-    } else if (item.has_snapshot_end()) {
-      *env.out << "-- snapshot: " << item.snapshot_end().reservation_count()
-               << " reservations, " << item.snapshot_end().waiter_count()
-               << " waiters; live changes follow" << std::endl;
-    } else {
-      const hub::v1::Reservation& r = item.change().reservation();
-      *env.out << EnumWord(
-                      hub::v1::ReservationChangeKind_Name(item.change().kind()),
-                      "RESERVATION_CHANGE_KIND_")
-               << " " << r.reservation_id() << " agent=" << r.agent_id()
-               << " mode=" << ModeWord(r.mode()) << " token=" << r.token()
-               << " patterns=" << absl::StrJoin(r.patterns(), ",")
-               << " expires_at=" << FormatTimestamp(r.expires_at());
-      std::vector<std::string> behind;
-      for (const std::string& id : r.waits_for()) {
-        auto it = known.find(id);
-        behind.push_back(
-            it == known.end() ? id : absl::StrCat(id, " (", it->second, ")"));
+  absl::Duration backoff = absl::Milliseconds(100);
+  for (;;) {
+    hub::v1::WatchReservationsRequest request;
+    request.set_project_id(Project(args));
+    request.set_agent_id(args.Get("agent"));
+    if (after.has_value()) request.set_after_seq(*after);
+    grpc::ClientContext context;
+    if (timeout->has_value())
+      context.set_deadline(absl::ToChronoTime(deadline));
+    auto reader = env.client->WatchReservations(&context, request);
+    hub::v1::WatchReservationsResponse item;
+    while (!(count->has_value() && printed >= **count) && reader->Read(&item)) {
+      backoff = absl::Milliseconds(100);
+      PrintWatchItem(env, item, known);
+      if (item.has_resume() && !item.resume().resumed()) live = false;
+      if (item.has_snapshot_end()) {
+        live = true;
+        after = item.snapshot_end().seq();
       }
-      if (!behind.empty()) {
-        *env.out << " waits_for=" << absl::StrJoin(behind, "; ");
-      }
-      *env.out << std::endl;
-    }
-    if (item.has_change()) {
-      const hub::v1::Reservation& r = item.change().reservation();
-      switch (item.change().kind()) {
-        case hub::v1::RESERVATION_CHANGE_KIND_RELEASED:
-        case hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED:
-        case hub::v1::RESERVATION_CHANGE_KIND_EXPIRED:
-        case hub::v1::RESERVATION_CHANGE_KIND_HOLDER_GONE:
-        case hub::v1::RESERVATION_CHANGE_KIND_WAIT_ENDED:
-          known.erase(r.reservation_id());
-          break;
-        default:
-          known[r.reservation_id()] = absl::StrCat(
-              r.agent_id(), ": ", absl::StrJoin(r.patterns(), " "));
+      if (item.has_change()) {
+        Remember(item.change(), known);
+        if (item.change().seq() > 0) after = item.change().seq();
+        if (live) ++printed;
       }
     }
-    if (item.has_snapshot_end()) live = true;
-    if (item.has_change() && live) ++printed;
+    if (count->has_value() && printed >= **count) {
+      context.TryCancel();
+      reader->Finish().IgnoreError();
+      return absl::OkStatus();
+    }
+    grpc::Status s = reader->Finish();
+    // --timeout is how a watch without --count ends.
+    if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
+        timeout->has_value()) {
+      return absl::OkStatus();
+    }
+    // A hub going away ends the stream UNAVAILABLE, or CANCELLED when it
+    // cancels the calls it is draining (this client never cancels but at
+    // --count, above).
+    const bool broken = s.error_code() == grpc::StatusCode::UNAVAILABLE ||
+                        s.error_code() == grpc::StatusCode::CANCELLED;
+    if (!broken || !after.has_value() || absl::Now() + backoff >= deadline) {
+      return client::FromGrpcStatus(s);
+    }
+    *env.err << "hubctl: the watch ended (" << s.error_message()
+             << "); resuming after seq " << *after << std::endl;
+    absl::SleepFor(backoff);
+    backoff = std::min(backoff * 2, absl::Seconds(5));
   }
-  if (count->has_value() && printed >= **count) {
-    context.TryCancel();
-    reader->Finish().IgnoreError();
-    return absl::OkStatus();
-  }
-  grpc::Status s = reader->Finish();
-  // --timeout is how a watch without --count ends.
-  if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED &&
-      timeout->has_value()) {
-    return absl::OkStatus();
-  }
-  return client::FromGrpcStatus(s);
 }
 
 const FlagSpec kAgentFlag = {"agent", "AGENT_ID",
@@ -517,11 +574,16 @@ std::vector<Command> ReservationCommands() {
        "One line per change (SNAPSHOT, GRANTED, RENEWED, NARROWED, RELEASED, "
        "FORCE_RELEASED, EXPIRED, HOLDER_GONE) with the reservation and its "
        "token; --json prints each stream item as JSON. Runs until --count "
-       "changes after the snapshot, --timeout, or the stream's end.",
+       "changes after the snapshot, --timeout, or the stream's end; when "
+       "the stream breaks (UNAVAILABLE: a hub restart) it reconnects and "
+       "resumes after the last seq it printed.",
        {kProjectFlag,
         {"agent", "AGENT_ID", "only this holder's reservations"},
         {"count", "N", "stop after N changes"},
-        {"timeout", "DURATION", "stop after this long"}},
+        {"timeout", "DURATION", "stop after this long"},
+        {"after-seq", "SEQ",
+         "resume after this change (a seq printed before) instead of a "
+         "snapshot"}},
        0,
        0,
        Watch},
