@@ -35,6 +35,9 @@ constexpr Seam kSeams[] = {
     // hub_schema_version 10: what a waiter waits behind.
     {"hub_reservation_waiters", "waits_for", "TEXT NOT NULL DEFAULT ''"},
     {"hub_reservation_changes", "waits_for", "TEXT NOT NULL DEFAULT ''"},
+    // 11: a pattern row's mode (idx_hub_reservation_patterns_exclusive).
+    {"hub_reservation_patterns", "exclusive",
+     "INTEGER NOT NULL DEFAULT 1 CHECK (exclusive IN (0, 1))"},
 };
 
 // triflux's indexes that no hub query reads (schema.sql, "Only the indexes

@@ -25,8 +25,9 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // hub_reservations, hub_reservation_patterns), 8 the reservation change
 // log (hub_reservation_changes), 9 waiting reserves
 // (hub_reservation_waiters), 10 what a waiter waits behind (their
-// waits_for columns).
-inline constexpr int kHubSchemaVersion = 10;
+// waits_for columns), 11 a pattern row's mode and the partial index of
+// exclusive patterns.
+inline constexpr int kHubSchemaVersion = 11;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

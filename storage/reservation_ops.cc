@@ -130,8 +130,10 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
   absl::StatusOr<std::pair<int64_t, int64_t>> counter =
       rows.LockProject(r.project_id);
   if (!counter.ok()) return counter.status();
+  CandidateKeys keys = CandidateKeysFor(r.patterns);
+  keys.exclusive_only = !r.exclusive;
   absl::StatusOr<std::vector<ReservationCandidate>> candidates =
-      rows.Candidates(r.project_id, CandidateKeysFor(r.patterns), r.now_ms);
+      rows.Candidates(r.project_id, keys, r.now_ms);
   if (!candidates.ok()) return candidates.status();
   // Waiters of other agents ahead in the queue conflict like reservations
   // of their mode, so the first waiter for a path gets it first; for a
@@ -273,10 +275,10 @@ absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
 
 absl::StatusOr<std::vector<ReservationConflict>> CheckWith(
     ReservationRows& rows, const ReservationCheck& check) {
+  CandidateKeys keys = CandidateKeysFor(check.patterns, check.literal);
+  keys.exclusive_only = !check.exclusive;
   absl::StatusOr<std::vector<ReservationCandidate>> candidates =
-      rows.Candidates(check.project_id,
-                      CandidateKeysFor(check.patterns, check.literal),
-                      check.now_ms);
+      rows.Candidates(check.project_id, keys, check.now_ms);
   if (!candidates.ok()) return candidates.status();
   return DecideConflicts(check.patterns, check.exclusive,
                          check.agent_id.value_or(""), *candidates,

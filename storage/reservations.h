@@ -272,6 +272,9 @@ struct CandidateKeys {
   std::vector<std::string> at_or_above;
   std::vector<std::pair<std::string, std::string>> below;  // [low, high)
   bool whole_project = false;
+  // Only exclusive rows: the request is shared, and shared beside shared
+  // never conflicts (the partial index of exclusive patterns serves it).
+  bool exclusive_only = false;
 };
 CandidateKeys CandidateKeysFor(const std::vector<std::string>& patterns,
                                bool literal = false);

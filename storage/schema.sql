@@ -206,10 +206,21 @@ CREATE TABLE IF NOT EXISTS hub_reservation_patterns (
   project_id TEXT NOT NULL,
   pattern TEXT NOT NULL CHECK (pattern <> ''),
   prefix TEXT NOT NULL,
+  -- hub_schema_version 11 (below).
+  exclusive INTEGER NOT NULL DEFAULT 1 CHECK (exclusive IN (0, 1)),
   PRIMARY KEY (reservation_id, pattern)
 );
 CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_prefix
   ON hub_reservation_patterns (project_id, prefix);
+-- hub_schema_version 11: a pattern row carries its reservation's mode
+-- (`exclusive`, added by a migration seam with DEFAULT 1: a row from before
+-- counts as exclusive, which only makes a shared request read it), and
+-- shared requests, which can only conflict with exclusive rows, read them
+-- through this partial index: a project's many shared `**/...` patterns
+-- (read by every request, their prefix being "") then cost a shared check
+-- nothing.
+CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_exclusive
+  ON hub_reservation_patterns (project_id, prefix) WHERE exclusive = 1;
 
 -- hub_schema_version 8: the reservation change log (WatchReservations,
 -- docs/design/reservations.md, "Watching"). Every reservation write appends

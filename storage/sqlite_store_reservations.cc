@@ -29,20 +29,28 @@ namespace {
   " FROM hub_reservation_patterns p JOIN hub_reservations r "              \
   "ON r.reservation_id = p.reservation_id WHERE p.project_id = ?2 "
 
+// Each statement twice: for every row, and (`Excl`, a shared request) for
+// exclusive rows only, through idx_hub_reservation_patterns_exclusive.
+#define HUB_RES_EXCL "AND p.exclusive = 1 "
 constexpr char kCandidatesAllSql[] = HUB_RES_CANDIDATE;
-constexpr char kCandidatesAtSql[] =
-    HUB_RES_CANDIDATE "AND p.prefix IN (SELECT value FROM json_each(?3))";
+constexpr char kCandidatesAllExclSql[] = HUB_RES_CANDIDATE HUB_RES_EXCL;
+#define HUB_RES_AT "AND p.prefix IN (SELECT value FROM json_each(?3))"
+constexpr char kCandidatesAtSql[] = HUB_RES_CANDIDATE HUB_RES_AT;
+constexpr char kCandidatesAtExclSql[] =
+    HUB_RES_CANDIDATE HUB_RES_EXCL HUB_RES_AT;
 // Every range below the request's prefixes in one statement: ?3 is the
 // JSON array of the ranges' low ends (prefix + "/"); each high end is the
 // low end with its "/" turned into "0". CROSS JOIN keeps the list outside,
 // so each range is one index range scan.
-constexpr char kCandidatesBelowSql[] =
-    "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, "
-    "r.expires_at_ms, " HUB_RES_LIVE
-    " FROM json_each(?3) AS k CROSS JOIN hub_reservation_patterns AS p "
-    "JOIN hub_reservations r ON r.reservation_id = p.reservation_id "
-    "WHERE p.project_id = ?2 AND p.prefix >= k.value "
-    "AND p.prefix < substr(k.value, 1, length(k.value) - 1) || '0'";
+#define HUB_RES_BELOW                                                      \
+  "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
+  "r.expires_at_ms, " HUB_RES_LIVE                                         \
+  " FROM json_each(?3) AS k CROSS JOIN hub_reservation_patterns AS p "     \
+  "JOIN hub_reservations r ON r.reservation_id = p.reservation_id "        \
+  "WHERE p.project_id = ?2 AND p.prefix >= k.value "                       \
+  "AND p.prefix < substr(k.value, 1, length(k.value) - 1) || '0' "
+constexpr char kCandidatesBelowSql[] = HUB_RES_BELOW;
+constexpr char kCandidatesBelowExclSql[] = HUB_RES_BELOW HUB_RES_EXCL;
 
 ReservationCandidate ReadCandidate(const Stmt& s) {
   ReservationCandidate c;
@@ -118,15 +126,18 @@ class SqliteReservationRows final : public ReservationRows {
       out.insert(out.end(), part->begin(), part->end());
       return absl::OkStatus();
     };
+    const bool excl = keys.exclusive_only;
     if (keys.whole_project) {
-      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesAllSql);
+      absl::StatusOr<Stmt> s =
+          conn_.Prepare(excl ? kCandidatesAllExclSql : kCandidatesAllSql);
       if (!s.ok()) return s.status();
       s->Bind(1, now_ms).Bind(2, project_id);
       if (absl::Status st = run(*s); !st.ok()) return st;
       return out;
     }
     if (!keys.at_or_above.empty()) {
-      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesAtSql);
+      absl::StatusOr<Stmt> s =
+          conn_.Prepare(excl ? kCandidatesAtExclSql : kCandidatesAtSql);
       if (!s.ok()) return s.status();
       s->Bind(1, now_ms).Bind(2, project_id);
       s->Bind(3, rows::JsonStringArray(keys.at_or_above));
@@ -135,7 +146,8 @@ class SqliteReservationRows final : public ReservationRows {
     if (!keys.below.empty()) {
       std::vector<std::string> lows;
       for (const auto& range : keys.below) lows.push_back(range.first);
-      absl::StatusOr<Stmt> s = conn_.Prepare(kCandidatesBelowSql);
+      absl::StatusOr<Stmt> s =
+          conn_.Prepare(excl ? kCandidatesBelowExclSql : kCandidatesBelowSql);
       if (!s.ok()) return s.status();
       s->Bind(1, now_ms).Bind(2, project_id);
       s->Bind(3, rows::JsonStringArray(lows));
@@ -228,13 +240,14 @@ class SqliteReservationRows final : public ReservationRows {
     for (size_t i = 0; i < r.patterns.size(); ++i) {
       absl::StatusOr<Stmt> p = conn_.Prepare(
           "INSERT INTO hub_reservation_patterns (reservation_id, ordinal, "
-          "project_id, pattern, prefix) VALUES (?, ?, ?, ?, ?)");
+          "project_id, pattern, prefix, exclusive) VALUES (?, ?, ?, ?, ?, ?)");
       if (!p.ok()) return p.status();
       p->Bind(1, r.reservation_id)
           .Bind(2, static_cast<int64_t>(i))
           .Bind(3, r.project_id)
           .Bind(4, r.patterns[i])
-          .Bind(5, ReservationPrefix(r.patterns[i]));
+          .Bind(5, ReservationPrefix(r.patterns[i]))
+          .Bind(6, int64_t{r.exclusive ? 1 : 0});
       if (absl::Status st = p->Run(); !st.ok()) return st;
     }
     return absl::OkStatus();

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <map>
 #include <memory>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -108,6 +109,46 @@ TEST_P(Reservations, SharedReservationsCoexistButAnExclusiveOneConflicts) {
   Granted(Request("agent-b", {"src"}, /*exclusive=*/false));
   std::vector<ReservationConflict> c = Refused(Request("agent-c", {"src/*"}));
   EXPECT_EQ(c.size(), 2u);
+}
+
+TEST_P(Reservations, ASharedRequestReadsOnlyExclusiveRowsAndMeetsEachOfThem) {
+  for (const char* agent : {"a", "b", "c", "d"}) Register(agent);
+  // A `**` pattern overlaps every pattern (each covers what lies below
+  // it): beside one of another agent, only shared ones can be held.
+  const ReservationRecord locks =
+      Granted(Request("a", {"**/*.lock"}, /*exclusive=*/false));
+  const ReservationRecord src = Granted(Request("a", {"src"}));
+  Granted(Request("c", {"docs"}, /*exclusive=*/false));
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservation_patterns WHERE "
+                  "exclusive = 0"),
+            "2");  // each pattern row carries its reservation's mode
+  ReservationCheck check;
+  check.project_id = "prj_1";
+  check.agent_id = "d";
+  check.now_ms = kNow;
+  check.literal = true;
+  check.exclusive = false;  // what the commit hook asks
+  check.patterns = {"src/a.cc", "x/y.lock", "docs/a.md"};
+  absl::StatusOr<std::vector<ReservationConflict>> c =
+      store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  ASSERT_EQ(c->size(), 1u);
+  EXPECT_EQ((*c)[0].reservation_id, src.reservation_id);
+  check.exclusive = true;  // every row counts again
+  c = store().CheckReservations(check);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::set<std::string> met;
+  for (const ReservationConflict& x : *c) met.insert(x.reservation_id);
+  EXPECT_EQ(met.count(locks.reservation_id), 1u);
+  EXPECT_EQ(met.size(), 3u);  // the `**`, src and docs
+  // A shared `**` request reads the whole project's exclusive rows: it
+  // overlaps every pattern, so it meets b's.
+  std::vector<ReservationConflict> refused =
+      Refused(Request("d", {"**/*.md"}, /*exclusive=*/false));
+  ASSERT_EQ(refused.size(), 1u);
+  EXPECT_EQ(refused[0].reservation_id, src.reservation_id);
+  Granted(Request("d", {"docs/x"}, /*exclusive=*/false));
+  Refused(Request("d", {"docs/y"}));
 }
 
 TEST_P(Reservations, AnAgentNeverConflictsWithItself) {

@@ -86,7 +86,7 @@ void BuildHubDb(const std::string& path) {
           "INSERT INTO hub_reservations VALUES ('res-1', 'prj_X', 'a-1', 1, "
           "1, 4, 'editing', 100, 60100);"
           "INSERT INTO hub_reservation_patterns VALUES ('res-1', 0, 'prj_X', "
-          "'src/*.cc', 'src'), ('res-1', 1, 'prj_X', 'docs', 'docs');"),
+          "'src/*.cc', 'src', 1), ('res-1', 1, 'prj_X', 'docs', 'docs', 1);"),
       "");
 }
 
@@ -131,7 +131,7 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "10");
+  EXPECT_EQ(report->from_hub_schema_version, "11");
   EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2);
   std::string counts;
   for (const TableRows& t : report->tables) {

@@ -18,8 +18,9 @@ namespace hub::storage::pg {
 // reservation tables (SQLite's 7); 3: the agent index over unacked inbox
 // rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
 // the reservation change log (SQLite's 8); 5: waiting reserves (SQLite's
-// 9); 6: what a waiter waits behind (SQLite's 10).
-inline constexpr int kPgSchemaVersion = 6;
+// 9); 6: what a waiter waits behind (SQLite's 10); 7: a pattern row's
+// mode and the partial index of exclusive patterns (SQLite's 11).
+inline constexpr int kPgSchemaVersion = 7;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

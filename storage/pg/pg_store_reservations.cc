@@ -32,19 +32,27 @@ namespace {
   " FROM hub_reservation_patterns p JOIN hub_reservations r "           \
   "ON r.reservation_id = p.reservation_id WHERE p.project_id = $2 "
 
+// Each statement twice: for every row, and (`Excl`, a shared request) for
+// exclusive rows only, through idx_hub_reservation_patterns_exclusive.
+#define HUB_PG_RES_EXCL "AND p.exclusive = 1 "
 constexpr char kCandidatesAllSql[] = HUB_PG_RES_CANDIDATE;
+constexpr char kCandidatesAllExclSql[] = HUB_PG_RES_CANDIDATE HUB_PG_RES_EXCL;
 constexpr char kCandidatesAtSql[] =
     HUB_PG_RES_CANDIDATE "AND p.prefix = ANY($3::text[])";
+constexpr char kCandidatesAtExclSql[] =
+    HUB_PG_RES_CANDIDATE HUB_PG_RES_EXCL "AND p.prefix = ANY($3::text[])";
 // Every range below the request's prefixes in one statement (a check of
 // 1,000 staged paths is one round trip, not 1,000): one index range scan
 // per (low, high) pair.
-constexpr char kCandidatesBelowSql[] =
-    "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, "
-    "r.expires_at_ms, " HUB_PG_RES_LIVE("$1")
-    " FROM unnest($3::text[], $4::text[]) AS k(low, high) "
-    "JOIN hub_reservation_patterns p ON p.project_id = $2 "
-    "AND p.prefix >= k.low COLLATE \"C\" AND p.prefix < k.high COLLATE \"C\" "
-    "JOIN hub_reservations r ON r.reservation_id = p.reservation_id";
+#define HUB_PG_RES_BELOW(excl) \
+  "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
+  "r.expires_at_ms, " HUB_PG_RES_LIVE("$1")                                \
+  " FROM unnest($3::text[], $4::text[]) AS k(low, high) "                  \
+  "JOIN hub_reservation_patterns p ON p.project_id = $2 " excl             \
+  "AND p.prefix >= k.low COLLATE \"C\" AND p.prefix < k.high COLLATE \"C\" " \
+  "JOIN hub_reservations r ON r.reservation_id = p.reservation_id"
+constexpr char kCandidatesBelowSql[] = HUB_PG_RES_BELOW("");
+constexpr char kCandidatesBelowExclSql[] = HUB_PG_RES_BELOW(HUB_PG_RES_EXCL);
 
 ReservationCandidate ReadCandidate(const Row& s) {
   ReservationCandidate c;
@@ -121,8 +129,10 @@ class PgReservationRows final : public ReservationRows {
       out.insert(out.end(), part.begin(), part.end());
       return absl::OkStatus();
     };
+    const bool excl = keys.exclusive_only;
     if (keys.whole_project) {
-      if (absl::Status s = run(kCandidatesAllSql, {P(now_ms), P(project_id)});
+      if (absl::Status s = run(excl ? kCandidatesAllExclSql : kCandidatesAllSql,
+                               {P(now_ms), P(project_id)});
           !s.ok()) {
         return s;
       }
@@ -130,7 +140,7 @@ class PgReservationRows final : public ReservationRows {
     }
     if (!keys.at_or_above.empty()) {
       if (absl::Status s =
-              run(kCandidatesAtSql,
+              run(excl ? kCandidatesAtExclSql : kCandidatesAtSql,
                   {P(now_ms), P(project_id), P(TextArray(keys.at_or_above))});
           !s.ok()) {
         return s;
@@ -142,9 +152,10 @@ class PgReservationRows final : public ReservationRows {
         lows.push_back(low);
         highs.push_back(high);
       }
-      if (absl::Status s = run(kCandidatesBelowSql,
-                               {P(now_ms), P(project_id), P(TextArray(lows)),
-                                P(TextArray(highs))});
+      if (absl::Status s =
+              run(excl ? kCandidatesBelowExclSql : kCandidatesBelowSql,
+                  {P(now_ms), P(project_id), P(TextArray(lows)),
+                   P(TextArray(highs))});
           !s.ok()) {
         return s;
       }
@@ -215,12 +226,12 @@ class PgReservationRows final : public ReservationRows {
     return conn_
         .Run(
             "INSERT INTO hub_reservation_patterns (reservation_id, ordinal, "
-            "project_id, pattern, prefix) "
-            "SELECT $1, t.ord - 1, $2, t.pattern, t.prefix "
+            "project_id, pattern, prefix, exclusive) "
+            "SELECT $1, t.ord - 1, $2, t.pattern, t.prefix, $5 "
             "FROM unnest($3::text[], $4::text[]) WITH ORDINALITY "
             "AS t(pattern, prefix, ord)",
             {P(r.reservation_id), P(r.project_id), P(TextArray(r.patterns)),
-             P(TextArray(prefixes))})
+             P(TextArray(prefixes)), P(int64_t{r.exclusive ? 1 : 0})})
         .status();
   }
 

@@ -352,6 +352,15 @@ ALTER TABLE hub_reservation_waiters
 ALTER TABLE hub_reservation_changes
   ADD COLUMN IF NOT EXISTS waits_for TEXT COLLATE "C" NOT NULL DEFAULT '';
 
+-- hub_schema_version 7: a pattern row's mode, and the partial index shared
+-- requests read exclusive patterns through (SQLite's 11): a row from before
+-- counts as exclusive (DEFAULT 1), which only makes shared requests read it.
+ALTER TABLE hub_reservation_patterns
+  ADD COLUMN IF NOT EXISTS exclusive INTEGER NOT NULL DEFAULT 1
+  CHECK (exclusive IN (0, 1));
+CREATE INDEX IF NOT EXISTS idx_hub_reservation_patterns_exclusive
+  ON hub_reservation_patterns (project_id, prefix) WHERE exclusive = 1;
+
 CREATE OR REPLACE FUNCTION hub_reservation_change_logged() RETURNS trigger
 LANGUAGE plpgsql AS $$
 DECLARE

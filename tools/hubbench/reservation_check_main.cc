@@ -3,6 +3,7 @@
 //
 //   reservation_check --addr=host:port --reservations=10000 [--paths=1000]
 //                     [--calls=200] [--agents=100] [--setup_clients=16]
+//                     [--globbed=0]
 //
 // Registers --agents agents of one project and has them reserve
 // --reservations exclusive paths spread over a tree (d<a>/d<b>/f<i>.cc, a
@@ -10,7 +11,12 @@
 // --paths literal paths in shared mode as `hubctl reservations check
 // --staged` sends them (one in ten a reserved file, the rest new files in
 // the same directories). Prints one JSON line: setup rate, p50/p99/max
-// latency in ms, conflicts per call. hubd needs
+// latency in ms, conflicts per call. --globbed adds that many reservations
+// of a pattern that begins with `**` (`**/g<i>.lock`): the prefix index
+// cannot narrow those, so every check of the project reads them. Such a
+// pattern overlaps every other one (each covers what lies below it), so
+// with --globbed every reservation is shared (else they would conflict),
+// and a shared check skips them after reading. hubd needs
 // --max_reservations_per_agent=0 (or --agents large enough) for big runs.
 #include <grpcpp/grpcpp.h>
 
@@ -36,6 +42,8 @@ ABSL_FLAG(int, paths, 1000, "paths per check");
 ABSL_FLAG(int, calls, 200, "checks to time");
 ABSL_FLAG(int, agents, 100, "agents holding the reservations");
 ABSL_FLAG(int, setup_clients, 16, "threads creating reservations");
+ABSL_FLAG(int, globbed, 0,
+          "more reservations, each of one `**/g<i>.lock` pattern");
 
 namespace {
 
@@ -76,14 +84,21 @@ int Run() {
   for (int t = 0; t < absl::GetFlag(FLAGS_setup_clients); ++t) {
     threads.emplace_back([&] {
       auto stub = hub::v1::ReservationService::NewStub(channel);
-      for (int i = next++; i < n; i = next++) {
+      const int globbed = absl::GetFlag(FLAGS_globbed);
+      for (int i = next++; i < n + globbed; i = next++) {
         hub::v1::ReserveRequest r;
         r.set_project_id(kProject);
         r.set_agent_id(absl::StrCat("check-bench-", i % agents));
-        r.add_patterns(FileOf(i));
+        r.add_patterns(i < n ? FileOf(i)
+                             : absl::StrCat("**/g", i - n, ".lock"));
+        if (globbed > 0) r.set_mode(hub::v1::RESERVATION_MODE_SHARED);
         r.mutable_ttl()->set_seconds(3600);
         hub::v1::ReserveResponse reply;
-        if (!stub->Reserve(Context().get(), r, &reply).ok()) failed++;
+        grpc::Status s = stub->Reserve(Context().get(), r, &reply);
+        if (!s.ok() && failed++ == 0) {
+          std::fprintf(stderr, "reserve %s: %s\n", r.patterns(0).c_str(),
+                       s.error_message().c_str());
+        }
       }
     });
   }
@@ -129,11 +144,13 @@ int Run() {
     return ms[std::min(ms.size() - 1, static_cast<size_t>(q * ms.size()))];
   };
   std::printf(
-      "{\"workload\":\"reservation_check\",\"reservations\":%d,\"paths\":%d,"
+      "{\"workload\":\"reservation_check\",\"reservations\":%d,"
+      "\"globbed\":%d,\"paths\":%d,"
       "\"calls\":%zu,\"setup_reserves_per_s\":%.0f,\"p50_ms\":%.2f,"
       "\"p99_ms\":%.2f,\"max_ms\":%.2f,\"conflicts_per_call\":%.1f}\n",
-      n, absl::GetFlag(FLAGS_paths), ms.size(), n / std::max(setup_s, 1e-9),
-      at(0.50), at(0.99), ms.back(),
+      n, absl::GetFlag(FLAGS_globbed), absl::GetFlag(FLAGS_paths), ms.size(),
+      (n + absl::GetFlag(FLAGS_globbed)) / std::max(setup_s, 1e-9), at(0.50),
+      at(0.99), ms.back(),
       static_cast<double>(conflicts) / std::max<size_t>(ms.size(), 1));
   return 0;
 }

@@ -10,7 +10,8 @@
 #      paths) against 1,000, 10,000 and 100,000 live reservations
 #      (reservation_check), and the whole pre-commit hook's command, `hubctl
 #      reservations check --literal` with 1,000 paths, against 10,000, beside
-#      a hubctl that only starts and one that checks a single path.
+#      a hubctl that only starts and one that checks a single path;
+#   3. a one-path check in a project with 1,000 `**`-leading patterns.
 #
 #   tools/hubbench/reservations.sh [--duration=3s] [--calls=200] [--out=FILE]
 #
@@ -27,7 +28,7 @@ for arg in "$@"; do
     --duration=*) duration="${arg#*=}" ;;
     --calls=*) calls="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
-    *) sed -n '2,17s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    *) sed -n '2,18s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
 
@@ -164,3 +165,10 @@ PY
   fi
   stop_server
 done
+
+# A project with 1,000 `**`-leading (shared) patterns beside 10,000 shared
+# files: a one-path shared check, which reads exclusive rows only.
+start_server hub --max_reservations_per_agent=0 --max_reservations_per_project=0
+emit "$("$bin/reservation_check" --addr="$server_addr" --reservations=10000 \
+  --globbed=1000 --paths=1 --calls="$calls")"
+stop_server
