@@ -55,7 +55,13 @@ class ReservationWatchGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
     db_path_ = FreshTestDbPath();
-    server_ = StartTestHub(TestHubOptions(db_path_));
+    Start(TestHubOptions(db_path_));
+  }
+  // (Re)starts the hub and the stubs.
+  void Start(const HubServerOptions& options) {
+    if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
+    server_.reset();  // gives up its database's lock
+    server_ = StartTestHub(options);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
@@ -333,14 +339,7 @@ TEST_F(ReservationResumeGrpcTest,
   const hub::v1::Reservation gone = ReserveOk(Request("agent-a", {"gone"}));
   ASSERT_TRUE(Release(gone).ok());
   // The hub restarts over the same database: it kept nothing from before.
-  server_->Shutdown(absl::ZeroDuration());
-  server_.reset();
-  server_ = StartTestHub(TestHubOptions(db_path_));
-  ASSERT_NE(server_, nullptr);
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  presence_ = hub::v1::PresenceService::NewStub(channel);
-  reservations_ = hub::v1::ReservationService::NewStub(channel);
+  Start(TestHubOptions(db_path_));
   RegisterAgentOk(presence_.get(), "agent-b");
 
   std::unique_ptr<Resumed> r = Resume(seen);
@@ -367,16 +366,9 @@ TEST_F(ReservationResumeGrpcTest,
 TEST_F(ReservationResumeGrpcTest,
        ACursorOlderThanTheChangesTheHubKeepsIsRefused) {
   // A hub keeping 3 changes in memory.
-  server_->Shutdown(absl::ZeroDuration());
-  server_.reset();
   HubServerOptions options = TestHubOptions(FreshTestDbPath());
   options.reservation_changes_kept = 3;
-  server_ = StartTestHub(options);
-  ASSERT_NE(server_, nullptr);
-  auto channel = grpc::CreateChannel(server_->address(),
-                                     grpc::InsecureChannelCredentials());
-  presence_ = hub::v1::PresenceService::NewStub(channel);
-  reservations_ = hub::v1::ReservationService::NewStub(channel);
+  Start(options);
   RegisterAgentOk(presence_.get(), "agent-a");
   std::unique_ptr<Watch> w = StartWatch();
   const int64_t start = w->snapshot_seq;
@@ -588,9 +580,19 @@ TEST_F(ReservationWaitGrpcTest,
       NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
   EXPECT_EQ(queued.reservation().patterns(0), "src");
   EXPECT_EQ(queued.reservation().token(), 0);
+  // It names what it waits behind.
+  ASSERT_EQ(queued.reservation().waits_for_size(), 1);
+  EXPECT_EQ(queued.reservation().waits_for(0), held.reservation_id());
   std::unique_ptr<Pending> second =
       ReserveWaiting("second", {"src/a.cc"}, absl::Seconds(60));
-  NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
+  // The second waits behind the reservation and the first waiter.
+  const ReservationChange second_waits =
+      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
+  std::set<std::string> behind(second_waits.reservation().waits_for().begin(),
+                               second_waits.reservation().waits_for().end());
+  EXPECT_EQ(behind,
+            (std::set<std::string>{held.reservation_id(),
+                                   queued.reservation().reservation_id()}));
   // Unrelated paths are not held up by the queue.
   ReserveOk(Request("other", {"docs"}));
 
@@ -604,42 +606,8 @@ TEST_F(ReservationWaitGrpcTest,
       NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_GRANTED, "first");
   EXPECT_EQ(granted.reservation().reservation_id(),
             first->reservation.reservation_id());
-
-  ASSERT_TRUE(Release(first->reservation).ok());
-  second->Join();
-  ASSERT_TRUE(second->status.ok()) << second->status.error_message();
-  EXPECT_GT(second->reservation.token(), first->reservation.token());
-}
-
-TEST_F(ReservationWaitGrpcTest,
-       AWaitingChangeNamesWhatTheWaiterWaitsBehindAndANewOneWhenThatChanges) {
-  for (const char* a : {"holder", "first", "second"}) {
-    RegisterAgentOk(presence_.get(), a);
-  }
-  const hub::v1::Reservation held = ReserveOk(Request("holder", {"src"}));
-  std::unique_ptr<Watch> w = StartWatch();
-  std::unique_ptr<Pending> first =
-      ReserveWaiting("first", {"src"}, absl::Seconds(60));
-  const ReservationChange first_waits =
-      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "first");
-  ASSERT_EQ(first_waits.reservation().waits_for_size(), 1);
-  EXPECT_EQ(first_waits.reservation().waits_for(0), held.reservation_id());
-  // The second waits behind the reservation and the first waiter.
-  std::unique_ptr<Pending> second =
-      ReserveWaiting("second", {"src/a.cc"}, absl::Seconds(60));
-  const ReservationChange second_waits =
-      NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
-  std::set<std::string> behind(second_waits.reservation().waits_for().begin(),
-                               second_waits.reservation().waits_for().end());
-  EXPECT_EQ(behind, (std::set<std::string>{
-                        held.reservation_id(),
-                        first_waits.reservation().reservation_id()}));
-
-  // The first gets the path: the second's retry now waits behind the
-  // first's reservation, and says so under the same waiter id.
-  ASSERT_TRUE(Release(held).ok());
-  first->Join();
-  ASSERT_TRUE(first->status.ok()) << first->status.error_message();
+  // The second's retry now waits behind the first's reservation, and says
+  // so under the same waiter id.
   const ReservationChange again =
       NextOf(*w, hub::v1::RESERVATION_CHANGE_KIND_WAITING, "second");
   EXPECT_EQ(again.reservation().reservation_id(),
@@ -647,11 +615,11 @@ TEST_F(ReservationWaitGrpcTest,
   ASSERT_EQ(again.reservation().waits_for_size(), 1);
   EXPECT_EQ(again.reservation().waits_for(0),
             first->reservation.reservation_id());
-  EXPECT_GT(again.seq(), second_waits.seq());
 
   ASSERT_TRUE(Release(first->reservation).ok());
   second->Join();
   ASSERT_TRUE(second->status.ok()) << second->status.error_message();
+  EXPECT_GT(second->reservation.token(), first->reservation.token());
 }
 
 TEST_F(ReservationWaitGrpcTest,
