@@ -193,6 +193,10 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
     server->http_ = std::make_unique<httplib::Server>();
   }
   httplib::Server& http = *server->http_;
+  // A response goes out as its headers, then its body: without TCP_NODELAY
+  // the body waited for the client's delayed ACK, 40 ms on about half the
+  // console's requests (docs/BENCHMARKS.md, the console's first load).
+  http.set_tcp_nodelay(true);
   // Scrapes are rare and cheap: two workers, not one per core, unless the
   // installed routes hold connections open.
   http.new_task_queue = [threads = std::max(1, options.threads)] {
