@@ -439,7 +439,8 @@ void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
              j.dump(-1, ' ', false, json::error_handler_t::replace));
 }
 
-absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
+absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope,
+                                         std::optional<size_t> first) {
   const int64_t seq = feed_.head();
   const int64_t now = Now();
   storage::RoleFilter role_filter;
@@ -448,10 +449,12 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
       sources_.store->ListRoles(role_filter);
   if (!roles.ok()) return roles.status();
   absl::flat_hash_map<std::string, std::vector<std::string>> held;
+  int64_t roles_active = 0;
   for (const storage::RoleRecord& r : *roles) {
     if (r.holder_agent_id.has_value()) {
       held[*r.holder_agent_id].push_back(r.role_key_wire);
     }
+    if (r.state == "active") ++roles_active;
   }
   // Every inbox counted in one read, not one per agent.
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> counts =
@@ -459,7 +462,7 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
   if (!counts.ok()) return counts.status();
   absl::flat_hash_map<std::string, int64_t> pending(counts->begin(),
                                                     counts->end());
-  json agents = json::array();
+  std::vector<AgentView> views;
   AgentFilter filter;
   filter.scope = scope;
   std::string token;
@@ -467,18 +470,44 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope) {
     absl::StatusOr<AgentPage> page =
         sources_.presence->List(filter, kPageSize, token);
     if (!page.ok()) return page.status();
-    for (const AgentView& a : page->agents) {
-      auto h = held.find(a.record.agent_id);
-      auto p = pending.find(a.record.agent_id);
-      agents.push_back(
-          AgentJson(a, h == held.end() ? std::vector<std::string>{} : h->second,
-                    p == pending.end() ? 0 : p->second));
-    }
+    for (AgentView& a : page->agents) views.push_back(std::move(a));
     token = page->next_page_token;
   } while (!token.empty());
+  absl::flat_hash_map<std::string, int64_t> by_status = {
+      {"online", 0}, {"stale", 0}, {"offline", 0}};
+  for (const AgentView& a : views) ++by_status[a.record.status];
+  // The page's order: project (none first), then agent id; of a partial
+  // fleet only the first rows are put in order.
+  const size_t shown = std::min(first.value_or(views.size()), views.size());
+  auto order = [](const AgentView& a, const AgentView& b) {
+    const std::optional<std::string>& pa = a.record.project_id;
+    const std::optional<std::string>& pb = b.record.project_id;
+    // No project sorts first, as the page's "" does.
+    if (pa.has_value() != pb.has_value()) return !pa.has_value();
+    if (pa.has_value() && *pa != *pb) return *pa < *pb;
+    return a.record.agent_id < b.record.agent_id;
+  };
+  std::partial_sort(views.begin(), views.begin() + shown, views.end(), order);
+  json agents = json::array();
+  for (size_t i = 0; i < shown; ++i) {
+    const AgentView& a = views[i];
+    auto h = held.find(a.record.agent_id);
+    auto p = pending.find(a.record.agent_id);
+    agents.push_back(
+        AgentJson(a, h == held.end() ? std::vector<std::string>{} : h->second,
+                  p == pending.end() ? 0 : p->second));
+  }
   return json{{"seq", seq},
               {"server_time_ms", now},
               {"hub_instance_id", sources_.hub_instance_id},
+              {"partial", shown < views.size()},
+              {"counts",
+               {{"agents", static_cast<int64_t>(views.size())},
+                {"online", by_status["online"]},
+                {"stale", by_status["stale"]},
+                {"offline", by_status["offline"]},
+                {"roles", static_cast<int64_t>(roles->size())},
+                {"roles_active", roles_active}}},
               {"agents", std::move(agents)}};
 }
 

@@ -107,7 +107,14 @@ class ConsoleModel {
 
   // The views, limited to `scope`; each carries "seq", the feed's head read
   // before the rows, so that a page applies every change after it.
-  absl::StatusOr<nlohmann::json> Fleet(const ProjectScope& scope);
+  //
+  // The fleet: every agent, in the page's order (project, then agent id),
+  // with the counts the page shows ("agents", "online", "stale",
+  // "offline"; "roles" and "roles_active"). With `first`, only the first
+  // that many agents in that order ("partial": true) and every count: what
+  // a page draws before the whole fleet arrives.
+  absl::StatusOr<nlohmann::json> Fleet(
+      const ProjectScope& scope, std::optional<size_t> first = std::nullopt);
   absl::StatusOr<nlohmann::json> Roles(const ProjectScope& scope);
   // The recent messages with their recipients' states, and the dead
   // letters (newest 100) with their reasons.

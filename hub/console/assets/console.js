@@ -2,7 +2,9 @@
 //
 // It loads each view's snapshot once (/api/fleet, /api/roles, /api/events),
 // then follows one Server-Sent Events stream (/api/stream) of changes after
-// the snapshots' seq, updating only the rows that changed. Everything the
+// the snapshots' seq, updating only the rows that changed. The first load
+// draws the fleet from its first rows and counts (/api/fleet?first=N), opens
+// the stream, and only then fetches the whole fleet and the roles. Everything the
 // hub sends is data: it reaches the page through textContent and attribute
 // values only, never as HTML.
 'use strict';
@@ -27,6 +29,13 @@
     skewMs: 0,             // server clock - browser clock
     stream: null,
     view: 'fleet',
+    // While the first load's whole fleet and roles are on their way: the
+    // counts of the partial fleet, and each agent's and role's last change
+    // the stream brought meanwhile ({seq, row}), applied over the snapshots
+    // when they arrive.
+    partial: null,
+    loads: 0,  // loadViews calls: a late snapshot of an earlier one is dropped
+    afterOpen: null,  // what to do once the stream is open (loadRest)
   };
   const MAX_EVENTS = 500;
   const VIEWS = ['fleet', 'roles', 'messages', 'reservations', 'events'];
@@ -171,8 +180,12 @@
 
   // The rows the filter keeps, in order; rebuilt at most once a frame.
   function refilterFleet() {
-    state.fleetRows = [...state.agents.values()].filter(agentMatches).sort(fleetOrder)
-      .map((a) => a.agent_id);
+    // A partial fleet keeps its first rows; the filter runs over every
+    // agent once they are all here.
+    if (!state.partial) {
+      state.fleetRows = [...state.agents.values()].filter(agentMatches).sort(fleetOrder)
+        .map((a) => a.agent_id);
+    }
     drawFleet(true);
   }
 
@@ -208,14 +221,26 @@
       td.style.height = `${n * ROW_PX}px`;
       return el('tr', { class: 'spacer' }, td);
     };
+    // A partial fleet is as tall as the whole one will be.
+    const total = state.partial ? state.partial.counts.agents : rows.length;
     body.replaceChildren(spacer(first),
       ...rows.slice(first, last).map((id) => agentRow(state.agents.get(id))),
-      spacer(rows.length - last));
+      spacer(Math.max(0, total - last)));
     countFleet();
   }
 
-  function applyAgent(a) {
+  function applyAgent(a, seq) {
     const known = state.agents.get(a.agent_id);
+    if (state.partial) {
+      // Kept for the whole fleet; drawn now only if it is among the rows
+      // already drawn (the others come with the whole fleet).
+      state.partial.agents.set(a.agent_id, { seq, row: a });
+      if (!known) return;
+      state.agents.set(a.agent_id, a);
+      state.fleetDirty = true;
+      scheduleFleet(false);
+      return;
+    }
     state.agents.set(a.agent_id, a);
     // A new agent, another project or a filter's answer that changed moves
     // rows; anything else redraws the rows in view.
@@ -226,6 +251,11 @@
   }
 
   function countFleet() {
+    if (state.partial) {
+      const c = state.partial.counts;
+      $('fleet-count').textContent = `${c.agents} agents, ${c.online} online (loading)`;
+      return;
+    }
     let online = 0;
     for (const a of state.agents.values()) if (a.status === 'online') online += 1;
     $('fleet-count').textContent = `${state.agents.size} agents, ${online} online` +
@@ -237,9 +267,17 @@
     scheduleFleet(true);
   }
 
-  function renderFleet(snapshot) {
+  // The whole fleet, or its first rows (snapshot.partial: they arrive in
+  // the table's order, and the whole fleet follows). `changes`: what the
+  // stream brought after an earlier partial snapshot, applied when newer
+  // than this one.
+  function renderFleet(snapshot, changes) {
     state.agents.clear();
     for (const a of snapshot.agents) state.agents.set(a.agent_id, a);
+    for (const { seq, row } of (changes || new Map()).values()) {
+      if (seq > snapshot.seq) state.agents.set(row.agent_id, row);
+    }
+    if (state.partial) state.fleetRows = snapshot.agents.map((a) => a.agent_id);
     refilterFleet();
   }
 
@@ -304,7 +342,8 @@
       .join(' ').toLowerCase().includes(q);
   }
 
-  function applyRole(r) {
+  function applyRole(r, seq) {
+    if (state.partial) state.partial.roles.set(r.wire, { seq, row: r });
     if (!state.rolesDrawn) {
       // Kept as data until the roles view is first shown.
       if (r.removed) state.roles.delete(r.wire);
@@ -340,14 +379,25 @@
   }
 
   function countRoles() {
+    if (state.partial) {
+      const c = state.partial.counts;
+      $('roles-count').textContent = `${c.roles} roles, ${c.roles_active} active (loading)`;
+      return;
+    }
     let active = 0;
     for (const r of state.roles.values()) if (r.state === 'active') active += 1;
     $('roles-count').textContent = `${state.roles.size} roles, ${active} active`;
   }
 
-  function renderRoles(snapshot) {
+  // `changes` as for renderFleet.
+  function renderRoles(snapshot, changes) {
     state.roles.clear();
     for (const r of snapshot.roles) state.roles.set(r.wire, r);
+    for (const { seq, row } of (changes || new Map()).values()) {
+      if (seq <= snapshot.seq) continue;
+      if (row.removed) state.roles.delete(row.wire);
+      else state.roles.set(row.wire, row);
+    }
     $('roles').replaceChildren();
     state.roleCards.clear();
     state.rolesDrawn = false;
@@ -710,16 +760,21 @@
         console.error('console: bad change', err);
       }
     };
-    stream.addEventListener('agent', handle((a) => applyAgent(a)));
-    stream.addEventListener('role', handle((r) => { applyRole(r); renderBacklog(); }));
+    stream.addEventListener('agent', handle((a, seq) => applyAgent(a, seq)));
+    stream.addEventListener('role', handle((r, seq) => { applyRole(r, seq); renderBacklog(); }));
     stream.addEventListener('message', handle((m) => applyMessage(m)));
     stream.addEventListener('reservation', handle((r) => applyReservation(r)));
     stream.addEventListener('reservation_wait', handle((w) => applyWaiter(w)));
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
-    stream.addEventListener('reset', () => { loadViews(); });
+    stream.addEventListener('reset', () => { loadViews(requestViews(false)); });
     stream.onopen = () => {
       setLive(true);
+      // A first load's whole fleet and roles, asked for once the stream is
+      // open (so that they do not hold it up).
+      const rest = state.afterOpen;
+      state.afterOpen = null;
+      if (rest) rest();
       if (performance.getEntriesByName('console-live').length === 0) {
         performance.measure('console-live', 'console-load');
       }
@@ -735,16 +790,43 @@
     };
   }
 
-  async function loadViews() {
+  // Asks for the snapshots. A first load (`partial`) asks for the fleet's
+  // first rows (as many as a screen shows, and a margin) and its counts
+  // instead of the whole fleet, and for no roles: both follow once the
+  // stream is open.
+  function requestViews(partial) {
     // Timed for the benchmark (performance.getEntriesByType('measure')).
-    performance.mark('console-load');
-    const [fleet, roles, messages, events, reservations] = await Promise.all(
-      [api('/api/fleet'), api('/api/roles'), api('/api/messages'), api('/api/events'),
-        api('/api/reservations')]);
-    performance.measure('console-snapshots', 'console-load');
-    performance.mark('console-fetched');
+    if (performance.getEntriesByName('console-load').length === 0) {
+      performance.mark('console-load');
+    }
+    const first = Math.min(1000, Math.ceil(window.innerHeight / ROW_PX) + 2 * MARGIN_ROWS);
+    const views = Promise.all([api(partial ? `/api/fleet?first=${first}` : '/api/fleet'),
+      partial ? null : api('/api/roles'), api('/api/messages'), api('/api/events'),
+      api('/api/reservations')]);
+    return views;
+  }
+
+  async function loadViews(views) {
+    const load = ++state.loads;
+    const [fleet, roles, messages, events, reservations] = await views;
+    if (load !== state.loads) return;
+    if (performance.getEntriesByName('console-snapshots').length === 0) {
+      performance.measure('console-snapshots', 'console-load');
+      performance.mark('console-fetched');
+    }
     state.skewMs = fleet.server_time_ms - Date.now();
-    renderRoles(roles);
+    // A first load: the whole fleet (when this is only its first rows) and
+    // the roles follow.
+    state.partial = roles ? null : { counts: fleet.counts, agents: new Map(), roles: new Map() };
+    if (roles) {
+      renderRoles(roles);
+    } else {
+      state.roles.clear();
+      $('roles').replaceChildren();
+      state.roleCards.clear();
+      state.rolesDrawn = false;
+      countRoles();
+    }
     renderBacklog();
     renderFleet(fleet);
     renderMessages(messages);
@@ -753,8 +835,37 @@
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
     // Every change after the oldest snapshot; newer ones apply idempotently.
-    performance.measure('console-render', 'console-fetched');
-    openStream(Math.min(fleet.seq, roles.seq, messages.seq, events.seq, reservations.seq));
+    if (performance.getEntriesByName('console-render').length === 0) {
+      performance.measure('console-render', 'console-fetched');
+    }
+    state.afterOpen = state.partial ? () => loadRest(load) : null;
+    openStream(Math.min(fleet.seq, roles ? roles.seq : fleet.seq, messages.seq, events.seq,
+      reservations.seq));
+  }
+
+  // The whole fleet and the roles, after a partial first load: each drawn
+  // with the changes the stream brought since (the newer of the two wins).
+  async function loadRest(load) {
+    let fleet;
+    let roles;
+    try {
+      [fleet, roles] = await Promise.all([api('/api/fleet'), api('/api/roles')]);
+    } catch (e) {
+      if (load !== state.loads) return;
+      if (e.status === 401) { showLogin(); return; }
+      console.error('console: the whole fleet failed to load; loading every view again', e);
+      setTimeout(() => { if (load === state.loads) loadViews(requestViews(false)); }, 1000);
+      return;
+    }
+    if (load !== state.loads || !state.partial) return;
+    const changes = state.partial;
+    state.partial = null;
+    renderRoles(roles, changes.roles);
+    renderBacklog();
+    renderFleet(fleet, changes.agents);
+    if (performance.getEntriesByName('console-whole').length === 0) {
+      performance.measure('console-whole', 'console-load');
+    }
   }
 
   // ---- views and session
@@ -765,7 +876,7 @@
       b.classList.toggle('active', b.dataset.view === view);
     }
     for (const v of VIEWS) $(`${v}-view`).hidden = v !== view;
-    if (view === 'roles' && !state.rolesDrawn && state.session) drawRoles();
+    if (view === 'roles' && !state.rolesDrawn && state.session && !state.partial) drawRoles();
     if (view === 'fleet') {
       // Drawn while hidden, it had no height: draw the rows in view now.
       state.fleetDirty = true;
@@ -793,7 +904,7 @@
     const scope = session.all_projects ? 'all projects' : session.projects.join(', ');
     $('whoami').textContent = `${session.principal} (${session.kind}; ${scope})`;
     show(state.view);
-    await loadViews();
+    await loadViews(requestViews(true));
   }
 
   async function start() {
