@@ -3,8 +3,11 @@
 // with AGENTS agents (unary registrations, 100 projects, 2 h leases: they
 // stay online and quiet) and ROLES lead roles with one candidate each, then
 //   1. the server's time to build each view's snapshot (GET /api/...),
-//   2. the browser's time from navigation to every fleet row and role card
-//      rendered (Debian's chromium via puppeteer-core),
+//   2. the browser's time from navigation to the fleet view drawn (every
+//      agent and role counted, the rows in view drawn, the stream live;
+//      Debian's chromium via puppeteer-core): COLD_RUNS first loads, each
+//      in a fresh browser (a new profile), then three warm loads, each
+//      split into where it went,
 //   3. hubd's CPU at rest over SECONDS without a page, then with the page
 //      open on the fleet view (its event stream attached).
 //
@@ -82,39 +85,100 @@ async function timed(fn) {
   const idle = await percentOfCore(hubd.proc.pid, SECONDS);
   console.log(`hubd at rest, no console open: ${idle.toFixed(2)} % of a core over ${SECONDS} s`);
 
-  const browser = await launch();
-  const page = await browser.newPage();
-  await page.setViewport({ width: 1280, height: 900 });
-  const renders = [];
+  // Every agent counted, the rows in view drawn, every role counted, the
+  // stream live: the fleet view as the issue means it.
+  const fleetShown = (page) => page.waitForFunction((a, r) =>
+    document.querySelector('#fleet-count').textContent.startsWith(`${a} agents`) &&
+    document.querySelectorAll('#fleet tr[data-agent-id]').length > 10 &&
+    document.querySelector('#roles-count').textContent.startsWith(`${r} roles`) &&
+    document.querySelector('#live.on'),
+  { timeout: 120000, polling: 'raf' }, AGENTS, ROLES);
+  // Where a load went: the navigation, each file and snapshot fetched
+  // (start, first byte, end, bytes on the wire), the console's own marks,
+  // and the main thread's script / layout / style time (CDP metrics).
+  const phases = async (page) => {
+    const timeline = await page.evaluate(() => {
+      const [nav] = performance.getEntriesByType('navigation');
+      const ms = (v) => v.toFixed(0);
+      const files = performance.getEntriesByType('resource')
+        .filter((e) => /\/(console\.(js|css)|api\/(session|fleet|roles|messages|events|reservations))/.test(e.name))
+        .map((e) => `${new URL(e.name).pathname}${new URL(e.name).search} ` +
+          `${ms(e.startTime)}/${ms(e.responseStart)}/${ms(e.responseEnd)} ` +
+          `${(e.transferSize / 1e3).toFixed(0)} kB`);
+      const marks = performance.getEntriesByType('mark').map((m) => `${m.name}@${ms(m.startTime)}`);
+      const measures = performance.getEntriesByType('measure')
+        .map((m) => `${m.name} ${ms(m.startTime)}+${ms(m.duration)}`);
+      return [`document ${ms(nav.responseEnd)}`, `DOMContentLoaded ${ms(nav.domContentLoadedEventEnd)}`,
+        ...files, ...marks, ...measures].join('; ');
+    });
+    const m = await page.metrics();
+    return `${timeline}; main thread: script ${(m.ScriptDuration * 1e3).toFixed(0)}, ` +
+      `layout ${(m.LayoutDuration * 1e3).toFixed(0)}, style ${(m.RecalcStyleDuration * 1e3).toFixed(0)}, ` +
+      `tasks ${(m.TaskDuration * 1e3).toFixed(0)} ms`;
+  };
+  const median = (xs) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+  const loadavg = () => fs.readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+
+  // Cold: a fresh browser (a fresh profile, a new renderer, nothing
+  // cached or compiled) for each first load.
+  const COLD = Number(process.env.COLD_RUNS || 3);
+  const cold = [];
+  const whole = [];
+  const wholeLoaded = (page) => page.waitForFunction(() =>
+    !document.querySelector('#fleet-count').textContent.endsWith('(loading)'),
+  { timeout: 120000, polling: 'raf' });
+  let browser;
+  let page;
+  for (let i = 0; i < COLD; i++) {
+    if (browser) await browser.close();
+    browser = await launch();
+    page = await browser.newPage();
+    await page.setViewport({ width: 1280, height: 900 });
+    const [t] = await timed(async () => {
+      await page.goto(`${base}/`, { waitUntil: 'domcontentloaded' });
+      await fleetShown(page);
+    });
+    cold.push(t);
+    console.log(`  cold load ${i + 1}: ${t.toFixed(0)} ms, load average ${loadavg()} ` +
+      `(ms after navigation start: ${await phases(page)})`);
+    // The whole fleet and the roles arrive after the stream opened: from
+    // then on a search or a filter sees every agent.
+    const [w] = await timed(() => wholeLoaded(page));
+    whole.push(t + w);
+  }
+  // Warm: the last browser loads the page again.
+  const warm = [];
   for (let i = 0; i < 3; i++) {
     const [t] = await timed(async () => {
       await page.goto(`${base}/?load=${i}`, { waitUntil: 'domcontentloaded' });
-      // Every agent counted, the rows in view drawn, every role counted,
-      // the stream live.
-      await page.waitForFunction((a, r) =>
-        document.querySelector('#fleet-count').textContent.startsWith(`${a} agents`) &&
-        document.querySelectorAll('#fleet tr[data-agent-id]').length > 10 &&
-        document.querySelector('#roles-count').textContent.startsWith(`${r} roles`) &&
-        document.querySelector('#live.on'),
-      { timeout: 120000, polling: 'raf' }, AGENTS, ROLES);
+      await fleetShown(page);
     });
-    renders.push(t);
-    // Before the console's own marks: the navigation (document, scripts)
-    // and the session check that loadViews waits for.
-    const phases = await page.evaluate(() => {
-      const [nav] = performance.getEntriesByType('navigation');
-      const [load] = performance.getEntriesByName('console-load');
-      return [`document ${nav.responseEnd.toFixed(0)} ms`,
-        `DOMContentLoaded ${nav.domContentLoadedEventEnd.toFixed(0)} ms`,
-        `console-load mark at ${load.startTime.toFixed(0)} ms`,
-        ...performance.getEntriesByType('measure')
-          .map((m) => `${m.name} ${m.duration.toFixed(0)} ms`)].join(', ');
-    });
-    console.log(`  load ${i + 1}: ${t.toFixed(0)} ms (${phases})`);
+    warm.push(t);
+    console.log(`  warm load ${i + 1}: ${t.toFixed(0)} ms, load average ${loadavg()} ` +
+      `(${await phases(page)})`);
   }
   console.log(`page load to the fleet of ${AGENTS} drawn (${ROLES} roles counted), live: ` +
-    `${renders.map((t) => t.toFixed(0)).join(', ')} ms`);
+    `cold ${cold.map((t) => t.toFixed(0)).join(', ')} ms (median ${median(cold).toFixed(0)}), ` +
+    `warm ${warm.map((t) => t.toFixed(0)).join(', ')} ms (median ${median(warm).toFixed(0)}); ` +
+    `cold, to the whole fleet loaded: ${whole.map((t) => t.toFixed(0)).join(', ')} ms`);
+  await wholeLoaded(page);
+  // A change on the open page of 10,000: a new agent, first in the table.
+  let [live] = await timed(async () => {
+    await client.presence.registerAgent({
+      agentId: 'bench-agent-0000a', cli: 'AGENT_CLI_CODEX', projectId: project(0),
+      heartbeatTtl: { seconds: 7200 },
+    });
+    await page.waitForFunction(() => !!document.querySelector('tr[data-agent-id="bench-agent-0000a"]'),
+      { timeout: 10000, polling: 'raf' });
+  });
+  console.log(`a registration shown on the open page of ${AGENTS} agents ${live.toFixed(0)} ms after the call`);
   // Scrolled to its end, the last agent is drawn; searched, one row is left.
+  [live] = await timed(async () => {
+    await client.presence.deregister({ agentId: agent(AGENTS - 1) });
+    await page.waitForFunction((n) => document.querySelector('#fleet-count').textContent === `${n + 1} agents, ${n} online`,
+      { timeout: 10000, polling: 'raf' }, AGENTS);
+  });
+  console.log(`a deregistration far down the table counted on the open page ${live.toFixed(0)} ms after the call`);
   let [t] = await timed(async () => {
     await page.$eval('#fleet', (box) => { box.scrollTop = box.scrollHeight; });
     await page.waitForFunction((id) => !!document.querySelector(`tr[data-agent-id="${id}"]`),
