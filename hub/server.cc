@@ -290,6 +290,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   HubServer* raw = server.get();
   role_options.on_candidate_written = [raw](const std::string& wire,
                                             const std::string& agent_id) {
+    // The role's card lists its candidates (the console exists before the
+    // first call can write one): drawn again here, and on the other hubs.
+    if (raw->console_model_ != nullptr) raw->console_model_->RoleChanged(wire);
+    if (raw->console_hints_ != nullptr) raw->console_hints_->RoleChanged(wire);
     Activator* activator = raw->activator_.get();
     raw->activator_pool_->Schedule([activator, wire, agent_id] {
       activator->OnCandidateChanged(wire, agent_id);

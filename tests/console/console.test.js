@@ -545,3 +545,103 @@ test('a re-drive to a full inbox is refused on the page with the limit it hit, a
     await small.stop();
   }
 });
+
+test('every fleet column, role fact and kind of event the issue names shows what the API says', async () => {
+  const p = await browser.newPage();
+  await p.setViewport({ width: 1280, height: 900 });
+  const w = new Watcher(p);
+  try {
+    await p.goto(base + '/', { waitUntil: 'load' });
+    await p.waitForSelector('#live.on', { timeout: DEADLINE_MS });
+    await p.click('#tabs button[data-view="roles"]');
+    // An agent of another CLI, the only candidate of a lead role.
+    const lead = { projectId: PROJECT, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLEFACTSAAAAAAAAAA' };
+    const { wire } = await client.hub.encodeRoleKey({ roleKey: lead });
+    const facts = session('console-facts', {
+      projectId: PROJECT, cli: 'AGENT_CLI_CODEX', capabilities: ['role:lead:candidate'],
+    });
+    await facts.start();
+    let t = Date.now();
+    await client.roles.upsertRoleCandidate({ roleKey: lead, agentId: 'console-facts', candidate: { priority: 3 } });
+    // A candidate written shows in its role's card before any election.
+    await w.shows('a new candidate in its role\'s card', t, (x) => {
+      const tr = document.querySelector(`.role[data-wire="${x}"] .candidates tr[data-agent-id="console-facts"]`);
+      return tr && tr.cells[1].textContent === '3';
+    }, wire);
+    t = Date.now();
+    await client.roles.ensureRole({ roleKey: lead, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'console-facts' });
+    await w.shows('the lead elected, in its card and the fleet row', t, (x) => {
+      const c = document.querySelector(`.role[data-wire="${x}"]`);
+      const td = document.querySelector('tr[data-agent-id="console-facts"] td.roles');
+      return c && c.querySelector('.state').textContent === 'active' && td &&
+        td.textContent === 'lead/scp_CONSOLEFACTSAAAAAAAAAA';
+    }, wire);
+    // Fleet: status, CLI, attached, last seen, lease left, roles held,
+    // pending inbox.
+    const { agent } = await client.presence.getAgent({ agentId: 'console-facts' });
+    const row = await p.$eval('tr[data-agent-id="console-facts"]', (tr) =>
+      Object.fromEntries([...tr.cells].map((td) => [td.className.split(' ')[0], td.textContent])));
+    assert.equal(row.project, PROJECT);
+    assert.equal(row.status, 'online');
+    assert.equal(row.cli, 'codex');
+    assert.equal(row.attached, 'yes');
+    assert.match(row['last-seen'], /^(just now|\d+s ago)$/);
+    const leaseLeft = Number(/^(\d+)s$/.exec(row.lease)[1]);
+    assert.ok(leaseLeft > 0 && leaseLeft <= 30, row.lease);
+    assert.ok(agent.leaseExpiresAt, 'the API gives the lease too');
+    assert.equal(row.pending, '0');
+    // Roles: state, holder, epoch, activation seq, candidates with their
+    // priority and reachability, the timeline with reasons.
+    const { role } = await client.roles.getRole({ roleKey: lead });
+    const card = await p.$eval(`.role[data-wire="${wire}"]`, (c) => ({
+      holder: c.querySelector('.holder .v').textContent,
+      epoch: c.querySelector('.epoch .v').textContent,
+      seq: c.querySelector('.activation-seq .v').textContent,
+      blocked: c.querySelector('.blocked .v').textContent,
+      candidates: [...c.querySelectorAll('.candidates tbody tr')].map((tr) =>
+        [...tr.cells].map((td) => td.textContent)),
+      timeline: [...c.querySelectorAll('.timeline li')].map((li) => li.textContent),
+    }));
+    assert.equal(card.holder, 'console-facts');
+    assert.equal(card.epoch, String(role.epoch));
+    assert.equal(card.seq, String(role.activationSeq));
+    assert.equal(card.blocked, '—');
+    assert.deepEqual(card.candidates.map((c) => c.slice(0, 4)),
+      [['console-facts', '3', 'operator', 'stream']]);
+    assert.ok(card.timeline.some((l) => / active holder=console-facts .* reason=activation_acked/.test(l)),
+      card.timeline.join('\n'));
+
+    // A lead role nobody may hold: blocked, with its message in the
+    // backlog list of the messages view.
+    const orphan = { projectId: PROJECT, kind: 'ROLE_KIND_LEAD', scopeId: 'scp_CONSOLEORPHANAAAAAAAAA' };
+    const { wire: orphanWire, topic } = await client.hub.encodeRoleKey({ roleKey: orphan });
+    t = Date.now();
+    await client.messages.publish({ fromAgentId: 'console-facts', to: topic, payload: toStruct({ n: 1 }) });
+    await w.shows('a blocked role and its backlog', t, (x) => {
+      const c = document.querySelector(`.role[data-wire="${x}"]`);
+      const li = document.querySelector(`#backlog li[data-wire="${x}"]`);
+      return c && c.querySelector('.blocked .v').textContent === 'no_candidate' && li &&
+        / 1 message\(s\), electable, blocked: no_candidate$/.test(li.textContent);
+    }, orphanWire);
+    assert.equal((await client.roles.getRole({ roleKey: orphan })).role.blockedReason, 'no_candidate');
+
+    // Events: a registration, a dead letter, a fencing refusal.
+    const gone = session('console-gone', { projectId: PROJECT });
+    await gone.start();
+    await gone.stop();
+    t = Date.now();
+    const expiring = await client.messages.publish({
+      fromAgentId: 'console-facts', to: 'console-gone', ttl: { seconds: 1 }, payload: toStruct({ n: 2 }),
+    });
+    await assert.rejects(client.presence.deregister({ agentId: 'console-facts', presenceGeneration: 999 }),
+      (e) => e.reason === 'STALE_PRESENCE_OWNER');
+    const event = ([name, text]) => [...document.querySelectorAll(`#events li[data-event="${name}"]`)]
+      .some((li) => li.textContent.includes(text));
+    await w.shows('the registration event', t, event, ['agent_registered', 'agent_id=console-gone']);
+    await w.shows('the fencing refusal event', t, event, ['fencing_rejected', 'reason=STALE_PRESENCE_OWNER']);
+    await w.shows('the dead letter event', t, event,
+      ['message_dead_lettered', `message_id=${expiring.messageId}`]);
+  } finally {
+    await p.close();
+  }
+});
