@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/strip.h"
 #include "registry/role_key.h"
 #include "status/status.h"
 
@@ -13,6 +15,8 @@ namespace {
 using nlohmann::json;
 
 constexpr int kPageSize = 1000;
+// Log events waiting for the worker to read their agents' projects, at most.
+constexpr size_t kMaxUnscopedEvents = 1000;
 // Pending messages counted per inbox at most (the inbox limit's default).
 constexpr int64_t kMaxCountedPending = 1'000'000;
 // Role messages whose recipients are looked at, per role.
@@ -233,25 +237,55 @@ void ConsoleModel::LogEvent(
   j["event"] = std::string(event);
   json f = json::object();
   std::vector<std::string> project;
+  std::vector<std::string> agents;
   for (const auto& [k, v] : fields) {
     f[k] = v;
     if (k == "project_id" && !v.empty()) project.push_back(v);
   }
   if (project.empty()) {
     for (const auto& [k, v] : fields) {
-      if (k != "role") continue;
-      if (std::optional<std::string> p = ProjectOfWire(v))
-        project.push_back(*p);
+      if (k == "role") {
+        if (std::optional<std::string> p = ProjectOfWire(v))
+          project.push_back(*p);
+      } else if (k == "agent_id" || k == "from" || k == "to" || k == "topic") {
+        // A role's topic names its project; an agent's project is read by
+        // the worker (never on the thread that logs).
+        absl::string_view value = v;
+        if (absl::ConsumePrefix(&value, "topic:role:")) {
+          if (std::optional<std::string> p = ProjectOfWire(std::string(value)))
+            project.push_back(*p);
+        } else if (k != "topic" && !value.empty() &&
+                   !absl::StartsWith(value, "topic:")) {
+          agents.push_back(v);
+        }
+      }
     }
   }
   j["fields"] = std::move(f);
+  if (!agents.empty()) {
+    absl::MutexLock lock(&dirty_mu_);
+    if (unscoped_events_.size() < kMaxUnscopedEvents) {
+      std::sort(agents.begin(), agents.end());
+      agents.erase(std::unique(agents.begin(), agents.end()), agents.end());
+      unscoped_events_.push_back(
+          UnscopedEvent{std::move(j), std::move(project), std::move(agents)});
+      dirty_cv_.Signal();
+      return;
+    }
+    // Too many waiting: shown as of no project (to every-project tokens).
+  }
+  PostEvent(std::move(j), std::move(project));
+}
+
+void ConsoleModel::PostEvent(json j, std::vector<std::string> projects) {
   // Posted under the lock that RecentEvents reads the backlog with, so
   // that a page's backlog and the feed after its seq never overlap.
   absl::MutexLock lock(&history_mu_);
-  const int64_t seq = feed_.Post(
-      "event", project, j.dump(-1, ' ', false, json::error_handler_t::replace));
+  const int64_t seq =
+      feed_.Post("event", projects,
+                 j.dump(-1, ' ', false, json::error_handler_t::replace));
   j["seq"] = seq;
-  events_.push_back(RecentEvent{std::move(project), std::move(j)});
+  events_.push_back(RecentEvent{std::move(projects), std::move(j)});
   while (events_.size() > options_.recent_events) events_.pop_front();
 }
 
@@ -260,16 +294,18 @@ void ConsoleModel::Run() {
     absl::flat_hash_set<std::string> agents;
     absl::flat_hash_set<std::string> roles;
     absl::flat_hash_set<std::string> messages;
+    std::deque<UnscopedEvent> events;
     {
       absl::MutexLock lock(&dirty_mu_);
       while (!stop_ && dirty_agents_.empty() && dirty_roles_.empty() &&
-             dirty_messages_.empty()) {
+             dirty_messages_.empty() && unscoped_events_.empty()) {
         dirty_cv_.Wait(&dirty_mu_);
       }
       if (stop_) return;
       agents.swap(dirty_agents_);
       roles.swap(dirty_roles_);
       messages.swap(dirty_messages_);
+      events.swap(unscoped_events_);
     }
     const int64_t now = Now();
     for (const std::string& wire : roles) RenderRole(wire, now);
@@ -284,6 +320,15 @@ void ConsoleModel::Run() {
             "message", std::move(r->projects),
             r->json.dump(-1, ' ', false, json::error_handler_t::replace));
       }
+    }
+    // Events of agents: seen by the tokens of those agents' projects.
+    for (UnscopedEvent& e : events) {
+      std::vector<std::string> of = std::move(e.projects);
+      for (const std::string& agent : e.agents) {
+        std::optional<std::string> p = AgentProject(agent, &projects);
+        if (p.has_value() && !p->empty()) of.push_back(*p);
+      }
+      PostEvent(std::move(e.json), std::move(of));
     }
   }
 }

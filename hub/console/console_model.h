@@ -154,6 +154,16 @@ class ConsoleModel {
     std::vector<std::string> projects;
     nlohmann::json json;
   };
+  // A log event that names agents (agent_id, from, to) but no project:
+  // the worker reads their projects before posting it.
+  struct UnscopedEvent {
+    nlohmann::json json;
+    std::vector<std::string> projects;  // from its fields (a role, a topic)
+    std::vector<std::string> agents;
+  };
+
+  // Posts a log event on the feed and keeps it for the events view.
+  void PostEvent(nlohmann::json event, std::vector<std::string> projects);
 
   // One version of a role for its timeline; `kind`: created, updated,
   // removed or seen (the row as read at start).
@@ -221,6 +231,7 @@ class ConsoleModel {
   absl::flat_hash_set<std::string> dirty_agents_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_roles_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_messages_ ABSL_GUARDED_BY(dirty_mu_);
+  std::deque<UnscopedEvent> unscoped_events_ ABSL_GUARDED_BY(dirty_mu_);
   bool stop_ ABSL_GUARDED_BY(dirty_mu_) = false;
   // Signalled when a set gains a member and on Stop (a CondVar for
   // ThreadSanitizer's shim, tools/tsan/README.md).

@@ -11,7 +11,7 @@ const crypto = require('crypto');
 const fs = require('fs');
 const path = require('path');
 const tls = require('tls');
-const { HubClient, PresenceSession } = require('../../clients/node/lib');
+const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
 const { freshDbPath } = require('../../clients/node/test/hubd');
 const { until, startHubd, launch, Watcher, screenshot, cleanUp } = require('./browser');
 
@@ -163,6 +163,29 @@ test('a read-only token sees only its projects, may not act, and its session is 
   const events = await page.$$eval('#events li', (lis) => lis.map((li) => li.textContent));
   assert.ok(events.some((e) => e.includes('agent_id=auth-alpha-2')), events.join('\n'));
   assert.ok(!events.some((e) => e.includes('auth-beta')), events.join('\n'));
+
+  // An event that names agents and no project (a dead letter: from, to) is
+  // seen by the tokens of their projects, as ListDeadLetters' rule has it.
+  const deadLetter = async (from, to, projectId) => {
+    const away = new PresenceSession(client, { agentId: to, projectId, cli: 'AGENT_CLI_CODEX' });
+    sessions.push(away);
+    await away.start();
+    await away.stop();
+    const { messageId } = await client.messages.publish({
+      fromAgentId: from, to, ttl: { seconds: 1 }, payload: toStruct({ n: 1 }),
+    });
+    await until(async () => (await client.messages.listDeadLetters({})).deadLetters
+      .some((d) => d.messageId === messageId), `the dead letter of ${to}`);
+    return messageId;
+  };
+  const betaLetter = await deadLetter('auth-beta-1', 'auth-beta-away', BETA);
+  const t3 = Date.now();
+  const alphaLetter = await deadLetter('auth-alpha-1', 'auth-alpha-away', ALPHA);
+  await watcher.shows('the dead letter event of the viewer\'s agent', t3, (id) =>
+    [...document.querySelectorAll('#events li[data-event="message_dead_lettered"]')]
+      .some((li) => li.textContent.includes(`message_id=${id}`)), alphaLetter);
+  const later = await page.$$eval('#events li', (lis) => lis.map((li) => li.textContent));
+  assert.ok(!later.some((e) => e.includes(betaLetter)), later.join('\n'));
 });
 
 test('logging out ends the session', async () => {
