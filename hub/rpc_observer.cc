@@ -180,14 +180,18 @@ void CallObserver::Finished(const grpc::Status& status) {
   const log::Level level = fenced ? log::Level::kInfo : log::Level::kDebug;
   if (!log::Enabled(level)) return;
   std::string metadata;
+  // A unary call names no agent of its own: the refusal's metadata may
+  // (a stale Deregister or Heartbeat names its agent_id).
+  std::string agent_id = agent_id_;
   for (const auto& [k, v] : failure.metadata) {
     absl::StrAppend(&metadata, metadata.empty() ? "" : ",", k, ":", v);
+    if (k == "agent_id" && agent_id.empty()) agent_id = v;
   }
   log::Event(level, fenced ? "fencing_rejected" : "rpc_failed",
              {{"method", method_},
               {"code", code},
               {"reason", failure.reason},
-              {"agent_id", agent_id_},
+              {"agent_id", agent_id},
               {"metadata", metadata},
               {"message", status.error_message()}});
 }

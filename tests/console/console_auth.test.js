@@ -186,6 +186,13 @@ test('a read-only token sees only its projects, may not act, and its session is 
       .some((li) => li.textContent.includes(`message_id=${id}`)), alphaLetter);
   const later = await page.$$eval('#events li', (lis) => lis.map((li) => li.textContent));
   assert.ok(!later.some((e) => e.includes(betaLetter)), later.join('\n'));
+  // A fencing refusal of a unary call names its agent: seen by its project.
+  const t4 = Date.now();
+  await assert.rejects(client.presence.deregister({ agentId: 'auth-alpha-1', presenceGeneration: 999 }),
+    (e) => e.reason === 'STALE_PRESENCE_OWNER');
+  await watcher.shows('the fencing refusal of the viewer\'s agent', t4, () =>
+    [...document.querySelectorAll('#events li[data-event="fencing_rejected"]')]
+      .some((li) => / agent_id=auth-alpha-1 /.test(li.textContent)));
 });
 
 test('logging out ends the session', async () => {
