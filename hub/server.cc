@@ -292,12 +292,15 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                             const std::string& agent_id) {
     // The role's card lists its candidates (the console exists before the
     // first call can write one): drawn again here, and on the other hubs.
-    if (raw->console_model_ != nullptr) raw->console_model_->RoleChanged(wire);
-    if (raw->console_hints_ != nullptr) raw->console_hints_->RoleChanged(wire);
+    raw->CandidatesChanged(wire);
     Activator* activator = raw->activator_.get();
     raw->activator_pool_->Schedule([activator, wire, agent_id] {
       activator->OnCandidateChanged(wire, agent_id);
     });
+  };
+  role_options.on_candidate_removed = [raw](const std::string& wire,
+                                            const std::string&) {
+    raw->CandidatesChanged(wire);
   };
   // A database several hubs share has a role change log: every hub's
   // changes reach this hub's watchers from it, in commit order, and this
@@ -714,6 +717,13 @@ void HubServer::EnsureRecoveredRoles(
       }
     });
   }
+}
+
+void HubServer::CandidatesChanged(const std::string& wire) {
+  // The role's card lists its candidates (the console exists before the
+  // first call can write one): drawn again here, and on the other hubs.
+  if (console_model_ != nullptr) console_model_->RoleChanged(wire);
+  if (console_hints_ != nullptr) console_hints_->RoleChanged(wire);
 }
 
 absl::Status HubServer::StartConsole(const HubServerOptions& options,

@@ -191,6 +191,8 @@ class HubServer {
   // The console's model, fed by the registries' listeners and the logs.
   absl::Status StartConsole(const HubServerOptions& options,
                             const Clock* clock);
+  // A role's candidates changed (written or removed): its console card.
+  void CandidatesChanged(const std::string& wire);
 
   // Declared first: destroyed last, after everything that reports to it.
   std::unique_ptr<HubMetrics> metrics_;

@@ -317,6 +317,10 @@ struct RoleRegistryOptions {
   // hubd: the activator's candidate event. Default: nothing.
   std::function<void(const std::string& wire, const std::string& agent_id)>
       on_candidate_written;
+  // Told after RemoveCandidate deleted a candidate row, likewise. hubd: the
+  // console's role card. Default: nothing.
+  std::function<void(const std::string& wire, const std::string& agent_id)>
+      on_candidate_removed;
   RolePublication publication = RolePublication::kOwnWrites;
   // Told after each role write of this registry committed (a row written or
   // removed), in either publication mode, on the writer's thread with no

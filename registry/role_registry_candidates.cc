@@ -316,7 +316,11 @@ absl::StatusOr<bool> RoleRegistry::RemoveCandidate(
   if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) {
     return FieldError(std::move(s), "agent_id");
   }
-  return store_->DeleteCandidate(key->wire, agent_id);
+  absl::StatusOr<bool> removed = store_->DeleteCandidate(key->wire, agent_id);
+  if (removed.ok() && *removed && options_.on_candidate_removed) {
+    options_.on_candidate_removed(key->wire, agent_id);
+  }
+  return removed;
 }
 
 absl::StatusOr<CandidatePage> RoleRegistry::ListCandidates(

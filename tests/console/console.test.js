@@ -568,6 +568,14 @@ test('every fleet column, role fact and kind of event the issue names shows what
       const tr = document.querySelector(`.role[data-wire="${x}"] .candidates tr[data-agent-id="console-facts"]`);
       return tr && tr.cells[1].textContent === '3';
     }, wire);
+    // And a candidate removed leaves it.
+    await client.roles.upsertRoleCandidate({ roleKey: lead, agentId: 'console-beta', candidate: { priority: 1 } });
+    await w.shows('a second candidate in the card', t, (x) =>
+      !!document.querySelector(`.role[data-wire="${x}"] .candidates tr[data-agent-id="console-beta"]`), wire);
+    t = Date.now();
+    await client.roles.removeRoleCandidate({ roleKey: lead, agentId: 'console-beta' });
+    await w.shows('a removed candidate gone from the card', t, (x) =>
+      !document.querySelector(`.role[data-wire="${x}"] .candidates tr[data-agent-id="console-beta"]`), wire);
     t = Date.now();
     await client.roles.ensureRole({ roleKey: lead, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'console-facts' });
     await w.shows('the lead elected, in its card and the fleet row', t, (x) => {
@@ -639,6 +647,9 @@ test('every fleet column, role fact and kind of event the issue names shows what
       .some((li) => li.textContent.includes(text));
     await w.shows('the registration event', t, event, ['agent_registered', 'agent_id=console-gone']);
     await w.shows('the fencing refusal event', t, event, ['fencing_rejected', 'reason=STALE_PRESENCE_OWNER']);
+    // It names the agent refused (from the refusal's metadata).
+    assert.ok(await p.evaluate(() => [...document.querySelectorAll('#events li[data-event="fencing_rejected"]')]
+      .some((li) => / agent_id=console-facts /.test(li.textContent))));
     await w.shows('the dead letter event', t, event,
       ['message_dead_lettered', `message_id=${expiring.messageId}`]);
   } finally {
