@@ -815,6 +815,12 @@
       performance.mark('console-fetched');
     }
     state.skewMs = fleet.server_time_ms - Date.now();
+    // The stream connects while the snapshots are drawn (its changes are
+    // handled after this function returns, on the rows drawn here): every
+    // change after the oldest snapshot; newer ones apply idempotently.
+    state.afterOpen = roles ? null : () => loadRest(load);
+    openStream(Math.min(fleet.seq, roles ? roles.seq : fleet.seq, messages.seq, events.seq,
+      reservations.seq));
     // A first load: the whole fleet (when this is only its first rows) and
     // the roles follow.
     state.partial = roles ? null : { counts: fleet.counts, agents: new Map(), roles: new Map() };
@@ -834,13 +840,9 @@
     $('events').replaceChildren();
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
-    // Every change after the oldest snapshot; newer ones apply idempotently.
     if (performance.getEntriesByName('console-render').length === 0) {
       performance.measure('console-render', 'console-fetched');
     }
-    state.afterOpen = state.partial ? () => loadRest(load) : null;
-    openStream(Math.min(fleet.seq, roles ? roles.seq : fleet.seq, messages.seq, events.seq,
-      reservations.seq));
   }
 
   // The whole fleet and the roles, after a partial first load: each drawn
