@@ -5,7 +5,7 @@
 const USAGE = `usage:
   hub-mcp [serve] [--client=claude|codex|gemini|other] [--hub=ADDR] [--token-env=VAR]
           [--agent-id=ID] [--project=prj_…] [--topics=a,b] [--heartbeat-ttl=SECONDS] [--no-tmux]
-          [--reservation-poll=SECONDS]
+          [--reservation-poll=SECONDS] [--goodbye-timeout=SECONDS]
   hub-mcp hook --client=claude|codex --event=SessionStart|UserPromptSubmit|PostToolUse
   hub-mcp hook --client=gemini --event=SessionStart|BeforeAgent|AfterTool
   hub-mcp install|uninstall --client=claude|codex|gemini [--scope=user|project] [--hub=ADDR]
@@ -29,6 +29,8 @@ function serveOptions(flags) {
   if (!(ttl >= 10 && ttl <= 7200)) throw new Error('--heartbeat-ttl must be 10 .. 7200 seconds');
   const poll = flags['reservation-poll'] ? Number(flags['reservation-poll']) : 5;
   if (!(poll >= 1 && poll <= 300)) throw new Error('--reservation-poll must be 1 .. 300 seconds');
+  const goodbye = flags['goodbye-timeout'] ? Number(flags['goodbye-timeout']) : 3;
+  if (!(goodbye >= 1 && goodbye <= 60)) throw new Error('--goodbye-timeout must be 1 .. 60 seconds');
   return {
     hub: flags.hub || process.env.HUB_ADDR || '127.0.0.1:27889',
     token: process.env[tokenEnv] || '',
@@ -41,6 +43,7 @@ function serveOptions(flags) {
     topics: flags.topics ? String(flags.topics).split(',').filter(Boolean) : [],
     heartbeatTtlMs: ttl * 1000,
     reservationPollMs: poll * 1000,
+    goodbyeTimeoutMs: goodbye * 1000,
     runtimeDir: flags['runtime-dir'],
   };
 }

@@ -57,6 +57,9 @@ class HubMcpServer {
       pollMs: o.reservationPollMs || DEFAULT_POLL_MS });
     this.mcp = this._makeMcp();
     this._stopping = null;
+    // How long the goodbye (Deregister) may take at the end before the
+    // process exits without it (the detach grace then ends the presence).
+    this.goodbyeTimeoutMs = o.goodbyeTimeoutMs || 3000;
   }
 
   _makeSession() {
@@ -286,7 +289,7 @@ class HubMcpServer {
     this._stopping = (async () => {
       this.reservationNotes.stop();
       this.channel.close();
-      const timeout = new Promise((resolve) => setTimeout(resolve, 3000).unref());
+      const timeout = new Promise((resolve) => setTimeout(resolve, this.goodbyeTimeoutMs).unref());
       await Promise.race([this.session.stop({ deregister: true }).catch(() => {}), timeout]);
       try { this.client.close(); } catch (_) { /* closed */ }
       process.exit(0);

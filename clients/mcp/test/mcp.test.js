@@ -5,7 +5,8 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const os = require('os');
 const path = require('path');
-const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, PROJECT } = require('./harness');
+const { spawnSync } = require('child_process');
+const { Hubd, freshDbPath, HubClient, startMcp, waitFor, attached, exited, BIN, PROJECT } = require('./harness');
 
 let hubd;
 let hub;
@@ -270,7 +271,8 @@ test('a holder that steps down hands the role to the next candidate at once', as
 
 test('stdin closed: the agent is deregistered at once and its role moves on', async () => {
   const project = 'prj_BYEtestBYEtestBYEtestX';
-  const a = await mcp('mcp-bye-a', { project });
+  // A generous goodbye: a busy machine must not turn this into a crash.
+  const a = await mcp('mcp-bye-a', { project, args: ['--goodbye-timeout=30'] });
   await attached(a);
   await a.call('hub_role_candidacy', { role: 'cto', candidate: true });
   await a.call('hub_role_ensure', { role: 'cto' });
@@ -282,6 +284,15 @@ test('stdin closed: the agent is deregistered at once and its role moves on', as
   assert.equal(agent.status, 'AGENT_STATUS_OFFLINE');
   const { role } = await hub.roles.getRole({ roleKey: { projectId: project, kind: 'ROLE_KIND_CTO' } });
   assert.notEqual(role.state, 'ROLE_STATE_ACTIVE');
+});
+
+test('a goodbye timeout outside 1 .. 60 seconds is refused before anything starts', () => {
+  for (const bad of ['0', '61', 'soon']) {
+    const r = spawnSync(BIN, ['serve', `--hub=${hubd.address}`, `--goodbye-timeout=${bad}`],
+      { encoding: 'utf8', input: '' });
+    assert.equal(r.status, 64, bad);
+    assert.match(r.stderr, /--goodbye-timeout must be 1 \.\. 60 seconds/, bad);
+  }
 });
 
 test('a restarted session with the same derived identity supersedes the first', async () => {
@@ -315,7 +326,7 @@ test('a hub that is down: tools answer "hub unavailable at ADDR" and the server 
 test('SIGTERM and SIGINT also say goodbye (Deregister) before exiting', async () => {
   for (const signal of ['SIGTERM', 'SIGINT']) {
     const id = `mcp-${signal.toLowerCase()}`;
-    const a = await mcp(id);
+    const a = await mcp(id, { args: ['--goodbye-timeout=30'] });
     await attached(a);
     const gone = exited(a);
     process.kill(a.pid, signal);
