@@ -1,8 +1,9 @@
 // Group commit, independent of the database engine: one thread owns the
 // write connection and commits queued operations in groups, one transaction
 // (hence one durable sync) per group. A caller that finds it idle may
-// commit its own write on its own thread instead (CommitOnThisThread, below):
-// the connection belongs to whichever thread is committing, one at a time.
+// commit its own write on its own thread instead (a Run always, a Submit
+// under a CommitOnThisThread, below): the connection belongs to whichever
+// thread is committing, one at a time.
 //
 // An operation that fails (a constraint, or any error it returns) is rolled
 // back alone and the others in its group still commit. A group runs first
@@ -592,7 +593,8 @@ class BasicGroupCommitWriter {
   }
 
   // Used only by the thread that set busy_: the writer thread, or a caller
-  // committing under a CommitOnThisThread.
+  // committing its own write (TryCommitHere: a Run, or a Submit under a
+  // CommitOnThisThread).
   std::unique_ptr<Connection> conn_;
   Engine engine_;
   const int max_group_size_;
