@@ -90,6 +90,7 @@ std::string Result::ToJson() const {
   add_int("deliveries", deliveries, -1);
   add_double("delivery_p50_us", delivery_p50_us);
   add_double("delivery_p99_us", delivery_p99_us);
+  add_int("late", late, -1);
   add_double("server_us_per_op", server_us_per_op);
   add_int("server_rss_kib", server_rss_kib, -1);
   add_int("server_hwm_kib", server_hwm_kib, -1);

@@ -61,6 +61,7 @@ struct Result {
   int64_t deliveries = -1;  // publish: messages that reached a stream.
   double delivery_p50_us = -1;  // publish: publish-to-arrival latency.
   double delivery_p99_us = -1;
+  int64_t late = -1;  // paced publish: slots with every publisher busy.
   // With --server_pid, every row but idle: the server's CPU over the
   // measured window per successful operation (utime + stime of the whole
   // process), and its resident memory at the window's end and at its peak.

@@ -17,7 +17,11 @@
 //   publish    durable publishes/s at --clients to --to=agent|topic|role
 //              (topic: --fanout subscribers), and the publish-to-arrival
 //              latency on the recipients' presence streams (hub Publish;
-//              noop Unary as the ceiling; etcd: not served).
+//              noop Unary as the ceiling; etcd: not served). With
+//              --rate, hub only: that many publishes per second in all,
+//              paced (open loop), so the latencies are those of a hub under
+//              that load rather than flat out; --recipient_addr puts the
+//              recipients' streams on another hub than the publishers'.
 //   lock       lock round trips/s at --clients, each client on a lock of
 //              its own: take it, release it (hub Reserve +
 //              ReleaseReservation of one path, etcd v3lock Lock + Unlock,
@@ -66,6 +70,12 @@ ABSL_FLAG(int, fanout, 10, "publish --to=topic: subscribers");
 ABSL_FLAG(int, payload_bytes, 0,
           "publish: a string of this many bytes in each payload (and in the "
           "ceiling's echo), besides the send time; at most 65536");
+ABSL_FLAG(double, rate, 0,
+          "publish (hub): publishes per second in all, paced over the "
+          "publishers (open loop); 0: each publisher flat out");
+ABSL_FLAG(std::string, recipient_addr, "",
+          "publish (hub): the host:port the recipients attach to (default: "
+          "--addr's)");
 ABSL_FLAG(int, server_pid, 0,
           "the server process to read in /proc: idle rows need it; other rows "
           "then also report its CPU per operation and memory");
@@ -335,7 +345,11 @@ int Main(const std::vector<char*>& args) {
       config.streams < 1 || config.connections < 0 ||
       config.duration <= absl::ZeroDuration() ||
       config.duration > kMaxDuration || config.warmup < absl::ZeroDuration() ||
-      config.warmup > kMaxDuration) {
+      config.warmup > kMaxDuration || !(absl::GetFlag(FLAGS_rate) >= 0) ||
+      absl::GetFlag(FLAGS_rate) > 1e6 ||
+      ((absl::GetFlag(FLAGS_rate) > 0 ||
+        !absl::GetFlag(FLAGS_recipient_addr).empty()) &&
+       (config.workload != "publish" || config.target != "hub"))) {
     std::fprintf(stderr, "%s\n", absl::ProgramUsageMessage().data());
     return 64;
   }
@@ -365,6 +379,8 @@ int Main(const std::vector<char*>& args) {
     publish.payload_bytes = absl::GetFlag(FLAGS_payload_bytes);
     publish.clients = config.clients;
     publish.connections = config.connections;
+    publish.rate = absl::GetFlag(FLAGS_rate);
+    publish.recipient_addr = absl::GetFlag(FLAGS_recipient_addr);
     publish.warmup = config.warmup;
     publish.duration = config.duration;
     publish.server_pid = absl::GetFlag(FLAGS_server_pid);

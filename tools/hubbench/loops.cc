@@ -166,4 +166,73 @@ UnaryTotals RunUnaryLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
   return totals;
 }
 
+PacedTotals RunPacedLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
+                         const Window& window, double per_second) {
+  struct Client {
+    UnaryOp* op = nullptr;
+    absl::Time started;
+    bool busy = false;
+  };
+  absl::Mutex mu;
+  std::vector<Client> clients(ops.size());
+  for (size_t i = 0; i < ops.size(); ++i) clients[i].op = ops[i].get();
+  PacedTotals totals;
+  int in_flight = 0;
+  const absl::Duration interval = absl::Seconds(1) / per_second;
+  const absl::Time first = absl::Now();
+  size_t next = 0;
+  for (int64_t slot = 0;; ++slot) {
+    const absl::Time at = first + interval * slot;
+    if (at >= window.end) break;
+    absl::SleepFor(at - absl::Now());
+    Client* client = nullptr;
+    {
+      absl::MutexLock lock(&mu);
+      for (size_t k = 0; k < clients.size() && client == nullptr; ++k) {
+        Client& c = clients[(next + k) % clients.size()];
+        if (!c.busy) client = &c;
+      }
+      if (client == nullptr) {
+        if (window.Contains(at)) ++totals.late;
+        continue;
+      }
+      next = (client - clients.data() + 1) % clients.size();
+      client->busy = true;
+      client->started = absl::Now();
+      ++in_flight;
+    }
+    client->op->Start(
+        [client, &mu, &totals, &in_flight, &window](
+            Outcome outcome, const grpc::Status& status, int64_t) {
+          const absl::Time now = absl::Now();
+          absl::MutexLock lock(&mu);
+          UnaryTotals& u = totals.unary;
+          if (outcome == Outcome::kFailed) {
+            ++u.errors;
+            if (u.first_error.ok()) u.first_error = status;
+          } else if (window.Contains(now)) {
+            if (outcome == Outcome::kDone) {
+              ++u.done;
+              u.latency.Add(now - client->started);
+            } else {
+              ++u.lost;
+            }
+          }
+          client->busy = false;
+          --in_flight;
+        });
+  }
+  absl::MutexLock lock(&mu);
+  auto idle = [&in_flight]() { return in_flight == 0; };
+  if (!mu.AwaitWithDeadline(absl::Condition(&idle),
+                            window.end + absl::Seconds(30))) {
+    // Callbacks still hold pointers into `clients`: never return under them.
+    std::fprintf(stderr,
+                 "hubbench: calls still in flight 30 s after the "
+                 "window; aborting\n");
+    std::abort();
+  }
+  return totals;
+}
+
 }  // namespace hubbench

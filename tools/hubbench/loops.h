@@ -61,6 +61,22 @@ struct UnaryTotals {
 UnaryTotals RunUnaryLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
                          const Window& window, bool shared_key);
 
+// What a paced loop measured: its totals and the operations it had no idle
+// client for when their time came.
+struct PacedTotals {
+  UnaryTotals unary;
+  int64_t late = 0;  // Slots inside the window with every client busy.
+};
+
+// Starts operations at a fixed rate (`per_second`, over all ops together),
+// from now until window.end, each on the next client that has none in
+// flight (an open loop: the rate does not slow down when the server does,
+// so latencies are those of a server under that load, not its saturation).
+// A slot that finds every client busy is skipped and counted as late. Waits
+// for the ops in flight; counts what completes inside the window.
+PacedTotals RunPacedLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
+                         const Window& window, double per_second);
+
 // What a target's streams send and how their answers are read.
 template <typename Request, typename Response>
 class StreamProtocol {

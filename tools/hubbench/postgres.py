@@ -5,6 +5,7 @@ side-by-side report.
     postgres.py snapshot HUBD_PID POSTMASTER_PID   # JSON on stdout
     postgres.py line RESULT_JSON BEFORE AFTER VARIANT   # one result line
     postgres.py report RESULTS.jsonl
+    postgres.py statements RESULT_LINE TOP   # pg_stat_statements, per op
 
 A snapshot holds hubd's utime+stime per thread name (clock ticks) and its
 context switches, and PostgreSQL's CPU: the postmaster's own and reaped
@@ -155,6 +156,15 @@ def report(path):
     widths = [max(len(r[i]) for r in table) for i in range(len(head))]
     for r in table:
         print("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip())
+    # A paced row's figures hold only if it kept its pace.
+    for k in keys:
+        for v in variants:
+            sel = [r for r in rows if (r["workload"], r["layout"]) == k and
+                   r["variant"] == v and r.get("status") == "ok"]
+            late = [r.get("late", 0) for r in sel if "late" in r]
+            if any(late):
+                print(f"  {k[0]} {k[1]} {v}: fell behind its pace: "
+                      f"{', '.join(map(str, late))} publishes skipped per run")
     # Where hubd's CPU goes on each variant: thread names, medians.
     print("\nhubd CPU us/op by thread (medians; threads under 2 us/op left out)")
     for k in keys:
@@ -176,12 +186,31 @@ def report(path):
             print(f"  {k[0]} {k[1]} {v}: {text}{extra}")
 
 
+def statements(result, top):
+    """`top`: psql's tab-separated rows of calls, total_exec_time (ms), rows,
+    toplevel and the query text, costliest first. Printed per operation of
+    the row: a nested statement (toplevel f: run by a function or trigger)
+    is also inside its caller's time."""
+    ops = json.loads(result).get("ops") or 0
+    if not ops:
+        return
+    print(f"    statements per operation ({ops} ops; nested = inside a "
+          "function or trigger, its time also in its caller's):")
+    for row in top.splitlines():
+        calls, ms, nrows, toplevel, query = row.split("\t", 4)
+        nested = "" if toplevel == "t" else " nested"
+        print(f"    {int(calls) / ops:6.2f} calls {float(ms) * 1000 / ops:8.1f} us"
+              f" {int(nrows) / ops:6.2f} rows{nested}: {query[:150]}")
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "snapshot" and len(sys.argv) == 4:
         print(json.dumps(snapshot(sys.argv[2], int(sys.argv[3]))))
     elif cmd == "line" and len(sys.argv) == 6:
         print(line(*sys.argv[2:6]))
+    elif cmd == "statements" and len(sys.argv) == 4:
+        statements(sys.argv[2], sys.argv[3])
     elif cmd == "report" and len(sys.argv) == 3:
         report(sys.argv[2])
     else:

@@ -10,12 +10,16 @@
 #   tools/hubbench/postgres.sh [--repeat=3] [--duration=3s]
 #       [--only=register,cas,publish,heartbeat] [--out=FILE]
 #       [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH] [--fresh]
-#       [--hubs=2,3] [--etcd]
+#       [--hubs=2,3] [--etcd] [--statements=N]
 #
 #   --repeat    rounds; the table shows medians over them.
 #   --duration  measured window of each row (after a 1 s warm-up run).
 #   --only      rows: register (c1, c64), cas (distinct keys, c16), publish
-#               (to an attached agent that acks, c64), heartbeat (s64/c64).
+#               (to an attached agent that acks, c64), heartbeat (s64/c64),
+#               crosshub (publish to an agent at a paced 500/s from 16
+#               publishers, not flat out: on postgres-xN the publishers on
+#               the first hub and the recipient on the second, every
+#               message routed; on one hub, the same load delivered locally).
 #   --out       also keep the JSON result lines in FILE.
 #   --ab        instead of SQLite against PostgreSQL: two hubd binaries,
 #               both on PostgreSQL, alternated (an A/B of a change).
@@ -30,6 +34,10 @@
 #               running the same workloads where it has them (register =
 #               LeaseGrant, cas = a transaction on distinct keys, heartbeat
 #               = lease keep-alives; no publish).
+#   --statements  also load pg_stat_statements (track=all: statements run
+#               inside functions and triggers too) and, after each
+#               PostgreSQL row, print its N costliest statements over the
+#               measured window: calls and execution time per operation.
 #
 # Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
 # recipient's stream), and CPU per operation read from /proc over the
@@ -42,7 +50,7 @@ cd "$HUB_ROOT"
 
 repeat=3
 duration=3s
-only=register,cas,publish,heartbeat
+only=register,cas,publish,heartbeat,crosshub
 out=""
 ab=""
 hubd=""
@@ -50,6 +58,7 @@ hubbench=""
 fresh=0
 hubs=""
 etcd=0
+statements=0
 for arg in "$@"; do
   case "$arg" in
     --repeat=*) repeat="${arg#*=}" ;;
@@ -62,7 +71,8 @@ for arg in "$@"; do
     --fresh) fresh=1 ;;
     --hubs=*) hubs="${arg#*=}" ;;
     --etcd) etcd=1 ;;
-    *) sed -n '2,33s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    --statements=*) statements="${arg#*=}" ;;
+    *) sed -n '2,37s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
 pgbin=/usr/lib/postgresql/15/bin
@@ -124,8 +134,10 @@ fi
 
 pg initdb -D "$pgdir/data" -A trust -U hub -E UTF8 --locale=C.UTF-8 >"$work/initdb.log" 2>&1 ||
   { cat "$work/initdb.log" >&2; exit 1; }
+stats_opts=""
+((statements)) && stats_opts="-c shared_preload_libraries=pg_stat_statements -c pg_stat_statements.track=all"
 pg pg_ctl -D "$pgdir/data" -l "$pgdir/server.log" -w -t 60 start \
-  -o "-c listen_addresses= -c unix_socket_directories=$pgdir -c max_connections=200 -c fsync=on -c synchronous_commit=on -c full_page_writes=on" \
+  -o "-c listen_addresses= -c unix_socket_directories=$pgdir -c max_connections=200 -c fsync=on -c synchronous_commit=on -c full_page_writes=on $stats_opts" \
   >/dev/null || { cat "$pgdir/server.log" >&2; exit 1; }
 pg_started=1
 pm_pid="$(head -1 "$pgdir/data/postmaster.pid")"
@@ -213,10 +225,12 @@ row() {
   # Who goes first rotates by round.
   local order=() n=${#variants[@]} i
   for ((i = 0; i < n; i++)); do order+=("${variants[$(((i + round) % n))]}"); done
+  local run="$workload"
+  [[ "$workload" == crosshub ]] && run=publish
   for v in "${order[@]}"; do
     read -r label store binary <<<"$v"
     # etcd has no publish.
-    [[ "$store" == etcd && "$workload" == publish ]] && continue
+    [[ "$store" == etcd && "$run" == publish ]] && continue
     local target=hub
     [[ "$store" == etcd ]] && target=etcd
     local pm=0
@@ -226,8 +240,12 @@ row() {
       stop_hubd
       continue
     fi
-    local before after line
-    "$hubbench" "$workload" --target="$target" --addr="$hubd_addr" --duration=1s "$@" \
+    local before after line addr=(--addr="$hubd_addr")
+    if [[ "$workload" == crosshub && "$hubd_addr" == *,* ]]; then
+      local rest="${hubd_addr#*,}"
+      addr=(--addr="${hubd_addr%%,*}" --recipient_addr="${rest%%,*}")
+    fi
+    "$hubbench" "$run" --target="$target" "${addr[@]}" --duration=1s "$@" \
       >/dev/null 2>>"$work/hubbench.err" || true
     # A database in use has statistics (autovacuum analyzes within a minute
     # or so); a fresh one has none, and the writer's cached plans, made on
@@ -236,10 +254,20 @@ row() {
     if [[ "$store" == postgres* ]] && ((!fresh)); then
       pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAq -c ANALYZE
     fi
+    if [[ "$store" == postgres* ]] && ((statements)); then
+      pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAq \
+        -c "CREATE EXTENSION IF NOT EXISTS pg_stat_statements" \
+        -c "SELECT pg_stat_statements_reset()" >/dev/null
+    fi
     before="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
-    line="$("$hubbench" "$workload" --target="$target" --addr="$hubd_addr" \
+    line="$("$hubbench" "$run" --target="$target" "${addr[@]}" \
       --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
     after="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
+    local top=""
+    if [[ "$store" == postgres* ]] && ((statements)); then
+      top="$(pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAtq -F $'\t' -c \
+        "SELECT calls, total_exec_time, rows, toplevel, regexp_replace(query, '\s+', ' ', 'g') FROM pg_stat_statements WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database()) ORDER BY total_exec_time DESC LIMIT $statements")"
+    fi
     stop_hubd
     if [[ -z "$line" ]]; then
       echo "postgres.sh: hubbench $workload $* failed on $label" >&2
@@ -248,6 +276,9 @@ row() {
     line="$(python3 tools/hubbench/postgres.py line "$line" "$before" "$after" "$label")"
     echo "$line" >>"$results"
     echo "  $line" >&2
+    if [[ -n "$top" ]]; then
+      python3 tools/hubbench/postgres.py statements "$line" "$top" >&2
+    fi
   done
 }
 
@@ -260,6 +291,7 @@ for ((round = 1; round <= repeat; round++)); do
   row cas --clients=16 --keys=distinct
   row publish --clients=64 --to=agent
   row heartbeat --streams=64 --connections=64
+  row crosshub --clients=16 --to=agent --rate=500
 done
 echo "postgres.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "raw fdatasync $(raw_fsync)" >&2

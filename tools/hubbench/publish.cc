@@ -276,16 +276,23 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
       config.to,
       config.to == "topic" ? absl::StrCat("x", config.fanout) : std::string(),
       "/c", n,
+      config.rate > 0 ? absl::StrCat("/r", config.rate) : std::string(),
       config.payload_bytes > 0 ? absl::StrCat("/b", config.payload_bytes)
                                : std::string());
   auto fail = [&](const absl::Status& status) {
     result->status = "error";
     result->error = status.ToString();
   };
-  auto channels =
-      ConnectChannels(config.addr, c + 1, absl::Now() + absl::Seconds(60));
+  const absl::Time connect_by = absl::Now() + absl::Seconds(60);
+  const bool apart = !config.recipient_addr.empty();
+  auto channels = ConnectChannels(config.addr, apart ? c : c + 1, connect_by);
   if (!channels.ok()) return fail(channels.status());
   std::shared_ptr<grpc::Channel> consumer_channel = channels->back();
+  if (apart) {
+    auto recipient = ConnectChannels(config.recipient_addr, 1, connect_by);
+    if (!recipient.ok()) return fail(recipient.status());
+    consumer_channel = recipient->front();
+  }
 
   const std::string prefix = absl::StrCat("hubbench-", config.run_id);
   const std::string topic = absl::StrCat("hb", config.run_id);
@@ -323,7 +330,14 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   const Window window = Window::FromNow(config.warmup, config.duration);
   for (auto& sink : sinks) sink->SetWindow(window);
   ServerSampler server(config.server_pid, window);
-  UnaryTotals totals = RunUnaryLoop(ops, window, false);
+  UnaryTotals totals;
+  if (config.rate > 0) {
+    PacedTotals paced = RunPacedLoop(ops, window, config.rate);
+    totals = std::move(paced.unary);
+    result->late = paced.late;
+  } else {
+    totals = RunUnaryLoop(ops, window, false);
+  }
   // Let the last pushes of the window arrive.
   absl::SleepFor(absl::Milliseconds(200));
   for (auto& sink : sinks) sink->Stop();

@@ -26,14 +26,21 @@ struct PublishConfig {
   int payload_bytes = 0;
   int clients = 1;      // publishers
   int connections = 0;  // 0: one per publisher
+  // > 0: publishes per second in all, paced (an open loop over the
+  // publishers, RunPacedLoop) instead of each publisher's closed loop.
+  double rate = 0;
+  // Where the consumers attach; empty: the connection after the
+  // publishers' on `addr` (with several hubs in `addr`, whichever that is).
+  std::string recipient_addr;
   absl::Duration warmup;
   absl::Duration duration;
   int server_pid = 0;  // > 0: the server's CPU and memory too
 };
 
 // Fills `result`: ops = durable publishes in the window, p50/p99 = the
-// Publish call, delivery_* = publish-to-arrival over the streams, server_*
-// as ServerSampler reads them.
+// Publish call, delivery_* = publish-to-arrival over the streams, late =
+// paced publishes skipped for want of an idle publisher, server_* as
+// ServerSampler reads them.
 void RunHubPublish(const PublishConfig& config, Result* result);
 
 }  // namespace hubbench
