@@ -33,9 +33,21 @@ namespace {
 // less what was settled (hub_inbox_settled, not locked: a settle committed
 // after this statement began only makes the inbox look fuller). The locked
 // row is the latest committed one, since a lock waits for its holder's
-// commit. A recipient with no row yet gets one (count 0), so that a first
-// publish is serialized too. A recipient need not be a registered agent.
+// commit. A lock, not an update: the row's next version is the insert
+// trigger's +1, so a group of publishes to one agent leaves one version of
+// its row per publish, not two (each version is one more step for every
+// later statement of the group that finds the row).
 constexpr char kLockPendingCountsSql[] =
+    "SELECT p.agent_id, p.pending - COALESCE(s.settled, 0) "
+    "FROM hub_inbox_pending p "
+    "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id "
+    "WHERE p.agent_id = ANY($1::text[]) ORDER BY p.agent_id FOR UPDATE OF p";
+
+// When a recipient has no row yet (its first publish ever): creates the
+// missing rows (count 0) and locks them all in agent order, so that a
+// first publish is serialized too. A recipient need not be a registered
+// agent. Rows that exist are locked again by an update (no change).
+constexpr char kCreatePendingCountsSql[] =
     "WITH p AS (INSERT INTO hub_inbox_pending AS p (agent_id, pending) "
     "SELECT DISTINCT a, 0 FROM unnest($1::text[]) AS a ORDER BY a "
     "ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending "
@@ -194,6 +206,14 @@ absl::Status CheckInboxLimit(Connection& conn,
   absl::StatusOr<Result> counts =
       conn.Run(kLockPendingCountsSql, {TextArray(recipients)});
   if (!counts.ok()) return counts.status();
+  const absl::flat_hash_set<absl::string_view> distinct(recipients.begin(),
+                                                        recipients.end());
+  if (counts->rows() < static_cast<int>(distinct.size())) {
+    // A recipient without a row (or one created by a transaction that
+    // committed after this statement's snapshot): create and lock them all.
+    counts = conn.Run(kCreatePendingCountsSql, {TextArray(recipients)});
+    if (!counts.ok()) return counts.status();
+  }
   absl::flat_hash_set<absl::string_view> full;
   for (int i = 0; i < counts->rows(); ++i) {
     if (counts->Int(i, 1).value_or(0) >= limit) full.insert(counts->Text(i, 0));
