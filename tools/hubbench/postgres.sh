@@ -16,7 +16,7 @@
 #   --duration  measured window of each row (after a 1 s warm-up run).
 #   --only      rows: register (c1, c64), cas (distinct keys, c16), publish
 #               (to an attached agent that acks, c64), heartbeat (s64/c64),
-#               crosshub (publish to an agent at a paced 500/s from 16
+#               crosshub (publish to an agent at a paced 500/s from 64
 #               publishers, not flat out: on postgres-xN the publishers on
 #               the first hub and the recipient on the second, every
 #               message routed; on one hub, the same load delivered locally).
@@ -291,7 +291,7 @@ for ((round = 1; round <= repeat; round++)); do
   row cas --clients=16 --keys=distinct
   row publish --clients=64 --to=agent
   row heartbeat --streams=64 --connections=64
-  row crosshub --clients=16 --to=agent --rate=500
+  row crosshub --clients=64 --to=agent --rate=500
 done
 echo "postgres.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "raw fdatasync $(raw_fsync)" >&2
