@@ -95,6 +95,20 @@ class Countdown {
   int left_ ABSL_GUARDED_BY(mu_);
 };
 
+// How long a loop waits for its calls in flight after its window.
+absl::Time InFlightDeadline(const Window& window) {
+  return window.end + absl::Seconds(30);
+}
+
+// Callbacks still hold pointers into a loop's clients: never return under
+// them.
+[[noreturn]] void AbortInFlight() {
+  std::fprintf(stderr,
+               "hubbench: calls still in flight 30 s after the window; "
+               "aborting\n");
+  std::abort();
+}
+
 void Issue(UnaryClient* client, const Window* window, Countdown* countdown) {
   client->started = absl::Now();
   client->op->Start([client, window, countdown](Outcome outcome,
@@ -135,13 +149,7 @@ UnaryTotals RunUnaryLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
     Issue(&clients[i], &window, &countdown);
   }
   UnaryTotals totals;
-  if (!countdown.Wait(window.end + absl::Seconds(30))) {
-    // Callbacks still hold pointers into `clients`: never return under them.
-    std::fprintf(stderr,
-                 "hubbench: calls still in flight 30 s after the "
-                 "window; aborting\n");
-    std::abort();
-  }
+  if (!countdown.Wait(InFlightDeadline(window))) AbortInFlight();
   auto count_duplicates = [&totals](std::vector<int64_t>* versions) {
     std::sort(versions->begin(), versions->end());
     for (size_t i = 1; i < versions->size(); ++i) {
@@ -224,13 +232,8 @@ PacedTotals RunPacedLoop(const std::vector<std::unique_ptr<UnaryOp>>& ops,
   }
   absl::MutexLock lock(&mu);
   auto idle = [&in_flight]() { return in_flight == 0; };
-  if (!mu.AwaitWithDeadline(absl::Condition(&idle),
-                            window.end + absl::Seconds(30))) {
-    // Callbacks still hold pointers into `clients`: never return under them.
-    std::fprintf(stderr,
-                 "hubbench: calls still in flight 30 s after the "
-                 "window; aborting\n");
-    std::abort();
+  if (!mu.AwaitWithDeadline(absl::Condition(&idle), InFlightDeadline(window))) {
+    AbortInFlight();
   }
   return totals;
 }
