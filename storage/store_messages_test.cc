@@ -155,6 +155,20 @@ TEST_P(MessageStore, DuplicateIdIsAlreadyExistsAndLeavesTheFirstIntact) {
   EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
 }
 
+TEST_P(MessageStore, ATakenIdIsRefusedBeforeAnUnknownDeliveryTarget) {
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a"}).ok());
+  absl::StatusOr<std::vector<InboxRecord>> again =
+      store().InsertMessageDelivering(TestMessage("m1", 9), {"b"}, {"zed"},
+                                      kNow, 0);
+  EXPECT_EQ(ReasonOf(again.status()), "MESSAGE_EXISTS");
+  absl::StatusOr<std::vector<InboxRecord>> delivering =
+      store().InsertMessageDelivering(TestMessage("m1", 9), {"b"}, {"b"}, kNow,
+                                      0);
+  EXPECT_EQ(ReasonOf(delivering.status()), "MESSAGE_EXISTS");
+  EXPECT_EQ(store().GetMessage("m1")->priority, 5);
+  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
+}
+
 TEST_P(MessageStore, OutOfRangePriorityIsAConstraintErrorWithNoRowsWritten) {
   absl::Status s = store().InsertMessage(TestMessage("m1", 10), {"a"});
   EXPECT_EQ(ReasonOf(s), "STORE_CONSTRAINT");

@@ -60,14 +60,22 @@ constexpr char kInsertMessageSql[] =
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
     "ON CONFLICT (id) DO NOTHING RETURNING id";
 
-// Every recipient's row in one statement; those in $3 (about to be pushed)
-// start delivered with one attempt. A recipient named twice gets one row.
-constexpr char kInsertInboxSql[] =
+// The message and every recipient's row in one statement (one round trip):
+// those in $16 (about to be pushed) start delivered with one attempt; a
+// recipient named twice gets one row. When the message's id is taken, `m`
+// is empty and no inbox row is written, so no row comes back (a new message
+// always gets at least one). The inbox rows' foreign key and count trigger
+// run at the statement's end and see the message the CTE inserted.
+constexpr char kInsertMessageWithInboxSql[] =
+    "WITH m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
+    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
+    "ON CONFLICT (id) DO NOTHING RETURNING id) "
     "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
-    "attempts) SELECT $1, r.agent, "
-    "CASE WHEN r.agent = ANY($3::text[]) THEN $4::bigint END, "
-    "CASE WHEN r.agent = ANY($3::text[]) THEN 1 ELSE 0 END "
-    "FROM unnest($2::text[]) WITH ORDINALITY AS r(agent, ord) ORDER BY r.ord "
+    "attempts) SELECT m.id, r.agent, "
+    "CASE WHEN r.agent = ANY($16::text[]) THEN $17::bigint END, "
+    "CASE WHEN r.agent = ANY($16::text[]) THEN 1 ELSE 0 END "
+    "FROM m, unnest($15::text[]) WITH ORDINALITY AS r(agent, ord) "
+    "ORDER BY r.ord "
     "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id";
 
 // A statement after sql::kAckRowsSql, so its snapshot sees every ack committed
@@ -255,30 +263,49 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
       return s;
     }
   }
-  const bool delivering = !deliver_to.empty() && m.status == "queued";
-  absl::StatusOr<Result> inserted = conn.Run(
-      kInsertMessageSql,
-      {P(m.id), P(m.type), P(m.from_agent), P(m.to_agent), P(m.topic),
-       P(m.priority), P(m.ttl_ms), P(m.created_at_ms), P(m.expires_at_ms),
-       P(m.correlation_id), P(m.trace_id), P(m.payload_json),
-       P(delivering ? std::string("delivered") : m.status),
-       P(m.role_key_wire)});
-  if (!inserted.ok()) return inserted.status();
-  if (inserted->rows() == 0) {
+  const auto exists = [&m] {
     return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
                        absl::StrCat("message '", m.id, "' already exists"));
-  }
+  };
   const absl::flat_hash_set<absl::string_view> recipient_set(recipients.begin(),
                                                              recipients.end());
   for (const std::string& agent : deliver_to) {
-    if (!recipient_set.contains(agent)) return DeliveryNotFound(m.id, agent);
+    if (recipient_set.contains(agent)) continue;
+    // Refused before any write; a taken id is still the first refusal.
+    absl::StatusOr<bool> taken = MessageExists(conn, m.id);
+    if (!taken.ok()) return taken.status();
+    if (*taken) return exists();
+    return DeliveryNotFound(m.id, agent);
   }
+  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  std::vector<Param> params = {
+      P(m.id),
+      P(m.type),
+      P(m.from_agent),
+      P(m.to_agent),
+      P(m.topic),
+      P(m.priority),
+      P(m.ttl_ms),
+      P(m.created_at_ms),
+      P(m.expires_at_ms),
+      P(m.correlation_id),
+      P(m.trace_id),
+      P(m.payload_json),
+      P(delivering ? std::string("delivered") : m.status),
+      P(m.role_key_wire)};
   std::vector<InboxRecord> delivered;
-  if (recipients.empty()) return delivered;
-  absl::StatusOr<Result> rows = conn.Run(
-      kInsertInboxSql,
-      {P(m.id), TextArray(recipients), TextArray(deliver_to), P(now_ms)});
+  if (recipients.empty()) {
+    absl::StatusOr<Result> inserted = conn.Run(kInsertMessageSql, params);
+    if (!inserted.ok()) return inserted.status();
+    if (inserted->rows() == 0) return exists();
+    return delivered;
+  }
+  params.push_back(TextArray(recipients));
+  params.push_back(TextArray(deliver_to));
+  params.push_back(P(now_ms));
+  absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
   if (!rows.ok()) return rows.status();
+  if (rows->rows() == 0) return exists();
   const std::vector<std::string> added = FirstColumn(*rows);
   absl::flat_hash_set<absl::string_view> now_delivered(deliver_to.begin(),
                                                        deliver_to.end());
