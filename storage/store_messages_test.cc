@@ -431,6 +431,32 @@ TEST_P(MessageStore, AFullInboxRefusesTheWholeMessageAndWritesNothing) {
   EXPECT_TRUE(Publish(store(), "m4", "b", 2).ok());
 }
 
+TEST_P(MessageStore, AFullInboxIsRefusedBeforeATakenIdAndCountsNothingTwice) {
+  ASSERT_TRUE(Publish(store(), "m1", "a", 3).ok());
+  ASSERT_TRUE(Publish(store(), "m2", "b", 3).ok());
+  ASSERT_TRUE(Publish(store(), "m3", "b", 3).ok());
+  // Both recipients have counts now: a holds 1, b 2.
+  absl::StatusOr<std::vector<InboxRecord>> full =
+      store().InsertMessageDelivering(TestMessage("m4"), {"a", "b"}, {"a"},
+                                      kNow, 2);
+  EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
+  EXPECT_EQ(MetadataOf(full.status())["agent_id"], "b");
+  EXPECT_EQ(ReasonOf(store().GetMessage("m4").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_EQ(ReasonOf(Publish(store(), "m1", "a", 1).status()),
+            "LIMIT_EXCEEDED");
+  EXPECT_EQ(ReasonOf(Publish(store(), "m1", "a", 3).status()),
+            "MESSAGE_EXISTS");
+  // Nothing refused was counted: a has room for exactly one more at 2.
+  absl::StatusOr<std::vector<InboxRecord>> fits =
+      store().InsertMessageDelivering(TestMessage("m5"), {"a", "a"}, {"a"},
+                                      kNow, 2);
+  ASSERT_TRUE(fits.ok()) << fits.status();
+  ASSERT_EQ(fits->size(), 1u);
+  EXPECT_EQ(fits->at(0).agent_id, "a");
+  EXPECT_EQ(ReasonOf(Publish(store(), "m6", "a", 2).status()),
+            "LIMIT_EXCEEDED");
+}
+
 TEST_P(MessageStore, AcknowledgingAMessageMakesRoomForTheNext) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 1).ok());
   ASSERT_FALSE(Publish(store(), "m2", "a", 1).ok());

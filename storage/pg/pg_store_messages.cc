@@ -60,6 +60,17 @@ constexpr char kInsertMessageSql[] =
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
     "ON CONFLICT (id) DO NOTHING RETURNING id";
 
+// The inbox rows of the message that a CTE `m` inserted: $15 the
+// recipients, in order; those in $16 start delivered at $17 with one attempt.
+#define HUB_PG_INBOX_FROM_M                                            \
+  "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, " \
+  "attempts) SELECT m.id, r.agent, "                                   \
+  "CASE WHEN r.agent = ANY($16::text[]) THEN $17::bigint END, "        \
+  "CASE WHEN r.agent = ANY($16::text[]) THEN 1 ELSE 0 END "            \
+  "FROM m, unnest($15::text[]) WITH ORDINALITY AS r(agent, ord) "      \
+  "ORDER BY r.ord "                                                    \
+  "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id"
+
 // The message and every recipient's row in one statement (one round trip):
 // those in $16 (about to be pushed) start delivered with one attempt; a
 // recipient named twice gets one row. When the message's id is taken, `m`
@@ -69,14 +80,30 @@ constexpr char kInsertMessageSql[] =
 constexpr char kInsertMessageWithInboxSql[] =
     "WITH m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
-    "ON CONFLICT (id) DO NOTHING RETURNING id) "
-    "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
-    "attempts) SELECT m.id, r.agent, "
-    "CASE WHEN r.agent = ANY($16::text[]) THEN $17::bigint END, "
-    "CASE WHEN r.agent = ANY($16::text[]) THEN 1 ELSE 0 END "
-    "FROM m, unnest($15::text[]) WITH ORDINALITY AS r(agent, ord) "
-    "ORDER BY r.ord "
-    "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id";
+    "ON CONFLICT (id) DO NOTHING RETURNING id) " HUB_PG_INBOX_FROM_M;
+
+// kInsertMessageWithInboxSql behind the inbox limit, in the same one
+// statement: `c` locks the recipients' counts as kLockPendingCountsSql
+// does (agent order, the latest committed row), and the message and its
+// rows are written only when every distinct recipient ($19 of them) has a
+// count row and none holds $18 pending. Rows tagged 'c' are the counts,
+// 'i' the inbox rows written. Fewer 'c' rows than recipients (one has no
+// count row yet) wrote nothing: the caller creates the rows and publishes
+// without this statement.
+constexpr char kInsertMessageWithinLimitSql[] =
+    "WITH c AS MATERIALIZED (SELECT p.agent_id, "
+    "p.pending - COALESCE(s.settled, 0) AS n FROM hub_inbox_pending p "
+    "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id "
+    "WHERE p.agent_id = ANY($15::text[]) ORDER BY p.agent_id "
+    "FOR UPDATE OF p), "
+    "go AS (SELECT count(*) = $19::bigint "
+    "AND COALESCE(bool_and(n < $18::bigint), true) AS ok FROM c), "
+    "m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
+    ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 "
+    "FROM go WHERE go.ok ON CONFLICT (id) DO NOTHING RETURNING id), "
+    "i AS (" HUB_PG_INBOX_FROM_M
+    ") SELECT 'c', agent_id, n FROM c "
+    "UNION ALL SELECT 'i', agent_id, NULL FROM i";
 
 // A statement after sql::kAckRowsSql, so its snapshot sees every ack committed
 // by whoever held a message's lock before us.
@@ -148,6 +175,7 @@ constexpr char kDeadLettersPageSql[] =
     "ORDER BY d.failed_at_ms DESC, d.message_id ASC LIMIT $5::bigint";
 
 #undef HUB_PG_M_COLUMNS
+#undef HUB_PG_INBOX_FROM_M
 
 bool IsPending(absl::string_view status) {
   return status == "queued" || status == "delivered";
@@ -204,6 +232,36 @@ std::string InboxLockKey(const std::vector<std::string>& recipients) {
                       *std::min_element(recipients.begin(), recipients.end()));
 }
 
+// OK, or LIMIT_EXCEEDED for the first of `recipients` whose count in
+// `counts` (agent, count from column `first`; other rows ignored: a count
+// column of NULL) is at `limit`.
+absl::Status RefuseFullInbox(const Result& counts, int first,
+                             const std::vector<std::string>& recipients,
+                             int64_t limit) {
+  absl::flat_hash_set<absl::string_view> full;
+  for (int i = 0; i < counts.rows(); ++i) {
+    if (counts.Int(i, first + 1).value_or(0) >= limit) {
+      full.insert(counts.Text(i, first));
+    }
+  }
+  for (const std::string& agent : recipients) {
+    if (full.contains(agent)) return InboxFullError(agent, limit);
+  }
+  return absl::OkStatus();
+}
+
+// CheckInboxLimit when a recipient has no count row (or one created by a
+// transaction that committed after the locking statement's snapshot):
+// creates the missing rows and locks them all, then decides.
+absl::Status CreateAndCheckInboxLimit(
+    Connection& conn, const std::vector<std::string>& recipients,
+    int64_t limit) {
+  absl::StatusOr<Result> counts =
+      conn.Run(kCreatePendingCountsSql, {TextArray(recipients)});
+  if (!counts.ok()) return counts.status();
+  return RefuseFullInbox(*counts, 0, recipients, limit);
+}
+
 // OK, or LIMIT_EXCEEDED for the first of `recipients` whose inbox holds
 // `limit` pending messages, decided under the counts' row locks (no
 // overshoot by concurrent publishes, from this hub or another).
@@ -217,19 +275,9 @@ absl::Status CheckInboxLimit(Connection& conn,
   const absl::flat_hash_set<absl::string_view> distinct(recipients.begin(),
                                                         recipients.end());
   if (counts->rows() < static_cast<int>(distinct.size())) {
-    // A recipient without a row (or one created by a transaction that
-    // committed after this statement's snapshot): create and lock them all.
-    counts = conn.Run(kCreatePendingCountsSql, {TextArray(recipients)});
-    if (!counts.ok()) return counts.status();
+    return CreateAndCheckInboxLimit(conn, recipients, limit);
   }
-  absl::flat_hash_set<absl::string_view> full;
-  for (int i = 0; i < counts->rows(); ++i) {
-    if (counts->Int(i, 1).value_or(0) >= limit) full.insert(counts->Text(i, 0));
-  }
-  for (const std::string& agent : recipients) {
-    if (full.contains(agent)) return InboxFullError(agent, limit);
-  }
-  return absl::OkStatus();
+  return RefuseFullInbox(*counts, 0, recipients, limit);
 }
 
 // Inserts the message, its inbox rows and, for `deliver_to` (recipients
@@ -242,7 +290,6 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox) {
-  const bool pending = IsPending(m.status);
   // Inside the write, under the scope's wire lock (shared; a close takes it
   // exclusively): a lead scope closed after the publish was checked, by this
   // hub or another, still refuses its message (nothing is written), and a
@@ -256,13 +303,8 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
       return s;
     }
   }
-  if (max_pending_per_inbox > 0 && pending) {
-    if (absl::Status s =
-            CheckInboxLimit(conn, recipients, max_pending_per_inbox);
-        !s.ok()) {
-      return s;
-    }
-  }
+  const bool limited =
+      max_pending_per_inbox > 0 && IsPending(m.status) && !recipients.empty();
   const auto exists = [&m] {
     return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
                        absl::StrCat("message '", m.id, "' already exists"));
@@ -271,7 +313,14 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
                                                              recipients.end());
   for (const std::string& agent : deliver_to) {
     if (recipient_set.contains(agent)) continue;
-    // Refused before any write; a taken id is still the first refusal.
+    // Refused before any write, after the refusals that come first.
+    if (limited) {
+      if (absl::Status s =
+              CheckInboxLimit(conn, recipients, max_pending_per_inbox);
+          !s.ok()) {
+        return s;
+      }
+    }
     absl::StatusOr<bool> taken = MessageExists(conn, m.id);
     if (!taken.ok()) return taken.status();
     if (*taken) return exists();
@@ -303,10 +352,45 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   params.push_back(TextArray(recipients));
   params.push_back(TextArray(deliver_to));
   params.push_back(P(now_ms));
-  absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
-  if (!rows.ok()) return rows.status();
-  if (rows->rows() == 0) return exists();
-  const std::vector<std::string> added = FirstColumn(*rows);
+  // The inbox rows written: one statement in the common case, the counts'
+  // lock and the limit in it (the limit refuses before the taken id).
+  std::vector<std::string> added;
+  bool written = false;
+  if (limited) {
+    std::vector<Param> checked = params;
+    checked.push_back(P(max_pending_per_inbox));
+    checked.push_back(P(static_cast<int64_t>(recipient_set.size())));
+    absl::StatusOr<Result> rows =
+        conn.Run(kInsertMessageWithinLimitSql, checked);
+    if (!rows.ok()) return rows.status();
+    int counts = 0;
+    for (int i = 0; i < rows->rows(); ++i) {
+      if (rows->Text(i, 0) == "c") {
+        ++counts;
+      } else {
+        added.emplace_back(rows->Text(i, 1));
+      }
+    }
+    if (counts == static_cast<int>(recipient_set.size())) {
+      if (absl::Status s =
+              RefuseFullInbox(*rows, 1, recipients, max_pending_per_inbox);
+          !s.ok()) {
+        return s;
+      }
+      if (added.empty()) return exists();
+      written = true;
+    } else if (absl::Status s = CreateAndCheckInboxLimit(conn, recipients,
+                                                         max_pending_per_inbox);
+               !s.ok()) {
+      return s;  // a recipient without a count row: nothing was written
+    }
+  }
+  if (!written) {
+    absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
+    if (!rows.ok()) return rows.status();
+    if (rows->rows() == 0) return exists();
+    added = FirstColumn(*rows);
+  }
   absl::flat_hash_set<absl::string_view> now_delivered(deliver_to.begin(),
                                                        deliver_to.end());
   const absl::flat_hash_set<absl::string_view> added_set(added.begin(),
