@@ -46,6 +46,16 @@ int64_t Groups(Store& store) {
   return -1;
 }
 
+// Groups replayed with savepoints so far (an operation that failed after
+// it wrote), of either engine's store.
+int64_t Replays(Store& store) {
+  if (auto* s = dynamic_cast<SqliteStore*>(&store))
+    return s->write_stats().replays;
+  if (auto* s = dynamic_cast<pg::PostgresStore*>(&store))
+    return s->write_stats().replays;
+  return -1;
+}
+
 class MessageStore : public testing::StoreTest {
  protected:
   // An agent row at `generation`, written as raw SQL both engines accept.
@@ -436,10 +446,13 @@ TEST_P(MessageStore, AFullInboxIsRefusedBeforeATakenIdAndCountsNothingTwice) {
   ASSERT_TRUE(Publish(store(), "m2", "b", 3).ok());
   ASSERT_TRUE(Publish(store(), "m3", "b", 3).ok());
   // Both recipients have counts now: a holds 1, b 2.
+  const int64_t replays = Replays(store());
   absl::StatusOr<std::vector<InboxRecord>> full =
       store().InsertMessageDelivering(TestMessage("m4"), {"a", "b"}, {"a"},
                                       kNow, 2);
   EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
+  // Refused before it wrote anything: its group needs no replay.
+  EXPECT_EQ(Replays(store()), replays);
   EXPECT_EQ(MetadataOf(full.status())["agent_id"], "b");
   EXPECT_EQ(ReasonOf(store().GetMessage("m4").status()), "MESSAGE_NOT_FOUND");
   EXPECT_EQ(ReasonOf(Publish(store(), "m1", "a", 1).status()),

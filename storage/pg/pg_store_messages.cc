@@ -86,10 +86,11 @@ constexpr char kInsertMessageWithInboxSql[] =
 // statement: `c` locks the recipients' counts as kLockPendingCountsSql
 // does (agent order, the latest committed row), and the message and its
 // rows are written only when every distinct recipient ($19 of them) has a
-// count row and none holds $18 pending. Rows tagged 'c' are the counts,
-// 'i' the inbox rows written. Fewer 'c' rows than recipients (one has no
-// count row yet) wrote nothing: the caller creates the rows and publishes
-// without this statement.
+// count row and none holds $18 pending. Returns the inbox rows written.
+// None came back when a recipient is full or has no count row yet, or the
+// id is taken: nothing was written, and the caller finds out which with
+// the statements of old (uncommon cases; a refusal then returns no row, so
+// it does not look like a write, Connection::total_changed()).
 constexpr char kInsertMessageWithinLimitSql[] =
     "WITH c AS MATERIALIZED (SELECT p.agent_id, "
     "p.pending - COALESCE(s.settled, 0) AS n FROM hub_inbox_pending p "
@@ -101,9 +102,7 @@ constexpr char kInsertMessageWithinLimitSql[] =
     "m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
     ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 "
     "FROM go WHERE go.ok ON CONFLICT (id) DO NOTHING RETURNING id), "
-    "i AS (" HUB_PG_INBOX_FROM_M
-    ") SELECT 'c', agent_id, n FROM c "
-    "UNION ALL SELECT 'i', agent_id, NULL FROM i";
+    "i AS (" HUB_PG_INBOX_FROM_M ") SELECT agent_id FROM i";
 
 // A statement after sql::kAckRowsSql, so its snapshot sees every ack committed
 // by whoever held a message's lock before us.
@@ -232,36 +231,6 @@ std::string InboxLockKey(const std::vector<std::string>& recipients) {
                       *std::min_element(recipients.begin(), recipients.end()));
 }
 
-// OK, or LIMIT_EXCEEDED for the first of `recipients` whose count in
-// `counts` (agent, count from column `first`; other rows ignored: a count
-// column of NULL) is at `limit`.
-absl::Status RefuseFullInbox(const Result& counts, int first,
-                             const std::vector<std::string>& recipients,
-                             int64_t limit) {
-  absl::flat_hash_set<absl::string_view> full;
-  for (int i = 0; i < counts.rows(); ++i) {
-    if (counts.Int(i, first + 1).value_or(0) >= limit) {
-      full.insert(counts.Text(i, first));
-    }
-  }
-  for (const std::string& agent : recipients) {
-    if (full.contains(agent)) return InboxFullError(agent, limit);
-  }
-  return absl::OkStatus();
-}
-
-// CheckInboxLimit when a recipient has no count row (or one created by a
-// transaction that committed after the locking statement's snapshot):
-// creates the missing rows and locks them all, then decides.
-absl::Status CreateAndCheckInboxLimit(
-    Connection& conn, const std::vector<std::string>& recipients,
-    int64_t limit) {
-  absl::StatusOr<Result> counts =
-      conn.Run(kCreatePendingCountsSql, {TextArray(recipients)});
-  if (!counts.ok()) return counts.status();
-  return RefuseFullInbox(*counts, 0, recipients, limit);
-}
-
 // OK, or LIMIT_EXCEEDED for the first of `recipients` whose inbox holds
 // `limit` pending messages, decided under the counts' row locks (no
 // overshoot by concurrent publishes, from this hub or another).
@@ -275,9 +244,19 @@ absl::Status CheckInboxLimit(Connection& conn,
   const absl::flat_hash_set<absl::string_view> distinct(recipients.begin(),
                                                         recipients.end());
   if (counts->rows() < static_cast<int>(distinct.size())) {
-    return CreateAndCheckInboxLimit(conn, recipients, limit);
+    // A recipient without a row (or one created by a transaction that
+    // committed after this statement's snapshot): create and lock them all.
+    counts = conn.Run(kCreatePendingCountsSql, {TextArray(recipients)});
+    if (!counts.ok()) return counts.status();
   }
-  return RefuseFullInbox(*counts, 0, recipients, limit);
+  absl::flat_hash_set<absl::string_view> full;
+  for (int i = 0; i < counts->rows(); ++i) {
+    if (counts->Int(i, 1).value_or(0) >= limit) full.insert(counts->Text(i, 0));
+  }
+  for (const std::string& agent : recipients) {
+    if (full.contains(agent)) return InboxFullError(agent, limit);
+  }
+  return absl::OkStatus();
 }
 
 // Inserts the message, its inbox rows and, for `deliver_to` (recipients
@@ -363,27 +342,16 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     absl::StatusOr<Result> rows =
         conn.Run(kInsertMessageWithinLimitSql, checked);
     if (!rows.ok()) return rows.status();
-    int counts = 0;
-    for (int i = 0; i < rows->rows(); ++i) {
-      if (rows->Text(i, 0) == "c") {
-        ++counts;
-      } else {
-        added.emplace_back(rows->Text(i, 1));
-      }
-    }
-    if (counts == static_cast<int>(recipient_set.size())) {
-      if (absl::Status s =
-              RefuseFullInbox(*rows, 1, recipients, max_pending_per_inbox);
-          !s.ok()) {
-        return s;
-      }
-      if (added.empty()) return exists();
+    if (rows->rows() > 0) {
+      added = FirstColumn(*rows);
       written = true;
-    } else if (absl::Status s = CreateAndCheckInboxLimit(conn, recipients,
-                                                         max_pending_per_inbox);
+    } else if (absl::Status s =
+                   CheckInboxLimit(conn, recipients, max_pending_per_inbox);
                !s.ok()) {
-      return s;  // a recipient without a count row: nothing was written
+      return s;  // full: nothing was written
     }
+    // Otherwise a count row was missing (CheckInboxLimit created it) or the
+    // id is taken: the statement without the limit's part tells.
   }
   if (!written) {
     absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
