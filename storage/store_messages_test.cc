@@ -37,24 +37,16 @@ absl::StatusOr<std::vector<InboxRecord>> Publish(Store& store,
                                        {to}, kNow, limit);
 }
 
-// Group commits so far, of either engine's store.
-int64_t Groups(Store& store) {
-  if (auto* s = dynamic_cast<SqliteStore*>(&store))
-    return s->write_stats().groups;
+// Either engine's group-commit counters so far.
+WriteStats Stats(Store& store) {
+  if (auto* s = dynamic_cast<SqliteStore*>(&store)) return s->write_stats();
   if (auto* s = dynamic_cast<pg::PostgresStore*>(&store))
-    return s->write_stats().groups;
-  return -1;
+    return s->write_stats();
+  return WriteStats{-1, -1, -1, -1};
 }
-
-// Groups replayed with savepoints so far (an operation that failed after
-// it wrote), of either engine's store.
-int64_t Replays(Store& store) {
-  if (auto* s = dynamic_cast<SqliteStore*>(&store))
-    return s->write_stats().replays;
-  if (auto* s = dynamic_cast<pg::PostgresStore*>(&store))
-    return s->write_stats().replays;
-  return -1;
-}
+int64_t Groups(Store& store) { return Stats(store).groups; }
+// Groups replayed with savepoints (an operation failed after it wrote).
+int64_t Replays(Store& store) { return Stats(store).replays; }
 
 class MessageStore : public testing::StoreTest {
  protected:
