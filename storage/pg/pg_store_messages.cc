@@ -336,11 +336,11 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   std::vector<std::string> added;
   bool written = false;
   if (limited) {
-    std::vector<Param> checked = params;
-    checked.push_back(P(max_pending_per_inbox));
-    checked.push_back(P(static_cast<int64_t>(recipient_set.size())));
+    params.push_back(P(max_pending_per_inbox));
+    params.push_back(P(static_cast<int64_t>(recipient_set.size())));
     absl::StatusOr<Result> rows =
-        conn.Run(kInsertMessageWithinLimitSql, checked);
+        conn.Run(kInsertMessageWithinLimitSql, params);
+    params.resize(params.size() - 2);  // kInsertMessageWithInboxSql's, below
     if (!rows.ok()) return rows.status();
     if (rows->rows() > 0) {
       added = FirstColumn(*rows);
