@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_message_sql.h"
+#include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_schema.h"
 #include "storage/pg/pg_test_database.h"
 
@@ -99,6 +100,32 @@ TEST_F(PgPlansTest, TheAgentIndexHoldsOnlyUnackedRows) {
            "AND i.acked_at_ms IS NULL",
            "text", "'busy'");
   EXPECT_NE(plan.find("idx_inbox_agent_unacked"), std::string::npos) << plan;
+}
+
+TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
+  std::unique_ptr<Connection> other = Connect();
+  ASSERT_NE(other, nullptr);
+  const std::string key = "hashtextextended('hub.scope-wire:rk.none', 0)";
+  for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
+    Sql(absl::StrCat("SET plan_cache_mode = ", mode));
+    Sql("BEGIN");
+    absl::StatusOr<std::optional<RoleRecord>> role =
+        LockScopeAndLoadRole(*conn_, "rk.none");
+    ASSERT_TRUE(role.ok()) << mode << ": " << role.status();
+    EXPECT_FALSE(role->has_value());
+    // A close (the exclusive lock) has to wait for this transaction.
+    absl::StatusOr<Result> tried =
+        other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key, ")"));
+    ASSERT_TRUE(tried.ok()) << tried.status();
+    EXPECT_EQ(tried->Text(0, 0), "f") << mode;
+    Sql("COMMIT");
+    tried = other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key,
+                                     "), "
+                                     "pg_advisory_unlock(",
+                                     key, ")"));
+    ASSERT_TRUE(tried.ok()) << tried.status();
+    EXPECT_EQ(tried->Text(0, 0), "t") << mode;
+  }
 }
 
 }  // namespace

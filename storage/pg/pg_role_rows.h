@@ -35,6 +35,12 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
 // (and then removes its rows).
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive);
+// LockScopeWire(conn, wire, false), then LoadRole(conn, wire,
+// RowLock::kUpdate), in one statement (one round trip): the scope's lock is
+// a filter the executor evaluates once before it reads the role's row, so
+// it is taken first, and taken when there is no row.
+absl::StatusOr<std::optional<RoleRecord>> LockScopeAndLoadRole(
+    Connection& conn, absl::string_view wire);
 
 // The closed-scope record whose wire is `wire`, or whose project and scope
 // are `project_id` and `scope_id` ("" matches by wire only).

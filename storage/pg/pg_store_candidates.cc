@@ -35,11 +35,33 @@ absl::Status AdvisoryLock(Connection& conn, const std::string& key,
   return r.status();
 }
 
+// The advisory lock key of a scope's wire (LockScopeWire).
+std::string ScopeWireKey(absl::string_view wire) {
+  return absl::StrCat("hub.scope-wire:", wire);
+}
+
 }  // namespace
 
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive) {
-  return AdvisoryLock(conn, absl::StrCat("hub.scope-wire:", wire), exclusive);
+  return AdvisoryLock(conn, ScopeWireKey(wire), exclusive);
+}
+
+absl::StatusOr<std::optional<RoleRecord>> LockScopeAndLoadRole(
+    Connection& conn, absl::string_view wire) {
+  // `(SELECT true FROM l)` references no column of the row: a constant
+  // filter, which the executor checks once before the scan starts
+  // (a `One-Time Filter`; pg_plans_test checks the lock with no row, under
+  // generic and custom plans).
+  absl::StatusOr<Result> r = conn.Run(
+      "WITH l AS MATERIALIZED (SELECT "
+      "pg_advisory_xact_lock_shared(hashtextextended($2, 0))) "
+      "SELECT " HUB_ROLE_COLUMNS
+      " FROM role_registry WHERE role_key_wire = $1 "
+      "AND (SELECT true FROM l) FOR UPDATE",
+      {P(wire), P(ScopeWireKey(wire))});
+  if (!r.ok()) return r.status();
+  return ReadOne<RoleRecord>(*r, ReadRole);
 }
 
 absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(

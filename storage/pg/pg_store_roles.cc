@@ -193,11 +193,8 @@ absl::StatusOr<RoleWrite> ReserveIn(
 }
 
 absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas) {
-  if (absl::Status s = LockScopeWire(conn, cas.role_key_wire, false); !s.ok()) {
-    return s;
-  }
   absl::StatusOr<std::optional<RoleRecord>> current =
-      LoadRole(conn, cas.role_key_wire, RowLock::kUpdate);
+      LockScopeAndLoadRole(conn, cas.role_key_wire);
   if (!current.ok()) return current.status();
   absl::StatusOr<roles::RolePlan> plan = roles::PlanCas(*current, cas);
   if (!plan.ok()) return plan.status();
