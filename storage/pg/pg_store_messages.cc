@@ -222,9 +222,10 @@ std::vector<std::string> FirstColumn(const Result& r) {
 
 // The writer's order key of a write whose first row locks are its
 // recipients' inbox counts (hub_inbox_pending, locked by
-// kLockPendingCountsSql or the inbox insert's trigger), taken in agent
-// order: the smallest recipient. With it two hubs' groups of publishes to
-// a and b lock a first (storage/group_commit_writer.h, order keys).
+// kInsertMessageWithinLimitSql, kLockPendingCountsSql or the inbox insert's
+// trigger), taken in agent order: the smallest recipient. With it two hubs'
+// groups of publishes to a and b lock a first (storage/group_commit_writer.h,
+// order keys).
 std::string InboxLockKey(const std::vector<std::string>& recipients) {
   if (recipients.empty()) return {};
   return absl::StrCat("inbox:",
@@ -333,8 +334,7 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   params.push_back(P(now_ms));
   // The inbox rows written: one statement in the common case, the counts'
   // lock and the limit in it (the limit refuses before the taken id).
-  std::vector<std::string> added;
-  bool written = false;
+  std::vector<std::string> added;  // empty: nothing written yet
   if (limited) {
     params.push_back(P(max_pending_per_inbox));
     params.push_back(P(static_cast<int64_t>(recipient_set.size())));
@@ -344,7 +344,6 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     if (!rows.ok()) return rows.status();
     if (rows->rows() > 0) {
       added = FirstColumn(*rows);
-      written = true;
     } else if (absl::Status s =
                    CheckInboxLimit(conn, recipients, max_pending_per_inbox);
                !s.ok()) {
@@ -353,7 +352,7 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     // Otherwise a count row was missing (CheckInboxLimit created it) or the
     // id is taken: the statement without the limit's part tells.
   }
-  if (!written) {
+  if (added.empty()) {
     absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
     if (!rows.ok()) return rows.status();
     if (rows->rows() == 0) return exists();
