@@ -334,7 +334,9 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   params.push_back(P(now_ms));
   // The inbox rows written: one statement in the common case, the counts'
   // lock and the limit in it (the limit refuses before the taken id).
-  std::vector<std::string> added;  // empty: nothing written yet
+  // A new message gets a row for every distinct recipient, so whether rows
+  // came back says all: no need to read them.
+  bool inserted = false;
   if (limited) {
     params.push_back(P(max_pending_per_inbox));
     params.push_back(P(static_cast<int64_t>(recipient_set.size())));
@@ -342,29 +344,27 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
         conn.Run(kInsertMessageWithinLimitSql, params);
     params.resize(params.size() - 2);  // kInsertMessageWithInboxSql's, below
     if (!rows.ok()) return rows.status();
-    if (rows->rows() > 0) {
-      added = FirstColumn(*rows);
-    } else if (absl::Status s =
-                   CheckInboxLimit(conn, recipients, max_pending_per_inbox);
-               !s.ok()) {
-      return s;  // full: nothing was written
+    inserted = rows->rows() > 0;
+    if (!inserted) {
+      if (absl::Status s =
+              CheckInboxLimit(conn, recipients, max_pending_per_inbox);
+          !s.ok()) {
+        return s;  // full: nothing was written
+      }
+      // Otherwise a count row was missing (CheckInboxLimit created it) or
+      // the id is taken: the statement without the limit's part tells.
     }
-    // Otherwise a count row was missing (CheckInboxLimit created it) or the
-    // id is taken: the statement without the limit's part tells.
   }
-  if (added.empty()) {
+  if (!inserted) {
     absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
     if (!rows.ok()) return rows.status();
     if (rows->rows() == 0) return exists();
-    added = FirstColumn(*rows);
   }
   absl::flat_hash_set<absl::string_view> now_delivered(deliver_to.begin(),
                                                        deliver_to.end());
-  const absl::flat_hash_set<absl::string_view> added_set(added.begin(),
-                                                         added.end());
   for (const std::string& agent : recipients) {
     // erase(): a recipient named twice is reported once.
-    if (!added_set.contains(agent) || now_delivered.erase(agent) == 0) continue;
+    if (now_delivered.erase(agent) == 0) continue;
     InboxRecord row;
     row.message_id = m.id;
     row.agent_id = agent;
