@@ -254,6 +254,7 @@ bool Connection::Healthy() const {
 }
 
 Connection::Transaction Connection::TransactionState() const {
+  if (!unsent_begin_.empty()) return Transaction::kOpen;
   switch (PQtransactionStatus(conn_)) {
     case PQTRANS_IDLE:
       return Transaction::kIdle;
@@ -341,7 +342,18 @@ absl::StatusOr<Result> Take(PGresult* raw, absl::string_view what,
 
 }  // namespace
 
+void Connection::BeginWith(std::vector<Pipelined> begin) {
+  unsent_begin_ = std::move(begin);
+}
+
+bool Connection::DropUnsentBegin() {
+  if (unsent_begin_.empty()) return false;
+  unsent_begin_.clear();
+  return true;
+}
+
 absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
+  if (absl::Status s = SendUnsentBegin(); !s.ok()) return s;
   const std::string text(sql);
   return Counted(Take(PQexec(conn_, text.c_str()), "statement failed", conn_),
                  TextWrites(sql));
@@ -349,6 +361,7 @@ absl::StatusOr<Result> Connection::Exec(absl::string_view sql) {
 
 absl::StatusOr<Result> Connection::Query(absl::string_view sql,
                                          const std::vector<Param>& params) {
+  if (absl::Status s = SendUnsentBegin(); !s.ok()) return s;
   const std::string text(sql);
   std::vector<const char*> values = Values(params);
   return Counted(
@@ -376,6 +389,9 @@ bool Connection::Prepared(const std::string& name) const {
 
 absl::StatusOr<Result> Connection::ExecPrepared(
     const std::string& name, const std::vector<Param>& params) {
+  if (!unsent_begin_.empty()) {
+    return std::move(Pipeline({Pipelined{name, params}}).front());
+  }
   std::vector<const char*> values = Values(params);
   return Counted(
       Take(PQexecPrepared(conn_, name.c_str(), static_cast<int>(values.size()),
@@ -408,6 +424,7 @@ absl::Status Connection::SetSessionParameter(const std::string& name,
 }
 
 absl::Status Connection::Reconnect(absl::Time deadline) {
+  unsent_begin_.clear();
   prepared_.clear();
   writing_.clear();
   by_text_.clear();
@@ -450,6 +467,7 @@ absl::Status Connection::Reconnect(absl::Time deadline) {
 
 Connection::CommitAnswer Connection::Commit(
     const std::function<void()>& after_send) {
+  if (DropUnsentBegin()) return {};  // nothing was sent: nothing to commit
   // libpq sends nothing on a connection it knows is broken: no COMMIT, so
   // the transaction cannot commit.
   if (PQstatus(conn_) != CONNECTION_OK) {
@@ -488,6 +506,7 @@ Connection::CommitAnswer Connection::Commit(
 }
 
 absl::Status Connection::StartCopyIn(absl::string_view sql) {
+  if (absl::Status s = SendUnsentBegin(); !s.ok()) return s;
   const std::string text(sql);
   PGresult* raw = PQexec(conn_, text.c_str());
   if (raw != nullptr && PQresultStatus(raw) == PGRES_COPY_IN) {
@@ -522,26 +541,42 @@ absl::StatusOr<Result> Connection::EndCopyIn(
 
 std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     const std::vector<Pipelined>& statements) {
+  return SendPipeline(std::exchange(unsent_begin_, {}), statements, nullptr);
+}
+
+absl::Status Connection::SendUnsentBegin() {
+  if (unsent_begin_.empty()) return absl::OkStatus();
+  absl::Status sent;
+  SendPipeline(std::exchange(unsent_begin_, {}), {}, &sent);
+  return sent;
+}
+
+std::vector<absl::StatusOr<Result>> Connection::SendPipeline(
+    const std::vector<Pipelined>& lead,
+    const std::vector<Pipelined>& statements, absl::Status* lead_status) {
   std::vector<absl::StatusOr<Result>> answers;
   answers.reserve(statements.size());
   auto fail_all = [&](const absl::Status& s) {
+    if (lead_status != nullptr) *lead_status = s;
     std::vector<absl::StatusOr<Result>> failed;
     for (size_t i = 0; i < statements.size(); ++i) failed.push_back(s);
     return failed;
   };
-  if (statements.empty()) return answers;
+  if (lead.empty() && statements.empty()) return answers;
   const bool in_transaction = PQtransactionStatus(conn_) != PQTRANS_IDLE;
   if (PQenterPipelineMode(conn_) != 1) {
     return fail_all(ConnectionError("cannot enter pipeline mode"));
   }
   bool sent = true;
-  for (const Pipelined& p : statements) {
-    std::vector<const char*> values = Values(p.params);
-    if (PQsendQueryPrepared(conn_, p.statement.c_str(),
-                            static_cast<int>(values.size()), values.data(),
-                            nullptr, nullptr, 0) != 1) {
-      sent = false;
-      break;
+  for (const std::vector<Pipelined>* list : {&lead, &statements}) {
+    for (const Pipelined& p : *list) {
+      std::vector<const char*> values = Values(p.params);
+      if (sent &&
+          PQsendQueryPrepared(conn_, p.statement.c_str(),
+                              static_cast<int>(values.size()), values.data(),
+                              nullptr, nullptr, 0) != 1) {
+        sent = false;
+      }
     }
   }
   if (!sent || PQpipelineSync(conn_) != 1) {
@@ -549,14 +584,27 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     PQexitPipelineMode(conn_);
     return fail_all(s);
   }
-  for (const Pipelined& p : statements) {
-    // Each statement's answer is its result, then a NULL that ends it.
+  // Each statement's answer is its result, then a NULL that ends it.
+  auto answer = [&](const Pipelined& p, bool* broke) {
     PGresult* raw = PQgetResult(conn_);
-    answers.push_back(
-        Counted(Take(raw, absl::StrCat(p.statement, " failed"), conn_),
-                writing_.contains(p.statement)));
-    if (raw == nullptr) break;  // the connection broke: no more answers
-    while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    absl::StatusOr<Result> taken =
+        Take(raw, absl::StrCat(p.statement, " failed"), conn_);
+    *broke = raw == nullptr;  // the connection broke: no more answers
+    if (!*broke) {
+      while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
+    }
+    return taken;
+  };
+  absl::Status lead_failed;
+  bool broke = false;
+  for (const Pipelined& p : lead) {
+    absl::StatusOr<Result> taken = answer(p, &broke);
+    if (!taken.ok() && lead_failed.ok()) lead_failed = taken.status();
+    if (broke) break;
+  }
+  for (size_t i = 0; i < statements.size() && !broke; ++i) {
+    answers.push_back(Counted(answer(statements[i], &broke),
+                              writing_.contains(statements[i].statement)));
   }
   // The Sync's answer; then the pipeline is idle and can be left. (A few
   // stray end-of-result NULLs are skipped; a broken connection gives only
@@ -572,9 +620,15 @@ std::vector<absl::StatusOr<Result>> Connection::Pipeline(
     if (done) break;
   }
   PQexitPipelineMode(conn_);
-  if (!in_transaction && PQtransactionStatus(conn_) == PQTRANS_INERROR) {
+  // A transaction this pipeline began, when its beginning or (with no
+  // lead) any of its statements failed, is rolled back; one begun by a
+  // lead that went well is the caller's to end.
+  if (!in_transaction && PQtransactionStatus(conn_) == PQTRANS_INERROR &&
+      (lead.empty() || !lead_failed.ok())) {
     PQclear(PQexec(conn_, "ROLLBACK"));
   }
+  if (lead_status != nullptr) *lead_status = lead_failed;
+  if (!lead_failed.ok()) return fail_all(lead_failed);
   while (answers.size() < statements.size()) {
     answers.push_back(ConnectionError("the connection broke mid-pipeline"));
   }

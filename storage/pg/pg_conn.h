@@ -128,8 +128,22 @@ class Connection {
   };
   // Commits the open transaction. `after_send`, when set, runs after
   // COMMIT was sent and before its answer is read (tests lose the answer
-  // there).
+  // there). A transaction begun with BeginWith() that sent nothing yet
+  // commits as nothing: no COMMIT is sent, and OK is returned.
   CommitAnswer Commit(const std::function<void()>& after_send = nullptr);
+  // Begins a transaction without a round trip of its own: `begin` (BEGIN,
+  // then statements of the new transaction, all prepared) goes out ahead
+  // of the next statement this connection sends, in the same pipeline
+  // (Run, ExecPrepared and Pipeline; Exec, Query and StartCopyIn send it
+  // alone first). Until then TransactionState() is kOpen and the server has
+  // seen nothing. When one of `begin`'s statements fails, whatever it
+  // started is rolled back (the connection is idle again) and every
+  // statement that went with it answers with that failure. Rows `begin`
+  // changes are not counted in total_changed(). Reconnect() drops it.
+  void BeginWith(std::vector<Pipelined> begin);
+  // Drops what BeginWith() queued, if it was not sent yet (true then): the
+  // transaction never reached the server, so there is nothing to roll back.
+  bool DropUnsentBegin();
   // Sends every statement, then one Sync, and reads every answer: one
   // network round trip for the lot. One answer per statement, in order.
   // Without an explicit BEGIN the statements up to the Sync form one
@@ -193,7 +207,19 @@ class Connection {
 
   pg_conn* conn_;
   // SetSessionParameter()'s settings, in order, for Reconnect().
+  // Sends BeginWith()'s statements, if still queued, in a pipeline of
+  // their own.
+  absl::Status SendUnsentBegin();
+  // Pipeline() with `lead` (BeginWith()'s statements) sent first: answers
+  // for `statements` only, each of them the lead's failure if it failed
+  // (also told in `lead_status`, when not null).
+  std::vector<absl::StatusOr<Result>> SendPipeline(
+      const std::vector<Pipelined>& lead,
+      const std::vector<Pipelined>& statements, absl::Status* lead_status);
+
   std::vector<std::pair<std::string, std::string>> session_;
+  // BeginWith()'s statements, not sent yet.
+  std::vector<Pipelined> unsent_begin_;
   // A reconnect that could not set session_ again: not to be used.
   bool session_lost_ = false;
   int64_t total_changed_ = 0;

@@ -1,9 +1,9 @@
 // The libpq wrapper against a real PostgreSQL 15 that the test starts
 // itself (PgTestServer): statements, parameters and NULLs, pipelines of
 // prepared statements in one round trip and how a failure inside one
-// aborts the rest, transactions sent as a pipeline, a COMMIT refused or
-// lost, and the reasons of a server that is missing, terminated or
-// restarted.
+// aborts the rest, transactions sent as a pipeline or begun with their
+// first statement, a COMMIT refused or lost, and the reasons of a server
+// that is missing, terminated or restarted.
 #include "storage/pg/pg_conn.h"
 
 #include <memory>
@@ -270,6 +270,88 @@ TEST_F(PgConnTest, ReadsChangeNothingAndDataModifyingSelectsCountTheirRows) {
   EXPECT_EQ(conn->total_changed(), before + 2);
   ASSERT_TRUE(conn->Run("UPDATE c SET v = 2 WHERE k = 1").ok());
   EXPECT_EQ(conn->total_changed(), before + 3);
+}
+
+// What the server says this connection's backend is doing.
+std::string BackendState(Connection& watcher, Connection& conn) {
+  absl::StatusOr<Result> r =
+      watcher.Query("SELECT state FROM pg_stat_activity WHERE pid = $1",
+                    {absl::StrCat(conn.BackendPid())});
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() && r->rows() == 1 ? std::string(r->Text(0, 0)) : "";
+}
+
+TEST_F(PgConnTest, ABegunTransactionReachesTheServerWithItsFirstStatement) {
+  std::unique_ptr<Connection> watcher = Connect();
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  const int64_t changed = conn_->total_changed();
+  conn_->BeginWith({{"begin", {}}, {"insert_item", {std::string("lead"), {}}}});
+  EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kOpen);
+  EXPECT_EQ(BackendState(*watcher, *conn_), "idle");  // nothing sent yet
+  absl::StatusOr<Result> first =
+      conn_->Run("SELECT count(*) FROM items WHERE name = $1", {"lead"});
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(first->Int(0, 0), 1);  // the lead's insert ran before it
+  EXPECT_EQ(BackendState(*watcher, *conn_), "idle in transaction");
+  EXPECT_EQ(Count(), 0);                       // not committed yet
+  EXPECT_EQ(conn_->total_changed(), changed);  // the lead's row not counted
+  ASSERT_TRUE(conn_->Commit().status.ok());
+  EXPECT_EQ(Count(), 1);
+}
+
+TEST_F(PgConnTest, ABegunTransactionThatSentNothingCommitsAsNothing) {
+  std::unique_ptr<Connection> watcher = Connect();
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  conn_->BeginWith({{"begin", {}}, {"insert_item", {std::string("n"), {}}}});
+  Connection::CommitAnswer answer = conn_->Commit();
+  EXPECT_TRUE(answer.status.ok()) << answer.status;
+  EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kIdle);
+  EXPECT_EQ(Count(), 0);  // the lead never went out
+  conn_->BeginWith({{"begin", {}}, {"insert_item", {std::string("m"), {}}}});
+  EXPECT_TRUE(conn_->DropUnsentBegin());
+  EXPECT_FALSE(conn_->DropUnsentBegin());
+  EXPECT_TRUE(conn_->Exec("SELECT 1").ok());
+  EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kIdle);
+  EXPECT_EQ(BackendState(*watcher, *conn_), "idle");
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_F(PgConnTest, AFailedBeginIsTheAnswerOfTheStatementItWentWith) {
+  ASSERT_TRUE(
+      conn_->ExecPrepared("insert_item", {std::string("dup"), {}}).ok());
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  // Through Run (one statement) and through Exec (sent alone first).
+  for (bool simple : {false, true}) {
+    SCOPED_TRACE(simple ? "Exec" : "Run");
+    conn_->BeginWith(
+        {{"begin", {}}, {"insert_item", {std::string("dup"), {}}}});
+    absl::StatusOr<Result> r =
+        simple ? conn_->Exec("INSERT INTO items (name) VALUES ('after')")
+               : conn_->Run("INSERT INTO items (name) VALUES ($1)", {"after"});
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(ReasonOf(r.status()), "STORE_CONSTRAINT") << r.status();
+    // Rolled back: nothing of it stayed, the connection is idle and usable.
+    EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kIdle);
+    EXPECT_EQ(Count(), 1);
+    EXPECT_TRUE(conn_->Exec("SELECT 1").ok());
+  }
+}
+
+TEST_F(PgConnTest, AStatementFailingAfterAGoodBeginLeavesItsTransactionFailed) {
+  ASSERT_TRUE(
+      conn_->ExecPrepared("insert_item", {std::string("dup"), {}}).ok());
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  conn_->BeginWith({{"begin", {}}, {"insert_item", {std::string("new"), {}}}});
+  std::vector<absl::StatusOr<Result>> answers =
+      conn_->Pipeline({{"insert_item", {std::string("dup"), {}}},
+                       {"insert_item", {std::string("other"), {}}}});
+  ASSERT_EQ(answers.size(), 2u);
+  EXPECT_EQ(ReasonOf(answers[0].status()), "STORE_CONSTRAINT");
+  EXPECT_EQ(ReasonOf(answers[1].status()), "STORE_PIPELINE_ABORTED");
+  // The transaction is the caller's, as one it had begun itself.
+  EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kFailed);
+  ASSERT_TRUE(conn_->Exec("ROLLBACK").ok());
+  EXPECT_EQ(Count(), 1);
 }
 
 // libpq quotes the string it could not parse; hubd prints the error (and

@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/string_view.h"
 #include "absl/time/clock.h"
 #include "status/status.h"
 #include "storage/store.h"
@@ -83,9 +84,8 @@ absl::Status PgGroupEngine::Begin(Connection& conn) {
                       absl::ToInt64Milliseconds(kCommitIdRetention)),
           absl::StrCat(absl::ToInt64Seconds(kCommitIdRetention), " seconds")}});
   }
-  for (absl::StatusOr<Result>& answer : conn.Pipeline(batch)) {
-    if (!answer.ok()) return answer.status();
-  }
+  // Sent ahead of the group's first statement, in its round trip.
+  conn.BeginWith(std::move(batch));
   return absl::OkStatus();
 }
 
@@ -117,6 +117,10 @@ absl::Status PgGroupEngine::Commit(Connection& conn) {
 }
 
 absl::Status PgGroupEngine::Exec(Connection& conn, const char* sql) {
+  // A group that sent nothing yet has nothing on the server to undo.
+  if (absl::string_view(sql) == "ROLLBACK" && conn.DropUnsentBegin()) {
+    return absl::OkStatus();
+  }
   return conn.Run(sql).status();
 }
 

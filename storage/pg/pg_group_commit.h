@@ -8,13 +8,14 @@
 // replay is the exception. A lost connection is reconnected before the next
 // group.
 //
-// Every group transaction first records an id of its own in hub_commits
-// (in BEGIN's round trip). When the connection breaks while COMMIT is in
-// flight, the group may have committed or not; the writer reconnects and
-// looks the id up (FindCommit), so that its callers hear OK if it did and
-// STORE_UNAVAILABLE (nothing changed) if it did not. Only when the lookup
-// itself fails in time do they get UNAVAILABLE / STORE_COMMIT_UNKNOWN.
-// See docs/design/postgres.md, "Unknown commit outcomes".
+// Every group transaction first records an id of its own in hub_commits,
+// sent with BEGIN ahead of the group's first statement (one round trip for
+// the three; a group that sends nothing sends no BEGIN and no COMMIT). When the
+// connection breaks while COMMIT is in flight, the group may have committed or
+// not; the writer reconnects and looks the id up (FindCommit), so that its
+// callers hear OK if it did and STORE_UNAVAILABLE (nothing changed) if it did
+// not. Only when the lookup itself fails in time do they get UNAVAILABLE /
+// STORE_COMMIT_UNKNOWN. See docs/design/postgres.md, "Unknown commit outcomes".
 #ifndef HUB_STORAGE_PG_PG_GROUP_COMMIT_H_
 #define HUB_STORAGE_PG_PG_GROUP_COMMIT_H_
 
@@ -66,8 +67,10 @@ class PgGroupEngine {
   // BEGIN (READ COMMITTED: every fence is a guard in an UPDATE's WHERE
   // clause, which PostgreSQL re-checks on the newest row version after
   // waiting for a concurrent writer's lock, so two hubs cannot both pass one
-  // fence) and the group's hub_commits row, in one round trip; every
-  // prune_every groups, the deletion of old rows too.
+  // fence) and the group's hub_commits row, queued to go out with the
+  // group's first statement (Connection::BeginWith); every prune_every
+  // groups, the deletion of old rows too. A failure of theirs is that
+  // statement's answer, with the transaction rolled back.
   absl::Status Begin(Connection& conn);
   // COMMIT. An answer lost with the connection is looked up (FindCommit)
   // within resolve_timeout: OK if the group committed, the connection's

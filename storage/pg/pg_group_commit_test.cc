@@ -168,6 +168,51 @@ TEST_F(PgGroupCommit,
   EXPECT_EQ(writer.stats().replays, 1);
 }
 
+TEST_F(PgGroupCommit,
+       AGroupBeginsWithItsFirstStatementAndOneThatSendsNoneSendsNothing) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  auto backend_state = [this](Connection& conn) {
+    return Value(*watcher_,
+                 absl::StrCat("SELECT state FROM pg_stat_activity WHERE pid = ",
+                              conn.BackendPid()));
+  };
+  const std::string records =
+      Value(*watcher_, "SELECT count(*) FROM hub_commits");
+  // An operation that sends nothing: no BEGIN, no commit record, no COMMIT.
+  ASSERT_TRUE(writer
+                  .Run([&](Connection& conn) {
+                    EXPECT_EQ(backend_state(conn), "idle");
+                    return absl::OkStatus();
+                  })
+                  .ok());
+  EXPECT_EQ(Value(*watcher_, "SELECT count(*) FROM hub_commits"), records);
+  // One that writes: BEGIN and the record went out with its statement.
+  ASSERT_TRUE(writer
+                  .Run([&](Connection& conn) {
+                    EXPECT_EQ(backend_state(conn), "idle");
+                    absl::Status s = Insert("first")(conn);
+                    EXPECT_EQ(backend_state(conn), "idle in transaction");
+                    absl::StatusOr<Result> mine = conn.Run(
+                        "SELECT count(*) FROM hub_commits WHERE xmin = "
+                        "pg_current_xact_id()::xid");
+                    EXPECT_TRUE(mine.ok() && mine->Int(0, 0) == 1);
+                    return s;
+                  })
+                  .ok());
+  EXPECT_EQ(Count(), "1");
+  // A refusal before any statement, then a write, in one group: no replay.
+  std::vector<PgGroupCommitWriter::Op> ops;
+  ops.push_back([](Connection&) {
+    return absl::InvalidArgumentError("refused before writing");
+  });
+  ops.push_back(Insert("second"));
+  std::vector<absl::Status> results = RunAsOneGroup(writer, std::move(ops));
+  EXPECT_EQ(results[0].code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_TRUE(results[1].ok()) << results[1];
+  EXPECT_EQ(Count(), "2");
+  EXPECT_EQ(writer.stats().replays, 0);
+}
+
 TEST_F(PgGroupCommit, ALostConnectionFailsItsGroupAndTheNextGroupReconnects) {
   std::unique_ptr<Connection> conn = Connect();
   const int pid = conn->BackendPid();
