@@ -13,7 +13,9 @@ namespace {
 constexpr const char* kRoleStates[] = {"electable", "elected-probing", "active",
                                        "unreachable", "quarantined"};
 
-absl::Status CheckState(const std::string& state) {
+}  // namespace
+
+absl::Status CheckRoleState(const std::string& state) {
   if (std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
       std::end(kRoleStates)) {
     return absl::OkStatus();
@@ -21,6 +23,8 @@ absl::Status CheckState(const std::string& state) {
   return InvalidArgumentError("ROLE_STATE_INVALID",
                               absl::StrCat("unknown role state '", state, "'"));
 }
+
+namespace {
 
 // Applies the generic patch rules of §5.4 to `row` (NOT NULL columns keep
 // their value on Clear; last_transition defaults to now).
@@ -108,7 +112,7 @@ absl::StatusOr<RolePlan> PlanReservation(
     next.previous_holder_agent_id = old_holder;
   }
   if (!r.patch.last_reason.set()) next.last_reason = "role_reserved";
-  if (absl::Status s = CheckState(next.state); !s.ok()) return s;
+  if (absl::Status s = CheckRoleState(next.state); !s.ok()) return s;
   return plan;
 }
 
@@ -135,7 +139,7 @@ absl::StatusOr<RolePlan> PlanCas(const std::optional<RoleRecord>& current,
   RolePlan plan;
   plan.next = cur;
   ApplyRolePatch(cas.patch, cas.now_ms, &plan.next);
-  if (absl::Status s = CheckState(plan.next.state); !s.ok()) return s;
+  if (absl::Status s = CheckRoleState(plan.next.state); !s.ok()) return s;
   plan.fence = {*cas.expected_version, *cas.expected_epoch, cur.activation_seq,
                 *cas.expected_activation_id};
   return plan;

@@ -13,6 +13,7 @@
 #include <optional>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "storage/store.h"
 
@@ -38,6 +39,9 @@ struct RolePlan {
 };
 
 RoleWrite Refused(RoleOutcome outcome, std::optional<RoleRecord> latest);
+
+// OK for one of the five role states, else ROLE_STATE_INVALID.
+absl::Status CheckRoleState(const std::string& state);
 
 // §5.3 on the row read (nullopt: none yet): the refusal in the documented
 // order (stale_version, stale_epoch, stale_activation_seq) or the row with

@@ -42,6 +42,28 @@ RoleFilter ByKind(const std::string& kind) {
   return f;
 }
 
+// Every column of `r`, for comparing whole rows with a readable diff.
+std::string Columns(const RoleRecord& r) {
+  auto text = [](const std::optional<std::string>& v) {
+    return v.has_value() ? "'" + *v + "'" : std::string("NULL");
+  };
+  auto num = [](const std::optional<int64_t>& v) {
+    return v.has_value() ? std::to_string(*v) : std::string("NULL");
+  };
+  return absl::StrCat(
+      r.role_key_wire, " ", r.project_id, " ", r.role_kind, " ", r.scope_id,
+      " state=", r.state, " holder=", text(r.holder_agent_id),
+      " previous=", text(r.previous_holder_agent_id), " epoch=", r.epoch,
+      " seq=", r.activation_seq, " activation=", text(r.activation_id),
+      " deadline=", num(r.activation_deadline_ms),
+      " lease=", num(r.holder_lease_expires_ms),
+      " charter=", text(r.charter_version),
+      " acked=", num(r.charter_acked_epoch), " retries=", r.retry_count,
+      " probe=", num(r.next_probe_ms), " blocked=", text(r.blocked_reason),
+      " transition=", r.last_transition_ms, " reason=", r.last_reason,
+      " version=", r.version);
+}
+
 class RoleStore : public StoreTest {
  protected:
   void SetUp() override {
@@ -265,6 +287,85 @@ TEST_P(RoleStore, CasPatchKeepsAbsentFieldsAndClearsExplicitNulls) {
   EXPECT_EQ(w->role->charter_version, "charter-1");
   EXPECT_EQ(w->role->retry_count, 2);
   EXPECT_EQ(w->role->last_reason, "role_reserved");
+}
+
+TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
+  RoleReservation r = CtoReservation();
+  r.patch.holder_agent_id = "agent-a";
+  RoleRecord row = *store().ReserveRole(r)->role;
+  RoleCas set = CasFrom(row);
+  set.patch.state = "active";
+  set.patch.holder_agent_id = "agent-b";
+  set.patch.previous_holder_agent_id = "agent-a";
+  set.patch.activation_id = "act-set";
+  set.patch.activation_deadline_ms = kNow + 1;
+  set.patch.holder_lease_expires_ms = kNow + 2;
+  set.patch.charter_version = "charter-9";
+  set.patch.charter_acked_epoch = row.epoch;
+  set.patch.retry_count = 7;
+  set.patch.next_probe_ms = kNow + 3;
+  set.patch.blocked_reason = "blocked";
+  set.patch.last_transition_ms = kNow + 4;
+  set.patch.last_reason = "reason-set";
+  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(set);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
+  RoleRecord want = row;
+  want.state = "active";
+  want.holder_agent_id = "agent-b";
+  want.previous_holder_agent_id = "agent-a";
+  want.activation_id = "act-set";
+  want.activation_deadline_ms = kNow + 1;
+  want.holder_lease_expires_ms = kNow + 2;
+  want.charter_version = "charter-9";
+  want.charter_acked_epoch = row.epoch;
+  want.retry_count = 7;
+  want.next_probe_ms = kNow + 3;
+  want.blocked_reason = "blocked";
+  want.last_transition_ms = kNow + 4;
+  want.last_reason = "reason-set";
+  want.version = row.version + 1;
+  EXPECT_EQ(Columns(*w->role), Columns(want));
+  EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(want));
+
+  RoleCas clear = CasFrom(want);
+  clear.patch.state = Patch<std::string>::Clear();  // NOT NULL: keeps
+  clear.patch.previous_holder_agent_id = Patch<std::string>::Clear();
+  clear.patch.activation_deadline_ms = Patch<int64_t>::Clear();
+  clear.patch.holder_lease_expires_ms = Patch<int64_t>::Clear();
+  clear.patch.charter_version = Patch<std::string>::Clear();
+  clear.patch.charter_acked_epoch = Patch<int64_t>::Clear();
+  clear.patch.retry_count = Patch<int64_t>::Clear();  // NOT NULL: keeps
+  clear.patch.next_probe_ms = Patch<int64_t>::Clear();
+  clear.patch.blocked_reason = Patch<std::string>::Clear();
+  clear.patch.last_reason = Patch<std::string>::Clear();  // NOT NULL: keeps
+  clear.now_ms = kNow + 5;
+  w = store().CompareAndSetRole(clear);
+  ASSERT_TRUE(w.ok()) << w.status();
+  ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
+  RoleRecord cleared = want;
+  cleared.previous_holder_agent_id.reset();
+  cleared.activation_deadline_ms.reset();
+  cleared.holder_lease_expires_ms.reset();
+  cleared.charter_version.reset();
+  cleared.charter_acked_epoch.reset();
+  cleared.next_probe_ms.reset();
+  cleared.blocked_reason.reset();
+  cleared.last_transition_ms = kNow + 5;  // now, when not given
+  cleared.version = want.version + 1;
+  EXPECT_EQ(Columns(*w->role), Columns(cleared));
+  EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(cleared));
+}
+
+TEST_P(RoleStore, AnUnknownStateOnAStaleCasIsRefusedAsStaleFirst) {
+  RoleRecord row = *store().ReserveRole(CtoReservation())->role;
+  RoleCas cas = CasFrom(row);
+  cas.expected_version = row.version + 1;
+  cas.patch.state = "no-such-state";
+  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->outcome, RoleOutcome::kStaleVersion);
+  EXPECT_EQ(Columns(*w->role), Columns(row));
 }
 
 TEST_P(RoleStore, ActiveWithoutHolderIsRefusedByTheSchema) {

@@ -102,29 +102,42 @@ TEST_F(PgPlansTest, TheAgentIndexHoldsOnlyUnackedRows) {
   EXPECT_NE(plan.find("idx_inbox_agent_unacked"), std::string::npos) << plan;
 }
 
+// Both statements a CAS may start with: the one-statement UPDATE, and the
+// row read of a CAS that PlanCas decides first.
 TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
   std::unique_ptr<Connection> other = Connect();
   ASSERT_NE(other, nullptr);
   const std::string key = "hashtextextended('hub.scope-wire:rk.none', 0)";
+  RoleCas cas;
+  cas.role_key_wire = "rk.none";
+  cas.expected_version = 0;
+  cas.expected_epoch = 0;
+  cas.expected_activation_seq = std::optional<int64_t>(0);
+  cas.expected_activation_id = std::optional<std::string>();
+  cas.patch.state = "active";
   for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
-    Sql(absl::StrCat("SET plan_cache_mode = ", mode));
-    Sql("BEGIN");
-    absl::StatusOr<std::optional<RoleRecord>> role =
-        LockScopeAndLoadRole(*conn_, "rk.none");
-    ASSERT_TRUE(role.ok()) << mode << ": " << role.status();
-    EXPECT_FALSE(role->has_value());
-    // A close (the exclusive lock) has to wait for this transaction.
-    absl::StatusOr<Result> tried =
-        other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key, ")"));
-    ASSERT_TRUE(tried.ok()) << tried.status();
-    EXPECT_EQ(tried->Text(0, 0), "f") << mode;
-    Sql("COMMIT");
-    tried = other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key,
-                                     "), "
-                                     "pg_advisory_unlock(",
-                                     key, ")"));
-    ASSERT_TRUE(tried.ok()) << tried.status();
-    EXPECT_EQ(tried->Text(0, 0), "t") << mode;
+    for (bool update : {true, false}) {
+      SCOPED_TRACE(update ? "LockScopeAndCasRole" : "LockScopeAndLoadRole");
+      Sql(absl::StrCat("SET plan_cache_mode = ", mode));
+      Sql("BEGIN");
+      absl::StatusOr<std::optional<RoleRecord>> role =
+          update ? LockScopeAndCasRole(*conn_, cas)
+                 : LockScopeAndLoadRole(*conn_, "rk.none");
+      ASSERT_TRUE(role.ok()) << mode << ": " << role.status();
+      EXPECT_FALSE(role->has_value());
+      // A close (the exclusive lock) has to wait for this transaction.
+      absl::StatusOr<Result> tried =
+          other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key, ")"));
+      ASSERT_TRUE(tried.ok()) << tried.status();
+      EXPECT_EQ(tried->Text(0, 0), "f") << mode;
+      Sql("COMMIT");
+      tried = other->Exec(absl::StrCat("SELECT pg_try_advisory_lock(", key,
+                                       "), "
+                                       "pg_advisory_unlock(",
+                                       key, ")"));
+      ASSERT_TRUE(tried.ok()) << tried.status();
+      EXPECT_EQ(tried->Text(0, 0), "t") << mode;
+    }
   }
 }
 

@@ -8,6 +8,7 @@
 #define HUB_STORAGE_PG_PG_ROLE_ROWS_H_
 
 #include <optional>
+#include <string>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -35,12 +36,21 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
 // (and then removes its rows).
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive);
+// The text LockScopeWire hashes into its advisory lock's key.
+std::string ScopeWireKey(absl::string_view wire);
 // LockScopeWire(conn, wire, false), then LoadRole(conn, wire,
 // RowLock::kUpdate), in one statement (one round trip): the scope's lock is
 // a filter the executor evaluates once before it reads the role's row, so
 // it is taken first, and taken when there is no row.
 absl::StatusOr<std::optional<RoleRecord>> LockScopeAndLoadRole(
     Connection& conn, absl::string_view wire);
+// A CompareAndSetRole in one statement: LockScopeWire(conn, wire, false),
+// then `cas.patch` applied (as roles::PlanCas would) by an UPDATE whose
+// WHERE clause carries the whole fence the CAS expects; the updated row, or
+// nullopt when no row of the wire matched that fence (the caller reads why).
+// REQUIRES: the CAS names all four guards and a valid state, if any.
+absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
+    Connection& conn, const RoleCas& cas);
 
 // The closed-scope record whose wire is `wire`, or whose project and scope
 // are `project_id` and `scope_id` ("" matches by wire only).

@@ -35,12 +35,11 @@ absl::Status AdvisoryLock(Connection& conn, const std::string& key,
   return r.status();
 }
 
-// The advisory lock key of a scope's wire (LockScopeWire).
+}  // namespace
+
 std::string ScopeWireKey(absl::string_view wire) {
   return absl::StrCat("hub.scope-wire:", wire);
 }
-
-}  // namespace
 
 absl::Status LockScopeWire(Connection& conn, absl::string_view wire,
                            bool exclusive) {

@@ -1,10 +1,12 @@
 // PostgresStore: role registry (TRIFLUX-HUB.md §5.3-§5.5, §5.7).
 //
-// A role write reads its row FOR UPDATE, decides the new row in C++
+// A reservation reads its row FOR UPDATE, decides the new row in C++
 // (storage/role_updates.h, shared with SQLite) and writes it with one
 // UPDATE whose WHERE clause carries the whole fence; the changed-row count
 // decides the outcome. The lock makes the refusal reasons exact while other
-// hubs write the same row; the fence alone would keep it correct.
+// hubs write the same row; the fence alone would keep it correct. A
+// compare-and-set names its whole fence itself, so it is that UPDATE alone,
+// the patch applied in SQL; the row is read only to explain a refusal.
 #include <functional>
 #include <string>
 #include <utility>
@@ -30,6 +32,95 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
       " FROM role_registry WHERE role_key_wire = $1 FOR UPDATE",
   };
   absl::StatusOr<Result> r = conn.Run(kSql[static_cast<int>(lock)], {P(wire)});
+  if (!r.ok()) return r.status();
+  return ReadOne<RoleRecord>(*r, ReadRole);
+}
+
+namespace {
+
+// A patch of a nullable column as (keep, value) parameters: Keep leaves the
+// column, Set writes the value, Clear writes NULL.
+template <typename T>
+void AddPatch(const Patch<T>& patch, std::vector<Param>& params) {
+  params.push_back(P(patch.keep()));
+  params.push_back(patch.set() ? P(patch.value()) : Param());
+}
+// The same for a NOT NULL column, which only Set changes (§5.4).
+template <typename T>
+void AddNotNullPatch(const Patch<T>& patch, std::vector<Param>& params) {
+  params.push_back(P(!patch.set()));
+  params.push_back(patch.set() ? P(patch.value()) : Param());
+}
+
+// LockScopeAndCasRole's statement: $1 the wire, $2 its scope lock's key,
+// $3..$6 the fence, $7 last_transition_ms, then (keep, value) per patched
+// column from $8 on, in the order of the SET list. One text for every
+// patch, so a writer connection prepares it once. The lock is a filter on
+// no column of the row: checked once, before the row is read or locked.
+const std::string& CasRoleSql() {
+  static const std::string* const sql = [] {
+    constexpr const char* kColumns[][2] = {
+        {"state", "text"},
+        {"holder_agent_id", "text"},
+        {"previous_holder_agent_id", "text"},
+        {"activation_id", "text"},
+        {"activation_deadline_ms", "bigint"},
+        {"holder_lease_expires_ms", "bigint"},
+        {"charter_version", "text"},
+        {"charter_acked_epoch", "bigint"},
+        {"retry_count", "bigint"},
+        {"next_probe_ms", "bigint"},
+        {"blocked_reason", "text"},
+        {"last_reason", "text"},
+    };
+    std::string text =
+        "WITH l AS MATERIALIZED (SELECT "
+        "pg_advisory_xact_lock_shared(hashtextextended($2, 0))) "
+        "UPDATE role_registry SET ";
+    int n = 8;
+    for (const auto& [column, type] : kColumns) {
+      absl::StrAppend(&text, column, " = CASE WHEN $", n, "::boolean THEN ",
+                      column, " ELSE $", n + 1, "::", type, " END, ");
+      n += 2;
+    }
+    absl::StrAppend(&text,
+                    "last_transition_ms = $7::bigint, version = version + 1 "
+                    "WHERE role_key_wire = $1 AND version = $3::bigint "
+                    "AND epoch = $4::bigint AND activation_seq = $5::bigint "
+                    "AND activation_id IS NOT DISTINCT FROM $6::text "
+                    "AND (SELECT true FROM l) RETURNING " HUB_ROLE_COLUMNS);
+    return new std::string(std::move(text));
+  }();
+  return *sql;
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
+    Connection& conn, const RoleCas& cas) {
+  const RolePatch& p = cas.patch;
+  std::vector<Param> params = {
+      P(cas.role_key_wire),
+      P(ScopeWireKey(cas.role_key_wire)),
+      P(cas.expected_version.value_or(0)),
+      P(cas.expected_epoch.value_or(0)),
+      cas.expected_activation_seq ? P(*cas.expected_activation_seq) : Param(),
+      cas.expected_activation_id ? P(*cas.expected_activation_id) : Param(),
+      P(p.last_transition_ms.value_or(cas.now_ms))};
+  params.reserve(params.size() + 24);
+  AddNotNullPatch(p.state, params);
+  AddPatch(p.holder_agent_id, params);
+  AddPatch(p.previous_holder_agent_id, params);
+  AddPatch(p.activation_id, params);
+  AddPatch(p.activation_deadline_ms, params);
+  AddPatch(p.holder_lease_expires_ms, params);
+  AddPatch(p.charter_version, params);
+  AddPatch(p.charter_acked_epoch, params);
+  AddNotNullPatch(p.retry_count, params);
+  AddPatch(p.next_probe_ms, params);
+  AddPatch(p.blocked_reason, params);
+  AddNotNullPatch(p.last_reason, params);
+  absl::StatusOr<Result> r = conn.Run(CasRoleSql(), params);
   if (!r.ok()) return r.status();
   return ReadOne<RoleRecord>(*r, ReadRole);
 }
@@ -192,11 +283,33 @@ absl::StatusOr<RoleWrite> ReserveIn(
                    r.role_key_wire, "')"));
 }
 
+// Whether `cas` can go straight to LockScopeAndCasRole: it names every
+// guard, and a state it sets is one (otherwise its refusal depends on the
+// row, which PlanCas decides first).
+bool CasInOneStatement(const RoleCas& cas) {
+  return cas.expected_version && cas.expected_epoch &&
+         cas.expected_activation_seq && cas.expected_activation_id &&
+         (!cas.patch.state.set() ||
+          roles::CheckRoleState(cas.patch.state.value()).ok());
+}
+
 absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas) {
-  absl::StatusOr<std::optional<RoleRecord>> current =
-      LockScopeAndLoadRole(conn, cas.role_key_wire);
-  if (!current.ok()) return current.status();
-  absl::StatusOr<roles::RolePlan> plan = roles::PlanCas(*current, cas);
+  const bool one_statement = CasInOneStatement(cas);
+  // The row PlanCas decides on: read FOR UPDATE first, or, when the one
+  // statement changed nothing, read to say why.
+  absl::StatusOr<std::optional<RoleRecord>> row;
+  if (one_statement) {
+    row = LockScopeAndCasRole(conn, cas);
+    if (!row.ok()) return row.status();
+    if (row->has_value()) {
+      return roles::Refused(RoleOutcome::kApplied, std::move(*row));
+    }
+    row = LoadRole(conn, cas.role_key_wire, RowLock::kNone);
+  } else {
+    row = LockScopeAndLoadRole(conn, cas.role_key_wire);
+  }
+  if (!row.ok()) return row.status();
+  absl::StatusOr<roles::RolePlan> plan = roles::PlanCas(*row, cas);
   if (!plan.ok()) return plan.status();
   if (plan->refused) {
     if (plan->refused->outcome == RoleOutcome::kNotFound) {
@@ -206,6 +319,11 @@ absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas) {
       }
     }
     return std::move(*plan->refused);
+  }
+  // A fence that matches the row read after the one statement refused it
+  // was lost to a race in between.
+  if (one_statement) {
+    return roles::Refused(RoleOutcome::kCasConflict, std::move(*row));
   }
   return ApplyFenced(conn, plan->next, plan->fence);
 }
