@@ -38,17 +38,15 @@ absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
 
 namespace {
 
-// A patch of a nullable column as (keep, value) parameters: Keep leaves the
-// column, Set writes the value, Clear writes NULL.
+// A patch of a column as (keep, value) parameters: Keep leaves the column,
+// Set writes the value, Clear writes NULL, except in a NOT NULL column,
+// which only Set changes (§5.4).
+enum class Column { kNullable, kNotNull };
 template <typename T>
-void AddPatch(const Patch<T>& patch, std::vector<Param>& params) {
-  params.push_back(P(patch.keep()));
-  params.push_back(patch.set() ? P(patch.value()) : Param());
-}
-// The same for a NOT NULL column, which only Set changes (§5.4).
-template <typename T>
-void AddNotNullPatch(const Patch<T>& patch, std::vector<Param>& params) {
-  params.push_back(P(!patch.set()));
+void AddPatch(const Patch<T>& patch, std::vector<Param>& params,
+              Column column = Column::kNullable) {
+  params.push_back(
+      P(column == Column::kNullable ? patch.keep() : !patch.set()));
   params.push_back(patch.set() ? P(patch.value()) : Param());
 }
 
@@ -108,7 +106,7 @@ absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
       cas.expected_activation_id ? P(*cas.expected_activation_id) : Param(),
       P(p.last_transition_ms.value_or(cas.now_ms))};
   params.reserve(params.size() + 24);
-  AddNotNullPatch(p.state, params);
+  AddPatch(p.state, params, Column::kNotNull);
   AddPatch(p.holder_agent_id, params);
   AddPatch(p.previous_holder_agent_id, params);
   AddPatch(p.activation_id, params);
@@ -116,10 +114,10 @@ absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
   AddPatch(p.holder_lease_expires_ms, params);
   AddPatch(p.charter_version, params);
   AddPatch(p.charter_acked_epoch, params);
-  AddNotNullPatch(p.retry_count, params);
+  AddPatch(p.retry_count, params, Column::kNotNull);
   AddPatch(p.next_probe_ms, params);
   AddPatch(p.blocked_reason, params);
-  AddNotNullPatch(p.last_reason, params);
+  AddPatch(p.last_reason, params, Column::kNotNull);
   absl::StatusOr<Result> r = conn.Run(CasRoleSql(), params);
   if (!r.ok()) return r.status();
   return ReadOne<RoleRecord>(*r, ReadRole);
