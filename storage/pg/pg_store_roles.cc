@@ -244,11 +244,12 @@ absl::StatusOr<RoleWrite> ApplyFenced(Connection& conn, const RoleRecord& next,
 absl::StatusOr<RoleWrite> ReserveIn(
     Connection& conn, const RoleReservation& r,
     const std::function<std::string()>& new_id) {
-  // Inside the write, under the scope's lock: a scope closed after the
-  // caller's checks is refused here, before anything is written.
-  if (absl::Status s = LockScopeWire(conn, r.role_key_wire, false); !s.ok()) {
-    return s;
-  }
+  // Inside the write, under the scope's lock (taken with the row's): a
+  // scope closed after the caller's checks is refused here, before anything
+  // is written.
+  absl::StatusOr<std::optional<RoleRecord>> current =
+      LockScopeAndLoadRole(conn, r.role_key_wire);
+  if (!current.ok()) return current.status();
   if (absl::Status s =
           RefuseClosedScope(conn, r.role_key_wire, r.project_id, r.scope_id);
       !s.ok()) {
@@ -257,9 +258,10 @@ absl::StatusOr<RoleWrite> ReserveIn(
   // Twice at most: when another hub inserts the first row meanwhile, our
   // insert waits for its commit, does nothing, and the row is then read.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    absl::StatusOr<std::optional<RoleRecord>> current =
-        LoadRole(conn, r.role_key_wire, RowLock::kUpdate);
-    if (!current.ok()) return current.status();
+    if (attempt > 0) {
+      current = LoadRole(conn, r.role_key_wire, RowLock::kUpdate);
+      if (!current.ok()) return current.status();
+    }
     absl::StatusOr<roles::RolePlan> plan =
         roles::PlanReservation(*current, r, new_id);
     if (!plan.ok()) return plan.status();
