@@ -1,5 +1,6 @@
 #include "registry/role_change_fanout.h"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -85,11 +86,34 @@ void RoleChangeFanout::Drain() {
       }
       batch.swap(queue_);
     }
-    for (const Pending& change : batch) Push(change);
+    // The candidates of the batch's roles as they are now, in one read; a
+    // removed role's went with its row. A failed read only leaves them out.
+    std::vector<std::string> wires;
+    for (const Pending& change : batch) {
+      if (change.event.kind != RoleChangeKind::kRemoved) {
+        wires.push_back(change.event.role.role_key_wire);
+      }
+    }
+    absl::flat_hash_map<std::string, std::vector<std::string>> candidates;
+    if (!wires.empty()) {
+      absl::StatusOr<std::vector<storage::CandidateRecord>> read =
+          store_->ListCandidatesOfRoles(wires);
+      if (read.ok()) {
+        for (storage::CandidateRecord& c : *read) {
+          candidates[c.role_key_wire].push_back(std::move(c.agent_id));
+        }
+      }
+    }
+    static const std::vector<std::string> kNone;
+    for (const Pending& change : batch) {
+      auto it = candidates.find(change.event.role.role_key_wire);
+      Push(change, it != candidates.end() ? it->second : kNone);
+    }
   }
 }
 
-void RoleChangeFanout::Push(const Pending& change) {
+void RoleChangeFanout::Push(const Pending& change,
+                            const std::vector<std::string>& candidates) {
   const storage::RoleRecord& row = change.event.role;
   std::vector<std::string> agents;
   auto add = [&agents](const std::string& agent_id) {
@@ -101,12 +125,7 @@ void RoleChangeFanout::Push(const Pending& change) {
   };
   if (row.holder_agent_id) add(*row.holder_agent_id);
   if (change.previous_holder) add(*change.previous_holder);
-  // The candidates as they are now; a failed read only leaves them out.
-  absl::StatusOr<std::vector<storage::CandidateRecord>> candidates =
-      store_->ListCandidates(row.role_key_wire);
-  if (candidates.ok()) {
-    for (const storage::CandidateRecord& c : *candidates) add(c.agent_id);
-  }
+  for (const std::string& agent_id : candidates) add(agent_id);
   for (const std::string& agent_id : agents) {
     RoleChangeNotice notice;
     notice.event_id = ids_->Next();

@@ -10,9 +10,10 @@
 //
 // The registry's publication callback only records the change and its
 // previous holder (in memory, in version order) and queues it: the lookup
-// of the role's candidates (a store read) and the stream pushes run on the
-// injected executor, one drain at a time, so changes reach each stream in
-// the order they were published and no role writer waits for them. That
+// of the roles' candidates (one store read for all the changes queued
+// since the last drain) and the stream pushes run on the injected
+// executor, one drain at a time, so changes reach each stream in the order
+// they were published and no role writer waits for them. That
 // also keeps the pushes off the thread of an activation ACK, which holds
 // its own stream's lock while the role row is written. Thread-safe.
 #ifndef HUB_REGISTRY_ROLE_CHANGE_FANOUT_H_
@@ -24,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
@@ -70,7 +72,8 @@ class RoleChangeFanout {
 
   void OnEvent(const RoleEvent& event);
   void Drain();
-  void Push(const Pending& change);
+  // Tells the change to its holders and `candidates` (agent ids).
+  void Push(const Pending& change, const std::vector<std::string>& candidates);
 
   RoleRegistry* const roles_;
   PresenceRegistry* const presence_;

@@ -24,8 +24,10 @@
 #ifndef HUB_STORAGE_STORE_H_
 #define HUB_STORAGE_STORE_H_
 
+#include <algorithm>
 #include <cstdint>
 #include <functional>
+#include <iterator>
 #include <optional>
 #include <string>
 #include <type_traits>
@@ -866,6 +868,26 @@ class Store {
   // One keyset page of candidates (see CandidatePageQuery).
   virtual absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
       const CandidatePageQuery& query) = 0;
+  // ListCandidates of every role in `wires`, one after the other in the
+  // order given (a wire given twice is listed once): for a reader that
+  // needs several roles' candidates at once, in one read where the engine
+  // can (PostgreSQL: one statement, not one round trip per role).
+  virtual absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesOfRoles(
+      const std::vector<std::string>& wires) {
+    std::vector<CandidateRecord> all;
+    std::vector<absl::string_view> listed;
+    for (const std::string& wire : wires) {
+      if (std::find(listed.begin(), listed.end(), wire) != listed.end()) {
+        continue;
+      }
+      listed.push_back(wire);
+      absl::StatusOr<std::vector<CandidateRecord>> some = ListCandidates(wire);
+      if (!some.ok()) return some.status();
+      all.insert(all.end(), std::make_move_iterator(some->begin()),
+                 std::make_move_iterator(some->end()));
+    }
+    return all;
+  }
 
   // ---- messages
   // Inserts the message and one inbox row per distinct recipient, atomically.

@@ -569,7 +569,19 @@ TEST_P(RoleStore, ListRolesPagesByWireInByteOrder) {
   EXPECT_TRUE(store().ListRoles(projects)->empty());
 }
 
-class CandidateStore : public StoreTest {};
+class CandidateStore : public StoreTest {
+ protected:
+  // Registers `id` as a candidate of `wire` at `priority`, at kNow.
+  void AddCandidate(const std::string& wire, const std::string& id,
+                    int64_t priority) {
+    CandidateUpsert u;
+    u.role_key_wire = wire;
+    u.agent_id = id;
+    u.priority = priority;
+    u.now_ms = kNow;
+    ASSERT_TRUE(store().UpsertCandidate(u).ok());
+  }
+};
 HUB_STORE_TEST_SUITE(CandidateStore);
 
 TEST_P(CandidateStore, UpsertMergesAbsentFieldsAndClearsExplicitNulls) {
@@ -678,20 +690,41 @@ TEST_P(CandidateStore, ListOrderIsPriorityThenRecencyThenAgentId) {
   EXPECT_EQ((*list)[4].agent_id, "a");
 }
 
+TEST_P(CandidateStore, SeveralRolesCandidatesComeInOneListInTheOrderAsked) {
+  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
+  auto add = [&](const std::string& wire, const std::string& id,
+                 int64_t priority) { AddCandidate(wire, id, priority); };
+  add(kCto, "cto-low", 1);
+  add(kCto, "cto-high", 5);
+  add(kLead, "lead-only", 3);
+  auto ids = [](const std::vector<CandidateRecord>& rows) {
+    std::vector<std::string> out;
+    for (const CandidateRecord& c : rows) {
+      out.push_back(c.role_key_wire + "/" + c.agent_id);
+    }
+    return out;
+  };
+  absl::StatusOr<std::vector<CandidateRecord>> both =
+      store().ListCandidatesOfRoles({kLead, "rk2.no-such-role", kCto, kLead});
+  ASSERT_TRUE(both.ok()) << both.status();
+  EXPECT_EQ(ids(*both),
+            (std::vector<std::string>{absl::StrCat(kLead, "/lead-only"),
+                                      absl::StrCat(kCto, "/cto-high"),
+                                      absl::StrCat(kCto, "/cto-low")}));
+  absl::StatusOr<std::vector<CandidateRecord>> none =
+      store().ListCandidatesOfRoles({});
+  ASSERT_TRUE(none.ok()) << none.status();
+  EXPECT_TRUE(none->empty());
+}
+
 TEST_P(CandidateStore, PagesFollowTheWireThenTheActivatorsOrder) {
   RoleReservation lead = LeadReservation();
   lead.project_id = "prj_2";
   ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
   ASSERT_TRUE(store().ReserveRole(lead).ok());
   auto add = [&](const std::string& wire, const std::string& id,
-                 int64_t priority) {
-    CandidateUpsert u;
-    u.role_key_wire = wire;
-    u.agent_id = id;
-    u.priority = priority;
-    u.now_ms = kNow;
-    ASSERT_TRUE(store().UpsertCandidate(u).ok());
-  };
+                 int64_t priority) { AddCandidate(wire, id, priority); };
   add(kCto, "a", 1);
   add(kCto, "b", 5);
   add(kLead, "a", 3);

@@ -150,6 +150,8 @@ class PostgresStore final : public Store {
       absl::string_view wire) override;
   absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
       const CandidatePageQuery& query) override;
+  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesOfRoles(
+      const std::vector<std::string>& wires) override;
 
   absl::Status InsertMessage(
       const MessageRecord& message,

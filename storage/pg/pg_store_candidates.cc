@@ -439,6 +439,22 @@ absl::StatusOr<std::vector<CandidateRecord>> PostgresStore::ListCandidates(
   });
 }
 
+absl::StatusOr<std::vector<CandidateRecord>>
+PostgresStore::ListCandidatesOfRoles(const std::vector<std::string>& wires) {
+  using Rows = std::vector<CandidateRecord>;
+  if (wires.empty()) return Rows();
+  return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
+    absl::StatusOr<Result> r = conn.Run(
+        "SELECT " HUB_CANDIDATE_COLUMNS
+        " FROM role_candidates WHERE role_key_wire = ANY($1::text[]) "
+        "ORDER BY array_position($1::text[], role_key_wire), priority DESC, "
+        "updated_at_ms DESC, agent_id COLLATE \"C\"",
+        {TextArray(wires)});
+    if (!r.ok()) return r.status();
+    return ReadAll<CandidateRecord>(*r, ReadCandidate);
+  });
+}
+
 absl::StatusOr<std::vector<CandidateRecord>> PostgresStore::ListCandidatesPage(
     const CandidatePageQuery& q) {
   using Rows = std::vector<CandidateRecord>;
