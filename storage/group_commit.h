@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "storage/group_commit_writer.h"
@@ -30,6 +31,9 @@ struct SqliteGroupEngine {
   static absl::Status Exec(Connection& conn, const char* sql);
   static GroupTransaction State(Connection& conn);
   static int64_t Changes(Connection& conn);
+  // In-process calls: nothing to gain from sending statements ahead.
+  struct First {};
+  static void Prefetch(Connection&, const std::vector<const First*>&) {}
 };
 
 extern template class BasicGroupCommitWriter<SqliteGroupEngine>;

@@ -41,6 +41,17 @@
 //   absl::Status Exec(Connection&, const char* sql);   // SAVEPOINT, ...
 //   GroupTransaction State(Connection&);           // below
 //   int64_t Changes(Connection&);                  // rows changed so far
+//   struct First;                                  // an op's first statement
+//   void Prefetch(Connection&, const std::vector<const First*>&);  // below
+// An operation may name its first statement (Submit's `first`): one it
+// sends before anything else, whatever happens. A run of such operations
+// next to each other in a group has those statements sent together first
+// (Prefetch: on PostgreSQL one pipeline, one round trip for the run instead
+// of one per operation), each operation then finding its own answer when
+// it sends it. Their order is kept; what an operation sends after its first
+// statement runs after the run's first statements, as if other hubs' writes
+// had come in between. Groups replayed with savepoints send every statement
+// in order. SQLite's engine prefetches nothing (its statements are calls).
 // Commit() returns OK only if the group committed and an error only if it
 // did not; when the engine cannot tell (PostgreSQL: the connection broke
 // while COMMIT was in flight and the outcome could not be looked up), an
@@ -136,6 +147,7 @@ class BasicGroupCommitWriter {
   // Receives what Run() would have returned.
   using Done = absl::AnyInvocable<void(absl::Status) &&>;
   using Stats = GroupCommitStats;
+  using First = typename Engine::First;
   // Told about each group after its COMMIT (or failure) on the thread that
   // committed it: how many operations it held and how long BEGIN..COMMIT
   // took.
@@ -221,10 +233,13 @@ class BasicGroupCommitWriter {
   // group run in order on one thread. Under a CommitOnThisThread on an idle
   // writer, `op` commits and `done` runs on the caller's thread before
   // Submit returns. Thread-safe.
-  void Submit(Op op, Done done, std::string order_key = {}) {
+  // `first`, when set, is the statement `op` sends first, always (above).
+  void Submit(Op op, Done done, std::string order_key = {},
+              std::optional<First> first = std::nullopt) {
     auto* pending = new Pending;
     pending->op = std::move(op);
     pending->order_key = std::move(order_key);
+    pending->first = std::move(first);
     pending->callback = std::move(done);
     switch (TryCommitHere(pending, group_commit_internal::commit_here)) {
       case Here::kAnswered: {
@@ -263,7 +278,8 @@ class BasicGroupCommitWriter {
   template <typename T>
   void SubmitFor(std::function<absl::StatusOr<T>(Connection&)> fn,
                  absl::AnyInvocable<void(absl::StatusOr<T>) &&> done,
-                 std::string order_key = {}) {
+                 std::string order_key = {},
+                 std::optional<First> first = std::nullopt) {
     auto out = std::make_shared<std::optional<absl::StatusOr<T>>>();
     Submit(
         [fn = std::move(fn), out](Connection& conn) {
@@ -277,7 +293,7 @@ class BasicGroupCommitWriter {
           }
           std::move(done)(std::move(**out));
         },
-        std::move(order_key));
+        std::move(order_key), std::move(first));
   }
 
   Stats stats() const {
@@ -293,7 +309,8 @@ class BasicGroupCommitWriter {
  private:
   struct Pending {
     Op op;
-    std::string order_key;  // the first lock op takes; "" = none named
+    std::string order_key;       // the first lock op takes; "" = none named
+    std::optional<First> first;  // the statement op sends first, if named
     absl::Status result;
     Done callback;            // Submit(): owned by the writer, deleted after
     absl::Notification done;  // Run(): each caller sleeps on its own
@@ -362,7 +379,11 @@ class BasicGroupCommitWriter {
   Ran RunOps(std::deque<Pending*>& group, bool savepoints) {
     Connection& conn = *conn_;
     for (Pending* p : group) p->lock_conflict = false;
-    for (Pending* p : group) {
+    size_t prefetched = 0;  // ops [0, prefetched) had their first sent
+    for (size_t i = 0; i < group.size(); ++i) {
+      Pending* p = group[i];
+      if (!savepoints && i >= prefetched && p->first)
+        Prefetch(group, i, &prefetched);
       const int64_t changes_before = engine_.Changes(conn);
       absl::Status s =
           savepoints ? engine_.Exec(conn, "SAVEPOINT op") : absl::OkStatus();
@@ -415,6 +436,19 @@ class BasicGroupCommitWriter {
       }
     }
     return Ran::kAll;
+  }
+
+  // Sends the first statements of the run of ops from `from` on that name
+  // one, when the run has two or more; `*end` becomes the run's end.
+  void Prefetch(const std::deque<Pending*>& group, size_t from, size_t* end) {
+    size_t to = from;
+    while (to < group.size() && group[to]->first) ++to;
+    *end = to;
+    if (to - from < 2) return;
+    std::vector<const First*> firsts;
+    firsts.reserve(to - from);
+    for (size_t i = from; i < to; ++i) firsts.push_back(&*group[i]->first);
+    engine_.Prefetch(*conn_, firsts);
   }
 
   // Keyed operations first, by key, then the others as they came.

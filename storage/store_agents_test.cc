@@ -10,6 +10,7 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
+#include "absl/synchronization/notification.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
 #include "storage/store.h"
@@ -56,6 +57,48 @@ TEST_P(AgentStore, ReRegistrationBumpsGenerationAndReplacesFields) {
   EXPECT_EQ(a->cli, "claude");
   EXPECT_EQ(a->capabilities_json, R"(["role:cto:candidate"])");
   EXPECT_EQ(store->GetAgent("agent-1")->presence_generation, 2);
+}
+
+// A burst of asynchronous registrations queues up behind the writer, so
+// they commit in groups (on PostgreSQL their upserts then go out together):
+// each gets its own answer, and one agent's registrations take generations
+// in the order they were made.
+TEST_P(AgentStore, RegistrationsMadeAtOnceAnswerEachAndKeepTheirOrder) {
+  Store* store = &this->store();
+  constexpr int kAgents = 20;
+  constexpr int kRounds = 3;
+  std::vector<absl::StatusOr<AgentRecord>> answers(kAgents * kRounds,
+                                                   absl::UnknownError(""));
+  std::vector<absl::Notification> done(kAgents * kRounds);
+  for (int round = 0; round < kRounds; ++round) {
+    for (int a = 0; a < kAgents; ++a) {
+      const int i = round * kAgents + a;
+      AgentRegistration r = Reg(absl::StrCat("burst-", a), kNow + round);
+      r.pid = 1000 + round;
+      store->RegisterAgentAsync(
+          r, [&answers, &done, i](absl::StatusOr<AgentRecord> answer) {
+            answers[i] = std::move(answer);
+            done[i].Notify();
+          });
+    }
+  }
+  for (absl::Notification& d : done) d.WaitForNotification();
+  for (int round = 0; round < kRounds; ++round) {
+    for (int a = 0; a < kAgents; ++a) {
+      const absl::StatusOr<AgentRecord>& answer = answers[round * kAgents + a];
+      ASSERT_TRUE(answer.ok()) << answer.status();
+      EXPECT_EQ(answer->agent_id, absl::StrCat("burst-", a));
+      EXPECT_EQ(answer->presence_generation, round + 1);
+      EXPECT_EQ(answer->pid, 1000 + round);
+    }
+  }
+  for (int a = 0; a < kAgents; ++a) {
+    absl::StatusOr<AgentRecord> stored =
+        store->GetAgent(absl::StrCat("burst-", a));
+    ASSERT_TRUE(stored.ok()) << stored.status();
+    EXPECT_EQ(stored->presence_generation, kRounds);
+    EXPECT_EQ(stored->pid, 1000 + kRounds - 1);
+  }
 }
 
 TEST_P(AgentStore, OfflineAgentReRegisteringComesBackOnlineWithNewLease) {

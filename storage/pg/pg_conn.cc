@@ -254,6 +254,7 @@ bool Connection::Healthy() const {
 }
 
 Connection::Transaction Connection::TransactionState() const {
+  if (prefetch_broken_) return Transaction::kFailed;
   if (!unsent_begin_.empty()) return Transaction::kOpen;
   switch (PQtransactionStatus(conn_)) {
     case PQTRANS_IDLE:
@@ -425,6 +426,7 @@ absl::Status Connection::SetSessionParameter(const std::string& name,
 
 absl::Status Connection::Reconnect(absl::Time deadline) {
   unsent_begin_.clear();
+  DropPrefetched();
   prepared_.clear();
   writing_.clear();
   by_text_.clear();
@@ -467,6 +469,13 @@ absl::Status Connection::Reconnect(absl::Time deadline) {
 
 Connection::CommitAnswer Connection::Commit(
     const std::function<void()>& after_send) {
+  if (!prefetched_.empty() || prefetch_broken_) {
+    DropPrefetched();
+    return {ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                        "COMMIT with statements sent ahead that nobody read: "
+                        "not committed"),
+            false};
+  }
   if (DropUnsentBegin()) return {};  // nothing was sent: nothing to commit
   // libpq sends nothing on a connection it knows is broken: no COMMIT, so
   // the transaction cannot commit.
@@ -537,6 +546,54 @@ absl::StatusOr<Result> Connection::EndCopyIn(
       Take(PQgetResult(conn_), "COPY failed", conn_);
   while (PGresult* extra = PQgetResult(conn_)) PQclear(extra);
   return answer;
+}
+
+void Connection::Prefetch(const std::vector<const Statement*>& statements) {
+  std::vector<Pipelined> named;
+  named.reserve(statements.size());
+  absl::Status prepared;
+  for (const Statement* st : statements) {
+    auto it = by_text_.find(st->sql);
+    if (it == by_text_.end() && prepared.ok()) {
+      std::string name = absl::StrCat("hub_", by_text_.size());
+      prepared = Prepare(name, st->sql);
+      if (prepared.ok()) {
+        it = by_text_.emplace(st->sql, std::move(name)).first;
+      }
+    }
+    if (!prepared.ok()) break;
+    named.push_back({it->second, st->params});
+  }
+  std::vector<absl::StatusOr<Result>> answers;
+  if (prepared.ok()) {
+    answers = SendPipeline(std::exchange(unsent_begin_, {}), named, nullptr);
+  }
+  for (size_t i = 0; i < statements.size(); ++i) {
+    // Not prepared: each answers as its own Run() would have.
+    prefetched_.push_back(
+        {statements[i], prepared.ok() ? std::move(answers[i])
+                                      : absl::StatusOr<Result>(prepared)});
+  }
+}
+
+absl::StatusOr<Result> Connection::RunFirst(const Statement& statement) {
+  if (prefetched_.empty()) return Run(statement.sql, statement.params);
+  if (prefetched_.front().statement != &statement) {
+    prefetch_broken_ = true;
+    prefetched_.clear();
+    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
+                       "a statement sent ahead was not the next one run");
+  }
+  absl::StatusOr<Result> answer = std::move(prefetched_.front().answer);
+  prefetched_.pop_front();
+  auto it = by_text_.find(statement.sql);
+  return Counted(std::move(answer),
+                 it != by_text_.end() && writing_.contains(it->second));
+}
+
+void Connection::DropPrefetched() {
+  prefetched_.clear();
+  prefetch_broken_ = false;
 }
 
 std::vector<absl::StatusOr<Result>> Connection::Pipeline(

@@ -13,6 +13,7 @@
 #define HUB_STORAGE_PG_PG_CONN_H_
 
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -69,6 +70,12 @@ using Param = std::optional<std::string>;
 // A prepared statement and its parameters, for Pipeline().
 struct Pipelined {
   std::string statement;  // a name given to Prepare()
+  std::vector<Param> params;
+};
+
+// A statement by its text and its parameters, for Prefetch().
+struct Statement {
+  std::string sql;
   std::vector<Param> params;
 };
 
@@ -144,6 +151,22 @@ class Connection {
   // Drops what BeginWith() queued, if it was not sent yet (true then): the
   // transaction never reached the server, so there is nothing to roll back.
   bool DropUnsentBegin();
+  // Sends `statements` (prepared by text, as Run() does) in one pipeline,
+  // after BeginWith()'s statements if still unsent, and keeps their answers
+  // in order: RunFirst() of the next kept statement returns its answer
+  // without a round trip. Meant for statements of one transaction that do
+  // not depend on each other's answers. Answers are counted in
+  // total_changed() when taken. Commit(), DropPrefetched() and Reconnect()
+  // drop those not taken; Commit() with some still kept commits nothing
+  // and fails (a statement ran that nobody read).
+  void Prefetch(const std::vector<const Statement*>& statements);
+  // Run(statement.sql, statement.params), or, when Prefetch() kept
+  // answers, the next one, which must be this very object's (the kept ones
+  // are known by address, so they must outlive their taking): if it is
+  // not, INTERNAL / STORE_INTERNAL, and the transaction reads as failed
+  // until it is rolled back.
+  absl::StatusOr<Result> RunFirst(const Statement& statement);
+  void DropPrefetched();
   // Sends every statement, then one Sync, and reads every answer: one
   // network round trip for the lot. One answer per statement, in order.
   // Without an explicit BEGIN the statements up to the Sync form one
@@ -220,6 +243,14 @@ class Connection {
   std::vector<std::pair<std::string, std::string>> session_;
   // BeginWith()'s statements, not sent yet.
   std::vector<Pipelined> unsent_begin_;
+  // Prefetch()'s statements and their answers, not taken yet, in order.
+  struct Kept {
+    const Statement* statement;  // the caller's, known by address
+    absl::StatusOr<Result> answer;
+  };
+  std::deque<Kept> prefetched_;
+  // RunFirst() met another statement than the next kept one.
+  bool prefetch_broken_ = false;
   // A reconnect that could not set session_ again: not to be used.
   bool session_lost_ = false;
   int64_t total_changed_ = 0;

@@ -354,6 +354,61 @@ TEST_F(PgConnTest, AStatementFailingAfterAGoodBeginLeavesItsTransactionFailed) {
   EXPECT_EQ(Count(), 1);
 }
 
+TEST_F(PgConnTest, PrefetchedStatementsRunAheadAndAnswerInOrderWhenTaken) {
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  const std::string insert =
+      "INSERT INTO items (name) VALUES ($1) RETURNING id";
+  const Statement a{insert, {std::string("a")}};
+  const Statement b{insert, {std::string("b")}};
+  const Statement dup{insert, {std::string("a")}};
+  conn_->BeginWith({{"begin", {}}});
+  conn_->Prefetch({&a, &b});
+  // Both ran already, in this transaction, before anyone took an answer.
+  absl::StatusOr<Result> seen = conn_->Run("SELECT count(*) FROM items");
+  ASSERT_TRUE(seen.ok()) << seen.status();
+  EXPECT_EQ(seen->Int(0, 0), 2);
+  const int64_t changed = conn_->total_changed();
+  absl::StatusOr<Result> first = conn_->RunFirst(a);
+  ASSERT_TRUE(first.ok()) << first.status();
+  EXPECT_EQ(conn_->total_changed(), changed + 1);  // counted when taken
+  absl::StatusOr<Result> second = conn_->RunFirst(b);
+  ASSERT_TRUE(second.ok()) << second.status();
+  EXPECT_GT(second->Int(0, 0), first->Int(0, 0));
+  // With nothing kept, RunFirst is Run.
+  absl::StatusOr<Result> again = conn_->RunFirst(dup);
+  EXPECT_EQ(ReasonOf(again.status()), "STORE_CONSTRAINT") << again.status();
+  ASSERT_TRUE(conn_->Exec("ROLLBACK").ok());
+  EXPECT_EQ(Count(), 0);
+}
+
+TEST_F(PgConnTest, APrefetchedAnswerTakenOutOfOrderOrNotAtAllCommitsNothing) {
+  ASSERT_TRUE(conn_->Prepare("begin", "BEGIN").ok());
+  const std::string insert = "INSERT INTO items (name) VALUES ($1)";
+  const Statement a{insert, {std::string("a")}};
+  const Statement b{insert, {std::string("b")}};
+  // Out of order: refused, and the transaction reads as failed.
+  conn_->BeginWith({{"begin", {}}});
+  conn_->Prefetch({&a, &b});
+  absl::StatusOr<Result> wrong = conn_->RunFirst(b);
+  EXPECT_EQ(wrong.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(ReasonOf(wrong.status()), "STORE_INTERNAL");
+  EXPECT_EQ(conn_->TransactionState(), Connection::Transaction::kFailed);
+  EXPECT_FALSE(conn_->Commit().status.ok());
+  if (conn_->TransactionState() != Connection::Transaction::kIdle) {
+    ASSERT_TRUE(conn_->Exec("ROLLBACK").ok());
+  }
+  EXPECT_EQ(Count(), 0);
+  // Not taken at all: COMMIT is not sent.
+  conn_->BeginWith({{"begin", {}}});
+  conn_->Prefetch({&a, &b});
+  ASSERT_TRUE(conn_->RunFirst(a).ok());
+  Connection::CommitAnswer answer = conn_->Commit();
+  EXPECT_FALSE(answer.status.ok());
+  EXPECT_FALSE(answer.outcome_unknown);
+  ASSERT_TRUE(conn_->Exec("ROLLBACK").ok());
+  EXPECT_EQ(Count(), 0);
+}
+
 // libpq quotes the string it could not parse; hubd prints the error (and
 // hubctl db copy reports it), so the password must not travel with it.
 TEST(ConnInfoParseError, TheRefusedStringLosesItsPassword) {

@@ -69,6 +69,7 @@ absl::Status PgGroupEngine::Ready(std::unique_ptr<Connection>& conn) {
 }
 
 absl::Status PgGroupEngine::Begin(Connection& conn) {
+  conn.DropPrefetched();  // whatever an ended group left
   for (auto [name, sql] :
        {std::pair{kBeginName, kBeginSql}, std::pair{kRecordName, kRecordSql},
         std::pair{kPruneName, kPruneSql}}) {
@@ -117,11 +118,20 @@ absl::Status PgGroupEngine::Commit(Connection& conn) {
 }
 
 absl::Status PgGroupEngine::Exec(Connection& conn, const char* sql) {
-  // A group that sent nothing yet has nothing on the server to undo.
-  if (absl::string_view(sql) == "ROLLBACK" && conn.DropUnsentBegin()) {
-    return absl::OkStatus();
+  if (absl::string_view(sql) == "ROLLBACK") {
+    conn.DropPrefetched();
+    // A group that sent nothing yet has nothing on the server to undo.
+    if (conn.DropUnsentBegin()) return absl::OkStatus();
   }
   return conn.Run(sql).status();
+}
+
+void PgGroupEngine::Prefetch(Connection& conn,
+                             const std::vector<const First*>& run) {
+  std::vector<const Statement*> statements;
+  statements.reserve(run.size());
+  for (const First* first : run) statements.push_back(first->get());
+  conn.Prefetch(statements);
 }
 
 GroupTransaction PgGroupEngine::State(Connection& conn) {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -81,6 +82,11 @@ class PgGroupEngine {
   static absl::Status Exec(Connection& conn, const char* sql);
   static GroupTransaction State(Connection& conn);
   static int64_t Changes(Connection& conn) { return conn.total_changed(); }
+  // An operation's first statement (storage/group_commit_writer.h), which
+  // the operation runs with Connection::RunFirst on this very object.
+  using First = std::shared_ptr<const Statement>;
+  // Connection::Prefetch of those statements: one round trip for the run.
+  static void Prefetch(Connection& conn, const std::vector<const First*>& run);
 
  private:
   PgGroupEngineOptions options_;

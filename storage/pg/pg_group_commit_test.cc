@@ -119,7 +119,8 @@ PgGroupCommitWriter::Op Insert(const std::string& key) {
 // Submits `ops` while the writer is held in a group of its own, so that
 // they queue up and are taken as one group; returns their results.
 std::vector<absl::Status> RunAsOneGroup(
-    PgGroupCommitWriter& writer, std::vector<PgGroupCommitWriter::Op> ops) {
+    PgGroupCommitWriter& writer, std::vector<PgGroupCommitWriter::Op> ops,
+    std::vector<PgGroupEngine::First> firsts = {}) {
   absl::Notification entered, release;
   std::thread blocker([&] {
     EXPECT_TRUE(writer
@@ -135,10 +136,16 @@ std::vector<absl::Status> RunAsOneGroup(
   std::vector<absl::Status> results(n);
   std::vector<absl::Notification> done(n);
   for (int i = 0; i < n; ++i) {
-    writer.Submit(std::move(ops[i]), [&results, &done, i](absl::Status s) {
-      results[i] = s;
-      done[i].Notify();
-    });
+    writer.Submit(
+        std::move(ops[i]),
+        [&results, &done, i](absl::Status s) {
+          results[i] = s;
+          done[i].Notify();
+        },
+        {},
+        i < static_cast<int>(firsts.size())
+            ? std::optional<PgGroupEngine::First>(std::move(firsts[i]))
+            : std::nullopt);
   }
   while (writer.queued() < n) std::this_thread::yield();
   release.Notify();
@@ -211,6 +218,67 @@ TEST_F(PgGroupCommit,
   EXPECT_TRUE(results[1].ok()) << results[1];
   EXPECT_EQ(Count(), "2");
   EXPECT_EQ(writer.stats().replays, 0);
+}
+
+// An operation whose first statement is an insert of `key`, which then
+// reports in `*seen` how many rows of t its transaction sees.
+std::pair<PgGroupCommitWriter::Op, PgGroupEngine::First> InsertFirst(
+    const std::string& key, std::string* seen) {
+  auto first = std::make_shared<const Statement>(
+      Statement{"INSERT INTO t VALUES ($1)", {key}});
+  PgGroupCommitWriter::Op op = [first, seen](Connection& conn) {
+    absl::StatusOr<Result> r = conn.RunFirst(*first);
+    if (!r.ok()) return r.status();
+    *seen = Value(conn, "SELECT count(*) FROM t");
+    return absl::OkStatus();
+  };
+  return {std::move(op), std::move(first)};
+}
+
+// Submits InsertFirst operations for `keys` as one group; their results.
+std::vector<absl::Status> RunInsertsFirst(PgGroupCommitWriter& writer,
+                                          const std::vector<std::string>& keys,
+                                          std::vector<std::string>* seen) {
+  seen->assign(keys.size(), "");
+  std::vector<PgGroupCommitWriter::Op> ops;
+  std::vector<PgGroupEngine::First> firsts;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    auto [op, first] = InsertFirst(keys[i], &(*seen)[i]);
+    ops.push_back(std::move(op));
+    firsts.push_back(std::move(first));
+  }
+  return RunAsOneGroup(writer, std::move(ops), std::move(firsts));
+}
+
+TEST_F(PgGroupCommit, ARunOfFirstStatementsIsSentAheadOfItsOperations) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  std::vector<std::string> seen;
+  std::vector<absl::Status> results =
+      RunInsertsFirst(writer, {"k0", "k1", "k2", "k3", "k4"}, &seen);
+  for (const absl::Status& r : results) EXPECT_TRUE(r.ok()) << r;
+  // Every insert of the run had run when the first operation looked.
+  for (const std::string& s : seen) EXPECT_EQ(s, "5");
+  EXPECT_EQ(Count(), "5");
+  EXPECT_EQ(writer.stats().replays, 0);
+}
+
+TEST_F(PgGroupCommit, AFirstStatementThatFailsIsUndoneAloneAndTheRestCommit) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  std::vector<std::string> seen;
+  // The fifth inserts the fourth's key.
+  std::vector<absl::Status> results =
+      RunInsertsFirst(writer, {"k0", "k1", "k2", "k3", "k3", "k5"}, &seen);
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (i == 4) {
+      EXPECT_EQ(ReasonOf(results[i]), "STORE_CONSTRAINT") << results[i];
+    } else {
+      EXPECT_TRUE(results[i].ok()) << i << ": " << results[i];
+    }
+  }
+  EXPECT_EQ(Count(), "5");
+  EXPECT_EQ(writer.stats().replays, 1);
+  // Replayed with savepoints, in order: each saw the rows up to its own.
+  EXPECT_EQ(seen, (std::vector<std::string>{"1", "2", "3", "4", "", "5"}));
 }
 
 TEST_F(PgGroupCommit, ALostConnectionFailsItsGroupAndTheNextGroupReconnects) {

@@ -273,6 +273,23 @@ class PostgresStore final : public Store {
     writer_->template SubmitFor<T>(std::move(fn), std::move(done),
                                    std::move(order_key));
   }
+  // WriteAsync() of a write that sends `first` before anything else: a
+  // run of such writes next to each other in a group sends their first
+  // statements in one round trip (storage/group_commit_writer.h); `then`
+  // gets this one's answer.
+  template <typename T>
+  void WriteAsyncFirst(
+      Statement first,
+      std::function<absl::StatusOr<T>(absl::StatusOr<Result>, Connection&)>
+          then,
+      Callback<T> done) {
+    auto statement = std::make_shared<const Statement>(std::move(first));
+    writer_->template SubmitFor<T>(
+        [statement, then = std::move(then)](Connection& conn) {
+          return then(conn.RunFirst(*statement), conn);
+        },
+        std::move(done), {}, statement);
+  }
   absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn,
                            std::string order_key = {}) {
     return writer_->Run(std::move(fn), std::move(order_key));

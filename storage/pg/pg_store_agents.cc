@@ -87,22 +87,8 @@ absl::StatusOr<std::string> ClaimOwnerIn(Connection& conn,
 // the identity patch are one statement: no window where a new owner's row
 // carries the old owner's identity, and two hubs registering one agent at
 // once give two generations (ON CONFLICT DO UPDATE is atomic).
-absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
-                                       const AgentRegistration& r,
-                                       const std::optional<HubSeat>& seat) {
-  if (r.owner.has_value()) {
-    absl::StatusOr<std::string> holder =
-        ClaimOwnerIn(conn, r.agent_id, *r.owner, r.now_ms);
-    if (!holder.ok()) return holder.status();
-    if (*holder != *r.owner) {
-      return WithMetadata(
-          ReasonError(
-              absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
-              absl::StrCat("agent ", r.agent_id,
-                           " is owned by another principal than ", *r.owner)),
-          "agent_id", r.agent_id);
-    }
-  }
+Statement RegisterUpsert(const AgentRegistration& r,
+                         const std::optional<HubSeat>& seat) {
   std::vector<Param> params = {P(r.agent_id),
                                P(r.cli),
                                P(r.pid),
@@ -150,7 +136,12 @@ absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
       "stream_hub_incarnation = excluded.stream_hub_incarnation "
       "WHERE ",
       SeatLiveSql("$18", "$19"), " RETURNING " HUB_AGENT_COLUMNS));
-  absl::StatusOr<Result> row = conn.Run(*kUpsert, params);
+  return Statement{*kUpsert, std::move(params)};
+}
+
+// The registered agent, from RegisterUpsert's answer.
+absl::StatusOr<AgentRecord> RegisteredAgent(
+    absl::StatusOr<Result> row, const std::optional<HubSeat>& seat) {
   if (!row.ok()) return row.status();
   if (row->rows() == 0 && seat.has_value()) return SeatLostError(seat->hub_id);
   if (row->rows() != 1) {
@@ -158,6 +149,26 @@ absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
                        "agent upsert returned no row");
   }
   return ReadAgent(Row(*row, 0));
+}
+
+absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
+                                       const AgentRegistration& r,
+                                       const std::optional<HubSeat>& seat) {
+  if (r.owner.has_value()) {
+    absl::StatusOr<std::string> holder =
+        ClaimOwnerIn(conn, r.agent_id, *r.owner, r.now_ms);
+    if (!holder.ok()) return holder.status();
+    if (*holder != *r.owner) {
+      return WithMetadata(
+          ReasonError(
+              absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+              absl::StrCat("agent ", r.agent_id,
+                           " is owned by another principal than ", *r.owner)),
+          "agent_id", r.agent_id);
+    }
+  }
+  Statement upsert = RegisterUpsert(r, seat);
+  return RegisteredAgent(conn.Run(upsert.sql, upsert.params), seat);
 }
 
 // "{1,2,3}": a bigint[] literal.
@@ -182,6 +193,18 @@ absl::StatusOr<AgentRecord> PostgresStore::RegisterAgent(
 
 void PostgresStore::RegisterAgentAsync(const AgentRegistration& registration,
                                        Callback<AgentRecord> done) {
+  // Without an owner to claim first, the upsert is the whole write: its
+  // statement goes ahead with its group's other registrations.
+  if (!registration.owner.has_value()) {
+    std::optional<HubSeat> seat = Seat();
+    WriteAsyncFirst<AgentRecord>(
+        RegisterUpsert(registration, seat),
+        [seat](absl::StatusOr<Result> row, Connection&) {
+          return RegisteredAgent(std::move(row), seat);
+        },
+        std::move(done));
+    return;
+  }
   WriteAsync<AgentRecord>(
       [registration, seat = Seat()](Connection& conn) {
         return RegisterIn(conn, registration, seat);
