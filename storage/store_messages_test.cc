@@ -532,6 +532,59 @@ TEST_P(MessageStore, ConcurrentPublishesToOneInboxNeverOvershootIt) {
   EXPECT_EQ(store().CountPendingForAgent("a", kNow, 1000).value(), kLimit);
 }
 
+// A burst queues up behind the writer and commits in groups (on
+// PostgreSQL the publishes' statements then go out together): the new ones
+// are taken in the order they were made, up to the limit, and the taken id
+// is refused, with one of the two reasons that hold for it by the time the
+// group commits: on PostgreSQL a publish whose one statement wrote nothing
+// learns why after its neighbours' statements ran, as if made after them.
+TEST_P(MessageStore, ABurstOfPublishesIsTakenInTheOrderItWasMadeUpToTheLimit) {
+  ASSERT_TRUE(Publish(store(), "dup", "a", 10).ok());
+  const int64_t replays = Replays(store());
+  constexpr int kPublishes = 20;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kPublishes; ++i) {
+    ids.push_back(i == 5 ? std::string("dup") : absl::StrCat("m", i));
+  }
+  std::vector<absl::StatusOr<std::vector<InboxRecord>>> answers(
+      kPublishes, absl::UnknownError(""));
+  std::mutex mu;
+  std::condition_variable all_done;
+  int done = 0;
+  for (int i = 0; i < kPublishes; ++i) {
+    store().InsertMessageDeliveringAsync(
+        TestMessage(ids[i], 5, kNow), {"a"}, {"a"}, kNow, 10,
+        [&, i](absl::StatusOr<std::vector<InboxRecord>> r) {
+          std::lock_guard<std::mutex> lock(mu);
+          answers[i] = std::move(r);
+          if (++done == kPublishes) all_done.notify_one();
+        });
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    all_done.wait(lock, [&] { return done == kPublishes; });
+  }
+  // "dup" holds one of a's 10 places: the first nine new ones get the rest.
+  int accepted = 0;
+  for (int i = 0; i < kPublishes; ++i) {
+    SCOPED_TRACE(ids[i]);
+    if (i == 5) {
+      const std::string reason(ReasonOf(answers[i].status()));
+      EXPECT_TRUE(reason == "MESSAGE_EXISTS" || reason == "LIMIT_EXCEEDED")
+          << answers[i].status();
+    } else if (accepted < 9) {
+      ASSERT_TRUE(answers[i].ok()) << answers[i].status();
+      ASSERT_EQ(answers[i]->size(), 1u);
+      EXPECT_EQ((*answers[i])[0].message_id, ids[i]);
+      ++accepted;
+    } else {
+      EXPECT_EQ(ReasonOf(answers[i].status()), "LIMIT_EXCEEDED");
+    }
+  }
+  EXPECT_EQ(store().CountPendingForAgent("a", kNow, 1000).value(), 10);
+  EXPECT_EQ(Replays(store()), replays);  // refusals wrote nothing to undo
+}
+
 TEST_P(MessageStore, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 2, /*ttl=*/10).ok());
   ASSERT_TRUE(Publish(store(), "m2", "a", 2).ok());

@@ -276,19 +276,20 @@ class PostgresStore final : public Store {
   // WriteAsync() of a write that sends `first` before anything else: a
   // run of such writes next to each other in a group sends their first
   // statements in one round trip (storage/group_commit_writer.h); `then`
-  // gets this one's answer.
+  // gets the statement and this one's answer.
   template <typename T>
   void WriteAsyncFirst(
       Statement first,
-      std::function<absl::StatusOr<T>(absl::StatusOr<Result>, Connection&)>
+      std::function<absl::StatusOr<T>(const Statement&, absl::StatusOr<Result>,
+                                      Connection&)>
           then,
-      Callback<T> done) {
+      Callback<T> done, std::string order_key = {}) {
     auto statement = std::make_shared<const Statement>(std::move(first));
     writer_->template SubmitFor<T>(
         [statement, then = std::move(then)](Connection& conn) {
-          return then(conn.RunFirst(*statement), conn);
+          return then(*statement, conn.RunFirst(*statement), conn);
         },
-        std::move(done), {}, statement);
+        std::move(done), std::move(order_key), statement);
   }
   absl::Status WriteStatus(std::function<absl::Status(Connection&)> fn,
                            std::string order_key = {}) {

@@ -199,7 +199,7 @@ void PostgresStore::RegisterAgentAsync(const AgentRegistration& registration,
     std::optional<HubSeat> seat = Seat();
     WriteAsyncFirst<AgentRecord>(
         RegisterUpsert(registration, seat),
-        [seat](absl::StatusOr<Result> row, Connection&) {
+        [seat](const Statement&, absl::StatusOr<Result> row, Connection&) {
           return RegisteredAgent(std::move(row), seat);
         },
         std::move(done));

@@ -260,16 +260,89 @@ absl::Status CheckInboxLimit(Connection& conn,
   return absl::OkStatus();
 }
 
+// The message's columns, as kInsertMessageSql and the inbox inserts take
+// them ($1..$14).
+std::vector<Param> MessageParams(const MessageRecord& m, bool delivering) {
+  return {P(m.id),
+          P(m.type),
+          P(m.from_agent),
+          P(m.to_agent),
+          P(m.topic),
+          P(m.priority),
+          P(m.ttl_ms),
+          P(m.created_at_ms),
+          P(m.expires_at_ms),
+          P(m.correlation_id),
+          P(m.trace_id),
+          P(m.payload_json),
+          P(delivering ? std::string("delivered") : m.status),
+          P(m.role_key_wire)};
+}
+
+// Whether a publish counts against its recipients' inbox limit.
+bool Limited(const MessageRecord& m, const std::vector<std::string>& recipients,
+             int64_t max_pending_per_inbox) {
+  return max_pending_per_inbox > 0 && IsPending(m.status) &&
+         !recipients.empty();
+}
+
+// The one statement that inserts a message and its inbox rows (with the
+// counts' lock and the limit when Limited): kInsertMessageWithinLimitSql,
+// else kInsertMessageWithInboxSql. REQUIRES: recipients not empty.
+Statement InboxInsert(const MessageRecord& m,
+                      const std::vector<std::string>& recipients,
+                      const std::vector<std::string>& deliver_to,
+                      int64_t now_ms, int64_t max_pending_per_inbox) {
+  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  Statement st{kInsertMessageWithInboxSql, MessageParams(m, delivering)};
+  st.params.push_back(TextArray(recipients));
+  st.params.push_back(TextArray(deliver_to));
+  st.params.push_back(P(now_ms));
+  if (Limited(m, recipients, max_pending_per_inbox)) {
+    const absl::flat_hash_set<absl::string_view> distinct(recipients.begin(),
+                                                          recipients.end());
+    st.sql = kInsertMessageWithinLimitSql;
+    st.params.push_back(P(max_pending_per_inbox));
+    st.params.push_back(P(static_cast<int64_t>(distinct.size())));
+  }
+  return st;
+}
+
+// A first statement and the answer it had.
+struct FirstAnswer {
+  const Statement* statement;
+  absl::StatusOr<Result> answer;
+};
+
+// InboxInsert, when a publish starts with it: no role scope to lock and
+// check first, some recipients, every push target among them (so nothing
+// is refused before it).
+std::optional<Statement> PublishFirst(
+    const MessageRecord& m, const std::vector<std::string>& recipients,
+    const std::vector<std::string>& deliver_to, int64_t now_ms,
+    int64_t max_pending_per_inbox) {
+  if (m.role_key_wire.has_value() || recipients.empty()) return std::nullopt;
+  for (const std::string& agent : deliver_to) {
+    if (std::find(recipients.begin(), recipients.end(), agent) ==
+        recipients.end()) {
+      return std::nullopt;
+    }
+  }
+  return InboxInsert(m, recipients, deliver_to, now_ms, max_pending_per_inbox);
+}
+
 // Inserts the message, its inbox rows and, for `deliver_to` (recipients
 // about to be pushed to), a first delivery attempt; the message then starts
-// out delivered. Returns the delivered inbox rows in `recipients` order
+// out delivered. `first`, when set, is PublishFirst's statement and its
+// answer, already run. Returns the delivered inbox rows in `recipients` order
 // (SqliteStore's). Refusals come before any row is written, in SqliteStore's
 // order: closed scope, full inbox, duplicate id, unknown deliver_to.
 absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     Connection& conn, const MessageRecord& m,
     const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
-    int64_t max_pending_per_inbox) {
+    int64_t max_pending_per_inbox,
+    std::optional<FirstAnswer> first = std::nullopt) {
   // Inside the write, under the scope's wire lock (shared; a close takes it
   // exclusively): a lead scope closed after the publish was checked, by this
   // hub or another, still refuses its message (nothing is written), and a
@@ -283,8 +356,7 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
       return s;
     }
   }
-  const bool limited =
-      max_pending_per_inbox > 0 && IsPending(m.status) && !recipients.empty();
+  const bool limited = Limited(m, recipients, max_pending_per_inbox);
   const auto exists = [&m] {
     return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
                        absl::StrCat("message '", m.id, "' already exists"));
@@ -306,57 +378,40 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     if (*taken) return exists();
     return DeliveryNotFound(m.id, agent);
   }
-  const bool delivering = !deliver_to.empty() && m.status == "queued";
-  std::vector<Param> params = {
-      P(m.id),
-      P(m.type),
-      P(m.from_agent),
-      P(m.to_agent),
-      P(m.topic),
-      P(m.priority),
-      P(m.ttl_ms),
-      P(m.created_at_ms),
-      P(m.expires_at_ms),
-      P(m.correlation_id),
-      P(m.trace_id),
-      P(m.payload_json),
-      P(delivering ? std::string("delivered") : m.status),
-      P(m.role_key_wire)};
   std::vector<InboxRecord> delivered;
   if (recipients.empty()) {
-    absl::StatusOr<Result> inserted = conn.Run(kInsertMessageSql, params);
+    absl::StatusOr<Result> inserted =
+        conn.Run(kInsertMessageSql,
+                 MessageParams(m, !deliver_to.empty() && m.status == "queued"));
     if (!inserted.ok()) return inserted.status();
     if (inserted->rows() == 0) return exists();
     return delivered;
   }
-  params.push_back(TextArray(recipients));
-  params.push_back(TextArray(deliver_to));
-  params.push_back(P(now_ms));
   // The inbox rows written: one statement in the common case, the counts'
   // lock and the limit in it (the limit refuses before the taken id).
   // A new message gets a row for every distinct recipient, so whether rows
   // came back says all: no need to read them.
-  bool inserted = false;
-  if (limited) {
-    params.push_back(P(max_pending_per_inbox));
-    params.push_back(P(static_cast<int64_t>(recipient_set.size())));
-    absl::StatusOr<Result> rows =
-        conn.Run(kInsertMessageWithinLimitSql, params);
-    params.resize(params.size() - 2);  // kInsertMessageWithInboxSql's, below
-    if (!rows.ok()) return rows.status();
-    inserted = rows->rows() > 0;
-    if (!inserted) {
-      if (absl::Status s =
-              CheckInboxLimit(conn, recipients, max_pending_per_inbox);
-          !s.ok()) {
-        return s;  // full: nothing was written
-      }
-      // Otherwise a count row was missing (CheckInboxLimit created it) or
-      // the id is taken: the statement without the limit's part tells.
-    }
+  std::optional<Statement> own;
+  if (!first.has_value()) {
+    own = InboxInsert(m, recipients, deliver_to, now_ms, max_pending_per_inbox);
   }
-  if (!inserted) {
-    absl::StatusOr<Result> rows = conn.Run(kInsertMessageWithInboxSql, params);
+  const Statement& insert = first.has_value() ? *first->statement : *own;
+  absl::StatusOr<Result> rows = first.has_value()
+                                    ? std::move(first->answer)
+                                    : conn.Run(insert.sql, insert.params);
+  if (!rows.ok()) return rows.status();
+  if (rows->rows() == 0) {
+    if (!limited) return exists();
+    if (absl::Status s =
+            CheckInboxLimit(conn, recipients, max_pending_per_inbox);
+        !s.ok()) {
+      return s;  // full: nothing was written
+    }
+    // Otherwise a count row was missing (CheckInboxLimit created it) or
+    // the id is taken: the statement without the limit's part tells.
+    rows = conn.Run(
+        kInsertMessageWithInboxSql,
+        std::vector<Param>(insert.params.begin(), insert.params.end() - 2));
     if (!rows.ok()) return rows.status();
     if (rows->rows() == 0) return exists();
   }
@@ -461,7 +516,24 @@ void PostgresStore::InsertMessageDeliveringAsync(
     const MessageRecord& message, const std::vector<std::string>& recipients,
     const std::vector<std::string>& deliver_to, int64_t now_ms,
     int64_t max_pending_per_inbox, Callback<std::vector<InboxRecord>> done) {
-  WriteAsync<std::vector<InboxRecord>>(
+  using Rows = std::vector<InboxRecord>;
+  // The common publish is its one statement: it goes ahead with its
+  // group's neighbours.
+  if (std::optional<Statement> first = PublishFirst(
+          message, recipients, deliver_to, now_ms, max_pending_per_inbox)) {
+    WriteAsyncFirst<Rows>(
+        std::move(*first),
+        [message, recipients, deliver_to, now_ms, max_pending_per_inbox](
+            const Statement& statement, absl::StatusOr<Result> answer,
+            Connection& conn) {
+          return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
+                                 max_pending_per_inbox,
+                                 FirstAnswer{&statement, std::move(answer)});
+        },
+        std::move(done), InboxLockKey(recipients));
+    return;
+  }
+  WriteAsync<Rows>(
       [message, recipients, deliver_to, now_ms,
        max_pending_per_inbox](Connection& conn) {
         return InsertMessageIn(conn, message, recipients, deliver_to, now_ms,
