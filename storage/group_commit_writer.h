@@ -49,9 +49,11 @@
 // (Prefetch: on PostgreSQL one pipeline, one round trip for the run instead
 // of one per operation), each operation then finding its own answer when
 // it sends it. Their order is kept; what an operation sends after its first
-// statement runs after the run's first statements, as if other hubs' writes
-// had come in between. Groups replayed with savepoints send every statement
-// in order. SQLite's engine prefetches nothing (its statements are calls).
+// statement runs after the run's first statements, so each answer is one
+// that some serial order of the group's operations gives (one that needed
+// more statements comes, in effect, after its neighbours). Groups replayed
+// with savepoints send every statement in order. SQLite's engine sends
+// nothing ahead (its statements are calls).
 // Commit() returns OK only if the group committed and an error only if it
 // did not; when the engine cannot tell (PostgreSQL: the connection broke
 // while COMMIT was in flight and the outcome could not be looked up), an
@@ -382,8 +384,9 @@ class BasicGroupCommitWriter {
     size_t prefetched = 0;  // ops [0, prefetched) had their first sent
     for (size_t i = 0; i < group.size(); ++i) {
       Pending* p = group[i];
-      if (!savepoints && i >= prefetched && p->first)
+      if (!savepoints && i >= prefetched && p->first) {
         Prefetch(group, i, &prefetched);
+      }
       const int64_t changes_before = engine_.Changes(conn);
       absl::Status s =
           savepoints ? engine_.Exec(conn, "SAVEPOINT op") : absl::OkStatus();

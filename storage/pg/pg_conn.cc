@@ -564,15 +564,13 @@ void Connection::Prefetch(const std::vector<const Statement*>& statements) {
     if (!prepared.ok()) break;
     named.push_back({it->second, st->params});
   }
-  std::vector<absl::StatusOr<Result>> answers;
-  if (prepared.ok()) {
-    answers = SendPipeline(std::exchange(unsent_begin_, {}), named, nullptr);
-  }
+  // One that cannot be prepared: nothing is sent ahead, so each statement
+  // is run (and fails) on its own, as Run() would.
+  if (!prepared.ok()) return;
+  std::vector<absl::StatusOr<Result>> answers =
+      SendPipeline(std::exchange(unsent_begin_, {}), named, nullptr);
   for (size_t i = 0; i < statements.size(); ++i) {
-    // Not prepared: each answers as its own Run() would have.
-    prefetched_.push_back(
-        {statements[i], prepared.ok() ? std::move(answers[i])
-                                      : absl::StatusOr<Result>(prepared)});
+    prefetched_.push_back({statements[i], std::move(answers[i])});
   }
 }
 

@@ -158,7 +158,8 @@ class Connection {
   // not depend on each other's answers. Answers are counted in
   // total_changed() when taken. Commit(), DropPrefetched() and Reconnect()
   // drop those not taken; Commit() with some still kept commits nothing
-  // and fails (a statement ran that nobody read).
+  // and fails (a statement ran that nobody read). When one of them cannot
+  // be prepared, nothing is sent or kept (RunFirst then runs each).
   void Prefetch(const std::vector<const Statement*>& statements);
   // Run(statement.sql, statement.params), or, when Prefetch() kept
   // answers, the next one, which must be this very object's (the kept ones
