@@ -306,12 +306,7 @@ absl::Status ClaimOwnerIn(Connection& conn, const AgentRegistration& r) {
   absl::StatusOr<bool> row = select->Step();
   if (!row.ok()) return row.status();
   if (*row && select->Text(0) == *r.owner) return absl::OkStatus();
-  return WithMetadata(
-      ReasonError(
-          absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
-          absl::StrCat("agent ", r.agent_id,
-                       " is owned by another principal than ", *r.owner)),
-      "agent_id", r.agent_id);
+  return OwnedByAnotherError(r.agent_id, *r.owner);
 }
 
 // The upsert of RegisterAgent, run by the writer.

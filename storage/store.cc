@@ -175,6 +175,15 @@ absl::Status CheckAckGeneration(int64_t current,
                                            " is not current (", current, ")"));
 }
 
+absl::Status OwnedByAnotherError(absl::string_view agent_id,
+                                 absl::string_view owner) {
+  return WithMetadata(
+      ReasonError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
+                  absl::StrCat("agent ", agent_id,
+                               " is owned by another principal than ", owner)),
+      "agent_id", agent_id);
+}
+
 absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
   return WithMetadata(
       LimitExceededError("max_pending_per_inbox", limit,

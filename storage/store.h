@@ -572,6 +572,11 @@ absl::Status CheckAckGeneration(int64_t current,
 // pending messages (limit max_pending_per_inbox, metadata agent_id).
 absl::Status InboxFullError(absl::string_view agent_id, int64_t limit);
 
+// PERMISSION_DENIED: `agent_id` is owned by another principal than `owner`
+// (a registration's claim lost; metadata agent_id).
+absl::Status OwnedByAnotherError(absl::string_view agent_id,
+                                 absl::string_view owner);
+
 // ---- hubs sharing one database (docs/design/multi-hub.md) -----------------
 
 // This hub's seat in the membership table: its id and the incarnation its

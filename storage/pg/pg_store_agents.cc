@@ -158,14 +158,7 @@ absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
     absl::StatusOr<std::string> holder =
         ClaimOwnerIn(conn, r.agent_id, *r.owner, r.now_ms);
     if (!holder.ok()) return holder.status();
-    if (*holder != *r.owner) {
-      return WithMetadata(
-          ReasonError(
-              absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
-              absl::StrCat("agent ", r.agent_id,
-                           " is owned by another principal than ", *r.owner)),
-          "agent_id", r.agent_id);
-    }
+    if (*holder != *r.owner) return OwnedByAnotherError(r.agent_id, *r.owner);
   }
   Statement upsert = RegisterUpsert(r, seat);
   return RegisteredAgent(conn.Run(upsert.sql, upsert.params), seat);

@@ -37,11 +37,15 @@ namespace {
 // trigger's +1, so a group of publishes to one agent leaves one version of
 // its row per publish, not two (each version is one more step for every
 // later statement of the group that finds the row).
-constexpr char kLockPendingCountsSql[] =
-    "SELECT p.agent_id, p.pending - COALESCE(s.settled, 0) "
-    "FROM hub_inbox_pending p "
-    "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id "
-    "WHERE p.agent_id = ANY($1::text[]) ORDER BY p.agent_id FOR UPDATE OF p";
+// `agents` names the text[] parameter of the recipients.
+#define HUB_PG_LOCK_PENDING_COUNTS(agents)                      \
+  "SELECT p.agent_id, p.pending - COALESCE(s.settled, 0) AS n " \
+  "FROM hub_inbox_pending p "                                   \
+  "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id "   \
+  "WHERE p.agent_id = ANY(" agents                              \
+  "::text[]) ORDER BY p.agent_id "                              \
+  "FOR UPDATE OF p"
+constexpr char kLockPendingCountsSql[] = HUB_PG_LOCK_PENDING_COUNTS("$1");
 
 // When a recipient has no row yet (its first publish ever): creates the
 // missing rows (count 0) and locks them all in agent order, so that a
@@ -83,8 +87,8 @@ constexpr char kInsertMessageWithInboxSql[] =
     "ON CONFLICT (id) DO NOTHING RETURNING id) " HUB_PG_INBOX_FROM_M;
 
 // kInsertMessageWithInboxSql behind the inbox limit, in the same one
-// statement: `c` locks the recipients' counts as kLockPendingCountsSql
-// does (agent order, the latest committed row), and the message and its
+// statement: `c` locks the recipients' counts with kLockPendingCountsSql's
+// text (agent order, the latest committed row), and the message and its
 // rows are written only when every distinct recipient ($19 of them) has a
 // count row and none holds $18 pending. Returns the inbox rows written.
 // None came back when a recipient is full or has no count row yet, or the
@@ -92,11 +96,7 @@ constexpr char kInsertMessageWithInboxSql[] =
 // the statements of old (uncommon cases; a refusal then returns no row, so
 // it does not look like a write, Connection::total_changed()).
 constexpr char kInsertMessageWithinLimitSql[] =
-    "WITH c AS MATERIALIZED (SELECT p.agent_id, "
-    "p.pending - COALESCE(s.settled, 0) AS n FROM hub_inbox_pending p "
-    "LEFT JOIN hub_inbox_settled s ON s.agent_id = p.agent_id "
-    "WHERE p.agent_id = ANY($15::text[]) ORDER BY p.agent_id "
-    "FOR UPDATE OF p), "
+    "WITH c AS MATERIALIZED (" HUB_PG_LOCK_PENDING_COUNTS("$15") "), "
     "go AS (SELECT count(*) = $19::bigint "
     "AND COALESCE(bool_and(n < $18::bigint), true) AS ok FROM c), "
     "m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
@@ -175,6 +175,7 @@ constexpr char kDeadLettersPageSql[] =
 
 #undef HUB_PG_M_COLUMNS
 #undef HUB_PG_INBOX_FROM_M
+#undef HUB_PG_LOCK_PENDING_COUNTS
 
 bool IsPending(absl::string_view status) {
   return status == "queued" || status == "delivered";
@@ -279,6 +280,14 @@ std::vector<Param> MessageParams(const MessageRecord& m, bool delivering) {
           P(m.role_key_wire)};
 }
 
+// How many distinct agents `recipients` names (usually one: no hashing).
+int64_t DistinctCount(const std::vector<std::string>& recipients) {
+  if (recipients.size() < 2) return static_cast<int64_t>(recipients.size());
+  return static_cast<int64_t>(absl::flat_hash_set<absl::string_view>(
+                                  recipients.begin(), recipients.end())
+                                  .size());
+}
+
 // Whether a publish counts against its recipients' inbox limit.
 bool Limited(const MessageRecord& m, const std::vector<std::string>& recipients,
              int64_t max_pending_per_inbox) {
@@ -299,11 +308,9 @@ Statement InboxInsert(const MessageRecord& m,
   st.params.push_back(TextArray(deliver_to));
   st.params.push_back(P(now_ms));
   if (Limited(m, recipients, max_pending_per_inbox)) {
-    const absl::flat_hash_set<absl::string_view> distinct(recipients.begin(),
-                                                          recipients.end());
     st.sql = kInsertMessageWithinLimitSql;
     st.params.push_back(P(max_pending_per_inbox));
-    st.params.push_back(P(static_cast<int64_t>(distinct.size())));
+    st.params.push_back(P(DistinctCount(recipients)));
   }
   return st;
 }
@@ -361,22 +368,26 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
     return ReasonError(absl::StatusCode::kAlreadyExists, "MESSAGE_EXISTS",
                        absl::StrCat("message '", m.id, "' already exists"));
   };
-  const absl::flat_hash_set<absl::string_view> recipient_set(recipients.begin(),
-                                                             recipients.end());
-  for (const std::string& agent : deliver_to) {
-    if (recipient_set.contains(agent)) continue;
-    // Refused before any write, after the refusals that come first.
-    if (limited) {
-      if (absl::Status s =
-              CheckInboxLimit(conn, recipients, max_pending_per_inbox);
-          !s.ok()) {
-        return s;
+  // Every push target must be a recipient (PublishFirst checked that
+  // already); one that is not is refused before any write, after the
+  // refusals that come first.
+  if (!first.has_value() && !deliver_to.empty()) {
+    const absl::flat_hash_set<absl::string_view> recipient_set(
+        recipients.begin(), recipients.end());
+    for (const std::string& agent : deliver_to) {
+      if (recipient_set.contains(agent)) continue;
+      if (limited) {
+        if (absl::Status s =
+                CheckInboxLimit(conn, recipients, max_pending_per_inbox);
+            !s.ok()) {
+          return s;
+        }
       }
+      absl::StatusOr<bool> taken = MessageExists(conn, m.id);
+      if (!taken.ok()) return taken.status();
+      if (*taken) return exists();
+      return DeliveryNotFound(m.id, agent);
     }
-    absl::StatusOr<bool> taken = MessageExists(conn, m.id);
-    if (!taken.ok()) return taken.status();
-    if (*taken) return exists();
-    return DeliveryNotFound(m.id, agent);
   }
   std::vector<InboxRecord> delivered;
   if (recipients.empty()) {
