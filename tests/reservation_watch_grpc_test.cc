@@ -476,11 +476,13 @@ TEST_F(ReservationWatchGrpcTest,
     for (const hub::v1::Reservation& r : watches.back()->snapshot) {
       live[i][r.reservation_id()] = r.token();
     }
-    readers.emplace_back([&, i] {
+    // The reader keeps its own pointer: `watches` grows (and may move its
+    // elements) while earlier readers run.
+    readers.emplace_back([&, i, watch = watches.back().get()] {
       std::set<int64_t> seqs;
-      int64_t last = watches[i]->snapshot_seq;
+      int64_t last = watch->snapshot_seq;
       for (;;) {
-        const ReservationChange c = watches[i]->Next();
+        const ReservationChange c = watch->Next();
         if (c.seq() == 0) return;  // failed
         EXPECT_GT(c.seq(), last);
         last = c.seq();
