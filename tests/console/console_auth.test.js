@@ -126,6 +126,7 @@ test('a read-only token sees only its projects, may not act, and its session is 
   assert.equal(await page.evaluate(() => document.cookie), '');
 
   await page.click('#tabs button[data-view="roles"]');
+  await page.waitForSelector('.role', { timeout: 15000 });
   const roles = await page.$$eval('.role', (cards) => cards.map((c) => c.dataset.project));
   assert.deepEqual(roles, [ALPHA]);
   assert.equal(await page.$('.role button.ensure'), null, 'no action for a read-only token');
@@ -210,6 +211,8 @@ test('an operator sees every project and forces an election; removing its token 
     !!document.querySelector('tr[data-agent-id="auth-beta-1"]'));
   await page.click('#tabs button[data-view="roles"]');
   const { wire } = await client.hub.encodeRoleKey({ roleKey: { projectId: BETA, kind: 'ROLE_KIND_CTO' } });
+  // The roles arrive in the feed apart from the agents: wait for the card.
+  await page.waitForSelector(`.role[data-wire="${wire}"] button.ensure`, { timeout: 15000 });
   const clicked = Date.now();
   await page.click(`.role[data-wire="${wire}"] button.ensure`);
   // Nobody asked for an election of this role before: the operator's
