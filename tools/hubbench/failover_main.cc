@@ -3,6 +3,8 @@
 //
 //   failover --target=hub|etcd --addr=127.0.0.1:PORT [--rounds=100]
 //            [--leave=crash|goodbye|release (hub), crash|resign (etcd)]
+//   failover --target=hub --addr=HUB_B --leave=hub_killed
+//            --holder_addr=HUB_A --holder_pid=PID_OF_HUB_A
 //
 // hub: each round uses a fresh project: candidates A (priority 10) and B
 // (priority 5) register and attach their presence streams, EnsureRole makes
@@ -10,7 +12,14 @@
 // cancelled, as when its process dies, and the clock runs until B has
 // answered its probe, received its activation and the hub has accepted B's
 // ACK. The hub's --detach_grace is part of every figure: compare p99 against
-// grace + 250 ms (issue 5's target). A holder that leaves on purpose
+// grace + 250 ms (issue 5's target). --leave=hub_killed measures a takeover
+// between hubs sharing one PostgreSQL database instead: A attaches to the
+// hub at --holder_addr, B to the hub at --addr, and once A holds the role
+// the holder's hub process (--holder_pid) is sent SIGKILL; the clock runs
+// until B's ACK is accepted, through B's hub finding A's hub's lease over,
+// taking over its agents and running their detach grace (expect about
+// --hub_lease + --hub_renew_interval + --detach_grace). One round per run:
+// the holder's hub is gone after it. A holder that leaves on purpose
 // (--leave=goodbye: a goodbye frame on its stream; --leave=release:
 // ReleaseRole at its epoch) is replaced with no grace: the clock runs from
 // the goodbye (or the release call) to the hub's answer to B's ACK.
@@ -26,9 +35,11 @@
 // Prints one JSON line (hubbench's format, workload "failover") with
 // p50/p99/max in ms.
 #include <grpcpp/grpcpp.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <optional>
@@ -52,7 +63,13 @@ ABSL_FLAG(std::string, addr, "", "the target's host:port");
 ABSL_FLAG(int, rounds, 100, "failovers to measure");
 ABSL_FLAG(std::string, leave, "crash",
           "how the holder goes: crash (hub: its stream is cancelled; etcd: "
-          "its lease revoked), goodbye or release (hub), resign (etcd)");
+          "its lease revoked), goodbye, release or hub_killed (hub), resign "
+          "(etcd)");
+ABSL_FLAG(std::string, holder_addr, "",
+          "hub: the hub the holder attaches to (default: --addr)");
+ABSL_FLAG(int, holder_pid, 0,
+          "--leave=hub_killed: the process id of the hubd at --holder_addr, "
+          "killed once the holder is active");
 
 namespace {
 
@@ -91,6 +108,10 @@ bool Attach(hub::v1::PresenceService::Stub* presence,
   grpc::Status s = presence->RegisterAgent(&context, request, &registered);
   if (!s.ok()) return Fail("RegisterAgent: " + s.error_message());
   agent->context = std::make_unique<grpc::ClientContext>();
+  // A round takes seconds (a takeover: the lease and the grace); a hub that
+  // never fails the role over ends the run instead of hanging it.
+  agent->context->set_deadline(std::chrono::system_clock::now() +
+                               std::chrono::seconds(60));
   agent->stream = presence->Attach(agent->context.get());
   AttachRequest hello;
   hello.mutable_hello()->set_agent_id(id);
@@ -140,16 +161,22 @@ bool ActivateAndAck(Agent* agent) {
   return false;
 }
 
-// Hub failovers, one per round, appended to `ms`. False on an error.
-bool RunHub(const std::shared_ptr<grpc::Channel>& channel, int rounds,
-            const std::string& leave, std::vector<double>* ms) {
+// Hub failovers, one per round, appended to `ms`: the holder A on the hub
+// behind `holder_channel`, the successor B and every other call on
+// `channel`'s. False on an error.
+bool RunHub(const std::shared_ptr<grpc::Channel>& channel,
+            const std::shared_ptr<grpc::Channel>& holder_channel, int rounds,
+            const std::string& leave, int holder_pid, std::vector<double>* ms) {
   auto presence = hub::v1::PresenceService::NewStub(channel);
   auto roles = hub::v1::RoleService::NewStub(channel);
+  auto holder_presence = hub::v1::PresenceService::NewStub(holder_channel);
+  auto holder_roles = hub::v1::RoleService::NewStub(holder_channel);
   for (int round = 0; round < rounds; ++round) {
     const std::string project = ProjectId(round);
     Agent a, b;
     const std::string tag = absl::StrCat(getpid(), "-", round);
-    if (!Attach(presence.get(), roles.get(), project, "fo-a-" + tag, 10, &a) ||
+    if (!Attach(holder_presence.get(), holder_roles.get(), project,
+                "fo-a-" + tag, 10, &a) ||
         !Attach(presence.get(), roles.get(), project, "fo-b-" + tag, 5, &b)) {
       return false;
     }
@@ -178,6 +205,10 @@ bool RunHub(const std::shared_ptr<grpc::Channel>& channel, int rounds,
       hub::v1::ReleaseRoleResponse released;
       s = roles->ReleaseRole(&release_context, release, &released);
       if (!s.ok()) return Fail("ReleaseRole: " + s.error_message());
+    } else if (leave == "hub_killed") {
+      if (kill(holder_pid, SIGKILL) != 0) {
+        return Fail(absl::StrCat("kill ", holder_pid, " failed"));
+      }
     } else {
       a.context->TryCancel();  // A's process is gone: its stream ends
     }
@@ -319,15 +350,33 @@ int main(int argc, char** argv) {
   const std::string leave = absl::GetFlag(FLAGS_leave);
   const bool leave_ok =
       leave == "crash" ||
-      (target == "hub" ? leave == "goodbye" || leave == "release"
-                       : leave == "resign");
+      (target == "hub"
+           ? leave == "goodbye" || leave == "release" || leave == "hub_killed"
+           : leave == "resign");
   if (!leave_ok) return Fail("--leave does not apply to this target"), 2;
+  const std::string holder_addr = absl::GetFlag(FLAGS_holder_addr);
+  const int holder_pid = absl::GetFlag(FLAGS_holder_pid);
+  if (leave == "hub_killed") {
+    if (holder_addr.empty() || holder_addr == addr || holder_pid <= 0) {
+      Fail(
+          "--leave=hub_killed needs --holder_addr (not --addr's hub) and "
+          "--holder_pid");
+      return 2;
+    }
+    if (rounds != 1) return Fail("--leave=hub_killed runs one round"), 2;
+  }
   const std::string layout = leave == "crash"
                                  ? absl::StrCat("r", rounds)
                                  : absl::StrCat("r", rounds, "/", leave);
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto holder_channel =
+      holder_addr.empty()
+          ? channel
+          : grpc::CreateChannel(holder_addr,
+                                grpc::InsecureChannelCredentials());
   std::vector<double> ms;
-  const bool ok = target == "hub" ? RunHub(channel, rounds, leave, &ms)
+  const bool ok = target == "hub" ? RunHub(channel, holder_channel, rounds,
+                                           leave, holder_pid, &ms)
                                   : RunEtcd(channel, rounds, leave, &ms);
   if (!ok || ms.empty()) {
     std::printf(

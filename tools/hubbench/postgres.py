@@ -113,6 +113,12 @@ def report(path):
     for r in rows:
         if r["variant"] not in variants:
             variants.append(r["variant"])
+    # Takeovers are one latency per run, reported apart below.
+    takeovers = [r for r in rows if r["workload"] == "failover"]
+    rows = [r for r in rows if r["workload"] != "failover"]
+    if not rows:
+        takeover_report(takeovers)
+        return
     keys = []
     for r in rows:
         k = (r["workload"], r["layout"])
@@ -184,6 +190,32 @@ def report(path):
             extra = (f"; postgres backends {pgb:.0f}, server {pgs:.0f}"
                      if pgb is not None and v != "sqlite" else "")
             print(f"  {k[0]} {k[1]} {v}: {text}{extra}")
+    takeover_report(takeovers)
+
+
+def takeover_report(rows):
+    """One line per variant over every takeover run: SIGKILL of the holder's
+    hub -> the successor's ACK accepted on another hub."""
+    variants = []
+    for r in rows:
+        if r["variant"] not in variants:
+            variants.append(r["variant"])
+    if not variants:
+        return
+    print("\ntakeover: the holder's hub SIGKILLed -> the successor's ACK "
+          "accepted on another hub (lease + renewal + detach grace), ms")
+    for v in variants:
+        ms = sorted(r["p50_ms"] for r in rows
+                    if r["variant"] == v and r.get("status") == "ok")
+        failed = sum(1 for r in rows
+                     if r["variant"] == v and r.get("status") != "ok")
+        if not ms:
+            print(f"  {v}: no run succeeded ({failed} failed)")
+            continue
+        p99 = ms[min(len(ms) - 1, int(0.99 * len(ms)))]
+        print(f"  {v}: {len(ms)} runs, p50 {statistics.median(ms):,.1f}, "
+              f"p99 {p99:,.1f}, min {ms[0]:,.1f}, max {ms[-1]:,.1f}"
+              + (f", {failed} failed" if failed else ""))
 
 
 def statements(result, top):

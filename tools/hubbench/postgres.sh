@@ -8,9 +8,10 @@
 # store goes first, and stops the server on exit.
 #
 #   tools/hubbench/postgres.sh [--repeat=3] [--duration=3s]
-#       [--only=register,cas,publish,heartbeat] [--out=FILE]
-#       [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH] [--fresh]
-#       [--hubs=2,3] [--etcd] [--statements=N]
+#       [--only=register,cas,publish,heartbeat,crosshub,takeover]
+#       [--out=FILE] [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH]
+#       [--fresh] [--hubs=2,3] [--etcd] [--statements=N]
+#       [--takeover_rounds=5]
 #
 #   --repeat    rounds; the table shows medians over them.
 #   --duration  measured window of each row (after a 1 s warm-up run).
@@ -19,11 +20,18 @@
 #               crosshub (publish to an agent at a paced 500/s from 64
 #               publishers, not flat out: on postgres-xN the publishers on
 #               the first hub and the recipient on the second, every
-#               message routed; on one hub, the same load delivered locally).
+#               message routed; on one hub, the same load delivered locally),
+#               takeover (postgres-xN only: a role's holder on the first
+#               hub and its successor on the second; the first hub is sent
+#               SIGKILL and the clock runs until the successor's ACK is
+#               accepted; hubd's default lease, renewal and grace).
+#   --takeover_rounds  takeovers per variant and round (a fresh database
+#               and hubs each).
 #   --out       also keep the JSON result lines in FILE.
 #   --ab        instead of SQLite against PostgreSQL: two hubd binaries,
 #               both on PostgreSQL, alternated (an A/B of a change).
-#   --hubd, --hubbench  prebuilt binaries (default: built here, -c opt).
+#   --hubd, --hubbench  prebuilt binaries (default: built here, -c opt);
+#               the takeover row runs the failover binary beside hubbench.
 #   --fresh     no ANALYZE after the warm-up: PostgreSQL as a brand-new
 #               database runs until autovacuum first analyzes it.
 #   --hubs      also rows on N hubds sharing one database (postgres-xN),
@@ -50,7 +58,8 @@ cd "$HUB_ROOT"
 
 repeat=3
 duration=3s
-only=register,cas,publish,heartbeat,crosshub
+only=register,cas,publish,heartbeat,crosshub,takeover
+takeover_rounds=5
 out=""
 ab=""
 hubd=""
@@ -72,7 +81,8 @@ for arg in "$@"; do
     --hubs=*) hubs="${arg#*=}" ;;
     --etcd) etcd=1 ;;
     --statements=*) statements="${arg#*=}" ;;
-    *) sed -n '2,37s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    --takeover_rounds=*) takeover_rounds="${arg#*=}" ;;
+    *) sed -n '2,54s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
   esac
 done
 pgbin=/usr/lib/postgresql/15/bin
@@ -111,14 +121,16 @@ trap 'exit 130' INT TERM
 
 if [[ -z "$hubd" || -z "$hubbench" ]]; then
   echo "postgres.sh: building (-c opt)" >&2
-  bazel build "${HUB_BAZEL_FLAGS[@]}" -c opt //hub:hubd //tools/hubbench:hubbench
+  bazel build "${HUB_BAZEL_FLAGS[@]}" -c opt //hub:hubd //tools/hubbench:hubbench \
+    //tools/hubbench:failover
   bazel_bin="$(bazel info "${HUB_BAZEL_FLAGS[@]}" -c opt bazel-bin 2>/dev/null)"
   # Copies: another build may repoint bazel-bin while we run.
   cp "$bazel_bin/hub/hubd" "$work/hubd"
-  cp "$bazel_bin/tools/hubbench/hubbench" "$work/hubbench"
+  cp "$bazel_bin/tools/hubbench/hubbench" "$bazel_bin/tools/hubbench/failover" "$work/"
   hubd="${hubd:-$work/hubd}"
   hubbench="${hubbench:-$work/hubbench}"
 fi
+failover="$(dirname "$hubbench")/failover"
 # variants: "label store binary"
 variants=("sqlite sqlite $hubd" "postgres postgres $hubd")
 if [[ -n "$ab" ]]; then
@@ -282,6 +294,41 @@ row() {
   done
 }
 
+# takeover_row: on each postgres-xN variant, $takeover_rounds times on a
+# fresh database: a role's holder attached to the first hub, its successor to
+# the second; the first hub is SIGKILLed (by the failover binary, once the
+# holder is active) and the clock runs until the successor's ACK is accepted.
+# (bash reports each killed hub as "Killed" on stderr.)
+takeover_row() {
+  [[ ",$only," == *",takeover,"* ]] || return 0
+  local v label store binary i line first rest
+  for v in "${variants[@]}"; do
+    read -r label store binary <<<"$v"
+    [[ "$store" == postgres-x* ]] || continue
+    [[ -x "$failover" ]] || { echo "postgres.sh: no $failover: no takeover row" >&2; return 0; }
+    for ((i = 1; i <= takeover_rounds; i++)); do
+      if ! start_hubd "$store" "$binary"; then
+        echo "postgres.sh: hubds on $store did not start" >&2
+        stop_hubd
+        continue
+      fi
+      first="${hubd_addr%%,*}"
+      rest="${hubd_addr#*,}"
+      line="$("$failover" --target=hub --addr="${rest%%,*}" --holder_addr="$first" \
+        --holder_pid="${hubd_pids[0]}" --leave=hub_killed --rounds=1 \
+        2>>"$work/hubbench.err")" || true
+      stop_hubd
+      if [[ -z "$line" ]]; then
+        echo "postgres.sh: takeover failed on $label" >&2
+        continue
+      fi
+      line="$(python3 tools/hubbench/postgres.py line "$line" '{}' '{}' "$label")"
+      echo "$line" >>"$results"
+      echo "  $line" >&2
+    done
+  done
+}
+
 echo "postgres.sh: $(date -u '+%F %T') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "duration $duration, repeat $repeat, raw fdatasync $(raw_fsync); PostgreSQL: $pg_settings" >&2
 for ((round = 1; round <= repeat; round++)); do
@@ -292,6 +339,7 @@ for ((round = 1; round <= repeat; round++)); do
   row publish --clients=64 --to=agent
   row heartbeat --streams=64 --connections=64
   row crosshub --clients=64 --to=agent --rate=500
+  takeover_row
 done
 echo "postgres.sh: done $(date -u '+%F %T') UTC, load $(cut -d' ' -f1-3 /proc/loadavg)," \
   "raw fdatasync $(raw_fsync)" >&2
