@@ -2,18 +2,45 @@
 // hubd (callback API: one reactor per stream, no thread per stream) whose
 // methods answer at once and store nothing.
 //
-//   noop_server [--listen=127.0.0.1:0]
+//   noop_server [--listen=127.0.0.1:0] [--reply=inline|thread|relay]
+//               [--hub_methods] [--interceptors=0]
+//
+// --reply says which thread answers a Unary call (streams always answer
+// inline): `inline`, the handler itself (the ceiling); `thread`, one of two
+// reply threads the handler hands the call to; `relay`, the handler hands it
+// to a batching thread that passes each batch to those reply threads, the
+// hand-offs of hubd's group commit (gRPC poller -> writer -> completion
+// thread, storage/group_commit_writer.h) with nothing written. The two
+// hand-off modes measure what answering a call from another thread costs
+// gRPC and the scheduler, whatever the server does meanwhile.
+//
+// --hub_methods also registers hubd's services (every method answers
+// UNIMPLEMENTED), its health service and reflection: the server's method
+// table is then hubd's, and gRPC builds that table for every connection,
+// so the no-op's idle memory per connection reads what hubd's API costs
+// before hubd does anything.
+//
+// --interceptors=N installs N server interceptors that only pass every hook
+// on (hubd has two: hub/malformed_request.h, hub/rpc_observer.h): what gRPC's
+// interception machinery costs a call by itself.
 //
 // Prints "noop_server serving on <host:port>" once it serves. SIGINT or
 // SIGTERM shut it down cleanly (exit 0).
+#include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
+#include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/support/server_interceptor.h>
 #include <signal.h>
 
 #include <cstdint>
 #include <cstdio>
 #include <deque>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/flags/flag.h"
 #include "absl/flags/parse.h"
@@ -22,10 +49,26 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "hub/v1/admin.grpc.pb.h"
+#include "hub/v1/hub.grpc.pb.h"
+#include "hub/v1/message.grpc.pb.h"
+#include "hub/v1/presence.grpc.pb.h"
+#include "hub/v1/reservation.grpc.pb.h"
+#include "hub/v1/role_service.grpc.pb.h"
 #include "noop.grpc.pb.h"
 
 ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "host:port to serve on; port 0 picks a free port");
+ABSL_FLAG(std::string, reply, "inline",
+          "which thread answers a Unary call: inline (the handler), thread "
+          "(a reply thread) or relay (a batching thread, then a reply "
+          "thread)");
+ABSL_FLAG(bool, hub_methods, false,
+          "also register hubd's services (UNIMPLEMENTED), health and "
+          "reflection, so that gRPC's per-connection method table is "
+          "hubd's");
+ABSL_FLAG(int, interceptors, 0,
+          "server interceptors that pass every hook on, as many as this");
 
 namespace hubbench {
 namespace {
@@ -104,12 +147,127 @@ class EchoStream : public grpc::ServerBidiReactor<Ping, Pong> {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish is called once.
 };
 
+// Finishes Unary calls on threads of its own, the way hubd answers a
+// durable write: with a batching thread (relay), each call goes handler ->
+// batcher -> a reply thread, else handler -> a reply thread. Same
+// primitives and thread count as storage/group_commit_writer.h (an
+// absl::Mutex and CondVar per queue, two reply threads).
+class Replier {
+ public:
+  explicit Replier(bool batching) : batching_(batching) {
+    if (batching_) batcher_ = std::thread([this] { Batch(); });
+    for (int i = 0; i < 2; ++i) repliers_.emplace_back([this] { Reply(); });
+  }
+
+  ~Replier() {
+    {
+      absl::MutexLock lock(&mu_);
+      stopping_ = true;
+      work_.Signal();
+    }
+    if (batcher_.joinable()) batcher_.join();
+    {
+      absl::MutexLock lock(&reply_mu_);
+      reply_stopping_ = true;
+      reply_ready_.SignalAll();
+    }
+    for (std::thread& t : repliers_) t.join();
+  }
+
+  // Finish(OK) on `reactor`, from another thread.
+  void Answer(grpc::ServerUnaryReactor* reactor) {
+    if (!batching_) {
+      absl::MutexLock lock(&reply_mu_);
+      replies_.push_back({reactor});
+      reply_ready_.Signal();
+      return;
+    }
+    absl::MutexLock lock(&mu_);
+    queue_.push_back(reactor);
+    if (queue_.size() == 1) work_.Signal();
+  }
+
+ private:
+  using Calls = std::vector<grpc::ServerUnaryReactor*>;
+
+  void Batch() {
+    pthread_setname_np(pthread_self(), "noop-batcher");
+    for (;;) {
+      Calls batch;
+      {
+        absl::MutexLock lock(&mu_);
+        while (queue_.empty() && !stopping_) work_.Wait(&mu_);
+        if (queue_.empty()) return;
+        batch.swap(queue_);
+      }
+      absl::MutexLock lock(&reply_mu_);
+      replies_.push_back(std::move(batch));
+      reply_ready_.Signal();
+    }
+  }
+
+  void Reply() {
+    pthread_setname_np(pthread_self(), "noop-reply");
+    for (;;) {
+      Calls batch;
+      {
+        absl::MutexLock lock(&reply_mu_);
+        while (replies_.empty() && !reply_stopping_) {
+          reply_ready_.Wait(&reply_mu_);
+        }
+        if (replies_.empty()) return;
+        batch = std::move(replies_.front());
+        replies_.pop_front();
+      }
+      for (grpc::ServerUnaryReactor* r : batch) r->Finish(grpc::Status::OK);
+    }
+  }
+
+  const bool batching_;
+  absl::Mutex mu_;
+  absl::CondVar work_;
+  Calls queue_ ABSL_GUARDED_BY(mu_);
+  bool stopping_ ABSL_GUARDED_BY(mu_) = false;
+  std::thread batcher_;
+  absl::Mutex reply_mu_;
+  absl::CondVar reply_ready_;
+  std::deque<Calls> replies_ ABSL_GUARDED_BY(reply_mu_);
+  bool reply_stopping_ ABSL_GUARDED_BY(reply_mu_) = false;
+  std::vector<std::thread> repliers_;
+};
+
+// An interceptor that does nothing but let each hook proceed, one per call.
+class PassThrough final : public grpc::experimental::Interceptor {
+ public:
+  void Intercept(grpc::experimental::InterceptorBatchMethods* m) override {
+    m->Proceed();
+  }
+};
+
+class PassThroughFactory final
+    : public grpc::experimental::ServerInterceptorFactoryInterface {
+ public:
+  grpc::experimental::Interceptor* CreateServerInterceptor(
+      grpc::experimental::ServerRpcInfo* info) override {
+    return new PassThrough();
+  }
+};
+
 class NoopServiceImpl final : public NoopService::CallbackService {
+ public:
+  // `replier` null: every call is answered inline.
+  explicit NoopServiceImpl(Replier* replier) : replier_(replier) {}
+
+ private:
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const Ping* request, Pong* reply) override {
     reply->set_seq(request->seq());
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    reactor->Finish(grpc::Status::OK);
+    if (replier_ != nullptr) {
+      replier_->Answer(reactor);
+    } else {
+      reactor->Finish(grpc::Status::OK);
+    }
     return reactor;
   }
 
@@ -117,6 +275,8 @@ class NoopServiceImpl final : public NoopService::CallbackService {
       grpc::CallbackServerContext* context) override {
     return new EchoStream();
   }
+
+  Replier* const replier_;
 };
 
 int Main() {
@@ -128,12 +288,48 @@ int Main() {
   sigaddset(&signals, SIGTERM);
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
-  NoopServiceImpl service;
+  const std::string reply = absl::GetFlag(FLAGS_reply);
+  if (reply != "inline" && reply != "thread" && reply != "relay") {
+    std::fprintf(stderr,
+                 "noop_server: --reply must be inline, thread or relay\n");
+    return 64;
+  }
+  std::unique_ptr<Replier> replier;
+  if (reply != "inline") replier = std::make_unique<Replier>(reply == "relay");
+  NoopServiceImpl service(replier.get());
+  // hubd's services, unimplemented: only their methods' table matters.
+  hub::v1::HubService::CallbackService hub_service;
+  hub::v1::PresenceService::CallbackService presence_service;
+  hub::v1::RoleService::CallbackService role_service;
+  hub::v1::MessageService::CallbackService message_service;
+  hub::v1::ReservationService::CallbackService reservation_service;
+  hub::v1::AdminService::CallbackService admin_service;
+  const bool hub_methods = absl::GetFlag(FLAGS_hub_methods);
+  if (hub_methods) {  // as hub/server.cc does, before the builder
+    grpc::EnableDefaultHealthCheckService(true);
+    grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  }
   int port = 0;
   const std::string listen = absl::GetFlag(FLAGS_listen);
   grpc::ServerBuilder builder;
   builder.AddListeningPort(listen, grpc::InsecureServerCredentials(), &port);
   builder.RegisterService(&service);
+  if (const int n = absl::GetFlag(FLAGS_interceptors); n > 0) {
+    std::vector<
+        std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
+        interceptors;
+    for (int i = 0; i < n; ++i) {
+      interceptors.push_back(std::make_unique<PassThroughFactory>());
+    }
+    builder.experimental().SetInterceptorCreators(std::move(interceptors));
+  }
+  if (hub_methods) {
+    for (grpc::Service* s : std::initializer_list<grpc::Service*>{
+             &hub_service, &presence_service, &role_service, &message_service,
+             &reservation_service, &admin_service}) {
+      builder.RegisterService(s);
+    }
+  }
   std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
   if (server == nullptr || port == 0) {
     std::fprintf(stderr, "noop_server: cannot listen on %s\n", listen.c_str());
@@ -154,9 +350,10 @@ int Main() {
 }  // namespace hubbench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(
-      absl::StrCat("no-op gRPC server, hubbench's ceiling.\n\nUsage: ", argv[0],
-                   " [--listen=host:port]"));
+  absl::SetProgramUsageMessage(absl::StrCat(
+      "no-op gRPC server, hubbench's ceiling.\n\nUsage: ", argv[0],
+      " [--listen=host:port] [--reply=inline|thread|relay] [--hub_methods]"
+      " [--interceptors=N]"));
   absl::ParseCommandLine(argc, argv);
   return hubbench::Main();
 }
