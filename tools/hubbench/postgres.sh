@@ -11,7 +11,7 @@
 #       [--only=register,cas,publish,heartbeat,crosshub,takeover]
 #       [--out=FILE] [--ab=HUBD_A,HUBD_B] [--hubd=PATH --hubbench=PATH]
 #       [--fresh] [--hubs=2,3] [--etcd] [--statements=N]
-#       [--takeover_rounds=5]
+#       [--takeover_rounds=5] [--db_cpus=LIST]
 #
 #   --repeat    rounds; the table shows medians over them.
 #   --duration  measured window of each row (after a 1 s warm-up run).
@@ -46,6 +46,10 @@
 #               inside functions and triggers too) and, after each
 #               PostgreSQL row, print its N costliest statements over the
 #               measured window: calls and execution time per operation.
+#   --db_cpus   PostgreSQL on these CPUs (taskset's list, e.g. 1) and
+#               everything else (hubd, hubbench, etcd) on the others, as if
+#               the database had a machine of its own; by default all share
+#               every core.
 #
 # Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
 # recipient's stream), and CPU per operation read from /proc over the
@@ -68,6 +72,7 @@ fresh=0
 hubs=""
 etcd=0
 statements=0
+db_cpus=""
 for arg in "$@"; do
   case "$arg" in
     --repeat=*) repeat="${arg#*=}" ;;
@@ -82,7 +87,8 @@ for arg in "$@"; do
     --etcd) etcd=1 ;;
     --statements=*) statements="${arg#*=}" ;;
     --takeover_rounds=*) takeover_rounds="${arg#*=}" ;;
-    *) sed -n '2,54s/^# \{0,1\}//p' "$0" >&2; exit 64 ;;
+    --db_cpus=*) db_cpus="${arg#*=}" ;;
+    *) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 64 ;;
   esac
 done
 pgbin=/usr/lib/postgresql/15/bin
@@ -97,7 +103,23 @@ if ((EUID == 0)); then
   chown nobody:nogroup "$pgdir"
   as_pg=(/usr/bin/setpriv --reuid=nobody --regid=nogroup --clear-groups)
 fi
-pg() { (cd "$pgdir" && "${as_pg[@]}" "$pgbin/$1" "${@:2}"); }
+# on_db / on_hub: run on PostgreSQL's CPUs or on the others (--db_cpus).
+on_db=()
+on_hub=()
+if [[ -n "$db_cpus" ]]; then
+  hub_cpus="$(python3 -c 'import os, sys
+db = set()
+for part in sys.argv[1].split(","):
+    lo, _, hi = part.partition("-")
+    db.update(range(int(lo), int(hi or lo) + 1))
+rest = sorted(os.sched_getaffinity(0) - db)
+if not rest or not db <= os.sched_getaffinity(0):
+    sys.exit("postgres.sh: --db_cpus=%s leaves no CPU for the rest or names one this machine lacks" % sys.argv[1])
+print(",".join(map(str, rest)))' "$db_cpus")" || exit 64
+  on_db=(taskset -c "$db_cpus")
+  on_hub=(taskset -c "$hub_cpus")
+fi
+pg() { (cd "$pgdir" && "${on_db[@]}" "${as_pg[@]}" "$pgbin/$1" "${@:2}"); }
 stop_hubd() {
   local pid
   for pid in "${hubd_pids[@]}"; do
@@ -187,7 +209,7 @@ start_hubd() {
 s = [socket.socket() for _ in range(2)]
 for x in s: x.bind(("127.0.0.1", 0))
 print(*[x.getsockname()[1] for x in s])')"
-    etcd --name hubbench --data-dir "$dir/data" \
+    "${on_hub[@]}" etcd --name hubbench --data-dir "$dir/data" \
       --listen-client-urls "http://127.0.0.1:$client" \
       --advertise-client-urls "http://127.0.0.1:$client" \
       --listen-peer-urls "http://127.0.0.1:$peer" \
@@ -214,7 +236,7 @@ print(*[x.getsockname()[1] for x in s])')"
   fi
   hubd_addr=""
   for ((i = 1; i <= count; i++)); do
-    "$2" --listen=127.0.0.1:0 --db="$db" --synchronous=full >"$dir/out.$i" 2>"$dir/err.$i" &
+    "${on_hub[@]}" "$2" --listen=127.0.0.1:0 --db="$db" --synchronous=full >"$dir/out.$i" 2>"$dir/err.$i" &
     pid=$!
     hubd_pids+=("$pid")
     for _ in $(seq 200); do
@@ -257,7 +279,7 @@ row() {
       local rest="${hubd_addr#*,}"
       addr=(--addr="${hubd_addr%%,*}" --recipient_addr="${rest%%,*}")
     fi
-    "$hubbench" "$run" --target="$target" "${addr[@]}" --duration=1s "$@" \
+    "${on_hub[@]}" "$hubbench" "$run" --target="$target" "${addr[@]}" --duration=1s "$@" \
       >/dev/null 2>>"$work/hubbench.err" || true
     # A database in use has statistics (autovacuum analyzes within a minute
     # or so); a fresh one has none, and the writer's cached plans, made on
@@ -272,7 +294,7 @@ row() {
         -c "SELECT pg_stat_statements_reset()" >/dev/null
     fi
     before="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
-    line="$("$hubbench" "$run" --target="$target" "${addr[@]}" \
+    line="$("${on_hub[@]}" "$hubbench" "$run" --target="$target" "${addr[@]}" \
       --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
     after="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
     local top=""
@@ -314,7 +336,7 @@ takeover_row() {
       fi
       first="${hubd_addr%%,*}"
       rest="${hubd_addr#*,}"
-      line="$("$failover" --target=hub --addr="${rest%%,*}" --holder_addr="$first" \
+      line="$("${on_hub[@]}" "$failover" --target=hub --addr="${rest%%,*}" --holder_addr="$first" \
         --holder_pid="${hubd_pids[0]}" --leave=hub_killed --rounds=1 \
         2>>"$work/hubbench.err")" || true
       stop_hubd
@@ -330,7 +352,8 @@ takeover_row() {
 }
 
 echo "postgres.sh: $(date -u '+%F %T') UTC, $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)," \
-  "duration $duration, repeat $repeat, raw fdatasync $(raw_fsync); PostgreSQL: $pg_settings" >&2
+  "duration $duration, repeat $repeat, raw fdatasync $(raw_fsync); PostgreSQL: $pg_settings" \
+  "${db_cpus:+; PostgreSQL on CPU $db_cpus, the rest on CPU $hub_cpus}" >&2
 for ((round = 1; round <= repeat; round++)); do
   echo "postgres.sh: round $round of $repeat, load $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   row register --clients=1
