@@ -109,11 +109,14 @@ on_hub=()
 if [[ -n "$db_cpus" ]]; then
   hub_cpus="$(python3 -c 'import os, sys
 db = set()
-for part in sys.argv[1].split(","):
-    lo, _, hi = part.partition("-")
-    db.update(range(int(lo), int(hi or lo) + 1))
+try:
+    for part in sys.argv[1].split(","):
+        lo, _, hi = part.partition("-")
+        db.update(range(int(lo), int(hi or lo) + 1))
+except ValueError:
+    sys.exit("postgres.sh: --db_cpus=%s is not a CPU list such as 1 or 0,2-3" % sys.argv[1])
 rest = sorted(os.sched_getaffinity(0) - db)
-if not rest or not db <= os.sched_getaffinity(0):
+if not db or not rest or not db <= os.sched_getaffinity(0):
     sys.exit("postgres.sh: --db_cpus=%s leaves no CPU for the rest or names one this machine lacks" % sys.argv[1])
 print(",".join(map(str, rest)))' "$db_cpus")" || exit 64
   on_db=(taskset -c "$db_cpus")
