@@ -18,4 +18,7 @@ HUB_CONSOLE_MODULES="$HUB_CACHE_DIR/console-test/node_modules"
 # runs (clients/mcp/test/clis/package-lock.json): their bin directory.
 HUB_AGENT_CLIS="$HUB_CACHE_DIR/agent-clis/node_modules/.bin"
 HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
+# hub_usage SCRIPT: print SCRIPT's header (every comment line after the
+# shebang, up to its `set -euo pipefail`) to stderr, as its usage text.
+hub_usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$1" >&2; }
 export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES HUB_CONSOLE_MODULES HUB_AGENT_CLIS

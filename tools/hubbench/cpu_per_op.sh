@@ -16,9 +16,9 @@
 # ended inside the window are not counted there). Extra server flags:
 # $HUBD_FLAGS (also for noop_server, e.g. HUBD_FLAGS=--reply=relay).
 set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
 if (($# < 3)); then
-  # The header: every comment line after the shebang, up to the code.
-  sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2
+  hub_usage "$0"
   exit 64
 fi
 hubd="$1" hubbench="$2" workload="$3"

@@ -6,6 +6,7 @@ side-by-side report.
     postgres.py line RESULT_JSON BEFORE AFTER VARIANT   # one result line
     postgres.py report RESULTS.jsonl
     postgres.py statements RESULT_LINE TOP   # pg_stat_statements, per op
+    postgres.py other_cpus LIST   # the CPUs this process may use, minus LIST
 
 A snapshot holds hubd's utime+stime per thread name (clock ticks) and its
 context switches, and PostgreSQL's CPU: the postmaster's own and reaped
@@ -235,6 +236,25 @@ def statements(result, top):
               f" {int(nrows) / ops:6.2f} rows{nested}: {query[:150]}")
 
 
+def other_cpus(cpu_list):
+    """The CPUs left for hubd and the load when PostgreSQL gets `cpu_list`
+    (taskset's form: 1 or 0,2-3), comma-separated; exits with a message if
+    the list is malformed, names a CPU this process may not use, or leaves
+    none over."""
+    usable = os.sched_getaffinity(0)
+    db = set()
+    try:
+        for part in cpu_list.split(","):
+            lo, _, hi = part.partition("-")
+            db.update(range(int(lo), int(hi or lo) + 1))
+    except ValueError:
+        sys.exit(f"postgres.sh: --db_cpus={cpu_list} is not a CPU list such as 1 or 0,2-3")
+    rest = sorted(usable - db)
+    if not db or not rest or not db <= usable:
+        sys.exit(f"postgres.sh: --db_cpus={cpu_list} leaves no CPU for the rest or names one this machine lacks")
+    return ",".join(map(str, rest))
+
+
 def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "snapshot" and len(sys.argv) == 4:
@@ -243,6 +263,8 @@ def main():
         print(line(*sys.argv[2:6]))
     elif cmd == "statements" and len(sys.argv) == 4:
         statements(sys.argv[2], sys.argv[3])
+    elif cmd == "other_cpus" and len(sys.argv) == 3:
+        print(other_cpus(sys.argv[2]))
     elif cmd == "report" and len(sys.argv) == 3:
         report(sys.argv[2])
     else:

@@ -88,7 +88,7 @@ for arg in "$@"; do
     --statements=*) statements="${arg#*=}" ;;
     --takeover_rounds=*) takeover_rounds="${arg#*=}" ;;
     --db_cpus=*) db_cpus="${arg#*=}" ;;
-    *) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 64 ;;
+    *) hub_usage "$0"; exit 64 ;;
   esac
 done
 pgbin=/usr/lib/postgresql/15/bin
@@ -107,18 +107,7 @@ fi
 on_db=()
 on_hub=()
 if [[ -n "$db_cpus" ]]; then
-  hub_cpus="$(python3 -c 'import os, sys
-db = set()
-try:
-    for part in sys.argv[1].split(","):
-        lo, _, hi = part.partition("-")
-        db.update(range(int(lo), int(hi or lo) + 1))
-except ValueError:
-    sys.exit("postgres.sh: --db_cpus=%s is not a CPU list such as 1 or 0,2-3" % sys.argv[1])
-rest = sorted(os.sched_getaffinity(0) - db)
-if not db or not rest or not db <= os.sched_getaffinity(0):
-    sys.exit("postgres.sh: --db_cpus=%s leaves no CPU for the rest or names one this machine lacks" % sys.argv[1])
-print(",".join(map(str, rest)))' "$db_cpus")" || exit 64
+  hub_cpus="$(python3 tools/hubbench/postgres.py other_cpus "$db_cpus")" || exit 64
   on_db=(taskset -c "$db_cpus")
   on_hub=(taskset -c "$hub_cpus")
 fi

@@ -28,7 +28,7 @@ for arg in "$@"; do
     --duration=*) duration="${arg#*=}" ;;
     --calls=*) calls="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
-    *) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 64 ;;
+    *) hub_usage "$0"; exit 64 ;;
   esac
 done
 

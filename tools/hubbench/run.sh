@@ -45,7 +45,7 @@ for arg in "$@"; do
     --only=*) only="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --failover_rounds=*) failover_rounds="${arg#*=}" ;;
-    *) sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 64 ;;
+    *) hub_usage "$0"; exit 64 ;;
   esac
 done
 
