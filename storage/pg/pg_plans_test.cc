@@ -1,22 +1,41 @@
 // Plans PostgresStore relies on, pinned against a real server the test
 // starts itself: statements whose speed depends on the index the planner
 // picks, checked with the statistics that misled it (a busy agent the last
-// ANALYZE never saw), both as a generic plan and as a custom one.
+// ANALYZE never saw), both as a generic plan and as a custom one; and the
+// writer's generic plans (plan_cache_mode = force_generic_plan): each
+// statement planned once per session, none reading a whole large table.
+#include <map>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "absl/time/clock.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "storage/pg/pg_message_sql.h"
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_schema.h"
+#include "storage/pg/pg_store.h"
 #include "storage/pg/pg_test_database.h"
+#include "storage/test_util.h"
 
 namespace hub::storage::pg {
 namespace {
 
 class PgPlansTest : public testing::PgDatabaseTest {
  protected:
+  // A server that counts every statement's plannings (pg_stat_statements).
+  static void SetUpTestSuite() {
+    testing::PgTestOptions options;
+    options.settings = {"shared_preload_libraries=pg_stat_statements",
+                        "pg_stat_statements.track_planning=on"};
+    absl::StatusOr<std::unique_ptr<testing::PgTestServer>> created =
+        testing::PgTestServer::Create(options);
+    ASSERT_TRUE(created.ok()) << created.status();
+    server_ = created->release();
+  }
+
   void SetUp() override {
     testing::PgDatabaseTest::SetUp();
     conn_ = Connect();
@@ -138,6 +157,270 @@ TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
       ASSERT_TRUE(tried.ok()) << tried.status();
       EXPECT_EQ(tried->Text(0, 0), "t") << mode;
     }
+  }
+}
+
+// The writer's statements on tables its statistics know as large: 20,000
+// agents, 20,000 messages in one inbox, 5,000 roles (and their changes),
+// candidates and reservations, 20,000 reservation changes and group commit
+// ids. (The reservation sweep's read, not a write, reads every reservation:
+// which have ended is a question about all of them.)
+class PgWriterPlansTest : public PgPlansTest {
+ protected:
+  static constexpr int64_t kNow = 1'700'000'000'000;
+  static constexpr int kRounds = 40;
+  static constexpr int64_t kHour = 3'600'000;
+
+  void SetUp() override {
+    PgPlansTest::SetUp();
+    if (HasFatalFailure()) return;
+    Sql("CREATE EXTENSION pg_stat_statements");
+    Sql(absl::StrCat(
+        "INSERT INTO agents (agent_id, cli, last_seen_ms, lease_expires_ms, "
+        "status, presence_generation) SELECT 'a' || g, 'claude', ",
+        kNow, ", ", kNow + kHour,
+        ", 'online', 1 FROM generate_series(1, 20000) g"));
+    Inbox("a1", 20000, 10000);
+    Sql(absl::StrCat(
+        "INSERT INTO role_registry (role_key_wire, project_id, role_kind, "
+        "state, last_transition_ms, last_reason) SELECT 'rk.' || g, 'p' || "
+        "g, 'cto', 'electable', ",
+        kNow, ", 'seed' FROM generate_series(1, 5000) g"));
+    Sql(absl::StrCat(
+        "INSERT INTO role_candidates (role_key_wire, agent_id, source, "
+        "updated_at_ms) SELECT 'rk.' || g, 'a' || g, 'grant', ",
+        kNow, " FROM generate_series(1, 5000) g"));
+    Sql(absl::StrCat(
+        "INSERT INTO hub_reservations (reservation_id, project_id, agent_id, "
+        "presence_generation, exclusive, token, reason, created_at_ms, "
+        "expires_at_ms) SELECT 'r' || g, 'prj', 'a' || g, 1, 1, g, 'seed', ",
+        kNow, ", ", kNow + kHour, " FROM generate_series(1, 5000) g"));
+    Sql("INSERT INTO hub_reservation_patterns (reservation_id, ordinal, "
+        "project_id, pattern, prefix) SELECT 'r' || g, 0, 'prj', "
+        "'src/f' || g || '.cc', 'src/f' || g || '.cc' "
+        "FROM generate_series(1, 5000) g");
+    Sql("INSERT INTO hub_reservation_tokens (project_id, last_token, held) "
+        "VALUES ('prj', 5000, 5000)");
+    // A change log of 20,000 changes (seq given here: the trigger that
+    // numbers them at commit is for one transaction's few).
+    Sql("ALTER TABLE hub_reservation_changes DISABLE TRIGGER USER");
+    Sql(absl::StrCat(
+        "INSERT INTO hub_reservation_changes (seq, kind, written_at_ms, "
+        "reservation_id, project_id, agent_id, presence_generation, "
+        "exclusive, token, reason, created_at_ms, expires_at_ms, patterns) "
+        "SELECT g, 'granted', ",
+        kNow, ", 'r' || g, 'prj', 'a' || g, 1, 1, g, 'seed', ", kNow, ", ",
+        kNow + kHour,
+        ", 'src/f' || g || '.cc' FROM generate_series(1, 20000) g"));
+    Sql("ALTER TABLE hub_reservation_changes ENABLE TRIGGER USER");
+    Sql("INSERT INTO hub_reservation_change_counter (id, seq) "
+        "VALUES (true, 20000) ON CONFLICT (id) DO UPDATE SET seq = 20000");
+    // Group commits' ids, one a second over the last hours.
+    Sql("INSERT INTO hub_commits (id, begun_at) SELECT gen_random_uuid(), "
+        "now() - interval '1 second' * g FROM generate_series(1, 20000) g");
+    Sql("ANALYZE");
+    conn_.reset();  // its statistics are flushed as it leaves
+    monitor_ = Connect();
+    ASSERT_NE(monitor_, nullptr);
+  }
+
+  std::unique_ptr<PostgresStore> OpenStore() {
+    PostgresStoreOptions options;
+    options.conninfo = server_->ConnInfo(database_);
+    absl::StatusOr<std::unique_ptr<PostgresStore>> store =
+        PostgresStore::Open(std::move(options));
+    EXPECT_TRUE(store.ok()) << store.status();
+    return store.ok() ? std::move(*store) : nullptr;
+  }
+
+  // Waits until no client but the monitor is connected to this database:
+  // a backend flushes its table statistics before it leaves.
+  void AwaitNoOtherClients() {
+    const absl::Time deadline = absl::Now() + absl::Seconds(60);
+    while (true) {
+      absl::StatusOr<Result> r = monitor_->Exec(
+          "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+          "current_database() AND backend_type = 'client backend' "
+          "AND pid <> pg_backend_pid()");
+      ASSERT_TRUE(r.ok()) << r.status();
+      if (r->Text(0, 0) == "0") return;
+      ASSERT_LT(absl::Now(), deadline) << r->Text(0, 0) << " still connected";
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+  }
+
+  // Whole-table reads of hub's tables so far, by table.
+  std::map<std::string, int64_t> SeqScans() {
+    absl::StatusOr<Result> r =
+        monitor_->Exec("SELECT relname, seq_scan FROM pg_stat_user_tables");
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::map<std::string, int64_t> scans;
+    if (!r.ok()) return scans;
+    for (int i = 0; i < r->rows(); ++i) {
+      scans[std::string(r->Text(i, 0))] =
+          std::stoll(std::string(r->Text(i, 1)));
+    }
+    return scans;
+  }
+
+  // The store's writes of a working hub, kRounds times each.
+  void Work(PostgresStore& store) {
+    for (int i = 0; i < kRounds; ++i) {
+      const int64_t now = kNow + i;
+      const std::string agent = absl::StrCat("a", 100 + i);
+      AgentRegistration reg;
+      reg.agent_id = absl::StrCat("new", i);
+      reg.cli = "codex";
+      reg.now_ms = now;
+      ASSERT_TRUE(store.RegisterAgent(reg).ok());
+      reg.agent_id = agent;  // an agent the table had
+      absl::StatusOr<AgentRecord> registered = store.RegisterAgent(reg);
+      ASSERT_TRUE(registered.ok()) << registered.status();
+      const int64_t generation = registered->presence_generation;
+      ASSERT_TRUE(
+          store.RefreshLeaseForGeneration(agent, generation, now, 30'000).ok());
+      ASSERT_TRUE(store
+                      .CheckpointLeases(
+                          {{agent, generation, now, now + 30'000, 30'000}})
+                      .ok());
+      ASSERT_TRUE(
+          store.SetAgentStatusForGeneration(reg.agent_id, generation, "online")
+              .ok());
+      ASSERT_TRUE(store.SweepAgentPresence(now, 300'000).ok());
+
+      RoleReservation reserve;
+      reserve.role_key_wire = absl::StrCat("rk.", 1 + i);
+      reserve.project_id = absl::StrCat("p", 1 + i);
+      reserve.role_kind = "cto";
+      reserve.patch.holder_agent_id = agent;
+      reserve.now_ms = now;
+      absl::StatusOr<RoleWrite> reserved = store.ReserveRole(reserve);
+      ASSERT_TRUE(reserved.ok()) << reserved.status();
+      ASSERT_TRUE(reserved->role.has_value());
+      RoleCas cas;
+      cas.role_key_wire = reserve.role_key_wire;
+      cas.expected_version = reserved->role->version;
+      cas.expected_epoch = reserved->role->epoch;
+      cas.expected_activation_seq =
+          std::optional<int64_t>(reserved->role->activation_seq);
+      cas.expected_activation_id = reserved->role->activation_id;
+      cas.patch.state = "active";
+      cas.now_ms = now;
+      absl::StatusOr<RoleWrite> set = store.CompareAndSetRole(cas);
+      ASSERT_TRUE(set.ok()) << set.status();
+      EXPECT_EQ(set->outcome, RoleOutcome::kApplied);
+      CandidateUpsert candidate;
+      candidate.role_key_wire = reserve.role_key_wire;
+      candidate.agent_id = agent;
+      candidate.source = "standup";
+      candidate.now_ms = now;
+      ASSERT_TRUE(store.UpsertCandidate(candidate).ok());
+
+      // A publish to the busy inbox, delivered and acked; one dead-lettered;
+      // the expiry sweep.
+      const std::string id = absl::StrCat("m", i);
+      absl::StatusOr<std::vector<InboxRecord>> published =
+          store.InsertMessageDelivering(
+              storage::testing::TestMessage(id, 5, now), {"a1"}, {"a1"}, now,
+              100'000);
+      ASSERT_TRUE(published.ok()) << published.status();
+      ASSERT_TRUE(store.MarkDelivered(id, "a1", now).ok());
+      absl::StatusOr<std::vector<bool>> acked = store.AckMessages(
+          "a1", {id, absl::StrCat("a1-", 19000 - i)}, now, std::nullopt);
+      ASSERT_TRUE(acked.ok()) << acked.status();
+      EXPECT_EQ(*acked, std::vector<bool>({true, true}));
+      const std::string dead = absl::StrCat("d", i);
+      ASSERT_TRUE(store
+                      .InsertMessageDelivering(
+                          storage::testing::TestMessage(dead, 5, now), {"a1"},
+                          {}, now, 100'000)
+                      .ok());
+      ASSERT_TRUE(
+          store.DeadLetterMessage(dead, "test", now, std::nullopt).ok());
+      DeadLetterRedrive redrive;
+      redrive.message_id = dead;
+      redrive.now_ms = now;
+      redrive.max_pending_per_inbox = 100'000;
+      ASSERT_TRUE(store.RedriveDeadLetter(redrive).ok());
+      ASSERT_TRUE(store.SweepExpiredMessages(now).ok());
+      ASSERT_TRUE(store.PruneRoleChanges(kHour, 100).ok());
+
+      ReservationRequest request;
+      request.reservation_id = absl::StrCat("new-r", i);
+      request.project_id = "prj";
+      request.agent_id = agent;
+      request.patterns = {absl::StrCat("lib/g", i, ".cc")};
+      request.reason = "editing";
+      request.now_ms = now;
+      request.ttl_ms = 60'000;
+      absl::StatusOr<ReservationOutcome> granted = store.Reserve(request);
+      ASSERT_TRUE(granted.ok()) << granted.status();
+      ASSERT_TRUE(granted->granted.has_value());
+      ASSERT_TRUE(store
+                      .RenewReservation({request.reservation_id, agent,
+                                         granted->granted->token, now, 60'000})
+                      .ok());
+      ReservationRelease release;
+      release.reservation_id = request.reservation_id;
+      release.agent_id = agent;
+      release.token = granted->granted->token;
+      release.now_ms = now;
+      ASSERT_TRUE(store.ReleaseReservation(release).ok());
+      ASSERT_TRUE(store.ReleaseAgentReservations(agent, generation, now).ok());
+      ASSERT_TRUE(store.PruneReservationChanges(kNow - kHour, 100).ok());
+    }
+  }
+
+  std::unique_ptr<Connection> monitor_;
+};
+
+TEST_F(PgWriterPlansTest, TheWriterPlansEachOfItsStatementsOnce) {
+  std::unique_ptr<PostgresStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(monitor_->Exec("SELECT pg_stat_statements_reset()").ok());
+  Work(*store);
+  if (HasFatalFailure()) return;
+  // Statements the workload ran at least once per round: planned at most
+  // a few times (an autovacuum's ANALYZE may invalidate a plan), not once
+  // per call. Only this test's database; the monitor's reads are planned
+  // per call and run far fewer times.
+  absl::StatusOr<Result> r = monitor_->Exec(
+      "SELECT calls, plans, query FROM pg_stat_statements s JOIN "
+      "pg_database d ON d.oid = s.dbid WHERE d.datname = current_database() "
+      "ORDER BY query");
+  ASSERT_TRUE(r.ok()) << r.status();
+  int checked = 0;
+  for (int i = 0; i < r->rows(); ++i) {
+    const int64_t calls = std::stoll(std::string(r->Text(i, 0)));
+    const int64_t plans = std::stoll(std::string(r->Text(i, 1)));
+    if (calls < kRounds) continue;
+    ++checked;
+    EXPECT_LE(plans, 3) << calls << " calls: " << r->Text(i, 2);
+  }
+  // Registrations, leases, roles, candidates, publishes, acks, dead letters,
+  // sweeps and reservations: dozens of distinct statements.
+  EXPECT_GE(checked, 15);
+}
+
+TEST_F(PgWriterPlansTest, NoWriteReadsAWholeLargeTable) {
+  AwaitNoOtherClients();
+  if (HasFatalFailure()) return;
+  const std::map<std::string, int64_t> before = SeqScans();
+  std::unique_ptr<PostgresStore> store = OpenStore();
+  ASSERT_NE(store, nullptr);
+  Work(*store);
+  if (HasFatalFailure()) return;
+  store.reset();
+  AwaitNoOtherClients();
+  if (HasFatalFailure()) return;
+  const std::map<std::string, int64_t> after = SeqScans();
+  for (const std::string table :
+       {"agents", "messages", "message_inbox", "role_registry",
+        "role_candidates", "hub_role_changes", "hub_reservations",
+        "hub_reservation_patterns", "hub_reservation_changes", "hub_commits"}) {
+    ASSERT_TRUE(after.count(table)) << table;
+    EXPECT_EQ(after.at(table), before.count(table) ? before.at(table) : 0)
+        << table << " was read whole";
   }
 }
 

@@ -361,10 +361,13 @@ class PgReservationRows final : public ReservationRows {
 
   absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
                                        int64_t limit) override {
+    // The oldest `limit` as an array the unique index on seq is probed
+    // with: as `seq IN (subquery)`, the writer's generic plan (it cannot
+    // know the limit) joined the subquery to a read of the whole log.
     return Changed(
-        "DELETE FROM hub_reservation_changes WHERE seq IN (SELECT seq FROM "
-        "hub_reservation_changes WHERE seq IS NOT NULL ORDER BY seq LIMIT $2) "
-        "AND written_at_ms < $1",
+        "DELETE FROM hub_reservation_changes WHERE seq = ANY(ARRAY("
+        "SELECT seq FROM hub_reservation_changes WHERE seq IS NOT NULL "
+        "ORDER BY seq LIMIT $2)) AND written_at_ms < $1",
         {P(before_ms), P(limit)});
   }
 
