@@ -215,8 +215,13 @@ absl::StatusOr<std::string> RedactedConnInfo(const std::string& conninfo) {
 }
 
 absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
-    const std::string& conninfo) {
-  PGconn* conn = PQconnectdb(conninfo.c_str());
+    const std::string& conninfo, const std::string& application) {
+  // `dbname` expanded: the whole conninfo (key=value words or a URI), as
+  // PQconnectdb would read it, and one more keyword beside it.
+  const char* const keywords[] = {"dbname", "fallback_application_name",
+                                  nullptr};
+  const char* const values[] = {conninfo.c_str(), application.c_str(), nullptr};
+  PGconn* conn = PQconnectdbParams(keywords, values, /*expand_dbname=*/1);
   if (conn == nullptr) {
     return UnavailableError("STORE_UNAVAILABLE",
                             "cannot allocate a PostgreSQL connection");

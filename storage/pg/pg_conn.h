@@ -83,9 +83,12 @@ class Connection {
  public:
   // Connects with a libpq connection string or URI (several hosts and
   // target_session_attrs=read-write work as libpq documents).
-  // UNAVAILABLE / STORE_UNAVAILABLE when the server cannot be reached.
+  // `application` is the name the server shows for the connection
+  // (pg_stat_activity.application_name) unless `conninfo` gives one: which
+  // of a hub's connections is which. UNAVAILABLE / STORE_UNAVAILABLE when
+  // the server cannot be reached.
   static absl::StatusOr<std::unique_ptr<Connection>> Open(
-      const std::string& conninfo);
+      const std::string& conninfo, const std::string& application = "");
   ~Connection();
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;

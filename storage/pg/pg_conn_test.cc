@@ -54,6 +54,29 @@ TEST_F(PgConnTest, AMissingServerIsUnavailable) {
   EXPECT_EQ(ReasonOf(c.status()), "STORE_UNAVAILABLE");
 }
 
+// pg_stat_activity tells a hub's connections apart by the name each gives;
+// a name the operator's conninfo gives wins, and a URI reads as before.
+TEST_F(PgConnTest, AConnectionNamesItselfToTheServerUnlessTheConnInfoDoes) {
+  auto named = [](const std::string& conninfo, const std::string& name) {
+    absl::StatusOr<std::unique_ptr<Connection>> c =
+        Connection::Open(conninfo, name);
+    if (!c.ok()) return c.status().ToString();
+    absl::StatusOr<Result> r = (*c)->Exec(
+        "SELECT current_database() || ' ' || application_name "
+        "FROM pg_stat_activity WHERE pid = pg_backend_pid()");
+    return r.ok() ? std::string(r->Text(0, 0)) : r.status().ToString();
+  };
+  const std::string conninfo = server_->ConnInfo(database_);
+  EXPECT_EQ(named(conninfo, "hubd writer"), database_ + " hubd writer");
+  EXPECT_EQ(named(conninfo + " application_name=ops", "hubd writer"),
+            database_ + " ops");
+  EXPECT_EQ(named(absl::StrCat("postgresql://hub@/", database_,
+                               "?host=", server_->directory()),
+                  "hubd reader"),
+            database_ + " hubd reader");
+  EXPECT_EQ(named(conninfo, ""), database_ + " ");
+}
+
 TEST_F(PgConnTest, ParametersNullsAndChangedRowsReadBack) {
   absl::StatusOr<Result> inserted =
       conn_->ExecPrepared("insert_item", {std::string("a"), std::nullopt});

@@ -205,7 +205,7 @@ absl::StatusOr<Session> OpenBoth(const CopyOptions& options, bool migrate) {
   if (!source.ok()) return source.status();
   session.source = std::move(*source);
   absl::StatusOr<std::unique_ptr<Connection>> pg =
-      Connection::Open(options.conninfo);
+      Connection::Open(options.conninfo, "hub copy");
   if (!pg.ok()) {
     return UnavailableError(
         "STORE_UNAVAILABLE",

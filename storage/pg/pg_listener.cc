@@ -63,7 +63,7 @@ void Listener::Run() {
   absl::Duration backoff = options_.min_backoff;
   while (!stopping_.load()) {
     absl::StatusOr<std::unique_ptr<Connection>> conn =
-        Connection::Open(options_.conninfo);
+        Connection::Open(options_.conninfo, "hubd listener");
     absl::Status status = conn.status();
     if (status.ok()) status = (*conn)->Exec(listen).status();
     if (!status.ok()) {

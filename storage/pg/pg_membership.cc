@@ -58,7 +58,7 @@ absl::StatusOr<Result> PgMembership::Run(absl::string_view sql,
   for (int attempt = 0;; ++attempt) {
     if (conn_ == nullptr || !conn_->Healthy()) {
       absl::StatusOr<std::unique_ptr<Connection>> conn =
-          Connection::Open(conninfo_);
+          Connection::Open(conninfo_, "hubd membership");
       if (!conn.ok()) return conn.status();
       conn_ = std::move(*conn);
     }

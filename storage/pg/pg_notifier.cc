@@ -78,7 +78,7 @@ absl::Status Notifier::Send(
   if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
   if (conn_ == nullptr) {
     absl::StatusOr<std::unique_ptr<Connection>> opened =
-        Connection::Open(options_.conninfo);
+        Connection::Open(options_.conninfo, "hubd notifier");
     if (!opened.ok()) return opened.status();
     // NOTIFY gives its transaction an id, so its commit writes a commit
     // record; with synchronous_commit on, every hint would wait for a WAL

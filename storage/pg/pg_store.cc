@@ -56,7 +56,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   const PostgresStoreOptions& opts = store->options_;
 
   absl::StatusOr<std::unique_ptr<Connection>> conn =
-      Connection::Open(opts.conninfo);
+      Connection::Open(opts.conninfo, "hubd writer");
   if (!conn.ok()) return conn.status();
   absl::StatusOr<PgMigrationReport> migrated = MigratePostgres(**conn);
   if (!migrated.ok()) return migrated.status();
@@ -132,7 +132,7 @@ absl::StatusOr<std::unique_ptr<Connection>> PostgresStore::AcquireReader(
       }
     }
   }
-  return Connection::Open(options_.conninfo);
+  return Connection::Open(options_.conninfo, kReaderName);
 }
 
 void PostgresStore::ReleaseReader(std::unique_ptr<Connection> conn) {

@@ -317,13 +317,15 @@ class PostgresStore final : public Store {
       return !result.ok() && ReasonOf(result.status()) == "STORE_UNAVAILABLE";
     };
     if (pooled && (lost() || !(*conn)->Healthy())) {
-      conn = Connection::Open(options_.conninfo);
+      conn = Connection::Open(options_.conninfo, kReaderName);
       if (!conn.ok()) return conn.status();
       result = fn(**conn);
     }
     if (!lost()) ReleaseReader(std::move(*conn));
     return result;
   }
+  // What the server calls the readers' connections (application_name).
+  static constexpr char kReaderName[] = "hubd reader";
   // An idle connection of the pool (`*pooled` true) or a new one.
   absl::StatusOr<std::unique_ptr<Connection>> AcquireReader(
       bool* pooled = nullptr);

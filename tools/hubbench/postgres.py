@@ -3,7 +3,7 @@
 side-by-side report.
 
     postgres.py snapshot HUBD_PID POSTMASTER_PID   # JSON on stdout
-    postgres.py line RESULT_JSON BEFORE AFTER VARIANT   # one result line
+    postgres.py line RESULT_JSON BEFORE AFTER VARIANT [NAMES]   # one line
     postgres.py report RESULTS.jsonl
     postgres.py statements RESULT_LINE TOP   # pg_stat_statements, per op
     postgres.py other_cpus LIST   # the CPUs this process may use, minus LIST
@@ -61,6 +61,7 @@ def snapshot(hubd_pids, pm_pid):
         # Numbered pools (grpcpp_sync_ser, ...) are summed by their name.
         threads[name] = threads.get(name, 0) + t
     pg = {"postmaster": 0, "backends": 0, "server": 0}
+    backends = {}  # client backend pid -> ticks
     if pm_pid > 0:
         pg["postmaster"] = ticks(stat_fields(f"/proc/{pm_pid}/stat"), True)
         for pid in os.listdir("/proc"):
@@ -77,10 +78,15 @@ def snapshot(hubd_pids, pm_pid):
             # Client backends: "postgres: hub dbname [local] idle".
             kind = "backends" if cmd.startswith("postgres: hub ") else "server"
             pg[kind] += ticks(fields)
-    return {"threads": threads, "switches": switches, "pg": pg}
+            if kind == "backends":
+                backends[pid] = ticks(fields)
+    return {"threads": threads, "switches": switches, "pg": pg,
+            "backends": backends}
 
 
-def line(result, before, after, variant):
+def line(result, before, after, variant, backend_names=""):
+    """`backend_names`: "PID\tAPPLICATION_NAME" lines (pg_stat_activity) naming the
+    client backends by the connection they serve."""
     r = json.loads(result)
     b, a = json.loads(before), json.loads(after)
     r["variant"] = variant
@@ -100,6 +106,20 @@ def line(result, before, after, variant):
         r["pg_us_per_op"] = sum(pg.values())
         r["pg_backends_us_per_op"] = pg["backends"]
         r["pg_server_us_per_op"] = pg["server"] + pg["postmaster"]
+        named = dict(l.split("\t", 1) for l in backend_names.splitlines()
+                     if "\t" in l)
+        per_conn = {}
+        for pid, t in a.get("backends", {}).items():
+            # "hubd writer" -> "writer"; a backend that named nothing, or
+            # left before the names were read: "other".
+            name = named.get(pid, "").removeprefix("hubd ").strip() or "other"
+            used = (t - b.get("backends", {}).get(pid, 0)) * us
+            per_conn[name] = per_conn.get(name, 0) + used
+        if backend_names:
+            r["pg_connections_us_per_op"] = {
+                n: round(v, 1)
+                for n, v in sorted(per_conn.items(), key=lambda x: -x[1])
+                if v > 0}
     return json.dumps(r)
 
 
@@ -188,7 +208,15 @@ def report(path):
                              sorted(per.items(), key=lambda x: -x[1]) if x >= 2)
             pgb = med(sel, "pg_backends_us_per_op")
             pgs = med(sel, "pg_server_us_per_op")
-            extra = (f"; postgres backends {pgb:.0f}, server {pgs:.0f}"
+            conns = {n for r in sel for n in r.get("pg_connections_us_per_op", {})}
+            by_conn = {n: statistics.median(
+                r.get("pg_connections_us_per_op", {}).get(n, 0) for r in sel)
+                for n in conns}
+            split = ", ".join(f"{n} {x:.0f}" for n, x in
+                              sorted(by_conn.items(), key=lambda x: -x[1])
+                              if x >= 2)
+            extra = (f"; postgres backends {pgb:.0f}"
+                     f"{f' ({split})' if split else ''}, server {pgs:.0f}"
                      if pgb is not None and v != "sqlite" else "")
             print(f"  {k[0]} {k[1]} {v}: {text}{extra}")
     takeover_report(takeovers)
@@ -259,8 +287,8 @@ def main():
     cmd = sys.argv[1] if len(sys.argv) > 1 else ""
     if cmd == "snapshot" and len(sys.argv) == 4:
         print(json.dumps(snapshot(sys.argv[2], int(sys.argv[3]))))
-    elif cmd == "line" and len(sys.argv) == 6:
-        print(line(*sys.argv[2:6]))
+    elif cmd == "line" and len(sys.argv) in (6, 7):
+        print(line(*sys.argv[2:]))
     elif cmd == "statements" and len(sys.argv) == 4:
         statements(sys.argv[2], sys.argv[3])
     elif cmd == "other_cpus" and len(sys.argv) == 3:

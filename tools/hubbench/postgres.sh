@@ -54,8 +54,10 @@
 # Per row and store: throughput, p50/p99 (publish: publish-to-arrival on the
 # recipient's stream), and CPU per operation read from /proc over the
 # measured window: hubd's (by thread name too) and PostgreSQL's (client
-# backends, plus its own processes: walwriter, checkpointer, ...). Both run
-# on the same cores as the load generator.
+# backends, plus its own processes: walwriter, checkpointer, ...); the
+# backends also by the connection they serve (hubd's writer, readers,
+# notifier, listener, membership: their application_name). Both run on the
+# same cores as the load generator.
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
 cd "$HUB_ROOT"
@@ -289,6 +291,13 @@ row() {
     line="$("${on_hub[@]}" "$hubbench" "$run" --target="$target" "${addr[@]}" \
       --duration="$duration" "$@" 2>>"$work/hubbench.err")" || true
     after="$(python3 tools/hubbench/postgres.py snapshot "$(IFS=,; echo "${hubd_pids[*]}")" "$pm")"
+    # Which backend is which of hubd's connections (writer, readers, ...),
+    # while they are still open.
+    local names=""
+    if [[ "$store" == postgres* ]]; then
+      names="$(pg psql -h "$pgdir" -U hub -d postgres -XAtq -F $'\t' -c \
+        "SELECT pid, application_name FROM pg_stat_activity WHERE backend_type = 'client backend'")" || names=""
+    fi
     local top=""
     if [[ "$store" == postgres* ]] && ((statements)); then
       top="$(pg psql -h "$pgdir" -U hub -d "hb$dbs" -XAtq -F $'\t' -c \
@@ -299,7 +308,7 @@ row() {
       echo "postgres.sh: hubbench $workload $* failed on $label" >&2
       continue
     fi
-    line="$(python3 tools/hubbench/postgres.py line "$line" "$before" "$after" "$label")"
+    line="$(python3 tools/hubbench/postgres.py line "$line" "$before" "$after" "$label" "$names")"
     echo "$line" >>"$results"
     echo "  $line" >&2
     if [[ -n "$top" ]]; then
