@@ -65,11 +65,12 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   absl::Status set = (*conn)->SetSessionParameter("synchronous_commit",
                                                   opts.synchronous_commit);
   if (!set.ok()) return set;
-  // Every statement the writer runs finds its rows by key, so one plan
-  // serves every call. Left to choose, the server plans the acks'
-  // `= ANY($1::text[])` statements anew on every execution (36 + 45 µs of
-  // its CPU per publish, docs/BENCHMARKS.md); pg_plans_test checks that no
-  // write scans a whole table under its generic plan.
+  // The writer's statements find their rows through an index whatever
+  // their parameters' values, so one plan serves every call. Left to
+  // choose, the server plans the acks' `= ANY($1::text[])` statements anew
+  // on every execution (36 + 45 µs of its CPU per publish,
+  // docs/BENCHMARKS.md); pg_plans_test checks that no write scans a whole
+  // table under its generic plan.
   set = (*conn)->SetSessionParameter("plan_cache_mode", "force_generic_plan");
   if (!set.ok()) return set;
   // A hub paused in the middle of a group (SIGSTOP, a stalled VM) would
