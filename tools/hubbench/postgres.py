@@ -106,6 +106,7 @@ def line(result, before, after, variant, backend_names=""):
         r["pg_us_per_op"] = sum(pg.values())
         r["pg_backends_us_per_op"] = pg["backends"]
         r["pg_server_us_per_op"] = pg["server"] + pg["postmaster"]
+    if ops and backend_names:
         named = dict(l.split("\t", 1) for l in backend_names.splitlines()
                      if "\t" in l)
         per_conn = {}
@@ -115,11 +116,10 @@ def line(result, before, after, variant, backend_names=""):
             name = named.get(pid, "").removeprefix("hubd ").strip() or "other"
             used = (t - b.get("backends", {}).get(pid, 0)) * us
             per_conn[name] = per_conn.get(name, 0) + used
-        if backend_names:
-            r["pg_connections_us_per_op"] = {
-                n: round(v, 1)
-                for n, v in sorted(per_conn.items(), key=lambda x: -x[1])
-                if v > 0}
+        r["pg_connections_us_per_op"] = {
+            n: round(v, 1)
+            for n, v in sorted(per_conn.items(), key=lambda x: -x[1])
+            if v > 0}
     return json.dumps(r)
 
 
@@ -200,26 +200,26 @@ def report(path):
                    r["variant"] == v and r.get("status") == "ok"]
             if not sel:
                 continue
-            names = {n for r in sel for n in r.get("hubd_threads_us_per_op", {})}
-            per = {n: statistics.median(
-                r.get("hubd_threads_us_per_op", {}).get(n, 0) for r in sel)
-                for n in names}
-            text = ", ".join(f"{n} {x:.0f}" for n, x in
-                             sorted(per.items(), key=lambda x: -x[1]) if x >= 2)
+            text = medians_by_name(sel, "hubd_threads_us_per_op")
             pgb = med(sel, "pg_backends_us_per_op")
             pgs = med(sel, "pg_server_us_per_op")
-            conns = {n for r in sel for n in r.get("pg_connections_us_per_op", {})}
-            by_conn = {n: statistics.median(
-                r.get("pg_connections_us_per_op", {}).get(n, 0) for r in sel)
-                for n in conns}
-            split = ", ".join(f"{n} {x:.0f}" for n, x in
-                              sorted(by_conn.items(), key=lambda x: -x[1])
-                              if x >= 2)
+            split = medians_by_name(sel, "pg_connections_us_per_op")
             extra = (f"; postgres backends {pgb:.0f}"
                      f"{f' ({split})' if split else ''}, server {pgs:.0f}"
                      if pgb is not None and v != "sqlite" else "")
             print(f"  {k[0]} {k[1]} {v}: {text}{extra}")
     takeover_report(takeovers)
+
+
+def medians_by_name(rows, field):
+    """"name us, ..." for a field mapping names to us/op (hubd's threads,
+    PostgreSQL's connections): medians over `rows`, costliest first, those
+    under 2 us/op left out."""
+    names = {n for r in rows for n in r.get(field, {})}
+    per = {n: statistics.median(r.get(field, {}).get(n, 0) for r in rows)
+           for n in names}
+    return ", ".join(f"{n} {x:.0f}" for n, x in
+                     sorted(per.items(), key=lambda x: -x[1]) if x >= 2)
 
 
 def takeover_report(rows):
