@@ -3,6 +3,20 @@
 #ifndef HUB_STORAGE_PG_PG_MESSAGE_SQL_H_
 #define HUB_STORAGE_PG_PG_MESSAGE_SQL_H_
 
+// A message found by its key is pending, spelled so that it implies nothing
+// about the partial indexes of pending messages (idx_messages_expiry_pending,
+// idx_messages_role_pending: `status IN ('queued', 'delivered')`). Those are
+// small in a hub whose agents keep up, so the planner prefers walking one,
+// filtered by id, to the primary key: each walk then reads every pending
+// message and every entry not vacuumed yet (docs/BENCHMARKS.md, session 23).
+// `status` is NOT NULL: the COALESCE changes no answer.
+#define HUB_PG_PENDING_BY_KEY(status) \
+  "COALESCE(" status ", '') IN ('queued', 'delivered')"
+// An inbox row found by its key is unacked, likewise implying nothing about
+// idx_inbox_agent_unacked's or idx_inbox_undelivered's predicate
+// (`acked_at_ms IS NULL`). Acks are times since the epoch, never negative.
+#define HUB_PG_UNACKED_BY_KEY(acked_at_ms) "COALESCE(" acked_at_ms ", -1) < 0"
+
 namespace hub::storage::pg::sql {
 
 // Acks the agent's delivered, unacked rows of the pending messages among
@@ -13,16 +27,16 @@ namespace hub::storage::pg::sql {
 // index per message: "unacked" is spelled so that it implies nothing about
 // idx_inbox_agent_unacked's predicate, so the planner cannot walk the
 // agent's unacked rows instead (it did when its statistics put a new agent
-// at one row: 1.2-1.8 ms per ack against 2,000 rows, docs/BENCHMARKS.md).
-// Acks are times since the epoch, never negative.
+// at one row: 1.2-1.8 ms per ack against 2,000 rows, docs/BENCHMARKS.md);
+// the messages likewise by their primary key.
 inline constexpr char kAckRowsSql[] =
     "WITH m AS MATERIALIZED (SELECT id FROM messages "
-    "WHERE id = ANY($1::text[]) AND status IN ('queued', 'delivered') "
-    "ORDER BY id FOR NO KEY UPDATE) "
+    "WHERE id = ANY($1::text[]) AND " HUB_PG_PENDING_BY_KEY("status")
+    " ORDER BY id FOR NO KEY UPDATE) "
     "UPDATE message_inbox i SET acked_at_ms = $3::bigint FROM m "
     "WHERE i.message_id = m.id AND i.agent_id = $2 "
-    "AND i.delivered_at_ms IS NOT NULL AND COALESCE(i.acked_at_ms, -1) < 0 "
-    "RETURNING i.message_id";
+    "AND i.delivered_at_ms IS NOT NULL AND " HUB_PG_UNACKED_BY_KEY(
+        "i.acked_at_ms") " RETURNING i.message_id";
 
 }  // namespace hub::storage::pg::sql
 

@@ -19,8 +19,10 @@ namespace hub::storage::pg {
 // rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
 // the reservation change log (SQLite's 8); 5: waiting reserves (SQLite's
 // 9); 6: what a waiter waits behind (SQLite's 10); 7: a pattern row's
-// mode and the partial index of exclusive patterns (SQLite's 11).
-inline constexpr int kPgSchemaVersion = 7;
+// mode and the partial index of exclusive patterns (SQLite's 11); 8: the
+// inbox count triggers find a message and its rows by key, not through the
+// partial indexes of pending rows.
+inline constexpr int kPgSchemaVersion = 8;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -108,9 +108,10 @@ constexpr char kInsertMessageWithinLimitSql[] =
 // by whoever held a message's lock before us.
 constexpr char kAckMessagesSql[] =
     "UPDATE messages SET status = 'acked' "
-    "WHERE id = ANY($1::text[]) AND status IN ('queued', 'delivered') "
-    "AND NOT EXISTS (SELECT 1 FROM message_inbox i "
-    "WHERE i.message_id = messages.id AND i.acked_at_ms IS NULL)";
+    "WHERE id = ANY($1::text[]) AND " HUB_PG_PENDING_BY_KEY("status")
+    " AND NOT EXISTS (SELECT 1 FROM message_inbox i "
+    "WHERE i.message_id = messages.id AND " HUB_PG_UNACKED_BY_KEY(
+        "i.acked_at_ms") ")";
 
 constexpr char kAckedBeforeSql[] =
     "SELECT message_id FROM message_inbox WHERE message_id = ANY($1::text[]) "
@@ -809,7 +810,7 @@ absl::StatusOr<bool> PostgresStore::DeadLetterMessage(
     // The status fence waits for, then re-checks, a concurrent writer's row.
     absl::StatusOr<Result> moved = conn.Run(
         "UPDATE messages SET status = 'dead_letter' "
-        "WHERE id = $1 AND status IN ('queued', 'delivered')",
+        "WHERE id = $1 AND " HUB_PG_PENDING_BY_KEY("status"),
         {P(message_id)});
     if (!moved.ok()) return moved.status();
     if (moved->changed() == 0) {
@@ -911,7 +912,8 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
         if (r.max_pending_per_inbox > 0 && (*m)->status == "dead_letter") {
           absl::StatusOr<Result> would = conn.Run(
               "SELECT agent_id FROM message_inbox WHERE message_id = $1 "
-              "AND acked_at_ms IS NULL UNION SELECT a FROM unnest($2::text[]) "
+              "AND " HUB_PG_UNACKED_BY_KEY("acked_at_ms")
+              " UNION SELECT a FROM unnest($2::text[]) "
               "AS a WHERE NOT EXISTS (SELECT 1 FROM message_inbox i "
               "WHERE i.message_id = $1 AND i.agent_id = a)",
               {P(r.message_id),
@@ -949,7 +951,8 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
         result.message = std::move(*after);
         absl::StatusOr<Result> again = conn.Run(
             "UPDATE message_inbox SET delivered_at_ms = NULL "
-            "WHERE message_id = $1 AND acked_at_ms IS NULL RETURNING agent_id",
+            "WHERE message_id = $1 AND " HUB_PG_UNACKED_BY_KEY(
+                "acked_at_ms") " RETURNING agent_id",
             {P(r.message_id)});
         if (!again.ok()) return again.status();
         result.recipients = FirstColumn(*again);
