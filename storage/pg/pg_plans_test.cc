@@ -4,6 +4,7 @@
 // ANALYZE never saw), both as a generic plan and as a custom one; and the
 // writer's generic plans (plan_cache_mode = force_generic_plan): each
 // statement planned once per session, none reading a whole large table.
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -265,9 +266,12 @@ class PgWriterPlansTest : public PgPlansTest {
     return counters;
   }
 
-  // How much each of Counters(sql) grew while a store ran Work, read once
-  // its backends had left (each flushes its statistics as it leaves).
-  std::map<std::string, int64_t> GrowthOverWork(const std::string& sql) {
+  // How much each of Counters(sql) grew while a store ran `work` (default:
+  // Work), read once its backends had left (each flushes its statistics as
+  // it leaves).
+  std::map<std::string, int64_t> GrowthOverWork(
+      const std::string& sql,
+      const std::function<void(PostgresStore&)>& work = nullptr) {
     std::map<std::string, int64_t> growth;
     AwaitNoOtherClients();
     if (HasFatalFailure()) return growth;
@@ -275,7 +279,11 @@ class PgWriterPlansTest : public PgPlansTest {
     std::unique_ptr<PostgresStore> store = OpenStore();
     EXPECT_NE(store, nullptr);
     if (store == nullptr) return growth;
-    Work(*store);
+    if (work) {
+      work(*store);
+    } else {
+      Work(*store);
+    }
     if (HasFatalFailure()) return growth;
     store.reset();
     AwaitNoOtherClients();
@@ -456,6 +464,34 @@ TEST_F(PgWriterPlansTest, AWriteAboutOneMessageDoesNotWalkThePendingIndexes) {
     // A walk reads the ~100 pending rows per statement, thousands a run.
     EXPECT_LT(read.at(index), kRounds * 4)
         << index << ": " << read.at(index) << " entries read";
+  }
+}
+
+// A check of a directory (every reservation below it) or of a file reads
+// the reservations its ranges meet through their keys, not the project's
+// 5,000 whole: a check runs before each edit, on a reader (custom plans).
+TEST_F(PgWriterPlansTest, ACheckReadsOnlyTheReservationsItsPathsMeet) {
+  const std::map<std::string, int64_t> scans = GrowthOverWork(
+      "SELECT relname, seq_scan FROM pg_stat_user_tables",
+      [](PostgresStore& store) {
+        for (int i = 0; i < kRounds; ++i) {
+          ReservationCheck check;
+          check.project_id = "prj";
+          check.patterns = {absl::StrCat("src/f", 1 + i, ".cc"),
+                            absl::StrCat("src/f", 2000 + i, ".cc/"), "lib/"};
+          check.literal = true;
+          check.now_ms = kNow;
+          absl::StatusOr<std::vector<ReservationConflict>> conflicts =
+              store.CheckReservations(check);
+          ASSERT_TRUE(conflicts.ok()) << conflicts.status();
+          EXPECT_EQ(conflicts->size(), 2u);  // the file and the one below
+        }
+      });
+  if (HasFatalFailure()) return;
+  for (const std::string table :
+       {"agents", "hub_reservations", "hub_reservation_patterns"}) {
+    ASSERT_TRUE(scans.count(table)) << table;
+    EXPECT_EQ(scans.at(table), 0) << table << " was read whole";
   }
 }
 

@@ -43,14 +43,20 @@ constexpr char kCandidatesAtExclSql[] =
     HUB_PG_RES_CANDIDATE HUB_PG_RES_EXCL "AND p.prefix = ANY($3::text[])";
 // Every range below the request's prefixes in one statement (a check of
 // 1,000 staged paths is one round trip, not 1,000): one index range scan
-// per (low, high) pair.
+// per (low, high) pair, then each pattern's reservation by its key. The
+// reservation is a LATERAL subquery that may not be flattened (OFFSET 0):
+// as a plain join, the planner, unsure how many patterns the ranges hold,
+// hash-joined the project's every reservation on each check (about 1 ms at
+// 5,000, docs/BENCHMARKS.md).
 #define HUB_PG_RES_BELOW(excl) \
   "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
   "r.expires_at_ms, " HUB_PG_RES_LIVE("$1")                                \
   " FROM unnest($3::text[], $4::text[]) AS k(low, high) "                  \
   "JOIN hub_reservation_patterns p ON p.project_id = $2 " excl             \
   "AND p.prefix >= k.low COLLATE \"C\" AND p.prefix < k.high COLLATE \"C\" " \
-  "JOIN hub_reservations r ON r.reservation_id = p.reservation_id"
+  "CROSS JOIN LATERAL (SELECT r.agent_id, r.exclusive, r.token, "         \
+  "r.expires_at_ms, r.presence_generation FROM hub_reservations r "       \
+  "WHERE r.reservation_id = p.reservation_id OFFSET 0) r"
 constexpr char kCandidatesBelowSql[] = HUB_PG_RES_BELOW("");
 constexpr char kCandidatesBelowExclSql[] = HUB_PG_RES_BELOW(HUB_PG_RES_EXCL);
 
