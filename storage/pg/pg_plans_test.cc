@@ -467,9 +467,9 @@ TEST_F(PgWriterPlansTest, AWriteAboutOneMessageDoesNotWalkThePendingIndexes) {
   }
 }
 
-// A check of a directory (every reservation below it) or of a file reads
-// the reservations its ranges meet through their keys, not the project's
-// 5,000 whole: a check runs before each edit, on a reader (custom plans).
+// A check reads the reservations its paths' ranges meet (at or above each
+// path, and below it) through their keys, not the project's 5,000 whole: a
+// check runs before each edit, on a reader (custom plans).
 TEST_F(PgWriterPlansTest, ACheckReadsOnlyTheReservationsItsPathsMeet) {
   const std::map<std::string, int64_t> scans = GrowthOverWork(
       "SELECT relname, seq_scan FROM pg_stat_user_tables",
@@ -484,7 +484,7 @@ TEST_F(PgWriterPlansTest, ACheckReadsOnlyTheReservationsItsPathsMeet) {
           absl::StatusOr<std::vector<ReservationConflict>> conflicts =
               store.CheckReservations(check);
           ASSERT_TRUE(conflicts.ok()) << conflicts.status();
-          EXPECT_EQ(conflicts->size(), 2u);  // the file and the one below
+          EXPECT_EQ(conflicts->size(), 2u);  // lib/ is not reserved
         }
       });
   if (HasFatalFailure()) return;
