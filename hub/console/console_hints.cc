@@ -205,19 +205,15 @@ absl::Status ConsoleHints::Send(const std::vector<std::string>& payloads) {
   if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
   if (conn_ == nullptr) {
     absl::StatusOr<std::unique_ptr<storage::pg::Connection>> opened =
-        storage::pg::Connection::Open(options_.conninfo);
+        storage::pg::Connection::Open(
+            options_.conninfo,
+            options_.application_name_prefix + options_.hub_instance_id);
     if (!opened.ok()) return opened.status();
     // A hint needs no durability (see storage/pg/pg_notifier.cc).
     if (absl::StatusOr<storage::pg::Result> r =
             (*opened)->Exec("SET synchronous_commit = off");
         !r.ok()) {
       return r.status();
-    }
-    if (absl::Status s = (*opened)->SetSessionParameter(
-            "application_name",
-            options_.application_name_prefix + options_.hub_instance_id);
-        !s.ok()) {
-      return s;
     }
     conn_ = std::move(*opened);
   }

@@ -64,7 +64,8 @@ struct ConsoleHintsOptions {
   absl::Duration retry_initial = absl::Milliseconds(100);
   absl::Duration retry_max = absl::Seconds(2);
   // The sender's connection's application_name is this, then the hub id
-  // (pg_stat_activity shows which backend sends a hub's hints).
+  // (pg_stat_activity shows which backend sends a hub's hints), unless the
+  // conninfo names its connections, as every hub connection does.
   std::string application_name_prefix = "hub console hints ";
   // Told, on the sender's thread, when a batch could not be sent (once per
   // run of failures), and when the reset that makes good for it went out.
