@@ -197,6 +197,73 @@ TEST_P(RoleStore, AsyncReservationAndCasAnswerLikeTheBlockingCalls) {
             RoleOutcome::kStaleVersion);
 }
 
+// CASes made at once share groups (on PostgreSQL their statements go out
+// together, in one round trip): each answer is still the one the order they
+// were made in gives, whether it applied, lost to a neighbour or met no row.
+TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
+  constexpr int kRoles = 4;
+  std::vector<RoleRecord> rows;
+  for (int i = 0; i < kRoles; ++i) {
+    RoleReservation r = LeadReservation();
+    r.role_key_wire = absl::StrCat("rk2.lead-", i);
+    r.scope_id = absl::StrCat("scp_", i);
+    r.patch.holder_agent_id = absl::StrCat("agent-", i);
+    absl::StatusOr<RoleWrite> w = store().ReserveRole(r);
+    ASSERT_TRUE(w.ok()) << w.status();
+    rows.push_back(*w->role);
+  }
+  // Per role: a CAS that applies, then the same CAS again (its version is
+  // one behind by then), then one naming the version the first one made
+  // but a wrong epoch; and a CAS of a role that does not exist.
+  std::vector<RoleCas> cases;
+  std::vector<RoleOutcome> expected;
+  for (const RoleRecord& row : rows) {
+    RoleCas cas = CasFrom(row);
+    cas.patch.state = "active";
+    cas.patch.last_reason = "activation_acked";
+    cases.push_back(cas);
+    expected.push_back(RoleOutcome::kApplied);
+    cases.push_back(cas);
+    expected.push_back(RoleOutcome::kStaleVersion);
+    RoleCas wrong_epoch = cas;
+    wrong_epoch.expected_version = row.version + 1;
+    wrong_epoch.expected_epoch = row.epoch + 1;
+    cases.push_back(wrong_epoch);
+    expected.push_back(RoleOutcome::kStaleEpoch);
+  }
+  RoleCas missing = CasFrom(rows[0]);
+  missing.role_key_wire = "rk2.lead-missing";
+  cases.push_back(missing);
+  expected.push_back(RoleOutcome::kNotFound);
+
+  std::vector<absl::StatusOr<RoleWrite>> answers(cases.size(),
+                                                 absl::UnknownError(""));
+  std::vector<absl::Notification> done(cases.size());
+  for (size_t i = 0; i < cases.size(); ++i) {
+    store().CompareAndSetRoleAsync(cases[i],
+                                   [&, i](absl::StatusOr<RoleWrite> w) {
+                                     answers[i] = std::move(w);
+                                     done[i].Notify();
+                                   });
+  }
+  for (absl::Notification& n : done) n.WaitForNotification();
+  for (size_t i = 0; i < cases.size(); ++i) {
+    SCOPED_TRACE(absl::StrCat("CAS ", i, " of ", cases[i].role_key_wire));
+    ASSERT_TRUE(answers[i].ok()) << answers[i].status();
+    EXPECT_EQ(answers[i]->outcome, expected[i]);
+  }
+  for (int i = 0; i < kRoles; ++i) {
+    absl::StatusOr<RoleRecord> now = store().GetRole(rows[i].role_key_wire);
+    ASSERT_TRUE(now.ok()) << now.status();
+    EXPECT_EQ(now->state, "active");
+    EXPECT_EQ(now->version, rows[i].version + 1);
+    EXPECT_EQ(answers[3 * i]->role->version, rows[i].version + 1);
+    // The refusals name the row as the applied CAS left it.
+    EXPECT_EQ(answers[3 * i + 1]->role->version, rows[i].version + 1);
+    EXPECT_EQ(answers[3 * i + 2]->role->version, rows[i].version + 1);
+  }
+}
+
 TEST_P(RoleStore, CasWithAllFourGuardsActivatesAndBumpsOnlyTheVersion) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";

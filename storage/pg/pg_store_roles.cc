@@ -92,10 +92,7 @@ const std::string& CasRoleSql() {
   return *sql;
 }
 
-}  // namespace
-
-absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
-    Connection& conn, const RoleCas& cas) {
+Statement CasRoleStatement(const RoleCas& cas) {
   const RolePatch& p = cas.patch;
   std::vector<Param> params = {
       P(cas.role_key_wire),
@@ -118,9 +115,21 @@ absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
   AddPatch(p.next_probe_ms, params);
   AddPatch(p.blocked_reason, params);
   AddPatch(p.last_reason, params, Column::kNotNull);
-  absl::StatusOr<Result> r = conn.Run(CasRoleSql(), params);
-  if (!r.ok()) return r.status();
-  return ReadOne<RoleRecord>(*r, ReadRole);
+  return Statement{CasRoleSql(), std::move(params)};
+}
+
+absl::StatusOr<std::optional<RoleRecord>> CasRoleRow(
+    absl::StatusOr<Result> answer) {
+  if (!answer.ok()) return answer.status();
+  return ReadOne<RoleRecord>(*answer, ReadRole);
+}
+
+}  // namespace
+
+absl::StatusOr<std::optional<RoleRecord>> LockScopeAndCasRole(
+    Connection& conn, const RoleCas& cas) {
+  Statement statement = CasRoleStatement(cas);
+  return CasRoleRow(conn.Run(statement.sql, statement.params));
 }
 
 namespace {
@@ -293,13 +302,18 @@ bool CasInOneStatement(const RoleCas& cas) {
           roles::CheckRoleState(cas.patch.state.value()).ok());
 }
 
-absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas) {
-  const bool one_statement = CasInOneStatement(cas);
+// A CAS. `first`, when set, is the answer to CasRoleStatement(cas), already
+// sent (CasInOneStatement(cas) holds).
+absl::StatusOr<RoleWrite> CasIn(
+    Connection& conn, const RoleCas& cas,
+    std::optional<absl::StatusOr<Result>> first = std::nullopt) {
+  const bool one_statement = first.has_value() || CasInOneStatement(cas);
   // The row PlanCas decides on: read FOR UPDATE first, or, when the one
   // statement changed nothing, read to say why.
   absl::StatusOr<std::optional<RoleRecord>> row;
   if (one_statement) {
-    row = LockScopeAndCasRole(conn, cas);
+    row = first.has_value() ? CasRoleRow(std::move(*first))
+                            : LockScopeAndCasRole(conn, cas);
     if (!row.ok()) return row.status();
     if (row->has_value()) {
       return roles::Refused(RoleOutcome::kApplied, std::move(*row));
@@ -376,6 +390,16 @@ void PostgresStore::ReserveRoleAsync(const RoleReservation& reservation,
 
 void PostgresStore::CompareAndSetRoleAsync(const RoleCas& cas,
                                            Callback<RoleWrite> done) {
+  // A CAS that names its whole fence is its one statement (unless refused):
+  // it goes ahead with its group's neighbours.
+  if (CasInOneStatement(cas)) {
+    WriteAsyncFirst<RoleWrite>(
+        CasRoleStatement(cas),
+        [cas](const Statement&, absl::StatusOr<Result> answer,
+              Connection& conn) { return CasIn(conn, cas, std::move(answer)); },
+        std::move(done));
+    return;
+  }
   WriteAsync<RoleWrite>([cas](Connection& conn) { return CasIn(conn, cas); },
                         std::move(done));
 }
