@@ -596,8 +596,9 @@ TEST_P(MessageStore, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
 }
 
 // PostgreSQL keeps each inbox's pending count as hub_inbox_pending.pending
-// less hub_inbox_settled.settled (by triggers); it must equal the rows it
-// stands for after every kind of write.
+// less hub_inbox_settled.settled (the store's writer in its statements, the
+// triggers for every other session); it must equal the rows it stands for
+// after every kind of write, the store's and an operator's.
 constexpr char kPendingCountsSql[] =
     "(SELECT agent_id, sum(n) AS pending FROM (SELECT agent_id, pending AS n "
     "FROM hub_inbox_pending UNION ALL SELECT agent_id, -settled "
@@ -645,6 +646,39 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
   ASSERT_TRUE(store().InsertMessage(TestMessage("m4"), {"a", "c"}).ok());
   ASSERT_TRUE(*store().DeadLetterMessage("m4", "x", kNow, {}));
   check("after a dead letter");
+  DeadLetterRedrive redrive;
+  redrive.message_id = "m4";
+  redrive.now_ms = kNow + 200;
+  redrive.add_recipient = "d";
+  ASSERT_TRUE(store().RedriveDeadLetter(redrive).ok());
+  check("after a re-drive that adds a recipient");
+  // Another session's writes (an operator's SQL) are counted by triggers.
+  ASSERT_EQ(Exec("UPDATE message_inbox SET acked_at_ms = 1 "
+                 "WHERE message_id = 'm4' AND agent_id = 'a'"),
+            "");
+  check("after an operator's ack");
+  ASSERT_EQ(Exec("INSERT INTO message_inbox (message_id, agent_id, attempts) "
+                 "VALUES ('m4', 'e', 0)"),
+            "");
+  check("after an operator's insert");
+  ASSERT_TRUE(*store().DeadLetterMessage("m4", "x", kNow + 200, {}));
+  check("after a second dead letter");
+  MessageRecord backlog = TestMessage("r1");
+  backlog.role_key_wire = "rk2.lead-key";
+  ASSERT_TRUE(store().InsertMessage(backlog, {"f"}).ok());
+  ASSERT_TRUE(store().AddRecipient("r1", "g").ok());
+  check("after a role message");
+  ScopeClose close;
+  close.project_id = "prj_1";
+  close.scope_id = "scp_1";
+  close.role_key_wire = "rk2.lead-key";
+  close.closed_by = "ops";
+  close.reason = "done";
+  close.now_ms = kNow + 300;
+  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(close);
+  ASSERT_TRUE(closed.ok()) << closed.status();
+  ASSERT_EQ(closed->dead_lettered.size(), 1u);
+  check("after a scope's close dead-lettered its backlog");
   ASSERT_TRUE(store().InsertMessage(TestMessage("m5"), {"a"}).ok());
   ASSERT_EQ(Exec("DELETE FROM messages WHERE id = 'm5'"), "");
   check("after a delete");

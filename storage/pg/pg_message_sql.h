@@ -28,15 +28,45 @@ namespace hub::storage::pg::sql {
 // idx_inbox_agent_unacked's predicate, so the planner cannot walk the
 // agent's unacked rows instead (it did when its statistics put a new agent
 // at one row: 1.2-1.8 ms per ack against 2,000 rows, docs/BENCHMARKS.md);
-// the messages likewise by their primary key.
+// the messages likewise by their primary key. Every row it acks stopped
+// counting in the agent's inbox (its message is pending, and locked), so
+// the agent's settled count grows by as many, in the same statement (the
+// writer keeps the counts, storage/pg/schema.sql).
 inline constexpr char kAckRowsSql[] =
     "WITH m AS MATERIALIZED (SELECT id FROM messages "
     "WHERE id = ANY($1::text[]) AND " HUB_PG_PENDING_BY_KEY("status")
-    " ORDER BY id FOR NO KEY UPDATE) "
-    "UPDATE message_inbox i SET acked_at_ms = $3::bigint FROM m "
+    " ORDER BY id FOR NO KEY UPDATE), "
+    "u AS (UPDATE message_inbox i SET acked_at_ms = $3::bigint FROM m "
     "WHERE i.message_id = m.id AND i.agent_id = $2 "
     "AND i.delivered_at_ms IS NOT NULL AND " HUB_PG_UNACKED_BY_KEY(
-        "i.acked_at_ms") " RETURNING i.message_id";
+        "i.acked_at_ms") " RETURNING i.message_id), "
+    "s AS (INSERT INTO hub_inbox_settled AS s (agent_id, settled) "
+    "SELECT $2, count(*) FROM u HAVING count(*) > 0 "
+    "ON CONFLICT (agent_id) DO UPDATE SET settled = s.settled + "
+    "excluded.settled) "
+    "SELECT message_id FROM u";
+
+// The writer's counts for what the statement before changed, for messages
+// it moved out of pending ($1: their ids; kSettleRowsSql) or into pending
+// (kCountRowsSql): each agent's unacked rows of them stop or start
+// counting. A statement of its own, run while the write holds those
+// messages' row locks: its snapshot then holds every ack that committed
+// before (an ack locks the message first, and one still waiting finds it no
+// longer pending), which a CTE of the moving statement, reading that
+// statement's older snapshot, would count again. In agent order, like every
+// writer of the counts.
+#define HUB_PG_COUNT_ROWS_OF(table, column) \
+  "INSERT INTO " table " AS c (agent_id, " column                        \
+  ") SELECT i.agent_id, count(*) FROM message_inbox i "                  \
+  "WHERE i.message_id = ANY($1::text[]) AND " HUB_PG_UNACKED_BY_KEY(     \
+      "i.acked_at_ms") " GROUP BY i.agent_id ORDER BY i.agent_id "       \
+  "ON CONFLICT (agent_id) DO UPDATE SET " column " = c." column          \
+  " + excluded." column
+inline constexpr char kSettleRowsSql[] =
+    HUB_PG_COUNT_ROWS_OF("hub_inbox_settled", "settled");
+inline constexpr char kCountRowsSql[] =
+    HUB_PG_COUNT_ROWS_OF("hub_inbox_pending", "pending");
+#undef HUB_PG_COUNT_ROWS_OF
 
 }  // namespace hub::storage::pg::sql
 

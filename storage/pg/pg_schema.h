@@ -21,8 +21,9 @@ namespace hub::storage::pg {
 // 9); 6: what a waiter waits behind (SQLite's 10); 7: a pattern row's
 // mode and the partial index of exclusive patterns (SQLite's 11); 8: the
 // inbox count triggers find a message and its rows by key, not through the
-// partial indexes of pending rows.
-inline constexpr int kPgSchemaVersion = 8;
+// partial indexes of pending rows; 9: the inbox count triggers skip a
+// session that keeps the counts in its statements (a hub's writer).
+inline constexpr int kPgSchemaVersion = 9;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

@@ -73,6 +73,13 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   // table under its generic plan.
   set = (*conn)->SetSessionParameter("plan_cache_mode", "force_generic_plan");
   if (!set.ok()) return set;
+  // The writer's statements keep the inbox counts themselves (hub_inbox_
+  // pending, hub_inbox_settled), so the triggers that keep them for every
+  // other session skip this one (storage/pg/schema.sql). Set before the
+  // writer's first write, and again on every reconnect, like the others:
+  // a write without it would be counted twice.
+  set = (*conn)->SetSessionParameter("hub.inbox_counts", "kept");
+  if (!set.ok()) return set;
   // A hub paused in the middle of a group (SIGSTOP, a stalled VM) would
   // keep that transaction's row locks, and every other hub's writes on
   // those rows would wait for the whole pause: the server ends such a

@@ -12,6 +12,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/pg/pg_message_sql.h"
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
@@ -153,6 +154,18 @@ absl::StatusOr<std::vector<ClaimedMessage>> DeadLetterBacklog(
     if (!inserted->has_value()) continue;  // fence lost (locked: cannot)
     claimed.push_back(
         roles::ScopeClosedClaim(std::move(m), c.now_ms, **inserted));
+  }
+  // No longer pending: their unacked rows stop counting in their inboxes
+  // (the writer keeps the counts; the messages are locked).
+  if (!claimed.empty()) {
+    std::vector<std::string> ids;
+    ids.reserve(claimed.size());
+    for (const ClaimedMessage& m : claimed) ids.push_back(m.message.id);
+    if (absl::StatusOr<Result> settled =
+            conn.Run(sql::kSettleRowsSql, {TextArray(ids)});
+        !settled.ok()) {
+      return settled.status();
+    }
   }
   return claimed;
 }

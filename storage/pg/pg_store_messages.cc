@@ -75,16 +75,29 @@ constexpr char kInsertMessageSql[] =
   "ORDER BY r.ord "                                                    \
   "ON CONFLICT (message_id, agent_id) DO NOTHING RETURNING agent_id"
 
+// The rows the CTE `i` wrote count in their agents' inboxes when the
+// message ($13: its status) is pending: the writer keeps the counts
+// (storage/pg/schema.sql), in agent order. In a publish within the limit
+// the rows are those `c` locked, so this writes their one new version.
+#define HUB_PG_COUNT_INBOX_ROWS                                   \
+  "n AS (INSERT INTO hub_inbox_pending AS p (agent_id, pending) " \
+  "SELECT agent_id, count(*) FROM i "                             \
+  "WHERE $13::text IN ('queued', 'delivered') "                   \
+  "GROUP BY agent_id ORDER BY agent_id ON CONFLICT (agent_id) "   \
+  "DO UPDATE SET pending = p.pending + excluded.pending) "
+
 // The message and every recipient's row in one statement (one round trip):
 // those in $16 (about to be pushed) start delivered with one attempt; a
 // recipient named twice gets one row. When the message's id is taken, `m`
 // is empty and no inbox row is written, so no row comes back (a new message
-// always gets at least one). The inbox rows' foreign key and count trigger
-// run at the statement's end and see the message the CTE inserted.
+// always gets at least one). The inbox rows' foreign key check runs at the
+// statement's end and sees the message the CTE inserted.
 constexpr char kInsertMessageWithInboxSql[] =
     "WITH m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
     ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14) "
-    "ON CONFLICT (id) DO NOTHING RETURNING id) " HUB_PG_INBOX_FROM_M;
+    "ON CONFLICT (id) DO NOTHING RETURNING id), "
+    "i AS (" HUB_PG_INBOX_FROM_M "), " HUB_PG_COUNT_INBOX_ROWS
+    "SELECT agent_id FROM i";
 
 // kInsertMessageWithInboxSql behind the inbox limit, in the same one
 // statement: `c` locks the recipients' counts with kLockPendingCountsSql's
@@ -102,7 +115,8 @@ constexpr char kInsertMessageWithinLimitSql[] =
     "m AS (INSERT INTO messages (" HUB_MESSAGE_COLUMNS
     ") SELECT $1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14 "
     "FROM go WHERE go.ok ON CONFLICT (id) DO NOTHING RETURNING id), "
-    "i AS (" HUB_PG_INBOX_FROM_M ") SELECT agent_id FROM i";
+    "i AS (" HUB_PG_INBOX_FROM_M "), " HUB_PG_COUNT_INBOX_ROWS
+    "SELECT agent_id FROM i";
 
 // A statement after sql::kAckRowsSql, so its snapshot sees every ack committed
 // by whoever held a message's lock before us.
@@ -220,6 +234,14 @@ DeadLetterRecord ReadDeadLetter(const Row& r) {
 
 std::vector<std::string> FirstColumn(const Result& r) {
   return ReadAll<std::string>(r, [](const Row& row) { return row.Text(0); });
+}
+
+// After the write moved `ids` out of pending, holding their row locks: their
+// unacked rows stop counting (sql::kSettleRowsSql).
+absl::Status SettleRowsOf(Connection& conn,
+                          const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  return conn.Run(sql::kSettleRowsSql, {TextArray(ids)}).status();
 }
 
 // The writer's order key of a write whose first row locks are its
@@ -558,13 +580,21 @@ absl::StatusOr<bool> PostgresStore::AddRecipient(absl::string_view message_id,
                                                  absl::string_view agent_id) {
   return Write<bool>(
       [&](Connection& conn) -> absl::StatusOr<bool> {
+        // The new row counts in the agent's inbox if the message is
+        // pending (the writer keeps the counts, storage/pg/schema.sql).
         absl::StatusOr<Result> added = conn.Run(
-            "INSERT INTO message_inbox (message_id, agent_id, delivered_at_ms, "
-            "attempts) SELECT id, $2, NULL, 0 FROM messages WHERE id = $1 "
-            "ON CONFLICT (message_id, agent_id) DO NOTHING",
+            "WITH i AS (INSERT INTO message_inbox (message_id, agent_id, "
+            "delivered_at_ms, attempts) SELECT id, $2, NULL, 0 FROM messages "
+            "WHERE id = $1 ON CONFLICT (message_id, agent_id) DO NOTHING "
+            "RETURNING agent_id), "
+            "n AS (INSERT INTO hub_inbox_pending AS p (agent_id, pending) "
+            "SELECT agent_id, 1 FROM i WHERE EXISTS (SELECT 1 FROM messages "
+            "WHERE id = $1 AND " HUB_PG_PENDING_BY_KEY("status")
+            ") ON CONFLICT (agent_id) DO UPDATE SET pending = p.pending + 1) "
+            "SELECT agent_id FROM i",
             {P(message_id), P(agent_id)});
         if (!added.ok()) return added.status();
-        if (added->changed() == 1) return true;
+        if (added->rows() == 1) return true;
         absl::StatusOr<bool> exists = MessageExists(conn, message_id);
         if (!exists.ok()) return exists.status();
         if (!*exists) return MessageNotFound(message_id);
@@ -791,6 +821,9 @@ PostgresStore::SweepExpiredMessages(int64_t now_ms) {
   return Write<Rows>([now_ms](Connection& conn) -> absl::StatusOr<Rows> {
     absl::StatusOr<Result> r = conn.Run(kSweepSql, {P(now_ms)});
     if (!r.ok()) return r.status();
+    if (absl::Status s = SettleRowsOf(conn, FirstColumn(*r)); !s.ok()) {
+      return s;
+    }
     return ReadAll<ExpiryTransition>(*r, [now_ms](const Row& row) {
       ExpiryTransition t;
       t.message_id = row.Text(0);
@@ -818,6 +851,10 @@ absl::StatusOr<bool> PostgresStore::DeadLetterMessage(
       if (!exists.ok()) return exists.status();
       if (!*exists) return MessageNotFound(message_id);
       return false;  // terminal already
+    }
+    if (absl::Status s = SettleRowsOf(conn, {std::string(message_id)});
+        !s.ok()) {
+      return s;
     }
     absl::StatusOr<Result> dlq = conn.Run(
         "INSERT INTO dead_letters (message_id, reason, failed_at_ms, "
@@ -965,6 +1002,12 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
           if (!added.ok()) return added.status();
           if (added->changed() == 1)
             result.recipients.push_back(*r.add_recipient);
+        }
+        // Pending again: its unacked rows, the added one too, count again.
+        if (absl::StatusOr<Result> counted =
+                conn.Run(sql::kCountRowsSql, {TextArray({r.message_id})});
+            !counted.ok()) {
+          return counted.status();
         }
         std::sort(result.recipients.begin(), result.recipients.end());
         absl::StatusOr<Result> removed = conn.Run(

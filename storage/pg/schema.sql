@@ -95,8 +95,13 @@ CREATE INDEX IF NOT EXISTS idx_inbox_undelivered
   WHERE delivered_at_ms IS NULL AND acked_at_ms IS NULL;
 
 -- Each agent's pending inbox rows (unacked rows of queued|delivered
--- messages), kept by the triggers below in the same transaction as every
--- change to them, whoever writes it: what the inbox limit compares with.
+-- messages), kept in the same transaction as every change to them, whoever
+-- writes it: what the inbox limit compares with. A hub's writer keeps them
+-- in the statements that change those rows (its session sets
+-- hub.inbox_counts = 'kept', storage/pg/pg_store.cc); every other session
+-- (an operator's SQL, `hubctl db copy`, a hub older than
+-- hub_schema_version 9) has them kept by the triggers below, which skip
+-- the writer's statements.
 -- A COUNT per publish would read as many rows as the inbox holds (up to the
 -- limit: 10 000 by default). The count is two rows: hub_inbox_pending.pending
 -- grows with every row that starts to count (a publish, a recipient added,
@@ -175,17 +180,27 @@ BEGIN
   RETURN NULL;
 END $$;
 
+-- Not for a session that keeps the counts in its own statements (a hub's
+-- writer, hub_schema_version 9): the condition is evaluated before any
+-- PL/pgSQL runs, and calling the functions cost a publish and its ack
+-- about a sixth of the server's CPU (docs/BENCHMARKS.md, session 24).
 CREATE OR REPLACE TRIGGER hub_inbox_pending_row
   AFTER INSERT OR DELETE OR UPDATE OF acked_at_ms ON message_inbox
-  FOR EACH ROW EXECUTE FUNCTION hub_inbox_pending_row();
+  FOR EACH ROW
+  WHEN (current_setting('hub.inbox_counts', true) IS DISTINCT FROM 'kept')
+  EXECUTE FUNCTION hub_inbox_pending_row();
 CREATE OR REPLACE TRIGGER hub_inbox_pending_status
   AFTER UPDATE OF status ON messages
   FOR EACH ROW WHEN ((OLD.status IN ('queued', 'delivered')) IS DISTINCT FROM
-                     (NEW.status IN ('queued', 'delivered')))
+                     (NEW.status IN ('queued', 'delivered'))
+                     AND current_setting('hub.inbox_counts', true)
+                         IS DISTINCT FROM 'kept')
   EXECUTE FUNCTION hub_inbox_pending_message();
 CREATE OR REPLACE TRIGGER hub_inbox_pending_delete
   BEFORE DELETE ON messages
-  FOR EACH ROW EXECUTE FUNCTION hub_inbox_pending_message();
+  FOR EACH ROW
+  WHEN (current_setting('hub.inbox_counts', true) IS DISTINCT FROM 'kept')
+  EXECUTE FUNCTION hub_inbox_pending_message();
 
 CREATE TABLE IF NOT EXISTS dead_letters (
   message_id TEXT COLLATE "C" PRIMARY KEY,
