@@ -28,15 +28,15 @@ namespace {
   "m.trace_id, m.payload_json, m.status, m.role_key_wire"
 
 // Locks each distinct recipient's pending count (storage/pg/schema.sql's
-// hub_inbox_pending, kept by triggers) until the group commits, in agent
-// order so two publishes never wait on each other crosswise, and reads it
-// less what was settled (hub_inbox_settled, not locked: a settle committed
-// after this statement began only makes the inbox look fuller). The locked
-// row is the latest committed one, since a lock waits for its holder's
-// commit. A lock, not an update: the row's next version is the insert
-// trigger's +1, so a group of publishes to one agent leaves one version of
-// its row per publish, not two (each version is one more step for every
-// later statement of the group that finds the row).
+// hub_inbox_pending, which the writer keeps) until the group commits, in
+// agent order so two publishes never wait on each other crosswise, and
+// reads it less what was settled (hub_inbox_settled, not locked: a settle
+// committed after this statement began only makes the inbox look fuller).
+// The locked row is the latest committed one, since a lock waits for its
+// holder's commit. A lock, not an update: the row's next version is the
+// insert's own +1 (HUB_PG_COUNT_INBOX_ROWS), so a group of publishes to one
+// agent leaves one version of its row per publish, not two (each version is
+// one more step for every later statement of the group that finds the row).
 // `agents` names the text[] parameter of the recipients.
 #define HUB_PG_LOCK_PENDING_COUNTS(agents)                      \
   "SELECT p.agent_id, p.pending - COALESCE(s.settled, 0) AS n " \
@@ -247,7 +247,7 @@ absl::Status SettleRowsOf(Connection& conn,
 // The writer's order key of a write whose first row locks are its
 // recipients' inbox counts (hub_inbox_pending, locked by
 // kInsertMessageWithinLimitSql, kLockPendingCountsSql or the inbox insert's
-// trigger), taken in agent order: the smallest recipient. With it two hubs'
+// count), taken in agent order: the smallest recipient. With it two hubs'
 // groups of publishes to a and b lock a first (storage/group_commit_writer.h,
 // order keys).
 std::string InboxLockKey(const std::vector<std::string>& recipients) {
