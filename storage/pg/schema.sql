@@ -183,7 +183,7 @@ END $$;
 -- Not for a session that keeps the counts in its own statements (a hub's
 -- writer, hub_schema_version 9): the condition is evaluated before any
 -- PL/pgSQL runs, and calling the functions cost a publish and its ack
--- about a sixth of the server's CPU (docs/BENCHMARKS.md, session 24).
+-- about an eighth of the server's CPU (docs/BENCHMARKS.md, session 24).
 CREATE OR REPLACE TRIGGER hub_inbox_pending_row
   AFTER INSERT OR DELETE OR UPDATE OF acked_at_ms ON message_inbox
   FOR EACH ROW
