@@ -668,14 +668,8 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
   ASSERT_TRUE(store().InsertMessage(backlog, {"f"}).ok());
   ASSERT_TRUE(store().AddRecipient("r1", "g").ok());
   check("after a role message");
-  ScopeClose close;
-  close.project_id = "prj_1";
-  close.scope_id = "scp_1";
-  close.role_key_wire = "rk2.lead-key";
-  close.closed_by = "ops";
-  close.reason = "done";
-  close.now_ms = kNow + 300;
-  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(close);
+  absl::StatusOr<ScopeCloseResult> closed =
+      store().CloseLeadScope(testing::ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
   check("after a scope's close dead-lettered its backlog");

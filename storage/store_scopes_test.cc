@@ -17,6 +17,7 @@
 namespace hub::storage {
 namespace {
 
+using testing::ScopeClosing;
 using testing::StoreTest;
 
 constexpr int64_t kNow = 1'700'000'000'000;
@@ -32,18 +33,6 @@ RoleReservation LeadReservation(const std::string& wire = kLead,
   r.scope_id = scope;
   r.now_ms = kNow;
   return r;
-}
-
-ScopeClose Closing(const std::string& wire = kLead,
-                   const std::string& scope = "scp_1") {
-  ScopeClose c;
-  c.project_id = "prj_1";
-  c.scope_id = scope;
-  c.role_key_wire = wire;
-  c.closed_by = "ops";
-  c.reason = "scope finished";
-  c.now_ms = kNow + 50;
-  return c;
 }
 
 MessageRecord RoleMsg(const std::string& id, const std::string& wire = kLead,
@@ -129,7 +118,8 @@ TEST_P(ClosedScopes,
   AddRoleMessage("done", "acked", 5, kLead, "holder");
   AddRoleMessage("elsewhere", "queued", 5, kOtherLead);
 
-  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(Closing());
+  absl::StatusOr<ScopeCloseResult> closed =
+      store().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_FALSE(closed->already_closed);
   EXPECT_EQ(closed->closed.role_key_wire, kLead);
@@ -174,8 +164,8 @@ TEST_P(ClosedScopes,
 TEST_P(ClosedScopes, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
   ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
   AddRoleMessage("m1", "queued");
-  ASSERT_EQ(store().CloseLeadScope(Closing())->dead_lettered.size(), 1u);
-  ScopeClose again = Closing();
+  ASSERT_EQ(store().CloseLeadScope(ScopeClosing())->dead_lettered.size(), 1u);
+  ScopeClose again = ScopeClosing();
   again.closed_by = "someone-else";
   again.reason = "";
   again.now_ms = kNow + 999;
@@ -191,7 +181,7 @@ TEST_P(ClosedScopes, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
   EXPECT_EQ(DeadLetter("failed_at_ms", "m1"), absl::StrCat(kNow + 50));
   // The same scope under another wire is the same closed scope.
   absl::StatusOr<ScopeCloseResult> respelled =
-      store().CloseLeadScope(Closing("rk2.same-scope"));
+      store().CloseLeadScope(ScopeClosing("rk2.same-scope"));
   ASSERT_TRUE(respelled.ok()) << respelled.status();
   EXPECT_TRUE(respelled->already_closed);
   EXPECT_EQ(respelled->closed.role_key_wire, kLead);
@@ -200,7 +190,8 @@ TEST_P(ClosedScopes, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
 TEST_P(ClosedScopes,
        AScopeWithoutARoleRowIsClosedAndItsBacklogStillDeadLettered) {
   AddRoleMessage("m1", "queued");
-  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(Closing());
+  absl::StatusOr<ScopeCloseResult> closed =
+      store().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_FALSE(closed->removed_role.has_value());
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
@@ -216,7 +207,8 @@ TEST_P(ClosedScopes, AnEarlierDeadLetterReasonWinsAndIsReportedNotInserted) {
   ASSERT_EQ(Exec("INSERT INTO dead_letters (message_id, reason, "
                  "failed_at_ms) VALUES ('m1', 'delivery_error', 1)"),
             "");
-  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(Closing());
+  absl::StatusOr<ScopeCloseResult> closed =
+      store().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
   EXPECT_FALSE(closed->dead_lettered[0].transition.dlq_inserted);
@@ -227,7 +219,7 @@ TEST_P(ClosedScopes, AnEarlierDeadLetterReasonWinsAndIsReportedNotInserted) {
 TEST_P(ClosedScopes, EveryRoleWriteThatWouldBringAClosedScopeBackIsRefused) {
   ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
   ASSERT_TRUE(store().UpsertCandidate(Candidate("agent-a")).ok());
-  ASSERT_TRUE(store().CloseLeadScope(Closing()).ok());
+  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
 
   auto expect_closed = [](const absl::Status& s) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
@@ -267,7 +259,7 @@ TEST_P(ClosedScopes, EveryRoleWriteThatWouldBringAClosedScopeBackIsRefused) {
 
 TEST_P(ClosedScopes, AMessageToAClosedScopeIsRefused) {
   if (MessagesMissing()) GTEST_SKIP() << "the store has no messages yet";
-  ASSERT_TRUE(store().CloseLeadScope(Closing()).ok());
+  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
   auto expect_closed = [](const absl::Status& s) {
     EXPECT_EQ(ReasonOf(s), "ROLE_SCOPE_CLOSED") << s;
     EXPECT_EQ(MetadataOf(s)["role_key_wire"], kLead);
@@ -294,7 +286,7 @@ TEST_P(ClosedScopes, DeadLetteredBacklogStopsCountingInTheHoldersInbox) {
                    .InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1)
                    .status()),
       "LIMIT_EXCEEDED");
-  ASSERT_TRUE(store().CloseLeadScope(Closing()).ok());
+  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
   EXPECT_TRUE(
       store().InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1).ok());
 }
@@ -304,7 +296,7 @@ TEST_P(ClosedScopes, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
   AddRoleMessage("m1", "queued", 5, "rk2.c");
   auto close = [&](const std::string& project, const std::string& scope,
                    const std::string& wire) {
-    ScopeClose c = Closing(wire, scope);
+    ScopeClose c = ScopeClosing(wire, scope);
     c.project_id = project;
     ASSERT_TRUE(store().CloseLeadScope(c).ok());
   };
@@ -312,7 +304,8 @@ TEST_P(ClosedScopes, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
   close("prj_2", "scp_a", "rk2.a");
   close("prj_1", "scp_b", "rk2.b");
   close("prj_1", "scp_B", "rk2.B");  // bytes: before rk2.a
-  ASSERT_TRUE(store().CloseLeadScope(Closing("rk2.b", "scp_b")).ok());  // again
+  ASSERT_TRUE(
+      store().CloseLeadScope(ScopeClosing("rk2.b", "scp_b")).ok());  // again
 
   absl::StatusOr<std::vector<ClosedScopeRecord>> all =
       store().ListClosedScopes({});
@@ -362,7 +355,7 @@ TEST_P(ClosedScopes, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
 }
 
 TEST_P(ClosedScopes, TheRecordSurvivesAReopen) {
-  ASSERT_TRUE(store().CloseLeadScope(Closing()).ok());
+  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
   Reopen();
   EXPECT_EQ(ReasonOf(store().ReserveRole(LeadReservation()).status()),
             "ROLE_SCOPE_CLOSED");
@@ -430,7 +423,7 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
       }
     });
     while (applied.load() < 5 + round * 3) std::this_thread::yield();
-    ScopeClose close = Closing(wire, scope);
+    ScopeClose close = ScopeClosing(wire, scope);
     absl::StatusOr<ScopeCloseResult> closed = closer->CloseLeadScope(close);
     for (std::thread& t : threads) t.join();
     ASSERT_TRUE(closed.ok()) << closed.status();

@@ -52,6 +52,17 @@ RoleCas CasFrom(const RoleRecord& row) {
   return cas;
 }
 
+ScopeClose ScopeClosing(const std::string& wire, const std::string& scope) {
+  ScopeClose c;
+  c.project_id = "prj_1";
+  c.scope_id = scope;
+  c.role_key_wire = wire;
+  c.closed_by = "ops";
+  c.reason = "scope finished";
+  c.now_ms = FixedNow() + 50;
+  return c;
+}
+
 std::string EngineName(const ::testing::TestParamInfo<Engine>& info) {
   return info.param == Engine::kSqlite ? "Sqlite" : "Postgres";
 }

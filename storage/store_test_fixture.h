@@ -70,6 +70,10 @@ class StoreTest : public ::testing::TestWithParam<Engine> {
 RoleReservation CtoReservation();
 RoleReservation LeadReservation();
 RoleCas CasFrom(const RoleRecord& row);
+// The close of lead scope `scope` of prj_1 (wire `wire`) by "ops", 50 ms
+// after those reservations.
+ScopeClose ScopeClosing(const std::string& wire = "rk2.lead-key",
+                        const std::string& scope = "scp_1");
 
 // Runs a StoreTest suite on both engines: HUB_STORE_TEST_SUITE(RoleStore).
 std::string EngineName(const ::testing::TestParamInfo<Engine>& info);
