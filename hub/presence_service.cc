@@ -229,6 +229,7 @@ class PresenceServiceImpl::AttachReactor final
   void AnswerMessageAck(int64_t frame_id, absl::StatusOr<AckResult> result) {
     absl::MutexLock lock(&mu_);
     --writes_in_flight_;
+    --acks_in_flight_;
     if (!result.ok()) {
       AnswerErrorLocked(frame_id, result.status());
     } else {
@@ -568,7 +569,10 @@ class PresenceServiceImpl::AttachReactor final
   // The acknowledging agent of a message_ack frame is the stream's agent.
   // The write runs after the lock is released (OnReadDone) and answers
   // through the sink when durable; reading pauses while
-  // kMaxWritesInFlight frames wait for theirs.
+  // kMaxAcksInFlight such frames wait for theirs. Frames that come while
+  // earlier ones are written are written together (Messaging's
+  // AckCoalescer), so an agent that acks a few ids per frame keeps up
+  // with what it is sent.
   void MessageAckLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     Messaging* messaging = service_->messaging_.load();
     if (messaging == nullptr) {
@@ -580,6 +584,7 @@ class PresenceServiceImpl::AttachReactor final
     std::vector<std::string> ids(request_.message_ack().message_ids().begin(),
                                  request_.message_ack().message_ids().end());
     ++writes_in_flight_;
+    ++acks_in_flight_;
     write_ = [messaging, sink = sink_, agent_id = agent_id_,
               generation = generation_, frame_id, ids = std::move(ids)] {
       messaging->AckAsync(agent_id, ids, generation,
@@ -626,7 +631,8 @@ class PresenceServiceImpl::AttachReactor final
   // Reads the next frame, unless too many frames wait for their writes.
   void ReadNextLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (leaving_) return;  // a goodbye's deregistration is in flight
-    if (writes_in_flight_ >= kMaxWritesInFlight) {
+    if (writes_in_flight_ - acks_in_flight_ >= kMaxWritesInFlight ||
+        acks_in_flight_ >= kMaxAcksInFlight) {
       read_paused_ = true;
       return;
     }
@@ -722,10 +728,14 @@ class PresenceServiceImpl::AttachReactor final
   bool finished_ ABSL_GUARDED_BY(mu_) = false;
   absl::Status final_status_ ABSL_GUARDED_BY(mu_);
   int64_t event_sequence_ ABSL_GUARDED_BY(mu_) = 0;
-  // Frames whose durable write is under way, the next write to start once
-  // the lock is released, and whether reading waits for them.
+  // Frames whose durable write is under way (message_ack frames among them
+  // counted apart too: they wait merged, at most 100 ids each), the next
+  // write to start once the lock is released, and whether reading waits
+  // for them.
   static constexpr int kMaxWritesInFlight = 8;
+  static constexpr int kMaxAcksInFlight = 64;
   int writes_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
+  int acks_in_flight_ ABSL_GUARDED_BY(mu_) = 0;
   std::function<void()> write_ ABSL_GUARDED_BY(mu_);
   bool read_paused_ ABSL_GUARDED_BY(mu_) = false;
   // The client half-closed while frames waited for their writes: the

@@ -849,6 +849,23 @@ absl::Status HubServer::StartMetrics(const HubServerOptions& options) {
         return std::vector<MetricSample>{
             {{}, static_cast<double>(store->write_stats().ops)}};
       });
+  Messaging* messaging = messaging_.get();
+  registry.AddCallback(
+      "hub_message_ack_requests_total",
+      "Acknowledgements (Ack calls and message_ack frames) that went to a "
+      "write.",
+      "counter", {}, [messaging] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(messaging->acks().requests())}};
+      });
+  registry.AddCallback(
+      "hub_message_ack_writes_total",
+      "Writes that carried them: an agent's acknowledgements that come while "
+      "two of its earlier ones are written go together, as one write.",
+      "counter", {}, [messaging] {
+        return std::vector<MetricSample>{
+            {{}, static_cast<double>(messaging->acks().writes())}};
+      });
   registry.AddCallback(
       "hub_store_commit_groups_total", "Group commits (transactions) run.",
       "counter", {}, [store] {

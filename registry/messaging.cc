@@ -38,6 +38,11 @@ void RunMayBlock(const Messaging::BlockingExecutor& blocking,
 constexpr absl::string_view kTopicPrefix = "topic:";
 constexpr absl::string_view kRoleTopicPrefix = "topic:role:";
 constexpr absl::string_view kCtoAddress = "topic:cto";
+// An agent's ack writes at once; those that come meanwhile are merged, up
+// to this many distinct ids per write (AckCoalescer). Two: one committing
+// while the next waits in the writer's queue for the following group.
+constexpr int kAckWritesPerAgent = 2;
+constexpr size_t kMaxIdsPerAckWrite = 1000;
 
 absl::Status Invalid(absl::string_view reason, absl::string_view field,
                      absl::string_view message) {
@@ -66,6 +71,22 @@ Messaging::Messaging(storage::Store* store, PresenceRegistry* presence,
                      UuidV7Generator* ids, const Clock* clock,
                      MessagingConfig config)
     : store_(store),
+      acks_(
+          [this](const std::string& agent_id,
+                 const std::vector<std::string>& ids,
+                 std::optional<int64_t> presence_generation,
+                 AckCoalescer::Done done) {
+            store_->AckMessagesAsync(
+                agent_id, ids, UnixMillis(clock_->Now()), presence_generation,
+                [this, agent_id, ids, done = std::move(done)](
+                    absl::StatusOr<std::vector<bool>> acked) mutable {
+                  if (acked.ok() && change_listener_) {
+                    change_listener_({ids, {agent_id}, std::nullopt});
+                  }
+                  std::move(done)(std::move(acked));
+                });
+          },
+          kAckWritesPerAgent, kMaxIdsPerAckWrite),
       presence_(presence),
       roles_(roles),
       activator_(activator),
@@ -628,20 +649,16 @@ void Messaging::AckAsync(const std::string& agent_id,
     std::move(done)(ids.status());
     return;
   }
-  auto distinct = std::make_shared<std::vector<std::string>>(std::move(*ids));
-  store_->AckMessagesAsync(
-      agent_id, *distinct, UnixMillis(clock_->Now()), presence_generation,
-      [this, agent_id, distinct, done = std::move(done)](
-          absl::StatusOr<std::vector<bool>> acked) mutable {
-        if (!acked.ok()) {
-          std::move(done)(acked.status());
-          return;
-        }
-        if (change_listener_) {
-          change_listener_({*distinct, {agent_id}, std::nullopt});
-        }
-        std::move(done)(ToAckResult(*distinct, *acked));
-      });
+  std::vector<std::string> distinct = *ids;
+  acks_.Ack(agent_id, std::move(*ids), presence_generation,
+            [distinct = std::move(distinct), done = std::move(done)](
+                absl::StatusOr<std::vector<bool>> acked) mutable {
+              if (!acked.ok()) {
+                std::move(done)(acked.status());
+                return;
+              }
+              std::move(done)(ToAckResult(distinct, *acked));
+            });
 }
 
 int Messaging::PushPending(const std::string& agent_id,

@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
+#include "registry/ack_coalescer.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
 #include "registry/message_delivery.h"
@@ -181,7 +182,9 @@ class Messaging {
                                 std::optional<int64_t> presence_generation);
   // Ack without parking the caller: `done` runs on the caller's thread when
   // the request is refused before the write, else on a store thread once
-  // the acknowledgements are durable.
+  // the acknowledgements are durable. An agent's acks that come while two
+  // of its earlier ones are being written are written together, as one
+  // (AckCoalescer); each is still answered for its own ids.
   void AckAsync(const std::string& agent_id,
                 const std::vector<std::string>& message_ids,
                 std::optional<int64_t> presence_generation,
@@ -277,6 +280,8 @@ class Messaging {
   void SetChangeListener(ChangeListener listener) {
     change_listener_ = std::move(listener);
   }
+  // AckAsync's requests and the writes that carried them (metrics).
+  const AckCoalescer& acks() const { return acks_; }
   // Ends every waiting Ask now (as if its wait ran out) and every later one
   // at once. For hub shutdown.
   void Shutdown();
@@ -383,6 +388,8 @@ class Messaging {
                             const storage::ExpiryTransition& transition);
 
   storage::Store* const store_;
+  // AckAsync's writes; declared after store_, which it writes to.
+  AckCoalescer acks_;
   PresenceRegistry* const presence_;
   RoleRegistry* const roles_;
   Activator* const activator_;

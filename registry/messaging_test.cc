@@ -9,6 +9,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
@@ -351,6 +352,67 @@ TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {
   EXPECT_EQ(
       ReasonOf(messaging_->Ack("nobody-here", {"x"}, std::nullopt).status()),
       "AGENT_NOT_FOUND");
+}
+
+TEST_F(MessagingTest, AcksFromManyThreadsAtOnceAreEachAnsweredForTheirOwnIds) {
+  auto b = Agent("agent-b");
+  Agent("agent-c", {}, /*attach=*/false);
+  const std::string not_b = MustPublish(To("agent-c")).message.id;
+  constexpr int kThreads = 8;
+  constexpr int kPerThread = 6;
+  std::vector<std::string> ids;
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    ids.push_back(MustPublish(To("agent-b")).message.id);
+  }
+  int64_t generation = presence_->Get("agent-b")->record.presence_generation;
+  std::vector<std::string> heard;
+  absl::Mutex mu;
+  messaging_->SetChangeListener([&](const Messaging::Change& c) {
+    absl::MutexLock lock(&mu);
+    for (const std::string& id : c.message_ids) heard.push_back(id);
+  });
+  // Each request: one of agent-b's ids, a neighbour's id again, and an id
+  // not delivered to it; every few, a stale generation.
+  std::vector<absl::StatusOr<AckResult>> answers(kThreads * kPerThread);
+  absl::BlockingCounter left(kThreads * kPerThread);
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      for (int k = 0; k < kPerThread; ++k) {
+        const int i = t * kPerThread + k;
+        const bool stale = i % 7 == 3;
+        messaging_->AckAsync("agent-b",
+                             {ids[i], ids[(i + 1) % ids.size()], not_b},
+                             stale ? generation + 1 : generation,
+                             [&, i](absl::StatusOr<AckResult> r) {
+                               answers[i] = std::move(r);
+                               left.DecrementCount();
+                             });
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  left.Wait();
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    if (i % 7 == 3) {
+      EXPECT_EQ(ReasonOf(answers[i].status()), "STALE_PRESENCE_OWNER") << i;
+      continue;
+    }
+    ASSERT_TRUE(answers[i].ok()) << i << " " << answers[i].status();
+    EXPECT_EQ(answers[i]->acked,
+              (std::vector<std::string>{ids[i], ids[(i + 1) % ids.size()]}))
+        << i;
+    EXPECT_EQ(answers[i]->ignored, std::vector<std::string>{not_b}) << i;
+  }
+  for (int i = 0; i < kThreads * kPerThread; ++i) {
+    EXPECT_EQ(store_->GetMessage(ids[i])->status, "acked") << i;
+  }
+  EXPECT_EQ(store_->GetMessage(not_b)->status, "queued");
+  // Fewer writes than requests when they overlapped; never more.
+  EXPECT_EQ(messaging_->acks().requests(), kThreads * kPerThread);
+  EXPECT_LE(messaging_->acks().writes(), kThreads * kPerThread);
+  absl::MutexLock lock(&mu);
+  EXPECT_GE(heard.size(), ids.size());
 }
 
 TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {

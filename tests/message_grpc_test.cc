@@ -6,6 +6,7 @@
 #include <google/protobuf/util/message_differencer.h>
 #include <grpcpp/create_channel.h>
 #include <grpcpp/security/credentials.h>
+#include <sqlite3.h>
 
 #include <cmath>
 #include <memory>
@@ -14,8 +15,12 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_split.h"
+#include "absl/strings/strip.h"
 #include "absl/time/clock.h"
+#include "gmock/gmock.h"
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
@@ -40,7 +45,8 @@ constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 class MessageGrpcTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    server_ = testing::StartTestHub(testing::FreshTestDbPath());
+    db_path_ = testing::FreshTestDbPath();
+    server_ = testing::StartTestHub(db_path_);
     ASSERT_NE(server_, nullptr);
     auto channel = grpc::CreateChannel(server_->address(),
                                        grpc::InsecureChannelCredentials());
@@ -93,6 +99,7 @@ class MessageGrpcTest : public ::testing::Test {
     return response;
   }
 
+  std::string db_path_;
   std::unique_ptr<HubServer> server_;
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::RoleService::Stub> roles_;
@@ -226,6 +233,78 @@ TEST_F(MessageGrpcTest, ManyPipelinedAckFramesAreEachAnsweredOnce) {
   EXPECT_EQ(*answered.begin(), 100);
   EXPECT_EQ(*answered.rbegin(), 100 + kMessages - 1);
   EXPECT_EQ(acked.size(), ids.size());
+  EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
+}
+
+// The hub's counter `name` from its metrics text (what /metrics serves).
+int64_t MetricValue(HubServer& server, const std::string& name) {
+  const std::string text = server.metrics()->registry().Render();
+  for (absl::string_view line : absl::StrSplit(text, '\n')) {
+    if (!absl::ConsumePrefix(&line, name) || !absl::ConsumePrefix(&line, " "))
+      continue;
+    double v = 0;
+    if (absl::SimpleAtod(line, &v)) return static_cast<int64_t>(v);
+  }
+  ADD_FAILURE() << name << " missing from the metrics:\n" << text;
+  return -1;
+}
+
+TEST_F(MessageGrpcTest, AckFramesThatComeWhileTwoAreWrittenAreWrittenAsOne) {
+  Agent b = Attach("agent-b", Register("agent-b"));
+  constexpr int kFrames = 64;  // as many as a stream has waiting at most
+  std::vector<std::string> ids;
+  for (int i = 0; i < kFrames; ++i) {
+    ids.push_back(MustPublish("agent-b").message_id());
+  }
+  std::set<std::string> received;
+  while (received.size() < ids.size()) {
+    received.insert(NextMessage(b).message().message_id());
+  }
+  const int64_t requests_before =
+      MetricValue(*server_, "hub_message_ack_requests_total");
+  const int64_t writes_before =
+      MetricValue(*server_, "hub_message_ack_writes_total");
+
+  // Another connection holds the database's write lock: the hub's first
+  // two ack writes wait for it (busy_timeout, 5 s), the other frames wait
+  // behind them.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  for (int i = 0; i < kFrames; ++i) {
+    AttachRequest ack;
+    ack.set_frame_id(500 + i);
+    ack.mutable_message_ack()->add_message_ids(ids[i]);
+    ASSERT_TRUE(b.stream->Write(ack));
+  }
+  const absl::Time give_up = absl::Now() + absl::Seconds(4);
+  while (MetricValue(*server_, "hub_message_ack_requests_total") <
+             requests_before + kFrames &&
+         absl::Now() < give_up) {
+    absl::SleepFor(absl::Milliseconds(5));
+  }
+  EXPECT_EQ(MetricValue(*server_, "hub_message_ack_requests_total"),
+            requests_before + kFrames);
+  ASSERT_EQ(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+
+  // Each frame is answered once, for its own id.
+  std::set<int64_t> answered;
+  while (static_cast<int>(answered.size()) < kFrames) {
+    AttachResponse answer;
+    ASSERT_TRUE(b.stream->Read(&answer));
+    if (!answer.has_message_ack_result()) continue;
+    const int64_t i = answer.frame_id() - 500;
+    ASSERT_TRUE(i >= 0 && i < kFrames) << answer.frame_id();
+    EXPECT_TRUE(answered.insert(i).second) << answer.frame_id();
+    EXPECT_THAT(answer.message_ack_result().acked_message_ids(),
+                ::testing::ElementsAre(ids[i]));
+    EXPECT_EQ(answer.message_ack_result().ignored_message_ids_size(), 0);
+  }
+  // Two writes waited for the lock, one carried the 62 frames behind them.
+  EXPECT_EQ(MetricValue(*server_, "hub_message_ack_writes_total"),
+            writes_before + 3);
   EXPECT_EQ(Pending("agent-b").deliveries_size(), 0);
 }
 

@@ -139,6 +139,8 @@ class MetricsTest(unittest.TestCase):
                              ("hub_messages_delivered_total", "counter"),
                              ("hub_messages_acked_total", "counter"),
                              ("hub_messages_dead_lettered_total", "counter"),
+                             ("hub_message_ack_requests_total", "counter"),
+                             ("hub_message_ack_writes_total", "counter"),
                              ("hub_store_writes_total", "counter"),
                              ("hub_store_commit_groups_total", "counter"),
                              ("hub_store_commit_replays_total", "counter"),
