@@ -88,6 +88,7 @@ std::string Result::ToJson() const {
   add_double("per_stream_kib", per_stream_kib);
   add_double("cpu_pct", cpu_pct);
   add_int("deliveries", deliveries, -1);
+  add_int("unacked", unacked, -1);
   add_double("delivery_p50_us", delivery_p50_us);
   add_double("delivery_p99_us", delivery_p99_us);
   add_int("late", late, -1);

@@ -59,6 +59,9 @@ struct Result {
   double per_stream_kib = -1;   // idle: (rss - rss_before) / streams.
   double cpu_pct = -1;      // idle: server CPU over the window, % of one core.
   int64_t deliveries = -1;  // publish: messages that reached a stream.
+  // publish: messages that reached a stream and whose acks were not
+  // answered 200 ms after the window (the recipient's acks fell behind).
+  int64_t unacked = -1;
   double delivery_p50_us = -1;  // publish: publish-to-arrival latency.
   double delivery_p99_us = -1;
   int64_t late = -1;  // paced publish: slots with every publisher busy.

@@ -192,6 +192,14 @@ def report(path):
             if any(late):
                 print(f"  {k[0]} {k[1]} {v}: fell behind its pace: "
                       f"{', '.join(map(str, late))} publishes skipped per run")
+            # A recipient whose acks fell behind: the rate is not one it
+            # keeps up with (its inbox fills until publishes are refused).
+            behind = [r["unacked"] for r in sel
+                      if r.get("unacked", 0) > max(1000, r.get("ops", 0) // 100)]
+            if behind:
+                print(f"  {k[0]} {k[1]} {v}: the recipient's acks fell behind: "
+                      f"{', '.join(map(str, behind))} messages unacknowledged "
+                      "after the run")
     # Where hubd's CPU goes on each variant: thread names, medians.
     print("\nhubd CPU us/op by thread (medians; threads under 2 us/op left out)")
     for k in keys:

@@ -104,11 +104,24 @@ class Consumer {
     absl::MutexLock lock(&mu_);
     return received_;
   }
+  // Messages that arrived (warm-up included) whose acks hub has not
+  // answered yet: more than a round trip's worth means the acks fell
+  // behind and the publish rate is not one the recipient keeps up with.
+  int64_t unacked() {
+    absl::MutexLock lock(&mu_);
+    return arrived_ - answered_;
+  }
 
  private:
   void Loop() {
     AttachResponse frame;
     while (stream_->Read(&frame)) {
+      if (frame.has_message_ack_result()) {
+        const hub::v1::MessageAckResult& r = frame.message_ack_result();
+        absl::MutexLock lock(&mu_);
+        answered_ += r.acked_message_ids_size() + r.ignored_message_ids_size();
+        continue;
+      }
       if (!frame.has_event()) continue;
       const hub::v1::PresenceEvent& event = frame.event();
       if (event.has_message()) {
@@ -117,6 +130,7 @@ class Consumer {
         const auto& fields = message.payload().fields();
         auto sent = fields.find(kSentField);
         absl::MutexLock lock(&mu_);
+        ++arrived_;
         unacked_.push_back(message.message_id());
         if (sent == fields.end() || !window_.Contains(now)) continue;
         ++received_;
@@ -183,6 +197,8 @@ class Consumer {
   // Read after Stop().
   LatencySamples latency_ ABSL_GUARDED_BY(mu_);
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t arrived_ ABSL_GUARDED_BY(mu_) = 0;
+  int64_t answered_ ABSL_GUARDED_BY(mu_) = 0;
   Window window_ ABSL_GUARDED_BY(mu_){absl::InfinitePast(),
                                       absl::InfinitePast()};
   std::vector<std::string> unacked_ ABSL_GUARDED_BY(mu_);
@@ -338,15 +354,17 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   } else {
     totals = RunUnaryLoop(ops, window, false);
   }
-  // Let the last pushes of the window arrive.
+  // Let the last pushes of the window arrive, and their acks be answered.
   absl::SleepFor(absl::Milliseconds(200));
   for (auto& sink : sinks) sink->Stop();
 
   LatencySamples delivery;
   int64_t received = 0;
+  int64_t unacked = 0;
   for (auto& sink : sinks) {
     delivery.Merge(sink->latency());
     received += sink->received();
+    unacked += sink->unacked();
   }
   result->duration_s = window.Seconds();
   result->ops = totals.done;
@@ -355,6 +373,7 @@ void RunHubPublish(const PublishConfig& config, Result* result) {
   result->p50_us = totals.latency.Quantile(0.50);
   result->p99_us = totals.latency.Quantile(0.99);
   result->deliveries = received;
+  result->unacked = unacked;
   result->delivery_p50_us = delivery.Quantile(0.50);
   result->delivery_p99_us = delivery.Quantile(0.99);
   server.Fill(result);

@@ -145,6 +145,12 @@ def main(path):
         errors = [r for r in rows if r.get("status") == "error"]
         for r in errors:
             print(f"  error: {r['target']} {r['layout']}: {r.get('error', '')}")
+        # A recipient whose acks fell behind: the rate is not one it keeps
+        # up with (its inbox fills until publishes are refused).
+        for r in rows:
+            if r.get("unacked", 0) > max(1000, r.get("ops", 0) // 100):
+                print(f"  acks fell behind: {r['target']} {r['layout']}: "
+                      f"{r['unacked']} messages unacknowledged after the run")
 
 
 if __name__ == "__main__":
