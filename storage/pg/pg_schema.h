@@ -22,8 +22,10 @@ namespace hub::storage::pg {
 // mode and the partial index of exclusive patterns (SQLite's 11); 8: the
 // inbox count triggers find a message and its rows by key, not through the
 // partial indexes of pending rows; 9: the inbox count triggers skip a
-// session that keeps the counts in its statements (a hub's writer).
-inline constexpr int kPgSchemaVersion = 9;
+// session that keeps the counts in its statements (a hub's writer); 10:
+// the agents' and messages' enumerated columns are domains, not table
+// CHECKs.
+inline constexpr int kPgSchemaVersion = 10;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

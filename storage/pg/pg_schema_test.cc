@@ -1,8 +1,9 @@
 // Creating and migrating hub's PostgreSQL schema against a real server the
 // test starts itself: a fresh database gets every table at the current
 // version, a second run changes nothing, hubs that migrate at once migrate
-// once, a newer database is refused untouched, and the tables keep the
-// rules of SQLite's (a CHECK refused as STORE_CONSTRAINT).
+// once, a newer database is refused untouched, the tables keep the rules of
+// SQLite's (a CHECK refused as STORE_CONSTRAINT), and an older database is
+// brought up to date with its rows.
 #include "storage/pg/pg_schema.h"
 
 #include <memory>
@@ -158,6 +159,103 @@ TEST_F(PgSchemaTest, TheTablesKeepTheRulesOfSqlites) {
   absl::StatusOr<Result> inbox = conn->Exec(
       "INSERT INTO message_inbox (message_id, agent_id) VALUES ('m', 'a')");
   EXPECT_EQ(ReasonOf(inbox.status()), "STORE_CONSTRAINT");
+}
+
+TEST_F(PgSchemaTest,
+       AVersion9DatabaseTradesItsTableChecksForDomainsAndKeepsItsRows) {
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  // Back to version 9's shape: the same rules as table CHECKs (named by
+  // PostgreSQL, as version 9's column CHECKs were), plain column types, no
+  // domains, and the status trigger over the plain column.
+  for (const char* sql : {
+           "DROP TRIGGER hub_inbox_pending_status ON messages",
+           "ALTER TABLE messages ALTER COLUMN type TYPE TEXT COLLATE \"C\", "
+           "ALTER COLUMN priority TYPE INTEGER, "
+           "ALTER COLUMN status TYPE TEXT COLLATE \"C\", "
+           "ADD CHECK (type IN ('request', 'response', 'event', 'handoff', "
+           "'human_request', 'human_response', 'system')), "
+           "ADD CHECK (priority BETWEEN 1 AND 9), "
+           "ADD CHECK (status IN ('queued', 'delivered', 'acked', 'expired', "
+           "'dead_letter'))",
+           "ALTER TABLE agents ALTER COLUMN cli TYPE TEXT COLLATE \"C\", "
+           "ALTER COLUMN status TYPE TEXT COLLATE \"C\", "
+           "ADD CHECK (cli IN ('codex', 'gemini', 'claude', 'other')), "
+           "ADD CHECK (status IN ('online', 'stale', 'offline'))",
+           "DROP DOMAIN hub_agent_cli, hub_agent_status, hub_message_type, "
+           "hub_message_priority, hub_message_status",
+           "CREATE TRIGGER hub_inbox_pending_status AFTER UPDATE OF status "
+           "ON messages FOR EACH ROW WHEN ((OLD.status IN ('queued', "
+           "'delivered')) IS DISTINCT FROM (NEW.status IN ('queued', "
+           "'delivered'))) EXECUTE FUNCTION hub_inbox_pending_message()",
+           "INSERT INTO agents (agent_id, cli, last_seen_ms, lease_expires_ms, "
+           "status) VALUES ('agent-1', 'claude', 1, 2, 'online')",
+           "INSERT INTO messages (id, type, from_agent, to_agent, topic, "
+           "priority, ttl_ms, created_at_ms, expires_at_ms, correlation_id, "
+           "trace_id, status) VALUES ('m-1', 'event', 'a', 'agent-1', 't', "
+           "5, 1000, 1, 1001, 'c', 'tr', 'queued')",
+           "INSERT INTO message_inbox (message_id, agent_id) "
+           "VALUES ('m-1', 'agent-1')",
+           "UPDATE hub_meta SET value = '9' WHERE key = 'hub_schema_version'",
+       }) {
+    ASSERT_TRUE(conn->Exec(sql).ok()) << sql;
+  }
+  auto one = [&conn](const char* sql) {
+    absl::StatusOr<Result> r = conn->Exec(sql);
+    EXPECT_TRUE(r.ok()) << sql << ": " << r.status();
+    return r.ok() && r->rows() == 1 ? r->Text(0, 0) : std::string("?");
+  };
+  EXPECT_EQ(one("SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND "
+                "conrelid IN ('messages'::regclass, 'agents'::regclass)"),
+            "5");
+
+  absl::StatusOr<PgMigrationReport> report = MigratePostgres(*conn);
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_EQ(report->from_version, 9);
+  EXPECT_TRUE(report->changed);
+  EXPECT_EQ(one("SELECT value FROM hub_meta WHERE key = 'hub_schema_version'"),
+            absl::StrCat(kPgSchemaVersion));
+  // No table CHECK left on either table; the columns are the domains, each
+  // with its check.
+  EXPECT_EQ(one("SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND "
+                "conrelid IN ('messages'::regclass, 'agents'::regclass)"),
+            "0");
+  EXPECT_EQ(one("SELECT string_agg(column_name || ':' || domain_name, ',' "
+                "ORDER BY table_name, column_name) FROM "
+                "information_schema.columns WHERE table_schema = 'public' AND "
+                "domain_name IS NOT NULL"),
+            "cli:hub_agent_cli,status:hub_agent_status,"
+            "priority:hub_message_priority,status:hub_message_status,"
+            "type:hub_message_type");
+  EXPECT_EQ(one("SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND "
+                "contypid <> 0 AND convalidated AND conname LIKE 'hub\\_%'"),
+            "5");
+  // The rows are there, the trigger is back, and the rules still hold.
+  EXPECT_EQ(one("SELECT cli || ' ' || status FROM agents"), "claude online");
+  EXPECT_EQ(one("SELECT type || ' ' || priority || ' ' || status FROM "
+                "messages"),
+            "event 5 queued");
+  EXPECT_EQ(one("SELECT count(*) FROM pg_trigger WHERE tgname = "
+                "'hub_inbox_pending_status'"),
+            "1");
+  for (const char* bad : {
+           "UPDATE messages SET status = 'lost'",
+           "UPDATE messages SET priority = 10",
+           "UPDATE messages SET type = 'note'",
+           "UPDATE agents SET cli = 'vim'",
+           "UPDATE agents SET status = 'asleep'",
+       }) {
+    absl::StatusOr<Result> refused = conn->Exec(bad);
+    ASSERT_FALSE(refused.ok()) << bad;
+    EXPECT_EQ(ReasonOf(refused.status()), "STORE_CONSTRAINT") << bad;
+    EXPECT_EQ(MetadataOf(refused.status()).at("sqlstate"), "23514") << bad;
+  }
+  // The count trigger over the converted column still counts.
+  ASSERT_TRUE(conn->Exec("UPDATE messages SET status = 'expired'").ok());
+  EXPECT_EQ(one("SELECT COALESCE((SELECT settled FROM hub_inbox_settled WHERE "
+                "agent_id = 'agent-1'), 0) - COALESCE((SELECT pending FROM "
+                "hub_inbox_pending WHERE agent_id = 'agent-1'), 0)"),
+            "0");
 }
 
 }  // namespace

@@ -12,15 +12,42 @@
 -- the whole file in one transaction, under an advisory lock, whenever the
 -- recorded version is older than kPgSchemaVersion.
 
+-- Columns of a few fixed values (or a range) are domains, not table CHECKs
+-- (hub_schema_version 10). PostgreSQL reads a table's CHECK constraints back
+-- from their stored text and compiles them once per statement that writes
+-- the table: on the messages table that was about 7 % of the writer's CPU
+-- per publish (docs/BENCHMARKS.md, "Session 25"). A domain's checks are
+-- read once per session and cached. Each domain is created bare and gets
+-- its check apart, after the columns use it: a column turned into a domain
+-- with a check would have its whole table rewritten, one turned into a bare
+-- domain is not, and adding the check then only reads the rows once. The
+-- same statements make a new database and upgrade one of version 9 or
+-- older (whose table CHECKs, the same rules, are dropped).
+DO $$ BEGIN
+  CREATE DOMAIN hub_agent_cli AS TEXT COLLATE "C";
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_agent_status AS TEXT COLLATE "C";
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_message_type AS TEXT COLLATE "C";
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_message_priority AS INTEGER;
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_message_status AS TEXT COLLATE "C";
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+
 CREATE TABLE IF NOT EXISTS agents (
   agent_id TEXT COLLATE "C" PRIMARY KEY,
-  cli TEXT COLLATE "C" NOT NULL CHECK (cli IN ('codex', 'gemini', 'claude', 'other')),
+  cli hub_agent_cli NOT NULL,
   pid BIGINT,
   capabilities_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   topics_json TEXT COLLATE "C" NOT NULL DEFAULT '[]',
   last_seen_ms BIGINT NOT NULL,
   lease_expires_ms BIGINT NOT NULL,
-  status TEXT COLLATE "C" NOT NULL CHECK (status IN ('online', 'stale', 'offline')),
+  status hub_agent_status NOT NULL,
   metadata_json TEXT COLLATE "C" NOT NULL DEFAULT '{}',
   project_id TEXT COLLATE "C",
   session_id TEXT COLLATE "C",
@@ -40,24 +67,35 @@ CREATE INDEX IF NOT EXISTS idx_agents_stream_hub
   WHERE stream_hub_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS idx_agents_status ON agents(status);
 CREATE INDEX IF NOT EXISTS idx_agents_lease ON agents(lease_expires_ms);
+-- Version 9 and older: the same rules as table CHECKs.
+ALTER TABLE agents
+  DROP CONSTRAINT IF EXISTS agents_cli_check,
+  DROP CONSTRAINT IF EXISTS agents_status_check,
+  ALTER COLUMN cli TYPE hub_agent_cli,
+  ALTER COLUMN status TYPE hub_agent_status;
+DO $$ BEGIN
+  ALTER DOMAIN hub_agent_cli ADD CONSTRAINT hub_agent_cli_check
+    CHECK (VALUE IN ('codex', 'gemini', 'claude', 'other'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  ALTER DOMAIN hub_agent_status ADD CONSTRAINT hub_agent_status_check
+    CHECK (VALUE IN ('online', 'stale', 'offline'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 
 CREATE TABLE IF NOT EXISTS messages (
   id TEXT COLLATE "C" PRIMARY KEY,
-  type TEXT COLLATE "C" NOT NULL CHECK (type IN ('request', 'response', 'event', 'handoff',
-                                     'human_request', 'human_response',
-                                     'system')),
+  type hub_message_type NOT NULL,
   from_agent TEXT COLLATE "C" NOT NULL,
   to_agent TEXT COLLATE "C" NOT NULL,
   topic TEXT COLLATE "C" NOT NULL,
-  priority INTEGER NOT NULL CHECK (priority BETWEEN 1 AND 9),
+  priority hub_message_priority NOT NULL,
   ttl_ms BIGINT NOT NULL,
   created_at_ms BIGINT NOT NULL,
   expires_at_ms BIGINT NOT NULL,
   correlation_id TEXT COLLATE "C" NOT NULL,
   trace_id TEXT COLLATE "C" NOT NULL,
   payload_json TEXT COLLATE "C" NOT NULL DEFAULT '{}',
-  status TEXT COLLATE "C" NOT NULL CHECK (status IN ('queued', 'delivered', 'acked',
-                                         'expired', 'dead_letter')),
+  status hub_message_status NOT NULL,
   role_key_wire TEXT COLLATE "C"
 );
 -- The same partial indexes of pending messages as SQLite's (an ack takes a
@@ -68,6 +106,29 @@ CREATE INDEX IF NOT EXISTS idx_messages_trace ON messages(trace_id);
 CREATE INDEX IF NOT EXISTS idx_messages_role_pending
   ON messages(role_key_wire, expires_at_ms)
   WHERE role_key_wire IS NOT NULL AND status IN ('queued', 'delivered');
+-- Version 9 and older: the same rules as table CHECKs. A column a trigger's
+-- WHEN names cannot change its type: the trigger is made again below.
+DROP TRIGGER IF EXISTS hub_inbox_pending_status ON messages;
+ALTER TABLE messages
+  DROP CONSTRAINT IF EXISTS messages_type_check,
+  DROP CONSTRAINT IF EXISTS messages_priority_check,
+  DROP CONSTRAINT IF EXISTS messages_status_check,
+  ALTER COLUMN type TYPE hub_message_type,
+  ALTER COLUMN priority TYPE hub_message_priority,
+  ALTER COLUMN status TYPE hub_message_status;
+DO $$ BEGIN
+  ALTER DOMAIN hub_message_type ADD CONSTRAINT hub_message_type_check
+    CHECK (VALUE IN ('request', 'response', 'event', 'handoff',
+                     'human_request', 'human_response', 'system'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  ALTER DOMAIN hub_message_priority ADD CONSTRAINT hub_message_priority_check
+    CHECK (VALUE BETWEEN 1 AND 9);
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  ALTER DOMAIN hub_message_status ADD CONSTRAINT hub_message_status_check
+    CHECK (VALUE IN ('queued', 'delivered', 'acked', 'expired', 'dead_letter'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
 
 -- delivery_id orders one recipient's deliveries as they were written; it is
 -- no cursor across hubs (an identity is handed out in insert order, not
