@@ -200,10 +200,12 @@ TEST_F(PgSchemaTest,
        }) {
     ASSERT_TRUE(conn->Exec(sql).ok()) << sql;
   }
-  auto one = [&conn](const char* sql) {
+  // A copy: the text lives in the result, which goes with the lambda.
+  auto one = [&conn](const char* sql) -> std::string {
     absl::StatusOr<Result> r = conn->Exec(sql);
     EXPECT_TRUE(r.ok()) << sql << ": " << r.status();
-    return r.ok() && r->rows() == 1 ? r->Text(0, 0) : std::string("?");
+    if (!r.ok() || r->rows() != 1) return "?";
+    return std::string(r->Text(0, 0));
   };
   EXPECT_EQ(one("SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND "
                 "conrelid IN ('messages'::regclass, 'agents'::regclass)"),
