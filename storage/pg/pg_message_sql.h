@@ -1,7 +1,15 @@
 // Statements of PostgresStore's messages whose plans a test pins
-// (storage/pg/pg_plans_test.cc). Internal to storage/pg.
+// (storage/pg/pg_plans_test.cc), and the writer's inbox count statements
+// that several of its writes run. Internal to storage/pg.
 #ifndef HUB_STORAGE_PG_PG_MESSAGE_SQL_H_
 #define HUB_STORAGE_PG_PG_MESSAGE_SQL_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "storage/pg/pg_conn.h"
+#include "storage/pg/pg_rows.h"
 
 // A message found by its key is pending, spelled so that it implies nothing
 // about the partial indexes of pending messages (idx_messages_expiry_pending,
@@ -69,5 +77,26 @@ inline constexpr char kCountRowsSql[] =
 #undef HUB_PG_COUNT_ROWS_OF
 
 }  // namespace hub::storage::pg::sql
+
+namespace hub::storage::pg {
+
+// After a write moved messages `ids` out of pending (an expiry, a dead
+// letter, a closed scope's backlog), holding their row locks: their unacked
+// rows stop counting (sql::kSettleRowsSql). Nothing to do for none.
+inline absl::Status SettleRowsOf(Connection& conn,
+                                 const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  return conn.Run(sql::kSettleRowsSql, {TextArray(ids)}).status();
+}
+
+// After a write moved messages `ids` back into pending (a re-drive), holding
+// their row locks: their unacked rows count again (sql::kCountRowsSql).
+inline absl::Status CountRowsOf(Connection& conn,
+                                const std::vector<std::string>& ids) {
+  if (ids.empty()) return absl::OkStatus();
+  return conn.Run(sql::kCountRowsSql, {TextArray(ids)}).status();
+}
+
+}  // namespace hub::storage::pg
 
 #endif  // HUB_STORAGE_PG_PG_MESSAGE_SQL_H_

@@ -157,16 +157,10 @@ absl::StatusOr<std::vector<ClaimedMessage>> DeadLetterBacklog(
   }
   // No longer pending: their unacked rows stop counting in their inboxes
   // (the writer keeps the counts; the messages are locked).
-  if (!claimed.empty()) {
-    std::vector<std::string> ids;
-    ids.reserve(claimed.size());
-    for (const ClaimedMessage& m : claimed) ids.push_back(m.message.id);
-    if (absl::StatusOr<Result> settled =
-            conn.Run(sql::kSettleRowsSql, {TextArray(ids)});
-        !settled.ok()) {
-      return settled.status();
-    }
-  }
+  std::vector<std::string> ids;
+  ids.reserve(claimed.size());
+  for (const ClaimedMessage& m : claimed) ids.push_back(m.message.id);
+  if (absl::Status s = SettleRowsOf(conn, ids); !s.ok()) return s;
   return claimed;
 }
 

@@ -236,14 +236,6 @@ std::vector<std::string> FirstColumn(const Result& r) {
   return ReadAll<std::string>(r, [](const Row& row) { return row.Text(0); });
 }
 
-// After the write moved `ids` out of pending, holding their row locks: their
-// unacked rows stop counting (sql::kSettleRowsSql).
-absl::Status SettleRowsOf(Connection& conn,
-                          const std::vector<std::string>& ids) {
-  if (ids.empty()) return absl::OkStatus();
-  return conn.Run(sql::kSettleRowsSql, {TextArray(ids)}).status();
-}
-
 // The writer's order key of a write whose first row locks are its
 // recipients' inbox counts (hub_inbox_pending, locked by
 // kInsertMessageWithinLimitSql, kLockPendingCountsSql or the inbox insert's
@@ -1004,10 +996,8 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
             result.recipients.push_back(*r.add_recipient);
         }
         // Pending again: its unacked rows, the added one too, count again.
-        if (absl::StatusOr<Result> counted =
-                conn.Run(sql::kCountRowsSql, {TextArray({r.message_id})});
-            !counted.ok()) {
-          return counted.status();
+        if (absl::Status s = CountRowsOf(conn, {r.message_id}); !s.ok()) {
+          return s;
         }
         std::sort(result.recipients.begin(), result.recipients.end());
         absl::StatusOr<Result> removed = conn.Run(
