@@ -82,7 +82,7 @@ void AckCoalescer::Answer(Batch& batch,
                           const absl::StatusOr<std::vector<bool>>& written) {
   for (Request& request : batch.requests) {
     if (!written.ok()) {
-      std::move(request.done)(written.status());
+      std::move(request.done)(std::move(request.ids), written.status());
       continue;
     }
     std::vector<bool> acked;
@@ -92,7 +92,7 @@ void AckCoalescer::Answer(Batch& batch,
       acked.push_back(it != batch.index.end() && it->second < written->size() &&
                       (*written)[it->second]);
     }
-    std::move(request.done)(std::move(acked));
+    std::move(request.done)(std::move(request.ids), std::move(acked));
   }
 }
 

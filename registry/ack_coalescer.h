@@ -40,19 +40,25 @@ namespace hub {
 class AckCoalescer {
  public:
   // Per id of a write, in the order given: acknowledged by the agent.
-  using Done = absl::AnyInvocable<void(absl::StatusOr<std::vector<bool>>) &&>;
+  using Written =
+      absl::AnyInvocable<void(absl::StatusOr<std::vector<bool>>) &&>;
   // Writes `ids` (distinct) as acknowledged by `agent_id` and calls `done`
-  // exactly once, on any thread (possibly before returning).
+  // exactly once, on any thread (possibly before returning). `ids` stays
+  // valid until `done` has run.
   using Write = std::function<void(
       const std::string& agent_id, const std::vector<std::string>& ids,
-      std::optional<int64_t> presence_generation, Done done)>;
+      std::optional<int64_t> presence_generation, Written done)>;
+  // A request's answer: its own ids, handed back, and one bool per id (or
+  // the write's error).
+  using Done = absl::AnyInvocable<void(std::vector<std::string> ids,
+                                       absl::StatusOr<std::vector<bool>>) &&>;
 
   AckCoalescer(Write write, int max_in_flight, size_t max_ids);
   AckCoalescer(const AckCoalescer&) = delete;
   AckCoalescer& operator=(const AckCoalescer&) = delete;
 
-  // `ids`: distinct, already validated. `done` gets one bool per id of
-  // `ids`, in its order, or the write's error.
+  // `ids`: distinct, already validated. `done` gets them back with one
+  // bool per id, in their order, or the write's error.
   void Ack(const std::string& agent_id, std::vector<std::string> ids,
            std::optional<int64_t> presence_generation, Done done);
 

@@ -24,13 +24,13 @@ class FakeWrites {
     std::string agent_id;
     std::vector<std::string> ids;
     std::optional<int64_t> generation;
-    AckCoalescer::Done done;
+    AckCoalescer::Written done;
   };
 
   AckCoalescer::Write Writer() {
     return
         [this](const std::string& agent_id, const std::vector<std::string>& ids,
-               std::optional<int64_t> generation, AckCoalescer::Done done) {
+               std::optional<int64_t> generation, AckCoalescer::Written done) {
           calls_.push_back(std::make_unique<Call>(
               Call{agent_id, ids, generation, std::move(done)}));
         };
@@ -62,7 +62,8 @@ struct Answer {
 };
 
 AckCoalescer::Done Into(Answer* answer) {
-  return [answer](absl::StatusOr<std::vector<bool>> acked) {
+  return [answer](std::vector<std::string>,
+                  absl::StatusOr<std::vector<bool>> acked) {
     answer->answered = true;
     answer->acked = std::move(acked);
   };
@@ -204,7 +205,7 @@ TEST(AckCoalescerTest, AStoreThatAnswersBeforeItsWriteReturnsKeepsTheOrder) {
   Answer later;
   AckCoalescer acks(
       [&](const std::string&, const std::vector<std::string>& ids,
-          std::optional<int64_t>, AckCoalescer::Done done) {
+          std::optional<int64_t>, AckCoalescer::Written done) {
         order.push_back("write " + ids.front());
         // The first write's answer comes with an ack that arrives while it
         // is still being written: that one waits, then runs.
@@ -215,10 +216,12 @@ TEST(AckCoalescerTest, AStoreThatAnswersBeforeItsWriteReturnsKeepsTheOrder) {
       1, 1000);
   self = &acks;
   Answer first;
-  acks.Ack("a", {"m1"}, 1, [&](absl::StatusOr<std::vector<bool>> acked) {
-    order.push_back("answered m1");
-    first.answered = acked.ok();
-  });
+  acks.Ack(
+      "a", {"m1"}, 1,
+      [&](std::vector<std::string>, absl::StatusOr<std::vector<bool>> acked) {
+        order.push_back("answered m1");
+        first.answered = acked.ok();
+      });
   EXPECT_TRUE(first.answered);
   EXPECT_TRUE(later.answered);
   EXPECT_THAT(order, ElementsAre("write m1", "answered m1", "write m2",

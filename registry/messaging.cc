@@ -75,13 +75,14 @@ Messaging::Messaging(storage::Store* store, PresenceRegistry* presence,
           [this](const std::string& agent_id,
                  const std::vector<std::string>& ids,
                  std::optional<int64_t> presence_generation,
-                 AckCoalescer::Done done) {
+                 AckCoalescer::Written done) {
+            // `ids` lives until `done` has run (AckCoalescer::Write).
             store_->AckMessagesAsync(
                 agent_id, ids, UnixMillis(clock_->Now()), presence_generation,
-                [this, agent_id, ids, done = std::move(done)](
+                [this, agent_id, ids = &ids, done = std::move(done)](
                     absl::StatusOr<std::vector<bool>> acked) mutable {
                   if (acked.ok() && change_listener_) {
-                    change_listener_({ids, {agent_id}, std::nullopt});
+                    change_listener_({*ids, {agent_id}, std::nullopt});
                   }
                   std::move(done)(std::move(acked));
                 });
@@ -649,9 +650,9 @@ void Messaging::AckAsync(const std::string& agent_id,
     std::move(done)(ids.status());
     return;
   }
-  std::vector<std::string> distinct = *ids;
   acks_.Ack(agent_id, std::move(*ids), presence_generation,
-            [distinct = std::move(distinct), done = std::move(done)](
+            [done = std::move(done)](
+                std::vector<std::string> distinct,
                 absl::StatusOr<std::vector<bool>> acked) mutable {
               if (!acked.ok()) {
                 std::move(done)(acked.status());
