@@ -14,7 +14,9 @@
 # Prints the hubbench result line, then the server's CPU µs/op and context
 # switches/op over every thread, then CPU µs/op by thread name (threads that
 # ended inside the window are not counted there). Extra server flags:
-# $HUBD_FLAGS (also for noop_server, e.g. HUBD_FLAGS=--reply=relay).
+# $HUBD_FLAGS (also for noop_server, e.g. HUBD_FLAGS=--reply=relay). With
+# NOOP_DURABLE=1 a noop_server writes every Unary call to a new SQLite file
+# in the run's temporary directory (its --durable).
 set -euo pipefail
 source "$(dirname "${BASH_SOURCE[0]}")/../env.sh"
 if (($# < 3)); then
@@ -36,6 +38,9 @@ server_flags=(--db="$work/hub.sqlite")
 if [[ "$(basename "$hubd")" == noop_server ]]; then
   target=noop
   server_flags=()
+  if [[ "${NOOP_DURABLE:-0}" == 1 ]]; then
+    server_flags=(--durable="$work/noop.sqlite")
+  fi
 fi
 # shellcheck disable=SC2086  # HUBD_FLAGS is a list of flags
 "$hubd" --listen=127.0.0.1:0 "${server_flags[@]}" ${HUBD_FLAGS:-} \

@@ -2,7 +2,8 @@
 // hubd (callback API: one reactor per stream, no thread per stream) whose
 // methods answer at once and store nothing.
 //
-//   noop_server [--listen=127.0.0.1:0] [--reply=inline|thread|relay]
+//   noop_server [--listen=127.0.0.1:0]
+//               [--reply=inline|thread|relay|leader] [--durable=FILE]
 //               [--hub_methods] [--interceptors=0]
 //
 // --reply says which thread answers a Unary call (streams always answer
@@ -10,9 +11,23 @@
 // reply threads the handler hands the call to; `relay`, the handler hands it
 // to a batching thread that passes each batch to those reply threads, the
 // hand-offs of hubd's group commit (gRPC poller -> writer -> completion
-// thread, storage/group_commit_writer.h) with nothing written. The two
+// thread, storage/group_commit_writer.h) with nothing written; `leader`,
+// the first handler that finds nobody answering answers its own call and
+// every call queued meanwhile, batch after batch, until the queue is empty
+// (no hand-off to a thread of the server's own: the calls are answered from
+// gRPC's pollers, though not always from the one that read them). The
 // hand-off modes measure what answering a call from another thread costs
 // gRPC and the scheduler, whatever the server does meanwhile.
+//
+// --durable=FILE makes every Unary call a durable write, the least one can
+// be: a row of three columns under a text primary key (a random 32-digit hex
+// key, the call's seq, a time) inserted into a new SQLite database in WAL
+// mode at synchronous=FULL, and the call answered only once its transaction
+// has committed. Whoever answers commits: inline, the handler, a
+// transaction per call, one handler at a time; relay, the batching thread,
+// a transaction per batch (hubd's group commit); leader, the leader, a
+// transaction per batch. FILE must not exist yet. The floor under any
+// server that answers "committed" on this disk, with nothing else to do.
 //
 // --hub_methods also registers hubd's services (every method answers
 // UNIMPLEMENTED), its health service and reflection: the server's method
@@ -31,12 +46,16 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/support/server_interceptor.h>
 #include <signal.h>
+#include <sqlite3.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <deque>
 #include <initializer_list>
 #include <memory>
+#include <random>
 #include <string>
 #include <thread>
 #include <utility>
@@ -61,8 +80,12 @@ ABSL_FLAG(std::string, listen, "127.0.0.1:0",
           "host:port to serve on; port 0 picks a free port");
 ABSL_FLAG(std::string, reply, "inline",
           "which thread answers a Unary call: inline (the handler), thread "
-          "(a reply thread) or relay (a batching thread, then a reply "
-          "thread)");
+          "(a reply thread), relay (a batching thread, then a reply thread) "
+          "or leader (the handler that finds nobody answering answers every "
+          "call queued until the queue is empty)");
+ABSL_FLAG(std::string, durable, "",
+          "a SQLite file to create: every Unary call inserts one row there "
+          "(WAL, synchronous=FULL) and is answered once it is committed");
 ABSL_FLAG(bool, hub_methods, false,
           "also register hubd's services (UNIMPLEMENTED), health and "
           "reflection, so that gRPC's per-connection method table is "
@@ -147,19 +170,120 @@ class EchoStream : public grpc::ServerBidiReactor<Ping, Pong> {
   bool finished_ ABSL_GUARDED_BY(mu_) = false;  // Finish is called once.
 };
 
+// The least durable write a call can ask for: one row into a SQLite
+// database of its own, committed with a sync before the call is answered.
+// Write() commits one transaction for `rows` calls; calls to it are
+// serialised.
+class Journal {
+ public:
+  // Creates `path` (which must not exist) or exits the process: this is a
+  // benchmark's fixture, and a half-open database would only mislead.
+  explicit Journal(const std::string& path) {
+    if (access(path.c_str(), F_OK) == 0) Die(path + " already exists");
+    if (sqlite3_open(path.c_str(), &db_) != SQLITE_OK) Die("open");
+    Exec(
+        "PRAGMA journal_mode = WAL; PRAGMA synchronous = FULL;"
+        " CREATE TABLE calls (id TEXT PRIMARY KEY, seq INTEGER NOT NULL,"
+        " at_ms INTEGER NOT NULL)");
+    if (sqlite3_prepare_v2(db_, "INSERT INTO calls VALUES (?1, ?2, ?3)", -1,
+                           &insert_, nullptr) != SQLITE_OK) {
+      Die("prepare");
+    }
+  }
+
+  ~Journal() {
+    sqlite3_finalize(insert_);
+    sqlite3_close(db_);
+  }
+
+  void Write(const std::vector<int64_t>& seqs) {
+    absl::MutexLock lock(&mu_);
+    Exec("BEGIN");
+    const int64_t now_ms = absl::ToUnixMillis(absl::Now());
+    for (int64_t seq : seqs) {
+      char key[33];
+      std::snprintf(key, sizeof key, "%016llx%016llx",
+                    static_cast<unsigned long long>(random_()),
+                    static_cast<unsigned long long>(random_()));
+      sqlite3_bind_text(insert_, 1, key, 32, SQLITE_TRANSIENT);
+      sqlite3_bind_int64(insert_, 2, seq);
+      sqlite3_bind_int64(insert_, 3, now_ms);
+      if (sqlite3_step(insert_) != SQLITE_DONE) Die("insert");
+      sqlite3_reset(insert_);
+    }
+    Exec("COMMIT");
+  }
+
+ private:
+  void Exec(const char* sql) {
+    if (sqlite3_exec(db_, sql, nullptr, nullptr, nullptr) != SQLITE_OK) {
+      Die(sql);
+    }
+  }
+
+  [[noreturn]] void Die(const std::string& what) {
+    std::fprintf(stderr, "noop_server: --durable: %s: %s\n", what.c_str(),
+                 db_ != nullptr ? sqlite3_errmsg(db_) : "");
+    std::exit(1);
+  }
+
+  sqlite3* db_ = nullptr;
+  sqlite3_stmt* insert_ = nullptr;
+  absl::Mutex mu_;
+  std::mt19937_64 random_{std::random_device{}()};
+};
+
+// A Unary call waiting to be answered, and the seq its row carries.
+struct Call {
+  grpc::ServerUnaryReactor* reactor;
+  int64_t seq;
+};
+
+std::vector<int64_t> SeqsOf(const std::vector<Call>& calls) {
+  std::vector<int64_t> seqs;
+  seqs.reserve(calls.size());
+  for (const Call& c : calls) seqs.push_back(c.seq);
+  return seqs;
+}
+
+// Answers Unary calls, after writing them when there is a journal.
+class Answerer {
+ public:
+  virtual ~Answerer() = default;
+  // Finish(OK) on `call.reactor`, once its row is committed.
+  virtual void Answer(Call call) = 0;
+};
+
+// The handler answers its own call (after a transaction of its own).
+class InlineAnswerer final : public Answerer {
+ public:
+  explicit InlineAnswerer(Journal* journal) : journal_(journal) {}
+
+  void Answer(Call call) override {
+    if (journal_ != nullptr) journal_->Write({call.seq});
+    call.reactor->Finish(grpc::Status::OK);
+  }
+
+ private:
+  Journal* const journal_;
+};
+
 // Finishes Unary calls on threads of its own, the way hubd answers a
 // durable write: with a batching thread (relay), each call goes handler ->
-// batcher -> a reply thread, else handler -> a reply thread. Same
-// primitives and thread count as storage/group_commit_writer.h (an
-// absl::Mutex and CondVar per queue, two reply threads).
-class Replier {
+// batcher (which commits the batch's rows) -> a reply thread, else handler
+// -> a reply thread. Same primitives and thread count as
+// storage/group_commit_writer.h (an absl::Mutex and CondVar per queue, two
+// reply threads).
+class Replier final : public Answerer {
  public:
-  explicit Replier(bool batching) : batching_(batching) {
+  // `journal` is only used with batching.
+  Replier(bool batching, Journal* journal)
+      : batching_(batching), journal_(journal) {
     if (batching_) batcher_ = std::thread([this] { Batch(); });
     for (int i = 0; i < 2; ++i) repliers_.emplace_back([this] { Reply(); });
   }
 
-  ~Replier() {
+  ~Replier() override {
     {
       absl::MutexLock lock(&mu_);
       stopping_ = true;
@@ -174,21 +298,20 @@ class Replier {
     for (std::thread& t : repliers_) t.join();
   }
 
-  // Finish(OK) on `reactor`, from another thread.
-  void Answer(grpc::ServerUnaryReactor* reactor) {
+  void Answer(Call call) override {
     if (!batching_) {
       absl::MutexLock lock(&reply_mu_);
-      replies_.push_back({reactor});
+      replies_.push_back({call});
       reply_ready_.Signal();
       return;
     }
     absl::MutexLock lock(&mu_);
-    queue_.push_back(reactor);
+    queue_.push_back(call);
     if (queue_.size() == 1) work_.Signal();
   }
 
  private:
-  using Calls = std::vector<grpc::ServerUnaryReactor*>;
+  using Calls = std::vector<Call>;
 
   void Batch() {
     pthread_setname_np(pthread_self(), "noop-batcher");
@@ -200,6 +323,7 @@ class Replier {
         if (queue_.empty()) return;
         batch.swap(queue_);
       }
+      if (journal_ != nullptr) journal_->Write(SeqsOf(batch));
       absl::MutexLock lock(&reply_mu_);
       replies_.push_back(std::move(batch));
       reply_ready_.Signal();
@@ -219,11 +343,12 @@ class Replier {
         batch = std::move(replies_.front());
         replies_.pop_front();
       }
-      for (grpc::ServerUnaryReactor* r : batch) r->Finish(grpc::Status::OK);
+      for (const Call& c : batch) c.reactor->Finish(grpc::Status::OK);
     }
   }
 
   const bool batching_;
+  Journal* const journal_;
   absl::Mutex mu_;
   absl::CondVar work_;
   Calls queue_ ABSL_GUARDED_BY(mu_);
@@ -234,6 +359,44 @@ class Replier {
   std::deque<Calls> replies_ ABSL_GUARDED_BY(reply_mu_);
   bool reply_stopping_ ABSL_GUARDED_BY(reply_mu_) = false;
   std::vector<std::thread> repliers_;
+};
+
+// Leader/follower group commit on gRPC's own threads: a handler queues its
+// call; if no handler is answering, it becomes the leader and, batch after
+// batch, commits and answers everything queued until the queue is empty.
+// Calls that arrive meanwhile only queue, so their pollers go back to
+// reading at once. Nothing is handed to a thread of the server's own.
+class LeaderAnswerer final : public Answerer {
+ public:
+  explicit LeaderAnswerer(Journal* journal) : journal_(journal) {}
+
+  void Answer(Call call) override {
+    {
+      absl::MutexLock lock(&mu_);
+      queue_.push_back(call);
+      if (leading_) return;
+      leading_ = true;
+    }
+    for (;;) {
+      std::vector<Call> batch;
+      {
+        absl::MutexLock lock(&mu_);
+        if (queue_.empty()) {
+          leading_ = false;
+          return;
+        }
+        batch.swap(queue_);
+      }
+      if (journal_ != nullptr) journal_->Write(SeqsOf(batch));
+      for (const Call& c : batch) c.reactor->Finish(grpc::Status::OK);
+    }
+  }
+
+ private:
+  Journal* const journal_;
+  absl::Mutex mu_;
+  std::vector<Call> queue_ ABSL_GUARDED_BY(mu_);
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
 };
 
 // An interceptor that does nothing but let each hook proceed, one per call.
@@ -255,19 +418,14 @@ class PassThroughFactory final
 
 class NoopServiceImpl final : public NoopService::CallbackService {
  public:
-  // `replier` null: every call is answered inline.
-  explicit NoopServiceImpl(Replier* replier) : replier_(replier) {}
+  explicit NoopServiceImpl(Answerer* answerer) : answerer_(answerer) {}
 
  private:
   grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* context,
                                   const Ping* request, Pong* reply) override {
     reply->set_seq(request->seq());
     grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-    if (replier_ != nullptr) {
-      replier_->Answer(reactor);
-    } else {
-      reactor->Finish(grpc::Status::OK);
-    }
+    answerer_->Answer({reactor, request->seq()});
     return reactor;
   }
 
@@ -276,7 +434,7 @@ class NoopServiceImpl final : public NoopService::CallbackService {
     return new EchoStream();
   }
 
-  Replier* const replier_;
+  Answerer* const answerer_;
 };
 
 int Main() {
@@ -289,14 +447,32 @@ int Main() {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
 
   const std::string reply = absl::GetFlag(FLAGS_reply);
-  if (reply != "inline" && reply != "thread" && reply != "relay") {
-    std::fprintf(stderr,
-                 "noop_server: --reply must be inline, thread or relay\n");
+  if (reply != "inline" && reply != "thread" && reply != "relay" &&
+      reply != "leader") {
+    std::fprintf(
+        stderr,
+        "noop_server: --reply must be inline, thread, relay or leader\n");
     return 64;
   }
-  std::unique_ptr<Replier> replier;
-  if (reply != "inline") replier = std::make_unique<Replier>(reply == "relay");
-  NoopServiceImpl service(replier.get());
+  std::unique_ptr<Journal> journal;
+  if (const std::string path = absl::GetFlag(FLAGS_durable); !path.empty()) {
+    if (reply == "thread") {
+      std::fprintf(stderr,
+                   "noop_server: --durable needs --reply=inline, relay or "
+                   "leader\n");
+      return 64;
+    }
+    journal = std::make_unique<Journal>(path);
+  }
+  std::unique_ptr<Answerer> answerer;
+  if (reply == "inline") {
+    answerer = std::make_unique<InlineAnswerer>(journal.get());
+  } else if (reply == "leader") {
+    answerer = std::make_unique<LeaderAnswerer>(journal.get());
+  } else {
+    answerer = std::make_unique<Replier>(reply == "relay", journal.get());
+  }
+  NoopServiceImpl service(answerer.get());
   // hubd's services, unimplemented: only their methods' table matters.
   hub::v1::HubService::CallbackService hub_service;
   hub::v1::PresenceService::CallbackService presence_service;
@@ -350,10 +526,10 @@ int Main() {
 }  // namespace hubbench
 
 int main(int argc, char** argv) {
-  absl::SetProgramUsageMessage(absl::StrCat(
-      "no-op gRPC server, hubbench's ceiling.\n\nUsage: ", argv[0],
-      " [--listen=host:port] [--reply=inline|thread|relay] [--hub_methods]"
-      " [--interceptors=N]"));
+  absl::SetProgramUsageMessage(
+      absl::StrCat("no-op gRPC server, hubbench's ceiling.\n\nUsage: ", argv[0],
+                   " [--listen=host:port] [--reply=inline|thread|relay|leader]"
+                   " [--durable=FILE] [--hub_methods] [--interceptors=N]"));
   absl::ParseCommandLine(argc, argv);
   return hubbench::Main();
 }

@@ -80,6 +80,36 @@ if "$hubbench" nosuchworkload --addr="$addr" 2>/dev/null; then
   failed=1
 fi
 
+# A durable no-op (--durable) answers a call only once its row is
+# committed: after a run, its database holds at least as many rows as calls
+# were answered in the window, whoever commits them.
+for mode in inline relay leader; do
+  "$noop_server" --listen=127.0.0.1:0 --reply="$mode" \
+    --durable="$dir/$mode.sqlite" >"$dir/$mode.out" &
+  durable_pid=$!
+  for _ in $(seq 100); do
+    grep -q "serving on" "$dir/$mode.out" && break
+    sleep 0.1
+  done
+  durable_addr="$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' "$dir/$mode.out")"
+  line="$("$hubbench" register --target=noop --addr="$durable_addr" \
+    --clients=4 --duration=1s --warmup=200ms)"
+  kill -TERM "$durable_pid"
+  wait "$durable_pid" || { echo "FAILED: durable $mode did not exit 0"; failed=1; }
+  echo "$line"
+  rows="$(python3 -c 'import sqlite3, sys
+print(sqlite3.connect(sys.argv[1]).execute("SELECT count(*) FROM calls").fetchone()[0])' \
+    "$dir/$mode.sqlite")"
+  if ! [[ "$line" =~ \"ops\":([0-9]+) ]] || ((BASH_REMATCH[1] == 0 || rows < BASH_REMATCH[1])); then
+    echo "FAILED: durable $mode answered ${BASH_REMATCH[1]:-?} calls but holds $rows rows"
+    failed=1
+  fi
+done
+if "$noop_server" --reply=inline --durable="$dir/inline.sqlite" 2>/dev/null; then
+  echo "FAILED: --durable accepted a file that already exists"
+  failed=1
+fi
+
 # SIGTERM stops the servers cleanly.
 kill -TERM "$pid"
 if ! wait "$pid"; then
