@@ -959,7 +959,9 @@ void HubServer::Shutdown(absl::Duration grace) {
     log::Info("store_closing", {{"writes", stats.ops},
                                 {"groups", stats.groups},
                                 {"replays", stats.replays},
-                                {"lock_retries", stats.lock_retries}});
+                                {"lock_retries", stats.lock_retries},
+                                {"led_groups", stats.led_groups},
+                                {"leader_stalls", stats.leader_stalls}});
   }
 }
 

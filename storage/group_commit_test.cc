@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "absl/synchronization/notification.h"
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
@@ -306,6 +307,93 @@ TEST(GroupCommit, AWriteUnderCommitOnThisThreadQueuesWhileTheWriterIsBusy) {
   EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k = 'behind'"), "1");
 }
 
+// Starts a thread that leads the writer (a Submit under CommitOnThisThread
+// on an idle writer) with a write of "first" held inside its group until
+// `release` is notified, `done` its callback; returns once the write is
+// held, so that writes submitted next queue behind the leader.
+std::thread LeadHeld(GroupCommitWriter& writer, absl::Notification& release,
+                     GroupCommitWriter::Done done,
+                     std::thread::id* leader_id = nullptr) {
+  auto entered = std::make_shared<absl::Notification>();
+  std::thread leader([&writer, &release, entered, leader_id,
+                      done = std::move(done)]() mutable {
+    if (leader_id != nullptr) *leader_id = std::this_thread::get_id();
+    CommitOnThisThread here;
+    writer.Submit(
+        [&release, entered](Connection& conn) {
+          entered->Notify();
+          release.WaitForNotification();
+          return Insert("first")(conn);
+        },
+        std::move(done));
+  });
+  entered->WaitForNotification();
+  return leader;
+}
+
+TEST(GroupCommit, ALeaderAlsoCommitsAndAnswersWhatQueuedWhileItCommitted) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+  // The writer thread must not take the queue from the leader here.
+  writer.SetLeaderStallTimeoutForTesting(absl::Minutes(10));
+  absl::Notification release;
+  std::thread::id leader_id;
+  std::thread leader = LeadHeld(
+      writer, release, [](absl::Status s) { EXPECT_TRUE(s.ok()) << s; },
+      &leader_id);
+  // Queued behind the leader's group, from a thread without the scope.
+  std::thread::id ran[2];
+  std::thread::id answered[2];
+  std::atomic<int> done{0};
+  for (int i = 0; i < 2; ++i) {
+    writer.Submit(InsertOn(absl::StrCat("queued ", i), &ran[i]),
+                  [&, i](absl::Status s) {
+                    EXPECT_TRUE(s.ok()) << s;
+                    answered[i] = std::this_thread::get_id();
+                    done.fetch_add(1);
+                  });
+  }
+  WaitForQueue(writer, 2);
+  release.Notify();
+  leader.join();  // Submit returned once the leader had answered them all
+  EXPECT_EQ(done.load(), 2);
+  for (int i = 0; i < 2; ++i) {
+    EXPECT_EQ(ran[i], leader_id);
+    EXPECT_EQ(answered[i], leader_id);
+  }
+  EXPECT_EQ(writer.stats().groups, 2);
+  EXPECT_EQ(writer.stats().led_groups, 2);
+  EXPECT_EQ(writer.stats().leader_stalls, 0);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k != 'fence'"), "3");
+}
+
+TEST(GroupCommit, ARunFromALeadersCallbackHandsTheQueueBackToTheWriterThread) {
+  std::string path = FreshDbPath();
+  GroupCommitWriter writer(OpenTable(path), 64);
+  // Were the leadership not handed back, the Run below would wait for this.
+  writer.SetLeaderStallTimeoutForTesting(absl::Seconds(20));
+  absl::Notification release;
+  absl::Status inner = absl::UnknownError("not run");
+  std::thread leader = LeadHeld(writer, release, [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    inner = writer.Run(Insert("from the callback"));
+  });
+  absl::Notification queued_done;
+  writer.Submit(Insert("queued"), [&](absl::Status s) {
+    EXPECT_TRUE(s.ok()) << s;
+    queued_done.Notify();
+  });
+  WaitForQueue(writer, 1);
+  release.Notify();
+  leader.join();
+  EXPECT_TRUE(inner.ok()) << inner;
+  ASSERT_TRUE(queued_done.WaitForNotificationWithTimeout(absl::Seconds(30)));
+  EXPECT_EQ(writer.stats().leader_stalls, 0);
+  RawDb raw(path);
+  EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k != 'fence'"), "3");
+}
+
 TEST(GroupCommit, WritesFromACallbackAnsweredOnItsCallersThreadGoToTheWriter) {
   std::string path = FreshDbPath();
   GroupCommitWriter writer(OpenTable(path), 64);
@@ -329,6 +417,9 @@ TEST(GroupCommit, WritesFromACallbackAnsweredOnItsCallersThreadGoToTheWriter) {
   EXPECT_EQ(outer, me);
   EXPECT_TRUE(inner_result.ok()) << inner_result;
   EXPECT_NE(inner, me);
+  // The callback waited on its leader's thread: the writer thread took the
+  // queue from it.
+  EXPECT_EQ(writer.stats().leader_stalls, 1);
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT count(*) FROM t WHERE k IN ('outer', 'inner')"),
             "2");

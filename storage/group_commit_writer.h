@@ -1,9 +1,10 @@
 // Group commit, independent of the database engine: one thread owns the
 // write connection and commits queued operations in groups, one transaction
 // (hence one durable sync) per group. A caller that finds it idle may
-// commit its own write on its own thread instead (a Run always, a Submit
-// under a CommitOnThisThread, below): the connection belongs to whichever
-// thread is committing, one at a time.
+// commit its own write on its own thread instead (a Run always), and a
+// Submit under a CommitOnThisThread (below) may lead it: commit what is
+// queued as well, group after group, on its own thread. The connection
+// belongs to whichever thread is committing, one at a time.
 //
 // An operation that fails (a constraint, or any error it returns) is rolled
 // back alone and the others in its group still commit. A group runs first
@@ -108,24 +109,46 @@ inline bool IsLockConflict(const absl::Status& s) {
   return s.code() == absl::StatusCode::kAborted && ReasonOf(s) == "STORE_BUSY";
 }
 
+// How many groups a CommitOnThisThread caller commits in a row as the
+// writer's leader before it leaves the rest to the writer thread: the
+// caller is an RPC handler on one of gRPC's threads, which has other calls
+// to read.
+inline constexpr int kMaxLedGroups = 16;
+// How long the writer thread lets a leader hold queued writes without
+// taking any before it takes them itself (the leader is running a callback
+// that waits for one of them, or is slow).
+inline constexpr absl::Duration kLeaderStallTimeout = absl::Milliseconds(5);
+
 namespace group_commit_internal {
 // The writer whose completion thread this is, if it is one.
 inline thread_local const void* completing_for = nullptr;
+// The writer this thread leads (BasicGroupCommitWriter::Lead), if any, and
+// the term it leads in.
+inline thread_local const void* leading_for = nullptr;
+inline thread_local uint64_t leading_term = 0;
 // Whether a CommitOnThisThread lives on this thread (and no callback of
 // a write committed here is running).
 inline thread_local bool commit_here = false;
 }  // namespace group_commit_internal
 
-// While one lives on a thread, a write that thread hands to an idle writer
-// (no group committing, none queued) is committed on the thread itself, and
-// a Submit()'s callback runs there as soon as it committed: no hand-off to
-// the writer thread and none back to a completion thread, which is most of
-// what one caller at a time waits for (two thread wake-ups per write on a
-// machine where each costs tens of microseconds). A busy writer is not
-// disturbed: the write is queued as usual and groups form as before. Meant
-// for an RPC handler's own write: the thread blocks for the commit and must
-// hold no lock the write's callback could need. Writes made from that
-// callback go to the writer thread as usual.
+// While one lives on a thread, a Submit() that finds no group committing
+// and no other thread leading makes this thread the writer's leader: it
+// commits its write, with whatever was queued, on the thread itself, runs
+// the group's callbacks there, and goes on with what was queued meanwhile,
+// group after group, until the queue is empty (at most kMaxLedGroups
+// groups; then the writer thread takes over). No hand-off to the writer
+// thread and none back to a completion thread: that is most of what one
+// caller at a time waits for (two thread wake-ups per write on a machine
+// where each costs tens of microseconds), and under load it answers each
+// group's calls from a thread of gRPC's that is already running. A writer
+// thread that is committing is not disturbed: the write is queued as usual
+// and groups form as before. Meant for an RPC handler's own write: the
+// thread blocks for the commits and must hold no lock any callback could
+// need. Writes made from a callback are queued (the scope is off while
+// callbacks run); a callback that waits for one does not wait on itself:
+// a Run() hands the leadership back to the writer thread, and the writer
+// thread takes the queue of a leader that took nothing for
+// kLeaderStallTimeout.
 class CommitOnThisThread {
  public:
   CommitOnThisThread() : outer_(group_commit_internal::commit_here) {
@@ -202,8 +225,10 @@ class BasicGroupCommitWriter {
 
   // Enqueues `op` and blocks until its group has committed or failed (the
   // wake-up comes from a completion thread, so that the writer moves on);
-  // on an idle writer (nothing committing, nothing queued) commits `op` on
-  // the caller's thread instead, which waits either way. Returns the op's own
+  // on an idle writer (nothing committing, nothing queued, no leader)
+  // commits `op` on the caller's thread instead, which waits either way.
+  // Called on a leader's thread (from a callback it runs), it first hands
+  // the leadership back to the writer thread. Returns the op's own
   // status, or the group's storage error (STORE_BUSY from BEGIN, STORE_FULL
   // from COMMIT, ...) in which case nothing of the op was committed, except
   // STORE_COMMIT_UNKNOWN: it may have been. Thread-safe. `order_key`, when not
@@ -214,6 +239,8 @@ class BasicGroupCommitWriter {
     pending.order_key = std::move(order_key);
     // A completion thread waiting here cannot also be the one that wakes it.
     pending.wake_from_writer = group_commit_internal::completing_for == this;
+    // Nor can a leader: what is queued is the writer thread's again.
+    if (group_commit_internal::leading_for == this) StepDown();
     // Its thread waits either way: on an idle writer it commits the op
     // itself (no callback to run, so no scope needed).
     switch (TryCommitHere(&pending, /*anywhere=*/true)) {
@@ -231,10 +258,12 @@ class BasicGroupCommitWriter {
 
   // Enqueues `op` and returns at once. `done` runs exactly once, after the
   // group has committed or failed, on a completion thread (never on the
-  // writer thread, which moves on to the next group): the callbacks of one
-  // group run in order on one thread. Under a CommitOnThisThread on an idle
-  // writer, `op` commits and `done` runs on the caller's thread before
-  // Submit returns. Thread-safe.
+  // writer thread, which moves on to the next group) or on a leader's
+  // thread: the callbacks of one group run in order on one thread. Under a
+  // CommitOnThisThread, when no group is committing and nobody leads, this
+  // thread leads (above): `op` commits and `done` runs here before Submit
+  // returns, and so do the writes queued meanwhile and their callbacks.
+  // Thread-safe.
   // `first`, when set, is the statement `op` sends first, always (above).
   void Submit(Op op, Done done, std::string order_key = {},
               std::optional<First> first = std::nullopt) {
@@ -243,21 +272,8 @@ class BasicGroupCommitWriter {
     pending->order_key = std::move(order_key);
     pending->first = std::move(first);
     pending->callback = std::move(done);
-    switch (TryCommitHere(pending, group_commit_internal::commit_here)) {
-      case Here::kAnswered: {
-        // Its callback's own writes go through the writer thread.
-        group_commit_internal::commit_here = false;
-        std::move(pending->callback)(std::move(pending->result));
-        group_commit_internal::commit_here = true;
-        delete pending;
-        return;
-      }
-      case Here::kQueued:
-        return;
-      case Here::kNo:
-        Enqueue(pending);
-        return;
-    }
+    if (group_commit_internal::commit_here && Lead(pending)) return;
+    Enqueue(pending);
   }
 
   // Run() for an operation with a result: the result once its group
@@ -308,6 +324,12 @@ class BasicGroupCommitWriter {
     absl::MutexLock lock(&mu_);
     return stats_;
   }
+  // Tests: how long a leader may hold the queue without taking a group
+  // before the writer thread takes it (kLeaderStallTimeout by default).
+  void SetLeaderStallTimeoutForTesting(absl::Duration timeout) {
+    absl::MutexLock lock(&mu_);
+    leader_stall_timeout_ = timeout;
+  }
   // Operations enqueued and not yet taken by the writer (for tests).
   int queued() const {
     absl::MutexLock lock(&mu_);
@@ -337,13 +359,13 @@ class BasicGroupCommitWriter {
     kQueued,    // refused for a lock conflict: queued for a later group
   };
 
-  // When `allowed`, with no group committing and none queued: commits `p`
-  // alone on this thread, as the writer thread would.
+  // When `allowed`, with no group committing, none queued and no leader:
+  // commits `p` alone on this thread, as the writer thread would.
   Here TryCommitHere(Pending* p, bool allowed) {
     if (!allowed) return Here::kNo;
     {
       absl::MutexLock lock(&mu_);
-      if (busy_ || !queue_.empty() || stopping_) return Here::kNo;
+      if (busy_ || leading_ || !queue_.empty() || stopping_) return Here::kNo;
       busy_ = true;
     }
     std::deque<Pending*> group{p};
@@ -379,6 +401,169 @@ class BasicGroupCommitWriter {
     absl::MutexLock lock(&mu_);
     queue_.push_back(pending);
     if (queue_.size() == 1) work_.Signal();
+  }
+
+  // Moves up to max_group_size_ queued ops into `group`.
+  void TakeGroupLocked(std::deque<Pending*>& group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    while (!queue_.empty() &&
+           static_cast<int>(group.size()) < max_group_size_) {
+      group.push_back(queue_.front());
+      queue_.pop_front();
+    }
+  }
+
+  // After a group's commit (busy_ still set): counts it, puts the ops
+  // refused for a lock conflict back at the queue's front (this group's
+  // locks are gone now, so they go first into the next one, in their
+  // order), clears busy_ and returns the ops to answer.
+  std::vector<Pending*> SettleLocked(std::deque<Pending*>& group)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    std::vector<Pending*> again;
+    std::vector<Pending*> answered;
+    answered.reserve(group.size());
+    for (Pending* p : group) {
+      if (p->lock_conflict && p->retries < kLockRetries) {
+        again.push_back(p);
+      } else {
+        answered.push_back(p);
+      }
+    }
+    busy_ = false;
+    ++stats_.groups;
+    stats_.ops += static_cast<int64_t>(answered.size());
+    stats_.lock_retries += static_cast<int64_t>(again.size());
+    for (auto p = again.rbegin(); p != again.rend(); ++p) {
+      (*p)->retries++;
+      (*p)->lock_conflict = false;
+      (*p)->result = absl::OkStatus();
+      queue_.push_front(*p);
+    }
+    return answered;
+  }
+
+  // Commits `group` on this thread (busy_ set by the caller), with the
+  // rollback hook and the observer.
+  void CommitAndObserve(std::deque<Pending*>& group) {
+    OrderByKey(group);
+    const absl::Time started = absl::Now();
+    const bool committed = CommitGroup(group);
+    if (!committed && on_rollback_) on_rollback_();
+    if (observer_) {
+      observer_(static_cast<int>(group.size()), absl::Now() - started);
+    }
+  }
+
+  // Answers committed ops on this thread: parked Run() callers first (a
+  // wake-up each), then the callbacks in order, with no CommitOnThisThread
+  // in force (their writes are queued).
+  static void AnswerHere(const std::vector<Pending*>& answered) {
+    std::vector<Pending*> callbacks;
+    for (Pending* p : answered) {
+      if (p->callback) {
+        callbacks.push_back(p);
+      } else {
+        p->done.Notify();  // p may be gone after this
+      }
+    }
+    const bool outer = group_commit_internal::commit_here;
+    group_commit_internal::commit_here = false;
+    for (Pending* p : callbacks) {
+      std::move(p->callback)(std::move(p->result));
+      delete p;
+    }
+    group_commit_internal::commit_here = outer;
+  }
+
+  // Under a CommitOnThisThread: when no group is committing, nobody leads
+  // and the writer is not stopping, this thread becomes its leader (see
+  // CommitOnThisThread): queues `p` behind what is queued and commits and
+  // answers group after group here until the queue is empty, for at most
+  // kMaxLedGroups groups, or until it lost the leadership (a callback's
+  // Run() gave it back, or the writer thread took a stalled queue). Returns
+  // false, having done nothing, when it cannot lead.
+  bool Lead(Pending* p) {
+    std::deque<Pending*> group;
+    uint64_t term = 0;
+    {
+      absl::MutexLock lock(&mu_);
+      if (busy_ || leading_ || stopping_) return false;
+      queue_.push_back(p);
+      busy_ = true;
+      leading_ = true;
+      term = ++lead_term_;
+      ++lead_progress_;
+      TakeGroupLocked(group);
+    }
+    const void* outer_writer = group_commit_internal::leading_for;
+    const uint64_t outer_term = group_commit_internal::leading_term;
+    group_commit_internal::leading_for = this;
+    group_commit_internal::leading_term = term;
+    for (int led = 1;; ++led) {
+      CommitAndObserve(group);
+      std::vector<Pending*> answered;
+      {
+        absl::MutexLock lock(&mu_);
+        answered = SettleLocked(group);
+        ++stats_.led_groups;
+      }
+      group.clear();
+      AnswerHere(answered);
+      absl::MutexLock lock(&mu_);
+      if (!leading_ || lead_term_ != term) break;  // no longer the leader
+      if (queue_.empty() || stopping_ || busy_ || led >= kMaxLedGroups) {
+        leading_ = false;
+        ++lead_progress_;
+        if (!queue_.empty() || stopping_) work_.Signal();
+        break;
+      }
+      busy_ = true;
+      ++lead_progress_;
+      TakeGroupLocked(group);
+    }
+    group_commit_internal::leading_for = outer_writer;
+    group_commit_internal::leading_term = outer_term;
+    return true;
+  }
+
+  // On a leader's thread: gives the leadership back to the writer thread.
+  void StepDown() {
+    absl::MutexLock lock(&mu_);
+    if (leading_ && lead_term_ == group_commit_internal::leading_term) {
+      leading_ = false;
+      ++lead_progress_;
+      if (!queue_.empty() || stopping_) work_.Signal();
+    }
+    group_commit_internal::leading_for = nullptr;
+  }
+
+  // The writer thread's wait for a group to take, under mu_: returns false
+  // when it is to stop. While a leader holds the queue it only watches
+  // (a wake-up every kLeaderStallTimeout), and takes the queue over once
+  // the leader has taken nothing for that long.
+  bool AwaitWorkLocked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    uint64_t seen = lead_progress_;
+    absl::Time seen_at = absl::Now();
+    while (true) {
+      if (!queue_.empty() && !busy_) {
+        if (!leading_) return true;
+        if (lead_progress_ != seen) {
+          seen = lead_progress_;
+          seen_at = absl::Now();
+        } else if (absl::Now() - seen_at >= leader_stall_timeout_) {
+          leading_ = false;  // the leader finds this when it is back
+          ++lead_progress_;
+          ++stats_.leader_stalls;
+          return true;
+        }
+      }
+      if (stopping_ && queue_.empty() && !busy_ && !leading_) return false;
+      if (leading_) {
+        work_.WaitWithTimeout(&mu_, leader_stall_timeout_);
+      } else {
+        work_.Wait(&mu_);
+      }
+    }
   }
 
   // Runs the group's ops inside the open transaction, each in a savepoint
@@ -541,50 +726,16 @@ class BasicGroupCommitWriter {
       std::deque<Pending*> group;
       {
         absl::MutexLock lock(&mu_);
-        // busy_: a caller's thread is committing (TryCommitHere).
-        while ((queue_.empty() || busy_) &&
-               !(stopping_ && !busy_ && queue_.empty())) {
-          work_.Wait(&mu_);
-        }
-        if (queue_.empty()) return;  // stopping and drained
-        while (!queue_.empty() &&
-               static_cast<int>(group.size()) < max_group_size_) {
-          group.push_back(queue_.front());
-          queue_.pop_front();
-        }
+        // busy_: a caller's thread is committing (TryCommitHere, Lead).
+        if (!AwaitWorkLocked()) return;  // stopping and drained
+        TakeGroupLocked(group);
         busy_ = true;
       }
-      OrderByKey(group);
-      const absl::Time started = absl::Now();
-      const bool committed = CommitGroup(group);
-      if (!committed && on_rollback_) on_rollback_();
-      if (observer_) {
-        observer_(static_cast<int>(group.size()), absl::Now() - started);
-      }
-      // Operations refused for a lock conflict go first into the next group
-      // (this one's locks are gone now), in their order.
-      std::vector<Pending*> again;
+      CommitAndObserve(group);
       std::vector<Pending*> answered;
-      answered.reserve(group.size());
-      for (Pending* p : group) {
-        if (p->lock_conflict && p->retries < kLockRetries) {
-          again.push_back(p);
-        } else {
-          answered.push_back(p);
-        }
-      }
       {
         absl::MutexLock lock(&mu_);
-        busy_ = false;
-        ++stats_.groups;
-        stats_.ops += static_cast<int64_t>(group.size() - again.size());
-        stats_.lock_retries += static_cast<int64_t>(again.size());
-        for (auto p = again.rbegin(); p != again.rend(); ++p) {
-          (*p)->retries++;
-          (*p)->lock_conflict = false;
-          (*p)->result = absl::OkStatus();
-          queue_.push_front(*p);
-        }
+        answered = SettleLocked(group);
       }
       // Waking the callers is left to a completion thread too: on the writer
       // thread a wake-up per caller is CPU the next group waits for.
@@ -650,6 +801,14 @@ class BasicGroupCommitWriter {
   // A group is committing (on the writer thread or a caller's): conn_ and
   // engine_ belong to whoever set it.
   bool busy_ ABSL_GUARDED_BY(mu_) = false;
+  // A caller's thread leads (Lead): it takes the queue when it can, so the
+  // writer thread only watches. lead_term_ names each leadership;
+  // lead_progress_ moves whenever a leader takes a group or lets go.
+  bool leading_ ABSL_GUARDED_BY(mu_) = false;
+  uint64_t lead_term_ ABSL_GUARDED_BY(mu_) = 0;
+  uint64_t lead_progress_ ABSL_GUARDED_BY(mu_) = 0;
+  absl::Duration leader_stall_timeout_ ABSL_GUARDED_BY(mu_) =
+      kLeaderStallTimeout;
   Stats stats_ ABSL_GUARDED_BY(mu_);
   std::thread thread_;
 

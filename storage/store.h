@@ -549,6 +549,11 @@ struct WriteStats {
   // Operations run again in a later group because the database refused
   // them (or their group's COMMIT) for a lock conflict with another hub.
   int64_t lock_retries = 0;
+  // Groups committed by a caller's thread leading the writer (SQLite:
+  // CommitOnThisThread), and the times the writer thread took the queue
+  // from a leader that had held it without committing for a while.
+  int64_t led_groups = 0;
+  int64_t leader_stalls = 0;
 };
 
 struct StoreInfo {
