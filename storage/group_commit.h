@@ -18,6 +18,9 @@ namespace hub::storage {
 struct SqliteGroupEngine {
   using Connection = storage::Connection;
   static constexpr const char* kThreadName = "hub-writer";
+  // A commit here is CPU and a local sync: a handler's thread may lead the
+  // writer under load (CommitOnThisThread).
+  static constexpr bool kCallersLead = true;
   static absl::Status Ready(std::unique_ptr<Connection>&) {
     return absl::OkStatus();
   }

@@ -36,6 +36,7 @@
 // by the writer thread only:
 //   using Connection = ...;
 //   static constexpr const char* kThreadName;      // the writer thread's
+//   static constexpr bool kCallersLead;  // CommitOnThisThread may lead
 //   absl::Status Ready(std::unique_ptr<Connection>&);  // reconnects
 //   absl::Status Begin(Connection&);               // starts a group
 //   absl::Status Commit(Connection&);              // below
@@ -136,7 +137,10 @@ inline thread_local bool commit_here = false;
 // commits its write, with whatever was queued, on the thread itself, runs
 // the group's callbacks there, and goes on with what was queued meanwhile,
 // group after group, until the queue is empty (at most kMaxLedGroups
-// groups; then the writer thread takes over). No hand-off to the writer
+// groups; then the writer thread takes over). With an engine whose callers
+// do not lead (Engine::kCallersLead false: PostgreSQL, whose commits wait
+// for round trips), only a write that finds the writer idle and nothing
+// queued is committed here, alone. No hand-off to the writer
 // thread and none back to a completion thread: that is most of what one
 // caller at a time waits for (two thread wake-ups per write on a machine
 // where each costs tens of microseconds), and under load it answers each
@@ -488,6 +492,9 @@ class BasicGroupCommitWriter {
     {
       absl::MutexLock lock(&mu_);
       if (busy_ || leading_ || stopping_) return false;
+      // An engine whose callers do not lead: only an idle writer, and only
+      // the caller's own write.
+      if (!Engine::kCallersLead && !queue_.empty()) return false;
       queue_.push_back(p);
       busy_ = true;
       leading_ = true;
@@ -511,7 +518,8 @@ class BasicGroupCommitWriter {
       AnswerHere(answered);
       absl::MutexLock lock(&mu_);
       if (!leading_ || lead_term_ != term) break;  // no longer the leader
-      if (queue_.empty() || stopping_ || busy_ || led >= kMaxLedGroups) {
+      if (queue_.empty() || stopping_ || busy_ || led >= kMaxLedGroups ||
+          !Engine::kCallersLead) {
         leading_ = false;
         ++lead_progress_;
         if (!queue_.empty() || stopping_) work_.Signal();

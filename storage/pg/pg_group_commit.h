@@ -59,6 +59,10 @@ class PgGroupEngine {
  public:
   using Connection = pg::Connection;
   static constexpr const char* kThreadName = "hub-pg-writer";
+  // A commit here waits for the server's round trips, during which a
+  // leading handler's thread (one of gRPC's) would read nothing: handlers
+  // commit only on an idle writer, their own write alone.
+  static constexpr bool kCallersLead = false;
 
   PgGroupEngine() = default;
   explicit PgGroupEngine(PgGroupEngineOptions options)

@@ -427,6 +427,44 @@ TEST_F(PgGroupCommit,
   EXPECT_EQ(writer.stats().ops, 1);
 }
 
+TEST_F(PgGroupCommit, AHandlersThreadCommitsOnlyItsOwnWriteAndLeadsNoGroups) {
+  PgGroupCommitWriter writer(Connect(), /*max_group_size=*/64);
+  absl::Notification entered, release;
+  std::thread::id handler_id;
+  std::thread handler([&] {
+    handler_id = std::this_thread::get_id();
+    storage::CommitOnThisThread here;
+    writer.Submit(
+        [&](Connection& conn) {
+          entered.Notify();
+          release.WaitForNotification();
+          return Insert("own")(conn);
+        },
+        [](absl::Status s) { EXPECT_TRUE(s.ok()) << s; });
+  });
+  entered.WaitForNotification();
+  std::thread::id ran;
+  absl::Notification done;
+  writer.Submit(
+      [&](Connection& conn) {
+        ran = std::this_thread::get_id();
+        return Insert("queued")(conn);
+      },
+      [&](absl::Status s) {
+        EXPECT_TRUE(s.ok()) << s;
+        done.Notify();
+      });
+  while (writer.queued() < 1) std::this_thread::yield();
+  release.Notify();
+  handler.join();
+  done.WaitForNotification();
+  // A PostgreSQL commit waits for round trips: the writer thread took what
+  // queued behind the handler's write, not the handler's thread.
+  EXPECT_NE(ran, handler_id);
+  EXPECT_EQ(writer.stats().led_groups, 1);
+  EXPECT_EQ(Count(), "2");
+}
+
 TEST_F(PgGroupCommit, ACommitRefusedForASerializationFailureRunsItsGroupAgain) {
   // A deferred trigger that fails the first COMMIT that reaches it, the way
   // two hubs' change-log counters can deadlock at COMMIT.
