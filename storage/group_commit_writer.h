@@ -458,9 +458,10 @@ class BasicGroupCommitWriter {
     }
   }
 
-  // Answers committed ops on this thread: parked Run() callers first (a
-  // wake-up each), then the callbacks in order, with no CommitOnThisThread
-  // in force (their writes are queued).
+  // Answers committed ops on this thread (a leader's or a completion
+  // thread): parked Run() callers first (a wake-up each), then the
+  // callbacks in order, with no CommitOnThisThread in force (their writes
+  // are queued).
   static void AnswerHere(const std::vector<Pending*>& answered) {
     std::vector<Pending*> callbacks;
     for (Pending* p : answered) {
@@ -518,7 +519,10 @@ class BasicGroupCommitWriter {
       AnswerHere(answered);
       absl::MutexLock lock(&mu_);
       if (!leading_ || lead_term_ != term) break;  // no longer the leader
-      if (queue_.empty() || stopping_ || busy_ || led >= kMaxLedGroups ||
+      // Still the leader, so busy_ is clear: TryCommitHere refuses while
+      // one leads, and the writer thread takes the queue only by ending the
+      // leadership.
+      if (queue_.empty() || stopping_ || led >= kMaxLedGroups ||
           !Engine::kCallersLead) {
         leading_ = false;
         ++lead_progress_;
@@ -778,25 +782,13 @@ class BasicGroupCommitWriter {
         batch = std::move(completions_.front());
         completions_.pop_front();
       }
-      // Parked callers first (a wake-up each), then the callbacks in order.
-      std::vector<Pending*> callbacks;
-      for (Pending* p : batch) {
-        if (p->callback) {
-          callbacks.push_back(p);
-        } else {
-          p->done.Notify();  // p may be gone after this
-        }
-      }
-      for (Pending* p : callbacks) {
-        std::move(p->callback)(std::move(p->result));
-        delete p;
-      }
+      AnswerHere(batch);
     }
   }
 
-  // Used only by the thread that set busy_: the writer thread, or a caller
-  // committing its own write (TryCommitHere: a Run, or a Submit under a
-  // CommitOnThisThread).
+  // Used only by the thread that set busy_: the writer thread, a caller
+  // committing its own write (TryCommitHere: a Run) or a leader (Lead: a
+  // Submit under a CommitOnThisThread).
   std::unique_ptr<Connection> conn_;
   Engine engine_;
   const int max_group_size_;
