@@ -2,12 +2,47 @@
 
 #include <utility>
 
+#include "status/status.h"
+
 namespace hub {
+namespace {
+
+absl::Status ShuttingDown() {
+  return UnavailableError("HUB_SHUTTING_DOWN",
+                          "the hub is shutting down: acknowledge again");
+}
+
+}  // namespace
 
 AckCoalescer::AckCoalescer(Write write, int max_in_flight, size_t max_ids)
     : write_(std::move(write)),
       max_in_flight_(max_in_flight < 1 ? 1 : max_in_flight),
       max_ids_(max_ids) {}
+
+AckCoalescer::~AckCoalescer() { Quiesce(); }
+
+void AckCoalescer::Quiesce() {
+  std::vector<std::unique_ptr<Batch>> refused;
+  {
+    absl::MutexLock lock(&mu_);
+    quiescing_ = true;
+    for (auto& [agent_id, agent] : agents_) {
+      for (std::unique_ptr<Batch>& batch : agent.waiting) {
+        refused.push_back(std::move(batch));
+      }
+      agent.waiting.clear();
+    }
+  }
+  for (std::unique_ptr<Batch>& batch : refused) Answer(*batch, ShuttingDown());
+  // A write's callback erases its agent under mu_ as the last thing it does
+  // with the coalescer: once the map is empty no callback is still inside.
+  absl::MutexLock lock(&mu_);
+  mu_.Await(absl::Condition(
+      +[](absl::flat_hash_map<std::string, Agent>* agents) {
+        return agents->empty();
+      },
+      &agents_));
+}
 
 void AckCoalescer::Add(Batch* batch, Request request) {
   for (const std::string& id : request.ids) {
@@ -23,25 +58,34 @@ void AckCoalescer::Ack(const std::string& agent_id,
                        std::optional<int64_t> presence_generation, Done done) {
   auto batch = std::make_unique<Batch>();
   batch->generation = presence_generation;
+  bool refused = false;
   {
     absl::MutexLock lock(&mu_);
     ++requests_;
-    Agent& agent = agents_[agent_id];
-    if (agent.in_flight >= max_in_flight_ || !agent.waiting.empty()) {
-      // Waits for a running write to finish, with the requests that came
-      // since it started.
-      Batch* last =
-          agent.waiting.empty() ? nullptr : agent.waiting.back().get();
-      if (last == nullptr || last->generation != presence_generation ||
-          last->ids.size() + ids.size() > max_ids_) {
-        agent.waiting.push_back(std::move(batch));
-        last = agent.waiting.back().get();
+    if (quiescing_) {
+      refused = true;
+    } else {
+      Agent& agent = agents_[agent_id];
+      if (agent.in_flight >= max_in_flight_ || !agent.waiting.empty()) {
+        // Waits for a running write to finish, with the requests that came
+        // since it started.
+        Batch* last =
+            agent.waiting.empty() ? nullptr : agent.waiting.back().get();
+        if (last == nullptr || last->generation != presence_generation ||
+            last->ids.size() + ids.size() > max_ids_) {
+          agent.waiting.push_back(std::move(batch));
+          last = agent.waiting.back().get();
+        }
+        Add(last, {std::move(ids), std::move(done)});
+        return;
       }
-      Add(last, {std::move(ids), std::move(done)});
-      return;
+      ++agent.in_flight;
+      ++writes_;
     }
-    ++agent.in_flight;
-    ++writes_;
+  }
+  if (refused) {
+    std::move(done)(std::move(ids), ShuttingDown());
+    return;
   }
   Add(batch.get(), {std::move(ids), std::move(done)});
   Issue(agent_id, std::move(batch));

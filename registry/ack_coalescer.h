@@ -16,6 +16,11 @@
 // and store). Requests with different presence generations are never
 // merged. An agent acknowledging one request at a time waits for nothing.
 //
+// Quiesce() ends it: later requests are refused at once, the ones still
+// waiting are failed, and it returns once every write in flight has been
+// answered, so nothing calls into the coalescer (or its owner's write
+// function) afterwards.
+//
 // docs/design/messages.md, "Acknowledgements". Thread-safe.
 #ifndef HUB_REGISTRY_ACK_COALESCER_H_
 #define HUB_REGISTRY_ACK_COALESCER_H_
@@ -54,13 +59,25 @@ class AckCoalescer {
                                        absl::StatusOr<std::vector<bool>>) &&>;
 
   AckCoalescer(Write write, int max_in_flight, size_t max_ids);
+  // Quiesces (below): waits for the writes in flight.
+  ~AckCoalescer();
   AckCoalescer(const AckCoalescer&) = delete;
   AckCoalescer& operator=(const AckCoalescer&) = delete;
 
   // `ids`: distinct, already validated. `done` gets them back with one
-  // bool per id, in their order, or the write's error.
+  // bool per id, in their order, or the write's error; once quiescing,
+  // UNAVAILABLE / HUB_SHUTTING_DOWN at once, on the calling thread.
   void Ack(const std::string& agent_id, std::vector<std::string> ids,
            std::optional<int64_t> presence_generation, Done done);
+
+  // Stops taking requests and fails those waiting behind a running write
+  // (UNAVAILABLE / HUB_SHUTTING_DOWN: nothing of theirs was written, the
+  // agent acknowledges again), then blocks until every write in flight has
+  // been answered and its callback has left the coalescer. The owner calls
+  // it before tearing down anything its write function uses. REQUIRES: the
+  // Write function answers every write it was given, on some other thread
+  // or before returning. Idempotent.
+  void Quiesce();
 
   // Writes issued so far (a merged one counts once), and requests.
   int64_t writes() const;
@@ -95,6 +112,7 @@ class AckCoalescer {
   const size_t max_ids_;
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Agent> agents_ ABSL_GUARDED_BY(mu_);
+  bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t requests_ ABSL_GUARDED_BY(mu_) = 0;
 };

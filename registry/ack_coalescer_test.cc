@@ -4,13 +4,17 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "status/status.h"
 
 namespace hub {
 namespace {
@@ -18,6 +22,8 @@ namespace {
 using ::testing::ElementsAre;
 
 // A store whose writes wait until the test finishes them, in any order.
+// Every test answers each write it was given: ~AckCoalescer waits for the
+// writes in flight.
 class FakeWrites {
  public:
   struct Call {
@@ -196,6 +202,8 @@ TEST(AckCoalescerTest, OneAgentsAcksNeverWaitForAnothers) {
   store.Succeed(1);
   EXPECT_TRUE(b1.answered);
   EXPECT_FALSE(a1.answered);
+  store.Succeed(0);
+  EXPECT_TRUE(a1.answered);
 }
 
 TEST(AckCoalescerTest, AStoreThatAnswersBeforeItsWriteReturnsKeepsTheOrder) {
@@ -241,6 +249,54 @@ TEST(AckCoalescerTest, NothingIsKeptForAnAgentOnceItsWritesAreDone) {
   acks.Ack("a", {"m3"}, 1, Into(&a3));
   EXPECT_EQ(store.size(), 3u);
   EXPECT_THAT(*a1.acked, ElementsAre(true));
+  store.Succeed(1);
+  store.Succeed(2);
+}
+
+TEST(AckCoalescerTest, QuiescingFailsTheWaitingRequestsAndWaitsForTheWrites) {
+  FakeWrites store;
+  AckCoalescer acks(store.Writer(), 1, 1000);
+  Answer running;
+  acks.Ack("a", {"m1"}, 1, Into(&running));
+  absl::Notification waiting_answered;
+  absl::StatusOr<std::vector<bool>> waiting;
+  acks.Ack("a", {"m2"}, 1,
+           [&](std::vector<std::string>, absl::StatusOr<std::vector<bool>> r) {
+             waiting = std::move(r);
+             waiting_answered.Notify();
+           });
+  ASSERT_EQ(store.size(), 1u);
+
+  absl::Notification quiesced;
+  std::thread owner([&] {
+    acks.Quiesce();
+    quiesced.Notify();
+  });
+  // The request behind the running write is failed, never written...
+  waiting_answered.WaitForNotification();
+  EXPECT_EQ(waiting.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(waiting.status()), "HUB_SHUTTING_DOWN");
+  // ...and Quiesce returns only once the running write has been answered.
+  EXPECT_FALSE(quiesced.WaitForNotificationWithTimeout(absl::Milliseconds(50)));
+  EXPECT_FALSE(running.answered);
+  store.Succeed(0);
+  owner.join();
+  EXPECT_TRUE(quiesced.HasBeenNotified());
+  EXPECT_THAT(*running.acked, ElementsAre(true));
+  EXPECT_EQ(store.size(), 1u);
+}
+
+TEST(AckCoalescerTest, AnAckAfterQuiescingIsRefusedAtOnceAndNotWritten) {
+  FakeWrites store;
+  AckCoalescer acks(store.Writer(), 2, 1000);
+  acks.Quiesce();
+  Answer late;
+  acks.Ack("a", {"m1"}, 1, Into(&late));
+  ASSERT_TRUE(late.answered);
+  EXPECT_EQ(late.acked.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_EQ(ReasonOf(late.acked.status()), "HUB_SHUTTING_DOWN");
+  EXPECT_EQ(store.size(), 0u);
+  acks.Quiesce();  // again: nothing to wait for
 }
 
 }  // namespace

@@ -95,6 +95,8 @@ Messaging::Messaging(storage::Store* store, PresenceRegistry* presence,
       clock_(clock),
       config_(config) {}
 
+Messaging::~Messaging() { acks_.Quiesce(); }
+
 absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
                                                   int64_t now_ms) {
   if (absl::Status s = ValidateAgentId(input.from_agent_id); !s.ok())

@@ -157,6 +157,9 @@ class Messaging {
   Messaging(storage::Store* store, PresenceRegistry* presence,
             RoleRegistry* roles, Activator* activator, UuidV7Generator* ids,
             const Clock* clock, MessagingConfig config = {});
+  // Waits for the acknowledgement writes in flight (AckCoalescer::Quiesce):
+  // their answers touch this object.
+  ~Messaging();
   Messaging(const Messaging&) = delete;
   Messaging& operator=(const Messaging&) = delete;
 
@@ -283,7 +286,9 @@ class Messaging {
   // AckAsync's requests and the writes that carried them (metrics).
   const AckCoalescer& acks() const { return acks_; }
   // Ends every waiting Ask now (as if its wait ran out) and every later one
-  // at once. For hub shutdown.
+  // at once; refuses later acknowledgements (UNAVAILABLE /
+  // HUB_SHUTTING_DOWN) and returns once the ones being written are
+  // answered. For hub shutdown.
   void Shutdown();
 
   // ---- several hubs over one store (docs/design/multi-hub.md, "Routing")

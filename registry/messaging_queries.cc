@@ -385,9 +385,12 @@ absl::StatusOr<AskResult> Messaging::Ask(PublishInput input,
 }
 
 void Messaging::Shutdown() {
-  absl::MutexLock lock(&ask_mu_);
-  shutting_down_ = true;
-  ask_cv_.SignalAll();
+  {
+    absl::MutexLock lock(&ask_mu_);
+    shutting_down_ = true;
+    ask_cv_.SignalAll();
+  }
+  acks_.Quiesce();
 }
 
 void Messaging::SendDeadLetterNotice(

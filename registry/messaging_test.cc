@@ -1,5 +1,7 @@
 #include "registry/messaging.h"
 
+#include <sqlite3.h>
+
 #include <algorithm>
 #include <functional>
 #include <memory>
@@ -11,6 +13,8 @@
 #include "absl/strings/str_join.h"
 #include "absl/synchronization/blocking_counter.h"
 #include "absl/synchronization/mutex.h"
+#include "absl/synchronization/notification.h"
+#include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
 #include "storage/sqlite_store.h"
@@ -63,7 +67,8 @@ class RecordingStream : public PresenceStream {
 class MessagingTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    store_ = OpenOrDie(FreshDbPath());
+    db_path_ = FreshDbPath();
+    store_ = OpenOrDie(db_path_);
     presence_ = std::make_unique<PresenceRegistry>(
         store_.get(), &clock_, PresenceConfig(), "instance", "sqlite:test");
     ASSERT_TRUE(presence_->Recover().ok());
@@ -151,6 +156,7 @@ class MessagingTest : public ::testing::Test {
   }
 
   FakeClock clock_;
+  std::string db_path_;
   std::unique_ptr<storage::SqliteStore> store_;
   std::unique_ptr<PresenceRegistry> presence_;
   std::unique_ptr<RoleRegistry> roles_;
@@ -413,6 +419,40 @@ TEST_F(MessagingTest, AcksFromManyThreadsAtOnceAreEachAnsweredForTheirOwnIds) {
   EXPECT_LE(messaging_->acks().writes(), kThreads * kPerThread);
   absl::MutexLock lock(&mu);
   EXPECT_GE(heard.size(), ids.size());
+}
+
+TEST_F(MessagingTest, ItIsDestroyedOnlyOnceTheAckWritesInFlightAreAnswered) {
+  auto b = Agent("agent-b");
+  const std::string id = MustPublish(To("agent-b")).message.id;
+  const int64_t generation =
+      presence_->Get("agent-b")->record.presence_generation;
+  // Another connection holds the database's write lock: the ack's write
+  // waits in the store (busy_timeout) until it is let go.
+  sqlite3* db = nullptr;
+  ASSERT_EQ(sqlite3_open(db_path_.c_str(), &db), SQLITE_OK);
+  ASSERT_EQ(sqlite3_exec(db, "BEGIN IMMEDIATE", nullptr, nullptr, nullptr),
+            SQLITE_OK);
+  absl::Notification answered;
+  absl::StatusOr<AckResult> answer;
+  messaging_->AckAsync("agent-b", {id}, generation,
+                       [&](absl::StatusOr<AckResult> r) {
+                         answer = std::move(r);
+                         answered.Notify();
+                       });
+  absl::Notification destroyed;
+  std::thread owner([&] {
+    messaging_.reset();
+    destroyed.Notify();
+  });
+  EXPECT_FALSE(
+      destroyed.WaitForNotificationWithTimeout(absl::Milliseconds(100)));
+  ASSERT_EQ(sqlite3_exec(db, "ROLLBACK", nullptr, nullptr, nullptr), SQLITE_OK);
+  sqlite3_close(db);
+  owner.join();
+  ASSERT_TRUE(answered.HasBeenNotified());
+  ASSERT_TRUE(answer.ok()) << answer.status();
+  EXPECT_EQ(answer->acked, std::vector<std::string>{id});
+  EXPECT_EQ(store_->GetMessage(id)->status, "acked");
 }
 
 TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {
