@@ -115,14 +115,21 @@ MetricsHttpServer::CurrentKeys() const {
 
 absl::Status MetricsHttpServer::ReloadTls() {
   if (tls_cert_file_.empty()) return absl::OkStatus();
+  return LoadTls(FilesSignature(tls_cert_file_, tls_key_file_));
+}
+
+absl::Status MetricsHttpServer::LoadTls(const std::string& signature) {
   absl::StatusOr<std::shared_ptr<const TlsKeys>> keys =
       LoadTlsKeys(tls_cert_file_, tls_key_file_);
+  absl::MutexLock lock(&tls_mu_);
+  // Tried once per change: a half-written pair fails now and is tried
+  // again when the rest of it lands (the files change again).
+  tls_files_read_ = signature;
   if (!keys.ok()) {
     std::cerr << "hubd: the console listener keeps its certificate: "
               << keys.status().message() << "\n";
     return keys.status();
   }
-  absl::MutexLock lock(&tls_mu_);
   tls_keys_ = std::move(*keys);
   ++tls_loads_;
   return absl::OkStatus();
@@ -134,14 +141,15 @@ int64_t MetricsHttpServer::tls_loads() const {
 }
 
 void MetricsHttpServer::WatchTlsFiles(absl::Duration interval) {
-  std::string seen = FilesSignature(tls_cert_file_, tls_key_file_);
+  // Compared with what the last load read, not with what this thread saw
+  // when it started: a pair swapped before its first look is still a change.
   while (!stop_watch_.WaitForNotificationWithTimeout(interval)) {
     const std::string now = FilesSignature(tls_cert_file_, tls_key_file_);
-    if (now == seen) continue;
-    // Tried once per change: a half-written pair fails now and is tried
-    // again when the rest of it lands (the files change again).
-    seen = now;
-    ReloadTls().IgnoreError();  // reported on stderr; the old pair stays
+    {
+      absl::MutexLock lock(&tls_mu_);
+      if (now == tls_files_read_) continue;
+    }
+    LoadTls(now).IgnoreError();  // reported on stderr; the old pair stays
   }
 }
 
@@ -197,6 +205,8 @@ absl::StatusOr<std::unique_ptr<MetricsHttpServer>> MetricsHttpServer::Start(
   // the body waited for the client's delayed ACK, 40 ms on about half the
   // console's requests (docs/BENCHMARKS.md, the console's first load).
   http.set_tcp_nodelay(true);
+  http.set_keep_alive_timeout(
+      std::max<time_t>(1, absl::ToInt64Seconds(options.keep_alive_timeout)));
   // Scrapes are rare and cheap: two workers, not one per core, unless the
   // installed routes hold connections open.
   http.new_task_queue = [threads = std::max(1, options.threads)] {

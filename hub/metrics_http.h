@@ -35,8 +35,12 @@ struct HttpServeOptions {
   std::string tls_cert_file;
   std::string tls_key_file;
   // How often the two files are looked at (mtime, size, inode); a change
-  // reloads them. Zero: only ReloadTls() does.
+  // since the pair in force was read reloads them. Zero: only ReloadTls()
+  // does.
   absl::Duration tls_poll_interval = absl::Seconds(1);
+  // How long an open connection may wait for its next request (HTTP
+  // keep-alive) before the server closes it; whole seconds, at least 1.
+  absl::Duration keep_alive_timeout = absl::Seconds(5);
   // Adds routes before serving (then "/" is theirs); must outlive the
   // server's handlers.
   std::function<void(httplib::Server*)> install;
@@ -78,11 +82,17 @@ class MetricsHttpServer {
   MetricsHttpServer() = default;
   std::shared_ptr<const TlsKeys> CurrentKeys() const;
   void WatchTlsFiles(absl::Duration interval);
+  // Loads the pair in force now; `signature`: the files' as taken before
+  // reading them.
+  absl::Status LoadTls(const std::string& signature);
 
   std::string tls_cert_file_;
   std::string tls_key_file_;
   mutable absl::Mutex tls_mu_;
   std::shared_ptr<const TlsKeys> tls_keys_ ABSL_GUARDED_BY(tls_mu_);
+  // The files' signature (inode, size, mtime) as read for the last load
+  // tried, taken before reading them: the watch reloads when it differs.
+  std::string tls_files_read_ ABSL_GUARDED_BY(tls_mu_);
   int64_t tls_loads_ ABSL_GUARDED_BY(tls_mu_) = 0;
   absl::Notification stop_watch_;
   std::thread watch_thread_;
