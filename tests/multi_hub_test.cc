@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -199,15 +200,22 @@ TEST_F(MultiHubTest, AHubPausedPastItsLeaseComesBackHoldingNothing) {
   // that holds nothing of what B took.
   a.process->Resume();
   hub::v1::AttachResponse frame;
+  std::optional<hub::v1::FencingNotice> notice;
   while (holder.stream->Read(&frame)) {
     // Nothing authoritative reaches the old holder from the paused hub.
     EXPECT_FALSE(frame.event().has_role_activation());
     EXPECT_FALSE(frame.event().has_role_probe());
+    EXPECT_FALSE(notice.has_value()) << "a frame after the fencing notice";
+    if (frame.event().has_fencing()) notice = frame.event().fencing();
   }
   grpc::Status ended = holder.stream->Finish();
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE)
       << ended.error_message();
   EXPECT_EQ(testing::Reason(ended), "HUB_SEAT_LOST");
+  // The stream was told why, last, before it ended.
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_EQ(notice->reason(), hub::v1::ERROR_REASON_HUB_SEAT_LOST);
+  EXPECT_EQ(notice->hub_instance_id(), a.process->instance_id());
   // The role stays with B's agent, at B's epoch.
   const hub::v1::Role role = GetRole(b);
   EXPECT_EQ(role.holder_agent_id(), "agent-on-b");
