@@ -299,7 +299,12 @@ class PresenceServiceImpl::AttachReactor final
       FinishLocked(absl::OkStatus());
       return;
     }
-    if (status.code() == absl::StatusCode::kFailedPrecondition) {
+    // Every end that takes the stream's authority away is announced first
+    // (presence.proto, FencingNotice): a stale fence, and this hub shutting
+    // down or losing its seat among the hubs sharing its database.
+    const std::string reason = ReasonOf(status);
+    if (status.code() == absl::StatusCode::kFailedPrecondition ||
+        reason == "HUB_SHUTTING_DOWN" || reason == "HUB_SEAT_LOST") {
       QueueFencingLocked(status);
     }
     FinishLocked(status);

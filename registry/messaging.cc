@@ -464,7 +464,8 @@ void Messaging::PushToLateAttachers(const Prepared& p,
                late = std::move(late)] {
     for (const std::string& agent : late) Push(m, agent, role);
   };
-  // Push writes (MarkDelivered): never on the writer's completion thread.
+  // Push writes (MarkDeliveredIfUnacked): never on the writer's completion
+  // thread.
   RunMayBlock(blocking, std::move(push));
 }
 
@@ -504,17 +505,24 @@ MessageDelivery DeliveryOf(const MessageRecord& message,
 
 }  // namespace
 
-bool Messaging::Push(const MessageRecord& message, const std::string& agent_id,
-                     const std::optional<RoleRecord>& role) {
+Messaging::PushOutcome Messaging::Push(const MessageRecord& message,
+                                       const std::string& agent_id,
+                                       const std::optional<RoleRecord>& role) {
   // Mark first, so the pushed copy carries its attempt; if the push then
-  // fails the row merely counts one attempt more (it stays pending).
-  if (!presence_->StreamAttached(agent_id)) return false;
-  absl::StatusOr<storage::InboxRecord> inbox =
-      store_->MarkDelivered(message.id, agent_id, UnixMillis(clock_->Now()));
-  if (!inbox.ok()) return false;
+  // fails the row merely counts one attempt more (it stays pending). The
+  // mark is fenced: what the agent acknowledged since the caller read it is
+  // not marked, and so not pushed.
+  if (!presence_->StreamAttached(agent_id)) return PushOutcome::kNotPushed;
+  absl::StatusOr<std::optional<storage::InboxRecord>> inbox =
+      store_->MarkDeliveredIfUnacked(message.id, agent_id,
+                                     UnixMillis(clock_->Now()));
+  if (!inbox.ok()) return PushOutcome::kNotPushed;
+  if (!inbox->has_value()) return PushOutcome::kSettled;
   if (change_listener_) change_listener_({{message.id}, {}, std::nullopt});
   return presence_->DeliverMessage(
-      agent_id, DeliveryOf(message, *std::move(inbox), role));
+             agent_id, DeliveryOf(message, **std::move(inbox), role))
+             ? PushOutcome::kPushed
+             : PushOutcome::kNotPushed;
 }
 
 int64_t Messaging::PushRoutedMany(
@@ -528,7 +536,7 @@ int64_t Messaging::PushRoutedMany(
   if (marks.empty()) return 0;
   const int64_t now_ms = UnixMillis(clock_->Now());
   absl::StatusOr<std::vector<storage::InboxRecord>> marked =
-      store_->MarkDeliveredMany(marks, now_ms);
+      store_->MarkDeliveredManyIfUnacked(marks, now_ms);
   if (!marked.ok()) return 0;  // all stay pending: the next poll retries
   if (change_listener_ && !marked->empty()) {
     Change change;
@@ -678,8 +686,9 @@ int Messaging::PushPending(const std::string& agent_id,
     std::optional<RoleRecord> role;
     if (m.role_key_wire.has_value())
       role = LiveHolder(*m.role_key_wire, now_ms);
-    if (!Push(m, agent_id, role)) break;
-    ++pushed;
+    const PushOutcome outcome = Push(m, agent_id, role);
+    if (outcome == PushOutcome::kNotPushed) break;
+    if (outcome == PushOutcome::kPushed) ++pushed;
   }
   return pushed;
 }
@@ -716,7 +725,8 @@ BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
   }
   handover.push = [this, active, handed = std::move(handed)] {
     for (const MessageRecord& m : handed) {
-      if (!Push(m, *active.holder_agent_id, active)) break;
+      if (Push(m, *active.holder_agent_id, active) == PushOutcome::kNotPushed)
+        break;
     }
   };
   return handover;

@@ -304,8 +304,10 @@ class Messaging {
   // Pushes messages published through another hub to the streams of their
   // recipients here: the delivery attempts of those whose agents have a
   // stream here are recorded first, in one write
-  // (Store::MarkDeliveredMany), then each is pushed. How many were pushed;
-  // the rest stay pending (no stream here, or the push failed).
+  // (Store::MarkDeliveredManyIfUnacked), then each row that write marked is
+  // pushed: one the agent acknowledged since it was read is not. How many
+  // were pushed; the rest stay pending (no stream here, or the push failed)
+  // or are settled.
   int64_t PushRoutedMany(
       const std::vector<storage::UndeliveredMessage>& waiting);
   // Runs `hook` in each blocking Publish() (and each role publish that waits
@@ -385,9 +387,21 @@ class Messaging {
       std::map<std::string, std::optional<std::string>>* cache);
   absl::Status CheckAgent(const std::string& agent_id,
                           std::optional<int64_t> generation);
-  // Pushes the message to `agent_id` if attached and marks it delivered.
-  bool Push(const storage::MessageRecord& message, const std::string& agent_id,
-            const std::optional<storage::RoleRecord>& role);
+  enum class PushOutcome {
+    kPushed,
+    // Acknowledged by the agent (or settled) since the caller read it:
+    // nothing was marked and nothing pushed.
+    kSettled,
+    // No stream here, the mark failed or the stream refused it: the row
+    // stays pending for a later push.
+    kNotPushed,
+  };
+  // Marks the message delivered to `agent_id` if it is attached and the row
+  // is still unacknowledged (Store::MarkDeliveredIfUnacked), then pushes
+  // what the mark returned.
+  PushOutcome Push(const storage::MessageRecord& message,
+                   const std::string& agent_id,
+                   const std::optional<storage::RoleRecord>& role);
   void WakeAskers(const storage::MessageRecord& response);
   void SendDeadLetterNotice(const storage::MessageRecord& expired,
                             const storage::ExpiryTransition& transition);

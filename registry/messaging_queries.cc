@@ -140,15 +140,23 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
   PendingPage page;
   page.server_time_ms = now_ms;
   bool more = false;
+  // The next page starts after the last row read, returned or not.
+  size_t read = 0;
+  const MessageRecord* last = nullptr;
   for (const MessageRecord& m : *pending) {
-    if (page.deliveries.size() == page_size) {
+    if (read == page_size) {
       more = true;
       break;
     }
+    ++read;
+    last = &m;
     if (!query.peek) {
-      absl::Status s =
-          store_->MarkDelivered(m.id, query.agent_id, now_ms).status();
-      if (!s.ok()) return s;
+      absl::StatusOr<std::optional<storage::InboxRecord>> marked =
+          store_->MarkDeliveredIfUnacked(m.id, query.agent_id, now_ms);
+      if (!marked.ok()) return marked.status();
+      // Acknowledged since the read (the agent acked it on its stream):
+      // no longer pending, so not on the page.
+      if (!marked->has_value()) continue;
       if (change_listener_) change_listener_({{m.id}, {}, std::nullopt});
     }
     MessageDelivery d;
@@ -162,8 +170,8 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
     }
     page.deliveries.push_back(std::move(d));
   }
-  if (more && !page.deliveries.empty()) {
-    const MessageRecord& m = page.deliveries.back().message;
+  if (more) {
+    const MessageRecord& m = *last;
     page.next_page_token = EncodePageToken(
         "pending", scope,
         {absl::StrCat(m.priority), absl::StrCat(m.created_at_ms), m.id});

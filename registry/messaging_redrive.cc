@@ -69,7 +69,7 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   }
   std::vector<std::string> elsewhere;
   for (const std::string& agent : outcome.recipients) {
-    if (Push(requeued, agent, holder)) {
+    if (Push(requeued, agent, holder) == PushOutcome::kPushed) {
       outcome.pushed.push_back(agent);
     } else if (!presence_->StreamAttached(agent)) {
       elsewhere.push_back(agent);

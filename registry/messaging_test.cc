@@ -520,6 +520,23 @@ TEST_F(MessagingTest, AReattachedAgentGetsWhatItDidNotAcknowledgeAgain) {
   EXPECT_EQ(messaging_->PushPending("agent-b"), 0);
 }
 
+// The hub's router read the row as undelivered; the publish pushed it
+// meanwhile and the agent acknowledged it. The router's late push sends
+// nothing: no push after an ack.
+TEST_F(MessagingTest, ARoutedPushOfAMessageAcknowledgedMeanwhileSendsNothing) {
+  auto stream = Agent("agent-b");
+  PublishResult r = MustPublish(To("agent-b"));
+  ASSERT_EQ(stream->messages().size(), 1u);
+  ASSERT_TRUE(messaging_->Ack("agent-b", {r.message.id}, std::nullopt).ok());
+
+  storage::UndeliveredMessage stale;
+  stale.agent_id = "agent-b";
+  stale.message = r.message;
+  EXPECT_EQ(messaging_->PushRoutedMany({stale}), 0);
+  EXPECT_EQ(stream->messages().size(), 1u);
+  EXPECT_EQ(store_->ListInbox(r.message.id)->at(0).attempts, 1);
+}
+
 TEST_F(MessagingTest, ThePushAtAttachLeavesLaterMessagesToTheirOwnPublish) {
   Agent("agent-b", {}, /*attach=*/false);
   PublishResult before = MustPublish(To("agent-b"));
@@ -565,6 +582,33 @@ TEST_F(MessagingTest, RoleBacklogWaitsThenGoesToTheNextHolderInOrder) {
   EXPECT_EQ(direct.recipient_count, 1);
   EXPECT_FALSE(direct.activation.has_value());
   EXPECT_EQ(holder->messages().size(), 3u);
+}
+
+// A hand-over read the backlog, then the holder got the message another way
+// and acknowledged it before the hand-over's push ran: that push sends
+// nothing.
+TEST_F(MessagingTest,
+       AHandOverPushOfABacklogMessageAcknowledgedMeanwhileSendsNothing) {
+  PublishResult backlog = MustPublish(To("topic:role:" + Wire()));
+  auto holder = Agent("holder-1");
+  Candidate("holder-1");
+  PublishResult wake = MustPublish(To("topic:role:" + Wire()));
+  ASSERT_EQ(holder->activations().size(), 1u);
+  absl::StatusOr<AckOutcome> acked =
+      activator_->Ack(AcceptingAck(holder->activations()[0], "holder-1"));
+  ASSERT_TRUE(acked.ok()) << acked.status();
+  ASSERT_EQ(holder->messages().size(), 2u);  // both, handed over
+
+  BacklogHandover late = messaging_->HandOverBacklog(acked->role);
+  ASSERT_EQ(late.handed_over, 2);
+  ASSERT_TRUE(
+      messaging_
+          ->Ack("holder-1", {backlog.message.id, wake.message.id}, std::nullopt)
+          .ok());
+  ASSERT_TRUE(late.push);
+  late.push();
+  EXPECT_EQ(holder->messages().size(), 2u);
+  EXPECT_EQ(store_->ListInbox(backlog.message.id)->at(0).attempts, 1);
 }
 
 TEST_F(MessagingTest,

@@ -334,42 +334,52 @@ absl::StatusOr<bool> SqliteStore::AddRecipient(absl::string_view message_id,
   });
 }
 
-absl::StatusOr<InboxRecord> SqliteStore::MarkDelivered(
+absl::StatusOr<std::optional<InboxRecord>> SqliteStore::MarkDeliveredIfUnacked(
     absl::string_view message_id, absl::string_view agent_id, int64_t now_ms) {
-  return Write<InboxRecord>(
-      [&](Connection& conn) -> absl::StatusOr<InboxRecord> {
-        absl::StatusOr<Stmt> inbox = conn.Prepare(
-            "UPDATE message_inbox SET "
-            "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
-            "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2 "
-            "RETURNING message_id, agent_id, delivered_at_ms, acked_at_ms, "
-            "attempts");
-        if (!inbox.ok()) return inbox.status();
-        inbox->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
-        absl::StatusOr<bool> row = inbox->Step();
-        if (!row.ok()) return row.status();
-        if (!*row) {
-          return NotFoundError(
-              "DELIVERY_NOT_FOUND",
-              absl::StrCat("message '", message_id, "' has no recipient '",
-                           agent_id, "'"));
-        }
-        InboxRecord delivered;
-        delivered.message_id = inbox->Text(0);
-        delivered.agent_id = inbox->Text(1);
-        delivered.delivered_at_ms = inbox->OptInt(2);
-        delivered.acked_at_ms = inbox->OptInt(3);
-        delivered.attempts = inbox->Int(4);
-        if (absl::Status s = inbox->Run(); !s.ok())
-          return s;  // finish the step
-        absl::StatusOr<Stmt> msg = conn.Prepare(
-            "UPDATE messages SET status = 'delivered' "
-            "WHERE id = ? AND status = 'queued'");
-        if (!msg.ok()) return msg.status();
-        msg->Bind(1, message_id);
-        if (absl::Status s = msg->Run(); !s.ok()) return s;
-        return delivered;
-      });
+  using Marked = std::optional<InboxRecord>;
+  return Write<Marked>([&](Connection& conn) -> absl::StatusOr<Marked> {
+    // The fence: a row acknowledged, or a message settled, since the caller
+    // read it changes nothing (Store::MarkDeliveredIfUnacked).
+    absl::StatusOr<Stmt> inbox = conn.Prepare(
+        "UPDATE message_inbox SET "
+        "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "
+        "attempts = attempts + 1 WHERE message_id = ?1 AND agent_id = ?2 "
+        "AND acked_at_ms IS NULL AND EXISTS (SELECT 1 FROM messages "
+        "WHERE id = ?1 AND status IN ('queued', 'delivered')) "
+        "RETURNING message_id, agent_id, delivered_at_ms, acked_at_ms, "
+        "attempts");
+    if (!inbox.ok()) return inbox.status();
+    inbox->Bind(1, message_id).Bind(2, agent_id).Bind(3, now_ms);
+    absl::StatusOr<bool> row = inbox->Step();
+    if (!row.ok()) return row.status();
+    if (!*row) {
+      absl::StatusOr<Stmt> exists = conn.Prepare(
+          "SELECT 1 FROM message_inbox WHERE message_id = ?1 "
+          "AND agent_id = ?2");
+      if (!exists.ok()) return exists.status();
+      exists->Bind(1, message_id).Bind(2, agent_id);
+      absl::StatusOr<bool> found = exists->Step();
+      if (!found.ok()) return found.status();
+      if (*found) return Marked();
+      return NotFoundError("DELIVERY_NOT_FOUND",
+                           absl::StrCat("message '", message_id,
+                                        "' has no recipient '", agent_id, "'"));
+    }
+    InboxRecord delivered;
+    delivered.message_id = inbox->Text(0);
+    delivered.agent_id = inbox->Text(1);
+    delivered.delivered_at_ms = inbox->OptInt(2);
+    delivered.acked_at_ms = inbox->OptInt(3);
+    delivered.attempts = inbox->Int(4);
+    if (absl::Status s = inbox->Run(); !s.ok()) return s;  // finish the step
+    absl::StatusOr<Stmt> msg = conn.Prepare(
+        "UPDATE messages SET status = 'delivered' "
+        "WHERE id = ? AND status = 'queued'");
+    if (!msg.ok()) return msg.status();
+    msg->Bind(1, message_id);
+    if (absl::Status s = msg->Run(); !s.ok()) return s;
+    return Marked(std::move(delivered));
+  });
 }
 
 absl::StatusOr<bool> SqliteStore::AckIn(Connection& conn,

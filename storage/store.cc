@@ -134,14 +134,14 @@ absl::Status NoRoleChangeLog(const StoreInfo& info) {
 
 }  // namespace
 
-absl::StatusOr<std::vector<InboxRecord>> Store::MarkDeliveredMany(
+absl::StatusOr<std::vector<InboxRecord>> Store::MarkDeliveredManyIfUnacked(
     const std::vector<Delivery>& deliveries, int64_t now_ms) {
   std::vector<InboxRecord> marked;
   for (const Delivery& d : deliveries) {
-    absl::StatusOr<InboxRecord> row =
-        MarkDelivered(d.message_id, d.agent_id, now_ms);
+    absl::StatusOr<std::optional<InboxRecord>> row =
+        MarkDeliveredIfUnacked(d.message_id, d.agent_id, now_ms);
     if (row.ok()) {
-      marked.push_back(*std::move(row));
+      if (row->has_value()) marked.push_back(**std::move(row));
     } else if (row.status().code() != absl::StatusCode::kNotFound) {
       return row.status();
     }

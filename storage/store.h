@@ -906,9 +906,9 @@ class Store {
       const MessageRecord& message,
       const std::vector<std::string>& recipients) = 0;
   // InsertMessage and, in the same transaction, a first delivery attempt
-  // (MarkDelivered) for each of `deliver_to`, a subset of `recipients`: the
-  // ones the caller is about to push the message to. Returns their inbox
-  // rows in `deliver_to` order. One sync for the whole publish.
+  // (MarkDeliveredIfUnacked) for each of `deliver_to`, a subset of
+  // `recipients`: the ones the caller is about to push the message to. Returns
+  // their inbox rows in `deliver_to` order. One sync for the whole publish.
   //
   // When `max_pending_per_inbox` > 0, a recipient that already has that many
   // pending messages (unacknowledged, not yet expired by the sweep) refuses
@@ -933,10 +933,10 @@ class Store {
     if (absl::Status s = InsertMessage(message, recipients); !s.ok()) return s;
     std::vector<InboxRecord> rows;
     for (const std::string& agent : deliver_to) {
-      absl::StatusOr<InboxRecord> row =
-          MarkDelivered(message.id, agent, now_ms);
+      absl::StatusOr<std::optional<InboxRecord>> row =
+          MarkDeliveredIfUnacked(message.id, agent, now_ms);
       if (!row.ok()) return row.status();
-      rows.push_back(std::move(*row));
+      if (row->has_value()) rows.push_back(**std::move(row));
     }
     return rows;
   }
@@ -953,18 +953,26 @@ class Store {
   virtual absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
                                             absl::string_view agent_id) = 0;
   // Records a delivery attempt (attempts +1, first delivered_at kept) and
-  // moves the message queued -> delivered. NotFound (DELIVERY_NOT_FOUND).
-  virtual absl::StatusOr<InboxRecord> MarkDelivered(
+  // moves the message queued -> delivered, fenced in the UPDATE's WHERE:
+  // only a row still unacknowledged, of a message still queued or delivered,
+  // changes. Callers read what to push before they mark it, and another
+  // path may deliver it and the agent acknowledge it in between; the fence
+  // makes that late mark change nothing, so nothing is pushed after an ack.
+  // Returns the row as marked (what to push), or nullopt when the fence
+  // held (acknowledged, or the message is terminal). NotFound
+  // (DELIVERY_NOT_FOUND) when the agent is not a recipient.
+  virtual absl::StatusOr<std::optional<InboxRecord>> MarkDeliveredIfUnacked(
       absl::string_view message_id, absl::string_view agent_id,
       int64_t now_ms) = 0;
-  // MarkDelivered for each (message id, agent id) of `deliveries`, in one
-  // write: the inbox rows it found, in any order (a pair whose row is gone
-  // is left out). Default: one MarkDelivered per pair.
+  // MarkDeliveredIfUnacked for each (message id, agent id) of `deliveries`,
+  // in one write: the rows it marked, in any order (a pair whose row is gone
+  // or was acknowledged, or whose message is terminal, is left out).
+  // Default: one MarkDeliveredIfUnacked per pair.
   struct Delivery {
     std::string message_id;
     std::string agent_id;
   };
-  virtual absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredMany(
+  virtual absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredManyIfUnacked(
       const std::vector<Delivery>& deliveries, int64_t now_ms);
   // Acks a delivered inbox row; when every recipient has acked, the message
   // becomes acked. Returns false if there was nothing to ack (not delivered

@@ -122,10 +122,11 @@ TEST_P(MessageStore, DeliveringInsertReturnsTheDeliveredRowsOnce) {
 TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
   ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
   ASSERT_TRUE(store().InsertMessage(TestMessage("m2"), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("m2", "a", kNow).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m2", "a", kNow).ok());
   const int64_t groups = Groups(store());
-  absl::StatusOr<std::vector<InboxRecord>> marked = store().MarkDeliveredMany(
-      {{"m1", "a"}, {"m2", "a"}, {"m1", "zed"}, {"gone", "a"}}, kNow + 7);
+  absl::StatusOr<std::vector<InboxRecord>> marked =
+      store().MarkDeliveredManyIfUnacked(
+          {{"m1", "a"}, {"m2", "a"}, {"m1", "zed"}, {"gone", "a"}}, kNow + 7);
   ASSERT_TRUE(marked.ok()) << marked.status();
   std::sort(marked->begin(), marked->end(),
             [](const InboxRecord& x, const InboxRecord& y) {
@@ -193,8 +194,8 @@ TEST_P(MessageStore, AMessageToAClosedScopeIsRefusedInsideTheWrite) {
 TEST_P(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
   ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
   EXPECT_FALSE(*store().AckMessage("m1", "a", kNow));  // not delivered yet
-  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 1).ok());
-  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 2).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 2).ok());
   EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
   auto inbox = store().ListInbox("m1");
   EXPECT_EQ((*inbox)[0].delivered_at_ms, kNow + 1);  // first delivery kept
@@ -203,12 +204,46 @@ TEST_P(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
   EXPECT_TRUE(*store().AckMessage("m1", "a", kNow + 3));
   EXPECT_FALSE(*store().AckMessage("m1", "a", kNow + 4));  // already acked
   EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
-  ASSERT_TRUE(store().MarkDelivered("m1", "b", kNow + 5).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow + 5).ok());
   EXPECT_TRUE(*store().AckMessage("m1", "b", kNow + 6));
   EXPECT_EQ(store().GetMessage("m1")->status, "acked");
   EXPECT_EQ(store().ListInbox("m1")->at(1).acked_at_ms, kNow + 6);
-  EXPECT_EQ(ReasonOf(store().MarkDelivered("m1", "zed", kNow).status()),
-            "DELIVERY_NOT_FOUND");
+  EXPECT_EQ(
+      ReasonOf(store().MarkDeliveredIfUnacked("m1", "zed", kNow).status()),
+      "DELIVERY_NOT_FOUND");
+}
+
+// A pusher reads what is undelivered or pending, and another path delivers
+// it and the agent acknowledges it before the pusher marks it: that mark
+// must change nothing (and so push nothing), for a single mark and a batch.
+TEST_P(MessageStore, AMarkAfterTheAckChangesNothingAndReturnsNoRow) {
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
+
+  absl::StatusOr<std::optional<InboxRecord>> again =
+      store().MarkDeliveredIfUnacked("m1", "a", kNow + 3);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(again->has_value());
+  absl::StatusOr<std::vector<InboxRecord>> many =
+      store().MarkDeliveredManyIfUnacked({{"m1", "a"}, {"m1", "b"}}, kNow + 4);
+  ASSERT_TRUE(many.ok()) << many.status();
+  ASSERT_EQ(many->size(), 1u);
+  EXPECT_EQ((*many)[0].agent_id, "b");
+  EXPECT_FALSE((*many)[0].acked_at_ms.has_value());
+  absl::StatusOr<std::vector<InboxRecord>> inbox = store().ListInbox("m1");
+  ASSERT_TRUE(inbox.ok()) << inbox.status();
+  EXPECT_EQ((*inbox)[0].attempts, 1);
+  EXPECT_EQ((*inbox)[0].acked_at_ms, kNow + 2);
+
+  // Nor is a message that left pending (dead-lettered) marked.
+  ASSERT_TRUE(store().InsertMessage(TestMessage("m2"), {"a"}).ok());
+  ASSERT_TRUE(*store().DeadLetterMessage("m2", "test", kNow + 5, {}));
+  EXPECT_FALSE(
+      store().MarkDeliveredIfUnacked("m2", "a", kNow + 6)->has_value());
+  EXPECT_TRUE(
+      store().MarkDeliveredManyIfUnacked({{"m2", "a"}}, kNow + 6)->empty());
+  EXPECT_EQ(store().ListInbox("m2")->at(0).attempts, 0);
 }
 
 TEST_P(MessageStore, PendingListIsPriorityThenAgeThenIdAndSkipsAckedOrExpired) {
@@ -222,7 +257,7 @@ TEST_P(MessageStore, PendingListIsPriorityThenAgeThenIdAndSkipsAckedOrExpired) {
       store().InsertMessage(TestMessage("m-short", 9, kNow, 10), {"a"}).ok());
   ASSERT_TRUE(store().InsertMessage(TestMessage("m-acked", 9), {"a"}).ok());
   ASSERT_TRUE(store().InsertMessage(TestMessage("m-other", 9), {"b"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("m-acked", "a", kNow).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m-acked", "a", kNow).ok());
   ASSERT_TRUE(*store().AckMessage("m-acked", "a", kNow));
 
   auto pending = store().ListPendingForAgent("a", kNow + 100, 10);
@@ -293,12 +328,12 @@ TEST_P(MessageStore, ExpirySweepClaimsQueuedAndDeliveredAtOrPastExpiryOnce) {
       store().InsertMessage(TestMessage("queued", 5, kNow, 100), {"a"}).ok());
   ASSERT_TRUE(
       store().InsertMessage(TestMessage("deliv", 5, kNow, 50), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("deliv", "a", kNow).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("deliv", "a", kNow).ok());
   ASSERT_TRUE(
       store().InsertMessage(TestMessage("future", 5, kNow, 101), {"a"}).ok());
   ASSERT_TRUE(
       store().InsertMessage(TestMessage("acked", 5, kNow, 10), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("acked", "a", kNow).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("acked", "a", kNow).ok());
   ASSERT_TRUE(*store().AckMessage("acked", "a", kNow));
 
   auto sweep = store().SweepExpiredMessages(kNow + 100);
@@ -637,7 +672,7 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
   check("after AddRecipient");
   ASSERT_TRUE(*store().AckMessage("m1", "a", kNow));
   check("after an ack");
-  ASSERT_TRUE(store().MarkDelivered("m1", "b", kNow).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow).ok());
   ASSERT_TRUE(*store().AckMessage("m1", "b", kNow));
   EXPECT_EQ(store().GetMessage("m1")->status, "acked");
   check("after the last ack");

@@ -85,9 +85,9 @@ class RedriveStore : public testing::StoreTest {
 TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
   MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
   ASSERT_TRUE(store().InsertMessage(m, {"a", "b", "c"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
   ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
-  ASSERT_TRUE(store().MarkDelivered("m1", "b", kNow + 3).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow + 3).ok());
   ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
   EXPECT_TRUE(store().ListPendingForAgent("b", kLater, 10)->empty());
 
@@ -127,8 +127,8 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
     }
   }
   // Delivered and acknowledged as any message is.
-  ASSERT_TRUE(store().MarkDelivered("m1", "b", kLater + 1).ok());
-  ASSERT_TRUE(store().MarkDelivered("m1", "c", kLater + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kLater + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "c", kLater + 1).ok());
   EXPECT_TRUE(*store().AckMessage("m1", "b", kLater + 2));
   EXPECT_TRUE(*store().AckMessage("m1", "c", kLater + 2));
   EXPECT_EQ(store().GetMessage("m1")->status, "acked");
@@ -137,7 +137,7 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
 TEST_P(RedriveStore, ASecondRedriveIsRefusedByTheStatusFenceAndChangesNothing) {
   ExpiredMessage("m1", {"a"});
   ASSERT_TRUE(Redrive("m1").ok());
-  ASSERT_TRUE(store().MarkDelivered("m1", "a", kLater + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kLater + 1).ok());
 
   absl::StatusOr<RedriveResult> again = Redrive("m1");
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -220,7 +220,7 @@ TEST_P(RedriveStore, ARedriveToAFullInboxIsRefusedAsAPublishAndChangesNothing) {
   // "a" was not made pending either.
   EXPECT_EQ(*store().CountPendingForAgent("a", kLater, 1000), 0);
   // Room again (one of b's acknowledged): the re-drive goes through.
-  ASSERT_TRUE(store().MarkDelivered("fill-b-0", "b", kLater).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("fill-b-0", "b", kLater).ok());
   ASSERT_TRUE(*store().AckMessage("fill-b-0", "b", kLater));
   r = Redrive("m1", std::nullopt, 2);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -241,7 +241,7 @@ TEST_P(RedriveStore, AnAcknowledgedRecipientDoesNotCountAgainstTheLimit) {
   // is no reason to refuse.
   MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
   ASSERT_TRUE(store().InsertMessage(m, {"a", "c"}).ok());
-  ASSERT_TRUE(store().MarkDelivered("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
   ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
   ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
   FillInbox("a", 1);

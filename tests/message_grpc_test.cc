@@ -393,6 +393,86 @@ TEST_F(MessageGrpcTest, RoleBacklogGoesToTheNextHolderAfterItsAck) {
   EXPECT_EQ(d.activation_id(), a.activation_id());
 }
 
+// A path that read a message as still to push (the router of a hub that
+// shares its database, a backlog hand-over) can mark and push it after the
+// agent acknowledged it on its stream. Such a late push sends nothing: the
+// next frame is the next message, not the acknowledged one again. The late
+// push is called directly, at the moment the race puts it.
+TEST_F(MessageGrpcTest, AMessageAcknowledgedOnTheStreamIsNotPushedAgainLate) {
+  Agent b = Attach("agent-b", Register("agent-b"));
+  const hub::v1::PublishResponse first = MustPublish("agent-b");
+  ASSERT_EQ(NextMessage(b).message().message_id(), first.message_id());
+  AttachRequest ack;
+  ack.set_frame_id(1);
+  ack.mutable_message_ack()->add_message_ids(first.message_id());
+  ASSERT_TRUE(b.stream->Write(ack));
+  AttachResponse answer;
+  do {
+    ASSERT_TRUE(b.stream->Read(&answer));
+  } while (!answer.has_message_ack_result());
+  ASSERT_EQ(answer.message_ack_result().acked_message_ids_size(), 1);
+
+  storage::UndeliveredMessage read_before_the_ack;
+  read_before_the_ack.agent_id = "agent-b";
+  read_before_the_ack.message.id = first.message_id();
+  EXPECT_EQ(server_->messaging()->PushRoutedMany({read_before_the_ack}), 0);
+
+  const hub::v1::PublishResponse second = MustPublish("agent-b");
+  const hub::v1::MessageDelivery next = NextMessage(b);
+  EXPECT_EQ(next.message().message_id(), second.message_id())
+      << "pushed again after its ack: " << next.DebugString();
+}
+
+TEST_F(MessageGrpcTest,
+       ABacklogHandOverThatReadBeforeTheAckPushesNothingAfter) {
+  Agent h = Attach("holder-1", Register("holder-1"));
+  grpc::ClientContext upsert_context;
+  hub::v1::UpsertRoleCandidateRequest upsert;
+  upsert.mutable_role_key()->set_project_id(kProject);
+  upsert.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
+  upsert.set_agent_id("holder-1");
+  hub::v1::UpsertRoleCandidateResponse upserted;
+  ASSERT_TRUE(
+      roles_->UpsertRoleCandidate(&upsert_context, upsert, &upserted).ok());
+  hub::v1::PublishRequest request;
+  request.set_from_agent_id("sender-1");
+  request.set_to("topic:cto");
+  request.set_project_id(kProject);
+  hub::v1::PublishResponse backlog;
+  ASSERT_TRUE(Publish(request, &backlog).ok());
+  const hub::v1::RoleActivation a = testing::NextActivation(h);
+  ASSERT_TRUE(h.stream->Write(testing::ActivationAckFrame(a, /*frame_id=*/0)));
+  ASSERT_EQ(NextMessage(h).message().message_id(), backlog.message_id());
+
+  // A second hand-over (an idempotent ACK, another hub's activation) reads
+  // the backlog now, while the message is not yet acknowledged.
+  RoleKeyRef cto;
+  cto.key = RoleKeyInput{};
+  cto.key->project_id = kProject;
+  cto.key->role_kind = "cto";
+  absl::StatusOr<storage::RoleRecord> active = server_->roles()->Get(cto);
+  ASSERT_TRUE(active.ok()) << active.status();
+  BacklogHandover late = server_->messaging()->HandOverBacklog(*active);
+  ASSERT_EQ(late.handed_over, 1);
+
+  AttachRequest ack;
+  ack.set_frame_id(1);
+  ack.mutable_message_ack()->add_message_ids(backlog.message_id());
+  ASSERT_TRUE(h.stream->Write(ack));
+  AttachResponse answer;
+  do {
+    ASSERT_TRUE(h.stream->Read(&answer));
+  } while (!answer.has_message_ack_result());
+  ASSERT_EQ(answer.message_ack_result().acked_message_ids_size(), 1);
+  ASSERT_TRUE(late.push);
+  late.push();
+
+  const hub::v1::PublishResponse direct = MustPublish("holder-1");
+  const hub::v1::MessageDelivery next = NextMessage(h);
+  EXPECT_EQ(next.message().message_id(), direct.message_id())
+      << "pushed again after its ack: " << next.DebugString();
+}
+
 TEST_F(MessageGrpcTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
   struct Case {
     std::string name;

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -20,6 +21,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
+#include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
@@ -62,9 +64,9 @@ class MultiHubTest : public storage::pg::testing::PgDatabaseTest {
                         "?host=", server_->directory());
   }
 
-  Hub StartHub() {
+  Hub StartHub(const std::vector<std::string>& flags = kHubFlags) {
     Hub hub;
-    hub.process = std::make_unique<HubdProcess>(url_, kHubFlags);
+    hub.process = std::make_unique<HubdProcess>(url_, flags);
     absl::Status started = hub.process->Start();
     EXPECT_TRUE(started.ok()) << started;
     auto channel = grpc::CreateChannel(hub.process->address(),
@@ -199,15 +201,22 @@ TEST_F(MultiHubTest, AHubPausedPastItsLeaseComesBackHoldingNothing) {
   // that holds nothing of what B took.
   a.process->Resume();
   hub::v1::AttachResponse frame;
+  std::optional<hub::v1::FencingNotice> notice;
   while (holder.stream->Read(&frame)) {
     // Nothing authoritative reaches the old holder from the paused hub.
     EXPECT_FALSE(frame.event().has_role_activation());
     EXPECT_FALSE(frame.event().has_role_probe());
+    EXPECT_FALSE(notice.has_value()) << "a frame after the fencing notice";
+    if (frame.event().has_fencing()) notice = frame.event().fencing();
   }
   grpc::Status ended = holder.stream->Finish();
   EXPECT_EQ(ended.error_code(), grpc::StatusCode::UNAVAILABLE)
       << ended.error_message();
   EXPECT_EQ(testing::Reason(ended), "HUB_SEAT_LOST");
+  // The stream was told why, last, before it ended.
+  ASSERT_TRUE(notice.has_value());
+  EXPECT_EQ(notice->reason(), hub::v1::ERROR_REASON_HUB_SEAT_LOST);
+  EXPECT_EQ(notice->hub_instance_id(), a.process->instance_id());
   // The role stays with B's agent, at B's epoch.
   const hub::v1::Role role = GetRole(b);
   EXPECT_EQ(role.holder_agent_id(), "agent-on-b");
@@ -231,6 +240,87 @@ TEST_F(MultiHubTest, AHubPausedPastItsLeaseComesBackHoldingNothing) {
   EXPECT_EQ(Sql("SELECT stream_hub_id FROM agents WHERE agent_id = "
                 "'agent-on-a'"),
             a.process->instance_id());
+}
+
+// A heartbeat of an agent the hub holds is answered from memory (leases are
+// checkpointed, docs/design/presence.md): with the database out of reach it
+// is answered OK while the hub's seat is live by its own clock, which is
+// what lets the hub act at all (no other hub can take the agent before the
+// seat's lease ends in the database's clock), and STORE_UNAVAILABLE once
+// that deadline passed, like every call that needs the database meanwhile.
+TEST_F(MultiHubTest, AHeartbeatIsAnsweredFromMemoryOnlyUntilTheSeatDeadline) {
+  // A long lease, so that "before the deadline" does not depend on how
+  // fast a busy machine stops the server: the hub acts until 8 s after its
+  // last renewal.
+  constexpr absl::Duration kLease = absl::Seconds(10);
+  Hub a = StartHub(
+      {"--hub_lease=10s", "--hub_renew_interval=400ms", "--detach_grace=1s"});
+  const int64_t generation =
+      testing::RegisterAgentOk(a.presence.get(), "agent-1");
+  auto heartbeat = [&]() {
+    grpc::ClientContext context;
+    context.set_deadline(absl::ToChronoTime(absl::Now() + absl::Seconds(20)));
+    hub::v1::HeartbeatRequest request;
+    request.set_agent_id("agent-1");
+    request.set_presence_generation(generation);
+    hub::v1::HeartbeatResponse response;
+    return a.presence->Heartbeat(&context, request, &response);
+  };
+  ASSERT_TRUE(heartbeat().ok());
+
+  ASSERT_TRUE(server_->Stop("fast").ok());
+  const absl::Time stopped = absl::Now();
+  // Whatever happens below, the next tests get their server back.
+  struct Restart {
+    storage::pg::testing::PgTestServer* server;
+    bool done = false;
+    ~Restart() {
+      if (!done) (void)server->Start();
+    }
+  } restart{server_};
+
+  // A call that needs the database says so at once.
+  {
+    grpc::ClientContext context;
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id("agent-2");
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    hub::v1::RegisterAgentResponse response;
+    grpc::Status s = a.presence->RegisterAgent(&context, request, &response);
+    EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_EQ(testing::Reason(s), "STORE_UNAVAILABLE");
+  }
+  // The held agent's heartbeat is answered from memory: the seat is live.
+  grpc::Status during = heartbeat();
+  EXPECT_TRUE(during.ok()) << during.error_message();
+  // Until the seat's deadline, at most the lease after the stop; then
+  // STORE_UNAVAILABLE. No heartbeat sent after that is answered OK.
+  grpc::Status refused;
+  while (absl::Now() < stopped + absl::Seconds(60)) {
+    const absl::Time sent = absl::Now();
+    refused = heartbeat();
+    if (!refused.ok()) break;
+    EXPECT_LT(sent, stopped + kLease) << "answered OK past the seat deadline";
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  EXPECT_EQ(refused.error_code(), grpc::StatusCode::UNAVAILABLE)
+      << refused.error_message();
+  EXPECT_EQ(testing::Reason(refused), "STORE_UNAVAILABLE");
+
+  // Back once the database is: the hub joins again and the heartbeat claims
+  // the agent for it.
+  ASSERT_TRUE(server_->Start().ok());
+  restart.done = true;
+  const absl::Time deadline = absl::Now() + absl::Seconds(60);
+  grpc::Status after = heartbeat();
+  while (!after.ok() && absl::Now() < deadline) {
+    EXPECT_EQ(after.error_code(), grpc::StatusCode::UNAVAILABLE);
+    EXPECT_THAT(testing::Reason(after),
+                ::testing::AnyOf("STORE_UNAVAILABLE", "HUB_SEAT_LOST"));
+    absl::SleepFor(absl::Milliseconds(50));
+    after = heartbeat();
+  }
+  EXPECT_TRUE(after.ok()) << after.error_message();
 }
 
 TEST_F(MultiHubTest, AnAgentThatMovesToAnotherHubWithinItsGraceKeepsItsRole) {

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -16,6 +17,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
+#include "hub/membership_keeper.h"
 #include "hub/server.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "tests/hub_test_util.h"
@@ -439,6 +441,47 @@ TEST_F(PresenceGrpcTest,
   grpc::Status end = stream.Finish();
   EXPECT_EQ(end.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
   EXPECT_EQ(Reason(end), "STALE_PRESENCE_OWNER");
+}
+
+// A hub that shares its database and loses its seat drops every stream it
+// holds (MembershipKeeper::Lose); each is told why before it ends.
+TEST_F(PresenceGrpcTest, AStreamEndedBecauseItsHubLostItsSeatIsToldWhyFirst) {
+  const int64_t gen = RegisterOk("agent-a");
+  Stream stream(stub_.get());
+  ASSERT_TRUE(stream.Hello("agent-a", gen));
+  AttachResponse response;
+  ASSERT_TRUE(stream.Read(&response));
+  ASSERT_TRUE(response.has_attached());
+  server_->presence()->DropHolds(SeatLostStatus("lease_not_renewed_in_time"));
+  ASSERT_TRUE(stream.Read(&response));
+  ASSERT_TRUE(response.event().has_fencing()) << response.DebugString();
+  EXPECT_EQ(response.event().fencing().reason(),
+            hub::v1::ERROR_REASON_HUB_SEAT_LOST);
+  EXPECT_EQ(response.event().fencing().hub_instance_id(),
+            server_->identity().hub_instance_id);
+  EXPECT_FALSE(stream.Read(&response));
+  grpc::Status end = stream.Finish();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Reason(end), "HUB_SEAT_LOST");
+}
+
+TEST_F(PresenceGrpcTest, AStreamEndedByTheHubShuttingDownIsToldWhyFirst) {
+  const int64_t gen = RegisterOk("agent-a");
+  Stream stream(stub_.get());
+  ASSERT_TRUE(stream.Hello("agent-a", gen));
+  AttachResponse response;
+  ASSERT_TRUE(stream.Read(&response));
+  ASSERT_TRUE(response.has_attached());
+  std::thread shutdown([this] { server_->Shutdown(); });
+  ASSERT_TRUE(stream.Read(&response));
+  ASSERT_TRUE(response.event().has_fencing()) << response.DebugString();
+  EXPECT_EQ(response.event().fencing().reason(),
+            hub::v1::ERROR_REASON_HUB_SHUTTING_DOWN);
+  EXPECT_FALSE(stream.Read(&response));
+  grpc::Status end = stream.Finish();
+  shutdown.join();
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_EQ(Reason(end), "HUB_SHUTTING_DOWN");
 }
 
 TEST_F(PresenceGrpcTest, AHelloWithAStaleGenerationIsEvicted) {

@@ -407,14 +407,14 @@ absl::Status PresenceSession::AttachOnce(Backoff& backoff, bool* attached) {
       if (frame.has_event() && frame.event().has_fencing()) {
         const hub::v1::FencingNotice& notice = frame.event().fencing();
         const std::string reason = WireReason(notice.reason());
-        fenced =
-            MakeHubError(reason == "HUB_SHUTTING_DOWN"
-                             ? absl::StatusCode::kUnavailable
-                             : absl::StatusCode::kFailedPrecondition,
-                         reason, notice.message(),
-                         {{"presence_generation",
-                           absl::StrCat(notice.current_presence_generation())},
-                          {"hub_instance_id", notice.hub_instance_id()}});
+        fenced = MakeHubError(
+            reason == "HUB_SHUTTING_DOWN" || reason == "HUB_SEAT_LOST"
+                ? absl::StatusCode::kUnavailable
+                : absl::StatusCode::kFailedPrecondition,
+            reason, notice.message(),
+            {{"presence_generation",
+              absl::StrCat(notice.current_presence_generation())},
+             {"hub_instance_id", notice.hub_instance_id()}});
         continue;
       }
       Dispatch(frame);

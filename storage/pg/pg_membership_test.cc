@@ -371,7 +371,7 @@ TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {
   EXPECT_EQ((*waiting)[0].agent_id, "agent-1");
   EXPECT_EQ((*waiting)[0].message.id, m.id);
   // Pushed (marked delivered): no longer waiting. Expired: never waiting.
-  ASSERT_TRUE(a->MarkDelivered(m.id, "agent-1", 2'000).ok());
+  ASSERT_TRUE(a->MarkDeliveredIfUnacked(m.id, "agent-1", 2'000).ok());
   waiting = a->ListUndelivered({"agent-1"}, 2'000, 100);
   ASSERT_TRUE(waiting.ok());
   EXPECT_TRUE(waiting->empty());

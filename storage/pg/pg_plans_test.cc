@@ -356,7 +356,7 @@ class PgWriterPlansTest : public PgPlansTest {
               storage::testing::TestMessage(id, 5, now), {"a1"}, {"a1"}, now,
               100'000);
       ASSERT_TRUE(published.ok()) << published.status();
-      ASSERT_TRUE(store.MarkDelivered(id, "a1", now).ok());
+      ASSERT_TRUE(store.MarkDeliveredIfUnacked(id, "a1", now).ok());
       absl::StatusOr<std::vector<bool>> acked = store.AckMessages(
           "a1", {id, absl::StrCat("a1-", 20000 - i)}, now, std::nullopt);
       ASSERT_TRUE(acked.ok()) << acked.status();

@@ -167,10 +167,10 @@ class PostgresStore final : public Store {
       Callback<std::vector<InboxRecord>> done) override;
   absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
                                     absl::string_view agent_id) override;
-  absl::StatusOr<InboxRecord> MarkDelivered(absl::string_view message_id,
-                                            absl::string_view agent_id,
-                                            int64_t now_ms) override;
-  absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredMany(
+  absl::StatusOr<std::optional<InboxRecord>> MarkDeliveredIfUnacked(
+      absl::string_view message_id, absl::string_view agent_id,
+      int64_t now_ms) override;
+  absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredManyIfUnacked(
       const std::vector<Delivery>& deliveries, int64_t now_ms) override;
   absl::StatusOr<bool> AckMessage(absl::string_view message_id,
                                   absl::string_view agent_id,

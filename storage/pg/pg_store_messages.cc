@@ -595,30 +595,50 @@ absl::StatusOr<bool> PostgresStore::AddRecipient(absl::string_view message_id,
       InboxLockKey({std::string(agent_id)}));
 }
 
-absl::StatusOr<InboxRecord> PostgresStore::MarkDelivered(
-    absl::string_view message_id, absl::string_view agent_id, int64_t now_ms) {
-  return Write<InboxRecord>(
-      [&](Connection& conn) -> absl::StatusOr<InboxRecord> {
-        absl::StatusOr<Result> inbox = conn.Run(
-            "UPDATE message_inbox SET "
-            "delivered_at_ms = COALESCE(delivered_at_ms, $3::bigint), "
-            "attempts = attempts + 1 WHERE message_id = $1 AND agent_id = $2 "
-            "RETURNING " HUB_INBOX_COLUMNS,
-            {P(message_id), P(agent_id), P(now_ms)});
-        if (!inbox.ok()) return inbox.status();
-        std::optional<InboxRecord> row =
-            ReadOne<InboxRecord>(*inbox, ReadInbox);
-        if (!row.has_value()) return DeliveryNotFound(message_id, agent_id);
-        absl::StatusOr<Result> msg = conn.Run(
-            "UPDATE messages SET status = 'delivered' "
-            "WHERE id = $1 AND status = 'queued'",
-            {P(message_id)});
-        if (!msg.ok()) return msg.status();
-        return std::move(*row);
-      });
+// The fence of a delivery attempt (Store::MarkDeliveredIfUnacked), in the
+// WHERE of both marks: the row is unacknowledged and its message pending
+// when the UPDATE runs. An ack holding the row makes the UPDATE wait and
+// then re-check the row as the ack left it, so a mark behind an ack changes
+// nothing. Spelled by key, so that the planner keeps probing the primary
+// keys (pg_message_sql.h).
+absl::StatusOr<std::optional<InboxRecord>>
+PostgresStore::MarkDeliveredIfUnacked(absl::string_view message_id,
+                                      absl::string_view agent_id,
+                                      int64_t now_ms) {
+  using Marked = std::optional<InboxRecord>;
+  return Write<Marked>([&](Connection& conn) -> absl::StatusOr<Marked> {
+    absl::StatusOr<Result> inbox = conn.Run(
+        "UPDATE message_inbox i SET "
+        "delivered_at_ms = COALESCE(i.delivered_at_ms, $3::bigint), "
+        "attempts = i.attempts + 1 WHERE i.message_id = $1 "
+        "AND i.agent_id = $2 AND " HUB_PG_UNACKED_BY_KEY("i.acked_at_ms")
+        " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = i.message_id "
+        "AND " HUB_PG_PENDING_BY_KEY("m.status") ") RETURNING "
+        "i.message_id, i.agent_id, i.delivered_at_ms, i.acked_at_ms, "
+        "i.attempts",
+        {P(message_id), P(agent_id), P(now_ms)});
+    if (!inbox.ok()) return inbox.status();
+    std::optional<InboxRecord> row = ReadOne<InboxRecord>(*inbox, ReadInbox);
+    if (!row.has_value()) {
+      absl::StatusOr<Result> exists = conn.Run(
+          "SELECT 1 FROM message_inbox WHERE message_id = $1 "
+          "AND agent_id = $2",
+          {P(message_id), P(agent_id)});
+      if (!exists.ok()) return exists.status();
+      if (exists->rows() == 0) return DeliveryNotFound(message_id, agent_id);
+      return Marked();
+    }
+    absl::StatusOr<Result> msg = conn.Run(
+        "UPDATE messages SET status = 'delivered' "
+        "WHERE id = $1 AND status = 'queued'",
+        {P(message_id)});
+    if (!msg.ok()) return msg.status();
+    return Marked(std::move(*row));
+  });
 }
 
-absl::StatusOr<std::vector<InboxRecord>> PostgresStore::MarkDeliveredMany(
+absl::StatusOr<std::vector<InboxRecord>>
+PostgresStore::MarkDeliveredManyIfUnacked(
     const std::vector<Delivery>& deliveries, int64_t now_ms) {
   if (deliveries.empty()) return std::vector<InboxRecord>();
   std::vector<std::string> message_ids;
@@ -630,23 +650,30 @@ absl::StatusOr<std::vector<InboxRecord>> PostgresStore::MarkDeliveredMany(
   return Write<std::vector<InboxRecord>>(
       [&](Connection& conn) -> absl::StatusOr<std::vector<InboxRecord>> {
         // Two statements for the lot, in the lock order of single marks
-        // (inbox rows, then messages).
+        // (inbox rows, then messages), each row fenced as a single mark.
         absl::StatusOr<Result> inbox = conn.Run(
             "UPDATE message_inbox i SET "
             "delivered_at_ms = COALESCE(i.delivered_at_ms, $3::bigint), "
             "attempts = i.attempts + 1 "
             "FROM unnest($1::text[], $2::text[]) AS d(message_id, agent_id) "
             "WHERE i.message_id = d.message_id AND i.agent_id = d.agent_id "
-            "RETURNING i.message_id, i.agent_id, i.delivered_at_ms, "
-            "i.acked_at_ms, i.attempts",
+            "AND " HUB_PG_UNACKED_BY_KEY("i.acked_at_ms")
+            " AND EXISTS (SELECT 1 FROM messages m WHERE m.id = i.message_id "
+            "AND " HUB_PG_PENDING_BY_KEY("m.status") ") "
+            "RETURNING i.message_id, i.agent_id, "
+            "i.delivered_at_ms, i.acked_at_ms, i.attempts",
             {TextArray(message_ids), TextArray(agent_ids), P(now_ms)});
         if (!inbox.ok()) return inbox.status();
         std::vector<InboxRecord> marked =
             ReadAll<InboxRecord>(*inbox, ReadInbox);
+        if (marked.empty()) return marked;
+        std::vector<std::string> marked_ids;
+        for (const InboxRecord& row : marked)
+          marked_ids.push_back(row.message_id);
         absl::StatusOr<Result> msg = conn.Run(
             "UPDATE messages SET status = 'delivered' "
             "WHERE id = ANY($1::text[]) AND status = 'queued'",
-            {TextArray(message_ids)});
+            {TextArray(marked_ids)});
         if (!msg.ok()) return msg.status();
         return marked;
       });
