@@ -372,6 +372,46 @@ TEST_F(
           std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
 }
 
+// The hub an agent registered through is not told when the agent attaches
+// to another hub; the lease its registration granted runs out there while
+// the other hub's stream keeps the agent present. The role the agent holds
+// stays with it.
+TEST_F(
+    MultiHubTest,
+    AHolderAttachedToAnotherHubKeepsItsRolePastTheLeaseItsRegistrationGranted) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  int64_t generation = 0;
+  {
+    grpc::ClientContext context;
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id("agent-moved");
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    request.set_project_id(testing::kStreamProject);
+    request.add_capabilities("role:cto:candidate");
+    request.mutable_heartbeat_ttl()->set_seconds(10);  // the least allowed
+    hub::v1::RegisterAgentResponse registered;
+    grpc::Status s = a.presence->RegisterAgent(&context, request, &registered);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    generation = registered.presence_generation();
+  }
+  const absl::Time registered_at = absl::Now();
+  AttachedAgent holder = testing::AttachOk(b.presence.get(), "agent-moved",
+                                           generation, absl::Seconds(90));
+  testing::UpsertCandidateOk(b.roles.get(), testing::CtoRoleKey(),
+                             "agent-moved");
+  const hub::v1::RoleActivation activation =
+      MakeHolder(b, holder, "agent-moved");
+  // Past the registration's lease and A's next sweep, read through A.
+  while (absl::Now() < registered_at + absl::Seconds(14)) {
+    const hub::v1::Role role = GetRole(a);
+    ASSERT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE) << role.DebugString();
+    ASSERT_EQ(role.holder_agent_id(), "agent-moved");
+    ASSERT_EQ(role.epoch(), activation.epoch());
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 TEST_F(MultiHubTest, TwoHubsEnsuringTheSameRoleAtOnceMakeOneActivation) {
   Hub a = StartHub();
   Hub b = StartHub();
