@@ -33,7 +33,13 @@ bool Activator::HandOverFlight(const ResolvedRoleKey& key,
                                const storage::RoleRecord& reserved) {
   if (!streams_->Shared()) return false;
   const std::string holder = reserved.holder_agent_id.value_or("");
-  if (streams_->Attached(holder) || streams_->HeldHere(holder)) return false;
+  if (streams_->Attached(holder)) return false;
+  // Without a stream here, where the holder is reached is the store's
+  // answer, not this hub's memory: a hub that holds an agent (it registered
+  // or heartbeated through it) is not told when another hub claims it (an
+  // attach there), and learns it only at its next fenced write for the
+  // agent, which an agent with no stream here may never cause. Probing from
+  // that memory fails at once and counts against the candidate.
   const std::map<std::string, std::string> elsewhere =
       streams_->HeldElsewhere({holder});
   auto it = elsewhere.find(holder);
@@ -48,9 +54,11 @@ bool Activator::HandOverFlight(const ResolvedRoleKey& key,
 }
 
 bool Activator::OwnsAckTimeout(const std::string& holder) {
-  if (!streams_->Shared() || streams_->HeldHere(holder)) return true;
-  // Held by no live seat: whichever hub sees it first (two at once may
-  // both count it, only in that window).
+  if (!streams_->Shared() || streams_->Attached(holder)) return true;
+  // Held here by the store's answer (not by memory, which may not know that
+  // another hub claimed the agent: HandOverFlight), or held by no live
+  // seat: whichever hub sees it first (two at once may both count it, only
+  // in that window).
   return streams_->HeldElsewhere({holder}).empty();
 }
 

@@ -1012,7 +1012,8 @@ class SharedReach : public ForwardingReach {
   }
   bool Shared() override { return true; }
   bool HeldHere(const std::string& agent_id) override {
-    return !HeldByOther(agent_id);
+    absl::MutexLock lock(&mu_);
+    return stale_.count(agent_id) > 0 || elsewhere_.count(agent_id) == 0;
   }
   std::map<std::string, std::string> HeldElsewhere(
       const std::vector<std::string>& agent_ids) override {
@@ -1036,6 +1037,12 @@ class SharedReach : public ForwardingReach {
     absl::MutexLock lock(&mu_);
     elsewhere_.erase(agent_id);
   }
+  // This hub's memory still says it holds `agent_id` (with no stream),
+  // though the store says another hub does: nobody told it of the claim.
+  void RememberHolding(const std::string& agent_id) {
+    absl::MutexLock lock(&mu_);
+    stale_.insert(agent_id);
+  }
   std::vector<std::string> handed() {
     absl::MutexLock lock(&mu_);
     return handed_;
@@ -1048,6 +1055,7 @@ class SharedReach : public ForwardingReach {
   }
   absl::Mutex mu_;
   std::map<std::string, std::string> elsewhere_;
+  std::set<std::string> stale_;
   std::vector<std::string> handed_;
 };
 
@@ -1080,6 +1088,32 @@ TEST_F(ActivatorTest,
   activator.Tick();
   EXPECT_EQ(Row().state, "unreachable");
   EXPECT_EQ(Row().last_reason, "ack_timeout");
+}
+
+TEST_F(ActivatorTest,
+       AHubThatStillRemembersHoldingACandidateHandsItsFlightToTheStoresHolder) {
+  auto stream = Candidate("agent-a");
+  SharedReach here(reach_.get());
+  here.HoldElsewhere("agent-a", "hub-b");
+  here.RememberHolding("agent-a");
+  Activator activator(roles_.get(), presence_.get(), &here, &clock_, options_);
+  EnsureRequest r;
+  r.role.wire = Wire();
+  r.trigger = "manual";
+  r.cause_id = "test";
+  absl::StatusOr<EnsureReceipt> receipt = activator.Ensure(r);
+  ASSERT_TRUE(receipt.ok()) << receipt.status();
+  EXPECT_EQ(receipt->disposition, EnsureDisposition::kStarted);
+  // Handed to the hub the store names, not probed here, no failure counted.
+  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(here.handed(), std::vector<std::string>{"hub-b"});
+  EXPECT_EQ(stream->probes(), 0);
+  EXPECT_EQ(Row().retry_count, 0);
+  // Nor is its ACK timeout this hub's to count.
+  clock_.Advance(absl::Seconds(46));
+  ASSERT_TRUE(Heartbeat("agent-a"));
+  activator.Tick();
+  EXPECT_EQ(Row().state, "elected-probing");
 }
 
 TEST_F(ActivatorTest, AReservationHandedToTheHolderHubIsFlownThereOnce) {

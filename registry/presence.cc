@@ -743,23 +743,34 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
 
 std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
                                                    int64_t now_ms) {
-  if (shared_ && !Held(agent_id)) {
-    // Another hub's agent: its lease as that hub last checkpointed it.
-    absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(agent_id);
-    if (!row.ok() || row->status != "online" ||
-        row->lease_expires_ms <= now_ms) {
-      return std::nullopt;
+  {
+    Shard& shard = ShardFor(agent_id);
+    absl::MutexLock lock(&shard.mu);
+    auto it = shard.entries.find(agent_id);
+    const bool known = it != shard.entries.end();
+    if (known && (!shared_ || it->second.held)) {
+      const Entry& entry = it->second;
+      if (entry.status == "online" && entry.lease_expires_ms > now_ms) {
+        return entry.lease_expires_ms;
+      }
+      // Held here and over in memory. With a stream here (which renews it)
+      // or one hub on the store, memory is the truth. Held without a
+      // stream, the hold may be one another hub ended by claiming the agent
+      // (an attach there) without this hub's knowing (it learns at its next
+      // fenced write for the agent, which may never come): the stored
+      // lease, checkpointed by whichever hub holds the agent, says. Were
+      // this hub the holder, the stored lease would be its own, no later
+      // than memory's.
+      if (!shared_ || entry.stream != nullptr) return std::nullopt;
     }
-    return row->lease_expires_ms;
   }
-  Shard& shard = ShardFor(agent_id);
-  absl::MutexLock lock(&shard.mu);
-  auto it = shard.entries.find(agent_id);
-  if (it == shard.entries.end() || it->second.status != "online" ||
-      it->second.lease_expires_ms <= now_ms) {
+  if (!shared_) return std::nullopt;
+  // Another hub's agent: its lease as that hub last checkpointed it.
+  absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(agent_id);
+  if (!row.ok() || row->status != "online" || row->lease_expires_ms <= now_ms) {
     return std::nullopt;
   }
-  return it->second.lease_expires_ms;
+  return row->lease_expires_ms;
 }
 
 bool PresenceRegistry::StreamAttached(const std::string& agent_id) {

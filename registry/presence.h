@@ -262,7 +262,10 @@ class PresenceRegistry {
 
   // The agent's lease end if it is live at `now_ms` (online, lease after
   // now): the predicate role decisions use. Read from memory, where leases
-  // are authoritative; nullopt for an unknown or not-live agent.
+  // are authoritative; on a shared store, for an agent this hub does not
+  // hold, or holds without a stream and whose lease is over in memory (the
+  // hold may be stale: another hub's claim does not tell this one), from
+  // the store. nullopt for an unknown or not-live agent.
   std::optional<int64_t> LiveLease(const std::string& agent_id, int64_t now_ms);
 
   // Whether the agent has a presence stream attached now.

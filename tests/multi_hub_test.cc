@@ -422,6 +422,86 @@ TEST_F(MultiHubTest,
           std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
 }
 
+// The hub an agent registered through held its presence until the agent
+// attached elsewhere; having no write to make for it since, it is never
+// told. Its elections must still reach the candidate through the hub whose
+// stream holds it, and count no failure against it.
+TEST_F(
+    MultiHubTest,
+    AnEnsureThroughTheHubACandidateRegisteredWithReachesItOnTheHubItAttachedTo) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  const int64_t generation =
+      testing::RegisterAgentOk(a.presence.get(), "agent-moved");
+  // A deadline, so that a probe failed on A (the stream never gets an
+  // activation) ends the test instead of hanging it.
+  AttachedAgent candidate = testing::AttachOk(b.presence.get(), "agent-moved",
+                                              generation, absl::Seconds(60));
+  EXPECT_EQ(Sql("SELECT stream_hub_id FROM agents WHERE agent_id = "
+                "'agent-moved'"),
+            b.process->instance_id());
+  testing::UpsertCandidateOk(a.roles.get(), testing::CtoRoleKey(),
+                             "agent-moved");
+  const auto asked = std::chrono::steady_clock::now();
+  const hub::v1::EnsureRoleReceipt receipt =
+      testing::EnsureRoleOk(a.roles.get(), testing::CtoRoleKey());
+  EXPECT_EQ(receipt.disposition(), hub::v1::ENSURE_ROLE_DISPOSITION_STARTED);
+  EXPECT_EQ(receipt.holder_agent_id(), "agent-moved");
+  const hub::v1::RoleActivation activation = testing::NextActivation(candidate);
+  const auto took = std::chrono::steady_clock::now() - asked;
+  EXPECT_EQ(activation.holder_agent_id(), "agent-moved");
+  EXPECT_EQ(activation.epoch(), receipt.epoch());
+  AckAndExpectActive(a, candidate, activation);
+  EXPECT_EQ(Sql("SELECT consecutive_probe_failures FROM role_candidates "
+                "WHERE agent_id = 'agent-moved'"),
+            "0");
+  std::printf(
+      "EnsureRole on hub A -> activation of A's registrant on hub B's "
+      "stream: %lld ms\n",
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(took).count()));
+}
+
+// The hub an agent registered through is not told when the agent attaches
+// to another hub; the lease its registration granted runs out there while
+// the other hub's stream keeps the agent present. The role the agent holds
+// stays with it.
+TEST_F(
+    MultiHubTest,
+    AHolderAttachedToAnotherHubKeepsItsRolePastTheLeaseItsRegistrationGranted) {
+  Hub a = StartHub();
+  Hub b = StartHub();
+  int64_t generation = 0;
+  {
+    grpc::ClientContext context;
+    hub::v1::RegisterAgentRequest request;
+    request.set_agent_id("agent-moved");
+    request.set_cli(hub::v1::AGENT_CLI_CLAUDE);
+    request.set_project_id(testing::kStreamProject);
+    request.add_capabilities("role:cto:candidate");
+    request.mutable_heartbeat_ttl()->set_seconds(10);  // the least allowed
+    hub::v1::RegisterAgentResponse registered;
+    grpc::Status s = a.presence->RegisterAgent(&context, request, &registered);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    generation = registered.presence_generation();
+  }
+  const absl::Time registered_at = absl::Now();
+  AttachedAgent holder = testing::AttachOk(b.presence.get(), "agent-moved",
+                                           generation, absl::Seconds(90));
+  testing::UpsertCandidateOk(b.roles.get(), testing::CtoRoleKey(),
+                             "agent-moved");
+  const hub::v1::RoleActivation activation =
+      MakeHolder(b, holder, "agent-moved");
+  // Past the registration's lease and A's next sweep, read through A.
+  while (absl::Now() < registered_at + absl::Seconds(14)) {
+    const hub::v1::Role role = GetRole(a);
+    ASSERT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE) << role.DebugString();
+    ASSERT_EQ(role.holder_agent_id(), "agent-moved");
+    ASSERT_EQ(role.epoch(), activation.epoch());
+    absl::SleepFor(absl::Milliseconds(200));
+  }
+}
+
 TEST_F(MultiHubTest, TwoHubsEnsuringTheSameRoleAtOnceMakeOneActivation) {
   Hub a = StartHub();
   Hub b = StartHub();

@@ -75,6 +75,21 @@ void Notifier::Run() {
 
 absl::Status Notifier::Send(
     const absl::flat_hash_map<std::string, std::string>& batch) {
+  // A connection opened before this batch may have died since (its backend
+  // terminated, the server restarted) without libpq's knowing: the first
+  // statement on it finds out. The batch then goes once more on a new
+  // connection, so that a hint is dropped when the server cannot be
+  // reached, not because the connection it met was stale. The channels sent
+  // before the failure are sent again: a hint said twice means what it
+  // means once.
+  const bool reused = conn_ != nullptr && conn_->Healthy();
+  absl::Status s = SendOnce(batch);
+  if (s.ok() || !reused || conn_ != nullptr) return s;
+  return SendOnce(batch);
+}
+
+absl::Status Notifier::SendOnce(
+    const absl::flat_hash_map<std::string, std::string>& batch) {
   if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
   if (conn_ == nullptr) {
     absl::StatusOr<std::unique_ptr<Connection>> opened =

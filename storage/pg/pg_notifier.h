@@ -7,8 +7,9 @@
 // channel; whatever is queued for a channel while a send is in flight goes
 // out as one notification with the last payload given, so a burst of
 // commits costs one NOTIFY per channel per round trip. A hint is never the
-// data: one that cannot be sent (the server unreachable) is dropped and
-// on_error told; listeners re-read by cursor when they reconnect, and poll.
+// data: one that cannot be sent (the server unreachable; a connection found
+// dead is replaced and the hint sent again first) is dropped and on_error
+// told; listeners re-read by cursor when they reconnect, and poll.
 // Not responsible for what a payload means. Thread-safe.
 #ifndef HUB_STORAGE_PG_PG_NOTIFIER_H_
 #define HUB_STORAGE_PG_PG_NOTIFIER_H_
@@ -67,8 +68,12 @@ class Notifier {
 
  private:
   void Run();
-  // Sends one batch; the connection is (re)opened as needed.
+  // Sends one batch; the connection is (re)opened as needed, and the batch
+  // sent again on a new one when the one it met had died.
   absl::Status Send(const absl::flat_hash_map<std::string, std::string>& batch);
+  // One attempt of Send; drops the connection when it failed with it.
+  absl::Status SendOnce(
+      const absl::flat_hash_map<std::string, std::string>& batch);
 
   const NotifierOptions options_;
   std::unique_ptr<Connection> conn_;  // the thread's only

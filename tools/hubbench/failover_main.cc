@@ -5,6 +5,8 @@
 //            [--leave=crash|goodbye|release (hub), crash|resign (etcd)]
 //   failover --target=hub --addr=HUB_B --leave=hub_killed
 //            --holder_addr=HUB_A --holder_pid=PID_OF_HUB_A
+//   failover --target=hub --addr=HUB_B --holder_addr=HUB_A
+//            [--skip_failed_rounds] [--print_rounds]
 //
 // hub: each round uses a fresh project: candidates A (priority 10) and B
 // (priority 5) register and attach their presence streams, EnsureRole makes
@@ -19,7 +21,13 @@
 // until B's ACK is accepted, through B's hub finding A's hub's lease over,
 // taking over its agents and running their detach grace (expect about
 // --hub_lease + --hub_renew_interval + --detach_grace). One round per run:
-// the holder's hub is gone after it. A holder that leaves on purpose
+// the holder's hub is gone after it. --holder_addr with --leave=crash cuts
+// the holder's stream on one hub while the successor waits on another: the
+// grace runs on the holder's hub, which hands the successor's flight to the
+// other. Under faults (the database's backends terminated, say),
+// --skip_failed_rounds goes on past a round whose calls were refused, and
+// --print_rounds gives each round's times to line up with hubd's logs. A holder
+// that leaves on purpose
 // (--leave=goodbye: a goodbye frame on its stream; --leave=release:
 // ReleaseRole at its epoch) is replaced with no grace: the clock runs from
 // the goodbye (or the release call) to the hub's answer to B's ACK.
@@ -67,6 +75,14 @@ ABSL_FLAG(std::string, leave, "crash",
           "(etcd)");
 ABSL_FLAG(std::string, holder_addr, "",
           "hub: the hub the holder attaches to (default: --addr)");
+ABSL_FLAG(bool, skip_failed_rounds, false,
+          "hub: a round that fails (a call refused while the database is "
+          "being faulted, a successor never activated) is reported on stderr "
+          "and skipped instead of ending the run; the figures are over the "
+          "rounds that completed");
+ABSL_FLAG(bool, print_rounds, false,
+          "hub: print each round's leaving time (Unix ms) and failover time "
+          "on stderr");
 ABSL_FLAG(int, holder_pid, 0,
           "--leave=hub_killed: the process id of the hubd at --holder_addr, "
           "killed once the holder is active");
@@ -161,6 +177,64 @@ bool ActivateAndAck(Agent* agent) {
   return false;
 }
 
+// One failover of RunHub's, appended to `ms`. False on an error.
+bool RunHubRound(hub::v1::PresenceService::Stub* presence,
+                 hub::v1::RoleService::Stub* roles,
+                 hub::v1::PresenceService::Stub* holder_presence,
+                 hub::v1::RoleService::Stub* holder_roles, int round,
+                 const std::string& leave, int holder_pid,
+                 std::vector<double>* ms) {
+  const std::string project = ProjectId(round);
+  Agent a, b;
+  const std::string tag = absl::StrCat(getpid(), "-", round);
+  if (!Attach(holder_presence, holder_roles, project, "fo-a-" + tag, 10, &a) ||
+      !Attach(presence, roles, project, "fo-b-" + tag, 5, &b)) {
+    return false;
+  }
+  grpc::ClientContext context;
+  hub::v1::EnsureRoleRequest ensure;
+  ensure.mutable_role_key()->set_project_id(project);
+  ensure.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
+  ensure.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_MANUAL);
+  ensure.set_cause_id("failover-bench");
+  hub::v1::EnsureRoleResponse ensured;
+  grpc::Status s = roles->EnsureRole(&context, ensure, &ensured);
+  if (!s.ok()) return Fail("EnsureRole: " + s.error_message());
+  if (!ActivateAndAck(&a)) return Fail("A was not activated");
+  const absl::Time died = absl::Now();
+  if (leave == "goodbye") {
+    AttachRequest goodbye;
+    goodbye.mutable_goodbye();
+    if (!a.stream->Write(goodbye)) return Fail("goodbye not sent");
+  } else if (leave == "release") {
+    grpc::ClientContext release_context;
+    hub::v1::ReleaseRoleRequest release;
+    release.mutable_role_key()->set_project_id(project);
+    release.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
+    release.set_agent_id("fo-a-" + tag);
+    release.set_epoch(ensured.receipt().epoch());
+    hub::v1::ReleaseRoleResponse released;
+    s = roles->ReleaseRole(&release_context, release, &released);
+    if (!s.ok()) return Fail("ReleaseRole: " + s.error_message());
+  } else if (leave == "hub_killed") {
+    if (kill(holder_pid, SIGKILL) != 0) {
+      return Fail(absl::StrCat("kill ", holder_pid, " failed"));
+    }
+  } else {
+    a.context->TryCancel();  // A's process is gone: its stream ends
+  }
+  if (!ActivateAndAck(&b)) return Fail("B was not activated");
+  ms->push_back(absl::ToDoubleMilliseconds(absl::Now() - died));
+  if (absl::GetFlag(FLAGS_print_rounds)) {
+    std::fprintf(stderr, "failover: round %d left at %lld ms took %.1f ms\n",
+                 round, static_cast<long long>(absl::ToUnixMillis(died)),
+                 ms->back());
+  }
+  b.context->TryCancel();
+  a.context->TryCancel();
+  return true;
+}
+
 // Hub failovers, one per round, appended to `ms`: the holder A on the hub
 // behind `holder_channel`, the successor B and every other call on
 // `channel`'s. False on an error.
@@ -171,51 +245,15 @@ bool RunHub(const std::shared_ptr<grpc::Channel>& channel,
   auto roles = hub::v1::RoleService::NewStub(channel);
   auto holder_presence = hub::v1::PresenceService::NewStub(holder_channel);
   auto holder_roles = hub::v1::RoleService::NewStub(holder_channel);
+  const bool skip_failed = absl::GetFlag(FLAGS_skip_failed_rounds);
+  int skipped = 0;
   for (int round = 0; round < rounds; ++round) {
-    const std::string project = ProjectId(round);
-    Agent a, b;
-    const std::string tag = absl::StrCat(getpid(), "-", round);
-    if (!Attach(holder_presence.get(), holder_roles.get(), project,
-                "fo-a-" + tag, 10, &a) ||
-        !Attach(presence.get(), roles.get(), project, "fo-b-" + tag, 5, &b)) {
-      return false;
+    if (!RunHubRound(presence.get(), roles.get(), holder_presence.get(),
+                     holder_roles.get(), round, leave, holder_pid, ms)) {
+      if (!skip_failed) return false;
+      std::fprintf(stderr, "failover: round %d skipped (%d so far)\n", round,
+                   ++skipped);
     }
-    grpc::ClientContext context;
-    hub::v1::EnsureRoleRequest ensure;
-    ensure.mutable_role_key()->set_project_id(project);
-    ensure.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
-    ensure.set_trigger(hub::v1::ENSURE_ROLE_TRIGGER_MANUAL);
-    ensure.set_cause_id("failover-bench");
-    hub::v1::EnsureRoleResponse ensured;
-    grpc::Status s = roles->EnsureRole(&context, ensure, &ensured);
-    if (!s.ok()) return Fail("EnsureRole: " + s.error_message());
-    if (!ActivateAndAck(&a)) return Fail("A was not activated");
-    const absl::Time died = absl::Now();
-    if (leave == "goodbye") {
-      AttachRequest goodbye;
-      goodbye.mutable_goodbye();
-      if (!a.stream->Write(goodbye)) return Fail("goodbye not sent");
-    } else if (leave == "release") {
-      grpc::ClientContext release_context;
-      hub::v1::ReleaseRoleRequest release;
-      release.mutable_role_key()->set_project_id(project);
-      release.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_CTO);
-      release.set_agent_id("fo-a-" + tag);
-      release.set_epoch(ensured.receipt().epoch());
-      hub::v1::ReleaseRoleResponse released;
-      s = roles->ReleaseRole(&release_context, release, &released);
-      if (!s.ok()) return Fail("ReleaseRole: " + s.error_message());
-    } else if (leave == "hub_killed") {
-      if (kill(holder_pid, SIGKILL) != 0) {
-        return Fail(absl::StrCat("kill ", holder_pid, " failed"));
-      }
-    } else {
-      a.context->TryCancel();  // A's process is gone: its stream ends
-    }
-    if (!ActivateAndAck(&b)) return Fail("B was not activated");
-    ms->push_back(absl::ToDoubleMilliseconds(absl::Now() - died));
-    b.context->TryCancel();
-    a.context->TryCancel();
   }
   return true;
 }
