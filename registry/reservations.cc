@@ -242,6 +242,7 @@ absl::StatusOr<ReservationPage> ReservationBook::List(
     if (absl::Status s = ValidateProject(*q.project_id); !s.ok()) return s;
     f.project_id = q.project_id;
   }
+  f.projects = q.projects;
   if (q.agent_id.has_value()) {
     if (absl::Status s = ValidateAgentId(*q.agent_id); !s.ok()) return s;
     f.agent_id = q.agent_id;

@@ -72,6 +72,8 @@ struct PathCheckInput {
 
 struct ReservationListQuery {
   std::optional<std::string> project_id;
+  // Only reservations of these projects, when set (a token's scope).
+  std::optional<std::vector<std::string>> projects;
   std::optional<std::string> agent_id;
   std::optional<std::string> path;  // a pattern; requires project_id
   int page_size = 0;                // 0: 100; at most 1000
