@@ -83,6 +83,12 @@ class ReservationGrpcTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return response;
   }
+  // `n` distinct patterns: p/0, p/1, ...
+  static std::vector<std::string> DistinctPatterns(int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("p/", i));
+    return out;
+  }
   // Waits (generous deadline) until no reservation conflicts with `path`.
   bool WaitUntilFree(const std::string& path) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -183,15 +189,14 @@ TEST_F(ReservationGrpcTest, BadRequestsAreInvalidArgumentWithTheirOwnReasons) {
     std::vector<std::string> patterns;
     const char* reason;
   };
-  for (const Case& c :
-       std::vector<Case>{{{"/etc/passwd"}, "RESERVATION_PATH_ABSOLUTE"},
-                         {{"src/../../x"}, "RESERVATION_PATH_PARENT"},
-                         {{""}, "RESERVATION_PATH_EMPTY"},
-                         {{"a//b"}, "RESERVATION_PATH_EMPTY"},
-                         {{"a\\b"}, "RESERVATION_PATH_INVALID"},
-                         {{}, "RESERVATION_TOO_MANY_PATTERNS"},
-                         {std::vector<std::string>(65, "x"),
-                          "RESERVATION_TOO_MANY_PATTERNS"}}) {
+  for (const Case& c : std::vector<Case>{
+           {{"/etc/passwd"}, "RESERVATION_PATH_ABSOLUTE"},
+           {{"src/../../x"}, "RESERVATION_PATH_PARENT"},
+           {{""}, "RESERVATION_PATH_EMPTY"},
+           {{"a//b"}, "RESERVATION_PATH_EMPTY"},
+           {{"a\\b"}, "RESERVATION_PATH_INVALID"},
+           {{}, "RESERVATION_TOO_MANY_PATTERNS"},
+           {DistinctPatterns(65), "RESERVATION_TOO_MANY_PATTERNS"}}) {
     grpc::Status s = Reserve(Request("agent-a", c.patterns));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.reason;
     EXPECT_EQ(Reason(s), c.reason);
@@ -212,6 +217,24 @@ TEST_F(ReservationGrpcTest, BadRequestsAreInvalidArgumentWithTheirOwnReasons) {
   EXPECT_EQ(Reason(unknown), "AGENT_NOT_FOUND");
   // Nothing of them was written.
   EXPECT_EQ(Check({"src/x", "a/b", "x"}).conflicts_size(), 0);
+}
+
+TEST_F(ReservationGrpcTest,
+       DuplicatesAfterNormalizationCountOnceTowardThePatternLimit) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  // 65 strings, 64 patterns: "./p/0" is "p/0" again.
+  std::vector<std::string> patterns = DistinctPatterns(64);
+  patterns.push_back("./p/0");
+  const hub::v1::Reservation r = ReserveOk(Request("agent-a", patterns));
+  ASSERT_EQ(r.patterns_size(), 64);
+  EXPECT_EQ(r.patterns(0), "p/0");
+  // The limit still holds for distinct patterns, however many strings.
+  std::vector<std::string> too_many = DistinctPatterns(65);
+  too_many.push_back("p/0/");
+  grpc::Status s = Reserve(Request("agent-a", too_many));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(s), "RESERVATION_TOO_MANY_PATTERNS");
+  EXPECT_EQ(ErrorInfoOf(s).metadata().at("limit_value"), "64");
 }
 
 TEST_F(ReservationGrpcTest, AReservationEndsWhenItsHoldersStreamIsGone) {
