@@ -18,6 +18,7 @@
 #include "hub/message_mapping.h"
 #include "hub/presence_mapping.h"
 #include "hub/proto_time.h"
+#include "hub/reservation_service.h"
 #include "hub/role_mapping.h"
 #include "hub/rpc_observer.h"
 #include "hub/v1/errors.pb.h"
@@ -290,6 +291,22 @@ class PresenceServiceImpl::AttachReactor final
     return true;
   }
 
+  // Pushes the end of one of the agent's reservations; false once the
+  // stream is closing.
+  bool DeliverReservationEnd(const ReservationEndNotice& notice) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    AttachResponse response;
+    hub::v1::PresenceEvent* event = response.mutable_event();
+    event->set_event_id(notice.event_id);
+    event->set_sequence(++event_sequence_);
+    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
+    *event->mutable_reservation_ended() =
+        ReservationChangeToProto(notice.change);
+    QueueLocked(std::move(response));
+    return true;
+  }
+
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
@@ -354,6 +371,10 @@ class PresenceServiceImpl::AttachReactor final
     bool DeliverRoleChange(const RoleChangeNotice& notice) override {
       absl::MutexLock lock(&mu_);
       return reactor_ != nullptr && reactor_->DeliverRoleChange(notice);
+    }
+    bool DeliverReservationEnd(const ReservationEndNotice& notice) override {
+      absl::MutexLock lock(&mu_);
+      return reactor_ != nullptr && reactor_->DeliverReservationEnd(notice);
     }
     void AnswerGoodbye(int64_t frame_id, const absl::Status& status) {
       absl::MutexLock lock(&mu_);

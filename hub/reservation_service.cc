@@ -260,8 +260,9 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ListReservations(
     hub::v1::ListReservationsResponse* response) {
   absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  // A token limited to some projects lists one project at a time.
-  if (!request->project_id().empty() || !ScopeOf(*principal).all) {
+  // A project named must be in the token's scope; without one, the list
+  // leaves the other projects out (auth.md, "Reads are scoped").
+  if (!request->project_id().empty()) {
     if (absl::Status s = RequireProject(*principal, request->project_id());
         !s.ok()) {
       return FinishUnary(context, s);
@@ -271,7 +272,11 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ListReservations(
     return FinishUnary(context, admit);
   }
   ReservationListQuery q;
-  if (!request->project_id().empty()) q.project_id = request->project_id();
+  if (!request->project_id().empty()) {
+    q.project_id = request->project_id();
+  } else {
+    q.projects = ScopeOf(*principal).StoreProjects();
+  }
   if (!request->agent_id().empty()) q.agent_id = request->agent_id();
   if (!request->path().empty()) q.path = request->path();
   q.page_size = request->page_size();

@@ -89,6 +89,10 @@ class ReservationServiceImpl final
 
 // The wire form of a reservation.
 hub::v1::Reservation ReservationToProto(const storage::ReservationRecord& r);
+// The wire form of a reservation change (WatchReservations, and the
+// reservation_ended event of a presence stream).
+hub::v1::ReservationChange ReservationChangeToProto(
+    const storage::ReservationChange& change);
 
 }  // namespace hub
 

@@ -62,6 +62,17 @@ absl::Status ShuttingDown() {
 
 }  // namespace
 
+hub::v1::ReservationChange ReservationChangeToProto(
+    const storage::ReservationChange& change) {
+  hub::v1::ReservationChange c;
+  c.set_kind(KindOf(change.kind));
+  *c.mutable_reservation() = ReservationToProto(change.reservation);
+  c.set_seq(change.seq);
+  *c.mutable_changed_at() =
+      ToProtoTimestamp(absl::FromUnixMillis(change.written_at_ms));
+  return c;
+}
+
 class ReservationServiceImpl::WatchReactor final
     : public grpc::ServerWriteReactor<WatchReservationsResponse> {
  public:
@@ -213,12 +224,7 @@ class ReservationServiceImpl::WatchReactor final
       return;
     }
     WatchReservationsResponse item;
-    hub::v1::ReservationChange* c = item.mutable_change();
-    c->set_kind(KindOf(change.kind));
-    *c->mutable_reservation() = ReservationToProto(change.reservation);
-    c->set_seq(change.seq);
-    *c->mutable_changed_at() =
-        ToProtoTimestamp(absl::FromUnixMillis(change.written_at_ms));
+    *item.mutable_change() = ReservationChangeToProto(change);
     outbox_.push_back(std::move(item));
     PumpLocked();
   }

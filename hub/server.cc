@@ -420,6 +420,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     if (!held.ok()) return held.status();
     server->reservations_held_ = std::move(*held);
   }
+  // A holder whose reservation ends without its release is told on its
+  // presence stream.
+  server->reservation_ends_ = std::make_unique<ReservationEndFanout>(
+      reservation_feed, server->presence_.get(), ids);
+  if (absl::Status s = server->reservation_ends_->Start(); !s.ok()) return s;
   server->reservation_waits_ =
       std::make_unique<ReservationWaits>(reservations, reservation_feed, clock);
   server->reservation_waits_->SetObserver(

@@ -43,6 +43,7 @@
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
+#include "registry/reservation_end_fanout.h"
 #include "registry/reservation_feed.h"
 #include "registry/reservation_waits.h"
 #include "registry/reservations.h"
@@ -246,6 +247,8 @@ class HubServer {
   std::unique_ptr<ChangeHints> reservation_hints_;  // null on SQLite
   // Feeds metrics_'s hub_reservations_held.
   std::unique_ptr<ReservationFeed::Subscription> reservations_held_;
+  // After the feed and presence_ (it uses both).
+  std::unique_ptr<ReservationEndFanout> reservation_ends_;
   std::unique_ptr<ReservationBook> reservations_;
   // After reservations_ and the feed (it uses both).
   std::unique_ptr<ReservationWaits> reservation_waits_;

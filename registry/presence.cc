@@ -820,6 +820,12 @@ bool PresenceRegistry::DeliverRoleChange(const std::string& agent_id,
   return stream != nullptr && stream->DeliverRoleChange(notice);
 }
 
+bool PresenceRegistry::DeliverReservationEnd(
+    const std::string& agent_id, const ReservationEndNotice& notice) {
+  std::shared_ptr<PresenceStream> stream = LiveStream(agent_id);
+  return stream != nullptr && stream->DeliverReservationEnd(notice);
+}
+
 StreamProbeResult PresenceRegistry::ProbeStream(const std::string& agent_id,
                                                 RoleProbeEnvelope probe,
                                                 absl::Duration timeout) {

@@ -92,6 +92,16 @@ using AgentArrivalListener = std::function<void(const std::string& agent_id)>;
 // Whether a capabilities JSON array names a role candidacy.
 bool NamesRoleCandidacy(const std::string& capabilities_json);
 
+// A reservation of the agent's that ended without its release
+// (ReservationEndFanout), as pushed to its presence stream.
+struct ReservationEndNotice {
+  // The event's id (UUIDv7), unique per notice.
+  std::string event_id;
+  // The change that ended it (kForced, kExpired or kHolderGone), with the
+  // reservation as it was.
+  storage::ReservationChange change;
+};
+
 // A presence stream as the registry sees it (implemented by the gRPC edge).
 class PresenceStream {
  public:
@@ -120,6 +130,12 @@ class PresenceStream {
   // Pushes a role change to the agent; false if the stream is closing or
   // does not carry role changes. Must not block.
   virtual bool DeliverRoleChange(const RoleChangeNotice& notice) {
+    (void)notice;
+    return false;
+  }
+  // Pushes the end of one of the agent's reservations; false if the stream
+  // is closing or does not carry them. Must not block.
+  virtual bool DeliverReservationEnd(const ReservationEndNotice& notice) {
     (void)notice;
     return false;
   }
@@ -287,6 +303,9 @@ class PresenceRegistry {
   // Pushes `notice` on the agent's attached stream; false when none.
   bool DeliverRoleChange(const std::string& agent_id,
                          const RoleChangeNotice& notice);
+  // Pushes `notice` on the agent's attached stream; false when none.
+  bool DeliverReservationEnd(const std::string& agent_id,
+                             const ReservationEndNotice& notice);
   // Probes the agent over its attached stream: pushes `probe` (its probe_id
   // and deadline set here) and blocks until the agent answers, the stream
   // ends, or `timeout` (real time) passes. Call without locks held, off

@@ -68,13 +68,16 @@ absl::StatusOr<int64_t> ReservationBook::TtlMs(
 
 absl::StatusOr<std::vector<std::string>> ReservationBook::NormalizePatterns(
     const std::vector<std::string>& patterns, size_t max, bool literal) {
-  if (patterns.empty() || patterns.size() > max) {
+  auto too_many = [max](absl::string_view got) {
     return WithMetadata(
-        InvalidArgumentError("RESERVATION_TOO_MANY_PATTERNS",
-                             absl::StrCat("between 1 and ", max,
-                                          " patterns, got ", patterns.size())),
+        InvalidArgumentError(
+            "RESERVATION_TOO_MANY_PATTERNS",
+            absl::StrCat("between 1 and ", max,
+                         " distinct patterns after normalization, got ", got)),
         "limit_value", absl::StrCat(max));
-  }
+  };
+  if (patterns.empty()) return too_many("none");
+  // The limit counts what is reserved: spellings of one pattern count once.
   std::vector<std::string> out;
   std::set<std::string> seen;
   for (const std::string& p : patterns) {
@@ -82,7 +85,9 @@ absl::StatusOr<std::vector<std::string>> ReservationBook::NormalizePatterns(
         literal ? paths::PathPattern::ParseLiteral(p)
                 : paths::PathPattern::Parse(p);
     if (!parsed.ok()) return parsed.status();
-    if (seen.insert(parsed->text()).second) out.push_back(parsed->text());
+    if (!seen.insert(parsed->text()).second) continue;
+    if (out.size() == max) return too_many("more");
+    out.push_back(parsed->text());
   }
   return out;
 }
@@ -242,6 +247,7 @@ absl::StatusOr<ReservationPage> ReservationBook::List(
     if (absl::Status s = ValidateProject(*q.project_id); !s.ok()) return s;
     f.project_id = q.project_id;
   }
+  f.projects = q.projects;
   if (q.agent_id.has_value()) {
     if (absl::Status s = ValidateAgentId(*q.agent_id); !s.ok()) return s;
     f.agent_id = q.agent_id;

@@ -72,6 +72,8 @@ struct PathCheckInput {
 
 struct ReservationListQuery {
   std::optional<std::string> project_id;
+  // Only reservations of these projects, when set (a token's scope).
+  std::optional<std::vector<std::string>> projects;
   std::optional<std::string> agent_id;
   std::optional<std::string> path;  // a pattern; requires project_id
   int page_size = 0;                // 0: 100; at most 1000
@@ -161,8 +163,9 @@ class ReservationBook {
   static absl::Status ValidateWatch(const std::string& project_id,
                                     const std::string& agent_id);
 
-  // The normalized, distinct patterns, or the first pattern reason.
-  // `literal`: paths.
+  // The normalized, distinct patterns, or the first pattern reason:
+  // RESERVATION_TOO_MANY_PATTERNS when none, or more than `max` distinct
+  // (duplicates after normalization count once). `literal`: paths.
   static absl::StatusOr<std::vector<std::string>> NormalizePatterns(
       const std::vector<std::string>& patterns, size_t max, bool literal);
 

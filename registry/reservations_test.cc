@@ -74,7 +74,9 @@ TEST_F(ReservationBookTest, BadRequestsHaveTheirOwnReasonsAndWriteNothing) {
   EXPECT_EQ(ReasonOfReserve(In("a", {"src"})), "AGENT_ID_INVALID");
   EXPECT_EQ(ReasonOfReserve(In("agent-a", {})),
             "RESERVATION_TOO_MANY_PATTERNS");
-  EXPECT_EQ(ReasonOfReserve(In("agent-a", std::vector<std::string>(65, "x"))),
+  std::vector<std::string> too_many;
+  for (int i = 0; i < 65; ++i) too_many.push_back(absl::StrCat("p", i));
+  EXPECT_EQ(ReasonOfReserve(In("agent-a", too_many)),
             "RESERVATION_TOO_MANY_PATTERNS");
   EXPECT_EQ(ReasonOfReserve(In("agent-a", {"ok", "/etc"})),
             "RESERVATION_PATH_ABSOLUTE");

@@ -224,6 +224,10 @@ struct ReservationRelease {
 // only, by reservation_id.
 struct ReservationFilter {
   std::optional<std::string> project_id;
+  // Only reservations whose project is one of these, when set (an empty
+  // list matches nothing). Not applied with `overlapping`, which names its
+  // project.
+  std::optional<std::vector<std::string>> projects;
   std::optional<std::string> agent_id;
   // Only reservations with a pattern overlapping this normalized pattern.
   // REQUIRES: project_id set.

@@ -324,7 +324,9 @@ class SqliteReservationRows final : public ReservationRows {
         conn_.Prepare("SELECT " HUB_RES_COLUMNS
                       " FROM hub_reservations r WHERE r.reservation_id > ?2 "
                       "AND (?3 IS NULL OR r.project_id = ?3) "
-                      "AND (?4 IS NULL OR r.agent_id = ?4) AND " HUB_RES_LIVE
+                      "AND (?4 IS NULL OR r.agent_id = ?4) "
+                      "AND (?6 IS NULL OR r.project_id IN "
+                      "(SELECT value FROM json_each(?6))) AND " HUB_RES_LIVE
                       " ORDER BY r.reservation_id LIMIT ?5");
     if (!s.ok()) return s.status();
     s->Bind(1, f.now_ms)
@@ -332,6 +334,7 @@ class SqliteReservationRows final : public ReservationRows {
         .Bind(3, f.project_id)
         .Bind(4, f.agent_id)
         .Bind(5, std::max<int64_t>(f.limit, 1));
+    rows::BindList(*s, 6, f.projects);
     absl::StatusOr<std::vector<ReservationRecord>> out =
         rows::ReadAll<ReservationRecord>(*s, ReadReservation);
     if (!out.ok()) return out;

@@ -384,6 +384,15 @@ TEST_P(Reservations, ListFiltersByProjectAgentAndPathInIdOrder) {
             std::vector<std::string>({a1.reservation_id, a2.reservation_id}));
   page.after_reservation_id = a2.reservation_id;
   EXPECT_EQ(ids(page), std::vector<std::string>({b1.reservation_id}));
+  // A set of projects (a token's scope) in place of one.
+  ReservationFilter scoped;
+  scoped.now_ms = kNow;
+  scoped.projects = std::vector<std::string>{"prj_2"};
+  ASSERT_EQ(ids(scoped).size(), 1u);
+  scoped.projects = std::vector<std::string>{"prj_1", "prj_3"};
+  EXPECT_EQ(ids(scoped), ids(f));
+  scoped.projects = std::vector<std::string>{};
+  EXPECT_TRUE(ids(scoped).empty());
 }
 
 TEST_P(Reservations, CheckIsADryRunThatExemptsTheAsker) {

@@ -2,7 +2,9 @@
 // releases only as agents it owns and only in its projects; checks and
 // lists stay in the token's projects; forcing a release needs operator
 // rights on the reservation's project.
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "tests/auth_grpc_fixture.h"
 
@@ -61,16 +63,57 @@ TEST_F(AuthReservationTest,
   EXPECT_EQ(Reason(reservations_->CheckReservations(As(kAlice).get(), check,
                                                     &checked)),
             "PROJECT_SCOPE_MISMATCH");
-  hub::v1::ListReservationsRequest everywhere;  // no project: not for alice
+  hub::v1::ListReservationsRequest elsewhere;
+  elsewhere.set_project_id(kOtherProject);
   hub::v1::ListReservationsResponse listed;
-  EXPECT_EQ(Reason(reservations_->ListReservations(As(kAlice).get(), everywhere,
+  EXPECT_EQ(Reason(reservations_->ListReservations(As(kAlice).get(), elsewhere,
                                                    &listed)),
             "PROJECT_SCOPE_MISMATCH");
-  everywhere.set_project_id(kProject);
+  hub::v1::ListReservationsRequest here;
+  here.set_project_id(kProject);
   ASSERT_TRUE(
-      reservations_->ListReservations(As(kBob).get(), everywhere, &listed)
-          .ok());
+      reservations_->ListReservations(As(kBob).get(), here, &listed).ok());
   EXPECT_EQ(listed.reservations_size(), 1);
+}
+
+TEST_F(AuthReservationTest,
+       AListingThatNamesNoProjectLeavesTheOtherProjectsOutSilently) {
+  Start(/*tls=*/false);
+  ASSERT_TRUE(Register(kAlice, "alice-1").ok());
+  ASSERT_TRUE(Register(kCarol, "carol-1", kOtherProject).ok());
+  hub::v1::Reservation mine;
+  hub::v1::Reservation theirs;
+  ASSERT_TRUE(Reserve(kAlice, "alice-1", kProject, &mine).ok());
+  ASSERT_TRUE(Reserve(kCarol, "carol-1", kOtherProject, &theirs).ok());
+  auto ids = [this](const std::string& token,
+                    const hub::v1::ListReservationsRequest& request) {
+    std::vector<std::string> out;
+    hub::v1::ListReservationsRequest page = request;
+    page.set_page_size(1);  // the scope applies before paging
+    for (;;) {
+      hub::v1::ListReservationsResponse listed;
+      grpc::Status s =
+          reservations_->ListReservations(As(token).get(), page, &listed);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      for (const hub::v1::Reservation& r : listed.reservations()) {
+        out.push_back(r.reservation_id());
+      }
+      if (!s.ok() || listed.next_page_token().empty()) return out;
+      page.set_page_token(listed.next_page_token());
+    }
+  };
+  const hub::v1::ListReservationsRequest everywhere;
+  EXPECT_EQ(ids(kAlice, everywhere),
+            std::vector<std::string>{mine.reservation_id()});
+  EXPECT_EQ(ids(kCarol, everywhere),
+            std::vector<std::string>{theirs.reservation_id()});
+  hub::v1::ListReservationsRequest carols = everywhere;
+  carols.set_agent_id("carol-1");
+  EXPECT_TRUE(ids(kAlice, carols).empty());
+  std::vector<std::string> all = {mine.reservation_id(),
+                                  theirs.reservation_id()};
+  std::sort(all.begin(), all.end());
+  EXPECT_EQ(ids(kOps, everywhere), all);
 }
 
 TEST_F(AuthReservationTest, ForcingAReleaseNeedsOperatorRightsOnItsProject) {

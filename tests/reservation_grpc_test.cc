@@ -83,6 +83,24 @@ class ReservationGrpcTest : public ::testing::Test {
     EXPECT_TRUE(s.ok()) << s.error_message();
     return response;
   }
+  // `n` distinct patterns: p/0, p/1, ...
+  static std::vector<std::string> DistinctPatterns(int n) {
+    std::vector<std::string> out;
+    for (int i = 0; i < n; ++i) out.push_back(absl::StrCat("p/", i));
+    return out;
+  }
+  // Reads `agent`'s stream up to its next reservation_ended event; fails
+  // the test if the stream ends first.
+  static hub::v1::ReservationChange NextReservationEnd(AttachedAgent& agent) {
+    hub::v1::AttachResponse frame;
+    while (agent.stream->Read(&frame)) {
+      if (frame.event().has_reservation_ended()) {
+        return frame.event().reservation_ended();
+      }
+    }
+    ADD_FAILURE() << "the stream ended without a reservation_ended event";
+    return {};
+  }
   // Waits (generous deadline) until no reservation conflicts with `path`.
   bool WaitUntilFree(const std::string& path) {
     const absl::Time deadline = absl::Now() + absl::Seconds(30);
@@ -183,15 +201,14 @@ TEST_F(ReservationGrpcTest, BadRequestsAreInvalidArgumentWithTheirOwnReasons) {
     std::vector<std::string> patterns;
     const char* reason;
   };
-  for (const Case& c :
-       std::vector<Case>{{{"/etc/passwd"}, "RESERVATION_PATH_ABSOLUTE"},
-                         {{"src/../../x"}, "RESERVATION_PATH_PARENT"},
-                         {{""}, "RESERVATION_PATH_EMPTY"},
-                         {{"a//b"}, "RESERVATION_PATH_EMPTY"},
-                         {{"a\\b"}, "RESERVATION_PATH_INVALID"},
-                         {{}, "RESERVATION_TOO_MANY_PATTERNS"},
-                         {std::vector<std::string>(65, "x"),
-                          "RESERVATION_TOO_MANY_PATTERNS"}}) {
+  for (const Case& c : std::vector<Case>{
+           {{"/etc/passwd"}, "RESERVATION_PATH_ABSOLUTE"},
+           {{"src/../../x"}, "RESERVATION_PATH_PARENT"},
+           {{""}, "RESERVATION_PATH_EMPTY"},
+           {{"a//b"}, "RESERVATION_PATH_EMPTY"},
+           {{"a\\b"}, "RESERVATION_PATH_INVALID"},
+           {{}, "RESERVATION_TOO_MANY_PATTERNS"},
+           {DistinctPatterns(65), "RESERVATION_TOO_MANY_PATTERNS"}}) {
     grpc::Status s = Reserve(Request("agent-a", c.patterns));
     EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << c.reason;
     EXPECT_EQ(Reason(s), c.reason);
@@ -212,6 +229,80 @@ TEST_F(ReservationGrpcTest, BadRequestsAreInvalidArgumentWithTheirOwnReasons) {
   EXPECT_EQ(Reason(unknown), "AGENT_NOT_FOUND");
   // Nothing of them was written.
   EXPECT_EQ(Check({"src/x", "a/b", "x"}).conflicts_size(), 0);
+}
+
+TEST_F(ReservationGrpcTest,
+       DuplicatesAfterNormalizationCountOnceTowardThePatternLimit) {
+  RegisterAgentOk(presence_.get(), "agent-a");
+  // 65 strings, 64 patterns: "./p/0" is "p/0" again.
+  std::vector<std::string> patterns = DistinctPatterns(64);
+  patterns.push_back("./p/0");
+  const hub::v1::Reservation r = ReserveOk(Request("agent-a", patterns));
+  ASSERT_EQ(r.patterns_size(), 64);
+  EXPECT_EQ(r.patterns(0), "p/0");
+  // The limit still holds for distinct patterns, however many strings.
+  std::vector<std::string> too_many = DistinctPatterns(65);
+  too_many.push_back("p/0/");
+  grpc::Status s = Reserve(Request("agent-a", too_many));
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(s), "RESERVATION_TOO_MANY_PATTERNS");
+  EXPECT_EQ(ErrorInfoOf(s).metadata().at("limit_value"), "64");
+}
+
+TEST_F(ReservationGrpcTest,
+       AHolderIsToldOnItsStreamWhenItsReservationIsForcedOrExpires) {
+  const int64_t a_generation = RegisterAgentOk(presence_.get(), "agent-a");
+  const int64_t b_generation = RegisterAgentOk(presence_.get(), "agent-b");
+  AttachedAgent a =
+      AttachOk(presence_.get(), "agent-a", a_generation, absl::Seconds(60));
+  AttachedAgent b =
+      AttachOk(presence_.get(), "agent-b", b_generation, absl::Seconds(60));
+  const hub::v1::Reservation forced = ReserveOk(Request("agent-a", {"src"}));
+  const hub::v1::Reservation released = ReserveOk(Request("agent-a", {"doc"}));
+  const hub::v1::Reservation bs = ReserveOk(Request("agent-b", {"tools"}));
+  auto force = [this](const hub::v1::Reservation& r) {
+    hub::v1::ForceReleaseReservationRequest request;
+    request.set_reservation_id(r.reservation_id());
+    hub::v1::ForceReleaseReservationResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        reservations_->ForceReleaseReservation(&context, request, &response)
+            .ok());
+  };
+  // Its own release is not news to the holder; a forced one is, and only
+  // to the holder (the events follow the change log's order).
+  {
+    hub::v1::ReleaseReservationRequest release;
+    release.set_reservation_id(released.reservation_id());
+    release.set_agent_id("agent-a");
+    hub::v1::ReleaseReservationResponse response;
+    grpc::ClientContext context;
+    ASSERT_TRUE(
+        reservations_->ReleaseReservation(&context, release, &response).ok());
+  }
+  force(forced);
+  force(bs);
+  const hub::v1::ReservationChange a_end = NextReservationEnd(a);
+  EXPECT_EQ(a_end.kind(), hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED);
+  EXPECT_EQ(a_end.reservation().reservation_id(), forced.reservation_id());
+  EXPECT_EQ(a_end.reservation().agent_id(), "agent-a");
+  EXPECT_EQ(a_end.reservation().token(), forced.token());
+  ASSERT_EQ(a_end.reservation().patterns_size(), 1);
+  EXPECT_EQ(a_end.reservation().patterns(0), "src");
+  EXPECT_GT(a_end.seq(), 0);
+  const hub::v1::ReservationChange b_end = NextReservationEnd(b);
+  EXPECT_EQ(b_end.kind(), hub::v1::RESERVATION_CHANGE_KIND_FORCE_RELEASED);
+  EXPECT_EQ(b_end.reservation().reservation_id(), bs.reservation_id());
+
+  // A TTL that passes unrenewed ends it too (told once the hub deletes it).
+  ReserveRequest brief = Request("agent-a", {"tmp"});
+  brief.mutable_ttl()->set_seconds(1);
+  const hub::v1::Reservation expiring = ReserveOk(brief);
+  const hub::v1::ReservationChange expired = NextReservationEnd(a);
+  EXPECT_EQ(expired.kind(), hub::v1::RESERVATION_CHANGE_KIND_EXPIRED);
+  EXPECT_EQ(expired.reservation().reservation_id(), expiring.reservation_id());
+  a.context->TryCancel();
+  b.context->TryCancel();
 }
 
 TEST_F(ReservationGrpcTest, AReservationEndsWhenItsHoldersStreamIsGone) {

@@ -304,10 +304,11 @@ class PgReservationRows final : public ReservationRows {
         "SELECT " HUB_RES_COLUMNS
         " FROM hub_reservations r WHERE r.reservation_id > $2 "
         "AND ($3::text IS NULL OR r.project_id = $3) "
-        "AND ($4::text IS NULL OR r.agent_id = $4) AND " HUB_PG_RES_LIVE(
-            "$1") " ORDER BY r.reservation_id LIMIT $5",
+        "AND ($4::text IS NULL OR r.agent_id = $4) "
+        "AND ($6::text[] IS NULL OR r.project_id = ANY($6::text[])) "
+        "AND " HUB_PG_RES_LIVE("$1") " ORDER BY r.reservation_id LIMIT $5",
         {P(f.now_ms), P(f.after_reservation_id), P(f.project_id), P(f.agent_id),
-         P(std::max<int64_t>(f.limit, 1))});
+         P(std::max<int64_t>(f.limit, 1)), OptTextArray(f.projects)});
     if (!r.ok()) return r.status();
     std::vector<ReservationRecord> out =
         ReadAll<ReservationRecord>(*r, ReadReservation);

@@ -1,7 +1,8 @@
 'use strict';
 // What the hooks say about this session's own path reservations
 // (docs/design/mcp.md, "Reservations in the hook context"): one line per
-// reservation that ends soon or that another agent waits for.
+// reservation that ends soon or that another agent waits for, and one event
+// (endedText) when one ended without this agent's release.
 //
 // The server lists its agent's live reservations in its project (one
 // ListReservations, which also says who waits for each) when the session
@@ -33,6 +34,33 @@ function clip(text, max) {
   return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
 }
 
+// "src docs (+2 more) (exclusive, <id>, fencing token 7)": a reservation as
+// the hooks name it.
+function describe(r) {
+  const patterns = r.patterns.slice(0, MAX_PATTERNS_SHOWN).join(' ') +
+    (r.patterns.length > MAX_PATTERNS_SHOWN ? ` (+${r.patterns.length - MAX_PATTERNS_SHOWN} more)` : '');
+  const mode = r.mode === 'RESERVATION_MODE_SHARED' ? 'shared' : 'exclusive';
+  return `${patterns} (${mode}, ${r.reservationId}, fencing token ${r.token})`;
+}
+
+const ENDED_HOW = {
+  RESERVATION_CHANGE_KIND_FORCE_RELEASED: 'was force-released by an operator',
+  RESERVATION_CHANGE_KIND_EXPIRED: 'expired (its TTL passed unrenewed)',
+  RESERVATION_CHANGE_KIND_HOLDER_GONE: 'ended with the presence that reserved it',
+};
+
+/**
+ * The hook line for a reservation of this agent's that ended without its
+ * release (a presence stream's reservation_ended event), or null for a
+ * change that is not such an end.
+ */
+function endedText(change) {
+  const how = change && change.reservation && ENDED_HOW[change.kind];
+  if (!how) return null;
+  return clip(`${describe(change.reservation)} ${how}; stop editing those paths ` +
+    '(hub_reserve claims them again)', MAX_TEXT);
+}
+
 /**
  * The record the hook reads for one listed reservation:
  * {showFromS, untilS, waited, text}; the hook appends "N s left".
@@ -40,9 +68,6 @@ function clip(text, max) {
 function noteOf(r) {
   const created = ms(r.createdAt);
   const expires = ms(r.expiresAt);
-  const patterns = r.patterns.slice(0, MAX_PATTERNS_SHOWN).join(' ') +
-    (r.patterns.length > MAX_PATTERNS_SHOWN ? ` (+${r.patterns.length - MAX_PATTERNS_SHOWN} more)` : '');
-  const mode = r.mode === 'RESERVATION_MODE_SHARED' ? 'shared' : 'exclusive';
   const count = Number(r.waiterCount || 0);
   let waits = '';
   if (count > 0) {
@@ -51,7 +76,7 @@ function noteOf(r) {
     waits = `; waited for by ${agents.join(', ')}${others > 0 ? ` and ${others} more waiting reserve(s)` : ''}` +
       ' (release it when done)';
   }
-  const text = clip(`${patterns} (${mode}, ${r.reservationId}, fencing token ${r.token})${waits}`, MAX_TEXT);
+  const text = clip(`${describe(r)}${waits}`, MAX_TEXT);
   return {
     showFromS: Math.floor((expires - thresholdMs(created, expires)) / 1000),
     untilS: Math.floor(expires / 1000),
@@ -138,4 +163,4 @@ class ReservationNotes {
   }
 }
 
-module.exports = { ReservationNotes, noteOf, due, thresholdMs, DEFAULT_POLL_MS, MAX_NOTES };
+module.exports = { ReservationNotes, noteOf, endedText, due, thresholdMs, DEFAULT_POLL_MS, MAX_NOTES };

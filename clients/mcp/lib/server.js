@@ -14,7 +14,7 @@ const { HubClient } = require('../../node/lib/client');
 const { PresenceSession } = require('../../node/lib/session');
 const { resolveIdentity, tmuxLocator } = require('./identity');
 const { LocalChannel } = require('./local_channel');
-const { ReservationNotes, DEFAULT_POLL_MS } = require('./reservation_notes');
+const { ReservationNotes, DEFAULT_POLL_MS, endedText } = require('./reservation_notes');
 const { TOOLS, FIELD_REASONS } = require('./tools');
 const { roleName, firstLine } = require('./render');
 const { ToolError, errorResult } = require('./errors');
@@ -115,6 +115,12 @@ class HubMcpServer {
       if (r.state === 'ROLE_STATE_ACTIVE' && change.previousState !== 'ROLE_STATE_ACTIVE') {
         this._announce('role', `${roleName(r.roleKey)} is now held by ${r.holderAgentId} at epoch ${r.epoch}`);
       }
+    });
+    session.on('reservationEnded', (change) => {
+      const text = endedText(change);
+      if (!text) return;
+      this._announce('reservation lost', text);
+      this.reservationNotes.refresh();
     });
     session.on('authorityLost', ({ reason }) => {
       this._announce('presence', `hub-mcp lost the agent ${id.agentId} (${reason}): another ` +

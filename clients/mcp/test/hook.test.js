@@ -189,13 +189,45 @@ test('the hooks name the reservations of mine someone waits for or that end soon
       'it ends in (\\d) s\n$').exec(ending);
     assert.ok(m2, ending);
     assert.ok(Number(m2[1]) >= 1 && Number(m2[1]) <= 4, ending);
-    // Once it has ended, the hooks say nothing of it.
+    // Once it has ended, the hooks say so once, then nothing of it.
+    const expired = await waitFor('the expiry line', async () => {
+      const r = await runHook('PostToolUse');
+      return r.stdout.includes('expired') ? context(r, 'PostToolUse') : null;
+    }, 60000);
+    assert.equal(expired, 'hub: new since your last look:\n' +
+      `hub reservation lost: soon/x.cc (exclusive, ${soon.reservation_id}, fencing token ${soon.token}) ` +
+      'expired (its TTL passed unrenewed); stop editing those paths (hub_reserve claims them again)\n');
     await waitFor('the ended reservation gone from the hooks', async () =>
       !(await runHook('PostToolUse')).stdout.includes('soon/x.cc'), 60000);
     const quiet = await runHook('UserPromptSubmit');
     assert.deepEqual([quiet.code, quiet.stdout], [0, '']);
   } finally {
     await w.close();
+    await m.close();
+  }
+});
+
+test('a reservation of mine force-released by an operator is named once in the next hook output', async () => {
+  const m = await startMcp({ hub: hubd.address, agentId: 'mcp-res-forced' });
+  try {
+    await attached(m);
+    const r = await m.call('hub_reserve', { patterns: ['forced/a.cc', 'forced/b/'], ttl_seconds: 3600 });
+    assert.equal(r.isError, undefined, JSON.stringify(r));
+    const held = r.structuredContent;
+    await hub.reservations.forceReleaseReservation({ reservationId: held.reservation_id });
+    const told = await waitFor('the force-release line', async () => {
+      const h = await runHook('PostToolUse');
+      return h.stdout.includes('force-released') ? context(h, 'PostToolUse') : null;
+    });
+    assert.equal(told, 'hub: new since your last look:\n' +
+      `hub reservation lost: forced/a.cc forced/b (exclusive, ${held.reservation_id}, fencing token ${held.token}) ` +
+      'was force-released by an operator; stop editing those paths (hub_reserve claims them again)\n');
+    // Shown once; the MCP client got it as a notice too.
+    const after = await runHook('UserPromptSubmit');
+    assert.ok(!after.stdout.includes('force-released'), after.stdout);
+    await waitFor('the MCP notice', async () => m.notifications.some((n) =>
+      String(n.params && n.params.data).startsWith(`reservation lost: forced/a.cc forced/b (exclusive, ${held.reservation_id}`)));
+  } finally {
     await m.close();
   }
 });

@@ -134,7 +134,7 @@ export class PresenceSession extends EventEmitter {
   ackMessages(messageIds: string[]): Promise<Msg>;
   heartbeat(): Promise<Msg>;
 
-  on(event: 'registered' | 'attached' | 'heartbeat' | 'fencing' | 'roleActivation' | 'roleActivationDeclined' | 'roleActivationCancel' | 'roleProbe' | 'roleChange', listener: (frame: Msg) => void): this;
+  on(event: 'registered' | 'attached' | 'heartbeat' | 'fencing' | 'roleActivation' | 'roleActivationDeclined' | 'roleActivationCancel' | 'roleProbe' | 'roleChange' | 'reservationEnded', listener: (frame: Msg) => void): this;
   on(event: 'message', listener: (delivery: Msg, ack: () => Promise<Msg>) => void): this;
   on(event: 'roleActivated', listener: (e: { activation: Msg; role: Msg | null; epoch: number }) => void): this;
   on(event: 'roleActivationFailed', listener: (e: { activation: Msg; error: HubError }) => void): this;

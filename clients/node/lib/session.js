@@ -33,6 +33,8 @@
 //   'roleProbe'   (RoleProbe) answered ready=true
 //   'roleChange'  (RoleChange)
 //   'roleLost'    ({roleKeyWire, epoch, reason}) a held role's authority ended
+//   'reservationEnded' (ReservationChange) a reservation of this agent ended
+//                 without its release: forced, expired or holder gone
 //   'fencing'     (FencingNotice) the hub is about to end the stream
 //   'disconnected' ({error: HubError|null, retryInMs, waitingForHub}) the
 //                 stream ended; a retry follows after retryInMs or, with
@@ -511,6 +513,9 @@ class PresenceSession extends EventEmitter {
         }
         break;
       }
+      case 'reservationEnded':
+        this.emit('reservationEnded', event.reservationEnded);
+        break;
       default:
         break;  // a kind this client does not know: ignored (presence.proto)
     }
