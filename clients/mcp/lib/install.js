@@ -339,9 +339,25 @@ function apply(install, o) {
   return { changes, notes };
 }
 
-function runInstall(command, flags) {
+// Where hub-mcp's npm dependencies must be for the server to start; the
+// entries install writes point the CLI there (HUB_MCP_MODULES). tools/setup.sh
+// of the checkout that holds this file installs them.
+const SETUP = path.resolve(__dirname, '..', '..', '..', 'tools', 'setup.sh');
+function checkModules(env) {
+  const dir = modulesDir(env);
+  if (fs.existsSync(path.join(dir, '@modelcontextprotocol', 'sdk', 'package.json'))) return;
+  const from = env.HUB_MCP_MODULES ? 'HUB_MCP_MODULES' : 'the default cache, as HUB_MCP_MODULES is not set';
+  throw new InstallError(`hub-mcp's npm dependencies are not in ${dir} (${from}): a CLI would start ` +
+    'the server and it would exit at once (the CLI says only "Connection closed"). Run ' +
+    `${SETUP} (it installs them into $HUB_CACHE_DIR/mcp/node_modules, ~/.cache/hub/mcp/node_modules by ` +
+    'default), or set HUB_MCP_MODULES to a node_modules directory that has them, then install again; ' +
+    'nothing was written');
+}
+
+function runInstall(command, flags, env = process.env) {
   const install = command === 'install';
   try {
+    if (install) checkModules(env);
     const { changes, notes } = apply(install, {
       client: flags.client, scope: flags.scope, hub: typeof flags.hub === 'string' ? flags.hub : undefined,
       tokenEnv: typeof flags['token-env'] === 'string' ? flags['token-env'] : undefined,
