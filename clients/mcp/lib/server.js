@@ -12,7 +12,7 @@ const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio
 const { CallToolRequestSchema, ListToolsRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 const { HubClient } = require('../../node/lib/client');
 const { PresenceSession } = require('../../node/lib/session');
-const { resolveIdentity, tmuxLocator } = require('./identity');
+const { resolveIdentity, tmuxLocator, startedForHealthCheck } = require('./identity');
 const { LocalChannel } = require('./local_channel');
 const { ReservationNotes, DEFAULT_POLL_MS } = require('./reservation_notes');
 const { TOOLS, FIELD_REASONS } = require('./tools');
@@ -56,6 +56,10 @@ class HubMcpServer {
       identity: this.identity, channel: this.channel,
       pollMs: o.reservationPollMs || DEFAULT_POLL_MS });
     this.mcp = this._makeMcp();
+    // Started by the CLI's `mcp list` / `mcp get`: answer the handshake, and
+    // register nothing (docs/design/mcp.md, "Health checks").
+    this.healthCheck = o.healthCheck !== undefined ? o.healthCheck
+      : startedForHealthCheck(o.cliPid || process.ppid);
     this._stopping = null;
     // How long the goodbye (Deregister) may take at the end before the
     // process exits without it (the detach grace then ends the presence).
@@ -272,12 +276,18 @@ class HubMcpServer {
 
   /** Starts the local channel, the MCP transport, then the presence session. */
   async start() {
-    this.channel.open();
-    this._refreshStart();
-    this.reservationNotes.start();
     const transport = new StdioServerTransport();
     transport.onclose = () => this.stop('stdin closed');
     process.stdin.on('end', () => this.stop('stdin closed'));
+    if (this.healthCheck) {
+      process.stderr.write('hub-mcp: started by a health check (the CLI\'s mcp command): ' +
+        'serving MCP without registering an agent\n');
+      await this.mcp.connect(transport);
+      return;
+    }
+    this.channel.open();
+    this._refreshStart();
+    this.reservationNotes.start();
     await this.mcp.connect(transport);
     this.session.start().catch(() => {});  // reconnects by itself; failures are announced
   }
@@ -287,6 +297,7 @@ class HubMcpServer {
     if (this._stopping) return this._stopping;
     process.stderr.write(`hub-mcp: stopping (${why})\n`);
     this._stopping = (async () => {
+      if (this.healthCheck) process.exit(0);
       this.reservationNotes.stop();
       this.channel.close();
       const timeout = new Promise((resolve) => setTimeout(resolve, this.goodbyeTimeoutMs).unref());
