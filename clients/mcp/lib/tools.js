@@ -203,8 +203,13 @@ tool('hub_send',
       activation: r.activation ? { disposition: lower('ENSURE_ROLE_DISPOSITION_', r.activation.disposition),
         holder_agent_id: r.activation.holderAgentId || null, epoch: r.activation.epoch } : null,
     };
+    // A role message is never handed to its own author (messages.md): one
+    // this session sends to a role it holds waits for the next holder.
+    const own = r.roleKeyWire && ctx.heldRoles().some((h) => h.role_key_wire === r.roleKeyWire);
     const text = `sent ${r.messageId} to ${args.to}: ${r.recipientCount} recipient(s)` +
-      (r.recipientCount === 0 && r.roleKeyWire ? ' (no active holder: kept as role backlog)' : '');
+      (r.recipientCount === 0 && r.roleKeyWire ? (own ? ' (you hold this role, and a role message is never ' +
+        'handed to its author: kept as role backlog for its next holder)' : ' (no active holder: kept as role ' +
+        'backlog)') : '');
     return { text, structured };
   });
 
