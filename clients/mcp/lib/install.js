@@ -329,8 +329,11 @@ function apply(install, o) {
       planJson(file, install, (d, f) => setMcpServer(d, f, entry), hooks('gemini'))]);
     if (install) {
       notes.push('Gemini CLI starts MCP servers and runs hooks, the user\'s too, only in trusted folders: ' +
-        'trust the project folder when it asks (or with /permissions); gemini -p needs --skip-trust ' +
-        'or GEMINI_CLI_TRUST_WORKSPACE=true in a folder not trusted yet.');
+        'trust the project folder when it asks (or with /permissions); in a folder not trusted yet, run ' +
+        (scope === 'project'
+          ? 'it with GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust starts gemini -p, but Gemini CLI reads ' +
+            'the project\'s settings before it applies that flag: no hub server, no hooks).'
+          : 'gemini -p with --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.'));
     }
   } else {
     throw new InstallError('--client must be claude, codex or gemini');
