@@ -193,6 +193,8 @@ class HubMcpServer {
           continue;  // the next attach asks again; the hooks say it is unknown meanwhile
         }
         this.inherited = this.inherited.filter((x) => x !== r);
+        // The state line goes with the news that replaces it, never after.
+        this.channel.setState(this._stateText(this._mayHold()));
         const still = role.state === 'ROLE_STATE_ACTIVE' && role.holderAgentId === r.agent_id && role.epoch === r.epoch;
         if (still && r.agent_id === this.identity.agentId) {
           this.manualRoles.set(r.wire, { roleKey: role.roleKey, epoch: role.epoch, activationId: role.activationId });
