@@ -284,7 +284,10 @@ absl::StatusOr<Messaging::Address> Messaging::Resolve(
   address.default_topic = "role";
   address.handovers_seen = Handovers(key->wire);  // before the role's row
   address.holder_role = LiveHolder(key->wire, now_ms);
-  if (address.holder_role.has_value())
+  // A role message is for the role's holders other than its author: an
+  // author holding the role leaves it as backlog for the next holder.
+  if (address.holder_role.has_value() &&
+      *address.holder_role->holder_agent_id != input.from_agent_id)
     address.recipients = {*address.holder_role->holder_agent_id};
   return address;
 }
@@ -326,7 +329,7 @@ absl::StatusOr<Messaging::Prepared> Messaging::Prepare(
 }
 
 bool Messaging::NeedsEnsure(const Prepared& p) const {
-  return p.address.role.has_value() && p.recipients.empty() &&
+  return p.address.role.has_value() && !p.address.holder_role.has_value() &&
          activator_ != nullptr;
 }
 
@@ -475,6 +478,7 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
   const std::optional<RoleRecord> holder =
       LiveHolder(*m.role_key_wire, UnixMillis(clock_->Now()));
   if (!holder.has_value()) return;  // the next activation hands it over
+  if (*holder->holder_agent_id == m.from_agent) return;  // not to its author
   absl::StatusOr<bool> added =
       store_->AddRecipient(m.id, *holder->holder_agent_id);
   if (added.ok() && *added) {
@@ -711,6 +715,7 @@ BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
   // inbox (ListPending, re-attach) even if a push fails.
   std::vector<MessageRecord> handed;
   for (MessageRecord& m : *backlog) {
+    if (m.from_agent == holder) continue;  // stays for a holder not its author
     if (!store_->AddRecipient(m.id, holder).ok()) break;
     handed.push_back(std::move(m));
   }

@@ -54,7 +54,9 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
     // handing the backlog over meanwhile is noticed after the write.
     handovers_seen = Handovers(*m->role_key_wire);
     holder = LiveHolder(*m->role_key_wire, redrive.now_ms);
-    if (holder.has_value()) redrive.add_recipient = *holder->holder_agent_id;
+    // As a publish: never to its own author (it stays backlog).
+    if (holder.has_value() && *holder->holder_agent_id != m->from_agent)
+      redrive.add_recipient = *holder->holder_agent_id;
   }
   absl::StatusOr<storage::RedriveResult> done =
       store_->RedriveDeadLetter(redrive);

@@ -49,11 +49,12 @@ class RoleBacklogGrpcTest : public ::testing::Test {
     messages_ = hub::v1::MessageService::NewStub(channel);
   }
 
-  // Publishes to the project's cto; the hub's own ensure finds nobody.
-  std::string PublishToCto(int priority) {
+  // Publishes to the project's cto from `from`; the role hands it to nobody
+  // (no holder, or the holder is `from`).
+  std::string PublishToCto(int priority, const std::string& from = "sender-1") {
     grpc::ClientContext context;
     hub::v1::PublishRequest request;
-    request.set_from_agent_id("sender-1");
+    request.set_from_agent_id(from);
     request.set_to("topic:cto");
     request.set_project_id(testing::kStreamProject);
     request.set_priority(priority);
@@ -114,6 +115,21 @@ class RoleBacklogGrpcTest : public ::testing::Test {
       }
     }
     EXPECT_EQ(ids.size(), n) << "the stream ended early";
+    return ids;
+  }
+
+  // The ids of `agent`'s pending messages (ListPending, peek).
+  std::vector<std::string> PendingIds(const std::string& agent) {
+    grpc::ClientContext context;
+    hub::v1::ListPendingRequest request;
+    request.set_agent_id(agent);
+    request.set_peek(true);
+    hub::v1::ListPendingResponse response;
+    grpc::Status s = messages_->ListPending(&context, request, &response);
+    EXPECT_TRUE(s.ok()) << s.error_message();
+    std::vector<std::string> ids;
+    for (const hub::v1::MessageDelivery& d : response.deliveries())
+      ids.push_back(d.message().message_id());
     return ids;
   }
 
@@ -213,6 +229,63 @@ TEST_F(RoleBacklogGrpcTest,
   EXPECT_EQ(AnswerTo(b, 2).activation_ack_result().backlog_delivered_count(),
             1);
   EXPECT_EQ(NextMessageIds(b, 1), (std::vector<std::string>{id}));
+}
+
+// A message to a role is for the role's holders other than its author
+// (docs/design/messages.md, "A role message and its author"): its author,
+// holding the role when it sends or elected later, never gets it; the next
+// holder that is not its author does.
+TEST_F(RoleBacklogGrpcTest, AMessageToTheRoleIsNeverHandedToItsOwnAuthor) {
+  const std::string own = PublishToCto(5, "agent-a");
+  const std::string other = PublishToCto(5);
+  AwaitNoCandidate();
+
+  // agent-a becomes the cto: it is handed the other sender's message only.
+  testing::AttachedAgent a = ArriveAsCandidate("agent-a");
+  const hub::v1::RoleActivation activation = testing::NextActivation(a);
+  ASSERT_TRUE(a.stream->Write(testing::ActivationAckFrame(activation, 1)));
+  EXPECT_EQ(AnswerTo(a, 1).activation_ack_result().backlog_delivered_count(),
+            1);
+  EXPECT_EQ(NextMessageIds(a, 1), (std::vector<std::string>{other}));
+
+  // What it sends to the role while it holds it stays backlog too, and the
+  // role stays as it is (no election for it).
+  const std::string later = PublishToCto(5, "agent-a");
+  hub::v1::Role role = GetCto();
+  EXPECT_EQ(role.state(), hub::v1::ROLE_STATE_ACTIVE);
+  EXPECT_EQ(role.holder_agent_id(), "agent-a");
+  EXPECT_EQ(role.epoch(), activation.epoch());
+  EXPECT_EQ(PendingIds("agent-a"), (std::vector<std::string>{other}));
+
+  // It handles the other sender's message and steps down; the next holder
+  // gets both of its messages, oldest first.
+  {
+    grpc::ClientContext context;
+    hub::v1::AckRequest request;
+    request.set_agent_id("agent-a");
+    request.add_message_ids(other);
+    hub::v1::AckResponse response;
+    grpc::Status s = messages_->Ack(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  testing::AttachedAgent b = ArriveAsCandidate("agent-b");
+  {
+    grpc::ClientContext context;
+    hub::v1::ReleaseRoleRequest request;
+    *request.mutable_role_key() = testing::CtoRoleKey();
+    request.set_agent_id("agent-a");
+    request.set_epoch(activation.epoch());
+    hub::v1::ReleaseRoleResponse response;
+    grpc::Status s = roles_->ReleaseRole(&context, request, &response);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+  }
+  const hub::v1::RoleActivation next = testing::NextActivation(b);
+  EXPECT_EQ(next.holder_agent_id(), "agent-b");
+  ASSERT_TRUE(b.stream->Write(testing::ActivationAckFrame(next, 2)));
+  EXPECT_EQ(AnswerTo(b, 2).activation_ack_result().backlog_delivered_count(),
+            2);
+  EXPECT_EQ(NextMessageIds(b, 2), (std::vector<std::string>{own, later}));
+  EXPECT_EQ(PendingIds("agent-a"), (std::vector<std::string>{}));
 }
 
 }  // namespace

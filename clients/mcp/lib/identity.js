@@ -208,7 +208,41 @@ function resolveIdentity(flags = {}, env = process.env, cwd = process.cwd()) {
   };
 }
 
+// The command line of process `pid` ([] when it cannot be read).
+function commandLine(pid) {
+  try {
+    return fs.readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').filter((a) => a !== '');
+  } catch (_) { /* no /proc: ps */ }
+  try {
+    return execFileSync('ps', ['-o', 'args=', '-p', String(pid)], { encoding: 'utf8', timeout: 2000,
+      stdio: ['ignore', 'pipe', 'ignore'] }).trim().split(/\s+/).filter(Boolean);
+  } catch (_) {
+    return [];
+  }
+}
+
+const SCRIPT_HOSTS = /^(node|nodejs|bun|deno)(\.exe)?$/;
+
+/**
+ * Whether the CLI that started this server (process `pid`, its parent) runs
+ * its `mcp` command (`claude mcp list`, `claude mcp get hub`, `gemini mcp
+ * list`): a health check, which starts the server only to see it answer
+ * the MCP handshake and then kills it. Such a server must not register an
+ * agent: hub would list it, offline, forever. The command is the CLI's first
+ * argument that is not a flag (after node and its script for a CLI that
+ * runs on Node.js, as Gemini CLI does).
+ */
+function startedForHealthCheck(pid = process.ppid, argv = commandLine(pid)) {
+  let args = argv.slice(1);
+  if (SCRIPT_HOSTS.test(path.basename(argv[0] || ''))) {
+    while (args.length && args[0].startsWith('-')) args = args.slice(1);
+    args = args.slice(1);  // the CLI's script
+  }
+  const command = args.find((a) => !a.startsWith('-'));
+  return command === 'mcp';
+}
+
 module.exports = {
-  resolveIdentity, projectId, hostId, tmuxTarget, tmuxLocator, hash22, opaqueId,
+  startedForHealthCheck, resolveIdentity, projectId, hostId, tmuxTarget, tmuxLocator, hash22, opaqueId,
   CLIS, PROJECT_ID, AGENT_ID,
 };

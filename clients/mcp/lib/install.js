@@ -329,8 +329,11 @@ function apply(install, o) {
       planJson(file, install, (d, f) => setMcpServer(d, f, entry), hooks('gemini'))]);
     if (install) {
       notes.push('Gemini CLI starts MCP servers and runs hooks, the user\'s too, only in trusted folders: ' +
-        'trust the project folder when it asks (or with /permissions); gemini -p needs --skip-trust ' +
-        'or GEMINI_CLI_TRUST_WORKSPACE=true in a folder not trusted yet.');
+        'trust the project folder when it asks (or with /permissions); in a folder not trusted yet, run ' +
+        (scope === 'project'
+          ? 'it with GEMINI_CLI_TRUST_WORKSPACE=true (--skip-trust starts gemini -p, but Gemini CLI reads ' +
+            'the project\'s settings before it applies that flag: no hub server, no hooks).'
+          : 'gemini -p with --skip-trust or GEMINI_CLI_TRUST_WORKSPACE=true.'));
     }
   } else {
     throw new InstallError('--client must be claude, codex or gemini');
@@ -339,9 +342,25 @@ function apply(install, o) {
   return { changes, notes };
 }
 
-function runInstall(command, flags) {
+// Where hub-mcp's npm dependencies must be for the server to start; the
+// entries install writes point the CLI there (HUB_MCP_MODULES). tools/setup.sh
+// of the checkout that holds this file installs them.
+const SETUP = path.resolve(__dirname, '..', '..', '..', 'tools', 'setup.sh');
+function checkModules(env) {
+  const dir = modulesDir(env);
+  if (fs.existsSync(path.join(dir, '@modelcontextprotocol', 'sdk', 'package.json'))) return;
+  const from = env.HUB_MCP_MODULES ? 'HUB_MCP_MODULES' : 'the default cache, as HUB_MCP_MODULES is not set';
+  throw new InstallError(`hub-mcp's npm dependencies are not in ${dir} (${from}): a CLI would start ` +
+    'the server and it would exit at once (the CLI says only "Connection closed"). Run ' +
+    `${SETUP} (it installs them into $HUB_CACHE_DIR/mcp/node_modules, ~/.cache/hub/mcp/node_modules by ` +
+    'default), or set HUB_MCP_MODULES to a node_modules directory that has them, then install again; ' +
+    'nothing was written');
+}
+
+function runInstall(command, flags, env = process.env) {
   const install = command === 'install';
   try {
+    if (install) checkModules(env);
     const { changes, notes } = apply(install, {
       client: flags.client, scope: flags.scope, hub: typeof flags.hub === 'string' ? flags.hub : undefined,
       tokenEnv: typeof flags['token-env'] === 'string' ? flags['token-env'] : undefined,

@@ -18,7 +18,22 @@
 //                                 (lib/reservation_notes.js): the hook shows
 //                                 those waited for (w) or past their show-from
 //                                 time, with the seconds left until <until>
+//   <root>/<cli pid>/state.txt    a state every hook shows while the server
+//                                 runs (hub unreachable; roles of a previous
+//                                 server not checked yet); absent when none
+//   <root>/<cli pid>/down.txt     what every hook shows once the server is not
+//                                 running (killed, crashed, stopped): hub is
+//                                 unreachable, the roles it held and that
+//                                 their status is unknown; kept current
+//   <root>/<cli pid>/held.json    {agent_id, hub, roles: [{wire, name,
+//                                 epoch}]}: the roles held, for the next
+//                                 server of the same CLI process, which tells
+//                                 the model what became of them
 //
+// A directory outlives its server: a killed server's hooks then show
+// down.txt, and a server stopped normally leaves down.txt saying so. It is
+// removed by the next server of the same CLI process, or by any server once
+// both its server and its CLI process are gone.
 // Text files hold the context already escaped as the inside of a JSON string,
 // so the hook only concatenates. Every file is written to a temporary name and
 // renamed, so a reader never sees half of one; the hook claims an event file
@@ -67,11 +82,17 @@ class LocalChannel {
     this._ok = false;
   }
 
-  /** Creates the directory (0700) and removes those of dead servers. */
+  /**
+   * Creates the directory (0700) and removes those of dead sessions. What a
+   * previous, no longer running server of this CLI process left in held.json
+   * is kept in `previous` (null when none).
+   */
   open() {
+    this.previous = null;
     try {
       fs.mkdirSync(this.root, { recursive: true, mode: 0o700 });
       this._sweep();
+      this.previous = this._previousHeld();
       fs.rmSync(this.dir, { recursive: true, force: true });
       fs.mkdirSync(this.evDir, { recursive: true, mode: 0o700 });
       const session = process.env.CLAUDE_CODE_SESSION_ID;
@@ -84,6 +105,8 @@ class LocalChannel {
     return this._ok;
   }
 
+  // A directory stays while its server or its CLI process lives: the hooks
+  // of a CLI whose server was killed show what it left (down.txt).
   _sweep() {
     for (const name of fs.readdirSync(this.root)) {
       if (!/^\d+$/.test(name)) continue;
@@ -92,8 +115,42 @@ class LocalChannel {
       try {
         pid = Number(fs.readFileSync(path.join(dir, 'server.pid'), 'utf8'));
       } catch (_) { /* no pid: a dead or half-made directory */ }
-      if (!pid || !alive(pid)) fs.rmSync(dir, { recursive: true, force: true });
+      if ((!pid || !alive(pid)) && !alive(Number(name))) fs.rmSync(dir, { recursive: true, force: true });
     }
+  }
+
+  // held.json of this directory's previous server, if that server is gone.
+  _previousHeld() {
+    try {
+      const pid = Number(fs.readFileSync(path.join(this.dir, 'server.pid'), 'utf8'));
+      if (pid && pid !== process.pid && alive(pid)) return null;
+      return JSON.parse(fs.readFileSync(path.join(this.dir, 'held.json'), 'utf8'));
+    } catch (_) {
+      return null;
+    }
+  }
+
+  /**
+   * Records the roles held ({agent_id, hub, roles}) for a later server of
+   * this CLI process, and `down`, what the hooks show once this server is
+   * not running.
+   */
+  setHeld(record, down) {
+    if (!this._ok) return;
+    try {
+      this._write(path.join(this.dir, 'held.json'), `${JSON.stringify(record)}\n`);
+      this._write(path.join(this.dir, 'down.txt'), `${jsonInner(down)}\n`);
+    } catch (_) { /* the hook then shows its own line */ }
+  }
+
+  /** Replaces the state every hook shows while the server runs ("" for none). */
+  setState(text) {
+    if (!this._ok) return;
+    const file = path.join(this.dir, 'state.txt');
+    try {
+      if (text) this._write(file, `${jsonInner(text)}\n`);
+      else fs.rmSync(file, { force: true });
+    } catch (_) { /* the hook then shows nothing of it */ }
   }
 
   _write(file, text) {
@@ -131,15 +188,19 @@ class LocalChannel {
     } catch (_) { /* the hook then shows nothing of them */ }
   }
 
-  /** Adds one event line for the next UserPromptSubmit / PostToolUse hook. */
-  addEvent(line) {
+  /**
+   * Adds one event line for the next UserPromptSubmit / PostToolUse hook.
+   * A `keep` event (a role gained or lost) is always shown, whatever the
+   * hook's cap or the start context counts, and never pruned.
+   */
+  addEvent(line, { keep = false } = {}) {
     if (!this._ok) return;
     this._seq += 1;
     this._tmp += 1;
     // Written beside ev/ and renamed into it: the hook claims ev/ as a whole
     // by renaming it, and a file renamed in before that is part of the claim.
     const tmp = path.join(this.dir, `ev.tmp${process.pid}.${this._tmp}`);
-    const target = path.join(this.evDir, String(this._seq).padStart(12, '0'));
+    const target = path.join(this.evDir, String(this._seq).padStart(12, '0') + (keep ? 'r' : ''));
     try {
       fs.writeFileSync(tmp, jsonInner(line.endsWith('\n') ? line : line + '\n'), { mode: 0o600 });
       try {
@@ -162,13 +223,24 @@ class LocalChannel {
     }
   }
 
-  /** Removes the directory (a normal end of the session). */
-  close() {
+  /**
+   * The server is stopping: what it showed while running goes, `down` is
+   * what the hooks show from now on (server.pid stays: the hook checks it),
+   * and held.json stays for the next server of this CLI process. Without
+   * `down` the directory is removed.
+   */
+  close(down) {
     if (!this._ok) return;
-    this._ok = false;
-    try {
+    if (!down) {  // nothing to say: the directory goes
+      this._ok = false;
       fs.rmSync(this.dir, { recursive: true, force: true });
+      return;
+    }
+    try {
+      for (const f of ['start.txt', 'res.txt', 'state.txt']) fs.rmSync(path.join(this.dir, f), { force: true });
+      this._write(path.join(this.dir, 'down.txt'), `${jsonInner(down)}\n`);
     } catch (_) { /* nothing to do */ }
+    this._ok = false;
   }
 }
 

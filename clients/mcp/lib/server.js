@@ -12,7 +12,7 @@ const { StdioServerTransport } = require('@modelcontextprotocol/sdk/server/stdio
 const { CallToolRequestSchema, ListToolsRequestSchema } = require('@modelcontextprotocol/sdk/types.js');
 const { HubClient } = require('../../node/lib/client');
 const { PresenceSession } = require('../../node/lib/session');
-const { resolveIdentity, tmuxLocator } = require('./identity');
+const { resolveIdentity, tmuxLocator, startedForHealthCheck } = require('./identity');
 const { LocalChannel } = require('./local_channel');
 const { ReservationNotes, DEFAULT_POLL_MS, endedText } = require('./reservation_notes');
 const { TOOLS, FIELD_REASONS } = require('./tools');
@@ -50,12 +50,23 @@ class HubMcpServer {
     this.activations = new Map();  // activation id -> {activation, status, epoch, error}
     this.withdrawn = new Set();    // role wires this session declines
     this.manualRoles = new Map();  // wire -> {epoch, roleKey} acked by hub_role_ack_activation
+    // Roles a previous server of this CLI process held when it stopped
+    // ({wire, name, epoch, agent_id}), until hub says what became of them.
+    this.inherited = [];
+    this._unreachable = false;     // the stream broke, or the hub never answered
+    // Role news in the order it happened: a loss is announced (with who
+    // holds the role now, which takes a GetRole) before a later activation.
+    this._roleNews = Promise.resolve();
     this.channel = new LocalChannel({ root: o.runtimeDir, cliPid: o.cliPid });
     this.session = this._makeSession();
     this.reservationNotes = new ReservationNotes({ client: this.client, session: this.session,
       identity: this.identity, channel: this.channel,
       pollMs: o.reservationPollMs || DEFAULT_POLL_MS });
     this.mcp = this._makeMcp();
+    // Started by the CLI's `mcp list` / `mcp get`: answer the handshake, and
+    // register nothing (docs/design/mcp.md, "Health checks").
+    this.healthCheck = o.healthCheck !== undefined ? o.healthCheck
+      : startedForHealthCheck(o.cliPid || process.ppid);
     this._stopping = null;
     // How long the goodbye (Deregister) may take at the end before the
     // process exits without it (the detach grace then ends the presence).
@@ -85,13 +96,21 @@ class HubMcpServer {
         get: () => [tmuxLocator(id.tmux, id.hostId, ttlMs)], enumerable: true });
     }
     session.on('state', () => this._refreshStart());
-    session.on('attached', () => this._refreshStart());
+    session.on('attached', () => {
+      this._unreachable = false;
+      this._refreshStart();
+      this._checkInherited();
+    });
+    session.on('disconnected', () => {
+      this._unreachable = true;
+      this._refreshStart();
+    });
     session.on('message', (delivery) => this._onMessage(delivery));
     session.on('roleActivation', (a) => this._activation(a, 'received'));
     session.on('roleActivated', ({ activation, epoch }) => {
       this._activation(activation, 'acked', { epoch });
-      this._announce('role', `you are now ${roleName(activation.roleKey)} at epoch ${epoch}; ` +
-        `fencing token ${epoch} (acknowledged by hub-mcp on receipt)`);
+      this._roleNewsThen(() => this._announce('role', `you are now ${roleName(activation.roleKey)} at ` +
+        `epoch ${epoch}; fencing token ${epoch} (acknowledged by hub-mcp on receipt)`));
     });
     session.on('roleActivationDeclined', (a) => {
       this._activation(a, 'declined');
@@ -103,11 +122,14 @@ class HubMcpServer {
       this._announce('role', `activation as ${roleName(activation.roleKey)} at epoch ` +
         `${activation.epoch} was refused: ${error.reason || error.codeName}`);
     });
+    // Whatever ended it (fenced, failed over, released, the presence
+    // replaced): the role is announced lost with who holds it now.
     session.on('roleLost', ({ roleKeyWire, epoch, reason }) => {
       const held = this._wireName(roleKeyWire);
       this.manualRoles.delete(roleKeyWire);
-      this._announce('role', `you are no longer ${held} (epoch ${epoch} ended: ${reason}); ` +
-        'stop acting for it');
+      this._refreshStart();
+      this._roleNewsThen(async () => this._announce('role', `you are no longer ${held} (epoch ${epoch} ` +
+        `ended: ${reason}); ${await this._holderNow(roleKeyWire, epoch)}; stop acting for it`));
     });
     session.on('roleChange', (change) => {
       const r = change.role;
@@ -131,6 +153,113 @@ class HubMcpServer {
         `(${error.reason || error.codeName}: ${error.details})`);
     });
     return session;
+  }
+
+  _roleNewsThen(task) {
+    this._roleNews = this._roleNews.then(task).catch(() => {});
+    return this._roleNews;
+  }
+
+  // Who holds role `wire` now, as a phrase, for an agent whose `epoch` of it
+  // ended; `role` when already read.
+  async _holderNow(wire, epoch, role) {
+    if (!role) {
+      try {
+        ({ role } = await this.client.roles.getRole({ roleKeyWire: wire }, { deadlineMs: 5000 }));
+      } catch (e) {
+        return `who holds it now is unknown (${e.reason || e.codeName || 'no answer'}; hub_role_get asks)`;
+      }
+    }
+    const state = String(role.state).replace('ROLE_STATE_', '').toLowerCase();
+    if (role.state === 'ROLE_STATE_ACTIVE' && role.holderAgentId) {
+      if (role.holderAgentId !== this.identity.agentId) return `${role.holderAgentId} holds it now at epoch ${role.epoch}`;
+      if (role.epoch !== epoch) {
+        return `you hold it again at epoch ${role.epoch} since a new election (fencing token ${role.epoch}, ` +
+          `not ${epoch})`;
+      }
+    }
+    if (role.holderAgentId && role.holderAgentId !== this.identity.agentId) {
+      return `${role.holderAgentId} is being activated for it (${state}, epoch ${role.epoch})`;
+    }
+    return `no agent holds it now (${state}, epoch ${role.epoch})`;
+  }
+
+  // After an attach: what became of the roles a previous server of this CLI
+  // process held (it was killed, crashed or stopped; this registration
+  // replaced its presence, so hub has fenced them by now).
+  _checkInherited() {
+    if (this.inherited.length === 0 || this._checking) return;
+    this._checking = true;
+    this._roleNewsThen(async () => {
+      for (const r of [...this.inherited]) {
+        let role;
+        try {
+          ({ role } = await this.client.roles.getRole({ roleKeyWire: r.wire }, { deadlineMs: 5000 }));
+        } catch (_) {
+          continue;  // the next attach asks again; the hooks say it is unknown meanwhile
+        }
+        this.inherited = this.inherited.filter((x) => x !== r);
+        // The state line goes with the news that replaces it, never after.
+        this.channel.setState(this._stateText(this._mayHold()));
+        const still = role.state === 'ROLE_STATE_ACTIVE' && role.holderAgentId === r.agent_id && role.epoch === r.epoch;
+        if (still && r.agent_id === this.identity.agentId) {
+          this.manualRoles.set(r.wire, { roleKey: role.roleKey, epoch: role.epoch, activationId: role.activationId });
+          this._announce('role', `you still hold ${r.name} at epoch ${r.epoch} (held before hub-mcp of this ` +
+            `session restarted); fencing token ${r.epoch}`);
+        } else {
+          this._announce('role', `you are no longer ${r.name} (epoch ${r.epoch} ended while hub-mcp of this ` +
+            `session was not running); ${await this._holderNow(r.wire, r.epoch, role)}; stop acting for it`);
+        }
+      }
+    }).finally(() => {
+      this._checking = false;
+      this._refreshStart();
+    });
+  }
+
+  // What a hook says about starting hub-mcp again.
+  _restartHint() {
+    return this.identity.client === 'claude' ? 'the next hub_* tool call starts it again'
+      : 'restarting the CLI\'s MCP servers (or the session) starts it again';
+  }
+
+  _rolesPhrase(roles) {
+    return roles.map((r) => `${r.name} at epoch ${r.epoch} (fencing token ${r.epoch})`).join(', ');
+  }
+
+  // The roles this session may hold: held now, and inherited ones not yet
+  // checked ({wire, name, epoch, agent_id}).
+  _mayHold() {
+    const now = this.heldRoles().map((r) => ({ wire: r.role_key_wire, name: r.name, epoch: r.epoch,
+      agent_id: this.identity.agentId }));
+    return [...now, ...this.inherited.filter((i) => !now.some((r) => r.wire === i.wire))];
+  }
+
+  // What the hooks show once this server is not running (down.txt).
+  _downText(roles) {
+    const head = 'hub: hub-mcp, this session\'s link to hub, is not running (killed or crashed), so hub is ' +
+      'unreachable from this session and your role status is unknown';
+    if (roles.length === 0) return `${head} (it held no role when it stopped); ${this._restartHint()}.\n`;
+    return `${head}: when it stopped you held ${this._rolesPhrase(roles)}, which another agent may hold ` +
+      `now: do not act for it; ${this._restartHint()}, and hub_whoami then says which roles you hold.\n`;
+  }
+
+  // The state every hook shows while this server runs (state.txt).
+  _stateText(roles) {
+    const lines = [];
+    if (this.inherited.length > 0) {
+      lines.push(`hub: hub-mcp of this session started again; whether you still hold ` +
+        `${this._rolesPhrase(this.inherited)} (held when the previous one stopped) is unknown until hub ` +
+        'answers: do not act for it.');
+    }
+    const s = this.session;
+    if (this._unreachable && !s.attached && !['lost', 'failed', 'stopped'].includes(s.state)) {
+      const held = roles.filter((r) => !this.inherited.includes(r));
+      lines.push(`hub: hub at ${this.hubAddress} is unreachable (hub-mcp keeps reconnecting), so your role ` +
+        `status is unknown${held.length ? `: you held ${this._rolesPhrase(held)} when hub was last ` +
+          'reachable, which another agent may hold once hub\'s detach grace has passed' : ''}.`);
+    }
+    return lines.length ? lines.join('\n') + '\n' : '';
   }
 
   _wireName(wire) {
@@ -159,7 +288,7 @@ class HubMcpServer {
   _announce(kind, text) {
     this.recent.push({ at: new Date().toISOString(), kind, text });
     if (this.recent.length > MAX_RECENT) this.recent.splice(0, this.recent.length - MAX_RECENT);
-    this.channel.addEvent(`hub ${kind}: ${text}`);
+    this.channel.addEvent(`hub ${kind}: ${text}`, { keep: kind === 'role' || kind === 'presence' });
     this._refreshStart();
     if (this._initialized) {
       this.mcp.sendLoggingMessage({ level: 'notice', logger: 'hub', data: `${kind}: ${text}` })
@@ -227,11 +356,19 @@ class HubMcpServer {
     return lines.join('\n') + '\n';
   }
 
+  // Rewrites what the hooks read: the start context, the state, the roles
+  // held and what to show once this server is gone.
   _refreshStart() {
     if (this._refreshQueued) return;
     this._refreshQueued = true;
     setImmediate(() => {
       this._refreshQueued = false;
+      if (this._stopping) return;
+      const roles = this._mayHold();
+      this.channel.setHeld({ agent_id: this.identity.agentId, hub: this.hubAddress,
+        roles: roles.map((r) => ({ wire: r.wire, name: r.name, epoch: r.epoch, agent_id: r.agent_id })) },
+      this._downText(roles));
+      this.channel.setState(this._stateText(roles));
       this.channel.setStartContext(this._startContext());
     });
   }
@@ -278,12 +415,23 @@ class HubMcpServer {
 
   /** Starts the local channel, the MCP transport, then the presence session. */
   async start() {
-    this.channel.open();
-    this._refreshStart();
-    this.reservationNotes.start();
     const transport = new StdioServerTransport();
     transport.onclose = () => this.stop('stdin closed');
     process.stdin.on('end', () => this.stop('stdin closed'));
+    if (this.healthCheck) {
+      process.stderr.write('hub-mcp: started by a health check (the CLI\'s mcp command): ' +
+        'serving MCP without registering an agent\n');
+      await this.mcp.connect(transport);
+      return;
+    }
+    this.channel.open();
+    const previous = this.channel.previous;
+    if (previous && previous.agent_id === this.identity.agentId && previous.hub === this.hubAddress &&
+        Array.isArray(previous.roles)) {
+      this.inherited = previous.roles.filter((r) => r && r.wire && r.epoch);
+    }
+    this._refreshStart();
+    this.reservationNotes.start();
     await this.mcp.connect(transport);
     this.session.start().catch(() => {});  // reconnects by itself; failures are announced
   }
@@ -293,8 +441,12 @@ class HubMcpServer {
     if (this._stopping) return this._stopping;
     process.stderr.write(`hub-mcp: stopping (${why})\n`);
     this._stopping = (async () => {
+      if (this.healthCheck) process.exit(0);
       this.reservationNotes.stop();
-      this.channel.close();
+      const roles = this._mayHold();
+      this.channel.close(`hub: hub-mcp, this session's link to hub, stopped (${why}) and said goodbye to hub, ` +
+        `so hub is unreachable from this session${roles.length ? ` and the roles it held are given up: ` +
+          `${this._rolesPhrase(roles)}, now stale; do not act for them` : ''}; ${this._restartHint()}.\n`);
       const timeout = new Promise((resolve) => setTimeout(resolve, this.goodbyeTimeoutMs).unref());
       await Promise.race([this.session.stop({ deregister: true }).catch(() => {}), timeout]);
       try { this.client.close(); } catch (_) { /* closed */ }

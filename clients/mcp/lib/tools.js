@@ -141,9 +141,16 @@ tool('hub_whoami',
       presence_generation: s.presenceGeneration, state: s.state, attached: s.attached,
       hub: { address: ctx.hubAddress, instance_id: s.hubInstanceId, store_fingerprint: s.storeFingerprint },
       roles, activations: ctx.activationList(), pending_messages: ctx.pendingCount(),
+      // Held by the previous hub-mcp of this session when it stopped; what
+      // became of them is announced once hub answers.
+      unchecked_roles: ctx.inherited.map((r) => ({ name: r.name, role_key_wire: r.wire, epoch: r.epoch })),
     };
-    const roleText = roles.length === 0 ? 'no roles'
+    let roleText = roles.length === 0 ? 'no roles'
       : roles.map((r) => `${r.name} at epoch ${r.epoch} (fencing token ${r.fencing_token})`).join('; ');
+    if (ctx.inherited.length > 0) {
+      roleText += `; not known yet whether it still holds ${ctx.inherited.map((r) =>
+        `${r.name} at epoch ${r.epoch}`).join(', ')} (held when hub-mcp of this session last stopped)`;
+    }
     const text = `agent ${structured.agent_id} (generation ${s.presenceGeneration}, ${s.state}) on hub ` +
       `${ctx.hubAddress}${s.hubInstanceId ? ` instance ${s.hubInstanceId}` : ''}; project ` +
       `${structured.project_id || 'none'}; ${roleText}; ${structured.pending_messages} unacknowledged ` +
@@ -196,8 +203,13 @@ tool('hub_send',
       activation: r.activation ? { disposition: lower('ENSURE_ROLE_DISPOSITION_', r.activation.disposition),
         holder_agent_id: r.activation.holderAgentId || null, epoch: r.activation.epoch } : null,
     };
+    // A role message is never handed to its own author (messages.md): one
+    // this session sends to a role it holds waits for the next holder.
+    const own = r.roleKeyWire && ctx.heldRoles().some((h) => h.role_key_wire === r.roleKeyWire);
     const text = `sent ${r.messageId} to ${args.to}: ${r.recipientCount} recipient(s)` +
-      (r.recipientCount === 0 && r.roleKeyWire ? ' (no active holder: kept as role backlog)' : '');
+      (r.recipientCount === 0 && r.roleKeyWire ? (own ? ' (you hold this role, and a role message is never ' +
+        'handed to its author: kept as role backlog for its next holder)' : ' (no active holder: kept as role ' +
+        'backlog)') : '');
     return { text, structured };
   });
 

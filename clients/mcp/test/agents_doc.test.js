@@ -17,8 +17,12 @@
 //                           structuredContent ("...": "..." = keys not shown)
 //   ```text hook=NAME event=E   what Claude Code's hook adds to the context
 //   <!-- doc-test: kill -9 NAME -->  SIGKILLs NAME's hub-mcp
+//   <!-- doc-test: restart NAME -->  starts it again, as the same CLI process
+//   <!-- doc-test: claude-trust -->  what accepting Claude Code's folder-trust
+//                                    and project-server dialogs writes
 //
-// Placeholders: <uuid> <timestamp> <path> <home> <address> <id> <number> <text>.
+// Placeholders: <uuid> <timestamp> <path> <home> <address> <id> <number> <text>,
+// and <lines> as a block's last line (any number of further lines).
 const test = require('node:test');
 const assert = require('node:assert/strict');
 const crypto = require('crypto');
@@ -177,6 +181,12 @@ function mismatch(expected, actual, at = '$') {
 function linesMismatch(expected, actualText) {
   const actual = actualText.replace(/\n$/, '').split('\n');
   if (expected.length === 1 && expected[0] === '' && actualText === '') return null;
+  // A last line <lines>: any number of lines (none too) after the others.
+  if (expected[expected.length - 1] === '<lines>') {
+    const head = expected.slice(0, -1);
+    if (actual.length < head.length) return `expected at least ${head.length} lines, got ${actual.length}:\n${actualText}`;
+    return linesMismatch(head, actual.slice(0, head.length).join('\n'));
+  }
   if (expected.length !== actual.length) return `expected ${expected.length} lines, got ${actual.length}:\n${actualText}`;
   for (let i = 0; i < expected.length; i++) {
     if (!pattern(expected[i]).test(actual[i])) return `line ${i + 1}: ${JSON.stringify(actual[i])} does not match ${JSON.stringify(expected[i])}\n--- all of it:\n${actualText}`;
@@ -266,19 +276,32 @@ class Session {
     // server's directory by the CLI's pid, and here every server's parent is
     // this process, so each gets its own runtime root instead.
     s.root = tmpDir(`doc-${name}`);
+    s.configured = c;
+    s.cli = cli;
+    s.cwd = cwd;
     s.sessionId = c.env.CLAUDE_CODE_SESSION_ID || '';
+    await s.connect();
+    return s;
+  }
+
+  // Starts the configured server (again, after a kill: the same CLI process,
+  // so the same runtime root and session id) and waits until it attached.
+  async connect() {
+    const s = this;
+    const { name } = s;
+    const c = s.configured;
+    const cwd = s.cwd;
     s.transport = new StdioClientTransport({ command: c.entry.command, args: c.entry.args, cwd,
       env: { ...c.env, HUB_MCP_RUNTIME_DIR: s.root }, stderr: 'pipe' });
     s.stderr = '';
     s.transport.stderr.on('data', (d) => { s.stderr += d; });
-    s.client = new Client({ name: cli, version: '1.0.0' });
+    s.client = new Client({ name: s.cli, version: '1.0.0' });
     await s.client.connect(s.transport);
     try {
       await waitFor(`${name} attached`, async () => (await s.call('hub_whoami')).structuredContent.attached);
     } catch (e) {
       throw new Error(`${e.message}; its stderr:\n${s.stderr}`);
     }
-    return s;
   }
 
   call(name, args) { return this.client.callTool({ name, arguments: args }); }
@@ -405,10 +428,32 @@ async function runHookStep(step) {
   assert.equal(why, null, `${s.name}'s ${event} hook: ${why}`);
 }
 
+// Writes what Claude Code writes when the user, in the shell's working
+// directory, accepts its folder-trust dialog (~/.claude.json, projects[dir])
+// and then approves the project's MCP server "hub" (.claude/settings.local.json).
+async function trustFolder() {
+  const { cwd, env } = await shell.state();
+  const file = path.join(env.HOME, '.claude.json');
+  const data = readJson(file);
+  data.projects = data.projects || {};
+  data.projects[cwd] = { ...(data.projects[cwd] || {}), hasTrustDialogAccepted: true };
+  fs.writeFileSync(file, JSON.stringify(data, null, 2));
+  const local = path.join(cwd, '.claude', 'settings.local.json');
+  const settings = readJson(local);
+  settings.enabledMcpjsonServers = [...new Set([...(settings.enabledMcpjsonServers || []), 'hub'])];
+  fs.writeFileSync(local, JSON.stringify(settings, null, 2));
+}
+
 async function runDirective(step) {
-  const m = /^kill -9 (\S+)$/.exec(step.text);
+  if (step.text === 'claude-trust') return trustFolder();
+  const m = /^(kill -9|restart) (\S+)$/.exec(step.text);
   assert.ok(m, `unknown directive ${step.text}`);
-  const s = session(m[1]);
+  const s = session(m[2]);
+  if (m[1] === 'restart') {
+    // The CLI starts the server again on its next hub tool call.
+    try { await s.client.close(); } catch (_) { /* gone */ }
+    return s.connect();
+  }
   const gone = exited({ transport: s.transport });
   process.kill(s.transport.pid, 'SIGKILL');
   await gone;
@@ -425,7 +470,8 @@ test('docs/agents.md has sessions, tool calls, hooks and a crash', () => {
 
 for (const step of STEPS) {
   const first = (step.body || step.text).split('\n')[0];
-  const needsClis = step.kind === 'console' && /^\$ (claude|codex|gemini)\b/m.test(step.body);
+  const needsClis = (step.kind === 'console' && /^\$ ([A-Z_]+=\S* )*(claude|codex|gemini)\b/m.test(step.body)) ||
+    (step.kind === 'directive' && step.text === 'claude-trust');
   const skip = needsClis && !CLIS ? 'HUB_AGENT_CLIS is not set (tools/setup.sh installs the CLIs)' : false;
   test(`agents.md:${step.line} ${step.kind} ${first.slice(0, 60)}`, { skip }, () => RUN[step.kind](step));
 }

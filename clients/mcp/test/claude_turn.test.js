@@ -11,8 +11,8 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
-const { waitFor, tmpDir, PROJECT } = require('./harness');
-const { skip, texts, installUser, runCli, recordingServer, turnFixture } = require('./turns');
+const { Hubd, freshDbPath, HubClient, startMcp, attached, waitFor, tmpDir, PROJECT } = require('./harness');
+const { skip, texts, installUser, runCli, anthropicModel, toolUses, toolResult, turnFixture } = require('./turns');
 
 const A = 'claude-turn-a';
 const B = 'claude-turn-b';
@@ -20,24 +20,6 @@ const SEND_TOOL = 'mcp__hub__hub_send';
 const HELLO = 'hello from claude';
 const PENDING = 'please review PR 17 first\nthe second line stays out of the hook';
 const FINAL = 'Sent "hello from claude" to claude-turn-b.';
-
-function toolUses(body) {
-  const uses = [];
-  for (const m of body.messages || []) {
-    if (m.role !== 'assistant' || !Array.isArray(m.content)) continue;
-    for (const c of m.content) if (c.type === 'tool_use') uses.push(c);
-  }
-  return uses;
-}
-
-function toolResult(body, id) {
-  for (const m of body.messages || []) {
-    if (m.role !== 'user' || !Array.isArray(m.content)) continue;
-    const r = m.content.find((c) => c.type === 'tool_result' && c.tool_use_id === id);
-    if (r) return r;
-  }
-  return null;
-}
 
 /**
  * The scripted model: Anthropic's Messages API, streamed (SSE) or not. A
@@ -48,7 +30,6 @@ function toolResult(body, id) {
  * each answer to a request with tools. Records every request.
  */
 function startModel({ beforeAnswer = async () => {} } = {}) {
-  let seq = 0;
   const script = (body) => {
     const names = (body.tools || []).map((t) => t.name);
     if (!names.length) return { text: 'ok' };
@@ -72,53 +53,7 @@ function startModel({ beforeAnswer = async () => {} } = {}) {
     }
     return { text: 'no hub tools offered' };
   };
-  return recordingServer(async (req, body, res) => {
-    const json = (code, value) => {
-      res.writeHead(code, { 'content-type': 'application/json' });
-      res.end(JSON.stringify(value));
-    };
-    const url = req.url.split('?')[0];
-    if (req.method === 'POST' && url === '/v1/messages/count_tokens') return json(200, { input_tokens: 100 });
-    if (req.method === 'GET' && url.startsWith('/v1/models')) {
-      return json(200, { data: [], has_more: false, first_id: null, last_id: null });
-    }
-    if (req.method === 'HEAD') { res.writeHead(200); return res.end(); }
-    if (!(req.method === 'POST' && url === '/v1/messages' && body)) {
-      return json(404, { type: 'error', error: { type: 'not_found_error', message: `no ${req.method} ${url} here` } });
-    }
-    if ((body.tools || []).length) await beforeAnswer(body).catch(() => {});
-    const step = script(body);
-    seq += 1;
-    const id = `msg_turn${seq}`;
-    const block = step.tool
-      ? { type: 'tool_use', id: `toolu_turn${seq}`, name: step.tool.name, input: step.tool.input }
-      : { type: 'text', text: step.text };
-    const stop = step.tool ? 'tool_use' : 'end_turn';
-    const usage = { input_tokens: 100, output_tokens: 10, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
-    if (!body.stream) {
-      return json(200, { id, type: 'message', role: 'assistant', model: body.model, content: [block],
-        stop_reason: stop, stop_sequence: null, usage });
-    }
-    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
-    const event = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
-    event('message_start', { message: { id, type: 'message', role: 'assistant', model: body.model, content: [],
-      stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
-    if (step.tool) {
-      event('content_block_start', { index: 0, content_block: { ...block, input: {} } });
-      const args = JSON.stringify(block.input);
-      const cut = Math.floor(args.length / 2);
-      for (const part of [args.slice(0, cut), args.slice(cut)]) {
-        event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: part } });
-      }
-    } else {
-      event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
-      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: block.text } });
-    }
-    event('content_block_stop', { index: 0 });
-    event('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 10 } });
-    event('message_stop', {});
-    return res.end();
-  });
+  return anthropicModel(script, beforeAnswer);
 }
 
 test('one claude -p turn: the model calls hub_send, B gets the message, the hook told the model what was pending',
@@ -213,5 +148,132 @@ test('one claude -p turn: the model calls hub_send, B gets the message, the hook
     } finally {
       if (model) await model.close();
       await close();
+    }
+  });
+
+// Issue 44 part 2, through the real Claude Code: the session's hub-mcp is
+// SIGKILLed while claude goes on; the role fails over to B. The model is told
+// by the next hook that hub is unreachable and that whether it still holds
+// the role is unknown; the next hub tool call makes Claude Code start hub-mcp
+// again, which registers anew, and the next hook says the role is lost, at
+// which epoch, and who holds it now.
+test('a claude session whose hub-mcp was killed is told its role status is unknown, then that it lost the role',
+  { skip, timeout: 200000 }, async (t) => {
+    const A = 'claude-loss-a';
+    const B2 = 'claude-loss-b';
+    const WHOAMI = 'mcp__hub__hub_whoami';
+    const hubd = await Hubd.start({ dbPath: freshDbPath('claude-loss'), args: ['--detach_grace=1s'] });
+    const hub = new HubClient(hubd.address);
+    const cto = { roleKey: { projectId: PROJECT, kind: 'ROLE_KIND_CTO' } };
+    const getCto = async () => (await hub.roles.getRole(cto)).role;
+    let b;
+    let model;
+    try {
+      b = await startMcp({ hub: hubd.address, agentId: B2 });
+      await attached(b);
+      assert.equal((await b.call('hub_role_candidacy', { role: 'cto', candidate: true, priority: 1 })).isError, undefined);
+
+      const runtimeDir = tmpDir('loss-run');
+      let claudePid = 0;
+      const serverDir = () => path.join(runtimeDir, String(claudePid));
+      const seen = (body) => texts([body.system, body.messages]).join('\n');
+      let heldEpoch = 0;
+      let killedAt = 0;
+      const steps = [];
+      model = await anthropicModel(async (body) => {
+        const uses = toolUses(body);
+        const last = uses.length ? uses[uses.length - 1] : null;
+        const step = !last ? 'start' : last.name === 'Bash' ? last.input.command : last.name;
+        steps.push(step);
+        if (step === 'start') {
+          // A (this claude's hub-mcp) registered: make it the cto.
+          await waitFor('A attached', async () => (await hub.presence.getAgent({ agentId: A })).agent.streamAttached, 60000);
+          await hub.roles.upsertRoleCandidate({ ...cto, agentId: A, candidate: { priority: 10 },
+            updateMask: { paths: ['priority'] } });
+          await hub.roles.ensureRole({ ...cto, trigger: 'ENSURE_ROLE_TRIGGER_MANUAL', causeId: 'loss-test' });
+          const role = await waitFor('A holds cto', async () => {
+            const r = await getCto();
+            return r.state === 'ROLE_STATE_ACTIVE' && r.holderAgentId === A ? r : null;
+          }, 60000);
+          heldEpoch = role.epoch;
+          // Its hub-mcp has it (the start context its hooks read says so).
+          await waitFor('the role in A\'s start context', () => fs.readFileSync(path.join(serverDir(), 'start.txt'),
+            'utf8').includes(`you are cto of ${PROJECT} at epoch ${heldEpoch}`), 30000);
+          return { tool: { name: 'ToolSearch', input: { query: `select:${WHOAMI}` } } };
+        }
+        if (step === 'ToolSearch') return { tool: { name: WHOAMI, input: {} } };
+        if (step === WHOAMI && !killedAt) {
+          // hub-mcp dies; claude goes on. B takes the role after the grace.
+          const pid = Number(fs.readFileSync(path.join(serverDir(), 'server.pid'), 'utf8'));
+          process.kill(pid, 'SIGKILL');
+          killedAt = Date.now();
+          await waitFor('B holds cto', async () => {
+            const r = await getCto();
+            return r.state === 'ROLE_STATE_ACTIVE' && r.holderAgentId === B2;
+          }, 60000);
+          return { tool: { name: 'Bash', input: { command: 'echo after-kill', description: 'a tool call' } } };
+        }
+        // A hub tool call: Claude Code starts hub-mcp again.
+        if (step === 'echo after-kill') return { tool: { name: WHOAMI, input: {} } };
+        if (step === WHOAMI) {
+          // Wait until the new server has heard from hub what became of the
+          // role (its hooks say "unknown" until then), then make a tool call.
+          await waitFor('the new server attached, with no state pending', () => !fs.existsSync(path.join(serverDir(),
+            'state.txt')) && fs.readFileSync(path.join(serverDir(), 'start.txt'), 'utf8').includes('presence generation'),
+          60000);
+          return { tool: { name: 'Bash', input: { command: 'echo after-restart', description: 'a tool call' } } };
+        }
+        return { text: 'done' };
+      });
+
+      const home = tmpDir('loss-home');
+      const project = tmpDir('loss-project');
+      fs.writeFileSync(path.join(project, '.hub'), `${PROJECT}\n`);
+      const install = await installUser('claude', { home, cwd: project, hub: hubd.address });
+      assert.equal(install.code, 0, install.out);
+      const run = await runCli('claude', ['-p', 'work as the cto', '--output-format', 'json',
+        '--allowedTools', 'mcp__hub,ToolSearch,Bash'], {
+        home, cwd: project, timeoutMs: 180000, onSpawn: (pid) => { claudePid = pid; },
+        env: {
+          ANTHROPIC_BASE_URL: model.url, ANTHROPIC_API_KEY: 'dummy',
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: '1', DISABLE_TELEMETRY: '1', DISABLE_AUTOUPDATER: '1',
+          DISABLE_ERROR_REPORTING: '1', HUB_AGENT_ID: A, HUB_MCP_RUNTIME_DIR: runtimeDir,
+          HUB_MCP_MODULES: process.env.HUB_MCP_MODULES,
+        },
+      });
+      const main = model.requests.filter((r) => r.body && (r.body.tools || []).length);
+      const why = `claude exited ${run.code}/${run.signal}\nsteps: ${steps.join(' | ')}\nstdout: ${run.stdout}\n` +
+        `stderr: ${run.stderr.slice(0, 4000)}`;
+      assert.equal(run.code, 0, why);
+      assert.equal(JSON.parse(run.stdout).result, 'done', why);
+      const { role } = await hub.roles.getRole(cto);
+      assert.deepEqual([role.holderAgentId, role.state], [B2, 'ROLE_STATE_ACTIVE']);
+
+      // Each request's text; the one after a tool call carries its hook's context.
+      const after = (command) => main.findIndex((r) => toolUses(r.body).some((u) => u.input && u.input.command === command));
+      const killed = after('echo after-kill');
+      const restarted = after('echo after-restart');
+      assert.ok(killed > 0 && restarted > killed, why);
+      const dump = main.map((r, i) => `--- request ${i}\n${seen(r.body).slice(-1500)}`).join('\n');
+      // While hub-mcp was not running: hub unreachable, role status unknown.
+      const unknown = `is not running (killed or crashed), so hub is unreachable from this session and your role ` +
+        `status is unknown: when it stopped you held cto of ${PROJECT} at epoch ${heldEpoch} (fencing token ${heldEpoch})`;
+      assert.ok(seen(main[killed].body).includes(unknown), `request ${killed} lacks "${unknown}"\n${dump}`);
+      assert.ok(!main.slice(0, killed).some((r) => seen(r.body).includes(unknown)), dump);
+      // After hub-mcp started again: the role is lost, at its epoch, and B holds it.
+      const lost = new RegExp(`hub role: you are no longer cto of ${PROJECT} \\(epoch ${heldEpoch} ended while hub-mcp ` +
+        `of this session was not running\\); ${B2} holds it now at epoch ${role.epoch}; stop acting for it`);
+      const told = main.findIndex((r) => lost.test(seen(r.body)));
+      assert.ok(told > killed && told <= restarted, `no request after the restart says ${lost}\n${dump}`);
+      // and what announced the role first, before the kill.
+      assert.ok(main.slice(0, killed).some((r) => seen(r.body).includes(
+        `you are now cto of ${PROJECT} at epoch ${heldEpoch}`)), dump);
+      t.diagnostic(`claude role loss: ${main.length} requests; told unknown at ${killed}, lost at ${told}; ` +
+        `steps ${steps.join(' | ')}`);
+    } finally {
+      if (model) await model.close();
+      if (b) await b.close();
+      hub.close();
+      await hubd.stop();
     }
   });

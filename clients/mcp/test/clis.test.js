@@ -10,22 +10,23 @@ const fs = require('fs');
 const path = require('path');
 const { execFile, spawn } = require('child_process');
 const { apply, BIN } = require('../lib/install');
-const { Hubd, freshDbPath, tmpDir, RUNTIME_DIR } = require('./harness');
+const { Hubd, freshDbPath, HubClient, tmpDir, RUNTIME_DIR } = require('./harness');
 
 const CLIS = process.env.HUB_AGENT_CLIS;
 const skip = !CLIS || !fs.existsSync(path.join(CLIS, 'claude')) ? 'HUB_AGENT_CLIS is not set (tools/setup.sh installs the CLIs)' : false;
 
-function run(cli, args, home, cwd) {
+function run(cli, args, home, cwd, extra = {}) {
   return new Promise((resolve) => {
     const env = { PATH: process.env.PATH, HOME: home, HUB_MCP_RUNTIME_DIR: RUNTIME_DIR,
-      HUB_MCP_MODULES: process.env.HUB_MCP_MODULES || '', TERM: 'dumb', NO_COLOR: '1' };
+      HUB_MCP_MODULES: process.env.HUB_MCP_MODULES || '', TERM: 'dumb', NO_COLOR: '1', ...extra };
     execFile(path.join(CLIS, cli), args, { cwd, env, timeout: 90000 }, (error, stdout, stderr) =>
       resolve({ code: error ? error.code : 0, out: `${stdout}\n${stderr}` }));
   });
 }
 
-test('claude mcp list: hub Connected; codex and gemini mcp list show it', { skip }, async () => {
+test('claude mcp list: hub Connected; codex and gemini mcp list show it; no agent left behind', { skip }, async () => {
   const hubd = await Hubd.start({ dbPath: freshDbPath('clis') });
+  const hub = new HubClient(hubd.address);
   try {
     const home = tmpDir('clis-home');
     const env = { HUB_MCP_MODULES: process.env.HUB_MCP_MODULES };
@@ -38,7 +39,16 @@ test('claude mcp list: hub Connected; codex and gemini mcp list show it', { skip
     assert.match(codex.out, new RegExp(`hub\\s+${BIN}\\s+serve --client=codex --hub=${hubd.address}`), codex.out);
     const gemini = await run('gemini', ['mcp', 'list'], home, home);
     assert.match(gemini.out, new RegExp(`hub: ${BIN} serve --client=gemini --hub=${hubd.address}`), gemini.out);
+    // Claude Code and Gemini CLI started the server to check it (both say
+    // Connected once it answers the handshake) and killed it: a health check
+    // registers no agent, so none is listed, offline, ever after. A trusted
+    // folder makes Gemini CLI start it too.
+    const trusted = await run('gemini', ['mcp', 'list'], home, home, { GEMINI_CLI_TRUST_WORKSPACE: 'true' });
+    assert.match(trusted.out, /hub: .*Connected/, trusted.out);
+    const { agents } = await hub.presence.listAgents({ pageSize: 1000 });
+    assert.deepEqual(agents.map((a) => `${a.agentId} ${a.status}`), []);
   } finally {
+    hub.close();
     await hubd.stop();
   }
 });

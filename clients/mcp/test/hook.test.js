@@ -87,21 +87,64 @@ test('with 100 pending messages the hooks say who, what and how many; then the s
   });
   assert.ok(again.includes(`hub: you are cto of ${PROJECT} at epoch ${held.epoch}; fencing token ${held.epoch}.`), again);
 
+  // The server is killed while its CLI goes on: every hook says hub is
+  // unreachable from this session and the role's status is unknown.
   const gone = exited(m);
   process.kill(m.pid, 'SIGKILL');
   await gone;
+  const down = `hub: hub-mcp, this session's link to hub, is not running (killed or crashed), so hub is ` +
+    'unreachable from this session and your role status is unknown: when it stopped you held ' +
+    `cto of ${PROJECT} at epoch ${held.epoch} (fencing token ${held.epoch}), which another agent may hold now: ` +
+    'do not act for it; the next hub_* tool call starts it again, and hub_whoami then says which roles you hold.\n';
   for (const event of ['SessionStart', 'UserPromptSubmit', 'PostToolUse']) {
-    const r = await runHook(event);
-    assert.deepEqual([r.code, r.stdout], [0, ''], event);
+    assert.equal(context(await runHook(event), event), down, event);
   }
+
+  // The CLI starts the server again (same agent, same CLI process): its new
+  // registration replaces the killed one's presence, which ends the role at
+  // that epoch; the hooks say so, then what the new election gave.
+  const again2 = await startMcp({ hub: hubd.address, agentId: 'mcp-hook' });
+  try {
+    let seen = '';
+    await waitFor('the loss of the old epoch in a hook', async () => {
+      const r = await runHook('PostToolUse');
+      if (r.stdout) seen += context(r, 'PostToolUse');
+      return seen.includes('you are no longer') && seen.includes('you are now cto');
+    });
+    assert.match(seen, new RegExp(`hub role: you are no longer cto of ${PROJECT} \\(epoch ${held.epoch} ended while ` +
+      'hub-mcp of this session was not running\\); (you hold it again at epoch (\\d+) since a new election ' +
+      '\\(fencing token \\2, not \\d+\\)|no agent holds it now \\([a-z_]+, epoch \\d+\\)); stop acting for it\n'), seen);
+    const lost = seen.indexOf('you are no longer');
+    const now = seen.indexOf('you are now cto');
+    assert.ok(lost < now, seen);
+    const who = (await again2.call('hub_whoami')).structuredContent;
+    assert.deepEqual(who.unchecked_roles, []);
+    assert.ok(who.roles[0].epoch > held.epoch, JSON.stringify(who));
+    assert.ok(seen.includes(`you are now cto of ${PROJECT} at epoch ${who.roles[0].epoch}`), seen);
+  } finally {
+    const bye = exited(again2);
+    await again2.close();
+    await bye;
+  }
+  // It stopped normally (stdin closed): said goodbye, gave the role up (the
+  // events it had not shown yet follow).
+  const stopped = context(await runHook('UserPromptSubmit'), 'UserPromptSubmit');
+  assert.match(stopped, new RegExp('^hub: hub-mcp, this session\'s link to hub, stopped \\(stdin closed\\) and said ' +
+    `goodbye to hub, so hub is unreachable from this session and the roles it held are given up: cto of ${PROJECT} ` +
+    'at epoch \\d+ \\(fencing token \\d+\\), now stale; do not act for them; the next hub_\\* tool call starts it again.\n'), stopped);
 });
 
-test('a server whose hub is down: SessionStart prints nothing', async () => {
+test('a server whose hub is down: every hook says hub is unreachable and the role status unknown', async () => {
   const m = await startMcp({ hub: '127.0.0.1:1', agentId: 'mcp-hook-down' });
   try {
     await waitFor('the local channel', async () => (await m.call('hub_whoami')).structuredContent.state === 'backoff');
-    const r = await runHook('SessionStart');
-    assert.deepEqual([r.code, r.stdout], [0, '']);
+    const line = 'hub: hub at 127.0.0.1:1 is unreachable (hub-mcp keeps reconnecting), so your role status is unknown.\n';
+    for (const event of ['SessionStart', 'UserPromptSubmit', 'PostToolUse']) {
+      assert.equal(await waitFor('the state', async () => {
+        const r = await runHook(event);
+        return r.stdout && context(r, event);
+      }), line, event);
+    }
   } finally {
     await m.close();
   }
@@ -312,8 +355,8 @@ for (const [client, [start, prompt, tool], other] of [
       await m.close();
       await down;
     }
-    const gone = await hook(start);
-    assert.deepEqual([gone.code, gone.stdout], [0, '']);
+    // Stopped: the hooks say so (hub unreachable from here) rather than nothing.
+    assert.match(context(await hook(start), start), /^hub: hub-mcp, this session's link to hub, stopped \(stdin closed\)/);
   });
 }
 

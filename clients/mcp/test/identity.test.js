@@ -5,7 +5,7 @@ const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
 const { execFileSync } = require('child_process');
-const { resolveIdentity, projectId, hostId, hash22 } = require('../lib/identity');
+const { resolveIdentity, projectId, hostId, hash22, startedForHealthCheck } = require('../lib/identity');
 const { tmpDir } = require('./harness');
 
 test('opaque ids are prefix + 22 characters of base64url(SHA-256)', () => {
@@ -63,4 +63,16 @@ test('agent id: given, else the tmux pane, else the CLI session, else host/direc
   const p = resolveIdentity({ client: 'claude', project: 'prj_bad' }, env, '/');
   assert.equal(p.projectId, undefined);
   assert.match(p.warnings[0], /not a project id/);
+});
+
+test('a health check is a parent CLI running its mcp command (claude mcp list, gemini mcp list)', () => {
+  const check = (argv) => startedForHealthCheck(0, argv);
+  assert.equal(check(['/opt/clis/claude', 'mcp', 'list']), true);
+  assert.equal(check(['/opt/clis/claude', '--debug', 'mcp', 'get', 'hub']), true);
+  assert.equal(check(['/usr/bin/node', '--max-old-space-size=12052', '/opt/clis/gemini', 'mcp', 'list']), true);
+  assert.equal(check(['/opt/clis/claude', '-p', 'mcp list']), false);
+  assert.equal(check(['/opt/clis/claude']), false);
+  assert.equal(check(['/usr/bin/node', '/opt/clis/gemini', '-p', 'hi']), false);
+  assert.equal(check(['/usr/bin/node', '--test', 'a.js', 'b.js']), false);
+  assert.equal(check([]), false);
 });

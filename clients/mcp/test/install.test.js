@@ -6,6 +6,7 @@ const test = require('node:test');
 const assert = require('node:assert/strict');
 const fs = require('fs');
 const path = require('path');
+const { execFile } = require('child_process');
 const { apply, InstallError, BIN, hookCommand } = require('../lib/install');
 const { tmpDir } = require('./harness');
 
@@ -190,4 +191,43 @@ test('a malformed file is reported and never overwritten', () => {
   }
   assert.throws(() => apply(true, { client: 'vim', home, dir, env: ENV }), InstallError);
   assert.throws(() => apply(true, { client: 'claude', scope: 'global', home, dir, env: ENV }), InstallError);
+});
+
+// `hub-mcp install` itself, as a user runs it: refuses to write an entry
+// whose HUB_MCP_MODULES does not hold hub-mcp's dependencies (the CLI would
+// start the server, see it exit, and say only "Connection closed").
+function runBin(args, env, cwd) {
+  return new Promise((resolve) => execFile(BIN, args, { cwd, env },
+    (error, stdout, stderr) => resolve({ code: error ? error.code : 0, stdout, stderr })));
+}
+
+test('hub-mcp install refuses a module path without hub-mcp\'s dependencies and says what to run', async () => {
+  const { home, dir } = dirs();
+  const missing = path.join(home, 'no-such', 'node_modules');
+  const cases = [
+    // HUB_MCP_MODULES names a directory that is not there.
+    [{ PATH: process.env.PATH, HOME: home, HUB_MCP_MODULES: missing }, missing],
+    // Not set, and a HOME without the cache tools/setup.sh fills.
+    [{ PATH: process.env.PATH, HOME: home }, path.join(home, '.cache', 'hub', 'mcp', 'node_modules')],
+  ];
+  for (const [env, where] of cases) {
+    for (const client of ['claude', 'codex', 'gemini']) {
+      const r = await runBin(['install', `--client=${client}`, '--scope=user', '--hub=127.0.0.1:1'], env, dir);
+      assert.equal(r.code, 1, `${client}: ${r.stdout}${r.stderr}`);
+      assert.equal(r.stdout, '');
+      assert.ok(r.stderr.includes(`hub-mcp's npm dependencies are not in ${where}`), r.stderr);
+      assert.match(r.stderr, /Run \/\S+\/tools\/setup\.sh .*or set HUB_MCP_MODULES/, r.stderr);
+      assert.match(r.stderr, /nothing was written/);
+      assert.deepEqual(fs.readdirSync(home).filter((f) => f !== 'no-such'), [], `${client} wrote into HOME`);
+    }
+  }
+  // With the dependencies there it installs (and uninstall never needs them).
+  const ok = await runBin(['install', '--client=claude', '--scope=user', '--hub=127.0.0.1:1'],
+    { PATH: process.env.PATH, HOME: home, HUB_MCP_MODULES: process.env.HUB_MCP_MODULES }, dir);
+  assert.equal(ok.code, 0, ok.stderr);
+  assert.match(ok.stdout, /created: .*\.claude\.json/);
+  const un = await runBin(['uninstall', '--client=claude', '--scope=user'], { PATH: process.env.PATH, HOME: home,
+    HUB_MCP_MODULES: missing }, dir);
+  assert.equal(un.code, 0, un.stderr);
+  assert.match(un.stdout, /removed: .*\.claude\.json/);
 });

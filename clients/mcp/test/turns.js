@@ -72,6 +72,85 @@ function recordingServer(handle) {
   })));
 }
 
+// The tool_use blocks of an Anthropic request's assistant messages, and the
+// tool_result of one of them.
+function toolUses(body) {
+  const uses = [];
+  for (const m of body.messages || []) {
+    if (m.role !== 'assistant' || !Array.isArray(m.content)) continue;
+    for (const c of m.content) if (c.type === 'tool_use') uses.push(c);
+  }
+  return uses;
+}
+
+function toolResult(body, id) {
+  for (const m of body.messages || []) {
+    if (m.role !== 'user' || !Array.isArray(m.content)) continue;
+    const r = m.content.find((c) => c.type === 'tool_result' && c.tool_use_id === id);
+    if (r) return r;
+  }
+  return null;
+}
+
+/**
+ * A scripted model behind Anthropic's Messages API (what Claude Code calls
+ * with ANTHROPIC_BASE_URL), streamed (SSE) or not, on a recordingServer.
+ * `script(body)` answers a request that offers tools with {tool: {name,
+ * input}} or {text}; `beforeAnswer(body)` runs first (it may wait for what
+ * the test needs). A request without tools (a side request) gets "ok";
+ * count_tokens and /v1/models answer too. Resolves like recordingServer.
+ */
+function anthropicModel(script, beforeAnswer = async () => {}) {
+  let seq = 0;
+  return recordingServer(async (req, body, res) => {
+    const json = (code, value) => {
+      res.writeHead(code, { 'content-type': 'application/json' });
+      res.end(JSON.stringify(value));
+    };
+    const url = req.url.split('?')[0];
+    if (req.method === 'POST' && url === '/v1/messages/count_tokens') return json(200, { input_tokens: 100 });
+    if (req.method === 'GET' && url.startsWith('/v1/models')) {
+      return json(200, { data: [], has_more: false, first_id: null, last_id: null });
+    }
+    if (req.method === 'HEAD') { res.writeHead(200); return res.end(); }
+    if (!(req.method === 'POST' && url === '/v1/messages' && body)) {
+      return json(404, { type: 'error', error: { type: 'not_found_error', message: `no ${req.method} ${url} here` } });
+    }
+    if ((body.tools || []).length) await beforeAnswer(body).catch(() => {});
+    const step = (body.tools || []).length ? await script(body) : { text: 'ok' };
+    seq += 1;
+    const id = `msg_turn${seq}`;
+    const block = step.tool
+      ? { type: 'tool_use', id: `toolu_turn${seq}`, name: step.tool.name, input: step.tool.input }
+      : { type: 'text', text: step.text };
+    const stop = step.tool ? 'tool_use' : 'end_turn';
+    const usage = { input_tokens: 100, output_tokens: 10, cache_creation_input_tokens: 0, cache_read_input_tokens: 0 };
+    if (!body.stream) {
+      return json(200, { id, type: 'message', role: 'assistant', model: body.model, content: [block],
+        stop_reason: stop, stop_sequence: null, usage });
+    }
+    res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache' });
+    const event = (type, data) => res.write(`event: ${type}\ndata: ${JSON.stringify({ type, ...data })}\n\n`);
+    event('message_start', { message: { id, type: 'message', role: 'assistant', model: body.model, content: [],
+      stop_reason: null, stop_sequence: null, usage: { ...usage, output_tokens: 1 } } });
+    if (step.tool) {
+      event('content_block_start', { index: 0, content_block: { ...block, input: {} } });
+      const args = JSON.stringify(block.input);
+      const cut = Math.floor(args.length / 2);
+      for (const part of [args.slice(0, cut), args.slice(cut)]) {
+        event('content_block_delta', { index: 0, delta: { type: 'input_json_delta', partial_json: part } });
+      }
+    } else {
+      event('content_block_start', { index: 0, content_block: { type: 'text', text: '' } });
+      event('content_block_delta', { index: 0, delta: { type: 'text_delta', text: block.text } });
+    }
+    event('content_block_stop', { index: 0 });
+    event('message_delta', { delta: { stop_reason: stop, stop_sequence: null }, usage: { output_tokens: 10 } });
+    event('message_stop', {});
+    return res.end();
+  });
+}
+
 /**
  * What a turn starts with: a real hubd, agent B (a hub-mcp over the SDK's
  * Client) attached, and a handoff (priority 7, `text`) from B pending for A.
@@ -98,4 +177,4 @@ async function turnFixture(name, { a, b: bId, text }) {
   }
 }
 
-module.exports = { CLIS, skip, texts, installUser, runCli, recordingServer, turnFixture };
+module.exports = { CLIS, skip, texts, installUser, runCli, recordingServer, anthropicModel, toolUses, toolResult, turnFixture };
