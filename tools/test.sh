@@ -5,8 +5,13 @@
 #   - bazel test //... : unit tests, in-process gRPC tests and end-to-end
 #     tests that drive the real hubd with buf curl
 #   - bazel test --config=asan //... : the same under ASan + UBSan + LSan
+#     (clang), but for the suites tagged "plain_only": those drive hub-mcp,
+#     the real agent CLIs, the console in a browser and the docs' examples,
+#     whose hubd calls the in-process gRPC tests already run under the
+#     sanitizers, so they run once, in the plain build
 #   - bazel test --config=fuzz //tests/fuzz:all : a short libFuzzer run of
-#     each fuzz target (HUB_FUZZ_SECONDS, default 5; tools/fuzz.sh runs long)
+#     each fuzz target (HUB_FUZZ_SECONDS, default 5; tools/fuzz.sh runs long),
+#     on the ASan build's objects: only the fuzz targets link again
 #   - bazel test --config=tsan, tests tagged "concurrency" : ThreadSanitizer
 # Ends with one line "N passed, N failed" (test cases plus checks).
 set -uo pipefail
@@ -70,7 +75,7 @@ bazel_tests() {  # bazel_tests LABEL [bazel flags...]; targets: $targets or //..
 check clang-format format_check
 check buf-lint "$HUB_BUF" lint
 bazel_tests default
-bazel_tests asan --config=asan
+bazel_tests asan --config=asan --build_tests_only --test_tag_filters=-plain_only
 targets=//tests/fuzz:all bazel_tests fuzz --config=fuzz
 bazel_tests tsan --config=tsan --build_tests_only --test_tag_filters=concurrency
 
