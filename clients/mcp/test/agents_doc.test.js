@@ -44,7 +44,7 @@ const READ_ONLY = new Set(['hub_whoami', 'hub_list_agents', 'hub_inbox', 'hub_me
 // (codex-rs rmcp-client: DEFAULT_ENV_VARS on Unix).
 const CODEX_ENV = ['HOME', 'LOGNAME', 'PATH', 'SHELL', 'USER', '__CF_USER_TEXT_ENCODING', 'LANG',
   'LC_ALL', 'TERM', 'TMPDIR', 'TZ'];
-const WAIT_MS = 30000;
+const WAIT_MS = 60000;
 
 // ---- the document -------------------------------------------------------------
 

@@ -75,7 +75,7 @@ test('one claude -p turn: the model calls hub_send, B gets the message, the hook
       const startFile = () => path.join(runtimeDir, String(claudePid), 'start.txt');
       model = await startModel({
         beforeAnswer: () => waitFor('the pending message at A\'s server', () =>
-          claudePid && fs.readFileSync(startFile(), 'utf8').includes('1 pending message'), 30000),
+          claudePid && fs.readFileSync(startFile(), 'utf8').includes('1 pending message'), 60000),
       });
 
       const home = tmpDir('turn-home');
@@ -198,7 +198,7 @@ test('a claude session whose hub-mcp was killed is told its role status is unkno
           heldEpoch = role.epoch;
           // Its hub-mcp has it (the start context its hooks read says so).
           await waitFor('the role in A\'s start context', () => fs.readFileSync(path.join(serverDir(), 'start.txt'),
-            'utf8').includes(`you are cto of ${PROJECT} at epoch ${heldEpoch}`), 30000);
+            'utf8').includes(`you are cto of ${PROJECT} at epoch ${heldEpoch}`), 60000);
           return { tool: { name: 'ToolSearch', input: { query: `select:${WHOAMI}` } } };
         }
         if (step === 'ToolSearch') return { tool: { name: WHOAMI, input: {} } };

@@ -51,7 +51,7 @@ async function startMcp({ hub, agentId, project = PROJECT, args = [], env = {}, 
 }
 
 /** Waits until `probe()` resolves truthy (polled every 50 ms), or fails. */
-async function waitFor(what, probe, timeoutMs = 30000) {
+async function waitFor(what, probe, timeoutMs = 60000) {
   const end = Date.now() + timeoutMs;
   let last;
   for (;;) {

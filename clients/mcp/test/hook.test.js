@@ -236,7 +236,7 @@ test('the hooks name the reservations of mine someone waits for or that end soon
     const expired = await waitFor('the expiry line', async () => {
       const r = await runHook('PostToolUse');
       return r.stdout.includes('expired') ? context(r, 'PostToolUse') : null;
-    }, 60000);
+    }, 120000);
     assert.equal(expired, 'hub: new since your last look:\n' +
       `hub reservation lost: soon/x.cc (exclusive, ${soon.reservation_id}, fencing token ${soon.token}) ` +
       'expired (its TTL passed unrenewed); stop editing those paths (hub_reserve claims them again)\n');

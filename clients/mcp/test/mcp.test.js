@@ -282,8 +282,12 @@ test('stdin closed: the agent is deregistered at once and its role moves on', as
   await gone;
   const { agent } = await hub.presence.getAgent({ agentId: 'mcp-bye-a' });
   assert.equal(agent.status, 'AGENT_STATUS_OFFLINE');
-  const { role } = await hub.roles.getRole({ roleKey: { projectId: project, kind: 'ROLE_KIND_CTO' } });
-  assert.notEqual(role.state, 'ROLE_STATE_ACTIVE');
+  // The role moves on as the deregistration's consequence, committed just
+  // after the goodbye is answered: waited for, not read once.
+  await waitFor('the role is no longer active', async () => {
+    const { role } = await hub.roles.getRole({ roleKey: { projectId: project, kind: 'ROLE_KIND_CTO' } });
+    return role.state !== 'ROLE_STATE_ACTIVE';
+  });
 });
 
 test('a goodbye timeout outside 1 .. 60 seconds is refused before anything starts', () => {
