@@ -187,7 +187,8 @@ void AttachedAgent::Supervise() {
       continue;
     }
     Replace(nullptr);
-    if (clients_.size() > 1) {
+    // A sticky agent superseded or failed starts again on its own hub.
+    if (clients_.size() > 1 && !sticky_) {
       hub_ = (hub_ + 1) % static_cast<int>(clients_.size());
       ++moves_;
     }

@@ -15,7 +15,7 @@
 // client had a call succeed, then checks the database against the ledger
 // while the hubs go on serving. Besides, all along: a WatchRoles stream on
 // every hub (RoleWatch), what the hubs push to the attached agents
-// (PushLog), and the writes answered while the database is down (Load). At
+// (PushLog), and the calls answered while the database is down (Load). At
 // the end: every attached agent that held a role was told when it lost it.
 #include <sys/wait.h>
 
@@ -550,11 +550,14 @@ std::string PostgresRun::SeatLine() {
 }
 
 void PostgresRun::CheckToldAndWatched(std::vector<std::string>* found) {
-  const absl::Time deadline = absl::Now() + kRecoveryBound;
+  const absl::Time started = absl::Now();
+  const absl::Time deadline = started + kRecoveryBound;
   std::vector<std::string> untold;
   std::map<std::string, int64_t> versions;
+  int held_roles = 0;
   while (true) {
     untold.clear();
+    held_roles = 0;
     absl::StatusOr<StoreSnapshot> snapshot = Snapshot();
     if (!snapshot.ok()) {
       found->push_back(absl::StrCat("cannot read the roles: ",
@@ -566,6 +569,7 @@ void PostgresRun::CheckToldAndWatched(std::vector<std::string>* found) {
       versions[wire] = role.version;
       for (const auto& agent : load_->attached()) {
         const std::optional<int64_t> held = agent->HeldEpoch(wire);
+        held_roles += held.has_value();
         if (held && (*held != role.epoch || role.holder != agent->agent_id())) {
           untold.push_back(absl::StrCat(
               agent->agent_id(), " still holds ", wire, " at epoch ", *held,
@@ -578,6 +582,11 @@ void PostgresRun::CheckToldAndWatched(std::vector<std::string>* found) {
     absl::SleepFor(absl::Milliseconds(50));
   }
   found->insert(found->end(), untold.begin(), untold.end());
+  std::cout << "chaos: at the end the attached agents' sessions held "
+            << held_roles << " roles"
+            << (untold.empty() ? ", each as stored" : "") << " (after "
+            << absl::ToInt64Milliseconds(absl::Now() - started) << " ms)"
+            << std::endl;
   std::string lagging;
   if (!role_watch_->WaitCaughtUp(versions, deadline - absl::Now(), &lagging)) {
     found->push_back(absl::StrCat(
