@@ -353,11 +353,13 @@ void Load::Start(uint64_t seed) {
   for (const std::string& project : options_.projects) {
     ensured.push_back(EnsuredRole(project));
   }
+  const int hubs = static_cast<int>(options_.addresses.size());
   for (int i = 0; i < options_.attached; ++i) {
+    // Sticky: the first one per hub, when some are left to move.
+    const bool sticky = options_.attached > hubs && i < hubs;
     attached_.push_back(std::make_unique<AttachedAgent>(
         ledger_, options_.push_log, options_.addresses, AttachedName(i),
-        i % static_cast<int>(options_.addresses.size()),
-        /*sticky=*/i < static_cast<int>(options_.addresses.size()), ensured));
+        i % hubs, sticky, ensured));
     attached_.back()->Start();
   }
   for (int i = 0; i < options_.workers; ++i) {

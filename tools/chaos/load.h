@@ -37,8 +37,9 @@ struct LoadOptions {
   std::vector<std::string> addresses;
   int workers = 4;
   // Agents that stay attached through presence streams and take pushed
-  // messages (AttachedAgent); the workers publish to them too. The first
-  // one per hub is sticky: it stays on its hub through every fault.
+  // messages (AttachedAgent); the workers publish to them too. When there
+  // are more than hubs, the first one per hub is sticky: it stays on its hub
+  // through every fault.
   int attached = 0;
   // Projects whose cto roles the workers compete for.
   std::vector<std::string> projects;
