@@ -13,6 +13,13 @@ namespace hub::chaos {
 
 namespace v1 = ::hub::v1;
 
+namespace {
+
+std::string AgentName(int worker) { return absl::StrCat("chaos-w", worker); }
+std::string AttachedName(int i) { return absl::StrCat("chaos-a", i); }
+
+// The lead role of `project` that the attached agents are candidates of and
+// the workers elect; the workers' cto roles are reserved directly instead.
 v1::RoleKey EnsuredRole(const std::string& project) {
   v1::RoleKey key;
   key.set_project_id(project);
@@ -20,11 +27,6 @@ v1::RoleKey EnsuredRole(const std::string& project) {
   key.set_scope_id(absl::StrCat("scp_", std::string(22, 'e')));
   return key;
 }
-
-namespace {
-
-std::string AgentName(int worker) { return absl::StrCat("chaos-w", worker); }
-std::string AttachedName(int i) { return absl::StrCat("chaos-a", i); }
 
 // Recipient `i` of a publish: the workers' agents, then the attached ones.
 std::string Recipient(int i, int workers) {

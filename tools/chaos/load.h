@@ -50,10 +50,6 @@ struct LoadOptions {
   PushLog* push_log = nullptr;
 };
 
-// The lead role of `project` that the attached agents are candidates of and
-// the workers elect; the workers' cto roles are reserved directly instead.
-hub::v1::RoleKey EnsuredRole(const std::string& project);
-
 struct OpCounts {
   std::atomic<int64_t> ok{0};
   std::atomic<int64_t> failed{0};
@@ -125,7 +121,7 @@ class Load {
   };
   void Failed(const absl::Status& status);
   // A call sent in database phase `phase_at_start` was answered with
-  // `status` (workers' writes only).
+  // `status` (every worker call but heartbeats).
   void Answered(const char* what, int64_t phase_at_start,
                 const absl::Status& status);
 
