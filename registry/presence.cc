@@ -1151,8 +1151,13 @@ void PresenceRegistry::Checkpoint(int64_t now) {
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!(*applied)[i]) {
       // On a shared store, the row no longer names this hub's seat: another
-      // hub holds the agent now (or this hub lost its seat).
-      if (shared_) {
+      // hub holds the agent now, or this hub's seat is over. Only the first
+      // replaced this hub's stream; the second ends every stream as the seat
+      // is lost (DropHolds, HUB_SEAT_LOST), and a client told
+      // PRESENCE_STREAM_REPLACED instead would think itself superseded and
+      // give up for good. A hub resumed after a pause past its lease can
+      // checkpoint before its ticker finds the seat over.
+      if (shared_ && (!may_act_ || may_act_())) {
         LoseHold(batch[i].agent_id, batch[i].presence_generation,
                  FailedPreconditionError(
                      "PRESENCE_STREAM_REPLACED",

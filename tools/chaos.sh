@@ -18,7 +18,7 @@
 # acknowledged publish must have been delivered (docs/design/multi-hub.md,
 # "Fault runs"):
 #   tools/chaos.sh --postgres [--hubs=2] [--faults=20]
-#                  [--fault_kinds=kill,stop,terminate,restart]
+#                  [--fault_kinds=kill,stop,terminate,restart,cut]
 #                  [--hub_lease=2s --hub_renew_interval=400ms --detach_grace=1s]
 #
 # From a checkout it builds hubd and the driver with Bazel; under `bazel
@@ -28,7 +28,8 @@
 # CHAOS_KEEP=1; the PostgreSQL server lives in /tmp/hub-chaos-pg.* (PostgreSQL
 # runs as `nobody` when this runs as root, and `nobody` must reach it) and is
 # stopped at the end; CHAOS_PG_SETTINGS adds server settings ("-c name=value
-# ...").
+# ..."). CHAOS_SEED=N is --seed=N: the driver prints its seed first, and a
+# run replays with it (`bazel test --test_env=CHAOS_SEED=N ...`).
 set -euo pipefail
 
 postgres=0
@@ -39,6 +40,7 @@ for arg in "$@"; do
     *) args+=("$arg") ;;
   esac
 done
+if [[ -n "${CHAOS_SEED:-}" ]]; then args+=("--seed=$CHAOS_SEED"); fi
 
 if [[ -z "${HUBD:-}" || -z "${CHAOS_DRIVER:-}" ]]; then
   root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"

@@ -1,6 +1,7 @@
 #include "tools/chaos/attached_agent.h"
 
 #include <iostream>
+#include <memory>
 #include <utility>
 
 #include "absl/time/clock.h"
@@ -17,12 +18,15 @@ constexpr absl::Duration kMoveAfter = absl::Seconds(2);
 
 }  // namespace
 
-AttachedAgent::AttachedAgent(Ledger* ledger,
+AttachedAgent::AttachedAgent(Ledger* ledger, PushLog* push_log,
                              const std::vector<std::string>& addresses,
-                             std::string agent_id, int home,
+                             std::string agent_id, int home, bool sticky,
                              std::vector<v1::RoleKey> candidate_of)
     : ledger_(ledger),
+      push_log_(push_log),
       agent_id_(std::move(agent_id)),
+      home_(home),
+      sticky_(sticky),
       candidate_of_(std::move(candidate_of)),
       hub_(home) {
   for (const std::string& address : addresses) {
@@ -44,6 +48,30 @@ void AttachedAgent::Stop() {
   if (thread_.joinable()) thread_.join();
 }
 
+int AttachedAgent::Cut(int hub, absl::Duration away) {
+  const int to = sticky_ ? home_ : hub % static_cast<int>(clients_.size());
+  cut_away_ms_ = absl::ToInt64Milliseconds(away);
+  cut_to_ = to;
+  return to;
+}
+
+std::optional<int64_t> AttachedAgent::HeldEpoch(
+    const std::string& role_key_wire) const {
+  absl::MutexLock lock(&mu_);
+  if (session_ == nullptr) return std::nullopt;
+  return session_->RoleEpoch(role_key_wire);
+}
+
+void AttachedAgent::Replace(std::unique_ptr<client::PresenceSession> next) {
+  std::unique_ptr<client::PresenceSession> old;
+  {
+    absl::MutexLock lock(&mu_);
+    old = std::move(session_);
+    session_ = std::move(next);
+  }
+  if (old != nullptr) old->Stop();
+}
+
 std::unique_ptr<client::PresenceSession> AttachedAgent::NewSession(int hub) {
   client::PresenceSessionOptions options;
   options.registration.set_agent_id(agent_id_);
@@ -56,10 +84,30 @@ std::unique_ptr<client::PresenceSession> AttachedAgent::NewSession(int hub) {
   // (which answers nothing) noticed within a second or two.
   options.registration.mutable_heartbeat_ttl()->set_seconds(10);
   options.heartbeat_fraction = 0.1;
-  options.reply_timeout = absl::Seconds(1);
+  options.reply_timeout = sticky_ ? absl::Seconds(60) : absl::Seconds(1);
   options.deregister_on_stop = false;
   client::PresenceCallbacks callbacks;
-  callbacks.on_message = [this](const v1::MessageDelivery& delivery) {
+  // When the session's current stream attached (callbacks run on the
+  // session's thread, one at a time, in the stream's order).
+  auto attached_ns = std::make_shared<int64_t>(0);
+  callbacks.on_state_change = [this, hub, attached_ns](
+                                  client::SessionState state,
+                                  const absl::Status& status) {
+    if (state == client::SessionState::kAttached) {
+      *attached_ns = absl::GetCurrentTimeNanos();
+    } else if (*attached_ns != 0 && push_log_ != nullptr) {
+      push_log_->StreamEnded(agent_id_, hub, *attached_ns,
+                             absl::GetCurrentTimeNanos(),
+                             client::ReasonOf(status));
+      *attached_ns = 0;
+    }
+  };
+  callbacks.on_message = [this, hub,
+                          attached_ns](const v1::MessageDelivery& delivery) {
+    if (push_log_ != nullptr) {
+      push_log_->Pushed(agent_id_, hub, *attached_ns,
+                        absl::GetCurrentTimeNanos(), delivery);
+    }
     ledger_->Delivered(delivery.message().message_id(), agent_id_);
     return true;
   };
@@ -99,19 +147,34 @@ bool AttachedAgent::BecomeCandidate(int hub) {
 }
 
 void AttachedAgent::Supervise() {
-  std::unique_ptr<client::PresenceSession> session = NewSession(hub_);
+  Replace(NewSession(hub_));
   absl::Time attached_at = absl::Now();  // or when this session started
   int64_t recorded_generation = 0;
   bool candidate = candidate_of_.empty();
   while (!stop_) {
     absl::SleepFor(absl::Milliseconds(20));
-    const client::SessionState state = session->state();
+    if (const int to = cut_to_.exchange(-1); to >= 0) {
+      Replace(nullptr);
+      ++cuts_;
+      absl::SleepFor(absl::Milliseconds(cut_away_ms_.load()));
+      if (to != hub_) ++moves_;
+      hub_ = to;
+      Replace(NewSession(hub_));
+      attached_at = absl::Now();
+      continue;
+    }
+    client::SessionState state;
+    int64_t generation;
+    {
+      absl::MutexLock lock(&mu_);
+      state = session_->state();
+      generation = session_->generation();
+    }
     if (state == client::SessionState::kAttached) {
       attached_at = absl::Now();
       // Candidates are rows of the shared store: once is enough.
       if (!candidate) candidate = BecomeCandidate(hub_);
       // The registration the session made is acknowledged once attached.
-      const int64_t generation = session->generation();
       if (generation != recorded_generation) {
         ledger_->Registered(agent_id_, generation);
         recorded_generation = generation;
@@ -120,16 +183,19 @@ void AttachedAgent::Supervise() {
     }
     const bool terminal = state == client::SessionState::kSuperseded ||
                           state == client::SessionState::kFailed;
-    if (!terminal && absl::Now() - attached_at < kMoveAfter) continue;
-    session->Stop();
-    if (clients_.size() > 1) {
+    if (!terminal && (sticky_ || absl::Now() - attached_at < kMoveAfter)) {
+      continue;
+    }
+    Replace(nullptr);
+    // A sticky agent superseded or failed starts again on its own hub.
+    if (clients_.size() > 1 && !sticky_) {
       hub_ = (hub_ + 1) % static_cast<int>(clients_.size());
       ++moves_;
     }
-    session = NewSession(hub_);
+    Replace(NewSession(hub_));
     attached_at = absl::Now();
   }
-  session->Stop();
+  Replace(nullptr);
 }
 
 }  // namespace hub::chaos

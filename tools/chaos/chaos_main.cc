@@ -8,7 +8,8 @@
 //                [--hubs=2] [--faults=20] [--fault_kinds=kill,stop,...]
 //       several hubds over one PostgreSQL database, faults drawn among a
 //       hub killed, a hub paused past its lease, the hubs' backends
-//       terminated, the server restarted (docs/design/multi-hub.md)
+//       terminated, the server restarted, an attached agent's stream cut
+//       (docs/design/multi-hub.md)
 //
 // Prints figures as it goes and a summary; exits 0 when every check passed,
 // 1 on any violation, 2 when a hub or the database could not be (re)started.
@@ -30,7 +31,9 @@ ABSL_FLAG(int, kills, 20, "SQLite: how many times to SIGKILL hubd");
 ABSL_FLAG(int, faults, 20, "PostgreSQL: how many faults to inject");
 ABSL_FLAG(int, workers, 4, "client threads driving load");
 ABSL_FLAG(int, roles, 4, "cto roles the workers compete for");
-ABSL_FLAG(uint64_t, seed, 0, "random seed; 0: from the clock");
+ABSL_FLAG(uint64_t, seed, 0,
+          "random seed of the fault schedule and the load (printed at the "
+          "start: a failed run replays with it); 0: from the clock");
 ABSL_FLAG(absl::Duration, min_uptime, absl::Milliseconds(200),
           "shortest load phase between a recovery and the next fault");
 ABSL_FLAG(absl::Duration, max_uptime, absl::Milliseconds(1200),
@@ -50,8 +53,8 @@ ABSL_FLAG(std::string, pg_ctl, "",
           "PostgreSQL: a command run as `CMD stop` (stop the server "
           "immediately) and `CMD start` (start it, wait until it serves)");
 ABSL_FLAG(std::vector<std::string>, fault_kinds, {},
-          "PostgreSQL: faults to draw from (kill, stop, terminate, restart); "
-          "empty: all");
+          "PostgreSQL: faults to draw from (kill, stop, terminate, restart, "
+          "cut); empty: all");
 ABSL_FLAG(absl::Duration, hub_lease, absl::ZeroDuration(),
           "PostgreSQL: hubd's --hub_lease (also times the pauses); 0: "
           "hubd's default");
@@ -97,7 +100,7 @@ int main(int argc, char** argv) {
   options.max_write_stall = absl::GetFlag(FLAGS_max_write_stall);
   for (const std::string& kind : options.fault_kinds) {
     if (kind != "kill" && kind != "stop" && kind != "terminate" &&
-        kind != "restart") {
+        kind != "restart" && kind != "cut") {
       std::cerr << "chaos_driver: unknown fault kind " << kind << "\n";
       return 2;
     }

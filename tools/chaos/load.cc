@@ -27,6 +27,7 @@ v1::RoleKey EnsuredRole(const std::string& project) {
   key.set_scope_id(absl::StrCat("scp_", std::string(22, 'e')));
   return key;
 }
+
 // Recipient `i` of a publish: the workers' agents, then the attached ones.
 std::string Recipient(int i, int workers) {
   return i < workers ? AgentName(i) : AttachedName(i - workers);
@@ -131,12 +132,14 @@ class Worker {
     clients_[hub_]->WaitForConnected(absl::Milliseconds(200));
   }
 
-  // Runs `call` on the current hub; counts it in `c`; on a hub that is
-  // unavailable, moves on for the next call.
+  // Runs `call` (named `what`) on the current hub; counts it in `c`; on a
+  // hub that is unavailable, moves on for the next call.
   template <typename Call>
-  auto Do(OpCounts& c, Call call) {
+  auto Do(const char* what, OpCounts& c, Call call) {
+    const int64_t phase = load_->db_phase_.load();
     const int64_t started = absl::GetCurrentTimeNanos();
     auto reply = call(*clients_[hub_]);
+    if (&c != &load_->heartbeats_) load_->Answered(what, phase, reply.status());
     if (reply.ok()) {
       ++c.ok;
       const int64_t answered = absl::GetCurrentTimeNanos();
@@ -175,9 +178,9 @@ class Worker {
     *r.mutable_role_key() = EnsuredRole(project);
     r.set_trigger(v1::ENSURE_ROLE_TRIGGER_MANUAL);
     r.set_cause_id(absl::StrCat("chaos-", me_));
-    auto reply = Do(load_->ensures_, [&](const client::HubClient& hub) {
-      return hub.EnsureRole(r);
-    });
+    auto reply =
+        Do("ensure", load_->ensures_,
+           [&](const client::HubClient& hub) { return hub.EnsureRole(r); });
     if (!reply.ok()) return false;
     absl::MutexLock lock(&load_->failures_mu_);
     const v1::EnsureRoleReceipt& receipt = reply->receipt();
@@ -195,9 +198,9 @@ class Worker {
     v1::RegisterAgentRequest r;
     r.set_agent_id(newcomer ? absl::StrCat(me_, "-", ++newcomers_) : me_);
     r.set_cli(newcomer ? v1::AGENT_CLI_CLAUDE : v1::AGENT_CLI_CODEX);
-    auto reply = Do(load_->registers_, [&](const client::HubClient& hub) {
-      return hub.RegisterAgent(r);
-    });
+    auto reply =
+        Do("register", load_->registers_,
+           [&](const client::HubClient& hub) { return hub.RegisterAgent(r); });
     if (!reply.ok()) return false;
     if (!newcomer) generation_ = reply->presence_generation();
     load_->ledger_->Registered(r.agent_id(), reply->presence_generation());
@@ -208,9 +211,9 @@ class Worker {
     v1::HeartbeatRequest r;
     r.set_agent_id(me_);
     r.set_presence_generation(generation_);
-    auto reply = Do(load_->heartbeats_, [&](const client::HubClient& hub) {
-      return hub.Heartbeat(r);
-    });
+    auto reply =
+        Do("heartbeat", load_->heartbeats_,
+           [&](const client::HubClient& hub) { return hub.Heartbeat(r); });
     // Offline (a hub that held it died and its grace ran out), unknown, or
     // superseded by a registration whose answer was lost: register again.
     if (reply.status().code() == absl::StatusCode::kFailedPrecondition) {
@@ -232,9 +235,9 @@ class Worker {
     r.mutable_patch()->set_state(v1::ROLE_STATE_ACTIVE);
     r.mutable_patch()->set_holder_agent_id(me_);
     r.mutable_patch()->set_last_reason("chaos");
-    auto reply = Do(load_->reserves_, [&](const client::HubClient& hub) {
-      return hub.ReserveRole(r);
-    });
+    auto reply =
+        Do("reserve", load_->reserves_,
+           [&](const client::HubClient& hub) { return hub.ReserveRole(r); });
     if (reply.ok()) {
       const v1::Role& role = reply->role();
       epochs_[project] = role.epoch();
@@ -261,7 +264,7 @@ class Worker {
     const v1::Role& role = it->second;
     v1::CompareAndSetRoleRequest r = client::CasGuardedBy(role);
     r.mutable_patch()->set_last_reason("chaos_act");
-    auto reply = Do(load_->acts_, [&](const client::HubClient& hub) {
+    auto reply = Do("act", load_->acts_, [&](const client::HubClient& hub) {
       return hub.CompareAndSetRole(r);
     });
     if (!reply.ok()) {
@@ -283,10 +286,16 @@ class Worker {
     r.mutable_ttl()->set_seconds(3600);
     (*r.mutable_payload()->mutable_fields())["n"].set_number_value(
         static_cast<double>(random_() % 1000));
-    auto reply = Do(load_->publishes_, [&](const client::HubClient& hub) {
-      return hub.Publish(r);
-    });
-    if (reply.ok()) load_->ledger_->Published(reply->message_id(), r.to());
+    const int64_t started = absl::GetCurrentTimeNanos();
+    auto reply =
+        Do("publish", load_->publishes_,
+           [&](const client::HubClient& hub) { return hub.Publish(r); });
+    if (reply.ok()) {
+      load_->ledger_->Published(reply->message_id(), r.to());
+      if (load_->options_.push_log != nullptr) {
+        load_->options_.push_log->Published(reply->message_id(), started);
+      }
+    }
     return reply.ok();
   }
 
@@ -295,7 +304,7 @@ class Worker {
     v1::ListPendingRequest list;
     list.set_agent_id(me_);
     list.set_page_size(20);
-    auto pending = Do(load_->acks_, [&](const client::HubClient& hub) {
+    auto pending = Do("list", load_->acks_, [&](const client::HubClient& hub) {
       return hub.ListPending(list);
     });
     if (!pending.ok()) return false;
@@ -306,7 +315,7 @@ class Worker {
       load_->ledger_->Delivered(d.message().message_id(), me_);
       r.add_message_ids(d.message().message_id());
     }
-    auto reply = Do(load_->acks_,
+    auto reply = Do("ack", load_->acks_,
                     [&](const client::HubClient& hub) { return hub.Ack(r); });
     if (!reply.ok()) return false;
     for (const std::string& id : reply->result().acked_message_ids()) {
@@ -346,10 +355,13 @@ void Load::Start(uint64_t seed) {
   for (const std::string& project : options_.projects) {
     ensured.push_back(EnsuredRole(project));
   }
+  const int hubs = static_cast<int>(options_.addresses.size());
   for (int i = 0; i < options_.attached; ++i) {
+    // Sticky: the first one per hub, when some are left to move.
+    const bool sticky = options_.attached > hubs && i < hubs;
     attached_.push_back(std::make_unique<AttachedAgent>(
-        ledger_, options_.addresses, AttachedName(i),
-        i % static_cast<int>(options_.addresses.size()), ensured));
+        ledger_, options_.push_log, options_.addresses, AttachedName(i),
+        i % hubs, sticky, ensured));
     attached_.back()->Start();
   }
   for (int i = 0; i < options_.workers; ++i) {
@@ -382,6 +394,43 @@ void Load::Stop() {
   for (std::thread& t : threads_) t.join();
   threads_.clear();
   for (const auto& agent : attached_) agent->Stop();
+}
+
+std::string Load::CutStream(uint64_t random, absl::Duration away) {
+  if (attached_.empty()) return "";
+  AttachedAgent& agent = *attached_[random % attached_.size()];
+  const int hub = static_cast<int>((random >> 8) % options_.addresses.size());
+  const int64_t away_ms = static_cast<int64_t>(
+      (random >> 16) % std::max<int64_t>(1, absl::ToInt64Milliseconds(away)));
+  const int to = agent.Cut(hub, absl::Milliseconds(away_ms));
+  return absl::StrCat(agent.agent_id(), "'s stream cut, back on hub ", to,
+                      " after ", away_ms, " ms");
+}
+
+void Load::DatabaseDown() { ++db_phase_; }
+void Load::DatabaseUp() { ++db_phase_; }
+
+void Load::Answered(const char* what, int64_t phase_at_start,
+                    const absl::Status& status) {
+  if (phase_at_start % 2 == 0 || db_phase_.load() != phase_at_start) return;
+  absl::MutexLock lock(&failures_mu_);
+  if (status.ok()) {
+    false_oks_.push_back(absl::StrCat(
+        "a ", what, " was answered OK while the database was down"));
+  } else {
+    ++down_failures_[absl::StrCat(absl::StatusCodeToString(status.code()), " ",
+                                  client::ReasonOf(status))];
+  }
+}
+
+std::vector<std::string> Load::false_oks() const {
+  absl::MutexLock lock(&failures_mu_);
+  return false_oks_;
+}
+
+std::map<std::string, int64_t> Load::down_failures() const {
+  absl::MutexLock lock(&failures_mu_);
+  return down_failures_;
 }
 
 void Load::MarkFault(int64_t since_ns) {

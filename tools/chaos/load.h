@@ -28,6 +28,7 @@
 #include "absl/time/time.h"
 #include "tools/chaos/attached_agent.h"
 #include "tools/chaos/ledger.h"
+#include "tools/chaos/push_log.h"
 
 namespace hub::chaos {
 
@@ -36,12 +37,17 @@ struct LoadOptions {
   std::vector<std::string> addresses;
   int workers = 4;
   // Agents that stay attached through presence streams and take pushed
-  // messages (AttachedAgent); the workers publish to them too.
+  // messages (AttachedAgent); the workers publish to them too. When there
+  // are more than hubs, the first one per hub is sticky: it stays on its hub
+  // through every fault.
   int attached = 0;
   // Projects whose cto roles the workers compete for.
   std::vector<std::string> projects;
   // Deadline of every call: how long a paused hub holds a worker.
   absl::Duration call_deadline = absl::Seconds(2);
+  // Where acknowledged publishes and pushes are noted; may be null. Must
+  // outlive the load.
+  PushLog* push_log = nullptr;
 };
 
 struct OpCounts {
@@ -71,6 +77,26 @@ class Load {
   // Joins the workers.
   void Stop();
 
+  // Cuts the presence stream of one attached agent (`random` picks which,
+  // the hub it attaches to next and how long it stays away, up to `away`).
+  // A description of the cut; "" without attached agents.
+  std::string CutStream(uint64_t random, absl::Duration away);
+  const std::vector<std::unique_ptr<AttachedAgent>>& attached() const {
+    return attached_;
+  }
+
+  // The database is stopped (after `pg_ctl stop` returned) / about to be
+  // started (before `pg_ctl start` runs). A worker's call (any but a
+  // heartbeat, which a hub answers from memory while its seat is live) sent
+  // and answered wholly in between must not be answered OK: nothing could
+  // have committed or read it.
+  void DatabaseDown();
+  void DatabaseUp();
+  // One line per call answered OK while the database was down.
+  std::vector<std::string> false_oks() const;
+  // Why calls failed while the database was down, "CODE REASON" -> count.
+  std::map<std::string, int64_t> down_failures() const;
+
   // When a call last succeeded (absl::GetCurrentTimeNanos(), any worker).
   int64_t last_ok_ns() const { return last_ok_ns_.load(); }
   // From now on, each worker notes its first successful call that started
@@ -94,6 +120,10 @@ class Load {
     std::atomic<bool> drained{false};
   };
   void Failed(const absl::Status& status);
+  // A call sent in database phase `phase_at_start` was answered with
+  // `status` (every worker call but heartbeats).
+  void Answered(const char* what, int64_t phase_at_start,
+                const absl::Status& status);
 
   Ledger* const ledger_;
   const LoadOptions options_;
@@ -106,6 +136,8 @@ class Load {
   std::atomic<bool> drain_{false};
   std::atomic<int64_t> last_ok_ns_{0};
   std::atomic<int64_t> fault_mark_ns_{0};
+  // Odd while the database is down: +1 on DatabaseDown and on DatabaseUp.
+  std::atomic<int64_t> db_phase_{0};
   OpCounts registers_, heartbeats_, reserves_, acts_, publishes_, acks_,
       ensures_;
   // Why calls failed, "CODE REASON" -> count (UNAVAILABLE while a hub is
@@ -114,6 +146,8 @@ class Load {
   std::map<std::string, int64_t> failures_ ABSL_GUARDED_BY(failures_mu_);
   // What EnsureRole answered, disposition -> count.
   std::map<std::string, int64_t> dispositions_ ABSL_GUARDED_BY(failures_mu_);
+  std::vector<std::string> false_oks_ ABSL_GUARDED_BY(failures_mu_);
+  std::map<std::string, int64_t> down_failures_ ABSL_GUARDED_BY(failures_mu_);
 };
 
 }  // namespace hub::chaos

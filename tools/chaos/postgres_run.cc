@@ -7,10 +7,16 @@
 //   terminate  pg_terminate_backend of every backend of the database but
 //              the checker's: every hub's writer, readers and listeners;
 //   restart    `pg_ctl stop -m immediate`, a random pause (0 to 1.5 leases),
-//              start.
+//              start;
+//   cut        an attached agent's presence stream ends (the client cancels
+//              it) and the agent attaches again, to the same hub or another,
+//              after 0 to 2 detach graces.
 // After each fault the driver waits until every hub serves again and every
 // client had a call succeed, then checks the database against the ledger
-// while the hubs go on serving.
+// while the hubs go on serving. Besides, all along: a WatchRoles stream on
+// every hub (RoleWatch), what the hubs push to the attached agents
+// (PushLog), and the calls answered while the database is down (Load). At
+// the end: every attached agent that held a role was told when it lost it.
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -34,6 +40,8 @@
 #include "storage/pg/pg_conn.h"
 #include "tests/hubd_process.h"
 #include "tools/chaos/ledger.h"
+#include "tools/chaos/push_log.h"
+#include "tools/chaos/role_watch.h"
 #include "tools/chaos/runs.h"
 #include "tools/chaos/store_snapshot.h"
 
@@ -48,8 +56,8 @@ using storage::pg::Connection;
 constexpr absl::Duration kRecoveryBound = absl::Seconds(30);
 
 const std::vector<std::string>& AllKinds() {
-  static const auto* kinds =
-      new std::vector<std::string>{"kill", "stop", "terminate", "restart"};
+  static const auto* kinds = new std::vector<std::string>{
+      "kill", "stop", "terminate", "restart", "cut"};
   return *kinds;
 }
 
@@ -140,6 +148,7 @@ class PostgresRun {
   void TerminateBackends(Fault* fault);
   std::string LockWaits();
   bool RestartServer(Fault* fault);
+  void CutStream(Fault* fault);
   // Injects one fault of `kind`, then Recover.
   bool Inject(const std::string& kind, int n);
   // Waits for the hubs and the clients, checks the database, prints.
@@ -153,6 +162,13 @@ class PostgresRun {
   // The ledger's checks and, while hubs run (`running`), the agents' seats.
   CheckCounts CheckNow(const std::string& when, bool running);
   void CheckHeldPresence(std::vector<std::string>* found);
+  // Every attached agent whose session holds a role at an epoch holds it
+  // in the store, once the hubs have had time to tell it otherwise; every
+  // watcher caught up with the stored roles.
+  void CheckToldAndWatched(std::vector<std::string>* found);
+  // Appends the violations of the push log, the role watchers and the
+  // load's answers while the database was down.
+  void CheckObserved(std::vector<std::string>* found);
   std::string SeatLine();
   void Summary(const CheckCounts& last, absl::Duration took);
 
@@ -160,6 +176,8 @@ class PostgresRun {
   const uint64_t seed_;
   std::mt19937_64 random_;
   Ledger ledger_;
+  PushLog push_log_;
+  std::unique_ptr<RoleWatch> role_watch_;
   std::unique_ptr<Load> load_;
   std::vector<std::string> addresses_;
   std::vector<std::unique_ptr<testing::HubdProcess>> hubs_;
@@ -371,11 +389,13 @@ void PostgresRun::PauseHub(int slot, Fault* fault) {
     if (i != slot) others.push_back(probes_[i].get());
   }
   hubs_[slot]->Pause();
+  const int64_t paused_ns = absl::GetCurrentTimeNanos();
   Mark();
   WriteProbe probe(others);
   absl::SleepFor(paused);
   const std::string locks = LockWaits();
   hubs_[slot]->Resume();
+  push_log_.Paused(slot, paused_ns, absl::GetCurrentTimeNanos());
   fault->write_stall = probe.Stop();
   fault->detail = absl::StrCat(
       "hub ", slot, " paused ", absl::ToInt64Milliseconds(paused),
@@ -420,15 +440,28 @@ void PostgresRun::TerminateBackends(Fault* fault) {
 
 bool PostgresRun::RestartServer(Fault* fault) {
   if (!PgCtl("stop")) return false;
+  load_->DatabaseDown();
   const absl::Duration down =
       Between(random_(), absl::ZeroDuration(), Lease() * 1.5);
   absl::SleepFor(down);
+  load_->DatabaseUp();
   if (!PgCtl("start")) return false;
   // Clients cannot be served before the server is back.
   Mark();
   fault->detail =
       absl::StrCat("server down ", absl::ToInt64Milliseconds(down), " ms");
   return true;
+}
+
+// Away for up to two graces: within it the agent keeps its presence and
+// roles (the grace runs on the hub it left), past it they fail over.
+void PostgresRun::CutStream(Fault* fault) {
+  const absl::Duration grace = options_.detach_grace > absl::ZeroDuration()
+                                   ? options_.detach_grace
+                                   : absl::Seconds(2);
+  Mark();
+  fault->detail = load_->CutStream(random_(), grace * 2);
+  if (fault->detail.empty()) fault->detail = "no attached agent to cut";
 }
 
 bool PostgresRun::Inject(const std::string& kind, int n) {
@@ -444,6 +477,8 @@ bool PostgresRun::Inject(const std::string& kind, int n) {
     TerminateBackends(&fault);
   } else if (kind == "restart") {
     if (!RestartServer(&fault)) return false;
+  } else if (kind == "cut") {
+    CutStream(&fault);
   }
   Recover(kind, n, fault, failed_before);
   return true;
@@ -514,11 +549,65 @@ std::string PostgresRun::SeatLine() {
   return absl::StrJoin(parts, " ");
 }
 
+void PostgresRun::CheckToldAndWatched(std::vector<std::string>* found) {
+  const absl::Time started = absl::Now();
+  const absl::Time deadline = started + kRecoveryBound;
+  std::vector<std::string> untold;
+  std::map<std::string, int64_t> versions;
+  int held_roles = 0;
+  while (true) {
+    untold.clear();
+    held_roles = 0;
+    absl::StatusOr<StoreSnapshot> snapshot = Snapshot();
+    if (!snapshot.ok()) {
+      found->push_back(absl::StrCat("cannot read the roles: ",
+                                    snapshot.status().ToString()));
+      return;
+    }
+    versions.clear();
+    for (const auto& [wire, role] : snapshot->roles) {
+      versions[wire] = role.version;
+      for (const auto& agent : load_->attached()) {
+        const std::optional<int64_t> held = agent->HeldEpoch(wire);
+        held_roles += held.has_value();
+        if (held && (*held != role.epoch || role.holder != agent->agent_id())) {
+          untold.push_back(absl::StrCat(
+              agent->agent_id(), " still holds ", wire, " at epoch ", *held,
+              ", stored at epoch ", role.epoch, " held by '", role.holder,
+              "' (", role.state, ")"));
+        }
+      }
+    }
+    if (untold.empty() || absl::Now() >= deadline) break;
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  found->insert(found->end(), untold.begin(), untold.end());
+  std::cout << "chaos: at the end the attached agents' sessions held "
+            << held_roles << " roles"
+            << (untold.empty() ? ", each as stored" : "") << " (after "
+            << absl::ToInt64Milliseconds(absl::Now() - started) << " ms)"
+            << std::endl;
+  std::string lagging;
+  if (!role_watch_->WaitCaughtUp(versions, deadline - absl::Now(), &lagging)) {
+    found->push_back(absl::StrCat(
+        "the role watchers did not catch up with the stored roles within ",
+        absl::FormatDuration(kRecoveryBound), ": ", lagging));
+  }
+}
+
+void PostgresRun::CheckObserved(std::vector<std::string>* found) {
+  push_log_.Check(found);
+  role_watch_->Check(found);
+  const std::vector<std::string> false_oks = load_->false_oks();
+  found->insert(found->end(), false_oks.begin(), false_oks.end());
+}
+
 void PostgresRun::Summary(const CheckCounts& last, absl::Duration took) {
   std::cout << "chaos: summary: hubs=" << options_.hubs
             << " faults=" << options_.faults
             << " seconds=" << absl::ToInt64Seconds(took)
-            << " violations=" << violations_.size() << "\n";
+            << " violations=" << violations_.size() << " seed=" << seed_
+            << "\n";
   for (const auto& [kind, f] : figures_) {
     std::cout << "chaos: " << kind << ": " << f.count
               << " faults; hubs serving again " << MedianMax(f.hubs_ms)
@@ -530,6 +619,12 @@ void PostgresRun::Summary(const CheckCounts& last, absl::Duration took) {
     std::cout << "\n";
   }
   std::cout << load_->Summary() << "\n"
+            << "chaos: while the database was down, calls failed with: "
+            << absl::StrJoin(load_->down_failures(), ", ",
+                             absl::PairFormatter("="))
+            << "\n"
+            << push_log_.Summary() << "\n"
+            << role_watch_->Summary() << "\n"
             << LedgerLine(ledger_) << "\n"
             << "chaos: final check: agents=" << last.agents
             << " publishes=" << last.messages << " acks=" << last.acks
@@ -552,9 +647,12 @@ int PostgresRun::Run() {
             << " roles=" << options_.roles << " db=" << checker_->Describe()
             << " dir=" << options_.dir << std::endl;
   if (!StartHubs()) return 2;
+  role_watch_ = std::make_unique<RoleWatch>(addresses_);
+  role_watch_->Start();
   LoadOptions load_options = options_.load;
   load_options.addresses = addresses_;
   load_options.projects = ChaosProjects(options_.roles);
+  load_options.push_log = &push_log_;
   load_ = std::make_unique<Load>(&ledger_, load_options);
   load_->Start(random_());
 
@@ -570,7 +668,14 @@ int PostgresRun::Run() {
     std::cout << "chaos: the inboxes did not drain within "
               << absl::FormatDuration(kRecoveryBound) << std::endl;
   }
+  // The workers only list and ack now: no more role writes of theirs.
+  std::vector<std::string> observed;
+  CheckToldAndWatched(&observed);
   load_->Stop();
+  role_watch_->Stop();
+  CheckObserved(&observed);
+  Print("along the run", observed);
+  violations_.insert(violations_.end(), observed.begin(), observed.end());
   for (int slot = 0; slot < static_cast<int>(hubs_.size()); ++slot) {
     const int status = hubs_[slot]->Terminate();
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
