@@ -385,8 +385,7 @@ std::string SecuritySummary(absl::string_view listen, const TlsOptions& tls,
 
 absl::StatusOr<std::unique_ptr<Authority>> Authority::Create(
     AuthOptions options, storage::Store* store) {
-  std::unique_ptr<Authority> authority(
-      new Authority(std::move(options), store));
+  std::unique_ptr<Authority> authority(new Authority(std::move(options)));
   if (!authority->enabled()) return authority;
   if (absl::Status s = authority->Load(/*at_start=*/true); !s.ok()) return s;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> owners =

@@ -111,8 +111,8 @@ struct AuthOptions {
 class Authority {
  public:
   // Loads the token file (a bad file is an error naming it) and the agent
-  // owners recorded in `store`, which must outlive the Authority, and starts
-  // watching the file.
+  // owners recorded in `store` (read once, here), and starts watching the
+  // file.
   static absl::StatusOr<std::unique_ptr<Authority>> Create(
       AuthOptions options, storage::Store* store);
   ~Authority();
@@ -163,14 +163,12 @@ class Authority {
     }
   };
 
-  Authority(AuthOptions options, storage::Store* store)
-      : options_(std::move(options)), store_(store) {}
+  explicit Authority(AuthOptions options) : options_(std::move(options)) {}
   absl::Status Load(bool at_start);
   std::optional<FileStamp> Stamp() const;
   void Watch();
 
   const AuthOptions options_;
-  storage::Store* const store_;
   std::atomic<int64_t> loads_{0};
 
   mutable absl::Mutex tokens_mu_;

@@ -36,8 +36,9 @@ const char* const kPlausible[] = {
     "claude",
     "tfx.transport-locator.v1",
     "trn_1",
-    "rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUEiLCJyb2xlX2tp"
-    "bmQiOiJjdG8ifQ",
+    // One wire key, split over two lines (the parentheses say so).
+    ("rk2.eyJwcm9qZWN0X2lkIjoicHJqX0FBQUFBQUFBQUFBQUFBQUFBQUFBQUEiLCJyb2xlX2tp"
+     "bmQiOiJjdG8ifQ"),
     "rk2.",
     "{}",
     "[]",
