@@ -414,13 +414,13 @@ TEST_P(AgentStore, TwoHubsSweepingAtOnceReportEachTransitionOnce) {
   for (int i = 0; i < kAgents; ++i) {
     ASSERT_TRUE(hub_a->RegisterAgent(Reg(absl::StrCat("agent-", i))).ok());
   }
-  const int64_t later = kNow + 30'001;
+  constexpr int64_t kLater = kNow + 30'001;
   std::atomic<int> reported{0};
   std::vector<std::thread> threads;
   for (Store* hub : {hub_a.get(), hub_b.get(), hub_a.get(), hub_b.get()}) {
-    threads.emplace_back([hub, later, &reported] {
+    threads.emplace_back([hub, &reported] {
       absl::StatusOr<std::vector<PresenceTransition>> swept =
-          hub->SweepAgentPresence(later, 300'000);
+          hub->SweepAgentPresence(kLater, 300'000);
       ASSERT_TRUE(swept.ok()) << swept.status();
       reported += static_cast<int>(swept->size());
     });
