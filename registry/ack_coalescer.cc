@@ -36,12 +36,10 @@ void AckCoalescer::Quiesce() {
   for (std::unique_ptr<Batch>& batch : refused) Answer(*batch, ShuttingDown());
   // A write's callback erases its agent under mu_ as the last thing it does
   // with the coalescer: once the map is empty no callback is still inside.
+  // (A CondVar, not Await: the condition is then read in this function,
+  // where ThreadSanitizer sees the lock held.)
   absl::MutexLock lock(&mu_);
-  mu_.Await(absl::Condition(
-      +[](absl::flat_hash_map<std::string, Agent>* agents) {
-        return agents->empty();
-      },
-      &agents_));
+  while (!agents_.empty()) drained_.Wait(&mu_);
 }
 
 void AckCoalescer::Add(Batch* batch, Request request) {
@@ -116,6 +114,7 @@ void AckCoalescer::Issue(const std::string& agent_id,
                ++writes_;
              } else if (agent.in_flight == 0) {
                agents_.erase(it);
+               if (agents_.empty()) drained_.SignalAll();
              }
            }
            if (next != nullptr) Issue(agent_id, std::move(next));

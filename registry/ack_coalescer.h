@@ -113,6 +113,7 @@ class AckCoalescer {
   mutable absl::Mutex mu_;
   absl::flat_hash_map<std::string, Agent> agents_ ABSL_GUARDED_BY(mu_);
   bool quiescing_ ABSL_GUARDED_BY(mu_) = false;
+  absl::CondVar drained_;  // agents_ became empty (Quiesce waits for it)
   int64_t writes_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t requests_ ABSL_GUARDED_BY(mu_) = 0;
 };
