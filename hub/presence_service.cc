@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/base/thread_annotations.h"
+#include "absl/functional/function_ref.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
@@ -186,44 +187,23 @@ class PresenceServiceImpl::AttachReactor final
 
   // Pushes a role activation event; false once the stream is closing.
   bool DeliverActivation(const ActivationEnvelope& envelope) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return false;
-    AttachResponse response;
-    hub::v1::PresenceEvent* event = response.mutable_event();
-    event->set_event_id(envelope.activation_id);
-    event->set_sequence(++event_sequence_);
-    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    *event->mutable_role_activation() = ToRoleActivationProto(envelope);
-    QueueLocked(std::move(response));
-    return true;
+    return PushEvent(envelope.activation_id, [&](hub::v1::PresenceEvent* e) {
+      *e->mutable_role_activation() = ToRoleActivationProto(envelope);
+    });
   }
 
   // Pushes a role probe event; false once the stream is closing.
   bool DeliverProbe(const RoleProbeEnvelope& probe) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return false;
-    AttachResponse response;
-    hub::v1::PresenceEvent* event = response.mutable_event();
-    event->set_event_id(probe.probe_id);
-    event->set_sequence(++event_sequence_);
-    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    *event->mutable_role_probe() = ToRoleProbeProto(probe);
-    QueueLocked(std::move(response));
-    return true;
+    return PushEvent(probe.probe_id, [&](hub::v1::PresenceEvent* e) {
+      *e->mutable_role_probe() = ToRoleProbeProto(probe);
+    });
   }
 
   // Pushes a message event; false once the stream is closing.
   bool DeliverMessage(const MessageDelivery& delivery) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return false;
-    AttachResponse response;
-    hub::v1::PresenceEvent* event = response.mutable_event();
-    event->set_event_id(delivery.message.id);
-    event->set_sequence(++event_sequence_);
-    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    *event->mutable_message() = ToDeliveryProto(delivery);
-    QueueLocked(std::move(response));
-    return true;
+    return PushEvent(delivery.message.id, [&](hub::v1::PresenceEvent* e) {
+      *e->mutable_message() = ToDeliveryProto(delivery);
+    });
   }
 
   // The answer to a message_ack frame, once its write is done.
@@ -278,38 +258,29 @@ class PresenceServiceImpl::AttachReactor final
 
   // Pushes a role change event; false once the stream is closing.
   bool DeliverRoleChange(const RoleChangeNotice& notice) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return false;
-    AttachResponse response;
-    hub::v1::PresenceEvent* event = response.mutable_event();
-    event->set_event_id(notice.event_id);
-    event->set_sequence(++event_sequence_);
-    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    *event->mutable_role_change() =
-        ToRoleChangeProto(notice.event, notice.previous_state);
-    QueueLocked(std::move(response));
-    return true;
+    return PushEvent(notice.event_id, [&](hub::v1::PresenceEvent* e) {
+      *e->mutable_role_change() =
+          ToRoleChangeProto(notice.event, notice.previous_state);
+    });
   }
 
   // Pushes the end of one of the agent's reservations; false once the
   // stream is closing.
   bool DeliverReservationEnd(const ReservationEndNotice& notice) {
-    absl::MutexLock lock(&mu_);
-    if (finishing_) return false;
-    AttachResponse response;
-    hub::v1::PresenceEvent* event = response.mutable_event();
-    event->set_event_id(notice.event_id);
-    event->set_sequence(++event_sequence_);
-    *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    *event->mutable_reservation_ended() =
-        ReservationChangeToProto(notice.change);
-    QueueLocked(std::move(response));
-    return true;
+    return PushEvent(notice.event_id, [&](hub::v1::PresenceEvent* e) {
+      *e->mutable_reservation_ended() = ReservationChangeToProto(notice.change);
+    });
   }
 
   // Ends the stream after a fencing notice (called by the registry).
   void Fence(const absl::Status& status) {
     absl::MutexLock lock(&mu_);
+    FenceLocked(status);
+  }
+
+ private:
+  void FenceLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     if (finishing_) return;
     // The agent's own goodbye deregistered it: that is how it meant to end.
     if (leaving_ && ReasonOf(status) == "AGENT_DEREGISTERED") {
@@ -327,7 +298,6 @@ class PresenceServiceImpl::AttachReactor final
     FinishLocked(status);
   }
 
- private:
   // The registry's handle on this stream. It outlives the reactor (the
   // registry may hold it a little longer), so it forgets the reactor first.
   class Sink final : public PresenceStream {
@@ -514,10 +484,7 @@ class PresenceServiceImpl::AttachReactor final
     absl::Status current =
         service_->registry_->CheckStream(agent_id_, generation_, stream_id_);
     if (!current.ok()) {
-      if (current.code() == absl::StatusCode::kFailedPrecondition) {
-        QueueFencingLocked(current);
-      }
-      FinishLocked(current);
+      FenceLocked(current);  // as the registry's fence would have
       return;
     }
     HeartbeatInput input;
@@ -674,26 +641,46 @@ class PresenceServiceImpl::AttachReactor final
     QueueLocked(std::move(response));
   }
 
-  void QueueFencingLocked(const absl::Status& status)
+  // Queues an event with the stream's next sequence number, stamped now;
+  // `fill` sets its payload. False (nothing queued) once the stream is
+  // closing.
+  bool PushEvent(absl::string_view event_id,
+                 absl::FunctionRef<void(hub::v1::PresenceEvent*)> fill) {
+    absl::MutexLock lock(&mu_);
+    if (finishing_) return false;
+    QueueEventLocked(event_id, fill);
+    return true;
+  }
+  void QueueEventLocked(absl::string_view event_id,
+                        absl::FunctionRef<void(hub::v1::PresenceEvent*)> fill)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     AttachResponse response;
     hub::v1::PresenceEvent* event = response.mutable_event();
+    if (!event_id.empty()) event->set_event_id(std::string(event_id));
     event->set_sequence(++event_sequence_);
     *event->mutable_emitted_at() = ToProtoTimestamp(service_->clock_->Now());
-    hub::v1::FencingNotice* notice = event->mutable_fencing();
-    hub::v1::ErrorStatus error = ToErrorStatus(status);
-    notice->set_reason(error.reason());
-    notice->set_message(std::move(*error.mutable_message()));
-    const auto metadata = MetadataOf(status);
-    if (auto it = metadata.find("presence_generation"); it != metadata.end()) {
-      int64_t generation = 0;
-      if (absl::SimpleAtoi(it->second, &generation)) {
-        notice->set_current_presence_generation(generation);
-      }
-    }
-    notice->set_hub_instance_id(service_->hub_instance_id_);
-    notice->set_store_fingerprint(service_->store_fingerprint_);
+    fill(event);
     QueueLocked(std::move(response));
+  }
+
+  void QueueFencingLocked(const absl::Status& status)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
+    QueueEventLocked("", [&](hub::v1::PresenceEvent* event) {
+      hub::v1::FencingNotice* notice = event->mutable_fencing();
+      hub::v1::ErrorStatus error = ToErrorStatus(status);
+      notice->set_reason(error.reason());
+      notice->set_message(std::move(*error.mutable_message()));
+      const auto metadata = MetadataOf(status);
+      if (auto it = metadata.find("presence_generation");
+          it != metadata.end()) {
+        int64_t generation = 0;
+        if (absl::SimpleAtoi(it->second, &generation)) {
+          notice->set_current_presence_generation(generation);
+        }
+      }
+      notice->set_hub_instance_id(service_->hub_instance_id_);
+      notice->set_store_fingerprint(service_->store_fingerprint_);
+    });
   }
 
   void QueueLocked(AttachResponse response) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {

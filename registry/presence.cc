@@ -80,6 +80,12 @@ struct PresenceRegistry::Entry {
   int64_t persisted_last_seen_ms = 0;
   std::shared_ptr<PresenceStream> stream;
   uint64_t stream_id = 0;
+  // The last stream this hub took away to end it (deregistered, its hold
+  // lost, the seat lost, shutting down), and why: its reactor may read one
+  // more frame before the fence reaches it, and that frame is answered with
+  // the same reason (CheckStream), not as a stream a newer one replaced.
+  uint64_t ended_stream_id = 0;
+  absl::Status ended_why;
   // Set while the detach grace runs (the stream ended, no re-attach yet).
   std::optional<int64_t> detached_at_ms;
   // Its capabilities name a role candidacy (NamesRoleCandidacy): an attach
@@ -92,6 +98,17 @@ struct PresenceRegistry::Entry {
   // by this hub, while its seat keeps them. Another hub's agents are read
   // from the store.
   bool held = true;
+
+  // Takes the attached stream (if any) away, for the caller to fence with
+  // `why` once it let go of the shard's lock.
+  std::shared_ptr<PresenceStream> TakeStream(const absl::Status& why) {
+    if (stream_id != 0) {
+      ended_stream_id = stream_id;
+      ended_why = why;
+    }
+    stream_id = 0;
+    return std::move(stream);
+  }
 };
 
 struct PresenceRegistry::PendingProbe {
@@ -455,6 +472,8 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
   if (write->outcome == storage::PresenceOutcome::kStaleGeneration) {
     return StaleOwner(agent_id, write->agent->presence_generation);
   }
+  const absl::Status deregistered = FailedPreconditionError(
+      "AGENT_DEREGISTERED", absl::StrCat("agent ", agent_id, " deregistered"));
   std::shared_ptr<PresenceStream> stream;
   AgentView view;
   bool was_present = false;
@@ -468,19 +487,14 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
       entry.generation = gen;
       entry.status = "offline";
       entry.detached_at_ms.reset();
-      stream = std::move(entry.stream);
-      entry.stream_id = 0;
+      stream = entry.TakeStream(deregistered);
       if (entry.ttl_ms == 0) entry.ttl_ms = Millis(config_.default_ttl);
       entry.last_seen_ms = write->agent->last_seen_ms;
       entry.lease_expires_ms = write->agent->lease_expires_ms;
     }
     view = ViewOf(*write->agent, entry);
   }
-  if (stream != nullptr) {
-    stream->Fence(FailedPreconditionError(
-        "AGENT_DEREGISTERED",
-        absl::StrCat("agent ", agent_id, " deregistered")));
-  }
+  if (stream != nullptr) stream->Fence(deregistered);
   if (was_present) Notify(agent_id, gen, AgentGoneReason::kDeregistered);
   NotifyChanged(agent_id);
   return DeregisterOutcome{std::move(view), was_present};
@@ -730,6 +744,10 @@ absl::Status PresenceRegistry::CheckStream(const std::string& agent_id,
   auto it = shard.entries.find(agent_id);
   if (it == shard.entries.end()) {
     return AgentNotFound(agent_id);
+  }
+  if (stream_id != 0 && stream_id != it->second.stream_id &&
+      stream_id == it->second.ended_stream_id) {
+    return it->second.ended_why;  // this hub ended it; the fence is on its way
   }
   if (it->second.generation != generation) {
     return StaleOwner(agent_id, it->second.generation);
@@ -1014,8 +1032,7 @@ void PresenceRegistry::LoseHold(const std::string& agent_id, int64_t generation,
     it->second.held = false;
     it->second.detached_at_ms.reset();
     shard.detaching.erase(agent_id);
-    stream = std::move(it->second.stream);
-    it->second.stream_id = 0;
+    stream = it->second.TakeStream(why);
   }
   if (stream != nullptr) stream->Fence(why);
 }
@@ -1064,10 +1081,7 @@ void PresenceRegistry::DropHolds(const absl::Status& why) {
     for (auto& [agent_id, entry] : shard->entries) {
       entry.held = false;
       entry.detached_at_ms.reset();
-      if (entry.stream != nullptr) {
-        streams.push_back(std::move(entry.stream));
-        entry.stream_id = 0;
-      }
+      if (entry.stream != nullptr) streams.push_back(entry.TakeStream(why));
     }
     shard->detaching.clear();
   }
@@ -1146,18 +1160,19 @@ void PresenceRegistry::Checkpoint(int64_t now) {
     }
   }
   if (batch.empty()) return;
+  // Not written (the database is away, or this hub's seat was not live
+  // when the statement ran): retried at the next checkpoint. A seat that is
+  // over ends every stream through its loss (DropHolds, HUB_SEAT_LOST), not
+  // here: a client told PRESENCE_STREAM_REPLACED would think itself
+  // superseded and give up for good.
   absl::StatusOr<std::vector<bool>> applied = store_->CheckpointLeases(batch);
-  if (!applied.ok()) return;  // retried at the next checkpoint
+  if (!applied.ok()) return;
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!(*applied)[i]) {
-      // On a shared store, the row no longer names this hub's seat: another
-      // hub holds the agent now, or this hub's seat is over. Only the first
-      // replaced this hub's stream; the second ends every stream as the seat
-      // is lost (DropHolds, HUB_SEAT_LOST), and a client told
-      // PRESENCE_STREAM_REPLACED instead would think itself superseded and
-      // give up for good. A hub resumed after a pause past its lease can
-      // checkpoint before its ticker finds the seat over.
-      if (shared_ && (!may_act_ || may_act_())) {
+      // Refused while this hub's seat was live: the row names another hub
+      // (its attach or takeover holds the agent now), a newer generation,
+      // or an agent gone offline. This hub holds it no more.
+      if (shared_) {
         LoseHold(batch[i].agent_id, batch[i].presence_generation,
                  FailedPreconditionError(
                      "PRESENCE_STREAM_REPLACED",
@@ -1231,20 +1246,16 @@ void PresenceRegistry::Sweep(int64_t now) {
 }
 
 void PresenceRegistry::Shutdown() {
+  const absl::Status why = UnavailableError(
+      "HUB_SHUTTING_DOWN", "the hub is shutting down; reconnect");
   std::vector<std::shared_ptr<PresenceStream>> streams;
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (auto& [agent_id, entry] : shard->entries) {
-      if (entry.stream != nullptr) {
-        streams.push_back(std::move(entry.stream));
-        entry.stream_id = 0;
-      }
+      if (entry.stream != nullptr) streams.push_back(entry.TakeStream(why));
     }
   }
-  for (auto& stream : streams) {
-    stream->Fence(UnavailableError("HUB_SHUTTING_DOWN",
-                                   "the hub is shutting down; reconnect"));
-  }
+  for (auto& stream : streams) stream->Fence(why);
   EndProbes(0);
   absl::MutexLock lock(&tick_mu_);
   Checkpoint(UnixMillis(clock_->Now()));

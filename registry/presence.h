@@ -272,7 +272,10 @@ class PresenceRegistry {
   // stream; otherwise does nothing.
   void Detach(const std::string& agent_id, uint64_t stream_id);
   // Checks a frame received on an attached stream: OK while `stream_id` is
-  // the agent's current stream at `generation`.
+  // the agent's current stream at `generation`. A stream this hub took away
+  // to end it (deregistered, its hold or the hub's seat lost, shutting down)
+  // gets the reason it is being ended with; one a newer stream replaced,
+  // PRESENCE_STREAM_REPLACED.
   absl::Status CheckStream(const std::string& agent_id, int64_t generation,
                            uint64_t stream_id);
 

@@ -17,6 +17,7 @@ namespace hub {
 namespace {
 
 constexpr char kHub[] = "01900000-0000-7000-8000-0000000000a1";
+constexpr char kOtherHub[] = "01900000-0000-7000-8000-0000000000b2";
 
 class FakeStream : public PresenceStream {
  public:
@@ -97,13 +98,18 @@ class SharedPresenceTest : public storage::pg::testing::PgDatabaseTest {
 };
 
 // A hub resumed after a pause past its lease may checkpoint before its
-// ticker finds the seat over. The refusal must not reach the stream as
-// PRESENCE_STREAM_REPLACED (a client takes it as superseded and gives up);
-// the loss of the seat ends the stream with HUB_SEAT_LOST.
+// ticker finds the seat over, or after it joined again under a new seat. A
+// checkpoint refused because the seat is over is no sign of another holder,
+// whatever the hub's own clock says: the stream stays until the loss of the
+// seat ends it with HUB_SEAT_LOST. Told PRESENCE_STREAM_REPLACED, a client
+// would take itself as superseded and give up for good.
 TEST_F(SharedPresenceTest,
        ACheckpointRefusedAfterTheSeatEndedLeavesTheStreamToTheSeatLoss) {
   auto stream = std::make_shared<FakeStream>();
   RegisterAndAttach("agent-a", stream);
+  EndSeat(/*by_own_clock=*/false);
+  RunPastACheckpoint();
+  EXPECT_TRUE(stream->fences().empty());
   EndSeat(/*by_own_clock=*/true);
   RunPastACheckpoint();
   EXPECT_TRUE(stream->fences().empty());
@@ -114,12 +120,25 @@ TEST_F(SharedPresenceTest,
   EXPECT_EQ(ReasonOf(stream->fences()[0]), "HUB_SEAT_LOST");
 }
 
-// While the hub's seat is live by its own clock, a refused checkpoint means
-// another hub holds the agent now: this hub's stream was replaced.
-TEST_F(SharedPresenceTest, ACheckpointRefusedWhileTheSeatIsLiveEndsTheStream) {
+// A checkpoint refused while the seat is live means another hub holds the
+// agent now (its attach took the presence): this hub's stream was
+// replaced.
+TEST_F(SharedPresenceTest, ACheckpointRefusedForAnotherHubsHoldEndsTheStream) {
   auto stream = std::make_shared<FakeStream>();
   RegisterAndAttach("agent-a", stream);
-  EndSeat(/*by_own_clock=*/false);
+  storage::pg::PostgresStoreOptions options;
+  options.conninfo = server_->ConnInfo(database_);
+  options.hub_id = kOtherHub;
+  auto other = storage::pg::PostgresStore::Open(std::move(options));
+  ASSERT_TRUE(other.ok()) << other.status();
+  ASSERT_TRUE((*other)->membership()->Join("b:1", 60'000).ok());
+  absl::StatusOr<storage::AgentRecord> row = store_->GetAgent("agent-a");
+  ASSERT_TRUE(row.ok()) << row.status();
+  ASSERT_TRUE((*other)
+                  ->ClaimPresence("agent-a", row->presence_generation,
+                                  UnixMillis(clock_.Now()), 30'000)
+                  .ok());
+
   RunPastACheckpoint();
   ASSERT_EQ(stream->fences().size(), 1u);
   EXPECT_EQ(ReasonOf(stream->fences()[0]), "PRESENCE_STREAM_REPLACED");

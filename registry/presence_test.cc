@@ -395,6 +395,38 @@ TEST_F(PresenceTest, ANewAttachReplacesTheOldStream) {
   EXPECT_TRUE(gone().empty());
 }
 
+// The registry takes a stream away before its fence reaches the reactor,
+// which may read one more frame meanwhile: that frame hears why the stream
+// ends, not that a newer one replaced it (a client told
+// PRESENCE_STREAM_REPLACED gives its identity up for good).
+TEST_F(PresenceTest, AFrameOnAStreamTheHubIsEndingHearsWhyItEnds) {
+  Register("agent-a");
+  absl::StatusOr<uint64_t> id =
+      registry_->Attach("agent-a", 1, {}, std::make_shared<FakeStream>());
+  ASSERT_TRUE(id.ok());
+  registry_->DropHolds(
+      UnavailableError("HUB_SEAT_LOST", "lease_not_renewed_in_time"));
+  EXPECT_EQ(ReasonOf(registry_->CheckStream("agent-a", 1, *id)),
+            "HUB_SEAT_LOST");
+
+  absl::StatusOr<uint64_t> again =
+      registry_->Attach("agent-a", 1, {}, std::make_shared<FakeStream>());
+  ASSERT_TRUE(again.ok());
+  ASSERT_TRUE(registry_->Deregister("agent-a", 1, {}).ok());
+  EXPECT_EQ(ReasonOf(registry_->CheckStream("agent-a", 1, *again)),
+            "AGENT_DEREGISTERED");
+}
+
+TEST_F(PresenceTest, AFrameOnAStreamEndedByShutdownHearsTheShutdown) {
+  Register("agent-a");
+  absl::StatusOr<uint64_t> id =
+      registry_->Attach("agent-a", 1, {}, std::make_shared<FakeStream>());
+  ASSERT_TRUE(id.ok());
+  registry_->Shutdown();
+  EXPECT_EQ(ReasonOf(registry_->CheckStream("agent-a", 1, *id)),
+            "HUB_SHUTTING_DOWN");
+}
+
 TEST_F(PresenceTest, AttachWithAStaleGenerationIsRejected) {
   Register("agent-a");
   Register("agent-a");

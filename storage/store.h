@@ -763,7 +763,10 @@ class Store {
   // offline, so a superseded or departed owner's lease is never written
   // back; with a membership, also only while this hub's seat holds the
   // agent's presence. Returns, per entry in order, whether its row was
-  // written.
+  // written. With a membership whose seat is not live when the statement
+  // runs (its lease ran out by the database's clock, or it was declared
+  // dead), writes nothing and fails with HUB_SEAT_LOST: a refused row thus
+  // always means the row names another holder, generation or status.
   virtual absl::StatusOr<std::vector<bool>> CheckpointLeases(
       const std::vector<LeaseCheckpoint>& leases) = 0;
   // NotFound (AGENT_NOT_FOUND) when absent.

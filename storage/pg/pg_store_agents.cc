@@ -298,18 +298,25 @@ absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
     }
     // With a seat, only rows whose presence this seat holds, while it is
     // live: a hub another one took over (or that another hub's attach
-    // took the agent from) writes nothing back.
+    // took the agent from) writes nothing back. The seat's liveness is read
+    // once, in the statement, and answered in a row of its own (agent_id
+    // NULL), so that a refusal because the seat is over is told apart from
+    // a refusal because the row names another holder.
     static const std::string* const kCheckpoint = new std::string(absl::StrCat(
+        "WITH seat AS (SELECT ", SeatLiveSql("$6", "$7"),
+        " AS live), written AS ("
         "UPDATE agents AS a SET last_seen_ms = v.seen, "
         "lease_expires_ms = v.expires, lease_ttl_ms = v.ttl "
-        "FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::bigint[], "
-        "$5::bigint[]) AS v(agent_id, generation, seen, expires, ttl) "
-        "WHERE a.agent_id = v.agent_id "
+        "FROM seat, unnest($1::text[], $2::bigint[], $3::bigint[], "
+        "$4::bigint[], $5::bigint[]) AS v(agent_id, generation, seen, "
+        "expires, ttl) "
+        "WHERE seat.live AND a.agent_id = v.agent_id "
         "AND a.presence_generation = v.generation AND a.status <> 'offline' "
         "AND ($6::text IS NULL OR (a.stream_hub_id = $6::text "
-        "AND a.stream_hub_incarnation = $7::bigint)) AND ",
-        SeatLiveSql("$6", "$7"),
-        " RETURNING a.agent_id, a.presence_generation"));
+        "AND a.stream_hub_incarnation = $7::bigint)) "
+        "RETURNING a.agent_id, a.presence_generation) "
+        "SELECT agent_id, presence_generation FROM written "
+        "UNION ALL SELECT NULL, NULL FROM seat WHERE NOT live"));
     std::vector<Param> params = {TextArray(ids), IntArray(generations),
                                  IntArray(seen), IntArray(expires),
                                  IntArray(ttls)};
@@ -318,6 +325,11 @@ absl::StatusOr<std::vector<bool>> PostgresStore::CheckpointLeases(
     if (!r.ok()) return r.status();
     absl::flat_hash_set<std::pair<std::string, int64_t>> written;
     for (int i = 0; i < r->rows(); ++i) {
+      if (r->IsNull(i, 0)) {
+        return UnavailableError(
+            "HUB_SEAT_LOST",
+            "this hub's seat is not live: its leases are not written back");
+      }
       written.emplace(std::string(r->Text(i, 0)), r->Int(i, 1).value_or(-1));
     }
     Written out;

@@ -46,12 +46,6 @@ void PushLog::Check(std::vector<std::string>* violations) const {
           ended.ended_ns < pause.to_ns || ended.reason == "HUB_SEAT_LOST") {
         continue;
       }
-      // Known and open: a hub that joins again under a new seat before its
-      // lease checkpoint runs reads the checkpoint's refusal (the rows name
-      // its old seat) as another hub's claim and ends the stream
-      // PRESENCE_STREAM_REPLACED. Not counted until that is fixed; every
-      // other ending after a pause is.
-      if (ended.reason == "PRESENCE_STREAM_REPLACED") continue;
       violations->push_back(absl::StrCat(
           "hub ", ended.slot, ", paused at ", pause.from_ns / 1000000,
           " ms and resumed at ", pause.to_ns / 1000000, " ms, ended ",
