@@ -68,6 +68,8 @@ class PgGroupEngine {
   explicit PgGroupEngine(PgGroupEngineOptions options)
       : options_(std::move(options)) {}
 
+  // Reconnects a connection that is not Healthy(), after reading what the
+  // server sent while it was idle (which is how a closed one is noticed).
   static absl::Status Ready(std::unique_ptr<Connection>& conn);
   // BEGIN (READ COMMITTED: every fence is a guard in an UPDATE's WHERE
   // clause, which PostgreSQL re-checks on the newest row version after

@@ -527,6 +527,24 @@ TEST_F(PgGroupCommit,
   EXPECT_TRUE(count == "1" || count == "2") << count;
 }
 
+// A server restarted while the writer was idle closed its connection;
+// libpq only learns that by reading. The next write still succeeds the
+// first time: the writer reconnects before its group begins.
+TEST_F(PgGroupCommit, AWriteAfterAServerRestartSucceedsTheFirstTime) {
+  std::unique_ptr<PgGroupCommitWriter> writer = Writer({});
+  ASSERT_TRUE(writer->Run(Insert("before")).ok());
+  for (const char* mode : {"immediate", "fast"}) {
+    // The test server runs without synchronous commits: make what was
+    // committed survive an immediate stop.
+    ASSERT_TRUE(Connect()->Exec("CHECKPOINT").ok());
+    ASSERT_TRUE(server_->Stop(mode).ok());
+    ASSERT_TRUE(server_->Start().ok());
+    absl::Status after = writer->Run(Insert(absl::StrCat("after ", mode)));
+    EXPECT_TRUE(after.ok()) << mode << ": " << after;
+  }
+  EXPECT_EQ(Count(), "3");
+}
+
 // FindCommit on its own: a transaction that still holds the id (an old
 // backend busy with COMMIT, or unaware its client is gone) is waited for.
 class FindCommitTest : public PgGroupCommit {
