@@ -186,12 +186,22 @@ function tomlString(s) {
 const CODEX_ENV_VARS = ['HUB_ADDR', 'HUB_AGENT_ID', 'HUB_SESSION_ID', 'HUB_PROJECT_ID', 'TFX_PROJECT_ID',
   'HUB_HOST_ID', 'TFX_HOST_ID', 'HUB_MCP_RUNTIME_DIR', 'XDG_RUNTIME_DIR', 'TMUX', 'TMUX_PANE', 'HUB_TMUX_SESSION'];
 
+// Codex builds a session's first tool list waiting only about a second for
+// an optional MCP server; hub-mcp (Node.js, the MCP SDK, gRPC) may take
+// longer on a busy machine, and the model would then start without hub's
+// tools. Required, it is waited for up to startup_timeout_sec, and a server
+// that cannot start stops Codex with its own error. hub-mcp starts without
+// hub being reachable, so an unreachable hub does not stop Codex.
+const CODEX_STARTUP_SEC = 30;
+
 function codexBlock(o, env) {
   const args = serverArgs(o).map(tomlString).join(', ');
   const vars = [...CODEX_ENV_VARS, o.tokenEnv || 'HUB_TOKEN'].map(tomlString).join(', ');
   return '[mcp_servers.hub]\n' +
     `command = ${tomlString(BIN)}\n` +
     `args = [${args}]\n` +
+    'required = true\n' +
+    `startup_timeout_sec = ${CODEX_STARTUP_SEC}\n` +
     `env = { HUB_MCP_MODULES = ${tomlString(modulesDir(env))} }\n` +
     `env_vars = [${vars}]\n`;
 }

@@ -26,7 +26,8 @@
 //                                 unreachable, the roles it held and that
 //                                 their status is unknown; kept current
 //   <root>/<cli pid>/held.json    {agent_id, hub, roles: [{wire, name,
-//                                 epoch}]}: the roles held, for the next
+//                                 epoch}], reservations: [{id, text}]}: the
+//                                 roles and reservations held, for the next
 //                                 server of the same CLI process, which tells
 //                                 the model what became of them
 //

@@ -12,6 +12,13 @@
 // shown (it ends within its threshold, or someone waits for it) and prints
 // the time left, so the server needs no timer for a reservation entering
 // its last minute.
+//
+// A reservation that ends while the session is attached arrives as an event
+// on the presence stream (endedText). One that ends while it is not (the
+// stream broke, or hub-mcp was not running: a previous server of the same
+// CLI process left the ones it knew in held.json) is found by the first
+// listing after the attach: known before, not listed now, neither released
+// by this session nor told already (vanishedText).
 
 const DEFAULT_POLL_MS = 5000;
 const MAX_PATTERNS_SHOWN = 3;
@@ -62,6 +69,16 @@ function endedText(change) {
 }
 
 /**
+ * The hook line for a reservation this session knew that ended while it was
+ * not attached to hub (`how`: "hub-mcp of this session was not running" or
+ * "this session was not attached to hub").
+ */
+function vanishedText(text, how) {
+  return clip(`${text} ended while ${how} (it expired, was force-released, or ended with the ` +
+    'presence that reserved it); stop editing those paths (hub_reserve claims them again)', MAX_TEXT);
+}
+
+/**
  * The record the hook reads for one listed reservation:
  * {showFromS, untilS, waited, text}; the hook appends "N s left".
  */
@@ -100,20 +117,61 @@ class ReservationNotes {
    * @param {object} o client (HubClient), session (PresenceSession),
    *   identity ({agentId, projectId}), channel (LocalChannel), pollMs.
    */
-  constructor({ client, session, identity, channel, pollMs = DEFAULT_POLL_MS }) {
+  /**
+   * @param {object} o client (HubClient), session (PresenceSession),
+   *   identity ({agentId, projectId}), channel (LocalChannel), pollMs;
+   *   onVanished(text) (a known reservation ended while not attached) and
+   *   onKnown() (the set of known reservations changed).
+   */
+  constructor({ client, session, identity, channel, pollMs = DEFAULT_POLL_MS,
+    onVanished = () => {}, onKnown = () => {} }) {
     this.client = client;
     this.session = session;
     this.identity = identity;
     this.channel = channel;
     this.pollMs = pollMs;
+    this.onVanished = onVanished;
+    this.onKnown = onKnown;
     this._timer = null;
     this._running = null;
     this._again = false;
+    // id -> {id, text}: the reservations of the last listing, and those a
+    // previous server knew (inherit) until a listing says what became of them.
+    this.known = new Map();
+    this._inherited = new Set();
+    this._told = new Set();     // ids whose end was told (an event or a listing)
+    this._diffNext = false;     // the next listing follows an attach
+  }
+
+  /** What a previous server of this CLI process knew ([{id, text}]). */
+  inherit(records) {
+    for (const r of records || []) {
+      if (r && typeof r.id === 'string' && typeof r.text === 'string' && !this.known.has(r.id)) {
+        this.known.set(r.id, { id: r.id, text: r.text });
+        this._inherited.add(r.id);
+      }
+    }
+  }
+
+  /**
+   * This session released `id`, or its end arrived as an event: a later
+   * listing does not tell of it. Returns false when its end was told
+   * already (so the caller does not tell it twice).
+   */
+  ended(id) {
+    this.known.delete(id);
+    this._inherited.delete(id);
+    if (this._told.has(id)) return false;
+    this._told.add(id);
+    return true;
   }
 
   start() {
     if (!this.identity.projectId) return;
-    this.session.on('attached', () => this.refresh());
+    this.session.on('attached', () => {
+      this._diffNext = true;
+      this.refresh();
+    });
     this.session.on('state', () => { if (!this.session.attached) this.channel.setReservationNotes([]); });
     this._timer = setInterval(() => this.refresh(), this.pollMs);
     this._timer.unref();
@@ -147,15 +205,36 @@ class ReservationNotes {
       return;
     }
     try {
+      const diff = this._diffNext;
       const notes = [];
+      const listed = new Map();
       let pageToken = '';
       do {
         const r = await this.client.reservations.listReservations({ projectId: this.identity.projectId,
           agentId: this.identity.agentId, pageSize: 1000, pageToken });
-        for (const x of r.reservations) notes.push(noteOf(x));
+        for (const x of r.reservations) {
+          notes.push(noteOf(x));
+          listed.set(x.reservationId, { id: x.reservationId, text: describe(x) });
+        }
         pageToken = r.nextPageToken;
       } while (pageToken && notes.length < 10000);
       this.channel.setReservationNotes(due(notes, Date.now(), this.pollMs));
+      if (diff) {
+        this._diffNext = false;
+        for (const [id, r] of this.known) {
+          if (listed.has(id) || this._told.has(id)) continue;
+          this._told.add(id);
+          this.onVanished(vanishedText(r.text, this._inherited.has(id)
+            ? 'hub-mcp of this session was not running' : 'this session was not attached to hub'));
+        }
+        this._inherited.clear();
+      }
+      // Between attaches, a reservation that left the listing ended while
+      // attached: its event tells of it (or told already).
+      const before = [...this.known.keys()].join(' ');
+      for (const id of this.known.keys()) if (!listed.has(id) && !this._inherited.has(id)) this.known.delete(id);
+      for (const [id, r] of listed) this.known.set(id, r);
+      if ([...this.known.keys()].join(' ') !== before) this.onKnown();
     } catch (_) {
       // The hub is unreachable or refused: keep what was known (its expiries
       // stay true); the next attach or poll lists again.
@@ -163,4 +242,5 @@ class ReservationNotes {
   }
 }
 
-module.exports = { ReservationNotes, noteOf, endedText, due, thresholdMs, DEFAULT_POLL_MS, MAX_NOTES };
+module.exports = { ReservationNotes, noteOf, endedText, vanishedText, due, thresholdMs, DEFAULT_POLL_MS,
+  MAX_NOTES };

@@ -61,7 +61,9 @@ class HubMcpServer {
     this.session = this._makeSession();
     this.reservationNotes = new ReservationNotes({ client: this.client, session: this.session,
       identity: this.identity, channel: this.channel,
-      pollMs: o.reservationPollMs || DEFAULT_POLL_MS });
+      pollMs: o.reservationPollMs || DEFAULT_POLL_MS,
+      onVanished: (text) => this._announce('reservation lost', text),
+      onKnown: () => this._refreshStart() });
     this.mcp = this._makeMcp();
     // Started by the CLI's `mcp list` / `mcp get`: answer the handshake, and
     // register nothing (docs/design/mcp.md, "Health checks").
@@ -140,7 +142,7 @@ class HubMcpServer {
     });
     session.on('reservationEnded', (change) => {
       const text = endedText(change);
-      if (!text) return;
+      if (!text || !this.reservationNotes.ended(change.reservation.reservationId)) return;
       this._announce('reservation lost', text);
       this.reservationNotes.refresh();
     });
@@ -366,7 +368,8 @@ class HubMcpServer {
       if (this._stopping) return;
       const roles = this._mayHold();
       this.channel.setHeld({ agent_id: this.identity.agentId, hub: this.hubAddress,
-        roles: roles.map((r) => ({ wire: r.wire, name: r.name, epoch: r.epoch, agent_id: r.agent_id })) },
+        roles: roles.map((r) => ({ wire: r.wire, name: r.name, epoch: r.epoch, agent_id: r.agent_id })),
+        reservations: [...this.reservationNotes.known.values()] },
       this._downText(roles));
       this.channel.setState(this._stateText(roles));
       this.channel.setStartContext(this._startContext());
@@ -429,6 +432,7 @@ class HubMcpServer {
     if (previous && previous.agent_id === this.identity.agentId && previous.hub === this.hubAddress &&
         Array.isArray(previous.roles)) {
       this.inherited = previous.roles.filter((r) => r && r.wire && r.epoch);
+      if (Array.isArray(previous.reservations)) this.reservationNotes.inherit(previous.reservations);
     }
     this._refreshStart();
     this.reservationNotes.start();

@@ -522,7 +522,11 @@ tool('hub_reserve',
   'reservations of others conflict). Ends by itself after ttl_seconds or when this session ' +
   'ends. Returns the reservation id and its fencing token.',
   object({
-    patterns: { type: 'array', minItems: 1, maxItems: 64, items: PATTERN },
+    // The hub counts distinct patterns after normalization against its own
+    // limit (64 unless its operator set another), so the schema does not.
+    patterns: { type: 'array', minItems: 1, maxItems: 10000, items: PATTERN,
+      description: 'files or folders relative to the project; at most 64 distinct ones (the ' +
+        'hub\'s default limit): src/, ./src and src count once' },
     shared: { type: 'boolean', default: false },
     ttl_seconds: { type: 'integer', minimum: 1, maximum: MAX_TTL_S, default: 300,
       description: 'how long, 1 .. 86400 s; renew by reserving again' },
@@ -545,12 +549,13 @@ tool('hub_release',
   'Releases a reservation of this session, or some of its patterns.',
   object({
     reservation_id: { type: 'string', minLength: 1, maxLength: 64 },
-    patterns: { type: 'array', maxItems: 64, items: PATTERN,
+    patterns: { type: 'array', maxItems: 10000, items: PATTERN,
       description: 'release only these (default: the whole reservation)' },
   }, ['reservation_id']),
   async (args, ctx) => {
     const r = await ctx.client.reservations.releaseReservation({ reservationId: args.reservation_id,
       agentId: ctx.identity.agentId, patterns: args.patterns || [] });
+    if (r.ended) ctx.reservationNotes.ended(args.reservation_id);
     ctx.reservationNotes.refresh();
     const left = r.ended ? null : renderReservation(r.reservation);
     return { text: r.ended ? `released ${args.reservation_id}`

@@ -275,6 +275,43 @@ test('a reservation of mine force-released by an operator is named once in the n
   }
 });
 
+// hub-mcp is killed while its CLI goes on, and its reservation ends
+// meanwhile (here force-released; as well it could expire, or end with the
+// presence once the detach grace has passed). The server the CLI starts
+// again reads what the killed one knew and tells of the end once.
+test('a reservation that ended while hub-mcp was not running is named once by the restarted server', async () => {
+  const m = await startMcp({ hub: hubd.address, agentId: 'mcp-res-away' });
+  let again = null;
+  try {
+    await attached(m);
+    const r = await m.call('hub_reserve', { patterns: ['away/a.cc'], ttl_seconds: 3600 });
+    assert.equal(r.isError, undefined, JSON.stringify(r));
+    const held = r.structuredContent;
+    const heldFile = path.join(RUNTIME_DIR, String(process.pid), 'held.json');
+    await waitFor('the reservation recorded for a later server', async () =>
+      JSON.parse(fs.readFileSync(heldFile, 'utf8')).reservations.some((x) => x.id === held.reservation_id));
+    const gone = exited(m);
+    process.kill(m.pid, 'SIGKILL');
+    await gone;
+    await hub.reservations.forceReleaseReservation({ reservationId: held.reservation_id });
+
+    again = await startMcp({ hub: hubd.address, agentId: 'mcp-res-away' });
+    const told = await waitFor('the line about the reservation', async () => {
+      const h = await runHook('PostToolUse');
+      return h.stdout.includes(held.reservation_id) ? context(h, 'PostToolUse') : null;
+    });
+    assert.equal(told, 'hub: new since your last look:\n' +
+      `hub reservation lost: away/a.cc (exclusive, ${held.reservation_id}, fencing token ${held.token}) ended ` +
+      'while hub-mcp of this session was not running (it expired, was force-released, or ended with the ' +
+      'presence that reserved it); stop editing those paths (hub_reserve claims them again)\n');
+    const after = await runHook('UserPromptSubmit');
+    assert.ok(!after.stdout.includes(held.reservation_id), after.stdout);
+  } finally {
+    await m.close();
+    if (again) await again.close();
+  }
+});
+
 // The server writes an event file, then (a turn of its event loop later) the
 // start context that counts it; a session-start hook in between must show
 // that event rather than drop it with the ones its context counts. A message

@@ -106,7 +106,8 @@ test('codex: only the [mcp_servers.hub] table text changes; hooks in hooks.json 
   const text = read(file);
   assert.ok(text.startsWith(original), 'everything before is kept byte for byte');
   assert.equal(text.slice(original.length), `\n[mcp_servers.hub]\ncommand = ${JSON.stringify(BIN)}\n` +
-    'args = ["serve", "--client=codex", "--hub=127.0.0.1:5"]\nenv = { HUB_MCP_MODULES = "/opt/hub-mcp/node_modules" }\n' +
+    'args = ["serve", "--client=codex", "--hub=127.0.0.1:5"]\nrequired = true\nstartup_timeout_sec = 30\n' +
+    'env = { HUB_MCP_MODULES = "/opt/hub-mcp/node_modules" }\n' +
     'env_vars = ["HUB_ADDR", "HUB_AGENT_ID", "HUB_SESSION_ID", "HUB_PROJECT_ID", "TFX_PROJECT_ID", "HUB_HOST_ID", ' +
     '"TFX_HOST_ID", "HUB_MCP_RUNTIME_DIR", "XDG_RUNTIME_DIR", "TMUX", "TMUX_PANE", "HUB_TMUX_SESSION", "HUB_TOKEN"]\n');
   assert.deepEqual(results(apply(true, o)), ['unchanged', 'unchanged']);
@@ -117,7 +118,7 @@ test('codex: only the [mcp_servers.hub] table text changes; hooks in hooks.json 
   // A table in the middle is replaced where it is, with its sub-table.
   write(file, 'a = 1\n\n[mcp_servers.hub]\ncommand = "old"\n\n[mcp_servers.hub.env]\nX = "1"\n\n[z]\nb = 2\n');
   apply(true, o);
-  assert.match(read(file), /^a = 1\n\n\[mcp_servers\.hub\]\ncommand = "[^"]+"\nargs = .*\nenv = .*\nenv_vars = .*\n\n\[z\]\nb = 2\n$/);
+  assert.match(read(file), /^a = 1\n\n\[mcp_servers\.hub\]\ncommand = "[^"]+"\nargs = .*\nrequired = true\nstartup_timeout_sec = 30\nenv = .*\nenv_vars = .*\n\n\[z\]\nb = 2\n$/);
   write(file, original);
   apply(true, o);
   assert.deepEqual(results(apply(false, o)), ['changed', 'changed']);

@@ -50,7 +50,7 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   assert.equal(byName.hub_inbox.inputSchema.properties.limit.maximum, 100);
   assert.equal(byName.hub_ack.inputSchema.properties.message_ids.maxItems, 100);
   assert.equal(byName.hub_list_agents.inputSchema.properties.page_size.maximum, 1000);
-  assert.equal(byName.hub_reserve.inputSchema.properties.patterns.maxItems, 64);
+  assert.equal(byName.hub_reserve.inputSchema.properties.patterns.maxItems, 10000);
   assert.equal(byName.hub_check_paths.inputSchema.properties.paths.maxItems, 10000);
 });
 
@@ -376,4 +376,15 @@ test('reservations: A reserves, B meets the conflict and sees it in a check, A r
     (await a.call('hub_check_paths', { paths: ['src/net/tcp.cc'] })).structuredContent.conflicts.length === 0);
   const again = await a.call('hub_reserve', { patterns: ['src/net'] });
   assert.equal(again.isError, undefined, JSON.stringify(again));
+});
+
+test('reservations: the hub\'s pattern limit counts distinct patterns, not the strings sent', async () => {
+  const a = await mcp('mcp-resv-limit');
+  await attached(a);
+  const distinct = Array.from({ length: 64 }, (_, i) => `lim/f${i}.cc`);
+  const got = await a.call('hub_reserve', { patterns: [...distinct, './lim/f0.cc'] });
+  assert.equal(got.isError, undefined, JSON.stringify(got));
+  assert.equal(got.structuredContent.patterns.length, 64);
+  assert.match(errorText(await a.call('hub_reserve', { patterns: [...distinct, 'lim/f64.cc'] })),
+    /^RESERVATION_TOO_MANY_PATTERNS: /);
 });
