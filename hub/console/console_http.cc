@@ -26,7 +26,8 @@ constexpr char kCookieName[] = "hub_console";
 constexpr char kCsrfHeader[] = "X-Console-CSRF";
 // With its charset: cpp-httplib then leaves the body uncompressed. It would
 // otherwise brotli it at quality 11 for any browser (Accept-Encoding: br),
-// which takes seconds for a fleet of 10,000 agents (docs/BENCHMARKS.md).
+// which takes seconds for a fleet of 10,000 agents (measured 2026-12-01,
+// commit e1f4679; the run is in git history of docs/BENCHMARKS.md).
 constexpr char kJson[] = "application/json; charset=utf-8";
 constexpr char kJsonType[] = "application/json";
 // The most agents a partial fleet (/api/fleet?first=N) carries: more rows
@@ -142,7 +143,8 @@ void SetStatic(httplib::Server* server, const std::string& route,
     // Through a content provider of known length, which cpp-httplib sends
     // as it is: a body set with set_content it would brotli at quality 11
     // on every request (text/*), 30-200 ms each of the page's first load
-    // for 45 kB (docs/BENCHMARKS.md).
+    // for 45 kB (measured 2026-12-02, commit 6511355; the run is in git
+    // history of docs/BENCHMARKS.md).
     r.set_content_provider(
         found->body.size(), std::string(found->content_type),
         [found](size_t offset, size_t length, httplib::DataSink& sink) {

@@ -26,7 +26,8 @@ namespace hub::storage::pg {
 
 // How rows travel. kCopy: COPY ... FROM STDIN in text format, streamed with
 // PQputCopyData. kInsert: INSERTs of `batch_rows` rows each, several per
-// pipeline (one round trip). docs/BENCHMARKS.md compares them.
+// pipeline (one round trip). Compared in docs/BENCHMARKS.md,
+// "`hubctl db copy`: SQLite into PostgreSQL".
 enum class CopyMethod { kCopy, kInsert };
 
 struct CopyOptions {

@@ -3,8 +3,8 @@
 // per 100 messages), starts a throw-away PostgreSQL (pg_test_server.h,
 // durable unless --fsync=false), and copies it into a fresh database with
 // each method, --runs times; prints rows/s of the copy and of the
-// verification (the median run). Not a test; docs/BENCHMARKS.md has the
-// command and figures.
+// verification (the median run). Not a test; the command and figures are in
+// docs/BENCHMARKS.md, "`hubctl db copy`: SQLite into PostgreSQL".
 #include <sqlite3.h>
 
 #include <algorithm>

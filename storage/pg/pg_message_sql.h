@@ -16,7 +16,8 @@
 // idx_messages_role_pending: `status IN ('queued', 'delivered')`). Those are
 // small in a hub whose agents keep up, so the planner prefers walking one,
 // filtered by id, to the primary key: each walk then reads every pending
-// message and every entry not vacuumed yet (docs/BENCHMARKS.md, session 23).
+// message and every entry not vacuumed yet (measured 2026-12-04, commit
+// 6fb2eac; the run is in git history of docs/BENCHMARKS.md).
 // `status` is NOT NULL: the COALESCE changes no answer.
 #define HUB_PG_PENDING_BY_KEY(status) \
   "COALESCE(" status ", '') IN ('queued', 'delivered')"
@@ -35,7 +36,8 @@ namespace hub::storage::pg::sql {
 // index per message: "unacked" is spelled so that it implies nothing about
 // idx_inbox_agent_unacked's predicate, so the planner cannot walk the
 // agent's unacked rows instead (it did when its statistics put a new agent
-// at one row: 1.2-1.8 ms per ack against 2,000 rows, docs/BENCHMARKS.md);
+// at one row: 1.2-1.8 ms per ack against 2,000 rows; measured 2026-12-01,
+// commit 18ac885, the run is in git history of docs/BENCHMARKS.md);
 // the messages likewise by their primary key. Every row it acks stopped
 // counting in the agent's inbox (its message is pending, and locked), so
 // the agent's settled count grows by as many, in the same statement (the

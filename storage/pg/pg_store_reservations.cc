@@ -47,7 +47,8 @@ constexpr char kCandidatesAtExclSql[] =
 // reservation is a LATERAL subquery that may not be flattened (OFFSET 0):
 // as a plain join, the planner, unsure how many patterns the ranges hold,
 // hash-joined the project's every reservation on each check (about 1 ms at
-// 5,000, docs/BENCHMARKS.md).
+// 5,000; measured 2026-12-04, commit 0870039, the run is in git history of
+// docs/BENCHMARKS.md).
 #define HUB_PG_RES_BELOW(excl) \
   "SELECT p.reservation_id, p.pattern, r.agent_id, r.exclusive, r.token, " \
   "r.expires_at_ms, " HUB_PG_RES_LIVE("$1")                                \

@@ -16,7 +16,8 @@
 -- (hub_schema_version 10). PostgreSQL reads a table's CHECK constraints back
 -- from their stored text and compiles them once per statement that writes
 -- the table: on the messages table that was about 7 % of the writer's CPU
--- per publish (docs/BENCHMARKS.md, "Session 25"). A domain's checks are
+-- per publish (measured 2026-12-05, commit 6a9cde2; the run is in git history
+-- of docs/BENCHMARKS.md). A domain's checks are
 -- read once per session and cached. Each domain is created bare and gets
 -- its check apart, after the columns use it: a column turned into a domain
 -- with a check would have its whole table rewritten, one turned into a bare
@@ -185,7 +186,8 @@ CREATE TABLE IF NOT EXISTS hub_inbox_settled (
 
 -- PL/pgSQL, not LANGUAGE sql: a SQL function called from a trigger parses
 -- and plans its body on every call, a PL/pgSQL one once per session
--- (docs/BENCHMARKS.md, "PostgreSQL store").
+-- (measured 2026-12-01, commit 8b46a9e; the run is in git history of
+-- docs/BENCHMARKS.md).
 CREATE OR REPLACE FUNCTION hub_inbox_pending_add(agent TEXT, delta BIGINT)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
@@ -244,7 +246,8 @@ END $$;
 -- Not for a session that keeps the counts in its own statements (a hub's
 -- writer, hub_schema_version 9): the condition is evaluated before any
 -- PL/pgSQL runs, and calling the functions cost a publish and its ack
--- about an eighth of the server's CPU (docs/BENCHMARKS.md, session 24).
+-- about an eighth of the server's CPU (measured 2026-12-05, commit 7ead9b9;
+-- the run is in git history of docs/BENCHMARKS.md).
 CREATE OR REPLACE TRIGGER hub_inbox_pending_row
   AFTER INSERT OR DELETE OR UPDATE OF acked_at_ms ON message_inbox
   FOR EACH ROW

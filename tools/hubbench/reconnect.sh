@@ -3,7 +3,8 @@
 # channels) attached to hubd, which is SIGKILLed, kept down for --downtime
 # and restarted on the same address and database; the time from its
 # "serving on" line to every session attached again (p50/p99/max over all
-# sessions of all rounds). See reconnect_main.cc and docs/BENCHMARKS.md.
+# sessions of all rounds). See reconnect_main.cc and docs/BENCHMARKS.md,
+# "Reconnecting to a restarted hub".
 #
 #   tools/hubbench/reconnect.sh [--before=BINARY] [--repeat=3] [--rounds=3]
 #                               [--sessions=1000] [--channels=64]

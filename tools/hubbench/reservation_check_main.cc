@@ -1,5 +1,5 @@
 // reservation_check: what a pre-commit check costs as live reservations
-// grow (docs/BENCHMARKS.md, "Path reservations").
+// grow (docs/BENCHMARKS.md, "Path reservations and the pre-commit hook").
 //
 //   reservation_check --addr=host:port --reservations=10000 [--paths=1000]
 //                     [--calls=200] [--agents=100] [--setup_clients=16]

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Path reservation benchmarks (issue 19; docs/BENCHMARKS.md, "Path
-# reservations"), on this machine, every server fresh for each row:
+# Path reservation benchmarks (issue 19; docs/BENCHMARKS.md,
+# "Path reservations and the pre-commit hook"), on this machine, every server
+# fresh for each row:
 #
 #   1. lock round trips/s at 16 and 64 clients, each client on a lock of its
 #      own: hubd Reserve + ReleaseReservation of one path, etcd 3.4 v3lock
