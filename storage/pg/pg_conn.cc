@@ -232,9 +232,21 @@ absl::StatusOr<std::unique_ptr<Connection>> Connection::Open(
   }
   // libpq prints the server's notices (NOTICE: relation ... already exists,
   // WARNING: terminating connection ...) on stderr by default, outside
-  // hubd's structured log; what matters reaches the caller as a status.
-  PQsetNoticeProcessor(
-      conn, [](void*, const char*) {}, nullptr);
+  // hubd's structured log; what matters reaches the caller as a status. An
+  // error the server sends while no statement runs (FATAL: terminating
+  // connection due to administrator command, before it closes the
+  // connection) comes this way too: the session is over.
+  PQsetNoticeReceiver(
+      conn,
+      [](void* arg, const PGresult* notice) {
+        const char* severity =
+            PQresultErrorField(notice, PG_DIAG_SEVERITY_NONLOCALIZED);
+        if (severity != nullptr && (absl::string_view(severity) == "FATAL" ||
+                                    absl::string_view(severity) == "PANIC")) {
+          static_cast<Connection*>(arg)->session_lost_ = true;
+        }
+      },
+      c.get());
   return c;
 }
 
@@ -294,6 +306,13 @@ absl::Status Connection::ConsumeInput() {
     return ConnectionError("lost the PostgreSQL connection");
   }
   return absl::OkStatus();
+}
+
+void Connection::ReadWhileIdle() {
+  for (int i = 0; i < 2; ++i) {
+    if (PQconsumeInput(conn_) == 0) return;  // lost: PQstatus says so
+    PQisBusy(conn_);  // parses it: an error now reaches the notice receiver
+  }
 }
 
 std::vector<Notification> Connection::TakeNotifications() {

@@ -201,6 +201,11 @@ class Connection {
   // read so far, oldest first. Run() and Exec() read notifications too.
   int Socket() const;
   absl::Status ConsumeInput();
+  // Between statements: reads and parses what the server sent meanwhile,
+  // without blocking, so that a connection the server ended (its FATAL
+  // goodbye, then the end of the stream) is no longer Healthy(). Two reads:
+  // the goodbye, then the end.
+  void ReadWhileIdle();
   std::vector<Notification> TakeNotifications();
 
   // Whether the connection is still up (PQstatus), with its session
@@ -255,7 +260,8 @@ class Connection {
   std::deque<Kept> prefetched_;
   // RunFirst() met another statement than the next kept one.
   bool prefetch_broken_ = false;
-  // A reconnect that could not set session_ again: not to be used.
+  // A reconnect that could not set session_ again, or the server ended the
+  // session (an error it sent while no statement ran): not to be used.
   bool session_lost_ = false;
   int64_t total_changed_ = 0;
   std::vector<std::string> prepared_;

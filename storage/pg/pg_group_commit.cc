@@ -65,13 +65,10 @@ absl::StatusOr<bool> LookUpCommit(Connection& conn,
 
 absl::Status PgGroupEngine::Ready(std::unique_ptr<Connection>& conn) {
   // libpq marks a connection bad only once it reads from it, so an idle one
-  // the server closed meanwhile (a restart, a terminated backend) would
-  // fail the group's first statement. Read what the server sent since the
-  // last group first, without blocking: its goodbye (a WARNING or FATAL
-  // after an immediate or fast stop) and then the end of the stream, which
-  // takes a second read.
-  for (int i = 0; i < 2 && conn->ConsumeInput().ok(); ++i) {
-  }
+  // the server ended meanwhile (a restart, a terminated backend) would fail
+  // the group's first statement. Read what the server sent since the last
+  // group first: its goodbye, and the end of the stream if it came.
+  conn->ReadWhileIdle();
   if (conn->Healthy()) return absl::OkStatus();
   return conn->Reconnect();
 }
