@@ -158,6 +158,10 @@ test('a hub started later shows the roles\' past transitions, read from the chan
   await page.goto(`${late.base}/`, { waitUntil: 'load' });
   await page.waitForSelector('#live.on', { timeout: 15000 });
   await page.click('#tabs button[data-view="roles"]');
+  // The timeline is drawn once the change log is read: wait for its six
+  // transitions (a loaded machine takes its time), then read them.
+  await page.waitForFunction((sel) => document.querySelectorAll(sel).length >= 6, { timeout: 30000 },
+    `.role[data-wire="${wire}"] .timeline li`);
   const timeline = await page.$$eval(`.role[data-wire="${wire}"] .timeline li`,
     (lis) => lis.map((li) => li.textContent.replace(/^\S+ \S+ /, '')));
   assert.deepEqual(timeline, [

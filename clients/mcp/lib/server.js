@@ -275,9 +275,14 @@ class HubMcpServer {
     if (this.pending.has(m.messageId)) return;  // a redelivery: announced already
     boundedSet(this.pending, m.messageId, true, MAX_PENDING_IDS);
     const type = String(m.type).replace('MESSAGE_TYPE_', '').toLowerCase();
-    this._announce('message', `message ${m.messageId} from ${m.fromAgentId} [${type}, priority ` +
-      `${m.priority}${m.correlationId && type === 'request' ? `, correlation ${m.correlationId}` : ''}]: ` +
-      `${firstLine(m)}`);
+    const announce = () => this._announce('message', `message ${m.messageId} from ${m.fromAgentId} ` +
+      `[${type}, priority ${m.priority}${m.correlationId && type === 'request'
+        ? `, correlation ${m.correlationId}` : ''}]: ${firstLine(m)}`);
+    // While hub is asked what became of a previous server's roles, a message
+    // pushed on the new attach waits for that news: the model hears first
+    // whether it still holds a role, then what it was sent.
+    if (this.inherited.length > 0 || this._checking) this._roleNewsThen(async () => announce());
+    else announce();
   }
 
   _activation(activation, status, extra = {}) {
