@@ -1170,8 +1170,8 @@ void PresenceRegistry::Checkpoint(int64_t now) {
   for (size_t i = 0; i < batch.size(); ++i) {
     if (!(*applied)[i]) {
       // Refused while this hub's seat was live: the row names another hub
-      // (its attach or takeover holds the agent now), a newer generation,
-      // or an agent gone offline. This hub holds it no more.
+      // (an attach through it took the agent), a newer generation, or an
+      // agent gone offline. This hub holds it no more.
       if (shared_) {
         LoseHold(batch[i].agent_id, batch[i].presence_generation,
                  FailedPreconditionError(
