@@ -14,9 +14,6 @@ const std::vector<double>& LatencyBuckets() {
   return buckets;
 }
 
-const char* const kRoleStates[] = {"electable", "elected-probing", "active",
-                                   "unreachable", "quarantined"};
-
 }  // namespace
 
 HubMetrics::HubMetrics()
@@ -138,16 +135,16 @@ void HubMetrics::OnReservations(ReservationEvent event, int64_t n) {
   }
 }
 
-void HubMetrics::SeedRoles(const std::vector<storage::RoleRecord>& rows) {
+void HubMetrics::SeedRoles(const std::vector<RoleRecord>& rows) {
   absl::MutexLock lock(&roles_mu_);
-  for (const storage::RoleRecord& row : rows) {
+  for (const RoleRecord& row : rows) {
     RoleSeen& seen = roles_[row.role_key_wire];
     if (row.version > seen.version) seen = RoleSeen{row.state, row.version};
   }
 }
 
 void HubMetrics::OnRoleEvent(const RoleEvent& event) {
-  const storage::RoleRecord& row = event.role;
+  const RoleRecord& row = event.role;
   std::string from;
   {
     absl::MutexLock lock(&roles_mu_);
@@ -157,20 +154,21 @@ void HubMetrics::OnRoleEvent(const RoleEvent& event) {
     }
     RoleSeen& seen = roles_[row.role_key_wire];
     if (row.version <= seen.version) return;  // already counted
-    from = seen.version < 0 ? "none" : seen.state;
+    from = seen.version < 0 ? "none" : std::string(RoleStateName(seen.state));
     seen = RoleSeen{row.state, row.version};
   }
-  if (from == row.state) return;
-  role_transitions->Add({from, row.state});
+  const std::string to(RoleStateName(row.state));
+  if (from == to) return;
+  role_transitions->Add({from, to});
   const std::string holder = row.holder_agent_id.value_or("");
   log::Info("role_transition", {{"role", row.role_key_wire},
                                 {"from", from},
-                                {"to", row.state},
+                                {"to", to},
                                 {"epoch", row.epoch},
                                 {"holder", holder},
                                 {"reason", row.last_reason},
                                 {"version", row.version}});
-  if (row.state != "active") return;
+  if (row.state != RoleState::kActive) return;
   role_activations->Add({});
   const std::string previous = row.previous_holder_agent_id.value_or("");
   if (!previous.empty() && previous != holder) {
@@ -184,17 +182,18 @@ void HubMetrics::OnRoleEvent(const RoleEvent& event) {
 
 void HubMetrics::OnRoleTransition(const RoleTransitionNote& note) {
   const std::string trigger(RoleTriggerName(note.trigger));
+  const std::string from(RoleStateName(note.from));
   if (note.refused) {
-    role_transitions_refused->Add({note.from, trigger});
+    role_transitions_refused->Add({from, trigger});
     log::Warn("role_transition_refused", {{"role", note.role_key_wire},
-                                          {"state", note.from},
+                                          {"state", from},
                                           {"trigger", trigger},
                                           {"version", note.version}});
     return;
   }
   const std::string to =
       note.to.has_value() ? std::string(RoleStateName(*note.to)) : "removed";
-  role_kernel_transitions->Add({note.from, trigger, to});
+  role_kernel_transitions->Add({from, trigger, to});
 }
 
 void HubMetrics::SeedReservations(
@@ -242,10 +241,14 @@ std::vector<MetricSample> HubMetrics::ReservationsHeld() {
 
 std::vector<MetricSample> HubMetrics::RolesByState() {
   std::map<std::string, int64_t> counts;
-  for (const char* state : kRoleStates) counts[state] = 0;
+  for (const StoredWord<RoleState>& entry : kRoleStateWords) {
+    counts[std::string(entry.word)] = 0;
+  }
   {
     absl::MutexLock lock(&roles_mu_);
-    for (const auto& [wire, seen] : roles_) ++counts[seen.state];
+    for (const auto& [wire, seen] : roles_) {
+      ++counts[std::string(RoleStateName(seen.state))];
+    }
   }
   std::vector<MetricSample> samples;
   for (const auto& [state, n] : counts) {
@@ -259,7 +262,7 @@ void HubMetrics::OnGroupCommitted(int ops, absl::Duration latency) {
   commit_seconds->Observe({}, absl::ToDoubleSeconds(latency));
 }
 
-void HubMetrics::OnDeadLetter(const storage::MessageRecord& message,
+void HubMetrics::OnDeadLetter(const MessageRecord& message,
                               const storage::ExpiryTransition& transition) {
   messages_dead_lettered->Add({transition.reason});
   log::Info("message_dead_lettered",
@@ -267,7 +270,8 @@ void HubMetrics::OnDeadLetter(const storage::MessageRecord& message,
              {"from", message.from_agent},
              {"to", message.to_agent},
              {"topic", message.topic},
-             {"previous_status", transition.previous_status},
+             {"previous_status",
+              std::string(MessageStatusName(transition.previous_status))},
              {"reason", transition.reason}});
 }
 

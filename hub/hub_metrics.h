@@ -63,7 +63,7 @@ class HubMetrics {
   HistogramFamily* const commit_seconds;
 
   // Seeds the role counts with the rows a whole-hub watch started from.
-  void SeedRoles(const std::vector<storage::RoleRecord>& rows);
+  void SeedRoles(const std::vector<RoleRecord>& rows);
   // A committed role change (the whole-hub RoleWatch callback).
   void OnRoleEvent(const RoleEvent& event);
   // A decision of the transition kernel behind a registry write
@@ -87,12 +87,12 @@ class HubMetrics {
   // observer).
   void OnReservations(ReservationEvent event, int64_t n);
   // A message the expiry sweep dead-lettered.
-  void OnDeadLetter(const storage::MessageRecord& message,
+  void OnDeadLetter(const MessageRecord& message,
                     const storage::ExpiryTransition& transition);
 
  private:
   struct RoleSeen {
-    std::string state;
+    RoleState state = RoleState::kElectable;
     int64_t version = -1;
   };
   absl::Mutex held_mu_;

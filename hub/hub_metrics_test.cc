@@ -7,10 +7,9 @@
 namespace hub {
 namespace {
 
-storage::RoleRecord Row(const std::string& state, int64_t version,
-                        const std::string& holder = "",
-                        const std::string& previous = "") {
-  storage::RoleRecord row;
+RoleRecord Row(RoleState state, int64_t version, const std::string& holder = "",
+               const std::string& previous = "") {
+  RoleRecord row;
   row.role_key_wire = "rk2.test";
   row.state = state;
   row.version = version;
@@ -19,7 +18,7 @@ storage::RoleRecord Row(const std::string& state, int64_t version,
   return row;
 }
 
-RoleEvent Event(storage::RoleRecord row,
+RoleEvent Event(RoleRecord row,
                 RoleChangeKind kind = RoleChangeKind::kUpdated) {
   RoleEvent event;
   event.kind = kind;
@@ -36,15 +35,15 @@ double RolesIn(HubMetrics& m, const std::string& state) {
 
 TEST(HubMetricsTest, ActivationUnderANewHolderCountsAsAFailover) {
   HubMetrics m;
-  m.SeedRoles({Row("electable", 0)});
-  m.OnRoleEvent(Event(Row("elected-probing", 1, "a")));
-  m.OnRoleEvent(Event(Row("active", 2, "a")));
+  m.SeedRoles({Row(RoleState::kElectable, 0)});
+  m.OnRoleEvent(Event(Row(RoleState::kElectedProbing, 1, "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kActive, 2, "a")));
   EXPECT_EQ(m.role_activations->Value({}), 1);
   EXPECT_EQ(m.role_failovers->Value({}), 0);
   // The holder is gone: fenced, then b is reserved and activates.
-  m.OnRoleEvent(Event(Row("electable", 3, "", "a")));
-  m.OnRoleEvent(Event(Row("elected-probing", 4, "b", "a")));
-  m.OnRoleEvent(Event(Row("active", 5, "b", "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kElectable, 3, "", "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kElectedProbing, 4, "b", "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kActive, 5, "b", "a")));
   EXPECT_EQ(m.role_activations->Value({}), 2);
   EXPECT_EQ(m.role_failovers->Value({}), 1);
   EXPECT_EQ(m.role_transitions->Value({"elected-probing", "active"}), 2);
@@ -54,18 +53,19 @@ TEST(HubMetricsTest, ActivationUnderANewHolderCountsAsAFailover) {
 
 TEST(HubMetricsTest, TheSameHolderActivatingAgainIsNoFailover) {
   HubMetrics m;
-  m.OnRoleEvent(Event(Row("elected-probing", 1, "a", "a")));
-  m.OnRoleEvent(Event(Row("active", 2, "a", "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kElectedProbing, 1, "a", "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kActive, 2, "a", "a")));
   EXPECT_EQ(m.role_activations->Value({}), 1);
   EXPECT_EQ(m.role_failovers->Value({}), 0);
 }
 
 TEST(HubMetricsTest, OldOrRepeatedVersionsAreNotCountedTwice) {
   HubMetrics m;
-  m.OnRoleEvent(Event(Row("active", 5, "a")));
-  m.OnRoleEvent(Event(Row("active", 5, "a")));
-  m.OnRoleEvent(Event(Row("electable", 4)));  // older than what was seen
-  m.SeedRoles({Row("electable", 3)});         // a snapshot read earlier
+  m.OnRoleEvent(Event(Row(RoleState::kActive, 5, "a")));
+  m.OnRoleEvent(Event(Row(RoleState::kActive, 5, "a")));
+  m.OnRoleEvent(
+      Event(Row(RoleState::kElectable, 4)));     // older than what was seen
+  m.SeedRoles({Row(RoleState::kElectable, 3)});  // a snapshot read earlier
   EXPECT_EQ(m.role_activations->Value({}), 1);
   EXPECT_EQ(RolesIn(m, "active"), 1);
 }
@@ -74,18 +74,18 @@ TEST(HubMetricsTest, KernelDecisionsAreCountedAppliedByTriggerRefusedByPair) {
   HubMetrics m;
   RoleTransitionNote acked;
   acked.role_key_wire = "rk2.test";
-  acked.from = "elected-probing";
+  acked.from = RoleState::kElectedProbing;
   acked.trigger = RoleTrigger::kActivationAcked;
   acked.to = RoleState::kActive;
   acked.version = 2;
   m.OnRoleTransition(acked);
   RoleTransitionNote closed = acked;
-  closed.from = "active";
+  closed.from = RoleState::kActive;
   closed.trigger = RoleTrigger::kScopeClosed;
   closed.to = std::nullopt;
   m.OnRoleTransition(closed);
   RoleTransitionNote refused = acked;
-  refused.from = "active";
+  refused.from = RoleState::kActive;
   refused.trigger = RoleTrigger::kProbeSucceeded;
   refused.to = std::nullopt;
   refused.refused = true;
@@ -107,9 +107,10 @@ TEST(HubMetricsTest, KernelDecisionsAreCountedAppliedByTriggerRefusedByPair) {
 TEST(HubMetricsTest, RolesByStateListsEveryStateAndForgetsRemovedRoles) {
   HubMetrics m;
   EXPECT_EQ(m.RolesByState().size(), 5u);
-  m.OnRoleEvent(Event(Row("quarantined", 1)));
+  m.OnRoleEvent(Event(Row(RoleState::kQuarantined, 1)));
   EXPECT_EQ(RolesIn(m, "quarantined"), 1);
-  m.OnRoleEvent(Event(Row("quarantined", 2), RoleChangeKind::kRemoved));
+  m.OnRoleEvent(
+      Event(Row(RoleState::kQuarantined, 2), RoleChangeKind::kRemoved));
   EXPECT_EQ(RolesIn(m, "quarantined"), 0);
 }
 

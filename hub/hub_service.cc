@@ -94,15 +94,16 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
   do {
     absl::StatusOr<RolePage> page = roles_->List(RoleListFilter(), 1000, token);
     if (!page.ok()) break;
-    for (const storage::RoleRecord& r : page->roles) {
-      if (r.state == "electable") roles->set_electable(roles->electable() + 1);
-      if (r.state == "elected-probing") {
+    for (const RoleRecord& r : page->roles) {
+      if (r.state == RoleState::kElectable)
+        roles->set_electable(roles->electable() + 1);
+      if (r.state == RoleState::kElectedProbing) {
         roles->set_elected_probing(roles->elected_probing() + 1);
       }
-      if (r.state == "active") roles->set_active(roles->active() + 1);
-      if (r.state == "unreachable")
+      if (r.state == RoleState::kActive) roles->set_active(roles->active() + 1);
+      if (r.state == RoleState::kUnreachable)
         roles->set_unreachable(roles->unreachable() + 1);
-      if (r.state == "quarantined")
+      if (r.state == RoleState::kQuarantined)
         roles->set_quarantined(roles->quarantined() + 1);
     }
     token = page->next_page_token;

@@ -84,7 +84,7 @@ void MembershipKeeper::Lose(absl::string_view why) {
     holding_ = false;
     deadline_ns_.store(0);
   }
-  const storage::HubSeat lost = membership_->seat();
+  const HubSeat lost = membership_->seat();
   log::Warn("hub_seat_lost", {{"hub_id", lost.hub_id},
                               {"incarnation", lost.incarnation},
                               {"why", why}});

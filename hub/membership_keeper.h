@@ -59,7 +59,7 @@ class MembershipKeeper {
   // take over at once.
   void Stop(bool leave);
 
-  storage::HubSeat seat() const { return membership_->seat(); }
+  HubSeat seat() const { return membership_->seat(); }
   // Times this hub lost its seat and joined again (metrics, tests).
   int64_t rejoins() const { return rejoins_.load(); }
 

@@ -56,11 +56,18 @@ hub::v1::MessageType MessageTypeFromWord(const std::string& word) {
   return type;
 }
 
-hub::v1::MessageStatus MessageStatusFromWord(const std::string& word) {
-  hub::v1::MessageStatus status = hub::v1::MESSAGE_STATUS_UNSPECIFIED;
-  hub::v1::MessageStatus_Parse(
-      absl::StrCat("MESSAGE_STATUS_", absl::AsciiStrToUpper(word)), &status);
-  return status;
+hub::v1::MessageStatus MessageStatusToProto(MessageStatus status) {
+  switch (status) {
+    case MessageStatus::kQueued:
+      return hub::v1::MESSAGE_STATUS_QUEUED;
+    case MessageStatus::kDelivered:
+      return hub::v1::MESSAGE_STATUS_DELIVERED;
+    case MessageStatus::kAcked:
+      return hub::v1::MESSAGE_STATUS_ACKED;
+    case MessageStatus::kDeadLetter:
+      return hub::v1::MESSAGE_STATUS_DEAD_LETTER;
+  }
+  return hub::v1::MESSAGE_STATUS_UNSPECIFIED;  // Unreachable for a valid value.
 }
 
 namespace {
@@ -103,7 +110,7 @@ absl::StatusOr<PublishInput> ToPublishInput(
   return CommonPublishInput(request, "request");
 }
 
-hub::v1::Message ToMessageProto(const storage::MessageRecord& m) {
+hub::v1::Message ToMessageProto(const MessageRecord& m) {
   hub::v1::Message out;
   out.set_message_id(m.id);
   out.set_type(MessageTypeFromWord(m.type));
@@ -132,7 +139,7 @@ hub::v1::Message ToMessageProto(const storage::MessageRecord& m) {
       value.set_string_value(m.payload_json);
     }
   }
-  out.set_status(MessageStatusFromWord(m.status));
+  out.set_status(MessageStatusToProto(m.status));
   if (m.role_key_wire.has_value()) {
     out.set_role_key_wire(*m.role_key_wire);
     FillRoleKey(*m.role_key_wire, out.mutable_role_key());
@@ -146,7 +153,7 @@ hub::v1::MessageDelivery ToDeliveryProto(const MessageDelivery& d) {
   out.set_recipient_agent_id(d.inbox.agent_id);
   if (d.inbox.acked_at_ms.has_value()) {
     out.set_state(hub::v1::DELIVERY_STATE_ACKED);
-  } else if (d.message.status == "dead_letter") {
+  } else if (d.message.status == MessageStatus::kDeadLetter) {
     out.set_state(hub::v1::DELIVERY_STATE_DEAD_LETTER);
   } else if (d.inbox.delivered_at_ms.has_value()) {
     out.set_state(hub::v1::DELIVERY_STATE_DELIVERED);
@@ -183,7 +190,7 @@ hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d) {
 
 void FillPublishResponse(const PublishResult& result,
                          hub::v1::PublishResponse* out) {
-  const storage::MessageRecord& m = result.message;
+  const MessageRecord& m = result.message;
   out->set_message_id(m.id);
   out->set_recipient_count(result.recipient_count);
   *out->mutable_created_at() =

@@ -19,14 +19,14 @@ namespace hub {
 // an unknown number a word Publish refuses (MESSAGE_TYPE_INVALID).
 std::string MessageTypeWord(int type);
 hub::v1::MessageType MessageTypeFromWord(const std::string& word);
-hub::v1::MessageStatus MessageStatusFromWord(const std::string& word);
+hub::v1::MessageStatus MessageStatusToProto(MessageStatus status);
 
 // REQUEST_INVALID if the payload is not representable as JSON.
 absl::StatusOr<PublishInput> ToPublishInput(
     const hub::v1::PublishRequest& request);
 absl::StatusOr<PublishInput> ToPublishInput(const hub::v1::AskRequest& request);
 
-hub::v1::Message ToMessageProto(const storage::MessageRecord& m);
+hub::v1::Message ToMessageProto(const MessageRecord& m);
 hub::v1::MessageDelivery ToDeliveryProto(const MessageDelivery& d);
 hub::v1::DeadLetter ToDeadLetterProto(const DeadLetterView& d);
 void FillPublishResponse(const PublishResult& result,

@@ -235,7 +235,7 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
           reactor->Finish(ToGrpcStatus(result.status()));
           return;
         }
-        const storage::MessageRecord& m = result->request.message;
+        const MessageRecord& m = result->request.message;
         response->set_state(AskStateProto(result->state));
         response->set_request_message_id(m.id);
         response->set_correlation_id(m.correlation_id);
@@ -268,7 +268,7 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
       messaging_->ListTrace(request->trace_id(), request->page_size(),
                             request->page_token(), ScopeOf(*principal));
   if (!page.ok()) return FinishUnary(context, page.status());
-  for (const storage::MessageRecord& m : page->messages) {
+  for (const MessageRecord& m : page->messages) {
     *response->add_messages() = ToMessageProto(m);
   }
   response->set_next_page_token(page->next_page_token);

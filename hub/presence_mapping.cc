@@ -74,12 +74,6 @@ hub::v1::AgentCli CliFromName(const std::string& cli) {
   return hub::v1::AGENT_CLI_OTHER;
 }
 
-hub::v1::AgentStatus StatusFromName(const std::string& status) {
-  if (status == "online") return hub::v1::AGENT_STATUS_ONLINE;
-  if (status == "stale") return hub::v1::AGENT_STATUS_STALE;
-  return hub::v1::AGENT_STATUS_OFFLINE;
-}
-
 std::vector<std::string> StringArray(const std::string& json_text) {
   std::vector<std::string> out;
   nlohmann::json value = nlohmann::json::parse(json_text, nullptr, false);
@@ -165,17 +159,29 @@ std::string CliName(hub::v1::AgentCli cli) {
   }
 }
 
-std::string StatusName(hub::v1::AgentStatus status) {
+std::optional<AgentStatus> StatusFromProto(hub::v1::AgentStatus status) {
   switch (status) {
     case hub::v1::AGENT_STATUS_ONLINE:
-      return "online";
+      return AgentStatus::kOnline;
     case hub::v1::AGENT_STATUS_STALE:
-      return "stale";
+      return AgentStatus::kStale;
     case hub::v1::AGENT_STATUS_OFFLINE:
-      return "offline";
+      return AgentStatus::kOffline;
     default:
-      return "";
+      return std::nullopt;
   }
+}
+
+hub::v1::AgentStatus StatusToProto(AgentStatus status) {
+  switch (status) {
+    case AgentStatus::kOnline:
+      return hub::v1::AGENT_STATUS_ONLINE;
+    case AgentStatus::kStale:
+      return hub::v1::AGENT_STATUS_STALE;
+    case AgentStatus::kOffline:
+      return hub::v1::AGENT_STATUS_OFFLINE;
+  }
+  return hub::v1::AGENT_STATUS_OFFLINE;  // Unreachable for a valid value.
 }
 
 absl::StatusOr<RegisterInput> ToRegisterInput(
@@ -230,7 +236,7 @@ absl::StatusOr<RegisterInput> ToRegisterInput(
 }
 
 hub::v1::Agent ToAgentProto(const AgentView& view, absl::Time now) {
-  const storage::AgentRecord& r = view.record;
+  const AgentRecord& r = view.record;
   hub::v1::Agent a;
   a.set_agent_id(r.agent_id);
   a.set_cli(CliFromName(r.cli));
@@ -244,7 +250,7 @@ hub::v1::Agent ToAgentProto(const AgentView& view, absl::Time now) {
   // A non-object row from triflux: metadata stays {}.
   if (metadata.ok()) a.mutable_metadata()->Swap(&*metadata);
   a.mutable_metadata();
-  a.set_status(StatusFromName(r.status));
+  a.set_status(StatusToProto(r.status));
   *a.mutable_last_seen_at() =
       ToProtoTimestamp(absl::FromUnixMillis(r.last_seen_ms));
   *a.mutable_lease_expires_at() =
@@ -256,7 +262,8 @@ hub::v1::Agent ToAgentProto(const AgentView& view, absl::Time now) {
   if (r.host_id.has_value()) a.set_host_id(*r.host_id);
   FillLocators(r.transport_locators_json, &a);
   a.set_transport_locators_json(r.transport_locators_json);
-  a.set_live(r.status == "online" && r.lease_expires_ms > UnixMillis(now));
+  a.set_live(r.status == AgentStatus::kOnline &&
+             r.lease_expires_ms > UnixMillis(now));
   a.set_stream_attached(view.stream_attached);
   return a;
 }

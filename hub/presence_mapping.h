@@ -20,8 +20,11 @@ absl::StatusOr<RegisterInput> ToRegisterInput(
 
 // "codex" for AGENT_CLI_CODEX ...; "" for UNSPECIFIED or unknown values.
 std::string CliName(hub::v1::AgentCli cli);
-// "online" for AGENT_STATUS_ONLINE ...; "" for UNSPECIFIED or unknown.
-std::string StatusName(hub::v1::AgentStatus status);
+// The domain's status for AGENT_STATUS_ONLINE ...; nullopt for UNSPECIFIED
+// or unknown values.
+std::optional<AgentStatus> StatusFromProto(hub::v1::AgentStatus status);
+// The proto's value of a domain status.
+hub::v1::AgentStatus StatusToProto(AgentStatus status);
 
 // The Agent message for a view, with `live` judged at `now`.
 hub::v1::Agent ToAgentProto(const AgentView& view, absl::Time now);

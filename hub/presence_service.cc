@@ -961,13 +961,14 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
   }
   AgentFilter filter;
   for (int status : request->statuses()) {
-    std::string name = StatusName(static_cast<hub::v1::AgentStatus>(status));
-    if (name.empty()) {
+    std::optional<AgentStatus> known =
+        StatusFromProto(static_cast<hub::v1::AgentStatus>(status));
+    if (!known.has_value()) {
       return FinishUnary(
           context, InvalidArgumentError("REQUEST_INVALID",
                                         "statuses holds an unknown status"));
     }
-    filter.statuses.push_back(std::move(name));
+    filter.statuses.push_back(*known);
   }
   for (int cli : request->clis()) {
     std::string name = CliName(static_cast<hub::v1::AgentCli>(cli));

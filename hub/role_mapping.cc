@@ -15,8 +15,6 @@ namespace hub {
 namespace {
 
 // Indexed by enum number; element 0 is the UNSPECIFIED value.
-constexpr absl::string_view kStateWords[] = {
-    "", "electable", "elected-probing", "active", "unreachable", "quarantined"};
 constexpr absl::string_view kProbeWords[] = {"",
                                              "ok",
                                              "target_not_found",
@@ -163,13 +161,37 @@ RoleKeyRef ToRoleKeyRef(bool has_key, const hub::v1::RoleKey& key,
   return ref;
 }
 
-std::string StateWord(int state) {
-  std::string word = WordOf(kStateWords, state);
-  return word.empty() ? absl::StrCat("state#", state) : word;
+std::optional<RoleState> StateFromProto(int state) {
+  switch (state) {
+    case hub::v1::ROLE_STATE_ELECTABLE:
+      return RoleState::kElectable;
+    case hub::v1::ROLE_STATE_ELECTED_PROBING:
+      return RoleState::kElectedProbing;
+    case hub::v1::ROLE_STATE_ACTIVE:
+      return RoleState::kActive;
+    case hub::v1::ROLE_STATE_UNREACHABLE:
+      return RoleState::kUnreachable;
+    case hub::v1::ROLE_STATE_QUARANTINED:
+      return RoleState::kQuarantined;
+    default:
+      return std::nullopt;
+  }
 }
 
-hub::v1::RoleState StateFromWord(const std::string& word) {
-  return static_cast<hub::v1::RoleState>(NumberOf(kStateWords, word));
+hub::v1::RoleState StateToProto(RoleState state) {
+  switch (state) {
+    case RoleState::kElectable:
+      return hub::v1::ROLE_STATE_ELECTABLE;
+    case RoleState::kElectedProbing:
+      return hub::v1::ROLE_STATE_ELECTED_PROBING;
+    case RoleState::kActive:
+      return hub::v1::ROLE_STATE_ACTIVE;
+    case RoleState::kUnreachable:
+      return hub::v1::ROLE_STATE_UNREACHABLE;
+    case RoleState::kQuarantined:
+      return hub::v1::ROLE_STATE_QUARANTINED;
+  }
+  return hub::v1::ROLE_STATE_UNSPECIFIED;  // Unreachable for a valid value.
 }
 
 absl::StatusOr<std::optional<RoleKind>> KindFilter(int kind,
@@ -186,7 +208,8 @@ RolePatchInput ToRolePatchInput(const hub::v1::RolePatch& p,
                                 const google::protobuf::FieldMask& mask) {
   RolePatchInput in;
   if (p.state() != hub::v1::ROLE_STATE_UNSPECIFIED) {
-    in.state = StateWord(p.state());
+    in.state = StateFromProto(p.state());
+    in.state_unknown = !in.state.has_value();
   }
   if (p.has_holder_agent_id()) in.holder_agent_id = p.holder_agent_id();
   if (p.has_previous_holder_agent_id()) {
@@ -265,12 +288,12 @@ absl::StatusOr<CasInput> ToCasInput(
   return in;
 }
 
-hub::v1::Role ToRoleProto(const storage::RoleRecord& r) {
+hub::v1::Role ToRoleProto(const RoleRecord& r) {
   hub::v1::Role out;
   FillRoleKey(r.role_key_wire, out.mutable_role_key());
   out.set_role_key_wire(r.role_key_wire);
   out.set_topic(RoleTopic(r.role_key_wire));
-  out.set_state(StateFromWord(r.state));
+  out.set_state(StateToProto(r.state));
   if (r.holder_agent_id) out.set_holder_agent_id(*r.holder_agent_id);
   if (r.previous_holder_agent_id) {
     out.set_previous_holder_agent_id(*r.previous_holder_agent_id);
@@ -296,8 +319,7 @@ hub::v1::Role ToRoleProto(const storage::RoleRecord& r) {
   return out;
 }
 
-hub::v1::ClosedRoleScope ToClosedScopeProto(
-    const storage::ClosedScopeRecord& c) {
+hub::v1::ClosedRoleScope ToClosedScopeProto(const ClosedScopeRecord& c) {
   hub::v1::ClosedRoleScope out;
   out.mutable_role_key()->set_project_id(c.project_id);
   out.mutable_role_key()->set_kind(hub::v1::ROLE_KIND_LEAD);
@@ -327,11 +349,11 @@ hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind) {
 }
 
 hub::v1::RoleChange ToRoleChangeProto(
-    const RoleEvent& event, const std::optional<std::string>& previous_state) {
+    const RoleEvent& event, const std::optional<RoleState>& previous_state) {
   hub::v1::RoleChange change;
   change.set_kind(ToRoleChangeKindProto(event.kind));
   *change.mutable_role() = ToRoleProto(event.role);
-  if (previous_state) change.set_previous_state(StateFromWord(*previous_state));
+  if (previous_state) change.set_previous_state(StateToProto(*previous_state));
   *change.mutable_changed_at() =
       ToProtoTimestamp(absl::FromUnixMillis(event.changed_at_ms));
   return change;
@@ -366,7 +388,7 @@ CandidatePatchInput ToCandidatePatchInput(
   return in;
 }
 
-hub::v1::RoleCandidate ToCandidateProto(const storage::CandidateRecord& c) {
+hub::v1::RoleCandidate ToCandidateProto(const CandidateRecord& c) {
   hub::v1::RoleCandidate out;
   FillRoleKey(c.role_key_wire, out.mutable_role_key());
   out.set_role_key_wire(c.role_key_wire);
@@ -429,7 +451,10 @@ hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt) {
   out.set_disposition(DispositionProto(receipt.disposition));
   *out.mutable_role_key() = role.role_key();
   out.set_role_key_wire(role.role_key_wire());
-  out.set_state(role.state());
+  // A closed scope has no row, so no state to report.
+  if (receipt.disposition != EnsureDisposition::kScopeClosed) {
+    out.set_state(role.state());
+  }
   out.set_epoch(role.epoch());
   if (receipt.role.activation_id) {
     out.set_activation_id(*receipt.role.activation_id);

@@ -25,10 +25,10 @@ namespace hub {
 RoleKeyRef ToRoleKeyRef(bool has_key, const hub::v1::RoleKey& key,
                         const std::string& wire);
 
-// "electable" for ROLE_STATE_ELECTABLE ...; for UNSPECIFIED or an unknown
-// number a word that is not a state (the registry refuses it).
-std::string StateWord(int state);
-hub::v1::RoleState StateFromWord(const std::string& word);
+// The domain's state for ROLE_STATE_ELECTABLE ...; nullopt for UNSPECIFIED
+// or an unknown number.
+std::optional<RoleState> StateFromProto(int state);
+hub::v1::RoleState StateToProto(RoleState state);
 // nullopt for UNSPECIFIED; otherwise the domain kind, or an error for an
 // unknown number (ROLE_KIND_UNSUPPORTED, field `field`).
 absl::StatusOr<std::optional<RoleKind>> KindFilter(int kind,
@@ -42,18 +42,17 @@ ReserveInput ToReserveInput(const hub::v1::ReserveRoleRequest& request);
 absl::StatusOr<CasInput> ToCasInput(
     const hub::v1::CompareAndSetRoleRequest& request);
 
-hub::v1::Role ToRoleProto(const storage::RoleRecord& role);
+hub::v1::Role ToRoleProto(const RoleRecord& role);
 // A closed lead scope as recorded (CloseRoleScope, ListClosedScopes).
-hub::v1::ClosedRoleScope ToClosedScopeProto(
-    const storage::ClosedScopeRecord& closed);
+hub::v1::ClosedRoleScope ToClosedScopeProto(const ClosedScopeRecord& closed);
 
 hub::v1::RoleChangeKind ToRoleChangeKindProto(RoleChangeKind kind);
 // A committed (or snapshot) role change as WatchRoles and the presence
 // stream send it. `previous_state` is the receiver's idea of the state
-// before the change (a state word); absent leaves previous_state
+// before the change; absent leaves previous_state
 // UNSPECIFIED.
 hub::v1::RoleChange ToRoleChangeProto(
-    const RoleEvent& event, const std::optional<std::string>& previous_state);
+    const RoleEvent& event, const std::optional<RoleState>& previous_state);
 
 // The activator's form of an activation ACK; `principal` is the agent the
 // call acts as (the stream's agent or the unary call's agent_id).
@@ -64,7 +63,7 @@ ActivationAck ToActivationAck(const hub::v1::RoleActivationAck& ack,
 CandidatePatchInput ToCandidatePatchInput(
     const hub::v1::RoleCandidatePatch& patch,
     const google::protobuf::FieldMask& mask);
-hub::v1::RoleCandidate ToCandidateProto(const storage::CandidateRecord& c);
+hub::v1::RoleCandidate ToCandidateProto(const CandidateRecord& c);
 
 hub::v1::EnsureRoleDisposition DispositionProto(EnsureDisposition d);
 // ENSURE_ROLE_TRIGGER_HOLDER_OFFLINE for "holder_offline" ...; UNSPECIFIED

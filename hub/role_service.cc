@@ -144,7 +144,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
   // An idle writer commits it on this thread, which holds no lock here.
   storage::CommitOnThisThread commit_here;
   registry_->CompareAndSetAsync(
-      *input, [reactor, response](absl::StatusOr<storage::RoleRecord> role) {
+      *input, [reactor, response](absl::StatusOr<RoleRecord> role) {
         if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
         reactor->Finish(ToGrpcStatus(role.status()));
       });
@@ -169,7 +169,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
       return Finish(context, s);
     }
   }
-  absl::StatusOr<storage::RoleRecord> role = registry_->Get(ref);
+  absl::StatusOr<RoleRecord> role = registry_->Get(ref);
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
   return Finish(context, role.status());
 }
@@ -193,12 +193,16 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
       KindFilter(request->kind(), "kind");
   if (!kind.ok()) return Finish(context, kind.status());
   filter.kind = *kind;
-  for (int state : request->states()) filter.states.push_back(StateWord(state));
+  for (int state : request->states()) {
+    std::optional<RoleState> known = StateFromProto(state);
+    if (known.has_value()) filter.states.push_back(*known);
+    filter.states_unknown = filter.states_unknown || !known.has_value();
+  }
   const absl::Time now = clock_->Now();
   absl::StatusOr<RolePage> page =
       registry_->List(filter, request->page_size(), request->page_token());
   if (!page.ok()) return Finish(context, page.status());
-  for (const storage::RoleRecord& role : page->roles) {
+  for (const RoleRecord& role : page->roles) {
     *response->add_roles() = ToRoleProto(role);
   }
   response->set_next_page_token(page->next_page_token);
@@ -289,7 +293,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
   input.page_token = request->page_token();
   absl::StatusOr<CandidatePage> page = registry_->ListCandidates(input);
   if (!page.ok()) return Finish(context, page.status());
-  for (const storage::CandidateRecord& c : page->candidates) {
+  for (const CandidateRecord& c : page->candidates) {
     *response->add_candidates() = ToCandidateProto(c);
   }
   response->set_next_page_token(page->next_page_token);
@@ -329,8 +333,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
       input.excluded_until_ms =
           UnixMillis(FromProtoTimestamp(request->excluded_until()));
     }
-    absl::StatusOr<storage::CandidateRecord> row =
-        registry_->ReportProbe(input);
+    absl::StatusOr<CandidateRecord> row = registry_->ReportProbe(input);
     if (row.ok()) *response->mutable_candidate() = ToCandidateProto(*row);
     reactor->Finish(ToGrpcStatus(row.status()));
   });
@@ -400,7 +403,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
   absl::StatusOr<ClosedScopePage> page = registry_->ListClosedScopes(
       filter, request->page_size(), request->page_token());
   if (!page.ok()) return Finish(context, page.status());
-  for (const storage::ClosedScopeRecord& closed : page->closed) {
+  for (const ClosedScopeRecord& closed : page->closed) {
     *response->add_closed_scopes() = ToClosedScopeProto(closed);
   }
   response->set_next_page_token(page->next_page_token);

@@ -142,7 +142,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
       receipt.role.project_id = key->key.project_id;
       receipt.role.role_kind = std::string(RoleKindName(key->key.kind));
       receipt.role.scope_id = key->key.scope_id;
-      receipt.role.state = "electable";
+      receipt.role.state = RoleState::kElectable;
       receipt.role.blocked_reason = "activator_unavailable";
       FillReceipt(receipt, *request, response->mutable_receipt());
       reactor->Finish(grpc::Status::OK);

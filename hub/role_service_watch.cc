@@ -90,7 +90,7 @@ class RoleServiceImpl::WatchReactor final
     }
     watch_ = std::move(start->watch);
     if (finishing_) return;  // ended (shutdown) while registering
-    for (const storage::RoleRecord& row : start->snapshot) {
+    for (const RoleRecord& row : start->snapshot) {
       RoleEvent event;
       event.kind = RoleChangeKind::kSnapshot;
       event.role = row;
@@ -196,7 +196,7 @@ class RoleServiceImpl::WatchReactor final
   void QueueChangeLocked(const RoleEvent& event)
       ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const std::string& wire = event.role.role_key_wire;
-    std::optional<std::string> previous;
+    std::optional<RoleState> previous;
     auto last = sent_state_.find(wire);
     if ((event.kind == RoleChangeKind::kUpdated ||
          event.kind == RoleChangeKind::kRemoved) &&
@@ -259,8 +259,7 @@ class RoleServiceImpl::WatchReactor final
   // Per role: the newest version accepted (sent or pending).
   absl::flat_hash_map<std::string, int64_t> known_version_ ABSL_GUARDED_BY(mu_);
   // Per role: the state last sent (for previous_state).
-  absl::flat_hash_map<std::string, std::string> sent_state_
-      ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_map<std::string, RoleState> sent_state_ ABSL_GUARDED_BY(mu_);
   // Accepted changes not yet written, oldest first; queued_base_ is the
   // number of changes ever taken from its front, so a change's position is
   // its index + queued_base_. Per role: the position of its newest change

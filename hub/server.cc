@@ -253,11 +253,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     if (absl::Status s = server->membership_->Start(options.listen); !s.ok()) {
       return s;
     }
-    absl::StatusOr<std::vector<storage::HubMember>> hubs =
-        membership->ListHubs();
+    absl::StatusOr<std::vector<HubMember>> hubs = membership->ListHubs();
     if (!hubs.ok()) return hubs.status();
-    for (const storage::HubMember& h : *hubs) {
-      if (h.hub_id != hub_instance_id && h.state == "live" &&
+    for (const HubMember& h : *hubs) {
+      if (h.hub_id != hub_instance_id && h.state == HubState::kLive &&
           h.lease_expires_ms > h.now_ms) {
         other_hubs_live = true;
       }
@@ -348,7 +347,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // A role that became active gets its backlog, handed over durably before
   // the ACK answers (it says how many); the ACK's caller pushes it once the
   // answer is queued.
-  activator_options.on_role_active = [raw](const storage::RoleRecord& row) {
+  activator_options.on_role_active = [raw](const RoleRecord& row) {
     return raw->messaging_->HandOverBacklog(row);
   };
   // A closed scope's dead-lettered requests and handoffs notify their
@@ -493,7 +492,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   console::ConsoleModel* console = server->console_model_.get();
   console::ConsoleHints* hints = server->console_hints_.get();
   server->messaging_->SetDeadLetterListener(
-      [metrics, console, hints](const storage::MessageRecord& message,
+      [metrics, console, hints](const MessageRecord& message,
                                 const storage::ExpiryTransition& transition) {
         metrics->OnDeadLetter(message, transition);
         if (console != nullptr) {
@@ -515,7 +514,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       });
   server->messaging_->SetRedriveListener([](const RedriveOutcome& outcome,
                                             const std::string& by) {
-    const storage::MessageRecord& m = outcome.message;
+    const MessageRecord& m = outcome.message;
     log::Info(
         "message_redriven",
         {{"message_id", m.id},
@@ -701,9 +700,8 @@ void HubServer::RunTicker(absl::Duration interval,
   }
 }
 
-void HubServer::EnsureRecoveredRoles(
-    const std::vector<storage::RoleRecord>& roles) {
-  for (const storage::RoleRecord& role : roles) {
+void HubServer::EnsureRecoveredRoles(const std::vector<RoleRecord>& roles) {
+  for (const RoleRecord& role : roles) {
     Activator* activator = activator_.get();
     const std::string wire = role.role_key_wire;
     const int64_t epoch = role.epoch;

@@ -185,7 +185,7 @@ class HubServer {
  private:
   HubServer() = default;
   void RunTicker(absl::Duration interval, absl::Duration activator_interval);
-  void EnsureRecoveredRoles(const std::vector<storage::RoleRecord>& roles);
+  void EnsureRecoveredRoles(const std::vector<RoleRecord>& roles);
   // The role watch and scrape-time families of metrics_, and the HTTP
   // endpoint when `listen` is not empty.
   absl::Status StartMetrics(const HubServerOptions& options);

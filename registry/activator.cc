@@ -11,8 +11,6 @@
 namespace hub {
 namespace {
 
-using storage::RoleRecord;
-
 constexpr char kAckSchema[] = "tfx.role-activation-ack.v1";
 constexpr char kActivationSchema[] = "tfx.role-activation.v1";
 
@@ -34,7 +32,7 @@ RoleKeyRef WireRef(const std::string& wire) {
 // result code (STALE_EPOCH), with the row's fence in metadata.
 absl::Status StaleAck(const RoleRecord& row, absl::string_view why) {
   absl::StatusOr<RoleTransition> stale =
-      ReduceRoleTransition(row.state, "stale_ack");
+      ReduceRoleTransition(row.state, RoleTrigger::kStaleAck);
   const std::string code = stale.ok() && stale->result_code.has_value()
                                ? *stale->result_code
                                : std::string("STALE_EPOCH");
@@ -46,14 +44,15 @@ absl::Status StaleAck(const RoleRecord& row, absl::string_view why) {
                    absl::StrCat(row.activation_seq));
   s = WithMetadata(std::move(s), "activation_id",
                    row.activation_id.value_or(""));
-  return WithMetadata(std::move(s), "state", row.state);
+  return WithMetadata(std::move(s), "state", RoleStateName(row.state));
 }
 
 // Whether the row holds an authority a change must fence (epoch + 1): a
 // holder, an activation, or a state that implies one.
 bool HoldsAuthority(const RoleRecord& row) {
   return row.holder_agent_id.has_value() || row.activation_id.has_value() ||
-         row.state == "active" || row.state == "elected-probing";
+         row.state == RoleState::kActive ||
+         row.state == RoleState::kElectedProbing;
 }
 
 // A fence lost while an ensure decided means someone else moved the role
@@ -283,8 +282,8 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
   // it is now being activated or active, this ensure joins that flight.
   if (ReasonOf(receipt.status()) == "ROLE_RESERVATION_CONFLICT") {
     absl::StatusOr<RoleRecord> now_row = roles_->Get(WireRef(key->wire));
-    if (now_row.ok() &&
-        (now_row->state == "elected-probing" || now_row->state == "active")) {
+    if (now_row.ok() && (now_row->state == RoleState::kElectedProbing ||
+                         now_row->state == RoleState::kActive)) {
       EnsureReceipt joined_flight = BaseReceipt(request);
       joined_flight.disposition = EnsureDisposition::kJoined;
       joined_flight.role = *now_row;
@@ -335,7 +334,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
     // A new row is no transition: it starts electable at epoch 0.
     ReserveInput create;
     create.role = WireRef(key.wire);
-    create.patch.state = "electable";
+    create.patch.state = RoleState::kElectable;
     create.patch.last_reason = "role_created";
     absl::StatusOr<ReserveResult> created = roles_->Reserve(create);
     // Closed since the check above: the store refused inside its write.
@@ -366,7 +365,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
   // The row the election below starts from: electable, or unreachable with
   // its retry due.
   RoleRecord from = *row;
-  if (row->state == "active") {
+  if (row->state == RoleState::kActive) {
     if (holder_live) {
       if (row->charter_acked_epoch == row->epoch &&
           row->charter_version == CharterVersion(key.key.kind) &&
@@ -384,7 +383,7 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
                 std::nullopt);
     if (!revoked.ok()) return ReservationConflict(key.wire, revoked.status());
     from = *revoked;
-  } else if (row->state == "elected-probing") {
+  } else if (row->state == RoleState::kElectedProbing) {
     if (row->activation_deadline_ms.has_value()) {
       if (*row->activation_deadline_ms > now) {
         receipt.disposition = EnsureDisposition::kJoined;
@@ -414,12 +413,13 @@ absl::StatusOr<EnsureReceipt> Activator::Decide(const ResolvedRoleKey& key,
                 std::nullopt);
     if (!revoked.ok()) return ReservationConflict(key.wire, revoked.status());
     from = *revoked;
-  } else if (row->state == "unreachable" || row->state == "quarantined") {
+  } else if (row->state == RoleState::kUnreachable ||
+             row->state == RoleState::kQuarantined) {
     if (row->next_probe_ms.value_or(0) > now) {
       receipt.disposition = EnsureDisposition::kJoined;  // backoff
       return receipt;
     }
-    if (row->state == "quarantined") {
+    if (row->state == RoleState::kQuarantined) {
       absl::StatusOr<RoleRecord> restored =
           Release(*row, RoleTrigger::kExclusionExpired, "exclusion_expired",
                   std::nullopt, /*reset_retries=*/true);
@@ -448,7 +448,7 @@ std::vector<CandidateFacts> Activator::Candidates(const ResolvedRoleKey& key) {
   while (true) {
     absl::StatusOr<CandidatePage> page = roles_->ListCandidates(list);
     if (!page.ok()) break;
-    for (const storage::CandidateRecord& c : page->candidates) {
+    for (const CandidateRecord& c : page->candidates) {
       CandidateFacts f;
       f.agent_id = c.agent_id;
       f.excluded_until_ms = c.excluded_until_ms;
@@ -503,7 +503,7 @@ absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
     receipt.role = row;
     // An unreachable role whose retry is due but has nobody to retry with
     // stays as it is (§5.2 has no row for it); the tick asks again.
-    if (row.state == "unreachable") return receipt;
+    if (row.state == RoleState::kUnreachable) return receipt;
     // Nobody can take it: no authority may remain, and the row says why.
     absl::StatusOr<RoleRecord> blocked =
         Release(row, RoleTrigger::kNoCandidate, "no_candidate", "no_candidate");
@@ -513,7 +513,7 @@ absl::StatusOr<EnsureReceipt> Activator::ReserveNext(
   }
   // From electable an election; from unreachable the retry its backoff
   // waited for.
-  const RoleTrigger trigger = row.state == "unreachable"
+  const RoleTrigger trigger = row.state == RoleState::kUnreachable
                                   ? RoleTrigger::kRetryDue
                                   : RoleTrigger::kCandidateSelected;
   return ReserveHolder(key, row, facts[*pick].agent_id, trigger, request,
@@ -725,8 +725,7 @@ absl::StatusOr<EnsureReceipt> Activator::CandidateFailed(
   report.role = WireRef(key.wire);
   report.agent_id = holder;
   report.code = code;
-  absl::StatusOr<storage::CandidateRecord> candidate =
-      roles_->ReportProbe(report);
+  absl::StatusOr<CandidateRecord> candidate = roles_->ReportProbe(report);
   // §5.2 exclude_failed_candidate: probe_failed, wake_failed or ack_timeout
   // -> unreachable.
   TransitionInput exclude;
@@ -789,9 +788,9 @@ absl::StatusOr<RoleRecord> Activator::Release(
     std::optional<std::string> blocked, bool reset_retries) {
   const bool authority = HoldsAuthority(row);
   absl::StatusOr<RoleTransition> next =
-      ReduceRoleTransition(row.state, RoleTriggerName(trigger));
+      ReduceRoleTransition(row.state, trigger);
   if (!authority && next.ok() && next->to.has_value() &&
-      RoleStateName(*next->to) == row.state && row.blocked_reason == blocked) {
+      *next->to == row.state && row.blocked_reason == blocked) {
     return row;  // nothing to change
   }
   // With authority, a reservation fences it (epoch + 1); without, a
@@ -875,7 +874,8 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
     return FailedPreconditionError("HOLDER_LEASE_EXPIRED",
                                    "the holder is not present");
   }
-  if (row->state == "active" && row->charter_acked_epoch == row->epoch) {
+  if (row->state == RoleState::kActive &&
+      row->charter_acked_epoch == row->epoch) {
     AckOutcome repeated;
     repeated.idempotent = true;
     repeated.role = *row;
@@ -883,7 +883,7 @@ absl::StatusOr<AckOutcome> Activator::Ack(const ActivationAck& ack) {
   }
   // Only a state the table lets an ACK move (elected-probing) accepts it;
   // from any other the ACK is stale (§5.2 stale_ack).
-  if (!ReduceRoleTransition(row->state, "activation_acked").ok()) {
+  if (!ReduceRoleTransition(row->state, RoleTrigger::kActivationAcked).ok()) {
     return StaleAck(*row, "the role is not awaiting an activation");
   }
   TransitionInput acked;
@@ -922,7 +922,7 @@ void Activator::RevokeHeld(const std::string& agent_id,
                            const std::string& ensure_trigger,
                            const std::string& cause_id) {
   RoleListFilter filter;
-  filter.states = {"active", "elected-probing"};
+  filter.states = {RoleState::kActive, RoleState::kElectedProbing};
   std::string token;
   std::vector<RoleRecord> held;
   while (true) {
@@ -940,8 +940,9 @@ void Activator::RevokeHeld(const std::string& agent_id,
     // holder_lease_expired); a holder still probing has one revoking row in
     // §5.2, holder_lease_expired (its presence is over, which is no probe
     // failure).
-    const RoleTrigger trigger =
-        r.state == "active" ? active_trigger : RoleTrigger::kHolderLeaseExpired;
+    const RoleTrigger trigger = r.state == RoleState::kActive
+                                    ? active_trigger
+                                    : RoleTrigger::kHolderLeaseExpired;
     if (!Release(r, trigger, std::string(RoleTriggerName(active_trigger)),
                  std::nullopt)
              .ok()) {
@@ -958,7 +959,8 @@ void Activator::RevokeHeld(const std::string& agent_id,
 void Activator::Tick() {
   const int64_t now = UnixMillis(clock_->Now());
   RoleListFilter filter;
-  filter.states = {"elected-probing", "active", "unreachable", "quarantined"};
+  filter.states = {RoleState::kElectedProbing, RoleState::kActive,
+                   RoleState::kUnreachable, RoleState::kQuarantined};
   std::string token;
   std::vector<RoleRecord> rows;
   while (true) {
@@ -979,7 +981,8 @@ void Activator::Tick() {
     // An ACK timeout is the business of the hub holding the reserved
     // holder (with hubs sharing the database, the others would each count
     // the same failure).
-    if (r.state == "elected-probing" && r.activation_deadline_ms.has_value() &&
+    if (r.state == RoleState::kElectedProbing &&
+        r.activation_deadline_ms.has_value() &&
         *r.activation_deadline_ms <= now &&
         (!r.holder_agent_id.has_value() ||
          OwnsAckTimeout(*r.holder_agent_id))) {
@@ -997,7 +1000,8 @@ void Activator::Tick() {
       }
       continue;
     }
-    if ((r.state == "unreachable" || r.state == "quarantined") &&
+    if ((r.state == RoleState::kUnreachable ||
+         r.state == RoleState::kQuarantined) &&
         r.next_probe_ms.value_or(0) <= now) {
       EnsureRequest retry;
       retry.role = WireRef(r.role_key_wire);
@@ -1006,7 +1010,8 @@ void Activator::Tick() {
       (void)Ensure(retry);
       continue;
     }
-    if ((r.state == "active" || r.state == "elected-probing") &&
+    if ((r.state == RoleState::kActive ||
+         r.state == RoleState::kElectedProbing) &&
         r.holder_agent_id.has_value()) {
       if (!presence_->LiveLease(*r.holder_agent_id, now).has_value()) {
         RevokeHeld(*r.holder_agent_id, RoleTrigger::kHolderLeaseExpired,

@@ -66,7 +66,7 @@ struct EnsureRequest {
 struct EnsureReceipt {
   bool accepted = false;
   EnsureDisposition disposition = EnsureDisposition::kJoined;
-  storage::RoleRecord role;  // the row after the decision
+  RoleRecord role;  // the row after the decision
   std::string trigger;
   std::string cause_id;
 };
@@ -79,7 +79,7 @@ struct StepDownInput {
 };
 
 struct StepDownOutcome {
-  storage::RoleRecord released;  // the row right after the release
+  RoleRecord released;  // the row right after the release
   // The election that followed, at once (no detach grace), the agent that
   // stepped down passed over; its error when it failed.
   absl::StatusOr<EnsureReceipt> next = EnsureReceipt{};
@@ -133,7 +133,7 @@ struct BacklogHandover {
 
 struct AckOutcome {
   bool idempotent = false;
-  storage::RoleRecord role;
+  RoleRecord role;
   // Backlog messages this ACK handed to the holder (0 when idempotent).
   int64_t backlog_delivered = 0;
   // The pushes of those messages: the caller runs it once the ACK's answer
@@ -229,8 +229,7 @@ struct ActivatorOptions {
   // that stream itself). Messaging hands the role's backlog to the new
   // holder here and returns how many messages it handed over, which the
   // ACK answers (AckOutcome::backlog_delivered). Default: nothing.
-  std::function<BacklogHandover(const storage::RoleRecord& active)>
-      on_role_active;
+  std::function<BacklogHandover(const RoleRecord& active)> on_role_active;
   // Whether the role has role-addressed messages waiting for a holder
   // (backlog). A candidate event ensures such a role even when no ensure
   // asked for it yet. Default: none has.
@@ -315,25 +314,24 @@ class Activator {
   // Nobody eligible: an electable row records no_candidate; an unreachable
   // one stays as it is.
   absl::StatusOr<EnsureReceipt> ReserveNext(const ResolvedRoleKey& key,
-                                            const storage::RoleRecord& row,
+                                            const RoleRecord& row,
                                             const EnsureRequest& request,
                                             const std::set<std::string>& tried);
   // Reserves `holder` (a new epoch and activation id) by `trigger`'s row and
   // starts its flight.
   absl::StatusOr<EnsureReceipt> ReserveHolder(
-      const ResolvedRoleKey& key, const storage::RoleRecord& row,
+      const ResolvedRoleKey& key, const RoleRecord& row,
       const std::string& holder, RoleTrigger trigger,
       const EnsureRequest& request, const std::set<std::string>& tried);
   std::vector<CandidateFacts> Candidates(const ResolvedRoleKey& key);
-  void Fly(ResolvedRoleKey key, storage::RoleRecord reserved,
+  void Fly(ResolvedRoleKey key, RoleRecord reserved,
            std::set<std::string> tried, std::string trigger);
-  bool Gate(const storage::RoleRecord& reserved);
+  bool Gate(const RoleRecord& reserved);
   // Hubs sharing the database: when another hub's live seat holds the
   // reserved holder, hints that hub, lands this flight and returns true;
   // false when this hub is the one to reach the holder (it holds it, or no
   // live seat does).
-  bool HandOverFlight(const ResolvedRoleKey& key,
-                      const storage::RoleRecord& reserved);
+  bool HandOverFlight(const ResolvedRoleKey& key, const RoleRecord& reserved);
   // Whether this hub counts the ACK timeout of a reservation held by
   // `holder`: one hub, or the hub that holds the holder, or any hub when no
   // live seat holds it.
@@ -341,26 +339,28 @@ class Activator {
   // A reservation without an ACK deadline (one this hub's flight did not
   // make) gets one when its holder answered the probe (probe_succeeded).
   // False when the row moved on.
-  bool ArmDeadline(RoleKind kind, storage::RoleRecord* reserved);
+  bool ArmDeadline(RoleKind kind, RoleRecord* reserved);
   // A candidate failure (`failure`: probe_failed, wake_failed, ack_timeout):
   // counts it, moves the role to unreachable, then fails over to the next
   // eligible candidate (started: that flight lands itself) or waits for the
   // retry (joined; quarantined once the candidate's failures are
   // exhausted). An error when someone newer owns the role. The caller lands
   // the flight unless started.
-  absl::StatusOr<EnsureReceipt> CandidateFailed(
-      const ResolvedRoleKey& key, const storage::RoleRecord& reserved,
-      const std::string& code, RoleTrigger failure, std::set<std::string> tried,
-      const std::string& trigger);
+  absl::StatusOr<EnsureReceipt> CandidateFailed(const ResolvedRoleKey& key,
+                                                const RoleRecord& reserved,
+                                                const std::string& code,
+                                                RoleTrigger failure,
+                                                std::set<std::string> tried,
+                                                const std::string& trigger);
   // Moves `row` by `trigger` to the kernel's state with no holder or
   // activation left (revocations, the kill switch, no_candidate, failover,
   // exclusion expiry), `blocked` as its blocked_reason and `reason` as its
   // last_reason: a reservation when the row holds an authority, else a
   // compare-and-set; nothing when that would change nothing.
-  absl::StatusOr<storage::RoleRecord> Release(
-      const storage::RoleRecord& row, RoleTrigger trigger,
-      const std::string& reason, std::optional<std::string> blocked,
-      bool reset_retries = false);
+  absl::StatusOr<RoleRecord> Release(const RoleRecord& row, RoleTrigger trigger,
+                                     const std::string& reason,
+                                     std::optional<std::string> blocked,
+                                     bool reset_retries = false);
   // Revokes every role `agent_id` holds (active: `active_trigger`;
   // elected-probing: holder_lease_expired) and ensures each again.
   void RevokeHeld(const std::string& agent_id, RoleTrigger active_trigger,
@@ -373,7 +373,7 @@ class Activator {
   // holder, or marks it for a recheck when its ensure is in flight.
   void ReconsiderRole(const std::string& wire, const std::string& cause_id);
   // Whether `row` waits for a holder that a new candidate may be.
-  bool WaitsForHolder(const storage::RoleRecord& row) const;
+  bool WaitsForHolder(const RoleRecord& row) const;
 
   RoleRegistry* const roles_;
   PresenceRegistry* const presence_;

@@ -10,8 +10,8 @@
 
 namespace hub {
 
-bool Activator::WaitsForHolder(const storage::RoleRecord& row) const {
-  if (row.state != "electable" || row.holder_agent_id.has_value()) {
+bool Activator::WaitsForHolder(const RoleRecord& row) const {
+  if (row.state != RoleState::kElectable || row.holder_agent_id.has_value()) {
     return false;
   }
   // Asked for: the last ensure found nobody (a publish's, an operator's, a
@@ -37,7 +37,7 @@ void Activator::ReconsiderRole(const std::string& wire,
   }
   RoleKeyRef ref;
   ref.wire = wire;
-  absl::StatusOr<storage::RoleRecord> row = roles_->Get(ref);
+  absl::StatusOr<RoleRecord> row = roles_->Get(ref);
   if (!row.ok() || !WaitsForHolder(*row)) return;
   EnsureRequest again;
   again.role = ref;
@@ -59,7 +59,7 @@ void Activator::OnCandidateArrived(const std::string& agent_id) {
   while (true) {
     absl::StatusOr<CandidatePage> page = roles_->ListCandidates(list);
     if (!page.ok()) return;
-    for (const storage::CandidateRecord& c : page->candidates) {
+    for (const CandidateRecord& c : page->candidates) {
       wires.push_back(c.role_key_wire);
     }
     if (page->next_page_token.empty()) break;

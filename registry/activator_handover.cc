@@ -30,7 +30,7 @@ std::map<std::string, std::string> PresenceStreamReach::HeldElsewhere(
 }
 
 bool Activator::HandOverFlight(const ResolvedRoleKey& key,
-                               const storage::RoleRecord& reserved) {
+                               const RoleRecord& reserved) {
   if (!streams_->Shared()) return false;
   const std::string holder = reserved.holder_agent_id.value_or("");
   if (streams_->Attached(holder)) return false;
@@ -66,9 +66,9 @@ void Activator::ContinueHandedFlights() {
   if (!streams_->Shared()) return;
   const int64_t now = UnixMillis(clock_->Now());
   RoleListFilter filter;
-  filter.states = {"elected-probing"};
+  filter.states = {RoleState::kElectedProbing};
   std::string token;
-  std::vector<storage::RoleRecord> waiting;
+  std::vector<RoleRecord> waiting;
   absl::flat_hash_set<std::string> probing;  // every role waiting for an ACK
   uint64_t scan_began;
   {
@@ -78,7 +78,7 @@ void Activator::ContinueHandedFlights() {
   while (true) {
     absl::StatusOr<RolePage> page = roles_->List(filter, 1000, token);
     if (!page.ok()) return;
-    for (const storage::RoleRecord& r : page->roles) {
+    for (const RoleRecord& r : page->roles) {
       probing.insert(r.role_key_wire);
       if (!r.holder_agent_id.has_value()) continue;
       // Past its deadline: the tick's ACK timeout, not a flight.
@@ -101,7 +101,7 @@ void Activator::ContinueHandedFlights() {
              !probing.contains(entry.first);
     });
   }
-  for (const storage::RoleRecord& r : waiting) {
+  for (const RoleRecord& r : waiting) {
     RoleKeyRef ref;
     ref.wire = r.role_key_wire;
     absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);

@@ -10,10 +10,10 @@
 namespace hub {
 namespace {
 
-absl::Status WithFence(absl::Status s, const storage::RoleRecord& row) {
+absl::Status WithFence(absl::Status s, const RoleRecord& row) {
   s = WithMetadata(std::move(s), "role_key_wire", row.role_key_wire);
   s = WithMetadata(std::move(s), "epoch", absl::StrCat(row.epoch));
-  s = WithMetadata(std::move(s), "state", row.state);
+  s = WithMetadata(std::move(s), "state", RoleStateName(row.state));
   return WithMetadata(std::move(s), "holder_agent_id",
                       row.holder_agent_id.value_or(""));
 }
@@ -33,9 +33,10 @@ absl::StatusOr<StepDownOutcome> Activator::StepDown(const StepDownInput& in) {
   }
   RoleKeyRef ref;
   ref.wire = key->wire;
-  absl::StatusOr<storage::RoleRecord> row = roles_->Get(ref);
+  absl::StatusOr<RoleRecord> row = roles_->Get(ref);
   if (!row.ok()) return row.status();
-  const bool held = row->state == "active" || row->state == "elected-probing";
+  const bool held = row->state == RoleState::kActive ||
+                    row->state == RoleState::kElectedProbing;
   if (row->epoch != in.epoch || !held) {
     return WithFence(FailedPreconditionError(
                          "STALE_EPOCH",
@@ -53,13 +54,13 @@ absl::StatusOr<StepDownOutcome> Activator::StepDown(const StepDownInput& in) {
   }
   // Fenced by the row as read (its version and epoch): a role that moved on
   // meanwhile is not released twice.
-  const RoleTrigger trigger = row->state == "active"
+  const RoleTrigger trigger = row->state == RoleState::kActive
                                   ? RoleTrigger::kHolderOffline
                                   : RoleTrigger::kHolderLeaseExpired;
-  absl::StatusOr<storage::RoleRecord> released =
+  absl::StatusOr<RoleRecord> released =
       Release(*row, trigger, "released", std::nullopt);
   if (!released.ok()) {
-    absl::StatusOr<storage::RoleRecord> now = roles_->Get(ref);
+    absl::StatusOr<RoleRecord> now = roles_->Get(ref);
     return WithFence(
         FailedPreconditionError("STALE_EPOCH",
                                 absl::StrCat("the role changed while epoch ",

@@ -24,7 +24,6 @@
 namespace hub {
 namespace {
 
-using storage::RoleRecord;
 using storage::testing::FreshDbPath;
 using storage::testing::OpenOrDie;
 
@@ -161,7 +160,7 @@ class ActivatorTest : public ::testing::Test {
       if (note.refused) continue;
       applied[{note.role_key_wire, note.version, !note.to.has_value()}] = note;
     }
-    std::map<std::string, storage::RoleRecord> last;  // by wire
+    std::map<std::string, RoleRecord> last;  // by wire
     for (const RoleEvent& event : events) {
       const RoleRecord& role = event.role;
       if (event.kind == RoleChangeKind::kCreated) {
@@ -181,7 +180,7 @@ class ActivatorTest : public ::testing::Test {
         EXPECT_EQ(note.trigger, RoleTrigger::kScopeClosed);
       } else {
         ASSERT_TRUE(note.to.has_value());
-        EXPECT_EQ(RoleStateName(*note.to), role.state);
+        EXPECT_EQ(*note.to, role.state);
       }
       auto before = last.find(role.role_key_wire);
       if (before != last.end() &&
@@ -190,14 +189,15 @@ class ActivatorTest : public ::testing::Test {
             << "version " << role.version << " by "
             << RoleTriggerName(note.trigger);
       }
-      covered_.emplace(note.from, std::string(RoleTriggerName(note.trigger)));
+      covered_.emplace(std::string(RoleStateName(note.from)),
+                       std::string(RoleTriggerName(note.trigger)));
       last[role.role_key_wire] = role;
     }
   }
 
   static bool IsTableRow(const RoleTransitionNote& note) {
     for (const RoleTransition& row : RoleTransitionTable()) {
-      if (RoleStateName(row.from) == note.from && row.trigger == note.trigger &&
+      if (row.from == note.from && row.trigger == note.trigger &&
           row.to == note.to) {
         return true;
       }
@@ -210,7 +210,9 @@ class ActivatorTest : public ::testing::Test {
     absl::MutexLock lock(&audit_mu_);
     std::vector<std::string> states;
     for (const RoleEvent& e : events_) {
-      if (e.role.role_key_wire == Wire()) states.push_back(e.role.state);
+      if (e.role.role_key_wire == Wire()) {
+        states.push_back(std::string(RoleStateName(e.role.state)));
+      }
     }
     return states;
   }
@@ -340,7 +342,7 @@ TEST_F(ActivatorTest, AClosedLeadScopeAnswersScopeClosedAndWritesNothing) {
   EXPECT_FALSE(r->accepted);
   EXPECT_EQ(r->disposition, EnsureDisposition::kScopeClosed);
   EXPECT_EQ(r->role.role_key_wire, lead);
-  EXPECT_EQ(r->role.state, "");
+  EXPECT_EQ(r->role.version, 0);  // no row: the scope is closed
   EXPECT_EQ(ReasonOf(roles_->Get(RoleKeyRef{std::nullopt, lead}).status()),
             "ROLE_NOT_FOUND");
 
@@ -368,7 +370,7 @@ TEST_F(ActivatorTest,
   absl::StatusOr<EnsureReceipt> r = Ensure();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->disposition, EnsureDisposition::kNoCandidate);
-  EXPECT_EQ(Row().state, "electable");
+  EXPECT_EQ(Row().state, RoleState::kElectable);
   EXPECT_EQ(Row().blocked_reason, "no_candidate");
   EXPECT_EQ(Row().epoch, 0);
 }
@@ -380,7 +382,7 @@ TEST_F(ActivatorTest,
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.state, RoleState::kElectedProbing);
   EXPECT_EQ(row.holder_agent_id, "agent-a");
   EXPECT_EQ(row.epoch, 1);
   ASSERT_EQ(stream->activations().size(), 1u);
@@ -392,7 +394,7 @@ TEST_F(ActivatorTest,
   absl::StatusOr<AckOutcome> ack = activator_->Ack(AckFor(e, "agent-a"));
   ASSERT_TRUE(ack.ok()) << ack.status();
   EXPECT_FALSE(ack->idempotent);
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
   EXPECT_EQ(Row().charter_acked_epoch, 1);
   // A repeated ACK changes nothing.
   absl::StatusOr<AckOutcome> again = activator_->Ack(AckFor(e, "agent-a"));
@@ -426,7 +428,7 @@ TEST_F(ActivatorTest, AckChecksRejectWrongSchemaHolderEpochAndCharter) {
   bad.charter_version = "tfx.cto-charter.v0";
   EXPECT_EQ(ReasonOf(activator_->Ack(bad).status()),
             "CHARTER_VERSION_MISMATCH");
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
 }
 
 TEST_F(ActivatorTest, FiftyConcurrentEnsuresMakeExactlyOneReservation) {
@@ -458,7 +460,7 @@ TEST_F(ActivatorTest, AnAckTimeoutExcludesTheCandidateAndALateAckIsStale) {
   ASSERT_TRUE(Heartbeat("agent-a"));
   activator_->Tick();
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "unreachable");
+  EXPECT_EQ(row.state, RoleState::kUnreachable);
   EXPECT_EQ(row.last_reason, "ack_timeout");
   EXPECT_EQ(row.retry_count, 1);
   EXPECT_FALSE(row.activation_id.has_value());
@@ -475,7 +477,7 @@ TEST_F(ActivatorTest, AnAckTimeoutExcludesTheCandidateAndALateAckIsStale) {
   EXPECT_GT(second.epoch, first.epoch);
   EXPECT_NE(second.activation_id, first.activation_id);
   EXPECT_TRUE(activator_->Ack(AckFor(second, "agent-a")).ok());
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
 }
 
 TEST_F(ActivatorTest,
@@ -498,7 +500,7 @@ TEST_F(ActivatorTest,
                                       "candidate_selected"}));
   absl::StatusOr<CandidatePage> page = roles_->ListCandidates({});
   ASSERT_TRUE(page.ok());
-  for (const storage::CandidateRecord& c : page->candidates) {
+  for (const CandidateRecord& c : page->candidates) {
     if (c.agent_id != "agent-a") continue;
     EXPECT_EQ(c.consecutive_probe_failures, 1);
     EXPECT_EQ(c.last_probe_code, "timeout");
@@ -525,7 +527,7 @@ TEST_F(ActivatorTest, AProbeAnsweredNotReadyIsTargetNotFound) {
   ASSERT_TRUE(Ensure().ok());
   EXPECT_EQ(s->probes(), 1);
   EXPECT_TRUE(s->activations().empty());
-  EXPECT_EQ(Row().state, "unreachable");
+  EXPECT_EQ(Row().state, RoleState::kUnreachable);
   EXPECT_EQ(Row().last_reason, "target_not_found");
 }
 
@@ -540,7 +542,7 @@ TEST_F(ActivatorTest,
   // agent-a deregisters: the presence registry says it is gone.
   ASSERT_TRUE(presence_->Deregister("agent-a", std::nullopt, {}).ok());
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.state, RoleState::kElectedProbing);
   EXPECT_EQ(row.holder_agent_id, "agent-b");
   EXPECT_GT(row.epoch, active_epoch);
   ASSERT_EQ(b->activations().size(), 1u);
@@ -550,7 +552,7 @@ TEST_F(ActivatorTest,
           activator_->Ack(AckFor(a->activations()[0], "agent-a")).status()),
       "STALE_EPOCH");
   EXPECT_TRUE(activator_->Ack(AckFor(b->activations()[0], "agent-b")).ok());
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
   EXPECT_EQ(Row().holder_agent_id, "agent-b");
 }
 
@@ -573,7 +575,7 @@ TEST_F(ActivatorTest, ALocatorCandidateIsProbedAndWokenThroughItsAdapter) {
             (std::vector<std::string>{"probe trn_t", "wake trn_t"}));
   EXPECT_NE(adapter->woken_with.find("\"schema\":\"tfx.role-activation.v1\""),
             std::string::npos);
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
 }
 
 TEST_F(ActivatorTest,
@@ -591,7 +593,7 @@ TEST_F(ActivatorTest,
                 R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])"));
   ASSERT_TRUE(Ensure().ok());
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "unreachable");
+  EXPECT_EQ(row.state, RoleState::kUnreachable);
   EXPECT_EQ(row.last_reason, "target_not_found");
   EXPECT_FALSE(row.holder_agent_id.has_value());
   CandidateListInput list;
@@ -615,7 +617,7 @@ TEST_F(ActivatorTest,
   EXPECT_EQ(r->disposition, EnsureDisposition::kManagerDisabled);
   EXPECT_FALSE(r->accepted);
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "electable");
+  EXPECT_EQ(row.state, RoleState::kElectable);
   EXPECT_FALSE(row.holder_agent_id.has_value());
   EXPECT_EQ(row.blocked_reason, "manager_disabled");
   EXPECT_EQ(stream->activations().size(), 1u);
@@ -632,7 +634,7 @@ TEST_F(ActivatorTest, ARecoveredReservationIsProbedAndActivatedUnderItsEpoch) {
       activator_->Ack(AckFor(stream->activations().at(0), "agent-a")).ok());
   ASSERT_TRUE(store_->RecoverRoles(UnixMillis(clock_.Now())).ok());
   const RoleRecord recovered = Row();
-  ASSERT_EQ(recovered.state, "elected-probing");
+  ASSERT_EQ(recovered.state, RoleState::kElectedProbing);
   ASSERT_EQ(recovered.holder_agent_id, "agent-a");
   ASSERT_FALSE(recovered.activation_deadline_ms.has_value());
 
@@ -649,7 +651,7 @@ TEST_F(ActivatorTest, ARecoveredReservationIsProbedAndActivatedUnderItsEpoch) {
   EXPECT_EQ(e.ack_deadline_ms, *armed.activation_deadline_ms);
   EXPECT_EQ(TriggersApplied().back(), "probe_succeeded");
   ASSERT_TRUE(activator_->Ack(AckFor(e, "agent-a")).ok());
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
   EXPECT_EQ(Row().epoch, recovered.epoch);
 }
 
@@ -668,7 +670,7 @@ TEST_F(ActivatorTest, ACharterReissueReservesTheSameHolderForANewAck) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->disposition, EnsureDisposition::kStarted);
   RoleRecord row = Row();
-  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.state, RoleState::kElectedProbing);
   EXPECT_EQ(row.holder_agent_id, "agent-a");
   EXPECT_EQ(row.epoch, active.epoch + 1);
   EXPECT_EQ(row.last_reason, "charter_reissued");
@@ -679,7 +681,7 @@ TEST_F(ActivatorTest, ACharterReissueReservesTheSameHolderForANewAck) {
           activator_->Ack(AckFor(a->activations()[0], "agent-a")).status()),
       "STALE_EPOCH");
   ASSERT_TRUE(activator_->Ack(AckFor(a->activations()[1], "agent-a")).ok());
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
   EXPECT_EQ(Row().charter_acked_epoch, active.epoch + 1);
 }
 
@@ -704,9 +706,9 @@ TEST_F(ActivatorTest, AnExpiredQuarantineIsRestoredToElectableThenElected) {
   Candidate("agent-t", /*stream=*/false,
             TmuxLocators(UnixMillis(clock_.Now())));
   ASSERT_TRUE(Ensure().ok());
-  for (int failures = 1; Row().state != "quarantined"; ++failures) {
+  for (int failures = 1; Row().state != RoleState::kQuarantined; ++failures) {
     ASSERT_LE(failures, 3) << Row().state;
-    ASSERT_EQ(Row().state, "unreachable");
+    ASSERT_EQ(Row().state, RoleState::kUnreachable);
     clock_.Set(absl::FromUnixMillis(*Row().next_probe_ms));
     ASSERT_TRUE(Heartbeat("agent-t"));
     activator_->Tick();
@@ -728,7 +730,7 @@ TEST_F(ActivatorTest, AnExpiredQuarantineIsRestoredToElectableThenElected) {
   Candidate("agent-t", /*stream=*/false,
             TmuxLocators(UnixMillis(clock_.Now())));
   activator_->Tick();
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
   EXPECT_EQ(Row().holder_agent_id, "agent-t");
   const std::vector<std::string> triggers = TriggersApplied();
   ASSERT_GE(triggers.size(), 4u);
@@ -747,7 +749,7 @@ TEST_F(ActivatorTest, AnUnreachableRoleWithNobodyToRetryIsLeftAsItIs) {
   Candidate("agent-t", /*stream=*/false,
             TmuxLocators(UnixMillis(clock_.Now())));
   ASSERT_TRUE(Ensure().ok());
-  ASSERT_EQ(Row().state, "unreachable");
+  ASSERT_EQ(Row().state, RoleState::kUnreachable);
   ASSERT_TRUE(presence_->Deregister("agent-t", std::nullopt, {}).ok());
   const RoleRecord waiting = Row();
   clock_.Set(absl::FromUnixMillis(*waiting.next_probe_ms));
@@ -755,7 +757,7 @@ TEST_F(ActivatorTest, AnUnreachableRoleWithNobodyToRetryIsLeftAsItIs) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->disposition, EnsureDisposition::kNoCandidate);
   EXPECT_EQ(Row().version, waiting.version);
-  EXPECT_EQ(Row().state, "unreachable");
+  EXPECT_EQ(Row().state, RoleState::kUnreachable);
 }
 
 // Thousands of random steps (ensures, charter reissues, ACKs old and new,
@@ -875,7 +877,7 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
     const RoleRecord row = Row();
     ASSERT_GE(row.epoch, last_epoch) << "epoch went back at step " << step;
     last_epoch = row.epoch;
-    if (row.state == "active") {
+    if (row.state == RoleState::kActive) {
       ASSERT_TRUE(row.holder_agent_id.has_value());
       ASSERT_EQ(row.charter_acked_epoch, row.epoch);
       ASSERT_EQ(activated[row.epoch], *row.holder_agent_id)
@@ -985,7 +987,7 @@ TEST_F(ActivatorTest,
   publish.join();  // its landing looked again and elected agent-a
 
   const RoleRecord row = Row();
-  EXPECT_EQ(row.state, "elected-probing");
+  EXPECT_EQ(row.state, RoleState::kElectedProbing);
   EXPECT_EQ(row.holder_agent_id, "agent-a");
   ASSERT_EQ(stream->activations().size(), 1u);
   EXPECT_EQ(stream->activations()[0].epoch, row.epoch);
@@ -995,7 +997,7 @@ TEST_F(ActivatorTest, ACandidateOfARoleNobodyAskedForDoesNotActivateIt) {
   auto stream = Candidate("agent-a");
   activator_->OnCandidateArrived("agent-a");
   activator_->OnCandidateChanged(Wire(), "agent-a");
-  EXPECT_EQ(Row().state, "electable");
+  EXPECT_EQ(Row().state, RoleState::kElectable);
   EXPECT_EQ(stream->activations().size(), 0u);
   // Asked for, it is.
   EXPECT_EQ(Ensure()->disposition, EnsureDisposition::kStarted);
@@ -1072,7 +1074,7 @@ TEST_F(ActivatorTest,
   absl::StatusOr<EnsureReceipt> receipt = activator.Ensure(r);
   ASSERT_TRUE(receipt.ok()) << receipt.status();
   EXPECT_EQ(receipt->disposition, EnsureDisposition::kStarted);
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
   EXPECT_EQ(Row().holder_agent_id, "agent-a");
   EXPECT_EQ(here.handed(), std::vector<std::string>{"hub-b"});
   EXPECT_EQ(stream->probes(), 0);
@@ -1082,11 +1084,11 @@ TEST_F(ActivatorTest,
   clock_.Advance(absl::Seconds(46));
   ASSERT_TRUE(Heartbeat("agent-a"));
   activator.Tick();
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
   // This hub took the agent over: now it is.
   here.HoldHere("agent-a");
   activator.Tick();
-  EXPECT_EQ(Row().state, "unreachable");
+  EXPECT_EQ(Row().state, RoleState::kUnreachable);
   EXPECT_EQ(Row().last_reason, "ack_timeout");
 }
 
@@ -1105,7 +1107,7 @@ TEST_F(ActivatorTest,
   ASSERT_TRUE(receipt.ok()) << receipt.status();
   EXPECT_EQ(receipt->disposition, EnsureDisposition::kStarted);
   // Handed to the hub the store names, not probed here, no failure counted.
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
   EXPECT_EQ(here.handed(), std::vector<std::string>{"hub-b"});
   EXPECT_EQ(stream->probes(), 0);
   EXPECT_EQ(Row().retry_count, 0);
@@ -1113,7 +1115,7 @@ TEST_F(ActivatorTest,
   clock_.Advance(absl::Seconds(46));
   ASSERT_TRUE(Heartbeat("agent-a"));
   activator.Tick();
-  EXPECT_EQ(Row().state, "elected-probing");
+  EXPECT_EQ(Row().state, RoleState::kElectedProbing);
 }
 
 TEST_F(ActivatorTest, AReservationHandedToTheHolderHubIsFlownThereOnce) {
@@ -1141,7 +1143,7 @@ TEST_F(ActivatorTest, AReservationHandedToTheHolderHubIsFlownThereOnce) {
   EXPECT_EQ(activation.epoch, Row().epoch);
   EXPECT_EQ(activation.activation_id, Row().activation_id.value_or(""));
   EXPECT_TRUE(a.Ack(AckFor(activation, "agent-a")).ok());
-  EXPECT_EQ(Row().state, "active");
+  EXPECT_EQ(Row().state, RoleState::kActive);
   // Acknowledged: neither hub's next scan keeps a memory of the flight.
   EXPECT_EQ(a.remembered_flights(), 1u);
   EXPECT_EQ(b.remembered_flights(), 1u);

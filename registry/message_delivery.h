@@ -13,8 +13,8 @@
 namespace hub {
 
 struct MessageDelivery {
-  storage::MessageRecord message;
-  storage::InboxRecord inbox;  // the recipient is inbox.agent_id
+  MessageRecord message;
+  InboxRecord inbox;  // the recipient is inbox.agent_id
   std::optional<int64_t> role_epoch;
   std::optional<std::string> activation_id;
 };

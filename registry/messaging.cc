@@ -19,9 +19,6 @@
 
 namespace hub {
 
-using storage::MessageRecord;
-using storage::RoleRecord;
-
 namespace {
 
 // Runs `task`, which may block on writes, on `blocking`, or inline when
@@ -163,7 +160,7 @@ absl::StatusOr<MessageRecord> Messaging::Validate(const PublishInput& input,
   m.expires_at_ms = now_ms + m.ttl_ms;
   m.correlation_id = input.correlation_id;
   m.trace_id = input.trace_id;
-  m.status = "queued";
+  m.status = MessageStatus::kQueued;
   return m;
 }
 
@@ -177,7 +174,7 @@ std::optional<RoleRecord> Messaging::LiveHolder(const std::string& wire,
   RoleKeyRef ref;
   ref.wire = wire;
   absl::StatusOr<RoleRecord> row = roles_->Get(ref);
-  if (!row.ok() || row->state != "active" || !row->holder_agent_id ||
+  if (!row.ok() || row->state != RoleState::kActive || !row->holder_agent_id ||
       row->charter_acked_epoch != row->epoch ||
       row->holder_lease_expires_ms.value_or(0) <= now_ms) {
     return std::nullopt;
@@ -341,7 +338,7 @@ absl::StatusOr<PublishResult> Messaging::Publish(const PublishInput& input) {
 
 absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
   if (before_write_for_testing_) before_write_for_testing_();
-  absl::StatusOr<std::vector<storage::InboxRecord>> delivered =
+  absl::StatusOr<std::vector<InboxRecord>> delivered =
       store_->InsertMessageDelivering(p.message, p.recipients, p.deliver_to,
                                       p.now_ms, config_.max_pending_per_inbox);
   return Published(std::move(p), std::move(delivered));
@@ -369,14 +366,14 @@ void Messaging::PublishAsync(const PublishInput& input,
       prepared->message, prepared->recipients, prepared->deliver_to,
       prepared->now_ms, config_.max_pending_per_inbox,
       [this, prepared, blocking, done = std::move(done)](
-          absl::StatusOr<std::vector<storage::InboxRecord>> delivered) mutable {
+          absl::StatusOr<std::vector<InboxRecord>> delivered) mutable {
         std::move(done)(
             Published(std::move(*prepared), std::move(delivered), blocking));
       });
 }
 
 absl::StatusOr<PublishResult> Messaging::Published(
-    Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered,
+    Prepared p, absl::StatusOr<std::vector<InboxRecord>> delivered,
     const BlockingExecutor& blocking) {
   if (!delivered.ok()) {
     // A full inbox (the store decides it inside the write) names the field.
@@ -392,11 +389,11 @@ absl::StatusOr<PublishResult> Messaging::Published(
   result.recipient_count = static_cast<int>(p.recipients.size());
   result.role = p.address.role;
   if (m.type == "response") WakeAskers(m);
-  if (!delivered->empty()) result.message.status = "delivered";
-  for (storage::InboxRecord& inbox : *delivered) {
+  if (!delivered->empty()) result.message.status = MessageStatus::kDelivered;
+  for (InboxRecord& inbox : *delivered) {
     MessageDelivery delivery;
     delivery.message = m;
-    delivery.message.status = "delivered";
+    delivery.message.status = MessageStatus::kDelivered;
     if (p.address.holder_role.has_value() && m.role_key_wire.has_value()) {
       delivery.role_epoch = p.address.holder_role->epoch;
       delivery.activation_id = p.address.holder_role->activation_id;
@@ -493,12 +490,11 @@ namespace {
 
 // The push of `message` whose delivery attempt `inbox` recorded, under the
 // role `role` held when it is role-addressed.
-MessageDelivery DeliveryOf(const MessageRecord& message,
-                           storage::InboxRecord inbox,
+MessageDelivery DeliveryOf(const MessageRecord& message, InboxRecord inbox,
                            const std::optional<RoleRecord>& role) {
   MessageDelivery delivery;
   delivery.message = message;
-  delivery.message.status = "delivered";
+  delivery.message.status = MessageStatus::kDelivered;
   delivery.inbox = std::move(inbox);
   if (role.has_value() && message.role_key_wire.has_value()) {
     delivery.role_epoch = role->epoch;
@@ -517,7 +513,7 @@ Messaging::PushOutcome Messaging::Push(const MessageRecord& message,
   // mark is fenced: what the agent acknowledged since the caller read it is
   // not marked, and so not pushed.
   if (!presence_->StreamAttached(agent_id)) return PushOutcome::kNotPushed;
-  absl::StatusOr<std::optional<storage::InboxRecord>> inbox =
+  absl::StatusOr<std::optional<InboxRecord>> inbox =
       store_->MarkDeliveredIfUnacked(message.id, agent_id,
                                      UnixMillis(clock_->Now()));
   if (!inbox.ok()) return PushOutcome::kNotPushed;
@@ -539,19 +535,19 @@ int64_t Messaging::PushRoutedMany(
   }
   if (marks.empty()) return 0;
   const int64_t now_ms = UnixMillis(clock_->Now());
-  absl::StatusOr<std::vector<storage::InboxRecord>> marked =
+  absl::StatusOr<std::vector<InboxRecord>> marked =
       store_->MarkDeliveredManyIfUnacked(marks, now_ms);
   if (!marked.ok()) return 0;  // all stay pending: the next poll retries
   if (change_listener_ && !marked->empty()) {
     Change change;
-    for (const storage::InboxRecord& row : *marked) {
+    for (const InboxRecord& row : *marked) {
       change.message_ids.push_back(row.message_id);
     }
     change_listener_(change);
   }
-  absl::flat_hash_map<std::pair<std::string, std::string>, storage::InboxRecord>
+  absl::flat_hash_map<std::pair<std::string, std::string>, InboxRecord>
       by_delivery;
-  for (storage::InboxRecord& row : *marked) {
+  for (InboxRecord& row : *marked) {
     std::pair<std::string, std::string> key(row.message_id, row.agent_id);
     by_delivery.emplace(std::move(key), std::move(row));
   }

@@ -76,7 +76,7 @@ struct PublishInput {
 };
 
 struct PublishResult {
-  storage::MessageRecord message;  // as stored
+  MessageRecord message;  // as stored
   int recipient_count = 0;
   std::optional<ResolvedRoleKey> role;      // role addresses
   std::optional<EnsureReceipt> activation;  // role backlog, ensure accepted
@@ -103,8 +103,8 @@ struct PendingPage {
 };
 
 struct DeadLetterView {
-  storage::DeadLetterRecord dead_letter;
-  std::optional<storage::MessageRecord> message;
+  DeadLetterRecord dead_letter;
+  std::optional<MessageRecord> message;
 };
 
 struct DeadLetterQuery {
@@ -123,14 +123,14 @@ struct DeadLetterPage {
 };
 
 struct TracePage {
-  std::vector<storage::MessageRecord> messages;
+  std::vector<MessageRecord> messages;
   std::string next_page_token;
 };
 
 // What RedriveDeadLetter did.
 struct RedriveOutcome {
-  storage::MessageRecord message;  // after: queued (or delivered), new expiry
-  std::optional<storage::DeadLetterRecord> dead_letter;  // the one removed
+  MessageRecord message;  // after: queued (or delivered), new expiry
+  std::optional<DeadLetterRecord> dead_letter;  // the one removed
   // The recipients it is queued for again, by agent_id: every one that had
   // not acknowledged it, and a role message's live holder.
   std::vector<std::string> recipients;
@@ -147,7 +147,7 @@ enum class AskState { kAnswered, kDelivered, kQueued };
 struct AskResult {
   AskState state = AskState::kQueued;
   PublishResult request;
-  std::optional<storage::MessageRecord> response;
+  std::optional<MessageRecord> response;
 };
 
 class Messaging {
@@ -208,9 +208,9 @@ class Messaging {
   // message, durably and in pending order, and returns how many, with the
   // pushes of them in that order (fenced by `active`'s epoch) for the caller
   // to run once it may push on the holder's stream.
-  BacklogHandover HandOverBacklog(const storage::RoleRecord& active);
+  BacklogHandover HandOverBacklog(const RoleRecord& active);
   // HandOverBacklog, then its pushes at once. Returns how many.
-  int64_t OnRoleActive(const storage::RoleRecord& active);
+  int64_t OnRoleActive(const RoleRecord& active);
   // Whether role-addressed messages wait for `wire`'s holder (backlog that
   // is not expired); false when the store cannot tell.
   bool HasBacklog(const std::string& wire);
@@ -260,7 +260,7 @@ class Messaging {
   // if it could not be read).
   // REQUIRES: called before the first sweep; default: nothing.
   using DeadLetterListener =
-      std::function<void(const storage::MessageRecord& message,
+      std::function<void(const MessageRecord& message,
                          const storage::ExpiryTransition& transition)>;
   void SetDeadLetterListener(DeadLetterListener listener) {
     dead_letter_listener_ = std::move(listener);
@@ -320,12 +320,12 @@ class Messaging {
 
  private:
   struct Waiter {
-    std::optional<storage::MessageRecord> response;
+    std::optional<MessageRecord> response;
   };
   struct Address {
     std::vector<std::string> recipients;
     std::optional<ResolvedRoleKey> role;
-    std::optional<storage::RoleRecord> holder_role;  // an active holder
+    std::optional<RoleRecord> holder_role;  // an active holder
     std::string default_topic;
     // A role address: the role's hand-over count (Handovers) read before
     // the role itself. A different count after the write means an
@@ -337,7 +337,7 @@ class Messaging {
   // A validated publish, ready for its write.
   struct Prepared {
     int64_t now_ms = 0;
-    storage::MessageRecord message;
+    MessageRecord message;
     std::vector<std::string> recipients;  // sorted, unique
     std::vector<std::string> deliver_to;  // the attached ones, same order
     Address address;
@@ -350,7 +350,7 @@ class Messaging {
   bool NeedsEnsure(const Prepared& p) const;
   // A role message an activation may have missed: hands it to the role's
   // live holder if there is one now and it is not a recipient yet.
-  void HandOverIfActive(const storage::MessageRecord& m);
+  void HandOverIfActive(const MessageRecord& m);
   // How many backlog hand-overs (OnRoleActive) have started for `wire`.
   uint64_t Handovers(const std::string& wire);
   absl::StatusOr<PublishResult> PublishPrepared(Prepared p);
@@ -358,13 +358,13 @@ class Messaging {
   // Pushes that write run on `blocking` (inline when it is empty: the
   // caller is not a store thread).
   absl::StatusOr<PublishResult> Published(
-      Prepared p, absl::StatusOr<std::vector<storage::InboxRecord>> delivered,
+      Prepared p, absl::StatusOr<std::vector<InboxRecord>> delivered,
       const BlockingExecutor& blocking = nullptr);
   // Pushes the message to recipients whose stream attached between the
   // publish's look and its write (see the .cc).
   void PushToLateAttachers(const Prepared& p, const BlockingExecutor& blocking);
-  absl::StatusOr<storage::MessageRecord> Validate(const PublishInput& input,
-                                                  int64_t now_ms);
+  absl::StatusOr<MessageRecord> Validate(const PublishInput& input,
+                                         int64_t now_ms);
   absl::StatusOr<Address> Resolve(const PublishInput& input,
                                   const std::string& payload_json,
                                   int64_t now_ms);
@@ -373,8 +373,7 @@ class Messaging {
   UnpushedListener unpushed_listener_;
   ChangeListener change_listener_;
   RedriveListener redrive_listener_;
-  std::optional<storage::RoleRecord> LiveHolder(const std::string& wire,
-                                                int64_t now_ms);
+  std::optional<RoleRecord> LiveHolder(const std::string& wire, int64_t now_ms);
   // The project of agent `agent_id` (nullopt: no such agent, or it has
   // none), remembered in `cache` for one query.
   absl::StatusOr<std::optional<std::string>> AgentProject(
@@ -383,7 +382,7 @@ class Messaging {
   // Whether a message is visible in `scope`: its sender, its addressed agent
   // or its role belongs to one of the scope's projects.
   absl::StatusOr<bool> InScope(
-      const storage::MessageRecord& m, const ProjectScope& scope,
+      const MessageRecord& m, const ProjectScope& scope,
       std::map<std::string, std::optional<std::string>>* cache);
   absl::Status CheckAgent(const std::string& agent_id,
                           std::optional<int64_t> generation);
@@ -399,11 +398,10 @@ class Messaging {
   // Marks the message delivered to `agent_id` if it is attached and the row
   // is still unacknowledged (Store::MarkDeliveredIfUnacked), then pushes
   // what the mark returned.
-  PushOutcome Push(const storage::MessageRecord& message,
-                   const std::string& agent_id,
-                   const std::optional<storage::RoleRecord>& role);
-  void WakeAskers(const storage::MessageRecord& response);
-  void SendDeadLetterNotice(const storage::MessageRecord& expired,
+  PushOutcome Push(const MessageRecord& message, const std::string& agent_id,
+                   const std::optional<RoleRecord>& role);
+  void WakeAskers(const MessageRecord& response);
+  void SendDeadLetterNotice(const MessageRecord& expired,
                             const storage::ExpiryTransition& transition);
 
   storage::Store* const store_;

@@ -16,9 +16,6 @@
 
 namespace hub {
 
-using storage::MessageRecord;
-using storage::RoleRecord;
-
 namespace messaging_internal {
 
 bool IsLabel(absl::string_view text) {
@@ -151,7 +148,7 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
     ++read;
     last = &m;
     if (!query.peek) {
-      absl::StatusOr<std::optional<storage::InboxRecord>> marked =
+      absl::StatusOr<std::optional<InboxRecord>> marked =
           store_->MarkDeliveredIfUnacked(m.id, query.agent_id, now_ms);
       if (!marked.ok()) return marked.status();
       // Acknowledged since the read (the agent acked it on its stream):
@@ -161,9 +158,8 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
     }
     MessageDelivery d;
     d.message = m;
-    if (!query.peek) d.message.status = "delivered";
-    absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
-        store_->ListInbox(m.id);
+    if (!query.peek) d.message.status = MessageStatus::kDelivered;
+    absl::StatusOr<std::vector<InboxRecord>> inbox = store_->ListInbox(m.id);
     if (!inbox.ok()) return inbox.status();
     for (const auto& row : *inbox) {
       if (row.agent_id == query.agent_id) d.inbox = row;
@@ -233,7 +229,7 @@ absl::StatusOr<DeadLetterPage> Messaging::ListDeadLetters(
     if (static_cast<int64_t>(rows->size()) < dl_query.limit) break;
   }
   if (more && !page.dead_letters.empty()) {
-    const storage::DeadLetterRecord& d = page.dead_letters.back().dead_letter;
+    const DeadLetterRecord& d = page.dead_letters.back().dead_letter;
     page.next_page_token = EncodePageToken(
         "dead_letters", scope, {absl::StrCat(d.failed_at_ms), d.message_id});
   }
@@ -383,8 +379,9 @@ absl::StatusOr<AskResult> Messaging::Ask(PublishInput input,
     result.response.reset();
     absl::StatusOr<MessageRecord> now =
         store_->GetMessage(published->message.id);
-    const bool delivered = now.ok() ? now->status != "queued"
-                                    : published->message.status != "queued";
+    const bool delivered =
+        now.ok() ? now->status != MessageStatus::kQueued
+                 : published->message.status != MessageStatus::kQueued;
     result.state = (wait > absl::ZeroDuration() && delivered)
                        ? AskState::kDelivered
                        : AskState::kQueued;
@@ -425,7 +422,7 @@ void Messaging::SendDeadLetterNotice(
                             {"reason", transition.reason},
                             {"failed_at_ms", transition.failed_at_ms}};
   notice.payload_json = payload.dump();
-  notice.status = "queued";
+  notice.status = MessageStatus::kQueued;
   if (!store_->InsertMessage(notice, {expired.from_agent}).ok()) return;
   Push(notice, expired.from_agent, std::nullopt);
 }
@@ -456,7 +453,7 @@ void Messaging::OnScopeClosed(const storage::ScopeCloseResult& closed) {
     SendDeadLetterNotice(claimed.message, claimed.transition);
     if (dead_letter_listener_) {
       MessageRecord dead = claimed.message;
-      dead.status = "dead_letter";
+      dead.status = MessageStatus::kDeadLetter;
       dead_letter_listener_(dead, claimed.transition);
     }
   }

@@ -21,7 +21,7 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
                              "message_id must be 1..64 characters"),
         "field", "message_id");
   }
-  absl::StatusOr<storage::MessageRecord> m = store_->GetMessage(message_id);
+  absl::StatusOr<MessageRecord> m = store_->GetMessage(message_id);
   if (!m.ok()) return m.status();
   {
     std::map<std::string, std::optional<std::string>> cache;
@@ -42,7 +42,7 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   redrive.now_ms = UnixMillis(clock_->Now());
   // Refused as a publish to a full inbox is (docs/design/limits.md).
   redrive.max_pending_per_inbox = config_.max_pending_per_inbox;
-  std::optional<storage::RoleRecord> holder;
+  std::optional<RoleRecord> holder;
   uint64_t handovers_seen = 0;
   if (m->role_key_wire.has_value()) {
     RoleKeyRef ref;
@@ -64,7 +64,7 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   outcome.message = std::move(done->message);
   outcome.dead_letter = std::move(done->dead_letter);
   outcome.recipients = std::move(done->recipients);
-  const storage::MessageRecord& requeued = outcome.message;
+  const MessageRecord& requeued = outcome.message;
   if (change_listener_) {
     change_listener_(
         {{requeued.id}, outcome.recipients, requeued.role_key_wire});
@@ -79,7 +79,8 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   }
   // Their streams, if any, are on other hubs: those push them.
   if (!elsewhere.empty() && unpushed_listener_) unpushed_listener_(elsewhere);
-  if (!outcome.pushed.empty()) outcome.message.status = "delivered";
+  if (!outcome.pushed.empty())
+    outcome.message.status = MessageStatus::kDelivered;
   if (requeued.role_key_wire.has_value()) {
     if (!holder.has_value() && activator_ != nullptr) {
       EnsureRequest ensure;

@@ -23,7 +23,6 @@
 namespace hub {
 namespace {
 
-using storage::MessageRecord;
 using storage::testing::FreshDbPath;
 using storage::testing::OpenOrDie;
 
@@ -75,7 +74,7 @@ class MessagingTest : public ::testing::Test {
     roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_);
     reach_ = std::make_unique<PresenceStreamReach>(presence_.get());
     ActivatorOptions options;
-    options.on_role_active = [this](const storage::RoleRecord& row) {
+    options.on_role_active = [this](const RoleRecord& row) {
       BacklogHandover handover;
       handover.handed_over = messaging_->OnRoleActive(row);
       return handover;
@@ -173,13 +172,14 @@ TEST_F(MessagingTest, APublishToAnAttachedAgentIsDurableThenPushed) {
   ASSERT_EQ(stream->messages().size(), 1u);
   EXPECT_EQ(stream->messages()[0].message.id, r.message.id);
   EXPECT_EQ(stream->messages()[0].inbox.attempts, 1);
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status, "delivered");
+  EXPECT_EQ(store_->GetMessage(r.message.id)->status,
+            MessageStatus::kDelivered);
 }
 
 TEST_F(MessagingTest, APublishToAnUnknownAgentIsQueuedForIt) {
   PublishResult r = MustPublish(To("nobody-yet"));
   EXPECT_EQ(r.recipient_count, 1);
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status, "queued");
+  EXPECT_EQ(store_->GetMessage(r.message.id)->status, MessageStatus::kQueued);
   EXPECT_EQ(store_->ListInbox(r.message.id)->at(0).agent_id, "nobody-yet");
 }
 
@@ -207,8 +207,7 @@ TEST_F(MessagingTest, ATopicReachesItsSubscribersThatAreNotOffline) {
   EXPECT_EQ(r.recipient_count, 2);
   EXPECT_EQ(r.message.topic, "build");
   std::vector<std::string> got;
-  const std::vector<storage::InboxRecord> inbox =
-      *store_->ListInbox(r.message.id);
+  const std::vector<InboxRecord> inbox = *store_->ListInbox(r.message.id);
   for (const auto& row : inbox) got.push_back(row.agent_id);
   EXPECT_EQ(got, (std::vector<std::string>{"sub-1", "sub-2"}));
 }
@@ -295,10 +294,10 @@ TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
       store_->ListPendingForAgent("agent-c", UnixMillis(clock_.Now()), 10)
           ->empty());
   // The backlog is intact, and acknowledging one makes room for one.
-  std::vector<storage::MessageRecord> pending =
+  std::vector<MessageRecord> pending =
       *store_->ListPendingForAgent("agent-b", UnixMillis(clock_.Now()), 10);
   ASSERT_EQ(pending.size(), 3u);
-  for (const storage::MessageRecord& m : pending) {
+  for (const MessageRecord& m : pending) {
     EXPECT_NE(std::find(accepted.begin(), accepted.end(), m.id),
               accepted.end());
   }
@@ -320,9 +319,9 @@ TEST_F(MessagingTest, TheChangeListenerHearsPublishesHandoversAndAcks) {
   PublishResult backlog = MustPublish(To("topic:role:" + Wire()));
   ASSERT_TRUE(messaging_->Ack("agent-b", {to_b.message.id}, std::nullopt).ok());
   // The backlog goes to the role's next holder.
-  storage::RoleRecord active;
+  RoleRecord active;
   active.role_key_wire = Wire();
-  active.state = "active";
+  active.state = RoleState::kActive;
   active.holder_agent_id = "agent-c";
   messaging_->OnRoleActive(active);
   EXPECT_EQ(heard, (std::vector<std::string>{
@@ -343,7 +342,7 @@ TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {
   EXPECT_EQ(ack->acked, std::vector<std::string>{to_b.message.id});
   EXPECT_EQ(ack->ignored,
             (std::vector<std::string>{to_c.message.id, "unknown"}));
-  EXPECT_EQ(store_->GetMessage(to_b.message.id)->status, "acked");
+  EXPECT_EQ(store_->GetMessage(to_b.message.id)->status, MessageStatus::kAcked);
   // Not yet delivered to agent-c: nothing to acknowledge.
   ack = messaging_->Ack("agent-c", {to_c.message.id}, std::nullopt);
   EXPECT_EQ(ack->ignored, std::vector<std::string>{to_c.message.id});
@@ -411,9 +410,9 @@ TEST_F(MessagingTest, AcksFromManyThreadsAtOnceAreEachAnsweredForTheirOwnIds) {
     EXPECT_EQ(answers[i]->ignored, std::vector<std::string>{not_b}) << i;
   }
   for (int i = 0; i < kThreads * kPerThread; ++i) {
-    EXPECT_EQ(store_->GetMessage(ids[i])->status, "acked") << i;
+    EXPECT_EQ(store_->GetMessage(ids[i])->status, MessageStatus::kAcked) << i;
   }
-  EXPECT_EQ(store_->GetMessage(not_b)->status, "queued");
+  EXPECT_EQ(store_->GetMessage(not_b)->status, MessageStatus::kQueued);
   // Fewer writes than requests when they overlapped; never more.
   EXPECT_EQ(messaging_->acks().requests(), kThreads * kPerThread);
   EXPECT_LE(messaging_->acks().writes(), kThreads * kPerThread);
@@ -452,7 +451,7 @@ TEST_F(MessagingTest, ItIsDestroyedOnlyOnceTheAckWritesInFlightAreAnswered) {
   ASSERT_TRUE(answered.HasBeenNotified());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->acked, std::vector<std::string>{id});
-  EXPECT_EQ(store_->GetMessage(id)->status, "acked");
+  EXPECT_EQ(store_->GetMessage(id)->status, MessageStatus::kAcked);
 }
 
 TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {
@@ -484,7 +483,7 @@ TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {
   } while (!q.page_token.empty());
   EXPECT_EQ(got, expected);
   EXPECT_EQ(pages, 3);
-  EXPECT_EQ(store_->GetMessage(expected[0])->status, "delivered");
+  EXPECT_EQ(store_->GetMessage(expected[0])->status, MessageStatus::kDelivered);
   q.page_token = "garbage";
   EXPECT_EQ(ReasonOf(messaging_->ListPending(q).status()),
             "PAGE_TOKEN_INVALID");
@@ -504,7 +503,8 @@ TEST_F(MessagingTest, ListPendingFiltersByTopicAndPeekMarksNothing) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->deliveries.size(), 1u);
   EXPECT_EQ(page->deliveries[0].message.id, build.message.id);
-  EXPECT_EQ(store_->GetMessage(build.message.id)->status, "queued");
+  EXPECT_EQ(store_->GetMessage(build.message.id)->status,
+            MessageStatus::kQueued);
 }
 
 TEST_F(MessagingTest, AReattachedAgentGetsWhatItDidNotAcknowledgeAgain) {
@@ -709,7 +709,8 @@ TEST_F(MessagingTest, ExpiryDeadLettersOnceAndNotifiesTheSenderOnce) {
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(*messaging_->SweepExpired(), 2);
   EXPECT_EQ(*messaging_->SweepExpired(), 0);
-  EXPECT_EQ(store_->GetMessage(req.message.id)->status, "dead_letter");
+  EXPECT_EQ(store_->GetMessage(req.message.id)->status,
+            MessageStatus::kDeadLetter);
   EXPECT_EQ(store_->GetDeadLetter(event.message.id)->reason, "ttl_expired");
   PendingQuery q;
   q.agent_id = "sender-1";
@@ -773,7 +774,8 @@ TEST_F(MessagingTest, TickSweepsAtMostOncePerInterval) {
   messaging_->Tick();
   clock_.Advance(absl::Milliseconds(1500));
   messaging_->Tick();
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status, "dead_letter");
+  EXPECT_EQ(store_->GetMessage(r.message.id)->status,
+            MessageStatus::kDeadLetter);
 }
 
 TEST_F(MessagingTest, ListTraceReturnsTheTraceInTimeOrder) {

@@ -70,7 +70,8 @@ absl::string_view AgentGoneReasonName(AgentGoneReason reason) {
 // generation and status; leases are authoritative here and checkpointed.
 struct PresenceRegistry::Entry {
   int64_t generation = 0;
-  std::string status;  // online | stale | offline
+  // nullopt until the entry holds an agent's presence.
+  std::optional<AgentStatus> status;
   int64_t last_seen_ms = 0;
   int64_t lease_expires_ms = 0;
   int64_t ttl_ms = 0;
@@ -233,11 +234,11 @@ absl::Status PresenceRegistry::StaleOwner(const std::string& agent_id,
   return WithMetadata(std::move(s), "store_fingerprint", store_fingerprint_);
 }
 
-AgentView PresenceRegistry::ViewOf(storage::AgentRecord record,
+AgentView PresenceRegistry::ViewOf(AgentRecord record,
                                    const Entry& entry) const {
   AgentView view;
   record.presence_generation = entry.generation;
-  record.status = entry.status;
+  record.status = entry.status.value_or(AgentStatus::kOffline);
   record.last_seen_ms = entry.last_seen_ms;
   record.lease_expires_ms = entry.lease_expires_ms;
   view.record = std::move(record);
@@ -246,8 +247,7 @@ AgentView PresenceRegistry::ViewOf(storage::AgentRecord record,
   return view;
 }
 
-absl::StatusOr<AgentView> PresenceRegistry::Overlay(
-    storage::AgentRecord record) {
+absl::StatusOr<AgentView> PresenceRegistry::Overlay(AgentRecord record) {
   Shard& shard = ShardFor(record.agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(record.agent_id);
@@ -265,11 +265,10 @@ absl::StatusOr<AgentView> PresenceRegistry::Overlay(
 }
 
 absl::Status PresenceRegistry::Recover() {
-  absl::StatusOr<std::vector<storage::AgentRecord>> agents =
-      store_->ListAgents();
+  absl::StatusOr<std::vector<AgentRecord>> agents = store_->ListAgents();
   if (!agents.ok()) return agents.status();
   const int64_t now = UnixMillis(clock_->Now());
-  for (storage::AgentRecord& a : *agents) {
+  for (AgentRecord& a : *agents) {
     const int64_t ttl = a.lease_ttl_ms.value_or(Millis(config_.default_ttl));
     Entry entry;
     entry.generation = a.presence_generation;
@@ -283,7 +282,7 @@ absl::Status PresenceRegistry::Recover() {
     // On a shared store the agents are other hubs' (or, when their hub
     // died, taken over by the membership): nothing to extend here.
     entry.held = !shared_;
-    if (a.status != "offline" && !shared_) {
+    if (a.status != AgentStatus::kOffline && !shared_) {
       // A restart must not declare anyone dead: give every present agent a
       // full TTL from now to reconnect (etcd does the same for leases).
       entry.lease_expires_ms = std::max(a.lease_expires_ms, now + ttl);
@@ -328,17 +327,18 @@ void PresenceRegistry::RegisterAsync(const RegisterInput& input,
   const int64_t ttl_ms = registration->lease_ttl_ms;
   store_->RegisterAgentAsync(
       *registration,
-      [this, agent_id = input.agent_id, now, ttl_ms, done = std::move(done)](
-          absl::StatusOr<storage::AgentRecord> record) mutable {
+      [this, agent_id = input.agent_id, now, ttl_ms,
+       done = std::move(done)](absl::StatusOr<AgentRecord> record) mutable {
         std::move(done)(Registered(agent_id, now, ttl_ms, std::move(record)));
       });
 }
 
 absl::StatusOr<AgentView> PresenceRegistry::Registered(
     const std::string& agent_id, int64_t now, int64_t ttl_ms,
-    absl::StatusOr<storage::AgentRecord> record) {
+    absl::StatusOr<AgentRecord> record) {
   if (!record.ok()) return record.status();
-  if (record->status != "online" || record->lease_expires_ms != now + ttl_ms) {
+  if (record->status != AgentStatus::kOnline ||
+      record->lease_expires_ms != now + ttl_ms) {
     return AbortedError("REGISTER_PRESENCE_NOT_UPDATED",
                         absl::StrCat("registration of ", agent_id,
                                      " did not leave the agent online"));
@@ -355,12 +355,12 @@ absl::StatusOr<AgentView> PresenceRegistry::Registered(
     // Two registrations may finish their writes in one order and reach
     // here in the other: the higher generation wins.
     if (record->presence_generation > entry.generation ||
-        entry.status.empty()) {
+        !entry.status.has_value()) {
       superseded = std::move(entry.stream);
       superseded_generation = entry.generation;
       entry = Entry();
       entry.generation = record->presence_generation;
-      entry.status = "online";
+      entry.status = AgentStatus::kOnline;
       entry.last_seen_ms = now;
       entry.lease_expires_ms = record->lease_expires_ms;
       entry.ttl_ms = ttl_ms;
@@ -412,19 +412,19 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
     if (input.generation.has_value() && *input.generation != entry.generation) {
       return StaleOwner(input.agent_id, entry.generation);
     }
-    if (entry.status == "offline") {
+    if (entry.status == AgentStatus::kOffline) {
       return FailedPreconditionError(
           "AGENT_OFFLINE", absl::StrCat("agent ", input.agent_id,
                                         " is offline: register again"));
     }
     ttl_ms = input.ttl.has_value() ? Millis(*input.ttl) : entry.ttl_ms;
     generation = entry.generation;
-    if (entry.status == "online") {
+    if (entry.status == AgentStatus::kOnline) {
       // The hot path: memory only; Tick() checkpoints the lease.
       entry.last_seen_ms = now;
       entry.lease_expires_ms = now + ttl_ms;
       entry.ttl_ms = ttl_ms;
-      storage::AgentRecord record;
+      AgentRecord record;
       record.agent_id = input.agent_id;
       return ViewOf(std::move(record), entry);
     }
@@ -445,7 +445,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Heartbeat(
     absl::MutexLock lock(&shard.mu);
     Entry& entry = shard.entries[input.agent_id];
     if (entry.generation == generation) {
-      entry.status = "online";
+      entry.status = AgentStatus::kOnline;
       entry.last_seen_ms = now;
       entry.lease_expires_ms = now + ttl_ms;
       entry.ttl_ms = ttl_ms;
@@ -464,7 +464,8 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
   if (absl::Status s = CheckFence(fence); !s.ok()) return s;
   if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
   absl::StatusOr<storage::PresenceWrite> write =
-      store_->SetAgentStatusForGeneration(agent_id, generation, "offline");
+      store_->SetAgentStatusForGeneration(agent_id, generation,
+                                          AgentStatus::kOffline);
   if (!write.ok()) return write.status();
   if (write->outcome == storage::PresenceOutcome::kNotFound) {
     return AgentNotFound(agent_id);
@@ -483,9 +484,10 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
     absl::MutexLock lock(&shard.mu);
     Entry& entry = shard.entries[agent_id];
     if (entry.generation <= gen) {
-      was_present = entry.status != "offline" && !entry.status.empty();
+      was_present =
+          entry.status.has_value() && entry.status != AgentStatus::kOffline;
       entry.generation = gen;
-      entry.status = "offline";
+      entry.status = AgentStatus::kOffline;
       entry.detached_at_ms.reset();
       stream = entry.TakeStream(deregistered);
       if (entry.ttl_ms == 0) entry.ttl_ms = Millis(config_.default_ttl);
@@ -502,7 +504,7 @@ absl::StatusOr<DeregisterOutcome> PresenceRegistry::Deregister(
 
 absl::StatusOr<AgentView> PresenceRegistry::Get(const std::string& agent_id) {
   if (absl::Status s = ValidateAgentId(agent_id); !s.ok()) return s;
-  absl::StatusOr<storage::AgentRecord> record = store_->GetAgent(agent_id);
+  absl::StatusOr<AgentRecord> record = store_->GetAgent(agent_id);
   if (!record.ok()) return record.status();
   return Overlay(std::move(*record));
 }
@@ -533,11 +535,12 @@ absl::StatusOr<std::vector<std::string>> PresenceRegistry::TopicSubscribers(
     query.topic = topic;
     query.limit = kMaxPageSize;
     while (true) {
-      absl::StatusOr<std::vector<storage::AgentRecord>> page =
+      absl::StatusOr<std::vector<AgentRecord>> page =
           store_->ListAgentsPage(query);
       if (!page.ok()) return page.status();
-      for (storage::AgentRecord& a : *page) {
-        if (a.status == "online" || a.status == "stale") {
+      for (AgentRecord& a : *page) {
+        if (a.status == AgentStatus::kOnline ||
+            a.status == AgentStatus::kStale) {
           out.push_back(std::move(a.agent_id));
         }
       }
@@ -558,7 +561,8 @@ absl::StatusOr<std::vector<std::string>> PresenceRegistry::TopicSubscribers(
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(agent_id);
     if (it == shard.entries.end()) continue;
-    if (it->second.status == "online" || it->second.status == "stale") {
+    if (it->second.status == AgentStatus::kOnline ||
+        it->second.status == AgentStatus::kStale) {
       out.push_back(std::move(agent_id));
     }
   }
@@ -594,10 +598,10 @@ absl::StatusOr<AgentPage> PresenceRegistry::List(
                     : std::max(page_size + 1, kMinListChunk);
   AgentPage page;
   while (true) {
-    absl::StatusOr<std::vector<storage::AgentRecord>> records =
+    absl::StatusOr<std::vector<AgentRecord>> records =
         store_->ListAgentsPage(query);
     if (!records.ok()) return records.status();
-    for (storage::AgentRecord& record : *records) {
+    for (AgentRecord& record : *records) {
       query.after_agent_id = record.agent_id;
       if (filter.topic.has_value() &&
           !TopicsJsonContains(record.topics_json, *filter.topic)) {
@@ -650,7 +654,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     Entry& entry = it->second;
     if (generation != entry.generation)
       return StaleOwner(agent_id, entry.generation);
-    if (entry.status == "offline") {
+    if (entry.status == AgentStatus::kOffline) {
       return FailedPreconditionError(
           "AGENT_OFFLINE",
           absl::StrCat("agent ", agent_id, " is offline: register again"));
@@ -662,7 +666,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     entry.detached_at_ms.reset();
     entry.last_seen_ms = now;
     entry.lease_expires_ms = now + entry.ttl_ms;
-    revive = entry.status == "stale";
+    revive = entry.status == AgentStatus::kStale;
     ttl_ms = entry.ttl_ms;
     may_be_candidate = entry.may_be_candidate;
   }
@@ -681,7 +685,7 @@ absl::StatusOr<uint64_t> PresenceRegistry::Attach(
     Entry& entry = shard.entries[agent_id];
     if (write->outcome == storage::PresenceOutcome::kApplied &&
         entry.generation == generation) {
-      entry.status = "online";
+      entry.status = AgentStatus::kOnline;
       entry.persisted_lease_ms = now + ttl_ms;
       entry.persisted_last_seen_ms = now;
     }
@@ -768,7 +772,8 @@ std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
     const bool known = it != shard.entries.end();
     if (known && (!shared_ || it->second.held)) {
       const Entry& entry = it->second;
-      if (entry.status == "online" && entry.lease_expires_ms > now_ms) {
+      if (entry.status == AgentStatus::kOnline &&
+          entry.lease_expires_ms > now_ms) {
         return entry.lease_expires_ms;
       }
       // Held here and over in memory. With a stream here (which renews it)
@@ -784,8 +789,9 @@ std::optional<int64_t> PresenceRegistry::LiveLease(const std::string& agent_id,
   }
   if (!shared_) return std::nullopt;
   // Another hub's agent: its lease as that hub last checkpointed it.
-  absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(agent_id);
-  if (!row.ok() || row->status != "online" || row->lease_expires_ms <= now_ms) {
+  absl::StatusOr<AgentRecord> row = store_->GetAgent(agent_id);
+  if (!row.ok() || row->status != AgentStatus::kOnline ||
+      row->lease_expires_ms <= now_ms) {
     return std::nullopt;
   }
   return row->lease_expires_ms;
@@ -800,7 +806,7 @@ std::vector<std::string> PresenceRegistry::AttachedAgents() {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (const auto& [agent_id, entry] : shard->entries) {
-      if (entry.stream != nullptr && entry.status != "offline") {
+      if (entry.stream != nullptr && entry.status != AgentStatus::kOffline) {
         out.push_back(agent_id);
       }
     }
@@ -815,7 +821,7 @@ std::shared_ptr<PresenceStream> PresenceRegistry::LiveStream(
   Shard& shard = ShardFor(agent_id);
   absl::MutexLock lock(&shard.mu);
   auto it = shard.entries.find(agent_id);
-  if (it == shard.entries.end() || it->second.status == "offline")
+  if (it == shard.entries.end() || it->second.status == AgentStatus::kOffline)
     return nullptr;
   return it->second.stream;
 }
@@ -854,7 +860,8 @@ StreamProbeResult PresenceRegistry::ProbeStream(const std::string& agent_id,
     Shard& shard = ShardFor(agent_id);
     absl::MutexLock lock(&shard.mu);
     auto it = shard.entries.find(agent_id);
-    if (it == shard.entries.end() || it->second.status == "offline" ||
+    if (it == shard.entries.end() ||
+        it->second.status == AgentStatus::kOffline ||
         it->second.stream == nullptr) {
       return StreamProbeResult::kNotAttached;
     }
@@ -919,7 +926,7 @@ bool PresenceRegistry::Held(const std::string& agent_id,
 absl::StatusOr<AgentView> PresenceRegistry::Hold(
     const std::string& agent_id, std::optional<int64_t> generation,
     std::optional<int64_t> ttl_ms, int64_t now) {
-  absl::StatusOr<storage::AgentRecord> stored = store_->GetAgent(agent_id);
+  absl::StatusOr<AgentRecord> stored = store_->GetAgent(agent_id);
   if (!stored.ok()) return stored.status();
   const int64_t gen = generation.value_or(stored->presence_generation);
   if (gen != stored->presence_generation) {
@@ -930,7 +937,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Hold(
         "AGENT_OFFLINE",
         absl::StrCat("agent ", agent_id, " is offline: register again"));
   };
-  if (stored->status == "offline") return offline();
+  if (stored->status == AgentStatus::kOffline) return offline();
   const int64_t ttl = ttl_ms.value_or(
       stored->lease_ttl_ms.value_or(Millis(config_.default_ttl)));
   absl::StatusOr<storage::PresenceWrite> claim =
@@ -940,7 +947,8 @@ absl::StatusOr<AgentView> PresenceRegistry::Hold(
     return AgentNotFound(agent_id);
   }
   if (claim->outcome != storage::PresenceOutcome::kApplied) {
-    if (claim->agent.has_value() && claim->agent->status == "offline" &&
+    if (claim->agent.has_value() &&
+        claim->agent->status == AgentStatus::kOffline &&
         claim->agent->presence_generation == gen) {
       return offline();
     }
@@ -948,7 +956,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Hold(
                                     ? claim->agent->presence_generation
                                     : gen);
   }
-  const storage::AgentRecord& row = *claim->agent;
+  const AgentRecord& row = *claim->agent;
   AgentView view;
   {
     Shard& shard = ShardFor(agent_id);
@@ -965,7 +973,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Hold(
       shard.detaching.erase(agent_id);
     }
     entry.generation = row.presence_generation;
-    entry.status = "online";
+    entry.status = AgentStatus::kOnline;
     entry.last_seen_ms = now;
     entry.lease_expires_ms = row.lease_expires_ms;
     entry.ttl_ms = ttl;
@@ -1042,9 +1050,9 @@ void PresenceRegistry::Adopt(const std::vector<storage::TakenAgent>& agents) {
   const int64_t now = UnixMillis(clock_->Now());
   bool earliest = false;
   for (const storage::TakenAgent& taken : agents) {
-    absl::StatusOr<storage::AgentRecord> row = store_->GetAgent(taken.agent_id);
+    absl::StatusOr<AgentRecord> row = store_->GetAgent(taken.agent_id);
     if (!row.ok() || row->presence_generation != taken.presence_generation ||
-        row->status == "offline") {
+        row->status == AgentStatus::kOffline) {
       continue;  // moved on since: nothing of this hub's to end
     }
     Shard& shard = ShardFor(taken.agent_id);
@@ -1109,7 +1117,7 @@ void PresenceRegistry::Tick() {
       Entry& entry = found->second;
       if (now >= *entry.detached_at_ms + grace) {
         entry.detached_at_ms.reset();
-        if (entry.status != "offline")
+        if (entry.status != AgentStatus::kOffline)
           gone.emplace_back(found->first, entry.generation);
         shard->detaching.erase(id++);
         continue;
@@ -1137,7 +1145,7 @@ void PresenceRegistry::Checkpoint(int64_t now) {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (auto& [agent_id, entry] : shard->entries) {
-      if (entry.status == "offline" || !entry.held) continue;
+      if (entry.status == AgentStatus::kOffline || !entry.held) continue;
       if (entry.stream != nullptr) {
         // An attached, healthy stream is the liveness signal: its lease is
         // renewed here, once per pass (it may lag by checkpoint_interval,
@@ -1215,13 +1223,13 @@ void PresenceRegistry::Sweep(int64_t now) {
     }
     Entry& entry = it->second;
     if (entry.held && entry.lease_expires_ms > now &&
-        entry.status != "offline") {
+        entry.status != AgentStatus::kOffline) {
       // Renewed after the checkpoint: the stored row is wrong, not memory.
       revive.emplace_back(t.agent_id, entry.generation);
       continue;
     }
     entry.status = t.to_status;
-    if (t.to_status == "offline") {
+    if (t.to_status == AgentStatus::kOffline) {
       offline.emplace_back(t.agent_id, entry.generation);
     }
   }
@@ -1266,9 +1274,9 @@ PresenceCounts PresenceRegistry::Counts() {
   for (auto& shard : shards_) {
     absl::MutexLock lock(&shard->mu);
     for (const auto& [agent_id, entry] : shard->entries) {
-      if (entry.status == "online") ++counts.online;
-      if (entry.status == "stale") ++counts.stale;
-      if (entry.status == "offline") ++counts.offline;
+      if (entry.status == AgentStatus::kOnline) ++counts.online;
+      if (entry.status == AgentStatus::kStale) ++counts.stale;
+      if (entry.status == AgentStatus::kOffline) ++counts.offline;
       if (entry.stream != nullptr) ++counts.open_streams;
     }
   }

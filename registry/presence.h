@@ -181,7 +181,7 @@ struct HeartbeatInput {
 
 // An agent as stored, with the live presence facts layered on top.
 struct AgentView {
-  storage::AgentRecord record;  // status, lease, last_seen, generation live
+  AgentRecord record;  // status, lease, last_seen, generation live
   absl::Duration ttl;
   bool stream_attached = false;
 };
@@ -189,7 +189,7 @@ struct AgentView {
 // ListAgents filters; they combine with AND, a list matches any element,
 // and an empty one matches everything.
 struct AgentFilter {
-  std::vector<std::string> statuses;
+  std::vector<AgentStatus> statuses;
   std::optional<std::string> project_id;
   std::optional<std::string> topic;
   std::vector<std::string> clis;
@@ -387,12 +387,12 @@ class PresenceRegistry {
   void NotifyChanged(const std::string& agent_id);
   void Notify(const std::string& agent_id, int64_t generation,
               AgentGoneReason reason);
-  AgentView ViewOf(storage::AgentRecord record, const Entry& entry) const;
+  AgentView ViewOf(AgentRecord record, const Entry& entry) const;
   // The part of a registration after its write: memory, fencing, notices.
-  absl::StatusOr<AgentView> Registered(
-      const std::string& agent_id, int64_t now_ms, int64_t ttl_ms,
-      absl::StatusOr<storage::AgentRecord> record);
-  absl::StatusOr<AgentView> Overlay(storage::AgentRecord record);
+  absl::StatusOr<AgentView> Registered(const std::string& agent_id,
+                                       int64_t now_ms, int64_t ttl_ms,
+                                       absl::StatusOr<AgentRecord> record);
+  absl::StatusOr<AgentView> Overlay(AgentRecord record);
   void Checkpoint(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
   // Shared store: makes this hub the agent's presence holder at
   // `generation` (default: the stored one) in the store, then in memory;

@@ -132,7 +132,7 @@ TEST_F(SharedPresenceTest, ACheckpointRefusedForAnotherHubsHoldEndsTheStream) {
   auto other = storage::pg::PostgresStore::Open(std::move(options));
   ASSERT_TRUE(other.ok()) << other.status();
   ASSERT_TRUE((*other)->membership()->Join("b:1", 60'000).ok());
-  absl::StatusOr<storage::AgentRecord> row = store_->GetAgent("agent-a");
+  absl::StatusOr<AgentRecord> row = store_->GetAgent("agent-a");
   ASSERT_TRUE(row.ok()) << row.status();
   ASSERT_TRUE((*other)
                   ->ClaimPresence("agent-a", row->presence_generation,

@@ -98,7 +98,7 @@ class PresenceTest : public ::testing::Test {
     }
   }
 
-  std::string StoredStatus(const std::string& id) {
+  AgentStatus StoredStatus(const std::string& id) {
     return store_->GetAgent(id)->status;
   }
 
@@ -119,11 +119,11 @@ class PresenceTest : public ::testing::Test {
       r.now_ms = UnixMillis(clock_.Now());
       if (i % 3 == 0) r.project_id = std::string("prj_a");
       if (i % 3 == 1) r.project_id = std::string("prj_b");
-      store_->RegisterAgentAsync(
-          r, [&written](absl::StatusOr<storage::AgentRecord> row) {
-            EXPECT_TRUE(row.ok()) << row.status();
-            written.DecrementCount();
-          });
+      store_->RegisterAgentAsync(r,
+                                 [&written](absl::StatusOr<AgentRecord> row) {
+                                   EXPECT_TRUE(row.ok()) << row.status();
+                                   written.DecrementCount();
+                                 });
     }
     written.Wait();
     Reopen();
@@ -159,10 +159,10 @@ class PresenceTest : public ::testing::Test {
 TEST_F(PresenceTest, RegistrationIsDurableOnlineAtGenerationOne) {
   AgentView view = Register("agent-a");
   EXPECT_EQ(view.record.presence_generation, 1);
-  EXPECT_EQ(view.record.status, "online");
-  storage::AgentRecord row = *store_->GetAgent("agent-a");
+  EXPECT_EQ(view.record.status, AgentStatus::kOnline);
+  AgentRecord row = *store_->GetAgent("agent-a");
   EXPECT_EQ(row.presence_generation, 1);
-  EXPECT_EQ(row.status, "online");
+  EXPECT_EQ(row.status, AgentStatus::kOnline);
   EXPECT_EQ(row.lease_expires_ms, UnixMillis(clock_.Now()) + 30'000);
 }
 
@@ -223,14 +223,14 @@ TEST_F(PresenceTest, HeartbeatOfAnUnknownAgentIsNotFoundAndNamesIt) {
 TEST_F(PresenceTest, SweepMarksAnExpiredAgentStaleThenOfflineFiveMinutesLater) {
   Register("agent-a", absl::Seconds(10));
   RunFor(absl::Seconds(9));
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
   RunFor(absl::Seconds(2));
-  EXPECT_EQ(StoredStatus("agent-a"), "stale");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kStale);
   EXPECT_EQ(registry_->Counts().stale, 1);
   RunFor(absl::Minutes(5) - absl::Seconds(2));
-  EXPECT_EQ(StoredStatus("agent-a"), "stale");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kStale);
   RunFor(absl::Seconds(3));
-  EXPECT_EQ(StoredStatus("agent-a"), "offline");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOffline);
   ASSERT_EQ(gone().size(), 1u);
   EXPECT_EQ(gone()[0].reason, AgentGoneReason::kOffline);
 }
@@ -238,21 +238,21 @@ TEST_F(PresenceTest, SweepMarksAnExpiredAgentStaleThenOfflineFiveMinutesLater) {
 TEST_F(PresenceTest, HeartbeatBringsAStaleAgentBackOnlineDurably) {
   Register("agent-a", absl::Seconds(10));
   RunFor(absl::Seconds(12));
-  ASSERT_EQ(StoredStatus("agent-a"), "stale");
+  ASSERT_EQ(StoredStatus("agent-a"), AgentStatus::kStale);
   ASSERT_TRUE(Heartbeat("agent-a", 1).ok());
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
   RunFor(absl::Seconds(5));
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
 }
 
 TEST_F(PresenceTest, AnOfflineAgentMustRegisterAgain) {
   Register("agent-a", absl::Seconds(10));
   RunFor(absl::Seconds(12) + absl::Minutes(5));
-  ASSERT_EQ(StoredStatus("agent-a"), "offline");
+  ASSERT_EQ(StoredStatus("agent-a"), AgentStatus::kOffline);
   absl::StatusOr<AgentView> hb = Heartbeat("agent-a", 1);
   EXPECT_EQ(ReasonOf(hb.status()), "AGENT_OFFLINE");
   EXPECT_EQ(Register("agent-a").record.presence_generation, 2);
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
 }
 
 TEST_F(PresenceTest,
@@ -262,8 +262,8 @@ TEST_F(PresenceTest,
   absl::StatusOr<DeregisterOutcome> out =
       registry_->Deregister("agent-a", 1, {});
   EXPECT_EQ(ReasonOf(out.status()), "STALE_PRESENCE_OWNER");
-  storage::AgentRecord row = *store_->GetAgent("agent-a");
-  EXPECT_EQ(row.status, "online");
+  AgentRecord row = *store_->GetAgent("agent-a");
+  EXPECT_EQ(row.status, AgentStatus::kOnline);
   EXPECT_EQ(row.presence_generation, 2);
 }
 
@@ -275,7 +275,7 @@ TEST_F(PresenceTest, DeregisterGoesOfflineAtOnceAndIsIdempotent) {
       registry_->Deregister("agent-a", 1, {});
   ASSERT_TRUE(first.ok()) << first.status();
   EXPECT_TRUE(first->changed);
-  EXPECT_EQ(StoredStatus("agent-a"), "offline");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOffline);
   ASSERT_EQ(stream->fences().size(), 1u);
   EXPECT_EQ(ReasonOf(stream->fences()[0]), "AGENT_DEREGISTERED");
   absl::StatusOr<DeregisterOutcome> second =
@@ -291,7 +291,7 @@ TEST_F(PresenceTest, AnAttachedStreamKeepsTheAgentPresentWithoutHeartbeats) {
   auto stream = std::make_shared<FakeStream>();
   ASSERT_TRUE(registry_->Attach("agent-a", 1, {}, stream).ok());
   RunFor(absl::Minutes(10));
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
   EXPECT_GT(store_->GetAgent("agent-a")->lease_expires_ms,
             UnixMillis(clock_.Now()));
   EXPECT_TRUE(gone().empty());
@@ -312,7 +312,7 @@ TEST_F(PresenceTest, StreamEndStartsTheGraceThenTheAgentCountsAsGone) {
   ASSERT_EQ(gone().size(), 1u);
   EXPECT_EQ(gone()[0].reason, AgentGoneReason::kStreamGrace);
   // The lease still governs status: the agent is online until it expires.
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
 }
 
 TEST_F(PresenceTest, TheChangeListenerHearsEachPresenceChangeButNotRenewals) {
@@ -332,7 +332,7 @@ TEST_F(PresenceTest, TheChangeListenerHearsEachPresenceChangeButNotRenewals) {
   RunFor(absl::Seconds(3));  // the grace ends
   EXPECT_EQ(changed.size(), 4u);
   RunFor(absl::Seconds(30));  // online -> stale
-  EXPECT_EQ(StoredStatus("agent-a"), "stale");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kStale);
   EXPECT_EQ(changed.size(), 5u);
   ASSERT_TRUE(registry_->Deregister("agent-a", 1, {}).ok());
   EXPECT_EQ(changed.size(), 6u);
@@ -444,14 +444,14 @@ TEST_F(PresenceTest, ARestartExtendsLeasesSoNoPresentAgentIsDeclaredDead) {
   Reopen();
   // Each lease is extended by the agent's own TTL from the restart.
   RunFor(absl::Seconds(9));
-  EXPECT_EQ(StoredStatus("agent-a"), "online");
-  EXPECT_EQ(StoredStatus("agent-b"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
+  EXPECT_EQ(StoredStatus("agent-b"), AgentStatus::kOnline);
   // An agent that does not come back expires one TTL after the restart.
   RunFor(absl::Seconds(3));
-  EXPECT_EQ(StoredStatus("agent-a"), "stale");
-  EXPECT_EQ(StoredStatus("agent-b"), "online");
+  EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kStale);
+  EXPECT_EQ(StoredStatus("agent-b"), AgentStatus::kOnline);
   RunFor(absl::Seconds(30));
-  EXPECT_EQ(StoredStatus("agent-b"), "stale");
+  EXPECT_EQ(StoredStatus("agent-b"), AgentStatus::kStale);
 }
 
 TEST_F(PresenceTest, AHubIdentityFromAnotherInstanceOrStoreIsRejected) {
@@ -508,8 +508,8 @@ TEST_F(PresenceTest, EveryOrderingOfALateOwnerAndANewOwnerEndsWithTheNewOwner) {
           break;
       }
     }
-    storage::AgentRecord row = *store_->GetAgent("agent-a");
-    EXPECT_EQ(row.status, "online");
+    AgentRecord row = *store_->GetAgent("agent-a");
+    EXPECT_EQ(row.status, AgentStatus::kOnline);
     EXPECT_EQ(row.presence_generation, 2);
     ++orderings;
   } while (std::next_permutation(ops.begin(), ops.end()));
@@ -521,7 +521,7 @@ TEST_F(PresenceTest, ListAgentsFiltersAndPagesInAgentIdOrder) {
     Register(id);
   ASSERT_TRUE(registry_->Deregister("agent-d", std::nullopt, {}).ok());
   AgentFilter online;
-  online.statuses = {"online"};
+  online.statuses = {AgentStatus::kOnline};
   absl::StatusOr<AgentPage> page = registry_->List(online, 2, "");
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->agents.size(), 2u);
@@ -548,7 +548,7 @@ TEST_F(PresenceTest,
             ->Deregister(absl::StrFormat("agent-%04d", i), std::nullopt, {})
             .ok());
   }
-  for (const char* status : {"online", "offline"}) {
+  for (AgentStatus status : {AgentStatus::kOnline, AgentStatus::kOffline}) {
     AgentFilter filter;
     filter.statuses = {status};
     filter.clis = {"codex"};
@@ -558,7 +558,7 @@ TEST_F(PresenceTest,
     for (int i = 0; i < 300; ++i) {
       const bool offline = i % 4 == 0;
       if (i % 2 == 0 && i % 3 != 2 &&
-          offline == (std::string(status) == "offline")) {
+          offline == (status == AgentStatus::kOffline)) {
         expected.push_back(absl::StrFormat("agent-%04d", i));
       }
     }
@@ -597,7 +597,7 @@ TEST_F(PresenceTest, APageOfTenAmongTwoThousandAgentsReadsAboutTenRows) {
   scoped.clis = {"codex"};
   scoped.scope.all = false;
   scoped.scope.projects = {"prj_b"};
-  scoped.statuses = {"online"};
+  scoped.statuses = {AgentStatus::kOnline};
   before = store_->rows_read();
   absl::StatusOr<AgentPage> filtered =
       registry_->List(scoped, 10, next->next_page_token);

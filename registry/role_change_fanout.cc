@@ -25,7 +25,7 @@ absl::Status RoleChangeFanout::Start() {
   watch_ = std::move(start->watch);
   absl::MutexLock lock(&mu_);
   // A change delivered while the snapshot was read is newer: keep it.
-  for (const storage::RoleRecord& row : start->snapshot) {
+  for (const RoleRecord& row : start->snapshot) {
     Seen& seen = seen_[row.role_key_wire];
     if (row.version > seen.version) {
       seen = Seen{row.version, row.state, row.holder_agent_id};
@@ -41,7 +41,7 @@ void RoleChangeFanout::Stop() {
 // Runs on the registry's dispatcher: memory only, never blocks.
 void RoleChangeFanout::OnEvent(const RoleEvent& event) {
   if (event.kind == RoleChangeKind::kSnapshot) return;
-  const storage::RoleRecord& row = event.role;
+  const RoleRecord& row = event.role;
   Pending change;
   change.event = event;
   {
@@ -96,10 +96,10 @@ void RoleChangeFanout::Drain() {
     }
     absl::flat_hash_map<std::string, std::vector<std::string>> candidates;
     if (!wires.empty()) {
-      absl::StatusOr<std::vector<storage::CandidateRecord>> read =
+      absl::StatusOr<std::vector<CandidateRecord>> read =
           store_->ListCandidatesOfRoles(wires);
       if (read.ok()) {
-        for (storage::CandidateRecord& c : *read) {
+        for (CandidateRecord& c : *read) {
           candidates[c.role_key_wire].push_back(std::move(c.agent_id));
         }
       }
@@ -114,7 +114,7 @@ void RoleChangeFanout::Drain() {
 
 void RoleChangeFanout::Push(const Pending& change,
                             const std::vector<std::string>& candidates) {
-  const storage::RoleRecord& row = change.event.role;
+  const RoleRecord& row = change.event.role;
   std::vector<std::string> agents;
   auto add = [&agents](const std::string& agent_id) {
     if (agent_id.empty()) return;

@@ -61,12 +61,12 @@ class RoleChangeFanout {
  private:
   struct Seen {
     int64_t version = -1;
-    std::string state;
+    RoleState state = RoleState::kElectable;
     std::optional<std::string> holder;
   };
   struct Pending {
     RoleEvent event;
-    std::optional<std::string> previous_state;
+    std::optional<RoleState> previous_state;
     std::optional<std::string> previous_holder;
   };
 

@@ -135,11 +135,11 @@ absl::Status RoleChangeFollower::Reread() {
   // hold is dropped by the registry's dispatch).
   absl::StatusOr<int64_t> head = store_->RoleChangeHead();
   if (!head.ok()) return head.status();
-  absl::StatusOr<std::vector<storage::RoleRecord>> rows =
+  absl::StatusOr<std::vector<RoleRecord>> rows =
       store_->ListRoles(storage::RoleFilter{});
   if (!rows.ok()) return rows.status();
   const int64_t now_ms = storage::SystemNowMs();
-  for (storage::RoleRecord& row : *rows) {
+  for (RoleRecord& row : *rows) {
     storage::RoleChange change;
     change.kind = storage::RoleChange::Kind::kUpdated;
     change.role = std::move(row);

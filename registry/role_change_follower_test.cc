@@ -27,7 +27,6 @@ namespace hub {
 namespace {
 
 using storage::RoleChange;
-using storage::RoleRecord;
 
 constexpr char kProject[] = "prj_AAAAAAAAAAAAAAAAAAAAAA";
 constexpr char kScope[] = "scp_CCCCCCCCCCCCCCCCCCCCCC";

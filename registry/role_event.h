@@ -16,7 +16,7 @@ enum class RoleChangeKind { kSnapshot, kCreated, kUpdated, kRemoved };
 
 struct RoleEvent {
   RoleChangeKind kind = RoleChangeKind::kUpdated;
-  storage::RoleRecord role;
+  RoleRecord role;
   int64_t changed_at_ms = 0;
 };
 
@@ -28,7 +28,7 @@ struct RoleChangeNotice {
   RoleEvent event;
   // The role's state in the version published before this one, when the hub
   // saw that version (absent for a created row).
-  std::optional<std::string> previous_state;
+  std::optional<RoleState> previous_state;
 };
 
 }  // namespace hub

@@ -19,12 +19,8 @@ using role_internal::RequestInvalid;
 using role_internal::RoleWriteError;
 using storage::Patch;
 using storage::RoleOutcome;
-using storage::RoleRecord;
 
 namespace {
-
-constexpr absl::string_view kRoleStates[] = {
-    "electable", "elected-probing", "active", "unreachable", "quarantined"};
 
 // The paths an update_mask may name (hub.v1.RolePatch field names).
 const std::vector<absl::string_view>& RolePatchFields() {
@@ -55,7 +51,7 @@ std::string RoleKeyField(const absl::Status& s, bool structured) {
 // charter_acked_epoch when the row's epoch is known.
 absl::Status ValidateRolePatchValues(const RolePatchInput& p,
                                      std::optional<int64_t> max_acked_epoch) {
-  if (p.state.has_value() && !IsRoleState(*p.state)) {
+  if (p.state_unknown) {
     return FieldError(
         InvalidArgumentError("ROLE_REACHABILITY_STATE_INVALID",
                              "patch.state is not one of the five role states"),
@@ -109,7 +105,13 @@ absl::StatusOr<storage::RolePatch> BuildRolePatch(
     if (field.ok()) dst = std::move(*field);
     s = field.status();
   };
-  take(out.state, p.state, "state", false);
+  // An unknown state counts as present for the mask (the request set the
+  // field); ValidateRolePatchValues then refuses it, so the stand-in value
+  // is never written.
+  take(out.state,
+       p.state_unknown ? std::optional<RoleState>(RoleState::kElectable)
+                       : p.state,
+       "state", false);
   take(out.holder_agent_id, p.holder_agent_id, "holder_agent_id", true);
   take(out.previous_holder_agent_id, p.previous_holder_agent_id,
        "previous_holder_agent_id", true);
@@ -130,7 +132,7 @@ absl::StatusOr<storage::RolePatch> BuildRolePatch(
   if (!s.ok()) return s;
   if (last_transition.set()) out.last_transition_ms = last_transition.value();
   if (s = ValidateRolePatchValues(p, max_acked_epoch); !s.ok()) return s;
-  if (out.state.set() && out.state.value() == "active" &&
+  if (out.state.set() && out.state.value() == RoleState::kActive &&
       out.holder_agent_id.clear()) {
     return RequestInvalid("patch.state", "state active requires a holder");
   }
@@ -141,7 +143,7 @@ absl::StatusOr<storage::RolePatch> BuildRolePatch(
 // reservation never keeps the state (it defaults from the holder), so only an
 // explicit active matters there.
 bool NeedsRowForActiveRule(const storage::RolePatch& p, bool reservation) {
-  const bool to_active = p.state.set() && p.state.value() == "active";
+  const bool to_active = p.state.set() && p.state.value() == RoleState::kActive;
   if (reservation) return to_active && p.holder_agent_id.keep();
   return (to_active && p.holder_agent_id.keep()) ||
          (p.state.keep() && p.holder_agent_id.clear());
@@ -149,11 +151,12 @@ bool NeedsRowForActiveRule(const storage::RolePatch& p, bool reservation) {
 
 absl::Status CheckActiveRule(const storage::RolePatch& p,
                              const std::optional<RoleRecord>& row) {
-  const std::string state =
-      p.state.set() ? p.state.value() : (row ? row->state : "electable");
+  const RoleState state = p.state.set()
+                              ? p.state.value()
+                              : (row ? row->state : RoleState::kElectable);
   std::optional<std::string> holder = p.holder_agent_id.ApplyTo(
       row ? row->holder_agent_id : std::optional<std::string>());
-  if (state == "active" && !holder.has_value()) {
+  if (state == RoleState::kActive && !holder.has_value()) {
     return RequestInvalid("patch.state", "state active requires a holder");
   }
   return absl::OkStatus();
@@ -210,11 +213,6 @@ absl::Status CheckListFilters(const std::optional<std::string>& project_id,
 }
 
 }  // namespace
-
-bool IsRoleState(absl::string_view state) {
-  return std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
-         std::end(kRoleStates);
-}
 
 absl::StatusOr<ResolvedRoleKey> ResolveRoleKey(const RoleKeyRef& ref) {
   if (!ref.key.has_value() && !ref.wire.has_value()) {
@@ -428,7 +426,7 @@ absl::StatusOr<ScopeCloseOutcome> RoleRegistry::CloseScope(
     // §5.2 removes the row from every state (scope_closed), so the store's
     // transaction deletes it without asking; the kernel's row is reported.
     absl::StatusOr<RoleTransition> row =
-        ReduceRoleTransition(removed.state, "scope_closed");
+        ReduceRoleTransition(removed.state, RoleTrigger::kScopeClosed);
     if (row.ok()) {
       RoleTransitionNote note;
       note.role_key_wire = removed.role_key_wire;
@@ -447,7 +445,7 @@ absl::StatusOr<bool> RoleRegistry::ScopeClosed(const ResolvedRoleKey& key) {
     absl::MutexLock lock(&closed_mu_);
     if (closed_wires_.contains(key.wire)) return true;
   }
-  absl::StatusOr<std::optional<storage::ClosedScopeRecord>> closed =
+  absl::StatusOr<std::optional<ClosedScopeRecord>> closed =
       store_->GetClosedScope(key.wire);
   if (!closed.ok()) return closed.status();
   if (!closed->has_value()) return false;
@@ -473,13 +471,11 @@ absl::StatusOr<RolePage> RoleRegistry::List(const RoleListFilter& filter,
       !s.ok()) {
     return s;
   }
-  for (const std::string& state : filter.states) {
-    if (!IsRoleState(state)) {
-      return FieldError(
-          InvalidArgumentError("ROLE_REACHABILITY_STATE_INVALID",
-                               "states holds an unknown role state"),
-          "states");
-    }
+  if (filter.states_unknown) {
+    return FieldError(
+        InvalidArgumentError("ROLE_REACHABILITY_STATE_INVALID",
+                             "states holds an unknown role state"),
+        "states");
   }
   absl::StatusOr<int> size = role_internal::EffectivePageSize(page_size);
   if (!size.ok()) return size.status();
@@ -534,11 +530,11 @@ absl::StatusOr<ClosedScopePage> RoleRegistry::ListClosedScopes(
   if (!after->empty()) f.after_wire = *after;
   f.projects = filter.scope.StoreProjects();
   f.limit = *size + 1;
-  absl::StatusOr<std::vector<storage::ClosedScopeRecord>> rows =
+  absl::StatusOr<std::vector<ClosedScopeRecord>> rows =
       store_->ListClosedScopes(f);
   if (!rows.ok()) return rows.status();
   ClosedScopePage page;
-  for (storage::ClosedScopeRecord& row : *rows) {
+  for (ClosedScopeRecord& row : *rows) {
     if (static_cast<int>(page.closed.size()) == *size) {
       page.next_page_token = role_internal::EncodePageToken(
           "closed_scopes", filter_text, page.closed.back().role_key_wire);

@@ -55,17 +55,16 @@ struct ResolvedRoleKey {
 // "field" = "role_key" or "role_key_wire"; ROLE_KEY_MISMATCH; ROLE_KEY_INVALID.
 absl::StatusOr<ResolvedRoleKey> ResolveRoleKey(const RoleKeyRef& ref);
 
-// True for the five stored state words (electable, elected-probing, active,
-// unreachable, quarantined).
-bool IsRoleState(absl::string_view state);
-
 // A role write as a caller expresses it (role.proto "Patch semantics"): a
 // field that has a value is "set"; `update_mask` lists field names. With an
 // empty mask every set field is written and nothing is cleared; with a
 // non-empty mask exactly the listed fields are written and a listed unset
 // field is cleared. Field names are those of hub.v1.RolePatch.
 struct RolePatchInput {
-  std::optional<std::string> state;  // a state word; others are invalid
+  std::optional<RoleState> state;
+  // The request named a state that is none of the five: refused
+  // (ROLE_REACHABILITY_STATE_INVALID) in the registry's check order.
+  bool state_unknown = false;
   std::optional<std::string> holder_agent_id;
   std::optional<std::string> previous_holder_agent_id;
   std::optional<std::string> activation_id;
@@ -105,7 +104,7 @@ struct CasInput {
 };
 
 struct ReserveResult {
-  storage::RoleRecord role;
+  RoleRecord role;
   bool created = false;
 };
 
@@ -125,7 +124,7 @@ struct TransitionInput {
   // The row as the caller read it. The kernel reduces its state and its
   // fence guards the write, so the state the write replaces is the one the
   // kernel reduced.
-  storage::RoleRecord from;
+  RoleRecord from;
   RoleTrigger trigger = RoleTrigger::kStaleAck;
   TransitionWrite write = TransitionWrite::kCompareAndSet;
   // Every other field, by RolePatchInput's rules. `state` must be unset: the
@@ -134,14 +133,14 @@ struct TransitionInput {
 };
 
 struct TransitionResult {
-  storage::RoleRecord role;   // as committed
+  RoleRecord role;            // as committed
   RoleTransition transition;  // the table row that was applied
 };
 
 // One decision of the kernel behind a registry write, for observers.
 struct RoleTransitionNote {
   std::string role_key_wire;
-  std::string from;  // the state reduced, as stored
+  RoleState from = RoleState::kElectable;  // the state reduced
   RoleTrigger trigger = RoleTrigger::kStaleAck;
   // The next state; nullopt when the row was removed (scope_closed) or the
   // pair was refused.
@@ -159,14 +158,16 @@ struct RoleListFilter {
   std::optional<std::string> project_id;
   std::optional<RoleKind> kind;
   std::optional<std::string> scope_id;
-  std::vector<std::string> states;
+  std::vector<RoleState> states;
+  // The request named a state that is none of the five (refused, as above).
+  bool states_unknown = false;
   // Only roles of these projects (the caller's token), applied before paging.
   ProjectScope scope;
 };
 
 struct RolePage {
-  std::vector<storage::RoleRecord> roles;  // by wire ascending
-  std::string next_page_token;             // "" on the last page
+  std::vector<RoleRecord> roles;  // by wire ascending
+  std::string next_page_token;    // "" on the last page
 };
 
 // A candidate write (role_candidate.proto RoleCandidatePatch, same mask
@@ -191,7 +192,7 @@ struct CandidateUpsertInput {
 };
 
 struct CandidateUpsertResult {
-  storage::CandidateRecord candidate;
+  CandidateRecord candidate;
   bool created = false;
 };
 
@@ -216,7 +217,7 @@ struct CandidateListInput {
 };
 
 struct CandidatePage {
-  std::vector<storage::CandidateRecord> candidates;
+  std::vector<CandidateRecord> candidates;
   std::string next_page_token;
 };
 
@@ -255,7 +256,7 @@ struct RoleWatchStart {
   // The matching rows read after the watch was registered, by wire. A change
   // may be delivered to the callback before this is returned, or describe a
   // version the snapshot already holds: consumers drop versions they have.
-  std::vector<storage::RoleRecord> snapshot;
+  std::vector<RoleRecord> snapshot;
   int64_t read_at_ms = 0;
 };
 
@@ -281,8 +282,8 @@ struct ClosedScopeListFilter {
 };
 
 struct ClosedScopePage {
-  std::vector<storage::ClosedScopeRecord> closed;  // by wire ascending
-  std::string next_page_token;                     // "" on the last page
+  std::vector<ClosedScopeRecord> closed;  // by wire ascending
+  std::string next_page_token;            // "" on the last page
 };
 
 // Where watchers' changes come from.
@@ -349,14 +350,14 @@ class RoleRegistry {
   // Errors: validation incl. INVALID_CAS; ROLE_NOT_FOUND; STALE_VERSION,
   // CAS_CONFLICT (ABORTED); STALE_EPOCH, STALE_ACTIVATION_SEQ,
   // STALE_ACTIVATION_ID (FAILED_PRECONDITION), with the row's fence.
-  absl::StatusOr<storage::RoleRecord> CompareAndSet(const CasInput& input);
+  absl::StatusOr<RoleRecord> CompareAndSet(const CasInput& input);
   // Reserve and CompareAndSet without parking the caller: `done` runs once,
   // on the caller's thread for a request refused before the write, else on a
   // store thread once the write is durable (or failed).
   void ReserveAsync(const ReserveInput& input,
                     storage::Store::Callback<ReserveResult> done);
   void CompareAndSetAsync(const CasInput& input,
-                          storage::Store::Callback<storage::RoleRecord> done);
+                          storage::Store::Callback<RoleRecord> done);
   // A state change decided by the transition kernel, the way every in-hub
   // state change is written (the activator's, and the release of a
   // quarantined role): ReduceRoleTransition(from.state, trigger) gives the
@@ -371,7 +372,7 @@ class RoleRegistry {
   absl::StatusOr<TransitionResult> Transition(const TransitionInput& input);
 
   // ROLE_NOT_FOUND when absent.
-  absl::StatusOr<storage::RoleRecord> Get(const RoleKeyRef& role);
+  absl::StatusOr<RoleRecord> Get(const RoleKeyRef& role);
   // §5.5 filters, by wire, paged (0: 100 per page, at most 1000).
   // PROJECT_ID_INVALID, SCOPE_ID_INVALID, ROLE_REACHABILITY_STATE_INVALID,
   // REQUEST_INVALID, PAGE_TOKEN_INVALID.
@@ -397,8 +398,7 @@ class RoleRegistry {
   // implies are decided inside the store's write, so concurrent failure
   // reports each get their own count's exclusion.
   // CANDIDATE_NOT_FOUND when absent.
-  absl::StatusOr<storage::CandidateRecord> ReportProbe(
-      const ProbeReportInput& input);
+  absl::StatusOr<CandidateRecord> ReportProbe(const ProbeReportInput& input);
 
   // Closes a lead scope for good (docs/design/roles.md "Closing a lead
   // scope"): one store transaction records it, deletes the role row and its
@@ -441,7 +441,7 @@ class RoleRegistry {
   // reason mapping and publication.
   absl::StatusOr<ReserveResult> ReserveStorePatch(
       const storage::RoleReservation& reservation);
-  absl::StatusOr<storage::RoleRecord> CompareAndSetStorePatch(
+  absl::StatusOr<RoleRecord> CompareAndSetStorePatch(
       const storage::RoleCas& cas);
   // Request validation (and the rule reads it needs) before a write.
   absl::StatusOr<storage::RoleReservation> BuildReservation(
@@ -450,14 +450,14 @@ class RoleRegistry {
   // After a write: reason mapping and publication.
   absl::StatusOr<ReserveResult> Reserved(const std::string& wire,
                                          absl::StatusOr<storage::RoleWrite> w);
-  absl::StatusOr<storage::RoleRecord> Written(
-      const std::string& wire, absl::StatusOr<storage::RoleWrite> w);
+  absl::StatusOr<RoleRecord> Written(const std::string& wire,
+                                     absl::StatusOr<storage::RoleWrite> w);
   // After an own write committed a row: tells watchers (kOwnWrites; kind
   // derived from its version) and on_role_committed.
-  void Publish(const storage::RoleRecord& role);
+  void Publish(const RoleRecord& role);
   // After an own write deleted a row (`role`: its last state): the same.
   // Nothing of that wire is delivered afterwards.
-  void PublishRemoved(const storage::RoleRecord& role);
+  void PublishRemoved(const RoleRecord& role);
   void Dispatch(RoleEvent event);
   void Unregister(uint64_t id);
   absl::Status EnsureRoleRow(const ResolvedRoleKey& key);

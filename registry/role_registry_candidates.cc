@@ -21,7 +21,6 @@ using role_internal::CheckText;
 using role_internal::FieldError;
 using role_internal::MaskedField;
 using role_internal::RequestInvalid;
-using storage::CandidateRecord;
 using storage::Patch;
 
 namespace {
@@ -217,7 +216,7 @@ double RoleRegistry::RandomUnit() {
 }
 
 absl::Status RoleRegistry::EnsureRoleRow(const ResolvedRoleKey& key) {
-  absl::StatusOr<storage::RoleRecord> row = store_->GetRole(key.wire);
+  absl::StatusOr<RoleRecord> row = store_->GetRole(key.wire);
   if (row.ok()) return absl::OkStatus();
   if (row.status().code() != absl::StatusCode::kNotFound) return row.status();
   // Insert-only: on a row created meanwhile, next_epoch 0 can never be
@@ -241,9 +240,9 @@ absl::Status RoleRegistry::EnsureRoleRow(const ResolvedRoleKey& key) {
 
 absl::Status RoleRegistry::ReleaseQuarantine(const std::string& wire,
                                              RoleTrigger trigger) {
-  absl::StatusOr<storage::RoleRecord> row = store_->GetRole(wire);
+  absl::StatusOr<RoleRecord> row = store_->GetRole(wire);
   if (!row.ok()) return row.status();
-  if (row->state != "quarantined") return absl::OkStatus();
+  if (row->state != RoleState::kQuarantined) return absl::OkStatus();
   // §5.6: back to electable by a reservation (epoch + 1), with a fresh
   // retry count; the kernel's clear_quarantine row decides the state.
   TransitionInput release;

@@ -42,7 +42,7 @@ absl::Status CheckText(const std::string& value, size_t max_len,
 }
 
 absl::Status RoleWriteError(storage::RoleOutcome outcome,
-                            const std::optional<storage::RoleRecord>& row,
+                            const std::optional<RoleRecord>& row,
                             absl::string_view wire) {
   const std::string name(storage::RoleOutcomeName(outcome));
   const std::string msg = absl::StrCat("role write refused: ", name);
@@ -81,7 +81,7 @@ absl::Status RoleWriteError(storage::RoleOutcome outcome,
                    absl::StrCat(row->activation_seq));
   s = WithMetadata(std::move(s), "activation_id",
                    row->activation_id.value_or(""));
-  s = WithMetadata(std::move(s), "state", row->state);
+  s = WithMetadata(std::move(s), "state", RoleStateName(row->state));
   if (row->holder_agent_id.has_value()) {
     s = WithMetadata(std::move(s), "holder_agent_id", *row->holder_agent_id);
   }

@@ -35,7 +35,7 @@ absl::Status CheckText(const std::string& value, size_t max_len,
 // INVALID_ARGUMENT. A present row's fence (version, epoch, activation_seq,
 // activation_id ("" when none), state, holder_agent_id) goes into metadata.
 absl::Status RoleWriteError(storage::RoleOutcome outcome,
-                            const std::optional<storage::RoleRecord>& row,
+                            const std::optional<RoleRecord>& row,
                             absl::string_view wire);
 
 // The set of mask paths, checked against `allowed`: an unknown or repeated

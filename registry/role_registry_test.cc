@@ -17,7 +17,6 @@
 namespace hub {
 namespace {
 
-using storage::RoleRecord;
 using storage::testing::FreshDbPath;
 using storage::testing::OpenOrDie;
 
@@ -111,7 +110,7 @@ TEST_F(RoleRegistryTest, FirstReservationCreatesTheRowAtEpochZero) {
   EXPECT_EQ(r->role.epoch, 0);
   EXPECT_EQ(r->role.activation_seq, 0);
   EXPECT_EQ(r->role.version, 0);
-  EXPECT_EQ(r->role.state, "electable");
+  EXPECT_EQ(r->role.state, RoleState::kElectable);
   EXPECT_EQ(r->role.last_reason, "role_reserved");
 }
 
@@ -122,7 +121,7 @@ TEST_F(RoleRegistryTest, EveryReReservationAdvancesEpochAndSeqByExactlyOne) {
     EXPECT_EQ(row.epoch, i);
     EXPECT_EQ(row.activation_seq, i);
     EXPECT_EQ(row.version, i);
-    EXPECT_EQ(row.state, "elected-probing");
+    EXPECT_EQ(row.state, RoleState::kElectedProbing);
     EXPECT_TRUE(row.activation_id.has_value());
   }
 }
@@ -237,7 +236,7 @@ TEST_F(RoleRegistryTest, CompareAndSetReportsEachStaleGuardInOrder) {
   EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ReasonOf(s), "STALE_ACTIVATION_ID");
   in.expected_activation_id = row.activation_id;
-  in.patch.state = "active";
+  in.patch.state = RoleState::kActive;
   absl::StatusOr<RoleRecord> done = registry_->CompareAndSet(in);
   ASSERT_TRUE(done.ok()) << done.status();
   EXPECT_EQ(done->version, row.version + 1);
@@ -254,7 +253,7 @@ TEST_F(RoleRegistryTest, MaskClearsListedFieldsAndAbsentFieldsAreKept) {
   EXPECT_EQ(kept->activation_id, row.activation_id);
   CasInput clear = CasFrom(*kept);
   clear.patch.update_mask = {"activation_id", "state"};
-  clear.patch.state = "electable";
+  clear.patch.state = RoleState::kElectable;
   absl::StatusOr<RoleRecord> cleared = registry_->CompareAndSet(clear);
   ASSERT_TRUE(cleared.ok()) << cleared.status();
   EXPECT_FALSE(cleared->activation_id.has_value());
@@ -276,24 +275,24 @@ TEST_F(RoleRegistryTest, BadMasksAndValuesAreRefusedWithStableReasons) {
             "UPDATE_MASK_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) {
               p.update_mask = {"state", "state"};
-              p.state = "active";
+              p.state = RoleState::kActive;
             }),
             "UPDATE_MASK_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) {
               p.update_mask = {"blocked_reason"};
-              p.state = "active";
+              p.state = RoleState::kActive;
             }),
             "UPDATE_MASK_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) { p.update_mask = {"retry_count"}; }),
             "REQUEST_INVALID");
-  EXPECT_EQ(reason([](RolePatchInput& p) { p.state = "offline"; }),
+  EXPECT_EQ(reason([](RolePatchInput& p) { p.state_unknown = true; }),
             "ROLE_REACHABILITY_STATE_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) { p.holder_agent_id = "x"; }),
             "AGENT_ID_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) { p.charter_acked_epoch = 9; }),
             "REQUEST_INVALID");
   EXPECT_EQ(reason([](RolePatchInput& p) {
-              p.state = "active";
+              p.state = RoleState::kActive;
               p.update_mask = {"state", "holder_agent_id"};
             }),
             "REQUEST_INVALID");
@@ -304,7 +303,7 @@ TEST_F(RoleRegistryTest, BadMasksAndValuesAreRefusedWithStableReasons) {
 TEST_F(RoleRegistryTest, ActiveWithoutAHolderIsRefusedBeforeTheStore) {
   RoleRecord row = ReserveOk(Cto());
   CasInput in = CasFrom(row);
-  in.patch.state = "active";
+  in.patch.state = RoleState::kActive;
   absl::Status s = registry_->CompareAndSet(in).status();
   EXPECT_EQ(ReasonOf(s), "REQUEST_INVALID");
   EXPECT_EQ(MetadataOf(s)["field"], "patch.state");
@@ -331,9 +330,9 @@ TEST_F(RoleRegistryTest, ListFiltersAndPagesByWire) {
   EXPECT_EQ(ReasonOf(registry_->List(lead, 2, page->next_page_token).status()),
             "PAGE_TOKEN_INVALID");
   RoleListFilter probing;
-  probing.states = {"elected-probing"};
+  probing.states = {RoleState::kElectedProbing};
   EXPECT_EQ(registry_->List(probing, 0, "")->roles.size(), 1u);
-  probing.states = {"nope"};
+  probing.states_unknown = true;
   EXPECT_EQ(ReasonOf(registry_->List(probing, 0, "").status()),
             "ROLE_REACHABILITY_STATE_INVALID");
   EXPECT_EQ(ReasonOf(registry_->List(all, -1, "").status()), "REQUEST_INVALID");
@@ -391,7 +390,7 @@ TEST_F(RoleRegistryTest, UpsertCreatesTheRoleAndMergesLaterWrites) {
   EXPECT_TRUE(first->created);
   EXPECT_EQ(first->candidate.source, "operator");
   EXPECT_EQ(first->candidate.excluded_until_ms, 1'700'000'100'000);
-  EXPECT_EQ(registry_->Get(Lead())->state, "electable");
+  EXPECT_EQ(registry_->Get(Lead())->state, RoleState::kElectable);
   CandidateUpsertInput merge;
   merge.role = Lead();
   merge.agent_id = "agent-a";
@@ -434,7 +433,7 @@ TEST_F(RoleRegistryTest,
       absl::StatusOr<CandidatePage> page = registry_->ListCandidates(list);
       EXPECT_TRUE(page.ok()) << page.status();
       if (!page.ok()) break;
-      for (const storage::CandidateRecord& c : page->candidates)
+      for (const CandidateRecord& c : page->candidates)
         keys.push_back(absl::StrCat(c.role_key_wire, "/", c.agent_id));
       if (page->next_page_token.empty()) break;
       EXPECT_EQ(static_cast<int>(page->candidates.size()), size);
@@ -448,12 +447,12 @@ TEST_F(RoleRegistryTest,
   std::sort(wires.begin(), wires.end());
   std::vector<std::string> expected, expected_project;
   for (const std::string& wire : wires) {
-    absl::StatusOr<std::vector<storage::CandidateRecord>> rows =
+    absl::StatusOr<std::vector<CandidateRecord>> rows =
         store_->ListCandidates(wire);
     ASSERT_TRUE(rows.ok());
     ASSERT_EQ(rows->size(), 25u);
     const bool in_project = store_->GetRole(wire)->project_id == kProject;
-    for (const storage::CandidateRecord& c : *rows) {
+    for (const CandidateRecord& c : *rows) {
       expected.push_back(absl::StrCat(wire, "/", c.agent_id));
       if (in_project) expected_project.push_back(expected.back());
     }
@@ -478,7 +477,7 @@ TEST_F(RoleRegistryTest,
   for (int pages = 0; pages < 10; ++pages) {
     absl::StatusOr<CandidatePage> page = registry_->ListCandidates(list);
     ASSERT_TRUE(page.ok()) << page.status();
-    for (const storage::CandidateRecord& c : page->candidates)
+    for (const CandidateRecord& c : page->candidates)
       one.push_back(absl::StrCat(c.role_key_wire, "/", c.agent_id));
     if (page->next_page_token.empty()) break;
     list.page_token = page->next_page_token;
@@ -495,7 +494,7 @@ TEST_F(RoleRegistryTest, ProbeFailuresBackOffThenQuarantineAndOkResets) {
   CandidateA(*registry_);
   ProbeReportInput probe = ProbeOfA("timeout");
   const int64_t now = UnixMillis(clock_.Now());
-  absl::StatusOr<storage::CandidateRecord> c = registry_->ReportProbe(probe);
+  absl::StatusOr<CandidateRecord> c = registry_->ReportProbe(probe);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->consecutive_probe_failures, 1);
   EXPECT_EQ(c->excluded_until_ms, now + 1'000);  // jitter 0.5 = none
@@ -523,7 +522,7 @@ TEST_F(RoleRegistryTest, ProbeFailuresBackOffThenQuarantineAndOkResets) {
 TEST_F(RoleRegistryTest, ANewCandidateReleasesAQuarantinedRole) {
   RoleRecord row = ReserveOk(Cto());
   CasInput q = CasFrom(row);
-  q.patch.state = "quarantined";
+  q.patch.state = RoleState::kQuarantined;
   q.patch.retry_count = 4;
   ASSERT_TRUE(registry_->CompareAndSet(q).ok());
   CandidateUpsertInput up;
@@ -531,13 +530,13 @@ TEST_F(RoleRegistryTest, ANewCandidateReleasesAQuarantinedRole) {
   up.agent_id = "agent-new";
   ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
   absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
-  EXPECT_EQ(after->state, "electable");
+  EXPECT_EQ(after->state, RoleState::kElectable);
   EXPECT_EQ(after->epoch, row.epoch + 1);
   EXPECT_EQ(after->retry_count, 0);
   EXPECT_EQ(after->last_reason, "candidate_registered");
   ASSERT_FALSE(Notes().empty());
   EXPECT_EQ(Notes().back().trigger, RoleTrigger::kCandidateRegistered);
-  EXPECT_EQ(Notes().back().from, "quarantined");
+  EXPECT_EQ(Notes().back().from, RoleState::kQuarantined);
   EXPECT_EQ(Notes().back().to, RoleState::kElectable);
 }
 
@@ -548,7 +547,7 @@ TEST_F(RoleRegistryTest, NewLocatorsOfACandidateReleaseAQuarantinedRole) {
   ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
   RoleRecord row = *registry_->Get(Cto());
   CasInput q = CasFrom(row);
-  q.patch.state = "quarantined";
+  q.patch.state = RoleState::kQuarantined;
   ASSERT_TRUE(registry_->CompareAndSet(q).ok());
   const int64_t expires = UnixMillis(clock_.Now()) + 50'000;
   up.patch.transport_locators_json = absl::StrCat(
@@ -559,7 +558,7 @@ TEST_F(RoleRegistryTest, NewLocatorsOfACandidateReleaseAQuarantinedRole) {
       R"(,"locator":{"session_name":"s","mux_server_id":"m"}}])");
   ASSERT_TRUE(registry_->UpsertCandidate(up).ok());
   absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
-  EXPECT_EQ(after->state, "electable");
+  EXPECT_EQ(after->state, RoleState::kElectable);
   EXPECT_EQ(after->epoch, row.epoch + 1);
   EXPECT_EQ(after->last_reason, "locator_registered");
   ASSERT_FALSE(Notes().empty());
@@ -568,7 +567,7 @@ TEST_F(RoleRegistryTest, NewLocatorsOfACandidateReleaseAQuarantinedRole) {
 
 TEST_F(RoleRegistryTest, ATransitionWritesTheKernelsStateFencedAndPublished) {
   const RoleRecord row = ReserveOk(Cto(), "agent-a");
-  ASSERT_EQ(row.state, "elected-probing");
+  ASSERT_EQ(row.state, RoleState::kElectedProbing);
   std::vector<int64_t> seen;
   absl::StatusOr<RoleWatchStart> start = registry_->Watch(
       RoleWatchFilter{},
@@ -582,14 +581,14 @@ TEST_F(RoleRegistryTest, ATransitionWritesTheKernelsStateFencedAndPublished) {
   in.patch.update_mask = {"charter_acked_epoch"};
   absl::StatusOr<TransitionResult> done = registry_->Transition(in);
   ASSERT_TRUE(done.ok()) << done.status();
-  EXPECT_EQ(done->role.state, "active");
+  EXPECT_EQ(done->role.state, RoleState::kActive);
   EXPECT_EQ(done->role.charter_acked_epoch, row.epoch);
   EXPECT_EQ(done->role.version, row.version + 1);
   EXPECT_EQ(done->role.epoch, row.epoch);  // a compare-and-set
   EXPECT_EQ(done->transition.action, RoleAction::kRecordActivationAck);
   EXPECT_EQ(seen, std::vector<int64_t>{done->role.version});
   ASSERT_EQ(Notes().size(), 1u);
-  EXPECT_EQ(Notes()[0].from, "elected-probing");
+  EXPECT_EQ(Notes()[0].from, RoleState::kElectedProbing);
   EXPECT_EQ(Notes()[0].trigger, RoleTrigger::kActivationAcked);
   EXPECT_EQ(Notes()[0].to, RoleState::kActive);
   EXPECT_FALSE(Notes()[0].refused);
@@ -608,7 +607,7 @@ TEST_F(RoleRegistryTest, ATransitionWritesTheKernelsStateFencedAndPublished) {
   offline.patch.update_mask = {"holder_agent_id", "activation_id"};
   absl::StatusOr<TransitionResult> revoked = registry_->Transition(offline);
   ASSERT_TRUE(revoked.ok()) << revoked.status();
-  EXPECT_EQ(revoked->role.state, "electable");
+  EXPECT_EQ(revoked->role.state, RoleState::kElectable);
   EXPECT_EQ(revoked->role.epoch, row.epoch + 1);
   EXPECT_FALSE(revoked->role.holder_agent_id.has_value());
   EXPECT_EQ(seen.size(), 2u);
@@ -650,13 +649,13 @@ TEST_F(RoleRegistryTest, APairTheTableRefusesWritesNothing) {
     ASSERT_FALSE(Notes().empty());
     EXPECT_TRUE(Notes().back().refused);
     EXPECT_EQ(Notes().back().trigger, trigger);
-    EXPECT_EQ(Notes().back().from, "active");
+    EXPECT_EQ(Notes().back().from, RoleState::kActive);
   }
   absl::StatusOr<RoleRecord> after = registry_->Get(Cto());
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->version, active->role.version);
   EXPECT_EQ(after->epoch, active->role.epoch);
-  EXPECT_EQ(after->state, "active");
+  EXPECT_EQ(after->state, RoleState::kActive);
   EXPECT_EQ(after->last_reason, active->role.last_reason);
   EXPECT_EQ(published, 0);
 
@@ -664,7 +663,7 @@ TEST_F(RoleRegistryTest, APairTheTableRefusesWritesNothing) {
   TransitionInput with_state;
   with_state.from = active->role;
   with_state.trigger = RoleTrigger::kHolderOffline;
-  with_state.patch.state = "electable";
+  with_state.patch.state = RoleState::kElectable;
   absl::Status bad = registry_->Transition(with_state).status();
   EXPECT_EQ(bad.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_EQ(ReasonOf(bad), "REQUEST_INVALID");
@@ -679,7 +678,7 @@ TEST_F(RoleRegistryTest, ClosingAScopeReportsTheKernelsScopeClosedRow) {
   ASSERT_TRUE(registry_->CloseScope(close).ok());
   ASSERT_EQ(Notes().size(), 1u);
   EXPECT_EQ(Notes()[0].trigger, RoleTrigger::kScopeClosed);
-  EXPECT_EQ(Notes()[0].from, "elected-probing");
+  EXPECT_EQ(Notes()[0].from, RoleState::kElectedProbing);
   EXPECT_FALSE(Notes()[0].to.has_value());
   EXPECT_FALSE(Notes()[0].refused);
   EXPECT_EQ(Notes()[0].version, lead.version);
@@ -734,7 +733,7 @@ TEST_F(RoleRegistryTest, AFailuresExclusionFollowsTheCountTheReportCommits) {
   // An overridden count is the count the exclusion follows (1 s, 2 s, then
   // the quarantine from the third failure)...
   probe.consecutive_probe_failures = 2;
-  absl::StatusOr<storage::CandidateRecord> c = registry_->ReportProbe(probe);
+  absl::StatusOr<CandidateRecord> c = registry_->ReportProbe(probe);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->consecutive_probe_failures, 2);
   EXPECT_EQ(c->excluded_until_ms, at + 2'000);
@@ -776,14 +775,13 @@ TEST_F(RoleRegistryTest,
   };
 
   absl::Mutex mu;
-  std::vector<storage::CandidateRecord> rows;
+  std::vector<CandidateRecord> rows;
   std::vector<std::thread> threads;
   std::atomic<bool> go{false};
   for (int t = 0; t < kReports; ++t) {
     threads.emplace_back([&] {
       while (!go.load()) std::this_thread::yield();
-      absl::StatusOr<storage::CandidateRecord> row =
-          registry.ReportProbe(probe);
+      absl::StatusOr<CandidateRecord> row = registry.ReportProbe(probe);
       ASSERT_TRUE(row.ok()) << row.status();
       absl::MutexLock lock(&mu);
       rows.push_back(*row);
@@ -795,7 +793,7 @@ TEST_F(RoleRegistryTest,
   // Each report committed its own count, and its exclusion is that count's.
   ASSERT_EQ(rows.size(), static_cast<size_t>(kReports));
   std::vector<bool> seen(kReports + 1, false);
-  for (const storage::CandidateRecord& row : rows) {
+  for (const CandidateRecord& row : rows) {
     const int64_t n = row.consecutive_probe_failures;
     ASSERT_GE(n, 1);
     ASSERT_LE(n, kReports);

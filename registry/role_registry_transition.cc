@@ -11,8 +11,6 @@
 
 namespace hub {
 
-using storage::RoleRecord;
-
 namespace {
 
 constexpr absl::string_view kInvalidTransition = "INVALID_ROLE_TRANSITION";
@@ -23,10 +21,11 @@ absl::Status Refused(const RoleRecord& from, RoleTrigger trigger,
                      absl::string_view why) {
   absl::Status s = FailedPreconditionError(
       kInvalidTransition,
-      absl::StrCat("role state '", from.state, "' does not allow trigger '",
-                   RoleTriggerName(trigger), "': ", why));
+      absl::StrCat("role state '", RoleStateName(from.state),
+                   "' does not allow trigger '", RoleTriggerName(trigger),
+                   "': ", why));
   s = WithMetadata(std::move(s), "role_key_wire", from.role_key_wire);
-  s = WithMetadata(std::move(s), "state", from.state);
+  s = WithMetadata(std::move(s), "state", RoleStateName(from.state));
   s = WithMetadata(std::move(s), "trigger", RoleTriggerName(trigger));
   return WithMetadata(std::move(s), "version", absl::StrCat(from.version));
 }
@@ -50,14 +49,12 @@ absl::StatusOr<TransitionResult> RoleRegistry::Transition(
   note.trigger = in.trigger;
   note.version = from.version;
   absl::StatusOr<RoleTransition> row =
-      ReduceRoleTransition(from.state, RoleTriggerName(in.trigger));
+      ReduceRoleTransition(from.state, in.trigger);
   if (!row.ok() || !row->to.has_value() ||
       row->action == RoleAction::kRejectStaleAck) {
     note.refused = true;
     Note(note);
     if (!row.ok()) {
-      // An unknown stored state keeps the kernel's own reason.
-      if (ReasonOf(row.status()) != kInvalidTransition) return row.status();
       return Refused(from, in.trigger, "the transition table has no such row");
     }
     return Refused(from, in.trigger,
@@ -66,7 +63,7 @@ absl::StatusOr<TransitionResult> RoleRegistry::Transition(
                        : "its row removes the role (CloseScope)");
   }
   RolePatchInput patch = in.patch;
-  patch.state = std::string(RoleStateName(*row->to));
+  patch.state = *row->to;
   if (!patch.update_mask.empty() &&
       std::find(patch.update_mask.begin(), patch.update_mask.end(), "state") ==
           patch.update_mask.end()) {

@@ -24,7 +24,7 @@ class RoleRegistry::Watcher {
   Watcher(RoleWatchFilter filter, RoleWatchCallback callback)
       : filter_(std::move(filter)), callback_(std::move(callback)) {}
 
-  bool Matches(const storage::RoleRecord& role) const {
+  bool Matches(const RoleRecord& role) const {
     if (filter_.wire && role.role_key_wire != *filter_.wire) return false;
     if (filter_.project_id && role.project_id != *filter_.project_id) {
       return false;
@@ -110,15 +110,15 @@ absl::StatusOr<RoleWatchStart> RoleRegistry::Watch(
   storage::RoleFilter f;
   f.project_id = filter.project_id;
   if (filter.kind) f.role_kind = std::string(RoleKindName(*filter.kind));
-  absl::StatusOr<std::vector<storage::RoleRecord>> rows = store_->ListRoles(f);
+  absl::StatusOr<std::vector<RoleRecord>> rows = store_->ListRoles(f);
   if (!rows.ok()) return rows.status();  // start.watch cancels itself
-  for (storage::RoleRecord& row : *rows) {
+  for (RoleRecord& row : *rows) {
     if (watcher->Matches(row)) start.snapshot.push_back(std::move(row));
   }
   return start;
 }
 
-void RoleRegistry::Publish(const storage::RoleRecord& role) {
+void RoleRegistry::Publish(const RoleRecord& role) {
   if (options_.publication == RolePublication::kOwnWrites) {
     RoleEvent event;
     event.kind =
@@ -130,7 +130,7 @@ void RoleRegistry::Publish(const storage::RoleRecord& role) {
   if (options_.on_role_committed) options_.on_role_committed();
 }
 
-void RoleRegistry::PublishRemoved(const storage::RoleRecord& role) {
+void RoleRegistry::PublishRemoved(const RoleRecord& role) {
   if (options_.publication == RolePublication::kOwnWrites) {
     RoleEvent event;
     event.kind = RoleChangeKind::kRemoved;

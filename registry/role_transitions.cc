@@ -15,11 +15,7 @@ constexpr absl::string_view kStateInvalidReason =
 constexpr absl::string_view kInvalidTransitionReason =
     "INVALID_ROLE_TRANSITION";
 
-// Every value of each enum, in declaration order; the parsers walk these.
-constexpr std::array<RoleState, 5> kAllStates = {
-    RoleState::kElectable, RoleState::kElectedProbing, RoleState::kActive,
-    RoleState::kUnreachable, RoleState::kQuarantined};
-
+// Every trigger, in declaration order; the parser walks it.
 constexpr std::array<RoleTrigger, 23> kAllTriggers = {
     RoleTrigger::kCandidateSelected, RoleTrigger::kStandupReserved,
     RoleTrigger::kNoCandidate,       RoleTrigger::kCandidatesExcluded,
@@ -170,29 +166,6 @@ absl::StatusOr<RoleTransition> ReduceRoleTransition(absl::string_view from,
                                              "' (state '", from, "')"));
   }
   return ReduceRoleTransition(*state, *event);
-}
-
-absl::string_view RoleStateName(RoleState state) {
-  switch (state) {
-    case RoleState::kElectable:
-      return "electable";
-    case RoleState::kElectedProbing:
-      return "elected-probing";
-    case RoleState::kActive:
-      return "active";
-    case RoleState::kUnreachable:
-      return "unreachable";
-    case RoleState::kQuarantined:
-      return "quarantined";
-  }
-  return "";  // Unreachable for a valid enum value.
-}
-
-std::optional<RoleState> ParseRoleState(absl::string_view name) {
-  for (RoleState state : kAllStates) {
-    if (RoleStateName(state) == name) return state;
-  }
-  return std::nullopt;
 }
 
 absl::string_view RoleTriggerName(RoleTrigger trigger) {

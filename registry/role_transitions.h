@@ -21,18 +21,9 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "absl/types/span.h"
+#include "records/role.h"
 
 namespace hub {
-
-// TRIFLUX-HUB.md §5.1. `kActive` requires a live holder, a reachable transport
-// and a charter ACK for the current epoch; liveness alone is never enough.
-enum class RoleState {
-  kElectable,
-  kElectedProbing,
-  kActive,
-  kUnreachable,
-  kQuarantined,
-};
 
 // The events the reducer accepts, one per trigger name in §5.2.
 enum class RoleTrigger {
@@ -120,12 +111,6 @@ absl::StatusOr<RoleTransition> ReduceRoleTransition(RoleState from,
 // trigger name, or a pair not in the table, is INVALID_ROLE_TRANSITION.
 absl::StatusOr<RoleTransition> ReduceRoleTransition(absl::string_view from,
                                                     absl::string_view trigger);
-
-// triflux's spelling, as stored in role_registry.state: "electable",
-// "elected-probing", "active", "unreachable", "quarantined".
-absl::string_view RoleStateName(RoleState state);
-// The state named `name` (exact, case-sensitive), or nullopt.
-std::optional<RoleState> ParseRoleState(absl::string_view name);
 
 // The snake_case trigger name of §5.2, e.g. "candidate_selected".
 absl::string_view RoleTriggerName(RoleTrigger trigger);

@@ -237,7 +237,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     EXPECT_EQ(cto.transport_locators_json,
               v >= 6 ? "[{\"kind\":\"tmux\"}]" : "[]");
     const AgentRecord& worker = (*agents)[1];
-    EXPECT_EQ(worker.status, "offline");
+    EXPECT_EQ(worker.status, AgentStatus::kOffline);
     EXPECT_FALSE(worker.pid.has_value());
     EXPECT_FALSE(worker.session_id.has_value());
     EXPECT_EQ(worker.presence_generation, 0);
@@ -249,16 +249,16 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     ASSERT_TRUE(m1.ok());
     EXPECT_EQ(m1->priority, 7);
     EXPECT_EQ(m1->payload_json, "{\"x\":1}");
-    EXPECT_EQ(m1->status, "queued");
+    EXPECT_EQ(m1->status, MessageStatus::kQueued);
     EXPECT_FALSE(m1->role_key_wire.has_value());
-    EXPECT_EQ(store->GetMessage("msg-2")->status, "dead_letter");
+    EXPECT_EQ(store->GetMessage("msg-2")->status, MessageStatus::kDeadLetter);
     EXPECT_EQ(store->ListInbox("msg-1")->at(0).attempts, 1);
     EXPECT_EQ(store->GetDeadLetter("msg-2")->reason, "ttl_expired");
 
     // Roles: kept; the phantom active row repaired (v6, v7).
     if (v >= 6) {
       RoleRecord cto_role = *store->GetRole("rk2.cto");
-      EXPECT_EQ(cto_role.state, "elected-probing");
+      EXPECT_EQ(cto_role.state, RoleState::kElectedProbing);
       EXPECT_EQ(cto_role.epoch, 3);
       EXPECT_EQ(cto_role.version, 4);
       EXPECT_EQ(cto_role.activation_id, "act-3");
@@ -267,7 +267,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     if (v == 6 || v == 7) {
       EXPECT_EQ(store->migration().phantom_roles_repaired, 1);
       RoleRecord lead = *store->GetRole("rk2.lead");
-      EXPECT_EQ(lead.state, "electable");
+      EXPECT_EQ(lead.state, RoleState::kElectable);
       EXPECT_EQ(lead.epoch, 3);
       EXPECT_EQ(lead.last_reason, "migration_phantom_active");
     }
@@ -598,7 +598,8 @@ TEST(Migration, LegacyV8TablePhantomIsBlockedFromNowOnAndRepairedByRecovery) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->GetRole("rk2.lead")->state, "active");  // until recovery
+  EXPECT_EQ(store->GetRole("rk2.lead")->state,
+            RoleState::kActive);  // until recovery
   {
     RawDb raw(path);
     std::string err = raw.Exec(
@@ -610,7 +611,7 @@ TEST(Migration, LegacyV8TablePhantomIsBlockedFromNowOnAndRepairedByRecovery) {
   absl::StatusOr<RecoveryResult> rec = store->RecoverRoles(10'000);
   ASSERT_TRUE(rec.ok()) << rec.status();
   RoleRecord lead = *store->GetRole("rk2.lead");
-  EXPECT_EQ(lead.state, "electable");
+  EXPECT_EQ(lead.state, RoleState::kElectable);
   EXPECT_EQ(lead.last_reason, "restart_phantom_active");
   EXPECT_EQ(lead.epoch, 3);
 }

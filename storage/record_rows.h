@@ -6,9 +6,36 @@
 #ifndef HUB_STORAGE_RECORD_ROWS_H_
 #define HUB_STORAGE_RECORD_ROWS_H_
 
+#include <string>
+#include <vector>
+
+#include "absl/strings/string_view.h"
 #include "storage/store.h"
 
 namespace hub::storage::rows {
+
+// The state stored as `word`. The schema's CHECKs admit only the enums'
+// words (storage/stored_words_test.cc walks them on both engines), so the
+// fallback, the state with the least authority, is never read from a row
+// hub or triflux wrote.
+inline AgentStatus StoredAgentStatus(absl::string_view word) {
+  return ParseAgentStatus(word).value_or(AgentStatus::kOffline);
+}
+inline RoleState StoredRoleState(absl::string_view word) {
+  return ParseRoleState(word).value_or(RoleState::kQuarantined);
+}
+inline MessageStatus StoredMessageStatus(absl::string_view word) {
+  return ParseMessageStatus(word).value_or(MessageStatus::kDeadLetter);
+}
+
+// The stored words of `states`, in their order.
+inline std::vector<std::string> StoredWords(
+    const std::vector<RoleState>& states) {
+  std::vector<std::string> words;
+  words.reserve(states.size());
+  for (RoleState state : states) words.emplace_back(RoleStateName(state));
+  return words;
+}
 
 #define HUB_AGENT_COLUMNS                                              \
   "agent_id, cli, pid, capabilities_json, topics_json, last_seen_ms, " \
@@ -47,7 +74,7 @@ AgentRecord ReadAgentRow(const Row& s) {
   a.last_seen_ms = s.Int(5);
   a.lease_expires_ms = s.Int(6);
   a.presence_generation = s.Int(7);
-  a.status = s.Text(8);
+  a.status = StoredAgentStatus(s.Text(8));
   a.metadata_json = s.Text(9);
   a.project_id = s.OptText(10);
   a.session_id = s.OptText(11);
@@ -64,7 +91,7 @@ RoleRecord ReadRoleRow(const Row& s) {
   r.project_id = s.Text(1);
   r.role_kind = s.Text(2);
   r.scope_id = s.Text(3);
-  r.state = s.Text(4);
+  r.state = StoredRoleState(s.Text(4));
   r.holder_agent_id = s.OptText(5);
   r.previous_holder_agent_id = s.OptText(6);
   r.epoch = s.Int(7);
@@ -114,7 +141,7 @@ MessageRecord ReadMessageRow(const Row& s) {
   m.correlation_id = s.Text(9);
   m.trace_id = s.Text(10);
   m.payload_json = s.Text(11);
-  m.status = s.Text(12);
+  m.status = StoredMessageStatus(s.Text(12));
   m.role_key_wire = s.OptText(13);
   return m;
 }

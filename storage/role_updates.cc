@@ -1,29 +1,11 @@
 #include "storage/role_updates.h"
 
-#include <algorithm>
-#include <iterator>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
 
 namespace hub::storage::roles {
-namespace {
-
-constexpr const char* kRoleStates[] = {"electable", "elected-probing", "active",
-                                       "unreachable", "quarantined"};
-
-}  // namespace
-
-absl::Status CheckRoleState(const std::string& state) {
-  if (std::find(std::begin(kRoleStates), std::end(kRoleStates), state) !=
-      std::end(kRoleStates)) {
-    return absl::OkStatus();
-  }
-  return InvalidArgumentError("ROLE_STATE_INVALID",
-                              absl::StrCat("unknown role state '", state, "'"));
-}
-
 namespace {
 
 // Applies the generic patch rules of §5.4 to `row` (NOT NULL columns keep
@@ -102,7 +84,8 @@ absl::StatusOr<RolePlan> PlanReservation(
   ApplyRolePatch(r.patch, r.now_ms, &next);
   // §5.3 defaults for what the caller left unset.
   if (!r.patch.state.set()) {
-    next.state = next.holder_agent_id ? "elected-probing" : "electable";
+    next.state = next.holder_agent_id ? RoleState::kElectedProbing
+                                      : RoleState::kElectable;
   }
   if (r.patch.activation_id.keep() && r.patch.holder_agent_id.set()) {
     next.activation_id = new_id();
@@ -112,7 +95,6 @@ absl::StatusOr<RolePlan> PlanReservation(
     next.previous_holder_agent_id = old_holder;
   }
   if (!r.patch.last_reason.set()) next.last_reason = "role_reserved";
-  if (absl::Status s = CheckRoleState(next.state); !s.ok()) return s;
   return plan;
 }
 
@@ -139,7 +121,6 @@ absl::StatusOr<RolePlan> PlanCas(const std::optional<RoleRecord>& current,
   RolePlan plan;
   plan.next = cur;
   ApplyRolePatch(cas.patch, cas.now_ms, &plan.next);
-  if (absl::Status s = CheckRoleState(plan.next.state); !s.ok()) return s;
   plan.fence = {*cas.expected_version, *cas.expected_epoch, cur.activation_seq,
                 *cas.expected_activation_id};
   return plan;
@@ -148,8 +129,8 @@ absl::StatusOr<RolePlan> PlanCas(const std::optional<RoleRecord>& current,
 std::optional<RoleRecord> RecoveredRole(
     const RoleRecord& cur, int64_t now_ms,
     const std::function<std::string()>& new_id) {
-  bool authority_state =
-      cur.state != "unreachable" && cur.state != "quarantined";
+  bool authority_state = cur.state != RoleState::kUnreachable &&
+                         cur.state != RoleState::kQuarantined;
   RoleRecord next = cur;
   next.epoch = cur.epoch + 1;
   next.activation_seq = cur.activation_seq + 1;
@@ -161,11 +142,11 @@ std::optional<RoleRecord> RecoveredRole(
                       *cur.holder_lease_expires_ms > now_ms;
     if (lease_live) {
       // Never restored straight to active: re-probe under a new id.
-      next.state = "elected-probing";
+      next.state = RoleState::kElectedProbing;
       next.activation_id = new_id();
       next.last_reason = "restart_reprobe_required";
     } else {
-      next.state = "electable";
+      next.state = RoleState::kElectable;
       next.previous_holder_agent_id = cur.holder_agent_id;
       next.holder_agent_id.reset();
       next.activation_id.reset();
@@ -174,13 +155,14 @@ std::optional<RoleRecord> RecoveredRole(
       next.last_reason = "restart_holder_lease_expired";
     }
   } else if (!cur.holder_agent_id &&
-             (cur.activation_id || cur.state == "elected-probing" ||
-              cur.state == "active")) {
+             (cur.activation_id || cur.state == RoleState::kElectedProbing ||
+              cur.state == RoleState::kActive)) {
     // Orphaned activation, or a phantom active row (v8).
-    next.state = "electable";
+    next.state = RoleState::kElectable;
     next.activation_id.reset();
-    next.last_reason = cur.state == "active" ? "restart_phantom_active"
-                                             : "restart_activation_fenced";
+    next.last_reason = cur.state == RoleState::kActive
+                           ? "restart_phantom_active"
+                           : "restart_activation_fenced";
   } else {
     return std::nullopt;  // electable, unreachable, quarantined: keep
   }

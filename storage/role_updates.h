@@ -40,20 +40,17 @@ struct RolePlan {
 
 RoleWrite Refused(RoleOutcome outcome, std::optional<RoleRecord> latest);
 
-// OK for one of the five role states, else ROLE_STATE_INVALID.
-absl::Status CheckRoleState(const std::string& state);
-
 // §5.3 on the row read (nullopt: none yet): the refusal in the documented
 // order (stale_version, stale_epoch, stale_activation_seq) or the row with
-// epoch and seq +1 and the defaults applied. ROLE_STATE_INVALID for an
-// unknown state. `new_id` draws an activation id when a holder is set.
+// epoch and seq +1 and the defaults applied. `new_id` draws an activation id
+// when a holder is set.
 absl::StatusOr<RolePlan> PlanReservation(
     const std::optional<RoleRecord>& current, const RoleReservation& r,
     const std::function<std::string()>& new_id);
 
 // §5.4 on the row read: kInvalidCas when a guard is missing, kNotFound when
 // there is no row (the caller then checks for a closed scope), else the
-// first stale guard, or the patched row. ROLE_STATE_INVALID as above.
+// first stale guard, or the patched row.
 absl::StatusOr<RolePlan> PlanCas(const std::optional<RoleRecord>& current,
                                  const RoleCas& cas);
 

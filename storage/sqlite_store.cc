@@ -397,7 +397,7 @@ absl::StatusOr<PresenceWrite> SqliteStore::RefreshLeaseForGeneration(
 
 absl::StatusOr<PresenceWrite> SqliteStore::SetAgentStatusForGeneration(
     absl::string_view agent_id, std::optional<int64_t> generation,
-    absl::string_view status) {
+    AgentStatus status) {
   return Write<PresenceWrite>(
       [&](Connection& conn) -> absl::StatusOr<PresenceWrite> {
         absl::StatusOr<Stmt> stmt = conn.Prepare(
@@ -405,7 +405,9 @@ absl::StatusOr<PresenceWrite> SqliteStore::SetAgentStatusForGeneration(
             "WHERE agent_id = ?1 AND (?3 IS NULL OR presence_generation = ?3) "
             "RETURNING " HUB_AGENT_COLUMNS);
         if (!stmt.ok()) return stmt.status();
-        stmt->Bind(1, agent_id).Bind(2, status).Bind(3, generation);
+        stmt->Bind(1, agent_id)
+            .Bind(2, AgentStatusName(status))
+            .Bind(3, generation);
         return RunPresenceWrite(conn, *stmt, agent_id);
       });
 }
@@ -426,8 +428,10 @@ absl::StatusOr<std::vector<PresenceTransition>> SqliteStore::SweepAgentPresence(
           PresenceTransition t;
           t.agent_id = s.Text(0);
           t.presence_generation = s.Int(1);
-          t.from_status = s.Text(2);
-          t.to_status = t.from_status == "online" ? "stale" : "offline";
+          t.from_status = rows::StoredAgentStatus(s.Text(2));
+          t.to_status = t.from_status == AgentStatus::kOnline
+                            ? AgentStatus::kStale
+                            : AgentStatus::kOffline;
           return t;
         });
     if (!candidates.ok()) return candidates.status();
@@ -440,10 +444,11 @@ absl::StatusOr<std::vector<PresenceTransition>> SqliteStore::SweepAgentPresence(
       if (!update.ok()) return update.status();
       update->Bind(1, absl::string_view(t.agent_id))
           .Bind(2, t.presence_generation)
-          .Bind(3, absl::string_view(t.from_status))
-          .Bind(4, absl::string_view(t.to_status))
-          .Bind(5,
-                t.from_status == "online" ? now_ms : now_ms - offline_after_ms);
+          .Bind(3, AgentStatusName(t.from_status))
+          .Bind(4, AgentStatusName(t.to_status))
+          .Bind(5, t.from_status == AgentStatus::kOnline
+                       ? now_ms
+                       : now_ms - offline_after_ms);
       absl::Status s = update->Run();
       if (!s.ok()) return s;
       if (conn.Changes() == 1) applied.push_back(std::move(t));

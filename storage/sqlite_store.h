@@ -84,7 +84,7 @@ class SqliteStore final : public Store {
       int64_t now_ms, int64_t lease_ttl_ms) override;
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
-      absl::string_view status) override;
+      AgentStatus status) override;
   absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
       int64_t now_ms, int64_t offline_after_ms) override;
   absl::StatusOr<std::vector<bool>> CheckpointLeases(
@@ -297,7 +297,7 @@ class SqliteStore final : public Store {
   absl::StatusOr<RedriveResult> RedriveIn(Connection& conn,
                                           const DeadLetterRedrive& redrive);
   absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
-      Connection& conn, absl::string_view id, absl::string_view from_status,
+      Connection& conn, absl::string_view id, MessageStatus from_status,
       absl::string_view reason, int64_t now_ms,
       const std::optional<std::string>& last_error);
 

@@ -125,10 +125,6 @@ absl::Status InsertInboxRow(Connection& conn, absl::string_view message_id,
   return stmt->Run();
 }
 
-bool IsPending(absl::string_view status) {
-  return status == "queued" || status == "delivered";
-}
-
 }  // namespace
 
 absl::StatusOr<int64_t> SqliteStore::PendingInboxCounts::Get(
@@ -200,7 +196,8 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
       ") VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, "
       "?14)");
   if (!stmt.ok()) return stmt.status();
-  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  const bool delivering =
+      !deliver_to.empty() && m.status == MessageStatus::kQueued;
   stmt->Bind(1, absl::string_view(m.id))
       .Bind(2, absl::string_view(m.type))
       .Bind(3, absl::string_view(m.from_agent))
@@ -213,8 +210,8 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
       .Bind(10, absl::string_view(m.correlation_id))
       .Bind(11, absl::string_view(m.trace_id))
       .Bind(12, absl::string_view(m.payload_json))
-      .Bind(13, delivering ? absl::string_view("delivered")
-                           : absl::string_view(m.status))
+      .Bind(13, MessageStatusName(delivering ? MessageStatus::kDelivered
+                                             : m.status))
       .Bind(14, m.role_key_wire);
   absl::Status s = stmt->Run();
   if (!s.ok() &&
@@ -268,13 +265,13 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
 // drops the pending counts it may have adjusted). Returns nullopt when the
 // status fence was lost, else whether the dead letter was inserted.
 absl::StatusOr<std::optional<bool>> SqliteStore::DeadLetterIfStatus(
-    Connection& conn, absl::string_view id, absl::string_view from_status,
+    Connection& conn, absl::string_view id, MessageStatus from_status,
     absl::string_view reason, int64_t now_ms,
     const std::optional<std::string>& last_error) {
   absl::StatusOr<Stmt> claim = conn.Prepare(
       "UPDATE messages SET status = 'dead_letter' WHERE id = ? AND status = ?");
   if (!claim.ok()) return claim.status();
-  claim->Bind(1, id).Bind(2, from_status);
+  claim->Bind(1, id).Bind(2, MessageStatusName(from_status));
   absl::Status s = claim->Run();
   if (!s.ok()) return s;
   if (conn.Changes() != 1) return std::optional<bool>();
@@ -617,7 +614,7 @@ absl::StatusOr<std::vector<ExpiryTransition>> SqliteStore::SweepExpiredMessages(
         rows::ReadAll<ExpiryTransition>(*select, [&](const Stmt& s) {
           ExpiryTransition t;
           t.message_id = s.Text(0);
-          t.previous_status = s.Text(1);
+          t.previous_status = rows::StoredMessageStatus(s.Text(1));
           t.reason = "ttl_expired";
           t.failed_at_ms = now_ms;
           return t;
@@ -648,8 +645,8 @@ absl::StatusOr<bool> SqliteStore::DeadLetterMessage(
         LoadMessage(conn, message_id);
     if (!m.ok()) return m.status();
     if (!m->has_value()) return MessageNotFound(message_id);
-    const std::string& status = (*m)->status;
-    if (status != "queued" && status != "delivered") return false;
+    const MessageStatus status = (*m)->status;
+    if (!IsPending(status)) return false;
     absl::StatusOr<std::optional<bool>> moved = DeadLetterIfStatus(
         conn, message_id, status, reason, now_ms, last_error);
     if (!moved.ok()) {
@@ -770,7 +767,8 @@ absl::StatusOr<RedriveResult> SqliteStore::RedriveIn(
     }
   }
   // As a publish's: the inboxes it would fill refuse it before any write.
-  if (r.max_pending_per_inbox > 0 && (*m)->status == "dead_letter") {
+  if (r.max_pending_per_inbox > 0 &&
+      (*m)->status == MessageStatus::kDeadLetter) {
     absl::StatusOr<std::vector<std::string>> would =
         RedriveRecipients(conn, r.message_id, r.add_recipient);
     if (!would.ok()) return would.status();

@@ -59,7 +59,7 @@ TEST(RoleBacklog, ReadsThePartialIndexOfPendingRoleMessages) {
     for (int i = 0; i < 300; ++i) {
       MessageRecord m = TestMessage(absl::StrCat("m", i));
       if (i % 3 == 0) m.role_key_wire = i % 2 == 0 ? "role-a" : "role-b";
-      if (i % 3 == 0 && i > 30) m.status = "acked";
+      if (i % 3 == 0 && i > 30) m.status = MessageStatus::kAcked;
       ASSERT_TRUE(store->InsertMessage(m, {"a"}).ok());
     }
   }

@@ -209,9 +209,9 @@ TEST(RolePages, KeysetProjectsStatesAndLimitAllApplyInSql) {
   f.projects = std::vector<std::string>{"prj_1", "prj_3"};
   f.limit = 0;  // every row
   EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w3", "w4", "w5"}));
-  f.states = {"elected-probing"};
+  f.states = {RoleState::kElectedProbing};
   EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w4"}));
-  f.states = {"electable", "active"};
+  f.states = {RoleState::kElectable, RoleState::kActive};
   f.role_kind = "lead";
   EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w3"}));
   f.projects = std::vector<std::string>{};
@@ -468,7 +468,7 @@ TEST(DeadLetterPages, KeysetNewestFirstWithReasonSenderAndTheirMessages) {
   EXPECT_EQ((*rows)[0].dead_letter.last_error, "gone");
   ASSERT_TRUE((*rows)[1].message.has_value());
   EXPECT_EQ((*rows)[1].message->from_agent, "bob");
-  EXPECT_EQ((*rows)[1].message->status, "dead_letter");
+  EXPECT_EQ((*rows)[1].message->status, MessageStatus::kDeadLetter);
   EXPECT_EQ((*rows)[1].dead_letter.failed_at_ms, kNow + 3);
 
   q.limit = 2;

@@ -61,7 +61,7 @@ absl::StatusOr<std::optional<RoleRecord>> UpdateRoleIfFence(
       "AND activation_seq = ?19 AND activation_id IS ?20 "
       "RETURNING " HUB_ROLE_COLUMNS);
   if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, absl::string_view(next.state))
+  stmt->Bind(1, RoleStateName(next.state))
       .Bind(2, next.holder_agent_id)
       .Bind(3, next.previous_holder_agent_id)
       .Bind(4, next.epoch)
@@ -94,7 +94,7 @@ absl::Status InsertRole(Connection& conn, const RoleRecord& r) {
       .Bind(2, absl::string_view(r.project_id))
       .Bind(3, absl::string_view(r.role_kind))
       .Bind(4, absl::string_view(r.scope_id))
-      .Bind(5, absl::string_view(r.state))
+      .Bind(5, RoleStateName(r.state))
       .Bind(6, r.holder_agent_id)
       .Bind(7, r.previous_holder_agent_id)
       .Bind(8, r.epoch)
@@ -287,9 +287,9 @@ absl::StatusOr<std::vector<RoleRecord>> SqliteStore::ListRoles(
     if (!stmt.ok()) return stmt.status();
     stmt->Bind(1, f.project_id).Bind(2, f.role_kind).Bind(3, f.scope_id);
     rows::BindList(*stmt, 4,
-                   f.states.empty()
-                       ? std::nullopt
-                       : std::optional<std::vector<std::string>>(f.states));
+                   f.states.empty() ? std::nullopt
+                                    : std::optional<std::vector<std::string>>(
+                                          rows::StoredWords(f.states)));
     stmt->Bind(5, absl::string_view(f.after_wire ? *f.after_wire : ""));
     rows::BindList(*stmt, 6, f.projects);
     stmt->Bind(7, rows::SqlLimit(f.limit));

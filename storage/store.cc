@@ -193,15 +193,16 @@ absl::Status InboxFullError(absl::string_view agent_id, int64_t limit) {
 }
 
 absl::Status NotDeadLetterError(absl::string_view message_id,
-                                absl::string_view status) {
+                                MessageStatus status) {
   return WithMetadata(
       WithMetadata(
           FailedPreconditionError(
               "MESSAGE_NOT_DEAD_LETTER",
-              absl::StrCat("message '", message_id, "' is ", status,
+              absl::StrCat("message '", message_id, "' is ",
+                           MessageStatusName(status),
                            ", not a dead letter: nothing to re-drive")),
           "message_id", message_id),
-      "status", status);
+      "status", MessageStatusName(status));
 }
 
 absl::Status ScopeClosedError(absl::string_view wire) {

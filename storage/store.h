@@ -38,6 +38,10 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "records/agent.h"
+#include "records/hub.h"
+#include "records/message.h"
+#include "records/role.h"
 #include "storage/reservations.h"
 
 namespace hub::storage {
@@ -75,28 +79,6 @@ class Patch {
 };
 
 // ---- agents ----------------------------------------------------------------
-
-struct AgentRecord {
-  std::string agent_id;
-  std::string cli;  // codex | gemini | claude | other
-  std::optional<int64_t> pid;
-  std::string capabilities_json = "[]";
-  std::string topics_json = "[]";
-  int64_t last_seen_ms = 0;
-  int64_t lease_expires_ms = 0;
-  // Fencing token: 1 on first registration, +1 on each re-registration;
-  // rows migrated from triflux <= v6 have 0.
-  int64_t presence_generation = 0;
-  std::string status;  // online | stale | offline
-  std::string metadata_json = "{}";
-  std::optional<std::string> project_id;
-  std::optional<std::string> session_id;
-  std::optional<std::string> host_id;
-  std::string transport_locators_json = "[]";
-  // hub: the TTL of the latest registration or heartbeat; absent for rows
-  // written by triflux.
-  std::optional<int64_t> lease_ttl_ms;
-};
 
 struct AgentRegistration {
   std::string agent_id;
@@ -136,8 +118,8 @@ struct PresenceWrite {
 struct PresenceTransition {
   std::string agent_id;
   int64_t presence_generation = 0;
-  std::string from_status;
-  std::string to_status;
+  AgentStatus from_status = AgentStatus::kOffline;
+  AgentStatus to_status = AgentStatus::kOffline;
 };
 
 // A lease renewed in memory (heartbeats, attached presence streams), written
@@ -166,34 +148,10 @@ struct LeaseCheckpoint {
 
 // ---- roles -----------------------------------------------------------------
 
-struct RoleRecord {
-  std::string role_key_wire;
-  std::string project_id;
-  std::string role_kind;  // cto | lead
-  std::string scope_id;   // "" for cto
-  std::string
-      state;  // electable|elected-probing|active|unreachable|quarantined
-  std::optional<std::string> holder_agent_id;
-  std::optional<std::string> previous_holder_agent_id;
-  int64_t epoch = 0;
-  int64_t activation_seq = 0;
-  std::optional<std::string> activation_id;
-  std::optional<int64_t> activation_deadline_ms;
-  std::optional<int64_t> holder_lease_expires_ms;
-  std::optional<std::string> charter_version;
-  std::optional<int64_t> charter_acked_epoch;
-  int64_t retry_count = 0;
-  std::optional<int64_t> next_probe_ms;
-  std::optional<std::string> blocked_reason;
-  int64_t last_transition_ms = 0;
-  std::string last_reason;
-  int64_t version = 0;  // +1 on every update
-};
-
 // Mutable role columns. Keep = current value; Clear = NULL. For the NOT NULL
 // columns (state, retry_count, last_reason) Clear means keep, as in triflux.
 struct RolePatch {
-  Patch<std::string> state;
+  Patch<RoleState> state;
   Patch<std::string> holder_agent_id;
   Patch<std::string> previous_holder_agent_id;
   Patch<std::string> activation_id;
@@ -261,7 +219,7 @@ struct RoleFilter {
   std::optional<std::string> project_id;
   std::optional<std::string> role_kind;
   std::optional<std::string> scope_id;
-  std::vector<std::string> states;  // empty = any
+  std::vector<RoleState> states;  // empty = any
   // Keyset paging: only role_key_wire > after_wire (bytes), only rows whose
   // project is one of `projects` when set (empty list: none), and at most
   // `limit` rows when limit > 0.
@@ -288,19 +246,6 @@ struct RoleChangePage {
   std::vector<RoleChange> changes;  // by seq
   // The newest seq committed as of the read (the same snapshot).
   int64_t head = 0;
-};
-
-struct CandidateRecord {
-  std::string role_key_wire;
-  std::string agent_id;
-  std::string source;  // grant | standup | operator
-  int64_t priority = 0;
-  std::string transport_locators_json = "[]";
-  int64_t consecutive_probe_failures = 0;
-  std::optional<int64_t> excluded_until_ms;
-  std::optional<int64_t> last_probe_ms;
-  std::optional<std::string> last_probe_code;
-  int64_t updated_at_ms = 0;
 };
 
 // One keyset page of candidates (Store::ListCandidatesPage), ordered by
@@ -356,44 +301,12 @@ struct ReachabilityUpdate {
 
 // ---- messages --------------------------------------------------------------
 
-struct MessageRecord {
-  std::string id;    // UUIDv7
-  std::string type;  // request|response|event|handoff|human_*|system
-  std::string from_agent;
-  std::string to_agent;
-  std::string topic;
-  int64_t priority = 5;  // 1..9
-  int64_t ttl_ms = 0;
-  int64_t created_at_ms = 0;
-  int64_t expires_at_ms = 0;
-  std::string correlation_id;
-  std::string trace_id;
-  std::string payload_json = "{}";
-  std::string status = "queued";  // queued|delivered|acked|dead_letter
-  std::optional<std::string> role_key_wire;
-};
-
-struct InboxRecord {
-  std::string message_id;
-  std::string agent_id;
-  std::optional<int64_t> delivered_at_ms;
-  std::optional<int64_t> acked_at_ms;
-  int64_t attempts = 0;
-};
-
-struct DeadLetterRecord {
-  std::string message_id;
-  std::string reason;
-  int64_t failed_at_ms = 0;
-  std::optional<std::string> last_error;
-};
-
 // One message claimed by SweepExpiredMessages (or dead-lettered by
 // CloseLeadScope).
 struct ExpiryTransition {
   std::string message_id;
-  std::string previous_status;  // queued | delivered
-  std::string reason;           // "ttl_expired" (or "ROLE_SCOPE_CLOSED")
+  MessageStatus previous_status = MessageStatus::kQueued;  // or delivered
+  std::string reason;  // "ttl_expired" (or "ROLE_SCOPE_CLOSED")
   int64_t failed_at_ms = 0;
   bool dlq_inserted = false;  // false: an earlier dead letter row was kept
 };
@@ -458,18 +371,6 @@ struct RecoveryResult {
 // The dead letter reason of a closed scope's role messages.
 inline constexpr char kScopeClosedReason[] = "ROLE_SCOPE_CLOSED";
 
-struct ClosedScopeRecord {
-  std::string project_id;
-  std::string scope_id;
-  std::string role_key_wire;  // the lead role's wire
-  int64_t closed_at_ms = 0;
-  std::string closed_by;  // the principal that closed it
-  std::string reason;     // why, as the closer said ("" allowed)
-  // Pending messages the close dead-lettered; nullopt for a scope closed
-  // before hub_schema_version 4, which did not record it.
-  std::optional<int64_t> dead_lettered_count;
-};
-
 // ListClosedScopes filters; they combine with AND, unset matches all.
 struct ClosedScopeFilter {
   std::optional<std::string> project_id;
@@ -533,7 +434,7 @@ struct RedriveResult {
 // FAILED_PRECONDITION / MESSAGE_NOT_DEAD_LETTER (metadata message_id,
 // status): the message is not (or no longer) a dead letter.
 absl::Status NotDeadLetterError(absl::string_view message_id,
-                                absl::string_view status);
+                                MessageStatus status);
 
 // FAILED_PRECONDITION / ROLE_SCOPE_CLOSED (metadata role_key_wire): the lead
 // scope of `wire` is closed.
@@ -583,27 +484,6 @@ absl::Status OwnedByAnotherError(absl::string_view agent_id,
                                  absl::string_view owner);
 
 // ---- hubs sharing one database (docs/design/multi-hub.md) -----------------
-
-// This hub's seat in the membership table: its id and the incarnation its
-// writes are fenced by.
-struct HubSeat {
-  std::string hub_id;
-  int64_t incarnation = 0;
-  // When the lease ends, in the database's clock (ms since the epoch).
-  int64_t lease_expires_ms = 0;
-};
-
-// A row of the membership table.
-struct HubMember {
-  std::string hub_id;
-  int64_t incarnation = 0;
-  std::string address;
-  std::string state;  // live | dead | left
-  int64_t joined_at_ms = 0;
-  int64_t renewed_at_ms = 0;
-  int64_t lease_expires_ms = 0;
-  int64_t now_ms = 0;  // the database's clock when the row was read
-};
 
 // A message waiting for its first delivery to one of its recipients
 // (Store::ListUndelivered).
@@ -747,10 +627,10 @@ class Store {
   // The hubs sharing this database, or nullptr when one hub holds it
   // (SQLite: the lock file).
   virtual Membership* membership() { return nullptr; }
-  // Sets status (online|stale|offline) under the same fence as above.
+  // Sets status under the same fence as above.
   virtual absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
-      absl::string_view status) = 0;
+      AgentStatus status) = 0;
   // One step per row: online -> stale when lease < now; stale -> offline
   // when lease < now - offline_after_ms (triflux: 300'000). Each row is
   // updated WHERE agent_id, generation and status still equal what was read,

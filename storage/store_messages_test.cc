@@ -81,7 +81,7 @@ TEST_P(MessageStore, InsertStoresTheMessageAndOneInboxRowPerRecipient) {
   ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b", "a"}).ok());
   absl::StatusOr<MessageRecord> m = store().GetMessage("m1");
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(m->status, "queued");
+  EXPECT_EQ(m->status, MessageStatus::kQueued);
   EXPECT_EQ(m->payload_json, R"({"n":1})");
   EXPECT_FALSE(m->role_key_wire.has_value());
   auto inbox = store().ListInbox("m1");
@@ -106,7 +106,7 @@ TEST_P(MessageStore, DeliveringInsertReturnsTheDeliveredRowsOnce) {
   EXPECT_EQ((*rows)[1].agent_id, "c");
   EXPECT_EQ((*rows)[1].delivered_at_ms, kNow + 1);
   EXPECT_EQ((*rows)[1].attempts, 1);
-  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
   auto inbox = store().ListInbox("m1");
   ASSERT_EQ(inbox->size(), 3u);
   EXPECT_FALSE((*inbox)[1].delivered_at_ms.has_value());  // b
@@ -141,7 +141,7 @@ TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
   EXPECT_EQ((*marked)[1].message_id, "m2");
   EXPECT_EQ((*marked)[1].delivered_at_ms, kNow);
   EXPECT_EQ((*marked)[1].attempts, 2);
-  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
   EXPECT_FALSE((*store().ListInbox("m1"))[1].delivered_at_ms.has_value());
   if (postgres()) {
     EXPECT_EQ(Groups(store()), groups + 1);  // one write
@@ -196,17 +196,17 @@ TEST_P(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
   EXPECT_FALSE(*store().AckMessage("m1", "a", kNow));  // not delivered yet
   ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
   ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 2).ok());
-  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
   auto inbox = store().ListInbox("m1");
   EXPECT_EQ((*inbox)[0].delivered_at_ms, kNow + 1);  // first delivery kept
   EXPECT_EQ((*inbox)[0].attempts, 2);
 
   EXPECT_TRUE(*store().AckMessage("m1", "a", kNow + 3));
   EXPECT_FALSE(*store().AckMessage("m1", "a", kNow + 4));  // already acked
-  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
   ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow + 5).ok());
   EXPECT_TRUE(*store().AckMessage("m1", "b", kNow + 6));
-  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
   EXPECT_EQ(store().ListInbox("m1")->at(1).acked_at_ms, kNow + 6);
   EXPECT_EQ(
       ReasonOf(store().MarkDeliveredIfUnacked("m1", "zed", kNow).status()),
@@ -340,18 +340,18 @@ TEST_P(MessageStore, ExpirySweepClaimsQueuedAndDeliveredAtOrPastExpiryOnce) {
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   ASSERT_EQ(sweep->size(), 2u);
   EXPECT_EQ((*sweep)[0].message_id, "deliv");
-  EXPECT_EQ((*sweep)[0].previous_status, "delivered");
+  EXPECT_EQ((*sweep)[0].previous_status, MessageStatus::kDelivered);
   EXPECT_EQ((*sweep)[1].message_id, "queued");
-  EXPECT_EQ((*sweep)[1].previous_status, "queued");
+  EXPECT_EQ((*sweep)[1].previous_status, MessageStatus::kQueued);
   for (const ExpiryTransition& t : *sweep) {
     EXPECT_EQ(t.reason, "ttl_expired");
     EXPECT_EQ(t.failed_at_ms, kNow + 100);
     EXPECT_TRUE(t.dlq_inserted);
   }
   EXPECT_TRUE(store().SweepExpiredMessages(kNow + 100)->empty());
-  EXPECT_EQ(store().GetMessage("queued")->status, "dead_letter");
-  EXPECT_EQ(store().GetMessage("future")->status, "queued");
-  EXPECT_EQ(store().GetMessage("acked")->status, "acked");
+  EXPECT_EQ(store().GetMessage("queued")->status, MessageStatus::kDeadLetter);
+  EXPECT_EQ(store().GetMessage("future")->status, MessageStatus::kQueued);
+  EXPECT_EQ(store().GetMessage("acked")->status, MessageStatus::kAcked);
   EXPECT_EQ(store().GetDeadLetter("queued")->reason, "ttl_expired");
   EXPECT_EQ(ReasonOf(store().GetDeadLetter("acked").status()),
             "DEAD_LETTER_NOT_FOUND");
@@ -385,7 +385,7 @@ TEST_P(MessageStore, AnExistingDeadLetterRowIsKeptAndReportedNotInserted) {
   EXPECT_FALSE((*sweep)[0].dlq_inserted);
   EXPECT_EQ(store().GetDeadLetter("m1")->reason, "manual");
   EXPECT_EQ(store().GetDeadLetter("m1")->failed_at_ms, 42);
-  EXPECT_EQ(store().GetMessage("m1")->status, "dead_letter");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDeadLetter);
 }
 
 TEST_P(MessageStore, AFailingDeadLetterInsertLeavesTheMessageQueued) {
@@ -395,7 +395,7 @@ TEST_P(MessageStore, AFailingDeadLetterInsertLeavesTheMessageQueued) {
   auto sweep = store().SweepExpiredMessages(kNow + 100);
   EXPECT_FALSE(sweep.ok());
   EXPECT_FALSE(store().DeadLetterMessage("m1", "x", kNow, {}).ok());
-  EXPECT_EQ(store().GetMessage("m1")->status, "queued");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kQueued);
   EXPECT_EQ(ReasonOf(store().GetDeadLetter("m1").status()),
             "DEAD_LETTER_NOT_FOUND");
 }
@@ -404,7 +404,8 @@ TEST_P(MessageStore, TracePagesAreCreatedThenIdOrder) {
   for (const char* id : {"t-b", "t-a", "t-c"}) {
     MessageRecord m = TestMessage(id, 5, id[2] == 'c' ? kNow - 1 : kNow);
     m.trace_id = "trace-1";
-    m.status = id[2] == 'a' ? "acked" : "queued";  // any status
+    m.status = id[2] == 'a' ? MessageStatus::kAcked
+                            : MessageStatus::kQueued;  // any status
     ASSERT_TRUE(store().InsertMessage(m, {"a"}).ok());
   }
   TracePageQuery q;
@@ -661,7 +662,7 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
   ASSERT_TRUE(
       store().InsertMessage(TestMessage("m2", 5, kNow, 10), {"a"}).ok());
   MessageRecord done = TestMessage("m3");
-  done.status = "acked";
+  done.status = MessageStatus::kAcked;
   ASSERT_TRUE(store().InsertMessage(done, {"a"}).ok());
   check("after the inserts");
   EXPECT_EQ(Query(absl::StrCat("SELECT pending FROM ", kPendingCountsSql,
@@ -674,7 +675,7 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
   check("after an ack");
   ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow).ok());
   ASSERT_TRUE(*store().AckMessage("m1", "b", kNow));
-  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
   check("after the last ack");
   ASSERT_EQ(store().SweepExpiredMessages(kNow + 100)->size(), 1u);
   check("after the sweep");
@@ -732,9 +733,9 @@ TEST_P(MessageStore, AckMessagesAcksEachIdInOneWriteCountingEarlierAcks) {
   ASSERT_TRUE(acked.ok()) << acked.status();
   EXPECT_EQ(*acked, (std::vector<bool>{true, true, false, false, false}));
   EXPECT_EQ(Groups(store()), before + 1);
-  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
-  EXPECT_EQ(store().GetMessage("queued")->status, "queued");
-  EXPECT_EQ(store().GetMessage("other")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
+  EXPECT_EQ(store().GetMessage("queued")->status, MessageStatus::kQueued);
+  EXPECT_EQ(store().GetMessage("other")->status, MessageStatus::kDelivered);
 }
 
 TEST_P(MessageStore, AckMessagesByAStaleOwnerOrAnUnknownAgentAcksNothing) {
@@ -744,7 +745,7 @@ TEST_P(MessageStore, AckMessagesByAStaleOwnerOrAnUnknownAgentAcksNothing) {
   absl::StatusOr<std::vector<bool>> stale =
       store().AckMessages("agent-a", {"m1"}, kNow + 1, /*generation=*/1);
   EXPECT_EQ(ReasonOf(stale.status()), "STALE_PRESENCE_OWNER");
-  EXPECT_EQ(store().GetMessage("m1")->status, "delivered");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
   EXPECT_EQ(ReasonOf(store()
                          .AckMessages("nobody", {"m1"}, kNow + 1, std::nullopt)
                          .status()),
@@ -762,7 +763,7 @@ TEST_P(MessageStore, AckMessagesByAStaleOwnerOrAnUnknownAgentAcksNothing) {
   answered.wait(lock, [&] { return current.has_value(); });
   ASSERT_TRUE(current->ok()) << current->status();
   EXPECT_EQ(**current, std::vector<bool>{true});
-  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
 }
 
 // ---- two hubs over one PostgreSQL database
@@ -800,7 +801,8 @@ TEST_P(MessageStore, TwoHubsAckingOneMessageAckItExactlyOnce) {
   t2.join();
   for (int i = 0; i < kRaced; ++i) {
     EXPECT_EQ(wins[i], 1) << "m" << i;
-    EXPECT_EQ(store().GetMessage(absl::StrCat("m", i))->status, "acked")
+    EXPECT_EQ(store().GetMessage(absl::StrCat("m", i))->status,
+              MessageStatus::kAcked)
         << "m" << i;
   }
 }
@@ -875,9 +877,10 @@ TEST_P(MessageStore, AnAckRacingAnotherHubsSweepEndsInOneFinalState) {
   int acks = 0;
   for (int i = 0; i < kMessages; ++i) {
     const std::string id = absl::StrCat("m", i);
-    const std::string status = store().GetMessage(id)->status;
+    const MessageStatus status = store().GetMessage(id)->status;
     acks += acked[id] ? 1 : 0;
-    EXPECT_EQ(acked[id], status == "acked") << id << " " << status;
+    EXPECT_EQ(acked[id], status == MessageStatus::kAcked)
+        << id << " " << MessageStatusName(status);
     EXPECT_EQ(swept[id], acked[id] ? 0 : 1) << id;
     EXPECT_EQ(store().GetDeadLetter(id).ok(), !acked[id]) << id;
   }

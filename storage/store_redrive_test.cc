@@ -39,7 +39,7 @@ class RedriveStore : public testing::StoreTest {
     absl::StatusOr<std::vector<ExpiryTransition>> swept =
         store().SweepExpiredMessages(kNow + kTtl);
     ASSERT_TRUE(swept.ok()) << swept.status();
-    ASSERT_EQ(store().GetMessage(id)->status, "dead_letter");
+    ASSERT_EQ(store().GetMessage(id)->status, MessageStatus::kDeadLetter);
   }
 
   absl::StatusOr<RedriveResult> Redrive(
@@ -76,7 +76,7 @@ class RedriveStore : public testing::StoreTest {
     EXPECT_EQ(md["limit"], "max_pending_per_inbox");
     EXPECT_EQ(md["limit_value"], absl::StrCat(limit));
     EXPECT_EQ(md["agent_id"], agent);
-    EXPECT_EQ(store().GetMessage(id)->status, "dead_letter");
+    EXPECT_EQ(store().GetMessage(id)->status, MessageStatus::kDeadLetter);
     EXPECT_EQ(store().GetDeadLetter(id)->reason, "ttl_expired");
     EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 1000), limit);
   }
@@ -94,14 +94,14 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
   absl::StatusOr<RedriveResult> r = Redrive("m1");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recipients, (std::vector<std::string>{"b", "c"}));
-  EXPECT_EQ(r->message.status, "queued");
+  EXPECT_EQ(r->message.status, MessageStatus::kQueued);
   EXPECT_EQ(r->message.expires_at_ms, kLater + kTtl);
   EXPECT_EQ(r->message.created_at_ms, kNow);  // still the same message
   ASSERT_TRUE(r->dead_letter.has_value());
   EXPECT_EQ(r->dead_letter->reason, "ttl_expired");
   EXPECT_EQ(r->dead_letter->failed_at_ms, kNow + kTtl);
 
-  EXPECT_EQ(store().GetMessage("m1")->status, "queued");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kQueued);
   EXPECT_EQ(ReasonOf(store().GetDeadLetter("m1").status()),
             "DEAD_LETTER_NOT_FOUND");
   EXPECT_TRUE(store().ListDeadLetters({})->empty());
@@ -131,7 +131,7 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
   ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "c", kLater + 1).ok());
   EXPECT_TRUE(*store().AckMessage("m1", "b", kLater + 2));
   EXPECT_TRUE(*store().AckMessage("m1", "c", kLater + 2));
-  EXPECT_EQ(store().GetMessage("m1")->status, "acked");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
 }
 
 TEST_P(RedriveStore, ASecondRedriveIsRefusedByTheStatusFenceAndChangesNothing) {
@@ -192,7 +192,7 @@ TEST_P(RedriveStore, ADeadLetterOfAClosedScopeCannotBeRedriven) {
   absl::StatusOr<RedriveResult> r = Redrive("m1");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ReasonOf(r.status()), "ROLE_SCOPE_CLOSED");
-  EXPECT_EQ(store().GetMessage("m1")->status, "dead_letter");
+  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDeadLetter);
   EXPECT_EQ(store().GetDeadLetter("m1")->reason, "ttl_expired");
   EXPECT_TRUE(store().ListPendingForAgent("holder", kLater, 10)->empty());
 }

@@ -190,7 +190,9 @@ TEST_P(Reservations, TheHolderMustBePresentAtItsGeneration) {
   current.presence_generation = 1;
   EXPECT_EQ(Granted(current).presence_generation, 1);
   ASSERT_TRUE(
-      store().SetAgentStatusForGeneration("agent-a", 1, "offline").ok());
+      store()
+          .SetAgentStatusForGeneration("agent-a", 1, AgentStatus::kOffline)
+          .ok());
   EXPECT_EQ(ReasonOf(store().Reserve(Request("agent-a", {"b"})).status()),
             "AGENT_OFFLINE");
   EXPECT_EQ(Rows(), "1");
@@ -208,7 +210,9 @@ TEST_P(Reservations,
   Granted(Request("again", {"c"}));
   Granted(Request("gone", {"d"}));
   ASSERT_TRUE(
-      store().SetAgentStatusForGeneration("offline", 1, "offline").ok());
+      store()
+          .SetAgentStatusForGeneration("offline", 1, AgentStatus::kOffline)
+          .ok());
   Register("again");  // generation 2: the old session's reservation ended
   ASSERT_EQ(Exec("DELETE FROM agents WHERE agent_id = 'gone'"), "");
 
@@ -621,7 +625,9 @@ TEST_P(Reservations, EndedReservationsAreLoggedAsExpiredOrHolderGone) {
   doomed.ttl_ms = 10;
   Granted(doomed);
   ASSERT_TRUE(
-      store().SetAgentStatusForGeneration("offline", 1, "offline").ok());
+      store()
+          .SetAgentStatusForGeneration("offline", 1, AgentStatus::kOffline)
+          .ok());
   // A grant deletes (and logs) the ended reservation it overlaps; the sweep
   // the others.
   ReservationRequest later = Request("other", {"c/x"});
@@ -838,7 +844,9 @@ TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
   ASSERT_TRUE(
       store().EnqueueReservationWaiter(Waiter("first", {"x"}, kNow)).ok());
   ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("gone", {"y"})).ok());
-  ASSERT_TRUE(store().SetAgentStatusForGeneration("gone", 1, "offline").ok());
+  ASSERT_TRUE(store()
+                  .SetAgentStatusForGeneration("gone", 1, AgentStatus::kOffline)
+                  .ok());
 
   ReservationFilter f;
   f.project_id = "prj_1";

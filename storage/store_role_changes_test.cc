@@ -86,7 +86,7 @@ TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
   RoleCas cas = CasFrom(cto);
   cas.patch.holder_agent_id = "agent-a";
   cas.patch.holder_lease_expires_ms = kNow - 1;
-  cas.patch.state = "elected-probing";
+  cas.patch.state = RoleState::kElectedProbing;
   cto = Applied(store().CompareAndSetRole(cas));
   expected.push_back({Kind::kUpdated, cto});
   // A refused write changes nothing, so logs nothing.
@@ -146,7 +146,7 @@ TEST_P(RoleChangeLog, AnOperatorsSqlIsLoggedAndAFailedWriteLeavesNoHole) {
   // A write the schema refuses (active without a holder) rolls back with its
   // change: the next change takes the next seq.
   RoleCas bad = CasFrom(cto);
-  bad.patch.state = "active";
+  bad.patch.state = RoleState::kActive;
   EXPECT_EQ(ReasonOf(store().CompareAndSetRole(bad).status()),
             "STORE_CONSTRAINT");
   ASSERT_EQ(Exec("UPDATE role_registry SET last_reason = 'by hand', "

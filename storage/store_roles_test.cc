@@ -84,7 +84,7 @@ TEST_P(RoleStore, FirstReservationInsertsAtEpochZeroAndRoundTrips) {
   EXPECT_EQ(w->role->epoch, 0);
   EXPECT_EQ(w->role->activation_seq, 0);
   EXPECT_EQ(w->role->version, 0);
-  EXPECT_EQ(w->role->state, "elected-probing");
+  EXPECT_EQ(w->role->state, RoleState::kElectedProbing);
   EXPECT_EQ(w->role->activation_id, "act-1");
   EXPECT_EQ(w->role->last_reason, "role_reserved");
   absl::StatusOr<RoleRecord> read = store().GetRole(kCto);
@@ -105,7 +105,7 @@ TEST_P(RoleStore, EveryReservationOfAnExistingRowAddsExactlyOneToEpochAndSeq) {
     EXPECT_EQ(w->role->epoch, i);
     EXPECT_EQ(w->role->activation_seq, i);
     EXPECT_EQ(w->role->version, i);
-    EXPECT_EQ(w->role->state, "electable");
+    EXPECT_EQ(w->role->state, RoleState::kElectable);
   }
 }
 
@@ -151,7 +151,7 @@ TEST_P(RoleStore, ReservationRecordsThePreviousHolderWhenTheHolderChanges) {
   release.patch.last_reason = "holder_lease_expired";
   w = store().ReserveRole(release);
   ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->role->state, "electable");
+  EXPECT_EQ(w->role->state, RoleState::kElectable);
   EXPECT_FALSE(w->role->holder_agent_id.has_value());
   EXPECT_FALSE(w->role->activation_id.has_value());
   EXPECT_EQ(w->role->previous_holder_agent_id, "agent-b");
@@ -184,13 +184,13 @@ TEST_P(RoleStore, AsyncReservationAndCasAnswerLikeTheBlockingCalls) {
   ASSERT_TRUE(reserved.ok()) << reserved.status();
   ASSERT_EQ(reserved->outcome, RoleOutcome::kApplied);
   RoleCas cas = CasFrom(*reserved->role);
-  cas.patch.state = "active";
+  cas.patch.state = RoleState::kActive;
   absl::StatusOr<RoleWrite> set = Awaited([&](Store::Callback<RoleWrite> done) {
     store().CompareAndSetRoleAsync(cas, std::move(done));
   });
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->outcome, RoleOutcome::kApplied);
-  EXPECT_EQ(set->role->state, "active");
+  EXPECT_EQ(set->role->state, RoleState::kActive);
   EXPECT_EQ(Awaited([&](Store::Callback<RoleWrite> done) {
               store().CompareAndSetRoleAsync(cas, std::move(done));
             })->outcome,
@@ -219,7 +219,7 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
   std::vector<RoleOutcome> expected;
   for (const RoleRecord& row : rows) {
     RoleCas cas = CasFrom(row);
-    cas.patch.state = "active";
+    cas.patch.state = RoleState::kActive;
     cas.patch.last_reason = "activation_acked";
     cases.push_back(cas);
     expected.push_back(RoleOutcome::kApplied);
@@ -255,7 +255,7 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
   for (int i = 0; i < kRoles; ++i) {
     absl::StatusOr<RoleRecord> now = store().GetRole(rows[i].role_key_wire);
     ASSERT_TRUE(now.ok()) << now.status();
-    EXPECT_EQ(now->state, "active");
+    EXPECT_EQ(now->state, RoleState::kActive);
     EXPECT_EQ(now->version, rows[i].version + 1);
     EXPECT_EQ(answers[3 * i]->role->version, rows[i].version + 1);
     // The refusals name the row as the applied CAS left it.
@@ -269,13 +269,13 @@ TEST_P(RoleStore, CasWithAllFourGuardsActivatesAndBumpsOnlyTheVersion) {
   r.patch.holder_agent_id = "agent-a";
   RoleRecord reserved = *store().ReserveRole(r)->role;
   RoleCas cas = CasFrom(reserved);
-  cas.patch.state = "active";
+  cas.patch.state = RoleState::kActive;
   cas.patch.charter_acked_epoch = reserved.epoch;
   cas.patch.last_reason = "activation_acked";
   absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
-  EXPECT_EQ(w->role->state, "active");
+  EXPECT_EQ(w->role->state, RoleState::kActive);
   EXPECT_EQ(w->role->version, reserved.version + 1);
   EXPECT_EQ(w->role->epoch, reserved.epoch);
   EXPECT_EQ(w->role->activation_seq, reserved.activation_seq);
@@ -361,7 +361,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   r.patch.holder_agent_id = "agent-a";
   RoleRecord row = *store().ReserveRole(r)->role;
   RoleCas set = CasFrom(row);
-  set.patch.state = "active";
+  set.patch.state = RoleState::kActive;
   set.patch.holder_agent_id = "agent-b";
   set.patch.previous_holder_agent_id = "agent-a";
   set.patch.activation_id = "act-set";
@@ -378,7 +378,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   RoleRecord want = row;
-  want.state = "active";
+  want.state = RoleState::kActive;
   want.holder_agent_id = "agent-b";
   want.previous_holder_agent_id = "agent-a";
   want.activation_id = "act-set";
@@ -396,7 +396,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(want));
 
   RoleCas clear = CasFrom(want);
-  clear.patch.state = Patch<std::string>::Clear();  // NOT NULL: keeps
+  clear.patch.state = Patch<RoleState>::Clear();  // NOT NULL: keeps
   clear.patch.previous_holder_agent_id = Patch<std::string>::Clear();
   clear.patch.activation_deadline_ms = Patch<int64_t>::Clear();
   clear.patch.holder_lease_expires_ms = Patch<int64_t>::Clear();
@@ -424,31 +424,13 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(cleared));
 }
 
-TEST_P(RoleStore, AnUnknownStateOnAStaleCasIsRefusedAsStaleFirst) {
-  RoleRecord row = *store().ReserveRole(CtoReservation())->role;
-  RoleCas cas = CasFrom(row);
-  cas.expected_version = row.version + 1;
-  cas.patch.state = "no-such-state";
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
-  ASSERT_TRUE(w.ok()) << w.status();
-  EXPECT_EQ(w->outcome, RoleOutcome::kStaleVersion);
-  EXPECT_EQ(Columns(*w->role), Columns(row));
-}
-
 TEST_P(RoleStore, ActiveWithoutHolderIsRefusedByTheSchema) {
   RoleRecord row = *store().ReserveRole(CtoReservation())->role;
   RoleCas cas = CasFrom(row);
-  cas.patch.state = "active";
+  cas.patch.state = RoleState::kActive;
   absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
   EXPECT_EQ(ReasonOf(w.status()), "STORE_CONSTRAINT");
-  EXPECT_EQ(store().GetRole(kCto)->state, "electable");
-}
-
-TEST_P(RoleStore, UnknownStateIsInvalidArgument) {
-  RoleReservation r = CtoReservation();
-  r.patch.state = "offline";
-  EXPECT_EQ(ReasonOf(store().ReserveRole(r).status()), "ROLE_STATE_INVALID");
-  EXPECT_EQ(ReasonOf(store().GetRole(kCto).status()), "ROLE_NOT_FOUND");
+  EXPECT_EQ(store().GetRole(kCto)->state, RoleState::kElectable);
 }
 
 TEST_P(RoleStore, AnotherWireForTheSameProjectKindAndScopeIsAConstraint) {
@@ -528,7 +510,7 @@ TEST_P(RoleStore, RecoveryMakesExpiredHoldersElectableAndKeepsTheBacklog) {
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_EQ(rec->recovered.size(), 1u);
   const RoleRecord& role = rec->recovered[0];
-  EXPECT_EQ(role.state, "electable");
+  EXPECT_EQ(role.state, RoleState::kElectable);
   EXPECT_FALSE(role.holder_agent_id.has_value());
   EXPECT_EQ(role.previous_holder_agent_id, "agent-a");
   EXPECT_EQ(role.epoch, 1);
@@ -548,7 +530,7 @@ TEST_P(RoleStore, RecoveryReprobesLiveHoldersUnderANewActivationNeverActive) {
   r.patch.holder_lease_expires_ms = kNow + 60'000;
   RoleRecord row = *store().ReserveRole(r)->role;
   RoleCas cas = CasFrom(row);
-  cas.patch.state = "active";
+  cas.patch.state = RoleState::kActive;
   cas.patch.charter_acked_epoch = row.epoch;
   ASSERT_EQ(store().CompareAndSetRole(cas)->outcome, RoleOutcome::kApplied);
 
@@ -556,7 +538,7 @@ TEST_P(RoleStore, RecoveryReprobesLiveHoldersUnderANewActivationNeverActive) {
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_EQ(rec->recovered.size(), 1u);
   const RoleRecord& role = rec->recovered[0];
-  EXPECT_EQ(role.state, "elected-probing");
+  EXPECT_EQ(role.state, RoleState::kElectedProbing);
   EXPECT_EQ(role.holder_agent_id, "agent-a");
   EXPECT_EQ(role.epoch, row.epoch + 1);
   EXPECT_NE(role.activation_id, row.activation_id);
@@ -570,7 +552,7 @@ TEST_P(RoleStore, RecoveryFencesOrphanedActivationsAndLeavesQuarantineAlone) {
   orphan.patch.activation_id = "dangling";
   ASSERT_TRUE(store().ReserveRole(orphan).ok());
   RoleReservation quarantined = LeadReservation();
-  quarantined.patch.state = "quarantined";
+  quarantined.patch.state = RoleState::kQuarantined;
   quarantined.patch.next_probe_ms = kNow + 120'000;
   ASSERT_TRUE(store().ReserveRole(quarantined).ok());
 
@@ -582,7 +564,7 @@ TEST_P(RoleStore, RecoveryFencesOrphanedActivationsAndLeavesQuarantineAlone) {
   EXPECT_FALSE(rec->recovered[0].activation_id.has_value());
   EXPECT_EQ(rec->recovered[0].epoch, 1);
   RoleRecord lead = *store().GetRole(kLead);
-  EXPECT_EQ(lead.state, "quarantined");
+  EXPECT_EQ(lead.state, RoleState::kQuarantined);
   EXPECT_EQ(lead.next_probe_ms, kNow + 120'000);
   EXPECT_EQ(lead.epoch, 0);
   EXPECT_EQ(rec->roles.size(), 2u);
@@ -598,7 +580,7 @@ TEST_P(RoleStore, ListRolesFiltersByKindAndState) {
   ASSERT_EQ(leads->size(), 1u);
   EXPECT_EQ((*leads)[0].role_key_wire, kLead);
   RoleFilter probing;
-  probing.states = {"elected-probing"};
+  probing.states = {RoleState::kElectedProbing};
   EXPECT_EQ(store().ListRoles(probing)->size(), 1u);
   RoleFilter scope;
   scope.scope_id = "scp_1";
@@ -938,7 +920,8 @@ TEST_P(MultiHubRoles, RacingCompareAndSetsHaveOneWinnerPerRound) {
         Race([&](Store& hub, int thread) {
           RoleCas cas = CasFrom(current);
           cas.patch.retry_count = thread;
-          cas.patch.state = round % 2 == 0 ? "active" : "elected-probing";
+          cas.patch.state =
+              round % 2 == 0 ? RoleState::kActive : RoleState::kElectedProbing;
           return hub.CompareAndSetRole(cas);
         });
     RoleRecord winner;

@@ -140,7 +140,7 @@ TEST_P(ClosedScopes,
     EXPECT_EQ(c.transition.previous_status, c.message.status);
     EXPECT_EQ(c.transition.failed_at_ms, kNow + 50);
   }
-  EXPECT_EQ(closed->dead_lettered[1].message.status, "delivered");
+  EXPECT_EQ(closed->dead_lettered[1].message.status, MessageStatus::kDelivered);
 
   EXPECT_EQ(ReasonOf(store().GetRole(kLead).status()), "ROLE_NOT_FOUND");
   EXPECT_TRUE(store().ListCandidates(kLead)->empty());

@@ -257,7 +257,8 @@ TEST_F(BadInputTest, DeregisterRefusesMalformedRequests) {
           {"stale generation", "agent_id: \"agent-a\" presence_generation: -1",
            StatusCode::FAILED_PRECONDITION, "STALE_PRESENCE_OWNER"},
       });
-  EXPECT_EQ(server_->presence()->Get("agent-a")->record.status, "online");
+  EXPECT_EQ(server_->presence()->Get("agent-a")->record.status,
+            AgentStatus::kOnline);
 }
 
 TEST_F(BadInputTest, GetAgentRefusesMalformedIds) {

@@ -450,7 +450,7 @@ TEST_F(MessageGrpcTest,
   cto.key = RoleKeyInput{};
   cto.key->project_id = kProject;
   cto.key->role_kind = "cto";
-  absl::StatusOr<storage::RoleRecord> active = server_->roles()->Get(cto);
+  absl::StatusOr<RoleRecord> active = server_->roles()->Get(cto);
   ASSERT_TRUE(active.ok()) << active.status();
   BacklogHandover late = server_->messaging()->HandOverBacklog(*active);
   ASSERT_EQ(late.handed_over, 1);

@@ -30,7 +30,7 @@ void Emit(const std::string& line) {
 void WriteMessages(hub::storage::SqliteStore* store, const std::string& run,
                    int thread) {
   for (int64_t i = 0;; ++i) {
-    hub::storage::MessageRecord m;
+    hub::MessageRecord m;
     m.id = absl::StrCat(run, "-", thread, "-", i);
     m.type = "event";
     m.from_agent = "crash-child";

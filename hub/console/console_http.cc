@@ -520,7 +520,7 @@ void ConsoleHttp::Ensure(const httplib::Request& request,
                    {"disposition",
                     std::string(EnsureDispositionName(receipt->disposition))},
                    {"cause_id", ensure.cause_id},
-                   {"state", receipt->role.state},
+                   {"state", std::string(RoleStateName(receipt->role.state))},
                    {"holder", receipt->role.holder_agent_id.has_value()
                                   ? json(*receipt->role.holder_agent_id)
                                   : json(nullptr)},
@@ -592,18 +592,19 @@ void ConsoleHttp::Redrive(const httplib::Request& request,
       model_->messaging()->RedriveDeadLetter(
           action->id, ScopeOf(action->principal), action->by);
   if (!outcome.ok()) return Fail(response, outcome.status());
-  Reply(response, {{"id", outcome->message.id},
-                   {"status", outcome->message.status},
-                   {"expires_at_ms", outcome->message.expires_at_ms},
-                   {"was", outcome->dead_letter.has_value()
-                               ? json(outcome->dead_letter->reason)
-                               : json(nullptr)},
-                   {"recipients", outcome->recipients},
-                   {"pushed", outcome->pushed},
-                   {"ensure", outcome->activation.has_value()
-                                  ? json(std::string(EnsureDispositionName(
-                                        outcome->activation->disposition)))
-                                  : json(nullptr)}});
+  Reply(response,
+        {{"id", outcome->message.id},
+         {"status", std::string(MessageStatusName(outcome->message.status))},
+         {"expires_at_ms", outcome->message.expires_at_ms},
+         {"was", outcome->dead_letter.has_value()
+                     ? json(outcome->dead_letter->reason)
+                     : json(nullptr)},
+         {"recipients", outcome->recipients},
+         {"pushed", outcome->pushed},
+         {"ensure", outcome->activation.has_value()
+                        ? json(std::string(EnsureDispositionName(
+                              outcome->activation->disposition)))
+                        : json(nullptr)}});
 }
 
 void ConsoleHttp::ReleaseReservation(const httplib::Request& request,

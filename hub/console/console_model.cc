@@ -55,7 +55,7 @@ const char* KindWord(RoleChangeKind kind) {
 }
 
 // How the activator could reach a candidate now, in one word.
-std::string Reachability(const storage::CandidateRecord& c, const json& agent,
+std::string Reachability(const CandidateRecord& c, const json& agent,
                          int64_t now_ms) {
   if (c.excluded_until_ms.has_value() && *c.excluded_until_ms > now_ms) {
     return "excluded";
@@ -113,7 +113,7 @@ absl::Status ConsoleModel::Start() {
       }
     }
   }
-  for (const storage::RoleRecord& row : watch->snapshot) {
+  for (const RoleRecord& row : watch->snapshot) {
     Record(row.role_key_wire, EntryOf(row, KindWord(RoleChangeKind::kSnapshot),
                                       row.last_transition_ms));
   }
@@ -134,13 +134,13 @@ void ConsoleModel::Stop() {
   feed_.Close();
 }
 
-ConsoleModel::HistoryEntry ConsoleModel::EntryOf(const storage::RoleRecord& row,
+ConsoleModel::HistoryEntry ConsoleModel::EntryOf(const RoleRecord& row,
                                                  std::string kind,
                                                  int64_t at_ms) {
   HistoryEntry entry;
   entry.version = row.version;
   entry.kind = std::move(kind);
-  entry.state = row.state;
+  entry.state = std::string(RoleStateName(row.state));
   entry.holder = row.holder_agent_id;
   entry.epoch = row.epoch;
   entry.activation_seq = row.activation_seq;
@@ -168,7 +168,7 @@ void ConsoleModel::Record(const std::string& wire, HistoryEntry entry) {
 }
 
 void ConsoleModel::OnRoleEvent(const RoleEvent& event) {
-  const storage::RoleRecord& row = event.role;
+  const RoleRecord& row = event.role;
   std::optional<std::string> before;
   {
     absl::MutexLock lock(&history_mu_);
@@ -312,7 +312,7 @@ void ConsoleModel::Run() {
     for (const std::string& id : agents) RenderAgent(id, now);
     absl::flat_hash_map<std::string, std::optional<std::string>> projects;
     for (const std::string& id : messages) {
-      absl::StatusOr<storage::MessageRecord> m = sources_.store->GetMessage(id);
+      absl::StatusOr<MessageRecord> m = sources_.store->GetMessage(id);
       if (!m.ok()) continue;
       std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
       if (r.has_value()) {
@@ -342,12 +342,12 @@ int64_t ConsoleModel::PendingFor(const std::string& agent_id, int64_t now_ms) {
 json ConsoleModel::AgentJson(const AgentView& agent,
                              const std::vector<std::string>& roles_held,
                              int64_t pending) {
-  const storage::AgentRecord& r = agent.record;
+  const AgentRecord& r = agent.record;
   json j;
   j["agent_id"] = r.agent_id;
   j["project_id"] = Nullable(r.project_id);
   j["cli"] = r.cli;
-  j["status"] = r.status;
+  j["status"] = std::string(AgentStatusName(r.status));
   j["attached"] = agent.stream_attached;
   j["last_seen_ms"] = r.last_seen_ms;
   j["lease_expires_ms"] = r.lease_expires_ms;
@@ -367,10 +367,10 @@ void ConsoleModel::RenderAgent(const std::string& agent_id, int64_t now_ms) {
   if (agent->record.project_id.has_value()) {
     filter.project_id = agent->record.project_id;
   }
-  absl::StatusOr<std::vector<storage::RoleRecord>> roles =
+  absl::StatusOr<std::vector<RoleRecord>> roles =
       sources_.store->ListRoles(filter);
   if (roles.ok()) {
-    for (const storage::RoleRecord& role : *roles) {
+    for (const RoleRecord& role : *roles) {
       if (role.holder_agent_id == agent_id) held.push_back(role.role_key_wire);
     }
   }
@@ -402,8 +402,7 @@ json ConsoleModel::HistoryJson(const std::string& wire) {
 }
 
 json ConsoleModel::RoleJson(
-    const storage::RoleRecord& role,
-    const std::vector<storage::CandidateRecord>& cands,
+    const RoleRecord& role, const std::vector<CandidateRecord>& cands,
     const absl::flat_hash_map<std::string, json>& candidate_agents,
     int64_t now_ms) {
   json j;
@@ -411,7 +410,7 @@ json ConsoleModel::RoleJson(
   j["project_id"] = role.project_id;
   j["kind"] = role.role_kind;
   j["scope_id"] = role.scope_id;
-  j["state"] = role.state;
+  j["state"] = std::string(RoleStateName(role.state));
   j["holder"] = Nullable(role.holder_agent_id);
   j["previous_holder"] = Nullable(role.previous_holder_agent_id);
   j["epoch"] = role.epoch;
@@ -425,7 +424,7 @@ json ConsoleModel::RoleJson(
   j["holder_lease_expires_ms"] = Nullable(role.holder_lease_expires_ms);
   j["version"] = role.version;
   json candidates = json::array();
-  for (const storage::CandidateRecord& c : cands) {
+  for (const CandidateRecord& c : cands) {
     auto agent = candidate_agents.find(c.agent_id);
     const json& a = agent == candidate_agents.end() ? json() : agent->second;
     candidates.push_back({{"agent_id", c.agent_id},
@@ -440,12 +439,12 @@ json ConsoleModel::RoleJson(
   j["candidates"] = std::move(candidates);
   // Role messages not yet acknowledged, and of those the ones no holder
   // received yet (waiting for the next one).
-  absl::StatusOr<std::vector<storage::MessageRecord>> backlog =
+  absl::StatusOr<std::vector<MessageRecord>> backlog =
       sources_.store->ListPendingRoleMessages(role.role_key_wire, now_ms);
   int64_t waiting = 0;
   if (backlog.ok()) {
     for (size_t i = 0; i < backlog->size() && i < kMaxInspectedBacklog; ++i) {
-      absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+      absl::StatusOr<std::vector<InboxRecord>> inbox =
           sources_.store->ListInbox((*backlog)[i].id);
       if (inbox.ok() && inbox->empty()) ++waiting;
     }
@@ -459,7 +458,7 @@ json ConsoleModel::RoleJson(
 void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
   RoleKeyRef ref;
   ref.wire = wire;
-  absl::StatusOr<storage::RoleRecord> role = sources_.roles->Get(ref);
+  absl::StatusOr<RoleRecord> role = sources_.roles->Get(ref);
   if (!role.ok()) {
     if (ReasonOf(role.status()) != "ROLE_NOT_FOUND") return;
     json gone = {{"wire", wire}, {"removed", true}};
@@ -467,16 +466,17 @@ void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
                gone.dump(-1, ' ', false, json::error_handler_t::replace));
     return;
   }
-  absl::StatusOr<std::vector<storage::CandidateRecord>> cands =
+  absl::StatusOr<std::vector<CandidateRecord>> cands =
       sources_.store->ListCandidates(wire);
-  std::vector<storage::CandidateRecord> list;
+  std::vector<CandidateRecord> list;
   if (cands.ok()) list = std::move(*cands);
   absl::flat_hash_map<std::string, json> agents;
-  for (const storage::CandidateRecord& c : list) {
+  for (const CandidateRecord& c : list) {
     absl::StatusOr<AgentView> a = sources_.presence->Get(c.agent_id);
     if (a.ok()) {
-      agents[c.agent_id] = {{"status", a->record.status},
-                            {"attached", a->stream_attached}};
+      agents[c.agent_id] = {
+          {"status", std::string(AgentStatusName(a->record.status))},
+          {"attached", a->stream_attached}};
     }
   }
   json j = RoleJson(*role, list, agents, now_ms);
@@ -490,16 +490,16 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope,
   const int64_t now = Now();
   storage::RoleFilter role_filter;
   role_filter.projects = scope.StoreProjects();
-  absl::StatusOr<std::vector<storage::RoleRecord>> roles =
+  absl::StatusOr<std::vector<RoleRecord>> roles =
       sources_.store->ListRoles(role_filter);
   if (!roles.ok()) return roles.status();
   absl::flat_hash_map<std::string, std::vector<std::string>> held;
   int64_t roles_active = 0;
-  for (const storage::RoleRecord& r : *roles) {
+  for (const RoleRecord& r : *roles) {
     if (r.holder_agent_id.has_value()) {
       held[*r.holder_agent_id].push_back(r.role_key_wire);
     }
-    if (r.state == "active") ++roles_active;
+    if (r.state == RoleState::kActive) ++roles_active;
   }
   // Every inbox counted in one read, not one per agent.
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> counts =
@@ -520,7 +520,9 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope,
   } while (!token.empty());
   absl::flat_hash_map<std::string, int64_t> by_status = {
       {"online", 0}, {"stale", 0}, {"offline", 0}};
-  for (const AgentView& a : views) ++by_status[a.record.status];
+  for (const AgentView& a : views) {
+    ++by_status[std::string(AgentStatusName(a.record.status))];
+  }
   // The page's order: project (none first), then agent id; of a partial
   // fleet only the first rows are put in order.
   const size_t shown = std::min(first.value_or(views.size()), views.size());
@@ -563,20 +565,20 @@ absl::StatusOr<json> ConsoleModel::Roles(const ProjectScope& scope) {
   // of their agents, each read once.
   storage::CandidatePageQuery query;
   query.projects = scope.StoreProjects();
-  absl::StatusOr<std::vector<storage::CandidateRecord>> cands =
+  absl::StatusOr<std::vector<CandidateRecord>> cands =
       sources_.store->ListCandidatesPage(query);
   if (!cands.ok()) return cands.status();
-  absl::flat_hash_map<std::string, std::vector<storage::CandidateRecord>>
-      by_role;
+  absl::flat_hash_map<std::string, std::vector<CandidateRecord>> by_role;
   absl::flat_hash_map<std::string, json> agents;
-  for (storage::CandidateRecord& c : *cands) {
+  for (CandidateRecord& c : *cands) {
     agents.emplace(c.agent_id, json());
     by_role[c.role_key_wire].push_back(std::move(c));
   }
   for (auto& [id, info] : agents) {
     absl::StatusOr<AgentView> a = sources_.presence->Get(id);
     if (a.ok()) {
-      info = {{"status", a->record.status}, {"attached", a->stream_attached}};
+      info = {{"status", std::string(AgentStatusName(a->record.status))},
+              {"attached", a->stream_attached}};
     }
   }
   json roles = json::array();
@@ -587,13 +589,11 @@ absl::StatusOr<json> ConsoleModel::Roles(const ProjectScope& scope) {
     absl::StatusOr<RolePage> page =
         sources_.roles->List(filter, kPageSize, token);
     if (!page.ok()) return page.status();
-    for (const storage::RoleRecord& r : page->roles) {
+    for (const RoleRecord& r : page->roles) {
       auto c = by_role.find(r.role_key_wire);
-      roles.push_back(RoleJson(r,
-                               c == by_role.end()
-                                   ? std::vector<storage::CandidateRecord>{}
-                                   : c->second,
-                               agents, now));
+      roles.push_back(RoleJson(
+          r, c == by_role.end() ? std::vector<CandidateRecord>{} : c->second,
+          agents, now));
     }
     token = page->next_page_token;
   } while (!token.empty());
@@ -620,15 +620,14 @@ std::optional<std::string> ConsoleModel::AgentProject(
   if (it != cache->end()) return it->second;
   std::optional<std::string> project;
   // Not an agent (an address, a topic) or unknown: no project.
-  absl::StatusOr<storage::AgentRecord> agent =
-      sources_.store->GetAgent(agent_id);
+  absl::StatusOr<AgentRecord> agent = sources_.store->GetAgent(agent_id);
   if (agent.ok()) project = agent->project_id;
   (*cache)[agent_id] = project;
   return project;
 }
 
 std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
-    const storage::MessageRecord& m,
+    const MessageRecord& m,
     absl::flat_hash_map<std::string, std::optional<std::string>>* projects) {
   RenderedMessage out;
   if (m.role_key_wire.has_value()) {
@@ -641,14 +640,14 @@ std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
     if (p.has_value() && !p->empty()) out.projects.push_back(*p);
   }
   json recipients = json::array();
-  absl::StatusOr<std::vector<storage::InboxRecord>> inbox =
+  absl::StatusOr<std::vector<InboxRecord>> inbox =
       sources_.store->ListInbox(m.id);
   if (!inbox.ok()) return std::nullopt;
-  for (const storage::InboxRecord& r : *inbox) {
-    const char* state = r.acked_at_ms.has_value()       ? "acked"
-                        : m.status == "dead_letter"     ? "dead_letter"
-                        : r.delivered_at_ms.has_value() ? "delivered"
-                                                        : "queued";
+  for (const InboxRecord& r : *inbox) {
+    const char* state = r.acked_at_ms.has_value()                ? "acked"
+                        : m.status == MessageStatus::kDeadLetter ? "dead_letter"
+                        : r.delivered_at_ms.has_value()          ? "delivered"
+                                                                 : "queued";
     recipients.push_back({{"agent_id", r.agent_id},
                           {"state", state},
                           {"delivered_at_ms", Nullable(r.delivered_at_ms)},
@@ -656,9 +655,8 @@ std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
                           {"attempts", r.attempts}});
   }
   json dead = nullptr;
-  if (m.status == "dead_letter") {
-    absl::StatusOr<storage::DeadLetterRecord> d =
-        sources_.store->GetDeadLetter(m.id);
+  if (m.status == MessageStatus::kDeadLetter) {
+    absl::StatusOr<DeadLetterRecord> d = sources_.store->GetDeadLetter(m.id);
     if (d.ok()) {
       dead = {{"reason", d->reason},
               {"failed_at_ms", d->failed_at_ms},
@@ -678,7 +676,7 @@ std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
               {"expires_at_ms", m.expires_at_ms},
               {"correlation_id", m.correlation_id},
               {"trace_id", m.trace_id},
-              {"status", m.status},
+              {"status", std::string(MessageStatusName(m.status))},
               {"role_wire", Nullable(m.role_key_wire)},
               {"payload", payload},
               {"payload_truncated", m.payload_json.size() > kShownPayload},
@@ -697,7 +695,7 @@ absl::StatusOr<json> ConsoleModel::Messages(const ProjectScope& scope) {
   absl::flat_hash_map<std::string, std::optional<std::string>> projects;
   json messages = json::array();
   for (const std::string& id : ids) {
-    absl::StatusOr<storage::MessageRecord> m = sources_.store->GetMessage(id);
+    absl::StatusOr<MessageRecord> m = sources_.store->GetMessage(id);
     if (!m.ok()) continue;
     std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
     if (r.has_value() && Visible(scope, r->projects)) {
@@ -737,7 +735,7 @@ absl::StatusOr<json> ConsoleModel::Trace(const std::string& trace_id,
   if (!page.ok()) return page.status();
   absl::flat_hash_map<std::string, std::optional<std::string>> projects;
   json messages = json::array();
-  for (const storage::MessageRecord& m : page->messages) {
+  for (const MessageRecord& m : page->messages) {
     std::optional<RenderedMessage> r = RenderMessage(m, &projects);
     if (r.has_value()) messages.push_back(std::move(r->json));
   }

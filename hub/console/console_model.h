@@ -167,7 +167,7 @@ class ConsoleModel {
 
   // One version of a role for its timeline; `kind`: created, updated,
   // removed or seen (the row as read at start).
-  static HistoryEntry EntryOf(const storage::RoleRecord& row, std::string kind,
+  static HistoryEntry EntryOf(const RoleRecord& row, std::string kind,
                               int64_t at_ms);
   void OnRoleEvent(const RoleEvent& event);
   void Record(const std::string& wire, HistoryEntry entry);
@@ -178,7 +178,7 @@ class ConsoleModel {
   // that may see it (Messaging's InScope rule: its role's, its sender's,
   // its addressee's). nullopt when it cannot be read.
   std::optional<RenderedMessage> RenderMessage(
-      const storage::MessageRecord& m,
+      const MessageRecord& m,
       absl::flat_hash_map<std::string, std::optional<std::string>>* projects);
   std::optional<std::string> AgentProject(
       const std::string& agent_id,
@@ -188,8 +188,7 @@ class ConsoleModel {
                            const std::vector<std::string>& roles_held,
                            int64_t pending);
   nlohmann::json RoleJson(
-      const storage::RoleRecord& role,
-      const std::vector<storage::CandidateRecord>& cands,
+      const RoleRecord& role, const std::vector<CandidateRecord>& cands,
       const absl::flat_hash_map<std::string, nlohmann::json>& candidate_agents,
       int64_t now_ms);
   nlohmann::json HistoryJson(const std::string& wire);

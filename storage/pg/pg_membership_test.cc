@@ -91,7 +91,7 @@ TEST_F(PgMembershipTest, JoiningGivesEachHubAnIncarnationNoOneHadBefore) {
   ASSERT_TRUE(hubs.ok()) << hubs.status();
   ASSERT_EQ(hubs->size(), 2u);
   EXPECT_EQ((*hubs)[0].hub_id, "hub-a");
-  EXPECT_EQ((*hubs)[0].state, "live");
+  EXPECT_EQ((*hubs)[0].state, HubState::kLive);
   EXPECT_EQ((*hubs)[0].address, "a:1");
   EXPECT_GT((*hubs)[0].lease_expires_ms, (*hubs)[0].now_ms);
   // The lease is the database's clock plus the TTL.
@@ -178,7 +178,7 @@ TEST_F(PgMembershipTest, ALiveHubTakesOverTheAgentsOfAHubWhoseLeaseRanOut) {
   EXPECT_TRUE(again->empty());
   absl::StatusOr<std::vector<HubMember>> hubs = b->membership()->ListHubs();
   ASSERT_TRUE(hubs.ok());
-  EXPECT_EQ((*hubs)[0].state, "dead");
+  EXPECT_EQ((*hubs)[0].state, HubState::kDead);
 
   // The dead hub finds out when it renews, and joins again under a new
   // incarnation holding nothing: the agents stay with B.
@@ -205,8 +205,9 @@ TEST_F(PgMembershipTest, AHubThatJoinsAgainKeepsTheAgentsNoOneTookOver) {
   ASSERT_TRUE(first.ok());
   const AgentRecord agent = Register(*a, "agent-1");
   Register(*a, "agent-2");
-  ASSERT_TRUE(
-      a->SetAgentStatusForGeneration("agent-2", std::nullopt, "offline").ok());
+  ASSERT_TRUE(a->SetAgentStatusForGeneration("agent-2", std::nullopt,
+                                             AgentStatus::kOffline)
+                  .ok());
   ExpireLease("hub-a");
   absl::StatusOr<Membership::Joined> again =
       a->membership()->Join("a:1", kLongTtl);
@@ -336,7 +337,7 @@ TEST_F(PgMembershipTest, AHubThatLeftHasItsAgentsTakenOverWithoutWaiting) {
   ASSERT_EQ(taken->size(), 1u);
   absl::StatusOr<std::vector<HubMember>> hubs = b->membership()->ListHubs();
   ASSERT_TRUE(hubs.ok());
-  EXPECT_EQ((*hubs)[0].state, "left");
+  EXPECT_EQ((*hubs)[0].state, HubState::kLeft);
 }
 
 TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {

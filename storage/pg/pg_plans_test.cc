@@ -134,7 +134,7 @@ TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
   cas.expected_epoch = 0;
   cas.expected_activation_seq = std::optional<int64_t>(0);
   cas.expected_activation_id = std::optional<std::string>();
-  cas.patch.state = "active";
+  cas.patch.state = RoleState::kActive;
   for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
     for (bool update : {true, false}) {
       SCOPED_TRACE(update ? "LockScopeAndCasRole" : "LockScopeAndLoadRole");
@@ -315,9 +315,10 @@ class PgWriterPlansTest : public PgPlansTest {
                       .CheckpointLeases(
                           {{agent, generation, now, now + 30'000, 30'000}})
                       .ok());
-      ASSERT_TRUE(
-          store.SetAgentStatusForGeneration(reg.agent_id, generation, "online")
-              .ok());
+      ASSERT_TRUE(store
+                      .SetAgentStatusForGeneration(reg.agent_id, generation,
+                                                   AgentStatus::kOnline)
+                      .ok());
       ASSERT_TRUE(store.SweepAgentPresence(now, 300'000).ok());
 
       RoleReservation reserve;
@@ -336,7 +337,7 @@ class PgWriterPlansTest : public PgPlansTest {
       cas.expected_activation_seq =
           std::optional<int64_t>(reserved->role->activation_seq);
       cas.expected_activation_id = reserved->role->activation_id;
-      cas.patch.state = "active";
+      cas.patch.state = RoleState::kActive;
       cas.now_ms = now;
       absl::StatusOr<RoleWrite> set = store.CompareAndSetRole(cas);
       ASSERT_TRUE(set.ok()) << set.status();

@@ -50,6 +50,9 @@ inline Param P(const std::optional<int64_t>& v) {
   return v.has_value() ? P(*v) : Param();
 }
 inline Param P(const std::optional<std::string>& v) { return v; }
+inline Param P(AgentStatus v) { return std::string(AgentStatusName(v)); }
+inline Param P(RoleState v) { return std::string(RoleStateName(v)); }
+inline Param P(MessageStatus v) { return std::string(MessageStatusName(v)); }
 inline Param Null() { return Param(); }
 
 // `values` as a PostgreSQL array literal of text ('{"a","b"}'), for

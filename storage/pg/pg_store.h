@@ -98,7 +98,7 @@ class PostgresStore final : public Store {
   Membership* membership() override { return membership_.get(); }
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
-      absl::string_view status) override;
+      AgentStatus status) override;
   absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
       int64_t now_ms, int64_t offline_after_ms) override;
   absl::StatusOr<std::vector<bool>> CheckpointLeases(

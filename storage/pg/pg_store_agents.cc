@@ -225,7 +225,7 @@ absl::StatusOr<PresenceWrite> PostgresStore::RefreshLeaseForGeneration(
 
 absl::StatusOr<PresenceWrite> PostgresStore::SetAgentStatusForGeneration(
     absl::string_view agent_id, std::optional<int64_t> generation,
-    absl::string_view status) {
+    AgentStatus status) {
   return Write<PresenceWrite>([&](Connection& conn) {
     return PresenceOutcomeOf(
         conn,
@@ -261,8 +261,10 @@ PostgresStore::SweepAgentPresence(int64_t now_ms, int64_t offline_after_ms) {
           PresenceTransition t;
           t.agent_id = row.Text(0);
           t.presence_generation = row.Int(1);
-          t.to_status = row.Text(2);
-          t.from_status = t.to_status == "stale" ? "online" : "stale";
+          t.to_status = rows::StoredAgentStatus(row.Text(2));
+          t.from_status = t.to_status == AgentStatus::kStale
+                              ? AgentStatus::kOnline
+                              : AgentStatus::kStale;
           out.push_back(std::move(t));
         }
         std::sort(out.begin(), out.end(),
@@ -366,7 +368,7 @@ absl::StatusOr<PresenceWrite> PostgresStore::ClaimPresence(
         if (seat.has_value() && w->outcome != PresenceOutcome::kApplied &&
             w->agent.has_value() &&
             w->agent->presence_generation == generation &&
-            w->agent->status != "offline") {
+            w->agent->status != AgentStatus::kOffline) {
           return SeatLostError(seat->hub_id);
         }
         return w;

@@ -192,10 +192,6 @@ constexpr char kDeadLettersPageSql[] =
 #undef HUB_PG_INBOX_FROM_M
 #undef HUB_PG_LOCK_PENDING_COUNTS
 
-bool IsPending(absl::string_view status) {
-  return status == "queued" || status == "delivered";
-}
-
 // A page's LIMIT: `limit` when > 0, else NULL (PostgreSQL: no limit).
 Param PageLimit(int64_t limit) { return limit > 0 ? P(limit) : Null(); }
 
@@ -291,7 +287,7 @@ std::vector<Param> MessageParams(const MessageRecord& m, bool delivering) {
           P(m.correlation_id),
           P(m.trace_id),
           P(m.payload_json),
-          P(delivering ? std::string("delivered") : m.status),
+          P(delivering ? MessageStatus::kDelivered : m.status),
           P(m.role_key_wire)};
 }
 
@@ -317,7 +313,8 @@ Statement InboxInsert(const MessageRecord& m,
                       const std::vector<std::string>& recipients,
                       const std::vector<std::string>& deliver_to,
                       int64_t now_ms, int64_t max_pending_per_inbox) {
-  const bool delivering = !deliver_to.empty() && m.status == "queued";
+  const bool delivering =
+      !deliver_to.empty() && m.status == MessageStatus::kQueued;
   Statement st{kInsertMessageWithInboxSql, MessageParams(m, delivering)};
   st.params.push_back(TextArray(recipients));
   st.params.push_back(TextArray(deliver_to));
@@ -408,7 +405,8 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   if (recipients.empty()) {
     absl::StatusOr<Result> inserted =
         conn.Run(kInsertMessageSql,
-                 MessageParams(m, !deliver_to.empty() && m.status == "queued"));
+                 MessageParams(m, !deliver_to.empty() &&
+                                      m.status == MessageStatus::kQueued));
     if (!inserted.ok()) return inserted.status();
     if (inserted->rows() == 0) return exists();
     return delivered;
@@ -846,7 +844,7 @@ PostgresStore::SweepExpiredMessages(int64_t now_ms) {
     return ReadAll<ExpiryTransition>(*r, [now_ms](const Row& row) {
       ExpiryTransition t;
       t.message_id = row.Text(0);
-      t.previous_status = row.Text(1);
+      t.previous_status = rows::StoredMessageStatus(row.Text(1));
       t.reason = "ttl_expired";
       t.failed_at_ms = now_ms;
       t.dlq_inserted = row.Text(2) == "t";
@@ -965,7 +963,8 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
         }
         // As a publish's, before any write: the inboxes it would make
         // pending again (or add) are counted under their locks.
-        if (r.max_pending_per_inbox > 0 && (*m)->status == "dead_letter") {
+        if (r.max_pending_per_inbox > 0 &&
+            (*m)->status == MessageStatus::kDeadLetter) {
           absl::StatusOr<Result> would = conn.Run(
               "SELECT agent_id FROM message_inbox WHERE message_id = $1 "
               "AND " HUB_PG_UNACKED_BY_KEY("acked_at_ms")

@@ -293,13 +293,11 @@ absl::StatusOr<RoleWrite> ReserveIn(
 }
 
 // Whether `cas` can go straight to LockScopeAndCasRole: it names every
-// guard, and a state it sets is one (otherwise its refusal depends on the
-// row, which PlanCas decides first).
+// guard (otherwise its refusal depends on the row, which PlanCas decides
+// first).
 bool CasInOneStatement(const RoleCas& cas) {
   return cas.expected_version && cas.expected_epoch &&
-         cas.expected_activation_seq && cas.expected_activation_id &&
-         (!cas.patch.state.set() ||
-          roles::CheckRoleState(cas.patch.state.value()).ok());
+         cas.expected_activation_seq && cas.expected_activation_id;
 }
 
 // A CAS. `first`, when set, is the answer to CasRoleStatement(cas), already
@@ -442,10 +440,11 @@ absl::StatusOr<std::vector<RoleRecord>> PostgresStore::ListRoles(
   using Rows = std::vector<RoleRecord>;
   return Read<Rows>([&](Connection& conn) -> absl::StatusOr<Rows> {
     absl::StatusOr<Result> r = conn.Run(
-        kRolesPageSql, {P(f.project_id), P(f.role_kind), P(f.scope_id),
-                        f.states.empty() ? Null() : P(TextArray(f.states)),
-                        P(f.after_wire.value_or("")), OptTextArray(f.projects),
-                        f.limit > 0 ? P(f.limit) : Null()});
+        kRolesPageSql,
+        {P(f.project_id), P(f.role_kind), P(f.scope_id),
+         f.states.empty() ? Null() : P(TextArray(rows::StoredWords(f.states))),
+         P(f.after_wire.value_or("")), OptTextArray(f.projects),
+         f.limit > 0 ? P(f.limit) : Null()});
     if (!r.ok()) return r.status();
     return ReadAll<RoleRecord>(*r, ReadRole);
   });
