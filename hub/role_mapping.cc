@@ -451,10 +451,7 @@ hub::v1::EnsureRoleReceipt ToReceiptProto(const EnsureReceipt& receipt) {
   out.set_disposition(DispositionProto(receipt.disposition));
   *out.mutable_role_key() = role.role_key();
   out.set_role_key_wire(role.role_key_wire());
-  // A closed scope has no row, so no state to report.
-  if (receipt.disposition != EnsureDisposition::kScopeClosed) {
-    out.set_state(role.state());
-  }
+  if (!receipt.no_row) out.set_state(role.state());
   out.set_epoch(role.epoch());
   if (receipt.role.activation_id) {
     out.set_activation_id(*receipt.role.activation_id);

@@ -95,6 +95,7 @@ EnsureReceipt ClosedScopeReceipt(const ResolvedRoleKey& key,
   receipt.role.project_id = key.key.project_id;
   receipt.role.role_kind = std::string(RoleKindName(key.key.kind));
   receipt.role.scope_id = key.key.scope_id;
+  receipt.no_row = true;
   return receipt;
 }
 
@@ -270,6 +271,7 @@ absl::StatusOr<EnsureReceipt> Activator::Ensure(const EnsureRequest& request) {
     receipt.cause_id = request.cause_id;
     absl::StatusOr<RoleRecord> row = roles_->Get(WireRef(key->wire));
     if (row.ok()) receipt.role = *row;
+    receipt.no_row = !row.ok();
     return receipt;
   }
   absl::StatusOr<EnsureReceipt> receipt = Decide(*key, request);

@@ -67,6 +67,9 @@ struct EnsureReceipt {
   bool accepted = false;
   EnsureDisposition disposition = EnsureDisposition::kJoined;
   RoleRecord role;  // the row after the decision
+  // There is no row (a closed lead scope, or a joined election whose row
+  // could not be read): `role` names the key only and has no state.
+  bool no_row = false;
   std::string trigger;
   std::string cause_id;
 };

@@ -342,7 +342,7 @@ TEST_F(ActivatorTest, AClosedLeadScopeAnswersScopeClosedAndWritesNothing) {
   EXPECT_FALSE(r->accepted);
   EXPECT_EQ(r->disposition, EnsureDisposition::kScopeClosed);
   EXPECT_EQ(r->role.role_key_wire, lead);
-  EXPECT_EQ(r->role.version, 0);  // no row: the scope is closed
+  EXPECT_TRUE(r->no_row);
   EXPECT_EQ(ReasonOf(roles_->Get(RoleKeyRef{std::nullopt, lead}).status()),
             "ROLE_NOT_FOUND");
 
@@ -353,6 +353,7 @@ TEST_F(ActivatorTest, AClosedLeadScopeAnswersScopeClosedAndWritesNothing) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_FALSE(r->accepted);
   EXPECT_EQ(r->disposition, EnsureDisposition::kManagerDisabled);
+  EXPECT_TRUE(r->no_row);
   EXPECT_EQ(ReasonOf(roles_->Get(RoleKeyRef{std::nullopt, lead}).status()),
             "ROLE_NOT_FOUND");
 
