@@ -261,7 +261,8 @@ absl::StatusOr<std::vector<HubMember>> PgMembership::ListHubs() {
   std::vector<HubMember> out;
   for (int i = 0; i < r->rows(); ++i) {
     Row row(*r, i);
-    // hub_hubs' CHECK admits only the three words (stored_words_test.cc).
+    // hub_hubs' CHECK admits only HubState's three words, and
+    // pg_membership_test reads each back, so the fallback is never read.
     out.push_back({row.Text(0), row.Int(1), row.Text(2),
                    ParseHubState(row.Text(3)).value_or(HubState::kDead),
                    row.Int(4), row.Int(5), row.Int(6), row.Int(7)});
