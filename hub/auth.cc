@@ -389,7 +389,7 @@ absl::StatusOr<std::unique_ptr<Authority>> Authority::Create(
   if (!authority->enabled()) return authority;
   if (absl::Status s = authority->Load(/*at_start=*/true); !s.ok()) return s;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> owners =
-      store->ListAgentOwners();
+      store->agents().ListAgentOwners();
   if (!owners.ok()) return owners.status();
   {
     absl::MutexLock lock(&authority->owners_mu_);

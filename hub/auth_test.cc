@@ -180,7 +180,8 @@ TEST(Authority, OwnersOnRecordAreKnownAfterARestart) {
     ops = *authority->AuthenticateValues({std::string("Bearer ") + kOpsToken});
     // What a registration's transaction records (storage::AgentRegistration
     // ::owner).
-    ASSERT_EQ(*store->ClaimAgentOwner("agent-1", alice.name, 1), alice.name);
+    ASSERT_EQ(*store->agents().ClaimAgentOwner("agent-1", alice.name, 1),
+              alice.name);
     EXPECT_EQ(ReasonOf(authority->CheckOwner(ops, "agent-2")),
               "PERMISSION_DENIED");
   }

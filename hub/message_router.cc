@@ -129,8 +129,8 @@ void MessageRouter::Drain() {
   if (attached.empty()) return;
   while (true) {
     absl::StatusOr<std::vector<storage::UndeliveredMessage>> waiting =
-        store_->ListUndelivered(attached, UnixMillis(clock_->Now()),
-                                options_.batch);
+        store_->messages().ListUndelivered(attached, UnixMillis(clock_->Now()),
+                                           options_.batch);
     if (!waiting.ok()) return;  // the next poll tries again
     {
       absl::MutexLock lock(&mu_);

@@ -39,7 +39,7 @@ RoleChangeFeed::RoleChangeFeed(storage::Store* store,
                                RoleChangeFeedOptions options)
     : store_(store),
       options_(std::move(options)),
-      follower_(store_, Logged(options_.follower)),
+      follower_(&store_->roles(), Logged(options_.follower)),
       notifier_(NotifierFor(options_)) {}
 
 RoleChangeFeed::~RoleChangeFeed() { Stop(); }

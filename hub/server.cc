@@ -238,8 +238,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                       !options.auth.token_file.empty(), options.insecure);
 
   server->presence_ = std::make_unique<PresenceRegistry>(
-      server->store_.get(), clock, options.presence,
-      server->identity_.hub_instance_id, server->identity_.store_fingerprint);
+      &server->store_->agents(), server->store_->membership(), clock,
+      options.presence, server->identity_.hub_instance_id,
+      server->identity_.store_fingerprint);
   if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
 
   // Hubs sharing the database: take a seat before anything is written for
@@ -273,7 +274,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   absl::StatusOr<storage::RecoveryResult> recovered =
       other_hubs_live
           ? absl::StatusOr<storage::RecoveryResult>(storage::RecoveryResult{})
-          : server->store_->RecoverRoles(UnixMillis(clock->Now()));
+          : server->store_->roles().RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
   // Candidate exclusions follow the activator's policy (backoff, jitter,
   // quarantine).
@@ -304,7 +305,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // A database several hubs share has a role change log: every hub's
   // changes reach this hub's watchers from it, in commit order, and this
   // hub's own writes only wake its follower and hint the other hubs.
-  if (server->store_->HasRoleChangeLog()) {
+  if (server->store_->roles().HasRoleChangeLog()) {
     RoleChangeFeedOptions feed_options;
     feed_options.conninfo = options.db_path;
     feed_options.hub_instance_id = hub_instance_id;
@@ -314,8 +315,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     role_options.publication = RolePublication::kChangeLog;
     role_options.on_role_committed = [feed] { feed->Committed(); };
   }
-  server->roles_ =
-      std::make_unique<RoleRegistry>(server->store_.get(), clock, role_options);
+  server->roles_ = std::make_unique<RoleRegistry>(&server->store_->roles(),
+                                                  clock, role_options);
   if (server->role_feed_ != nullptr) {
     if (absl::Status s = server->role_feed_->Start(server->roles_.get());
         !s.ok()) {
@@ -328,8 +329,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_change_pool_ = std::make_unique<BlockingPool>(1);
   BlockingPool* role_change_pool = server->role_change_pool_.get();
   server->role_changes_ = std::make_unique<RoleChangeFanout>(
-      server->roles_.get(), server->presence_.get(), server->store_.get(), ids,
-      [role_change_pool](std::function<void()> work) {
+      server->roles_.get(), server->presence_.get(), &server->store_->roles(),
+      ids, [role_change_pool](std::function<void()> work) {
         role_change_pool->Schedule(std::move(work));
       });
   if (absl::Status s = server->role_changes_->Start(); !s.ok()) return s;
@@ -374,7 +375,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
   Activator* activator = server->activator_.get();
   server->reservations_ = std::make_unique<ReservationBook>(
-      server->store_.get(), clock, options.reservations);
+      &server->store_->reservations(), clock, options.reservations);
   ReservationBook* reservations = server->reservations_.get();
   reservations->SetObserver([metrics](ReservationEvent event, int64_t n) {
     metrics->OnReservations(event, n);
@@ -389,9 +390,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
               {{"reason", ReasonOf(status)}, {"message", status.message()}});
   };
   server->reservation_feed_ = std::make_unique<ReservationFeed>(
-      server->store_.get(), clock, std::move(feed_options));
+      &server->store_->reservations(), clock, std::move(feed_options));
   ReservationFeed* reservation_feed = server->reservation_feed_.get();
-  if (server->store_->HasRoleChangeLog()) {  // hubs may share it
+  if (server->store_->roles().HasRoleChangeLog()) {  // hubs may share it
     ChangeHintsOptions hints;
     hints.conninfo = options.db_path;
     hints.hub_instance_id = hub_instance_id;
@@ -462,8 +463,8 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
   server->ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
   server->messaging_ = std::make_unique<Messaging>(
-      server->store_.get(), server->presence_.get(), server->roles_.get(),
-      activator, ids, clock, options.messaging);
+      &server->store_->messages(), server->presence_.get(),
+      server->roles_.get(), activator, ids, clock, options.messaging);
   // Hubs sharing the database: messages published here for agents attached
   // elsewhere are hinted to their hubs, and those published elsewhere for
   // agents attached here are pushed from here.

@@ -108,14 +108,15 @@ class ActivatorTest : public ::testing::Test {
   void SetUp() override {
     store_ = OpenOrDie(FreshDbPath());
     presence_ = std::make_unique<PresenceRegistry>(
-        store_.get(), &clock_, PresenceConfig(), "instance", "sqlite:test");
+        &store_->agents(), store_->membership(), &clock_, PresenceConfig(),
+        "instance", "sqlite:test");
     ASSERT_TRUE(presence_->Recover().ok());
     RoleRegistryOptions role_options;
     role_options.on_transition = [this](const RoleTransitionNote& note) {
       absl::MutexLock lock(&audit_mu_);
       notes_.push_back(note);
     };
-    roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_,
+    roles_ = std::make_unique<RoleRegistry>(&store_->roles(), &clock_,
                                             std::move(role_options));
     absl::StatusOr<RoleWatchStart> watch =
         roles_->Watch(RoleWatchFilter{}, [this](const RoleEvent& event) {
@@ -633,7 +634,7 @@ TEST_F(ActivatorTest, ARecoveredReservationIsProbedAndActivatedUnderItsEpoch) {
   ASSERT_TRUE(Ensure().ok());
   ASSERT_TRUE(
       activator_->Ack(AckFor(stream->activations().at(0), "agent-a")).ok());
-  ASSERT_TRUE(store_->RecoverRoles(UnixMillis(clock_.Now())).ok());
+  ASSERT_TRUE(store_->roles().RecoverRoles(UnixMillis(clock_.Now())).ok());
   const RoleRecord recovered = Row();
   ASSERT_EQ(recovered.state, RoleState::kElectedProbing);
   ASSERT_EQ(recovered.holder_agent_id, "agent-a");
@@ -781,7 +782,7 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
   std::map<std::string, uint64_t> stream_ids;
   for (const std::string& id : agents) {
     streams[id] = Candidate(id);
-    generations[id] = store_->GetAgent(id)->presence_generation;
+    generations[id] = store_->agents().GetAgent(id)->presence_generation;
   }
   std::vector<ActivationEnvelope> seen;  // every activation ever sent
   int64_t last_epoch = 0;
@@ -848,7 +849,8 @@ TEST_F(ActivatorTest, RandomStepsNeverBreakTheAuthorityInvariants) {
         (void)presence_->Deregister(agent, std::nullopt, {});
         if (random() % 2 == 0) {
           streams[agent] = Candidate(agent);
-          generations[agent] = store_->GetAgent(agent)->presence_generation;
+          generations[agent] =
+              store_->agents().GetAgent(agent)->presence_generation;
         }
         break;
       case 4: {  // its stream drops; sometimes it re-attaches within grace

@@ -63,7 +63,7 @@ bool IsPublishableMessageType(absl::string_view type) {
   return kTypes->count(type) > 0;
 }
 
-Messaging::Messaging(storage::Store* store, PresenceRegistry* presence,
+Messaging::Messaging(storage::MessageStore* store, PresenceRegistry* presence,
                      RoleRegistry* roles, Activator* activator,
                      UuidV7Generator* ids, const Clock* clock,
                      MessagingConfig config)
@@ -345,7 +345,7 @@ absl::StatusOr<PublishResult> Messaging::PublishPrepared(Prepared p) {
 }
 
 void Messaging::PublishAsync(const PublishInput& input,
-                             storage::Store::Callback<PublishResult> done,
+                             storage::Callback<PublishResult> done,
                              const BlockingExecutor& blocking) {
   absl::StatusOr<Prepared> p = Prepare(input);
   if (!p.ok()) {
@@ -355,8 +355,8 @@ void Messaging::PublishAsync(const PublishInput& input,
   auto prepared = std::make_shared<Prepared>(std::move(*p));
   if (NeedsEnsure(*prepared)) {
     // EnsureRole writes and waits: not on a store thread.
-    auto callback = std::make_shared<storage::Store::Callback<PublishResult>>(
-        std::move(done));
+    auto callback =
+        std::make_shared<storage::Callback<PublishResult>>(std::move(done));
     blocking([this, prepared, callback] {
       std::move (*callback)(PublishPrepared(std::move(*prepared)));
     });
@@ -527,7 +527,7 @@ Messaging::PushOutcome Messaging::Push(const MessageRecord& message,
 
 int64_t Messaging::PushRoutedMany(
     const std::vector<storage::UndeliveredMessage>& waiting) {
-  std::vector<storage::Store::Delivery> marks;
+  std::vector<storage::MessageStore::Delivery> marks;
   for (const storage::UndeliveredMessage& w : waiting) {
     if (presence_->StreamAttached(w.agent_id)) {
       marks.push_back({w.message.id, w.agent_id});
@@ -653,7 +653,7 @@ absl::StatusOr<AckResult> Messaging::Ack(
 void Messaging::AckAsync(const std::string& agent_id,
                          const std::vector<std::string>& message_ids,
                          std::optional<int64_t> presence_generation,
-                         storage::Store::Callback<AckResult> done) {
+                         storage::Callback<AckResult> done) {
   absl::StatusOr<std::vector<std::string>> ids =
       CheckAck(agent_id, message_ids);
   if (!ids.ok()) {

@@ -154,7 +154,7 @@ class Messaging {
  public:
   // Everything injected must outlive the messaging. `activator` may be null
   // (role backlog then waits without an ensure).
-  Messaging(storage::Store* store, PresenceRegistry* presence,
+  Messaging(storage::MessageStore* store, PresenceRegistry* presence,
             RoleRegistry* roles, Activator* activator, UuidV7Generator* ids,
             const Clock* clock, MessagingConfig config = {});
   // Waits for the acknowledgement writes in flight (AckCoalescer::Quiesce):
@@ -174,7 +174,7 @@ class Messaging {
   // address without a live holder also starts an EnsureRole, which blocks:
   // that publish runs on `blocking` instead.
   void PublishAsync(const PublishInput& input,
-                    storage::Store::Callback<PublishResult> done,
+                    storage::Callback<PublishResult> done,
                     const BlockingExecutor& blocking);
   // Acknowledges what was delivered to `agent_id`; ids not delivered to it
   // are ignored. AGENT_ID_INVALID, MESSAGE_ID_INVALID, REQUEST_INVALID,
@@ -191,7 +191,7 @@ class Messaging {
   void AckAsync(const std::string& agent_id,
                 const std::vector<std::string>& message_ids,
                 std::optional<int64_t> presence_generation,
-                storage::Store::Callback<AckResult> done);
+                storage::Callback<AckResult> done);
   // The agent's pending messages, priority DESC, created ASC, id ASC; unless
   // peek, each returned delivery is marked delivered.
   absl::StatusOr<PendingPage> ListPending(const PendingQuery& query);
@@ -404,7 +404,7 @@ class Messaging {
   void SendDeadLetterNotice(const MessageRecord& expired,
                             const storage::ExpiryTransition& transition);
 
-  storage::Store* const store_;
+  storage::MessageStore* const store_;
   // AckAsync's writes; declared after store_, which it writes to.
   AckCoalescer acks_;
   PresenceRegistry* const presence_;

@@ -69,9 +69,10 @@ class MessagingTest : public ::testing::Test {
     db_path_ = FreshDbPath();
     store_ = OpenOrDie(db_path_);
     presence_ = std::make_unique<PresenceRegistry>(
-        store_.get(), &clock_, PresenceConfig(), "instance", "sqlite:test");
+        &store_->agents(), store_->membership(), &clock_, PresenceConfig(),
+        "instance", "sqlite:test");
     ASSERT_TRUE(presence_->Recover().ok());
-    roles_ = std::make_unique<RoleRegistry>(store_.get(), &clock_);
+    roles_ = std::make_unique<RoleRegistry>(&store_->roles(), &clock_);
     reach_ = std::make_unique<PresenceStreamReach>(presence_.get());
     ActivatorOptions options;
     options.on_role_active = [this](const RoleRecord& row) {
@@ -82,9 +83,9 @@ class MessagingTest : public ::testing::Test {
     activator_ = std::make_unique<Activator>(roles_.get(), presence_.get(),
                                              reach_.get(), &clock_, options);
     ids_ = std::make_unique<UuidV7Generator>(&clock_);
-    messaging_ =
-        std::make_unique<Messaging>(store_.get(), presence_.get(), roles_.get(),
-                                    activator_.get(), ids_.get(), &clock_);
+    messaging_ = std::make_unique<Messaging>(
+        &store_->messages(), presence_.get(), roles_.get(), activator_.get(),
+        ids_.get(), &clock_);
   }
 
   // Registers `id` (topics given) and attaches a stream unless `attach` is
@@ -146,11 +147,12 @@ class MessagingTest : public ::testing::Test {
   }
 
   int64_t MessageCount() {
-    return static_cast<int64_t>(store_->ListDeadLetters({})->size()) +
+    return static_cast<int64_t>(
+               store_->messages().ListDeadLetters({})->size()) +
            static_cast<int64_t>(
-               store_
-                   ->ListPendingForAgent("agent-b", UnixMillis(clock_.Now()),
-                                         1000)
+               store_->messages()
+                   .ListPendingForAgent("agent-b", UnixMillis(clock_.Now()),
+                                        1000)
                    ->size());
   }
 
@@ -172,15 +174,17 @@ TEST_F(MessagingTest, APublishToAnAttachedAgentIsDurableThenPushed) {
   ASSERT_EQ(stream->messages().size(), 1u);
   EXPECT_EQ(stream->messages()[0].message.id, r.message.id);
   EXPECT_EQ(stream->messages()[0].inbox.attempts, 1);
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status,
+  EXPECT_EQ(store_->messages().GetMessage(r.message.id)->status,
             MessageStatus::kDelivered);
 }
 
 TEST_F(MessagingTest, APublishToAnUnknownAgentIsQueuedForIt) {
   PublishResult r = MustPublish(To("nobody-yet"));
   EXPECT_EQ(r.recipient_count, 1);
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status, MessageStatus::kQueued);
-  EXPECT_EQ(store_->ListInbox(r.message.id)->at(0).agent_id, "nobody-yet");
+  EXPECT_EQ(store_->messages().GetMessage(r.message.id)->status,
+            MessageStatus::kQueued);
+  EXPECT_EQ(store_->messages().ListInbox(r.message.id)->at(0).agent_id,
+            "nobody-yet");
 }
 
 TEST_F(MessagingTest, DefaultsAreFilledInAndTypeIsInferred) {
@@ -207,7 +211,8 @@ TEST_F(MessagingTest, ATopicReachesItsSubscribersThatAreNotOffline) {
   EXPECT_EQ(r.recipient_count, 2);
   EXPECT_EQ(r.message.topic, "build");
   std::vector<std::string> got;
-  const std::vector<InboxRecord> inbox = *store_->ListInbox(r.message.id);
+  const std::vector<InboxRecord> inbox =
+      *store_->messages().ListInbox(r.message.id);
   for (const auto& row : inbox) got.push_back(row.agent_id);
   EXPECT_EQ(got, (std::vector<std::string>{"sub-1", "sub-2"}));
 }
@@ -271,7 +276,7 @@ TEST_F(MessagingTest, EveryBadInputIsInvalidWithItsReasonAndWritesNothing) {
 TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
   MessagingConfig config;
   config.max_pending_per_inbox = 3;
-  Messaging limited(store_.get(), presence_.get(), roles_.get(),
+  Messaging limited(&store_->messages(), presence_.get(), roles_.get(),
                     activator_.get(), ids_.get(), &clock_, config);
   Agent("agent-b", {"news"});
   Agent("agent-c", {"news"});
@@ -290,12 +295,12 @@ TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
   // A topic message reaching the full inbox is refused for every recipient.
   absl::StatusOr<PublishResult> fanout = limited.Publish(To("topic:news"));
   EXPECT_EQ(ReasonOf(fanout.status()), "LIMIT_EXCEEDED");
-  EXPECT_TRUE(
-      store_->ListPendingForAgent("agent-c", UnixMillis(clock_.Now()), 10)
-          ->empty());
+  EXPECT_TRUE(store_->messages()
+                  .ListPendingForAgent("agent-c", UnixMillis(clock_.Now()), 10)
+                  ->empty());
   // The backlog is intact, and acknowledging one makes room for one.
-  std::vector<MessageRecord> pending =
-      *store_->ListPendingForAgent("agent-b", UnixMillis(clock_.Now()), 10);
+  std::vector<MessageRecord> pending = *store_->messages().ListPendingForAgent(
+      "agent-b", UnixMillis(clock_.Now()), 10);
   ASSERT_EQ(pending.size(), 3u);
   for (const MessageRecord& m : pending) {
     EXPECT_NE(std::find(accepted.begin(), accepted.end(), m.id),
@@ -342,7 +347,8 @@ TEST_F(MessagingTest, AckAcknowledgesOnlyWhatWasDeliveredToTheAgent) {
   EXPECT_EQ(ack->acked, std::vector<std::string>{to_b.message.id});
   EXPECT_EQ(ack->ignored,
             (std::vector<std::string>{to_c.message.id, "unknown"}));
-  EXPECT_EQ(store_->GetMessage(to_b.message.id)->status, MessageStatus::kAcked);
+  EXPECT_EQ(store_->messages().GetMessage(to_b.message.id)->status,
+            MessageStatus::kAcked);
   // Not yet delivered to agent-c: nothing to acknowledge.
   ack = messaging_->Ack("agent-c", {to_c.message.id}, std::nullopt);
   EXPECT_EQ(ack->ignored, std::vector<std::string>{to_c.message.id});
@@ -410,9 +416,12 @@ TEST_F(MessagingTest, AcksFromManyThreadsAtOnceAreEachAnsweredForTheirOwnIds) {
     EXPECT_EQ(answers[i]->ignored, std::vector<std::string>{not_b}) << i;
   }
   for (int i = 0; i < kThreads * kPerThread; ++i) {
-    EXPECT_EQ(store_->GetMessage(ids[i])->status, MessageStatus::kAcked) << i;
+    EXPECT_EQ(store_->messages().GetMessage(ids[i])->status,
+              MessageStatus::kAcked)
+        << i;
   }
-  EXPECT_EQ(store_->GetMessage(not_b)->status, MessageStatus::kQueued);
+  EXPECT_EQ(store_->messages().GetMessage(not_b)->status,
+            MessageStatus::kQueued);
   // Fewer writes than requests when they overlapped; never more.
   EXPECT_EQ(messaging_->acks().requests(), kThreads * kPerThread);
   EXPECT_LE(messaging_->acks().writes(), kThreads * kPerThread);
@@ -451,7 +460,7 @@ TEST_F(MessagingTest, ItIsDestroyedOnlyOnceTheAckWritesInFlightAreAnswered) {
   ASSERT_TRUE(answered.HasBeenNotified());
   ASSERT_TRUE(answer.ok()) << answer.status();
   EXPECT_EQ(answer->acked, std::vector<std::string>{id});
-  EXPECT_EQ(store_->GetMessage(id)->status, MessageStatus::kAcked);
+  EXPECT_EQ(store_->messages().GetMessage(id)->status, MessageStatus::kAcked);
 }
 
 TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {
@@ -483,7 +492,8 @@ TEST_F(MessagingTest, ListPendingOrdersByPriorityThenAgeAndPages) {
   } while (!q.page_token.empty());
   EXPECT_EQ(got, expected);
   EXPECT_EQ(pages, 3);
-  EXPECT_EQ(store_->GetMessage(expected[0])->status, MessageStatus::kDelivered);
+  EXPECT_EQ(store_->messages().GetMessage(expected[0])->status,
+            MessageStatus::kDelivered);
   q.page_token = "garbage";
   EXPECT_EQ(ReasonOf(messaging_->ListPending(q).status()),
             "PAGE_TOKEN_INVALID");
@@ -503,7 +513,7 @@ TEST_F(MessagingTest, ListPendingFiltersByTopicAndPeekMarksNothing) {
   ASSERT_TRUE(page.ok());
   ASSERT_EQ(page->deliveries.size(), 1u);
   EXPECT_EQ(page->deliveries[0].message.id, build.message.id);
-  EXPECT_EQ(store_->GetMessage(build.message.id)->status,
+  EXPECT_EQ(store_->messages().GetMessage(build.message.id)->status,
             MessageStatus::kQueued);
 }
 
@@ -534,7 +544,7 @@ TEST_F(MessagingTest, ARoutedPushOfAMessageAcknowledgedMeanwhileSendsNothing) {
   stale.message = r.message;
   EXPECT_EQ(messaging_->PushRoutedMany({stale}), 0);
   EXPECT_EQ(stream->messages().size(), 1u);
-  EXPECT_EQ(store_->ListInbox(r.message.id)->at(0).attempts, 1);
+  EXPECT_EQ(store_->messages().ListInbox(r.message.id)->at(0).attempts, 1);
 }
 
 TEST_F(MessagingTest, ThePushAtAttachLeavesLaterMessagesToTheirOwnPublish) {
@@ -608,7 +618,8 @@ TEST_F(MessagingTest,
   ASSERT_TRUE(late.push);
   late.push();
   EXPECT_EQ(holder->messages().size(), 2u);
-  EXPECT_EQ(store_->ListInbox(backlog.message.id)->at(0).attempts, 1);
+  EXPECT_EQ(store_->messages().ListInbox(backlog.message.id)->at(0).attempts,
+            1);
 }
 
 TEST_F(MessagingTest,
@@ -637,7 +648,7 @@ TEST_F(MessagingTest,
   EXPECT_EQ(holder->messages()[1].message.id, second.message.id);
   EXPECT_EQ(holder->messages()[1].role_epoch, holder->activations()[0].epoch);
   // In the holder's inbox once, durable: a re-attach would deliver it.
-  EXPECT_EQ(store_->ListInbox(second.message.id)->size(), 1u);
+  EXPECT_EQ(store_->messages().ListInbox(second.message.id)->size(), 1u);
 }
 
 TEST_F(MessagingTest, ARoleMessageWrittenAcrossAFailoverReachesTheNewHolder) {
@@ -709,9 +720,10 @@ TEST_F(MessagingTest, ExpiryDeadLettersOnceAndNotifiesTheSenderOnce) {
   clock_.Advance(absl::Seconds(2));
   EXPECT_EQ(*messaging_->SweepExpired(), 2);
   EXPECT_EQ(*messaging_->SweepExpired(), 0);
-  EXPECT_EQ(store_->GetMessage(req.message.id)->status,
+  EXPECT_EQ(store_->messages().GetMessage(req.message.id)->status,
             MessageStatus::kDeadLetter);
-  EXPECT_EQ(store_->GetDeadLetter(event.message.id)->reason, "ttl_expired");
+  EXPECT_EQ(store_->messages().GetDeadLetter(event.message.id)->reason,
+            "ttl_expired");
   PendingQuery q;
   q.agent_id = "sender-1";
   q.peek = true;
@@ -748,8 +760,8 @@ TEST_F(MessagingTest, RacingSweepsClaimEachRowOnceAndNotifyOnce) {
     ids.push_back(MustPublish(in).message.id);
   }
   // One row already failed for another reason: its first reason stays.
-  ASSERT_TRUE(*store_->DeadLetterMessage(ids[1], "delivery_error",
-                                         UnixMillis(clock_.Now()), "boom"));
+  ASSERT_TRUE(*store_->messages().DeadLetterMessage(
+      ids[1], "delivery_error", UnixMillis(clock_.Now()), "boom"));
   clock_.Advance(absl::Seconds(2));
   std::vector<int> claimed(4, 0);
   std::vector<std::thread> sweeps;
@@ -758,8 +770,8 @@ TEST_F(MessagingTest, RacingSweepsClaimEachRowOnceAndNotifyOnce) {
   }
   for (std::thread& t : sweeps) t.join();
   EXPECT_EQ(claimed[0] + claimed[1] + claimed[2] + claimed[3], 39);
-  EXPECT_EQ(store_->GetDeadLetter(ids[1])->reason, "delivery_error");
-  EXPECT_EQ(store_->GetDeadLetter(ids[2])->reason, "ttl_expired");
+  EXPECT_EQ(store_->messages().GetDeadLetter(ids[1])->reason, "delivery_error");
+  EXPECT_EQ(store_->messages().GetDeadLetter(ids[2])->reason, "ttl_expired");
   PendingQuery q;
   q.agent_id = "sender-1";
   q.peek = true;
@@ -774,7 +786,7 @@ TEST_F(MessagingTest, TickSweepsAtMostOncePerInterval) {
   messaging_->Tick();
   clock_.Advance(absl::Milliseconds(1500));
   messaging_->Tick();
-  EXPECT_EQ(store_->GetMessage(r.message.id)->status,
+  EXPECT_EQ(store_->messages().GetMessage(r.message.id)->status,
             MessageStatus::kDeadLetter);
 }
 

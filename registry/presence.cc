@@ -130,8 +130,9 @@ struct PresenceRegistry::Shard {
   absl::flat_hash_set<std::string> detaching ABSL_GUARDED_BY(mu);
 };
 
-PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
-                                   PresenceConfig config,
+PresenceRegistry::PresenceRegistry(storage::AgentStore* store,
+                                   const storage::Membership* membership,
+                                   const Clock* clock, PresenceConfig config,
                                    std::string hub_instance_id,
                                    std::string store_fingerprint)
     : store_(store),
@@ -139,7 +140,7 @@ PresenceRegistry::PresenceRegistry(storage::Store* store, const Clock* clock,
       config_(config),
       hub_instance_id_(std::move(hub_instance_id)),
       store_fingerprint_(std::move(store_fingerprint)),
-      shared_(store->membership() != nullptr),
+      shared_(membership != nullptr),
       probe_ids_(clock) {
   for (int i = 0; i < kShards; ++i)
     shards_.push_back(std::make_unique<Shard>());
@@ -312,7 +313,7 @@ absl::StatusOr<AgentView> PresenceRegistry::Register(
 }
 
 void PresenceRegistry::RegisterAsync(const RegisterInput& input,
-                                     storage::Store::Callback<AgentView> done) {
+                                     storage::Callback<AgentView> done) {
   if (absl::Status s = CheckFence(input.fence); !s.ok()) {
     std::move(done)(s);
     return;

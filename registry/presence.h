@@ -217,8 +217,11 @@ struct PresenceCounts {
 
 class PresenceRegistry {
  public:
-  // `store` and `clock` must outlive the registry.
-  PresenceRegistry(storage::Store* store, const Clock* clock,
+  // `store`, `membership` and `clock` must outlive the registry.
+  // `membership`: the hubs sharing the store, or nullptr when this hub is
+  // its only one (shared()).
+  PresenceRegistry(storage::AgentStore* store,
+                   const storage::Membership* membership, const Clock* clock,
                    PresenceConfig config, std::string hub_instance_id,
                    std::string store_fingerprint);
   ~PresenceRegistry();
@@ -248,7 +251,7 @@ class PresenceRegistry {
   // Register() would return, on the caller's thread for an invalid input and
   // on a store thread once the write is durable otherwise.
   void RegisterAsync(const RegisterInput& input,
-                     storage::Store::Callback<AgentView> done);
+                     storage::Callback<AgentView> done);
   // Renews the lease in memory (no disk sync unless it revives a stale
   // agent). AGENT_NOT_FOUND, STALE_PRESENCE_OWNER, AGENT_OFFLINE.
   absl::StatusOr<AgentView> Heartbeat(const HeartbeatInput& input);
@@ -342,7 +345,7 @@ class PresenceRegistry {
   void Shutdown();
 
   // ---- several hubs over one store (docs/design/multi-hub.md)
-  // On a shared store (Store::membership() set), this hub holds only the
+  // On a shared store (a membership given), this hub holds only the
   // presence of the agents it registered, attached, heartbeated through or
   // took over; the rest is read from the store, and every write for
   // presence is fenced by the hub's seat.
@@ -410,7 +413,7 @@ class PresenceRegistry {
                 const absl::Status& why);
   void Sweep(int64_t now_ms) ABSL_EXCLUSIVE_LOCKS_REQUIRED(tick_mu_);
 
-  storage::Store* const store_;
+  storage::AgentStore* const store_;
   const Clock* const clock_;
   const PresenceConfig config_;
   const std::string hub_instance_id_;

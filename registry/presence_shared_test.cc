@@ -48,7 +48,8 @@ class SharedPresenceTest : public storage::pg::testing::PgDatabaseTest {
     store_ = std::move(*store);
     ASSERT_TRUE(store_->membership()->Join("a:1", 60'000).ok());
     registry_ = std::make_unique<PresenceRegistry>(
-        store_.get(), &clock_, PresenceConfig(), kHub, "pg:test");
+        &store_->agents(), store_->membership(), &clock_, PresenceConfig(),
+        kHub, "pg:test");
     ASSERT_TRUE(registry_->shared());
     registry_->SetAuthorityCheck([this] {
       absl::MutexLock lock(&mu_);
@@ -132,11 +133,12 @@ TEST_F(SharedPresenceTest, ACheckpointRefusedForAnotherHubsHoldEndsTheStream) {
   auto other = storage::pg::PostgresStore::Open(std::move(options));
   ASSERT_TRUE(other.ok()) << other.status();
   ASSERT_TRUE((*other)->membership()->Join("b:1", 60'000).ok());
-  absl::StatusOr<AgentRecord> row = store_->GetAgent("agent-a");
+  absl::StatusOr<AgentRecord> row = store_->agents().GetAgent("agent-a");
   ASSERT_TRUE(row.ok()) << row.status();
   ASSERT_TRUE((*other)
-                  ->ClaimPresence("agent-a", row->presence_generation,
-                                  UnixMillis(clock_.Now()), 30'000)
+                  ->agents()
+                  .ClaimPresence("agent-a", row->presence_generation,
+                                 UnixMillis(clock_.Now()), 30'000)
                   .ok());
 
   RunPastACheckpoint();

@@ -62,7 +62,8 @@ class PresenceTest : public ::testing::Test {
   // A new registry over the same store, as after a hub restart.
   void Reopen() {
     registry_ = std::make_unique<PresenceRegistry>(
-        store_.get(), &clock_, PresenceConfig(), kInstance, kFingerprint);
+        &store_->agents(), store_->membership(), &clock_, PresenceConfig(),
+        kInstance, kFingerprint);
     registry_->SetGoneListener(
         [this](const std::string& id, int64_t gen, AgentGoneReason reason) {
           absl::MutexLock lock(&gone_mu_);
@@ -99,7 +100,7 @@ class PresenceTest : public ::testing::Test {
   }
 
   AgentStatus StoredStatus(const std::string& id) {
-    return store_->GetAgent(id)->status;
+    return store_->agents().GetAgent(id)->status;
   }
 
   std::vector<Gone> gone() {
@@ -119,11 +120,11 @@ class PresenceTest : public ::testing::Test {
       r.now_ms = UnixMillis(clock_.Now());
       if (i % 3 == 0) r.project_id = std::string("prj_a");
       if (i % 3 == 1) r.project_id = std::string("prj_b");
-      store_->RegisterAgentAsync(r,
-                                 [&written](absl::StatusOr<AgentRecord> row) {
-                                   EXPECT_TRUE(row.ok()) << row.status();
-                                   written.DecrementCount();
-                                 });
+      store_->agents().RegisterAgentAsync(
+          r, [&written](absl::StatusOr<AgentRecord> row) {
+            EXPECT_TRUE(row.ok()) << row.status();
+            written.DecrementCount();
+          });
     }
     written.Wait();
     Reopen();
@@ -160,7 +161,7 @@ TEST_F(PresenceTest, RegistrationIsDurableOnlineAtGenerationOne) {
   AgentView view = Register("agent-a");
   EXPECT_EQ(view.record.presence_generation, 1);
   EXPECT_EQ(view.record.status, AgentStatus::kOnline);
-  AgentRecord row = *store_->GetAgent("agent-a");
+  AgentRecord row = *store_->agents().GetAgent("agent-a");
   EXPECT_EQ(row.presence_generation, 1);
   EXPECT_EQ(row.status, AgentStatus::kOnline);
   EXPECT_EQ(row.lease_expires_ms, UnixMillis(clock_.Now()) + 30'000);
@@ -182,17 +183,18 @@ TEST_F(PresenceTest,
        HeartbeatRenewsTheLeaseInMemoryAndTheCheckpointPersistsIt) {
   Register("agent-a");
   const int64_t registered_lease =
-      store_->GetAgent("agent-a")->lease_expires_ms;
+      store_->agents().GetAgent("agent-a")->lease_expires_ms;
   clock_.Advance(absl::Seconds(20));
   absl::StatusOr<AgentView> hb = Heartbeat("agent-a", 1);
   ASSERT_TRUE(hb.ok()) << hb.status();
   const int64_t renewed = UnixMillis(clock_.Now()) + 30'000;
   EXPECT_EQ(hb->record.lease_expires_ms, renewed);
   // No disk write on the hot path...
-  EXPECT_EQ(store_->GetAgent("agent-a")->lease_expires_ms, registered_lease);
+  EXPECT_EQ(store_->agents().GetAgent("agent-a")->lease_expires_ms,
+            registered_lease);
   // ...the next checkpoint writes it.
   registry_->Tick();
-  EXPECT_EQ(store_->GetAgent("agent-a")->lease_expires_ms, renewed);
+  EXPECT_EQ(store_->agents().GetAgent("agent-a")->lease_expires_ms, renewed);
 }
 
 TEST_F(PresenceTest, HeartbeatOfASupersededGenerationIsStalePresenceOwner) {
@@ -262,7 +264,7 @@ TEST_F(PresenceTest,
   absl::StatusOr<DeregisterOutcome> out =
       registry_->Deregister("agent-a", 1, {});
   EXPECT_EQ(ReasonOf(out.status()), "STALE_PRESENCE_OWNER");
-  AgentRecord row = *store_->GetAgent("agent-a");
+  AgentRecord row = *store_->agents().GetAgent("agent-a");
   EXPECT_EQ(row.status, AgentStatus::kOnline);
   EXPECT_EQ(row.presence_generation, 2);
 }
@@ -292,7 +294,7 @@ TEST_F(PresenceTest, AnAttachedStreamKeepsTheAgentPresentWithoutHeartbeats) {
   ASSERT_TRUE(registry_->Attach("agent-a", 1, {}, stream).ok());
   RunFor(absl::Minutes(10));
   EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
-  EXPECT_GT(store_->GetAgent("agent-a")->lease_expires_ms,
+  EXPECT_GT(store_->agents().GetAgent("agent-a")->lease_expires_ms,
             UnixMillis(clock_.Now()));
   EXPECT_TRUE(gone().empty());
   EXPECT_EQ(registry_->Counts().open_streams, 1);
@@ -508,7 +510,7 @@ TEST_F(PresenceTest, EveryOrderingOfALateOwnerAndANewOwnerEndsWithTheNewOwner) {
           break;
       }
     }
-    AgentRecord row = *store_->GetAgent("agent-a");
+    AgentRecord row = *store_->agents().GetAgent("agent-a");
     EXPECT_EQ(row.status, AgentStatus::kOnline);
     EXPECT_EQ(row.presence_generation, 2);
     ++orderings;

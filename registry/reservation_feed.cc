@@ -56,7 +56,8 @@ void ReservationFeed::Subscription::Cancel() {
   feed_ = nullptr;
 }
 
-ReservationFeed::ReservationFeed(storage::Store* store, const Clock* clock,
+ReservationFeed::ReservationFeed(storage::ReservationStore* store,
+                                 const Clock* clock,
                                  ReservationFeedOptions options)
     : store_(store), clock_(clock), options_(std::move(options)) {}
 

@@ -104,7 +104,7 @@ class ReservationFeed {
   };
 
   // `store` and `clock` must outlive the feed.
-  ReservationFeed(storage::Store* store, const Clock* clock,
+  ReservationFeed(storage::ReservationStore* store, const Clock* clock,
                   ReservationFeedOptions options = {});
   // Stop().
   ~ReservationFeed();
@@ -163,7 +163,7 @@ class ReservationFeed {
   // Forgets the kept changes: none before `seq` can be resumed from.
   void ForgetKeptLocked(int64_t seq) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_);
 
-  storage::Store* const store_;
+  storage::ReservationStore* const store_;
   const Clock* const clock_;
   const ReservationFeedOptions options_;
   // The thread's.

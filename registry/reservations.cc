@@ -35,8 +35,8 @@ absl::Status ValidateReservationId(absl::string_view id) {
 
 }  // namespace
 
-ReservationBook::ReservationBook(storage::Store* store, const Clock* clock,
-                                 ReservationLimits limits,
+ReservationBook::ReservationBook(storage::ReservationStore* store,
+                                 const Clock* clock, ReservationLimits limits,
                                  std::function<std::string()> new_id)
     : store_(store),
       clock_(clock),

@@ -95,7 +95,7 @@ class ReservationBook {
  public:
   // `store` and `clock` must outlive the book. `new_id` names reservations
   // (default: UUIDv7).
-  ReservationBook(storage::Store* store, const Clock* clock,
+  ReservationBook(storage::ReservationStore* store, const Clock* clock,
                   ReservationLimits limits,
                   std::function<std::string()> new_id = nullptr);
 
@@ -174,7 +174,7 @@ class ReservationBook {
   void Count(std::atomic<int64_t>& counter, ReservationEvent event, int64_t n);
   absl::StatusOr<int64_t> TtlMs(std::optional<absl::Duration> ttl) const;
 
-  storage::Store* const store_;
+  storage::ReservationStore* const store_;
   const Clock* const clock_;
   const ReservationLimits limits_;
   std::function<std::string()> new_id_;

@@ -23,7 +23,8 @@ class ReservationBookTest : public ::testing::Test {
  protected:
   void SetUp() override {
     store_ = OpenOrDie(FreshDbPath());
-    book_ = std::make_unique<ReservationBook>(store_.get(), &clock_, limits_);
+    book_ = std::make_unique<ReservationBook>(&store_->reservations(), &clock_,
+                                              limits_);
     Register("agent-a");
     Register("agent-b");
   }
@@ -32,7 +33,7 @@ class ReservationBookTest : public ::testing::Test {
     r.agent_id = agent;
     r.cli = "claude";
     r.now_ms = absl::ToUnixMillis(clock_.Now());
-    ASSERT_TRUE(store_->RegisterAgent(r).ok());
+    ASSERT_TRUE(store_->agents().RegisterAgent(r).ok());
   }
   PathReserveInput In(const std::string& agent,
                       std::vector<std::string> patterns,

@@ -8,8 +8,8 @@ namespace hub {
 
 RoleChangeFanout::RoleChangeFanout(RoleRegistry* roles,
                                    PresenceRegistry* presence,
-                                   storage::Store* store, UuidV7Generator* ids,
-                                   Executor executor)
+                                   storage::RoleStore* store,
+                                   UuidV7Generator* ids, Executor executor)
     : roles_(roles),
       presence_(presence),
       store_(store),

@@ -46,7 +46,7 @@ class RoleChangeFanout {
   // Every pointer must outlive the fanout; so must the work handed to
   // `executor` (drain the executor before destroying the fanout).
   RoleChangeFanout(RoleRegistry* roles, PresenceRegistry* presence,
-                   storage::Store* store, UuidV7Generator* ids,
+                   storage::RoleStore* store, UuidV7Generator* ids,
                    Executor executor);
   ~RoleChangeFanout();
   RoleChangeFanout(const RoleChangeFanout&) = delete;
@@ -77,7 +77,7 @@ class RoleChangeFanout {
 
   RoleRegistry* const roles_;
   PresenceRegistry* const presence_;
-  storage::Store* const store_;
+  storage::RoleStore* const store_;
   UuidV7Generator* const ids_;
   const Executor executor_;
 

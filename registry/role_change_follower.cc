@@ -18,7 +18,7 @@ constexpr int64_t kPruneBatchRows = 10'000;
 
 }  // namespace
 
-RoleChangeFollower::RoleChangeFollower(storage::Store* store,
+RoleChangeFollower::RoleChangeFollower(storage::RoleStore* store,
                                        RoleChangeFollowerOptions options)
     : store_(store), options_(std::move(options)) {}
 

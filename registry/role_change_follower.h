@@ -58,7 +58,7 @@ class RoleChangeFollower {
   using Publisher = std::function<void(const storage::RoleChange&)>;
 
   // `store` must outlive the follower and have a role change log.
-  RoleChangeFollower(storage::Store* store,
+  RoleChangeFollower(storage::RoleStore* store,
                      RoleChangeFollowerOptions options = {});
   // Stop().
   ~RoleChangeFollower();
@@ -91,7 +91,7 @@ class RoleChangeFollower {
   // on_error for the first failure of a run of failures.
   void Failed(const absl::Status& status);
 
-  storage::Store* const store_;
+  storage::RoleStore* const store_;
   const RoleChangeFollowerOptions options_;
   Publisher publish_;  // set by Start, used by the thread only
   // The thread's: a run of failures reported; when the last read began.

@@ -121,12 +121,13 @@ class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {
       errors_.push_back(s);
     };
     hub->follower =
-        std::make_unique<RoleChangeFollower>(hub->store.get(), options);
+        std::make_unique<RoleChangeFollower>(&hub->store->roles(), options);
     RoleRegistryOptions ro;
     ro.publication = RolePublication::kChangeLog;
     RoleChangeFollower* follower = hub->follower.get();
     ro.on_role_committed = [follower] { follower->Kick(); };
-    hub->roles = std::make_unique<RoleRegistry>(hub->store.get(), &clock_, ro);
+    hub->roles =
+        std::make_unique<RoleRegistry>(&hub->store->roles(), &clock_, ro);
     RoleRegistry* roles = hub->roles.get();
     absl::Status started = follower->Start(
         [roles](const RoleChange& change) { roles->PublishLogged(change); });
@@ -146,7 +147,8 @@ class RoleChangeFollowerTest : public storage::pg::testing::PgDatabaseTest {
       absl::MutexLock lock(&raw->mu);
       raw->reported.push_back(s);
     };
-    f->follower = std::make_unique<RoleChangeFollower>(f->store.get(), kicked);
+    f->follower =
+        std::make_unique<RoleChangeFollower>(&f->store->roles(), kicked);
     absl::Status started = f->follower->Start([raw](const RoleChange& c) {
       RoleEvent e;
       e.kind = c.kind == RoleChange::Kind::kRemoved ? RoleChangeKind::kRemoved
@@ -292,7 +294,7 @@ TEST_F(RoleChangeFollowerTest, OwnWritesPublishNothingWithoutTheFollower) {
   RoleRegistryOptions ro;
   ro.publication = RolePublication::kChangeLog;
   ro.on_role_committed = [&committed] { ++committed; };
-  RoleRegistry roles(store.get(), &clock_, ro);
+  RoleRegistry roles(&store->roles(), &clock_, ro);
   Seen seen;
   absl::StatusOr<RoleWatchStart> start = roles.Watch(
       RoleWatchFilter{}, [&seen](const RoleEvent& e) { seen.Add(e); });
@@ -321,8 +323,8 @@ TEST_F(RoleChangeFollowerTest,
   std::unique_ptr<storage::pg::Connection> sql = Connect();
   ASSERT_NE(sql, nullptr);
   ASSERT_TRUE(sql->Exec("UPDATE hub_role_changes SET written_at_ms = 0").ok());
-  ASSERT_EQ(f->store->PruneRoleChanges(60'000, 100).value_or(-1), 3);
-  const int64_t head = *f->store->RoleChangeHead();
+  ASSERT_EQ(f->store->roles().PruneRoleChanges(60'000, 100).value_or(-1), 3);
+  const int64_t head = *f->store->roles().RoleChangeHead();
   f->follower->Kick();
   ASSERT_TRUE(f->seen.WaitFor(1));
   f->follower->Stop();

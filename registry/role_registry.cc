@@ -163,7 +163,7 @@ absl::Status CheckActiveRule(const storage::RolePatch& p,
 }
 
 // The row, or nullopt when absent.
-absl::StatusOr<std::optional<RoleRecord>> LoadRow(storage::Store* store,
+absl::StatusOr<std::optional<RoleRecord>> LoadRow(storage::RoleStore* store,
                                                   const std::string& wire) {
   absl::StatusOr<RoleRecord> row = store->GetRole(wire);
   if (row.ok()) return std::optional<RoleRecord>(std::move(*row));
@@ -243,7 +243,7 @@ absl::StatusOr<ResolvedRoleKey> ResolveRoleKey(const RoleKeyRef& ref) {
   return ResolvedRoleKey{*decoded, *ref.wire};
 }
 
-RoleRegistry::RoleRegistry(storage::Store* store, const Clock* clock,
+RoleRegistry::RoleRegistry(storage::RoleStore* store, const Clock* clock,
                            RoleRegistryOptions options)
     : store_(store),
       clock_(clock),
@@ -299,7 +299,7 @@ absl::StatusOr<ReserveResult> RoleRegistry::Reserve(const ReserveInput& in) {
 }
 
 void RoleRegistry::ReserveAsync(const ReserveInput& in,
-                                storage::Store::Callback<ReserveResult> done) {
+                                storage::Callback<ReserveResult> done) {
   absl::StatusOr<storage::RoleReservation> r = BuildReservation(in);
   if (!r.ok()) {
     std::move(done)(r.status());
@@ -360,8 +360,8 @@ absl::StatusOr<RoleRecord> RoleRegistry::CompareAndSet(const CasInput& in) {
   return CompareAndSetStorePatch(*cas);
 }
 
-void RoleRegistry::CompareAndSetAsync(
-    const CasInput& in, storage::Store::Callback<RoleRecord> done) {
+void RoleRegistry::CompareAndSetAsync(const CasInput& in,
+                                      storage::Callback<RoleRecord> done) {
   absl::StatusOr<storage::RoleCas> cas = BuildCas(in);
   if (!cas.ok()) {
     std::move(done)(cas.status());

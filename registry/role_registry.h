@@ -333,7 +333,7 @@ struct RoleRegistryOptions {
 class RoleRegistry {
  public:
   // `store` and `clock` must outlive the registry.
-  RoleRegistry(storage::Store* store, const Clock* clock,
+  RoleRegistry(storage::RoleStore* store, const Clock* clock,
                RoleRegistryOptions options = {});
   ~RoleRegistry();
   RoleRegistry(const RoleRegistry&) = delete;
@@ -355,9 +355,9 @@ class RoleRegistry {
   // on the caller's thread for a request refused before the write, else on a
   // store thread once the write is durable (or failed).
   void ReserveAsync(const ReserveInput& input,
-                    storage::Store::Callback<ReserveResult> done);
+                    storage::Callback<ReserveResult> done);
   void CompareAndSetAsync(const CasInput& input,
-                          storage::Store::Callback<RoleRecord> done);
+                          storage::Callback<RoleRecord> done);
   // A state change decided by the transition kernel, the way every in-hub
   // state change is written (the activator's, and the release of a
   // quarantined role): ReduceRoleTransition(from.state, trigger) gives the
@@ -468,7 +468,7 @@ class RoleRegistry {
   absl::Status ReleaseQuarantine(const std::string& wire, RoleTrigger trigger);
   double RandomUnit();
 
-  storage::Store* const store_;
+  storage::RoleStore* const store_;
   const Clock* const clock_;
   RoleRegistryOptions options_;
 

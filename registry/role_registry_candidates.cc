@@ -177,7 +177,7 @@ absl::StatusOr<storage::CandidateUpsert> BuildCandidateUpsert(
 }
 
 absl::StatusOr<std::optional<CandidateRecord>> FindCandidate(
-    storage::Store* store, const std::string& wire,
+    storage::RoleStore* store, const std::string& wire,
     const std::string& agent_id) {
   absl::StatusOr<std::vector<CandidateRecord>> all =
       store->ListCandidates(wire);

@@ -48,7 +48,8 @@ class RoleRegistryTest : public ::testing::Test {
       absl::MutexLock lock(&notes_mu_);
       notes_.push_back(note);
     };
-    registry_ = std::make_unique<RoleRegistry>(store_.get(), &clock_, options);
+    registry_ =
+        std::make_unique<RoleRegistry>(&store_->roles(), &clock_, options);
   }
 
   std::vector<RoleTransitionNote> Notes() {
@@ -448,10 +449,11 @@ TEST_F(RoleRegistryTest,
   std::vector<std::string> expected, expected_project;
   for (const std::string& wire : wires) {
     absl::StatusOr<std::vector<CandidateRecord>> rows =
-        store_->ListCandidates(wire);
+        store_->roles().ListCandidates(wire);
     ASSERT_TRUE(rows.ok());
     ASSERT_EQ(rows->size(), 25u);
-    const bool in_project = store_->GetRole(wire)->project_id == kProject;
+    const bool in_project =
+        store_->roles().GetRole(wire)->project_id == kProject;
     for (const CandidateRecord& c : *rows) {
       expected.push_back(absl::StrCat(wire, "/", c.agent_id));
       if (in_project) expected_project.push_back(expected.back());
@@ -693,7 +695,7 @@ TEST_F(RoleRegistryTest, ProbeExclusionFollowsTheConfiguredPolicyWithJitter) {
   options.policy.backoff_max = absl::Seconds(4);
   options.policy.max_probe_failures = 4;
   options.policy.candidate_quarantine = absl::Minutes(1);
-  RoleRegistry registry(store_.get(), &clock_, options);
+  RoleRegistry registry(&store_->roles(), &clock_, options);
   CandidateA(registry);
   ProbeReportInput probe = ProbeOfA("transport_error");
   probe.probed_at_ms = UnixMillis(clock_.Now());
@@ -714,7 +716,7 @@ TEST_F(RoleRegistryTest, TheDefaultPolicyIsTrifluxs) {
   double u = 0.0;
   RoleRegistryOptions options;
   options.random_unit = [&u] { return u; };
-  RoleRegistry registry(store_.get(), &clock_, options);
+  RoleRegistry registry(&store_->roles(), &clock_, options);
   CandidateA(registry);
   ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());
@@ -765,7 +767,7 @@ TEST_F(RoleRegistryTest,
   options.policy.backoff_factor = 2.0;
   options.policy.backoff_max = absl::Hours(1);
   options.policy.max_probe_failures = kReports + 1;
-  RoleRegistry registry(store_.get(), &clock_, options);
+  RoleRegistry registry(&store_->roles(), &clock_, options);
   CandidateA(registry);
   ProbeReportInput probe = ProbeOfA("timeout");
   probe.probed_at_ms = UnixMillis(clock_.Now());

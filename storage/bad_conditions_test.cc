@@ -159,7 +159,8 @@ TEST(BadConditions, FullDiskIsResourceExhaustedAndKeepsEarlierWrites) {
   int written = 0;
   absl::Status full;
   for (int i = 0; i < 1000 && full.ok(); ++i) {
-    full = (*store)->InsertMessage(Msg("m" + std::to_string(i), 2000), {"b"});
+    full = (*store)->messages().InsertMessage(
+        Msg("m" + std::to_string(i), 2000), {"b"});
     if (full.ok()) ++written;
   }
   ASSERT_FALSE(full.ok());
@@ -168,14 +169,15 @@ TEST(BadConditions, FullDiskIsResourceExhaustedAndKeepsEarlierWrites) {
   EXPECT_GT(written, 0);
   // Earlier writes are intact, the failed one left nothing, reads work.
   for (int i = 0; i < written; ++i) {
-    EXPECT_TRUE((*store)->GetMessage("m" + std::to_string(i)).ok());
+    EXPECT_TRUE((*store)->messages().GetMessage("m" + std::to_string(i)).ok());
   }
-  EXPECT_FALSE((*store)->GetMessage("m" + std::to_string(written)).ok());
+  EXPECT_FALSE(
+      (*store)->messages().GetMessage("m" + std::to_string(written)).ok());
   // Small writes that fit still succeed after the failure.
   AgentRegistration r;
   r.agent_id = "small";
   r.cli = "other";
-  absl::StatusOr<AgentRecord> agent = (*store)->RegisterAgent(r);
+  absl::StatusOr<AgentRecord> agent = (*store)->agents().RegisterAgent(r);
   EXPECT_TRUE(agent.ok() || ReasonOf(agent.status()) == "STORE_FULL");
   store->reset();
   EXPECT_EQ(RawDb(path).Query("PRAGMA integrity_check"), "ok");
@@ -233,22 +235,22 @@ TEST(BadConditions, DatabaseHeldByAnotherProcessIsUnavailableBusy) {
   options.busy_timeout_ms = 100;
   auto store = SqliteStore::Open(options);
   ASSERT_TRUE(store.ok()) << store.status();
-  ASSERT_TRUE((*store)->InsertMessage(Msg("before"), {"b"}).ok());
+  ASSERT_TRUE((*store)->messages().InsertMessage(Msg("before"), {"b"}).ok());
   ASSERT_TRUE(holder->Lock());
 
-  absl::Status busy = (*store)->InsertMessage(Msg("during"), {"b"});
+  absl::Status busy = (*store)->messages().InsertMessage(Msg("during"), {"b"});
   EXPECT_EQ(busy.code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(busy), "STORE_BUSY");
   // Readers are not blocked by a writer in WAL mode.
-  EXPECT_TRUE((*store)->GetMessage("before").ok());
+  EXPECT_TRUE((*store)->messages().GetMessage("before").ok());
   // Opening a second store (which must migrate) is refused the same way.
   absl::StatusOr<std::unique_ptr<SqliteStore>> second =
       SqliteStore::Open(options);
   EXPECT_EQ(ReasonOf(second.status()), "STORE_BUSY");
 
   holder.reset();  // the process dies; its lock goes with it
-  EXPECT_TRUE((*store)->InsertMessage(Msg("after"), {"b"}).ok());
-  EXPECT_FALSE((*store)->GetMessage("during").ok());
+  EXPECT_TRUE((*store)->messages().InsertMessage(Msg("after"), {"b"}).ok());
+  EXPECT_FALSE((*store)->messages().GetMessage("during").ok());
   store->reset();
   EXPECT_EQ(RawDb(path).Query("PRAGMA integrity_check"), "ok");
   EXPECT_EQ(RawDb(path).Query("SELECT count(*) FROM _meta WHERE key='lock'"),

@@ -511,13 +511,14 @@ TEST(GroupCommit, ManyConcurrentCallersShareGroupsAndAllCommit) {
         r.agent_id = "agent-" + std::to_string(t) + "-" + std::to_string(i);
         r.cli = "other";
         r.now_ms = 1;
-        if (!store->RegisterAgent(r).ok()) ++failures;
+        if (!store->agents().RegisterAgent(r).ok()) ++failures;
       }
     });
   }
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(failures.load(), 0);
-  EXPECT_EQ(store->ListAgents()->size(), size_t{kThreads * kPerThread});
+  EXPECT_EQ(store->agents().ListAgents()->size(),
+            size_t{kThreads * kPerThread});
   GroupCommitWriter::Stats stats = store->write_stats();
   EXPECT_EQ(stats.ops, kThreads * kPerThread);
   EXPECT_LT(stats.groups, stats.ops);
@@ -529,7 +530,7 @@ TEST(GroupCommit, ConcurrentReservationsOfOneVersionHaveExactlyOneWinner) {
   first.role_key_wire = "rk2.x";
   first.project_id = "prj";
   first.role_kind = "cto";
-  ASSERT_TRUE(store->ReserveRole(first).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(first).ok());
   constexpr int kThreads = 16;
   std::atomic<int> applied{0}, stale{0};
   std::vector<std::thread> threads;
@@ -539,7 +540,7 @@ TEST(GroupCommit, ConcurrentReservationsOfOneVersionHaveExactlyOneWinner) {
       r.expected_version = 0;
       r.expected_epoch = 0;
       r.patch.holder_agent_id = "agent-" + std::to_string(t);
-      absl::StatusOr<RoleWrite> w = store->ReserveRole(r);
+      absl::StatusOr<RoleWrite> w = store->roles().ReserveRole(r);
       ASSERT_TRUE(w.ok());
       if (w->outcome == RoleOutcome::kApplied) ++applied;
       if (w->outcome == RoleOutcome::kStaleVersion) ++stale;
@@ -548,7 +549,7 @@ TEST(GroupCommit, ConcurrentReservationsOfOneVersionHaveExactlyOneWinner) {
   for (std::thread& t : threads) t.join();
   EXPECT_EQ(applied.load(), 1);
   EXPECT_EQ(stale.load(), kThreads - 1);
-  EXPECT_EQ(store->GetRole("rk2.x")->epoch, 1);
+  EXPECT_EQ(store->roles().GetRole("rk2.x")->epoch, 1);
 }
 
 }  // namespace

@@ -220,7 +220,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     EXPECT_TRUE(store->migration().migrated);
 
     // Agents: every row and field; generation 0 unless v7+ wrote one.
-    auto agents = store->ListAgents();
+    auto agents = store->agents().ListAgents();
     ASSERT_TRUE(agents.ok());
     ASSERT_EQ(agents->size(), 2u);
     const AgentRecord& cto = (*agents)[0];
@@ -245,28 +245,29 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     EXPECT_FALSE(cto.lease_ttl_ms.has_value());
 
     // Messages, inbox and dead letters.
-    absl::StatusOr<MessageRecord> m1 = store->GetMessage("msg-1");
+    absl::StatusOr<MessageRecord> m1 = store->messages().GetMessage("msg-1");
     ASSERT_TRUE(m1.ok());
     EXPECT_EQ(m1->priority, 7);
     EXPECT_EQ(m1->payload_json, "{\"x\":1}");
     EXPECT_EQ(m1->status, MessageStatus::kQueued);
     EXPECT_FALSE(m1->role_key_wire.has_value());
-    EXPECT_EQ(store->GetMessage("msg-2")->status, MessageStatus::kDeadLetter);
-    EXPECT_EQ(store->ListInbox("msg-1")->at(0).attempts, 1);
-    EXPECT_EQ(store->GetDeadLetter("msg-2")->reason, "ttl_expired");
+    EXPECT_EQ(store->messages().GetMessage("msg-2")->status,
+              MessageStatus::kDeadLetter);
+    EXPECT_EQ(store->messages().ListInbox("msg-1")->at(0).attempts, 1);
+    EXPECT_EQ(store->messages().GetDeadLetter("msg-2")->reason, "ttl_expired");
 
     // Roles: kept; the phantom active row repaired (v6, v7).
     if (v >= 6) {
-      RoleRecord cto_role = *store->GetRole("rk2.cto");
+      RoleRecord cto_role = *store->roles().GetRole("rk2.cto");
       EXPECT_EQ(cto_role.state, RoleState::kElectedProbing);
       EXPECT_EQ(cto_role.epoch, 3);
       EXPECT_EQ(cto_role.version, 4);
       EXPECT_EQ(cto_role.activation_id, "act-3");
-      EXPECT_EQ(store->ListCandidates("rk2.cto")->size(), 1u);
+      EXPECT_EQ(store->roles().ListCandidates("rk2.cto")->size(), 1u);
     }
     if (v == 6 || v == 7) {
       EXPECT_EQ(store->migration().phantom_roles_repaired, 1);
-      RoleRecord lead = *store->GetRole("rk2.lead");
+      RoleRecord lead = *store->roles().GetRole("rk2.lead");
       EXPECT_EQ(lead.state, RoleState::kElectable);
       EXPECT_EQ(lead.epoch, 3);
       EXPECT_EQ(lead.last_reason, "migration_phantom_active");
@@ -276,7 +277,7 @@ TEST_P(TrifluxMigration, OpensInPlaceKeepingEveryRowAndConstraint) {
     r.agent_id = "worker-1";
     r.cli = "codex";
     r.now_ms = 10'000;
-    EXPECT_EQ(store->RegisterAgent(r)->presence_generation, 1);
+    EXPECT_EQ(store->agents().RegisterAgent(r)->presence_generation, 1);
   }
 
   RawDb raw(path);
@@ -405,7 +406,7 @@ TEST(Migration, HubVersionOneGainsTheAgentOwnersAndClosedScopesTables) {
   auto store = OpenOrDie(path);
   EXPECT_TRUE(store->migration().migrated);
   EXPECT_EQ(store->migration().from_hub_schema_version, "1");
-  EXPECT_EQ(*store->ClaimAgentOwner("agent-1", "alice", 1), "alice");
+  EXPECT_EQ(*store->agents().ClaimAgentOwner("agent-1", "alice", 1), "alice");
   store.reset();
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='hub_schema_version'"),
@@ -420,14 +421,14 @@ TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
   std::string path = FreshDbPath();
   {
     auto store = OpenOrDie(path);
-    ASSERT_EQ(*store->ClaimAgentOwner("agent-1", "alice", 1), "alice");
+    ASSERT_EQ(*store->agents().ClaimAgentOwner("agent-1", "alice", 1), "alice");
     RoleReservation lead;
     lead.role_key_wire = "rk2.lead";
     lead.project_id = "prj_1";
     lead.role_kind = "lead";
     lead.scope_id = "scp_1";
     lead.now_ms = 5;
-    ASSERT_TRUE(store->ReserveRole(lead).ok());
+    ASSERT_TRUE(store->roles().ReserveRole(lead).ok());
   }
   {
     // A hub_schema_version 2 database: everything but the closed scopes.
@@ -438,10 +439,10 @@ TEST(Migration, HubVersionTwoGainsTheClosedScopesTableAndKeepsItsData) {
   auto store = OpenOrDie(path);
   EXPECT_TRUE(store->migration().migrated);
   EXPECT_EQ(store->migration().from_hub_schema_version, "2");
-  EXPECT_EQ(store->GetRole("rk2.lead")->scope_id, "scp_1");
+  EXPECT_EQ(store->roles().GetRole("rk2.lead")->scope_id, "scp_1");
   // The new table works: closing the scope removes the migrated role.
   absl::StatusOr<ScopeCloseResult> closed =
-      store->CloseLeadScope(CloseOf("scp_1", "rk2.lead"));
+      store->roles().CloseLeadScope(CloseOf("scp_1", "rk2.lead"));
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_TRUE(closed->removed_role.has_value());
   store.reset();
@@ -475,12 +476,15 @@ TEST(Migration, HubVersionThreeClosedScopesGainTheirDeadLetteredCount) {
   EXPECT_TRUE(store->migration().migrated);
   EXPECT_EQ(store->migration().from_hub_schema_version, "3");
   // The old record is kept, its count unknown; a new close records one.
-  std::optional<ClosedScopeRecord> old = *store->GetClosedScope("rk2.old");
+  std::optional<ClosedScopeRecord> old =
+      *store->roles().GetClosedScope("rk2.old");
   ASSERT_TRUE(old.has_value());
   EXPECT_EQ(old->reason, "done");
   EXPECT_FALSE(old->dead_lettered_count.has_value());
-  ASSERT_TRUE(store->CloseLeadScope(CloseOf("scp_new", "rk2.new")).ok());
-  EXPECT_EQ((*store->GetClosedScope("rk2.new"))->dead_lettered_count, 0);
+  ASSERT_TRUE(
+      store->roles().CloseLeadScope(CloseOf("scp_new", "rk2.new")).ok());
+  EXPECT_EQ((*store->roles().GetClosedScope("rk2.new"))->dead_lettered_count,
+            0);
   store.reset();
   ExpectSettledAtTheCurrentHubVersion(path);
   RawDb raw(path);
@@ -598,7 +602,7 @@ TEST(Migration, LegacyV8TablePhantomIsBlockedFromNowOnAndRepairedByRecovery) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->GetRole("rk2.lead")->state,
+  EXPECT_EQ(store->roles().GetRole("rk2.lead")->state,
             RoleState::kActive);  // until recovery
   {
     RawDb raw(path);
@@ -608,9 +612,9 @@ TEST(Migration, LegacyV8TablePhantomIsBlockedFromNowOnAndRepairedByRecovery) {
         "VALUES ('rk2.new', 'prj_Z', 'cto', '', 'active', NULL, 1, 'x')");
     EXPECT_NE(err.find("CHECK constraint failed"), std::string::npos) << err;
   }
-  absl::StatusOr<RecoveryResult> rec = store->RecoverRoles(10'000);
+  absl::StatusOr<RecoveryResult> rec = store->roles().RecoverRoles(10'000);
   ASSERT_TRUE(rec.ok()) << rec.status();
-  RoleRecord lead = *store->GetRole("rk2.lead");
+  RoleRecord lead = *store->roles().GetRole("rk2.lead");
   EXPECT_EQ(lead.state, RoleState::kElectable);
   EXPECT_EQ(lead.last_reason, "restart_phantom_active");
   EXPECT_EQ(lead.epoch, 3);
@@ -627,7 +631,7 @@ TEST(Migration, HalfAppliedSeamsAreCompletedOnTheNextOpen) {
   }
   auto store = OpenOrDie(path);
   ASSERT_NE(store, nullptr);
-  EXPECT_EQ(store->GetAgent("cto-1")->presence_generation, 0);
+  EXPECT_EQ(store->agents().GetAgent("cto-1")->presence_generation, 0);
   RawDb raw(path);
   EXPECT_EQ(raw.Query("SELECT value FROM _meta WHERE key='schema_version'"),
             "8");

@@ -98,8 +98,8 @@ class ReservationRows {
   virtual absl::StatusOr<std::vector<ReservationRecord>> Page(
       const ReservationFilter& filter) = 0;
 
-  // The change log (Store::ReadReservationChanges). Appends one change: the
-  // log's seq is the engine's (commit order).
+  // The change log (ReservationStore::ReadReservationChanges). Appends one
+  // change: the log's seq is the engine's (commit order).
   virtual absl::Status AppendChange(ReservationChangeKind kind,
                                     const ReservationRecord& reservation,
                                     int64_t now_ms) = 0;
@@ -111,7 +111,7 @@ class ReservationRows {
   virtual absl::StatusOr<int64_t> PruneChanges(int64_t before_ms,
                                                int64_t limit) = 0;
 
-  // Waiters (Store::EnqueueReservationWaiter). The project's queued
+  // Waiters (ReservationStore::EnqueueReservationWaiter). The project's queued
   // waiters whose deadline is after `now_ms` and whose agent is present at
   // their generation, by seq; without a project, every project's, by
   // project, then seq.
@@ -133,10 +133,10 @@ class ReservationRows {
   virtual absl::StatusOr<int64_t> DeleteDeadWaiters(int64_t now_ms) = 0;
 };
 
-// Store::Reserve (store.h).
+// ReservationStore::Reserve (store.h).
 absl::StatusOr<ReservationOutcome> ReserveWith(ReservationRows& rows,
                                                const ReservationRequest& r);
-// Store::CheckReservations; reads only.
+// ReservationStore::CheckReservations; reads only.
 absl::StatusOr<std::vector<ReservationConflict>> CheckWith(
     ReservationRows& rows, const ReservationCheck& check);
 absl::StatusOr<ReservationRecord> RenewWith(ReservationRows& rows,
@@ -149,7 +149,7 @@ absl::StatusOr<int64_t> ReleaseAgentWith(ReservationRows& rows,
                                          int64_t now_ms);
 absl::StatusOr<std::optional<ReservationRecord>> GetWith(
     ReservationRows& rows, absl::string_view reservation_id, int64_t now_ms);
-// Store::ListReservations, with each reservation's waiters
+// ReservationStore::ListReservations, with each reservation's waiters
 // (ReservationRecord::waiter_count, waiting_agent_ids).
 absl::StatusOr<std::vector<ReservationRecord>> ListWith(
     ReservationRows& rows, const ReservationFilter& filter);
@@ -159,12 +159,13 @@ absl::StatusOr<std::vector<ReservationRecord>> ListWith(
 absl::StatusOr<std::pair<int64_t, int64_t>> DeleteEndedWith(
     ReservationRows& rows, const std::vector<EndedReservation>& ended,
     int64_t now_ms);
-// Store::ReadReservationChanges: the head, then the page (whose read sees
-// every change up to that head); the page's head is the larger of the two.
+// ReservationStore::ReadReservationChanges: the head, then the page (whose read
+// sees every change up to that head); the page's head is the larger of the two.
 absl::StatusOr<ReservationChangePage> ReadChangesWith(ReservationRows& rows,
                                                       int64_t after_seq,
                                                       int64_t limit);
-// Store::SnapshotReservations; the caller runs it in one read snapshot.
+// ReservationStore::SnapshotReservations; the caller runs it in one read
+// snapshot.
 absl::StatusOr<ReservationSnapshot> SnapshotWith(
     ReservationRows& rows, const ReservationFilter& filter);
 absl::StatusOr<ReservationWaiter> EnqueueWaiterWith(

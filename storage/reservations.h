@@ -1,6 +1,7 @@
 // Path reservations in the store (hub_reservations; docs/design/
-// reservations.md): the records and inputs of the Store's reservation
-// methods, and the conflict decision both engines make inside their write.
+// reservations.md): the records and inputs of ReservationStore's methods
+// (storage/reservation_store.h), and the conflict decision both engines make
+// inside their write.
 //
 // A reservation is a set of normalized path patterns (paths/path_pattern.h)
 // an agent holds in a project, exclusive or shared, until its expiry. It is
@@ -39,8 +40,8 @@ struct ReservationRecord {
   int64_t created_at_ms = 0;
   int64_t expires_at_ms = 0;
   std::vector<std::string> patterns;  // normalized, in the order reserved
-  // Filled by Store::ListReservations only: the queued waiters of other
-  // agents whose request conflicts with this reservation (the conflict
+  // Filled by ReservationStore::ListReservations only: the queued waiters of
+  // other agents whose request conflicts with this reservation (the conflict
   // rules: either side exclusive and a pattern of each overlapping), how
   // many, and the first kMaxListedWaitingAgents of their agents, distinct,
   // in queue order.
@@ -78,7 +79,7 @@ std::optional<ReservationChangeKind> ReservationChangeKindOf(
     absl::string_view word);
 
 // One committed change of the reservation change log
-// (Store::ReadReservationChanges).
+// (ReservationStore::ReadReservationChanges).
 struct ReservationChange {
   // The change's place in commit order (increasing; commits of one project
   // are in the order their writes took the project's token row).
@@ -139,9 +140,9 @@ std::vector<std::string> WaitsFor(
 // reservation_id, token 0, expires_at_ms its deadline.
 ReservationRecord WaiterAsRecord(const ReservationWaiter& waiter);
 
-// Store::SnapshotReservations: the live reservations, the queued waiters
-// and the newest seq of the change log, from one snapshot: every change up
-// to `head` is in them, no later one is.
+// ReservationStore::SnapshotReservations: the live reservations, the queued
+// waiters and the newest seq of the change log, from one snapshot: every change
+// up to `head` is in them, no later one is.
 struct ReservationSnapshot {
   std::vector<ReservationRecord> reservations;  // by reservation_id
   // Deadline ahead and agent present at its generation (the waiters that
@@ -150,8 +151,9 @@ struct ReservationSnapshot {
   int64_t head = 0;
 };
 
-// Store::Reserve input. The patterns are normalized (PathPattern::text()),
-// distinct, and at most a few dozen; the caller validated them.
+// ReservationStore::Reserve input. The patterns are normalized
+// (PathPattern::text()), distinct, and at most a few dozen; the caller
+// validated them.
 struct ReservationRequest {
   std::string reservation_id;  // new, unique (UUIDv7)
   std::string project_id;
@@ -178,7 +180,8 @@ struct ReservationRequest {
   std::optional<std::string> waiter_id;
 };
 
-// Store::Reserve result: granted, or the conflicts (nothing written).
+// ReservationStore::Reserve result: granted, or the conflicts (nothing
+// written).
 struct ReservationOutcome {
   std::optional<ReservationRecord> granted;
   std::vector<ReservationConflict> conflicts;
@@ -188,8 +191,8 @@ struct ReservationOutcome {
   bool waiter_updated = false;
 };
 
-// Store::CheckReservations input: what Reserve would conflict with, read
-// only. `agent_id` set: that agent's own reservations never conflict.
+// ReservationStore::CheckReservations input: what Reserve would conflict with,
+// read only. `agent_id` set: that agent's own reservations never conflict.
 struct ReservationCheck {
   std::string project_id;
   std::optional<std::string> agent_id;
@@ -209,8 +212,8 @@ struct ReservationRenewal {
   int64_t ttl_ms = 0;
 };
 
-// Store::ReleaseReservation input. `agent_id` empty: a forced release by an
-// operator (no holder or token fence).
+// ReservationStore::ReleaseReservation input. `agent_id` empty: a forced
+// release by an operator (no holder or token fence).
 struct ReservationRelease {
   std::string reservation_id;
   std::string agent_id;
@@ -220,8 +223,8 @@ struct ReservationRelease {
   int64_t now_ms = 0;
 };
 
-// Store::ListReservations filters; they combine with AND. Live reservations
-// only, by reservation_id.
+// ReservationStore::ListReservations filters; they combine with AND. Live
+// reservations only, by reservation_id.
 struct ReservationFilter {
   std::optional<std::string> project_id;
   // Only reservations whose project is one of these, when set (an empty

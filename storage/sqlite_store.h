@@ -50,7 +50,11 @@ struct SqliteStoreOptions {
   GroupCommitWriter::CommitObserver on_group_committed;
 };
 
-class SqliteStore final : public Store {
+class SqliteStore final : public Store,
+                          private AgentStore,
+                          private RoleStore,
+                          private MessageStore,
+                          private ReservationStore {
  public:
   // Opens (creating if absent) and migrates the database. Errors: see
   // store.h; nothing is written when a preflight check fails.
@@ -74,6 +78,13 @@ class SqliteStore final : public Store {
   absl::Status BackupTo(const std::string& path) override;
 
   StoreInfo Info() const override { return info_; }
+  AgentStore& agents() override { return *this; }
+  RoleStore& roles() override { return *this; }
+  MessageStore& messages() override { return *this; }
+  ReservationStore& reservations() override { return *this; }
+
+ private:
+  // The concerns, each reached through its accessor above.
 
   absl::StatusOr<AgentRecord> RegisterAgent(
       const AgentRegistration& registration) override;
@@ -215,7 +226,6 @@ class SqliteStore final : public Store {
   absl::StatusOr<bool> RemoveReservationWaiter(absl::string_view waiter_id,
                                                int64_t now_ms) override;
 
- private:
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ReservationCalls;

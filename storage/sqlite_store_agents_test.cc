@@ -32,12 +32,13 @@ TEST(AgentStore, ClosingTheStoreCheckpointsAndRemovesTheWal) {
   const std::string path = FreshDbPath();
   {
     auto store = OpenOrDie(path);
-    ASSERT_TRUE(store->RegisterAgent(Reg("a1")).ok());
-    ASSERT_TRUE(store->GetAgent("a1").ok());  // opens a reader connection
+    ASSERT_TRUE(store->agents().RegisterAgent(Reg("a1")).ok());
+    ASSERT_TRUE(
+        store->agents().GetAgent("a1").ok());  // opens a reader connection
   }
   EXPECT_NE(access((path + "-wal").c_str(), F_OK), 0);
   auto reopened = OpenOrDie(path);
-  EXPECT_EQ(reopened->GetAgent("a1")->presence_generation, 1);
+  EXPECT_EQ(reopened->agents().GetAgent("a1")->presence_generation, 1);
 }
 
 }  // namespace

@@ -27,10 +27,10 @@ TEST(ExpirySweep, ReadsARangeOfItsIndexNotEveryPendingMessage) {
     // Many pending messages, few expired: the sweep's plan must not depend
     // on an empty table.
     for (int i = 0; i < 200; ++i) {
-      ASSERT_TRUE(store
-                      ->InsertMessage(TestMessage(absl::StrCat("m", i), 5, kNow,
-                                                  i < 5 ? 10 : 100'000),
-                                      {"a"})
+      ASSERT_TRUE(store->messages()
+                      .InsertMessage(TestMessage(absl::StrCat("m", i), 5, kNow,
+                                                 i < 5 ? 10 : 100'000),
+                                     {"a"})
                       .ok());
     }
   }
@@ -60,7 +60,7 @@ TEST(RoleBacklog, ReadsThePartialIndexOfPendingRoleMessages) {
       MessageRecord m = TestMessage(absl::StrCat("m", i));
       if (i % 3 == 0) m.role_key_wire = i % 2 == 0 ? "role-a" : "role-b";
       if (i % 3 == 0 && i > 30) m.status = MessageStatus::kAcked;
-      ASSERT_TRUE(store->InsertMessage(m, {"a"}).ok());
+      ASSERT_TRUE(store->messages().InsertMessage(m, {"a"}).ok());
     }
   }
   RawDb db(path);

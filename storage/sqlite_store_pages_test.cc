@@ -71,11 +71,12 @@ class AgentPages : public ::testing::Test {
           Agent("a-05", "codex", "prj_1", R"({"t":"build"})"),
           Agent("a-06", "codex", "prj_3", R"([5,"builder","build"])"),
           Agent("a-07", "claude", "prj_1", R"(["buil"])")}) {
-      ASSERT_TRUE(store_->RegisterAgent(r).ok());
+      ASSERT_TRUE(store_->agents().RegisterAgent(r).ok());
     }
   }
   std::vector<std::string> List(const AgentPageQuery& q) {
-    absl::StatusOr<std::vector<AgentRecord>> rows = store_->ListAgentsPage(q);
+    absl::StatusOr<std::vector<AgentRecord>> rows =
+        store_->agents().ListAgentsPage(q);
     EXPECT_TRUE(rows.ok()) << rows.status();
     return rows.ok() ? AgentIds(*rows) : std::vector<std::string>{"<error>"};
   }
@@ -150,7 +151,7 @@ TEST(PageCost, APageOfTenOutOfTwoThousandAgentsReadsElevenRows) {
   // Asynchronous writes, so that they share a few group commits.
   absl::BlockingCounter written(2000);
   for (int i = 0; i < 2000; ++i) {
-    store->RegisterAgentAsync(
+    store->agents().RegisterAgentAsync(
         Agent(absl::StrFormat("agent-%04d", i), "codex", "prj_1"),
         [&written](absl::StatusOr<AgentRecord> row) {
           EXPECT_TRUE(row.ok()) << row.status();
@@ -162,12 +163,13 @@ TEST(PageCost, APageOfTenOutOfTwoThousandAgentsReadsElevenRows) {
   q.after_agent_id = "agent-1000";
   q.limit = 11;
   const int64_t before = store->rows_read();
-  absl::StatusOr<std::vector<AgentRecord>> rows = store->ListAgentsPage(q);
+  absl::StatusOr<std::vector<AgentRecord>> rows =
+      store->agents().ListAgentsPage(q);
   ASSERT_TRUE(rows.ok());
   EXPECT_EQ(rows->front().agent_id, "agent-1001");
   EXPECT_EQ(store->rows_read() - before, 11);
   const int64_t all_before = store->rows_read();
-  ASSERT_EQ(store->ListAgents()->size(), 2000u);
+  ASSERT_EQ(store->agents().ListAgents()->size(), 2000u);
   EXPECT_EQ(store->rows_read() - all_before, 2000);  // the counter counts
 }
 
@@ -193,29 +195,29 @@ std::vector<std::string> Wires(const std::vector<RoleRecord>& rows) {
 TEST(RolePages, KeysetProjectsStatesAndLimitAllApplyInSql) {
   const std::string path = FreshDbPath();
   auto store = OpenOrDie(path);
-  ASSERT_TRUE(store->ReserveRole(Role("w1", "prj_1", "")).ok());
-  ASSERT_TRUE(store->ReserveRole(Role("w2", "prj_2", "")).ok());
-  ASSERT_TRUE(store->ReserveRole(Role("w3", "prj_1", "scp_a")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w1", "prj_1", "")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w2", "prj_2", "")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w3", "prj_1", "scp_a")).ok());
   RoleReservation held = Role("w4", "prj_1", "scp_b");
   held.patch.holder_agent_id = "agent-h";  // elected-probing
-  ASSERT_TRUE(store->ReserveRole(held).ok());
-  ASSERT_TRUE(store->ReserveRole(Role("w5", "prj_3", "")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(held).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w5", "prj_3", "")).ok());
 
   RoleFilter f;
   f.limit = 2;
-  EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w1", "w2"}));
+  EXPECT_EQ(Wires(*store->roles().ListRoles(f)), (Ids{"w1", "w2"}));
   f.after_wire = "w2";
-  EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w3", "w4"}));
+  EXPECT_EQ(Wires(*store->roles().ListRoles(f)), (Ids{"w3", "w4"}));
   f.projects = std::vector<std::string>{"prj_1", "prj_3"};
   f.limit = 0;  // every row
-  EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w3", "w4", "w5"}));
+  EXPECT_EQ(Wires(*store->roles().ListRoles(f)), (Ids{"w3", "w4", "w5"}));
   f.states = {RoleState::kElectedProbing};
-  EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w4"}));
+  EXPECT_EQ(Wires(*store->roles().ListRoles(f)), (Ids{"w4"}));
   f.states = {RoleState::kElectable, RoleState::kActive};
   f.role_kind = "lead";
-  EXPECT_EQ(Wires(*store->ListRoles(f)), (Ids{"w3"}));
+  EXPECT_EQ(Wires(*store->roles().ListRoles(f)), (Ids{"w3"}));
   f.projects = std::vector<std::string>{};
-  EXPECT_TRUE(store->ListRoles(f)->empty());
+  EXPECT_TRUE(store->roles().ListRoles(f)->empty());
 
   const std::string plan = Plan(path, rows::kRolesPageSql);
   EXPECT_NE(plan.find("SEARCH role_registry USING INDEX "
@@ -240,11 +242,11 @@ TEST(ClosedScopePages, KeysetProjectsAndLimitApplyInSql) {
     c.role_key_wire = wire;
     c.closed_by = "ops";
     c.now_ms = kNow;
-    ASSERT_TRUE(store->CloseLeadScope(c).ok());
+    ASSERT_TRUE(store->roles().CloseLeadScope(c).ok());
   }
   auto wires = [&](const ClosedScopeFilter& f) {
     absl::StatusOr<std::vector<ClosedScopeRecord>> rows =
-        store->ListClosedScopes(f);
+        store->roles().ListClosedScopes(f);
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<std::string> out;
     if (!rows.ok()) return out;
@@ -270,9 +272,9 @@ TEST(ClosedScopePages, KeysetProjectsAndLimitApplyInSql) {
 TEST(CandidatePages, KeysetByWireThenActivatorOrderWithProjectsAndAgent) {
   const std::string path = FreshDbPath();
   auto store = OpenOrDie(path);
-  ASSERT_TRUE(store->ReserveRole(Role("w1", "prj_1", "")).ok());
-  ASSERT_TRUE(store->ReserveRole(Role("w2", "prj_2", "")).ok());
-  ASSERT_TRUE(store->ReserveRole(Role("w3", "prj_1", "scp_a")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w1", "prj_1", "")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w2", "prj_2", "")).ok());
+  ASSERT_TRUE(store->roles().ReserveRole(Role("w3", "prj_1", "scp_a")).ok());
   auto upsert = [&](const std::string& wire, const std::string& agent,
                     int64_t priority, int64_t updated) {
     CandidateUpsert u;
@@ -280,7 +282,7 @@ TEST(CandidatePages, KeysetByWireThenActivatorOrderWithProjectsAndAgent) {
     u.agent_id = agent;
     u.priority = priority;
     u.now_ms = updated;
-    ASSERT_TRUE(store->UpsertCandidate(u).ok());
+    ASSERT_TRUE(store->roles().UpsertCandidate(u).ok());
   };
   upsert("w1", "ag-b", 5, kNow);
   upsert("w1", "ag-a", 5, kNow);
@@ -291,7 +293,7 @@ TEST(CandidatePages, KeysetByWireThenActivatorOrderWithProjectsAndAgent) {
   upsert("w3", "ag-e", 3, kNow);
   auto keys = [&](const CandidatePageQuery& q) {
     absl::StatusOr<std::vector<CandidateRecord>> rows =
-        store->ListCandidatesPage(q);
+        store->roles().ListCandidatesPage(q);
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<std::string> out;
     if (!rows.ok()) return out;
@@ -372,51 +374,64 @@ std::vector<std::string> MessageIds(const std::vector<MessageRecord>& rows) {
 
 TEST(PendingPages, KeysetInPriorityThenAgeOrderWithTopicAndLimit) {
   auto store = OpenOrDie(FreshDbPath());
-  ASSERT_TRUE(store->InsertMessage(Msg("m1", 5, kNow), {"agent-a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m2", 9, kNow + 5), {"agent-a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m3", 5, kNow), {"agent-a"}).ok());
   ASSERT_TRUE(
-      store->InsertMessage(Msg("m4", 5, kNow - 1, "t.y"), {"agent-a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m5", 1, kNow), {"agent-a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m6", 9, kNow), {"agent-b"}).ok());
+      store->messages().InsertMessage(Msg("m1", 5, kNow), {"agent-a"}).ok());
+  ASSERT_TRUE(store->messages()
+                  .InsertMessage(Msg("m2", 9, kNow + 5), {"agent-a"})
+                  .ok());
+  ASSERT_TRUE(
+      store->messages().InsertMessage(Msg("m3", 5, kNow), {"agent-a"}).ok());
+  ASSERT_TRUE(store->messages()
+                  .InsertMessage(Msg("m4", 5, kNow - 1, "t.y"), {"agent-a"})
+                  .ok());
+  ASSERT_TRUE(
+      store->messages().InsertMessage(Msg("m5", 1, kNow), {"agent-a"}).ok());
+  ASSERT_TRUE(
+      store->messages().InsertMessage(Msg("m6", 9, kNow), {"agent-b"}).ok());
 
   PendingPageQuery q;
   q.agent_id = "agent-a";
   q.now_ms = kNow + 10;
-  EXPECT_EQ(MessageIds(*store->ListPendingPage(q)),
+  EXPECT_EQ(MessageIds(*store->messages().ListPendingPage(q)),
             (Ids{"m2", "m4", "m1", "m3", "m5"}));
   q.limit = 2;
   q.after = PendingPageQuery::Key{5, kNow - 1, "m4"};
-  EXPECT_EQ(MessageIds(*store->ListPendingPage(q)), (Ids{"m1", "m3"}));
+  EXPECT_EQ(MessageIds(*store->messages().ListPendingPage(q)),
+            (Ids{"m1", "m3"}));
   q.after = PendingPageQuery::Key{5, kNow, "m1"};
-  EXPECT_EQ(MessageIds(*store->ListPendingPage(q)), (Ids{"m3", "m5"}));
+  EXPECT_EQ(MessageIds(*store->messages().ListPendingPage(q)),
+            (Ids{"m3", "m5"}));
   q.topic = "t.x";
   q.after.reset();
   q.limit = 0;
-  EXPECT_EQ(MessageIds(*store->ListPendingPage(q)),
+  EXPECT_EQ(MessageIds(*store->messages().ListPendingPage(q)),
             (Ids{"m2", "m1", "m3", "m5"}));
   q.now_ms = kNow + 300'002;  // m2 (created kNow + 5) alone is unexpired
-  EXPECT_EQ(MessageIds(*store->ListPendingPage(q)), (Ids{"m2"}));
+  EXPECT_EQ(MessageIds(*store->messages().ListPendingPage(q)), (Ids{"m2"}));
 }
 
 TEST(TracePages, KeysetInCreationOrderAndOnlyTheTrace) {
   const std::string path = FreshDbPath();
   auto store = OpenOrDie(path);
-  ASSERT_TRUE(store->InsertMessage(Msg("m2", 5, kNow), {"a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m1", 5, kNow), {"a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m0", 5, kNow + 1), {"a"}).ok());
-  ASSERT_TRUE(store->InsertMessage(Msg("m3", 5, kNow - 1), {"a"}).ok());
+  ASSERT_TRUE(store->messages().InsertMessage(Msg("m2", 5, kNow), {"a"}).ok());
+  ASSERT_TRUE(store->messages().InsertMessage(Msg("m1", 5, kNow), {"a"}).ok());
   ASSERT_TRUE(
-      store->InsertMessage(Msg("n1", 5, kNow, "t.x", "trace-2"), {"a"}).ok());
+      store->messages().InsertMessage(Msg("m0", 5, kNow + 1), {"a"}).ok());
+  ASSERT_TRUE(
+      store->messages().InsertMessage(Msg("m3", 5, kNow - 1), {"a"}).ok());
+  ASSERT_TRUE(store->messages()
+                  .InsertMessage(Msg("n1", 5, kNow, "t.x", "trace-2"), {"a"})
+                  .ok());
   TracePageQuery q;
   q.trace_id = "trace-1";
-  EXPECT_EQ(MessageIds(*store->ListTraceMessages(q)),
+  EXPECT_EQ(MessageIds(*store->messages().ListTraceMessages(q)),
             (Ids{"m3", "m1", "m2", "m0"}));
   q.limit = 2;
   q.after = TracePageQuery::Key{kNow, "m1"};
-  EXPECT_EQ(MessageIds(*store->ListTraceMessages(q)), (Ids{"m2", "m0"}));
+  EXPECT_EQ(MessageIds(*store->messages().ListTraceMessages(q)),
+            (Ids{"m2", "m0"}));
   q.after = TracePageQuery::Key{kNow + 1, "m0"};
-  EXPECT_TRUE(store->ListTraceMessages(q)->empty());
+  EXPECT_TRUE(store->messages().ListTraceMessages(q)->empty());
 
   const std::string plan = Plan(path, rows::kTracePageSql);
   EXPECT_NE(plan.find("USING INDEX idx_messages_trace"), std::string::npos)
@@ -437,11 +452,12 @@ TEST(DeadLetterPages, KeysetNewestFirstWithReasonSenderAndTheirMessages) {
                        Row{"d3", kNow + 3, "ROLE_SCOPE_CLOSED", "alice"},
                        Row{"d4", kNow + 2, "ttl_expired", "alice"}}) {
     ASSERT_TRUE(
-        store
-            ->InsertMessage(Msg(r.id, 5, kNow, "t.x", "trace-1", r.from), {"a"})
+        store->messages()
+            .InsertMessage(Msg(r.id, 5, kNow, "t.x", "trace-1", r.from), {"a"})
             .ok());
-    ASSERT_TRUE(
-        store->DeadLetterMessage(r.id, r.reason, r.failed, std::nullopt).ok());
+    ASSERT_TRUE(store->messages()
+                    .DeadLetterMessage(r.id, r.reason, r.failed, std::nullopt)
+                    .ok());
   }
   {
     RawDb raw(path);  // a dead letter whose message row is gone
@@ -451,7 +467,8 @@ TEST(DeadLetterPages, KeysetNewestFirstWithReasonSenderAndTheirMessages) {
               "");
   }
   auto ids = [&](const DeadLetterPageQuery& q) {
-    absl::StatusOr<std::vector<DeadLetterRow>> rows = store->ListDeadLetters(q);
+    absl::StatusOr<std::vector<DeadLetterRow>> rows =
+        store->messages().ListDeadLetters(q);
     EXPECT_TRUE(rows.ok()) << rows.status();
     std::vector<std::string> out;
     if (!rows.ok()) return out;
@@ -461,7 +478,8 @@ TEST(DeadLetterPages, KeysetNewestFirstWithReasonSenderAndTheirMessages) {
   };
   DeadLetterPageQuery q;
   EXPECT_EQ(ids(q), (Ids{"d0", "d2", "d3", "d4", "d1"}));
-  absl::StatusOr<std::vector<DeadLetterRow>> rows = store->ListDeadLetters(q);
+  absl::StatusOr<std::vector<DeadLetterRow>> rows =
+      store->messages().ListDeadLetters(q);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 5u);
   EXPECT_FALSE((*rows)[0].message.has_value());

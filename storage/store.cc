@@ -124,17 +124,17 @@ absl::Status Store::BackupTo(const std::string& path) {
 
 namespace {
 
-absl::Status NoRoleChangeLog(const StoreInfo& info) {
+absl::Status NoRoleChangeLog() {
   return ReasonError(absl::StatusCode::kUnimplemented,
                      "ROLE_CHANGE_LOG_UNSUPPORTED",
-                     absl::StrCat("the ", info.store_type,
-                                  " store keeps no role change log (one hub "
-                                  "per database publishes its own writes)"));
+                     "this store keeps no role change log (one hub per "
+                     "database publishes its own writes)");
 }
 
 }  // namespace
 
-absl::StatusOr<std::vector<InboxRecord>> Store::MarkDeliveredManyIfUnacked(
+absl::StatusOr<std::vector<InboxRecord>>
+MessageStore::MarkDeliveredManyIfUnacked(
     const std::vector<Delivery>& deliveries, int64_t now_ms) {
   std::vector<InboxRecord> marked;
   for (const Delivery& d : deliveries) {
@@ -149,22 +149,22 @@ absl::StatusOr<std::vector<InboxRecord>> Store::MarkDeliveredManyIfUnacked(
   return marked;
 }
 
-absl::StatusOr<int64_t> Store::RoleChangeHead() {
-  return NoRoleChangeLog(Info());
+absl::StatusOr<int64_t> RoleStore::RoleChangeHead() {
+  return NoRoleChangeLog();
 }
 
-absl::StatusOr<RoleChangePage> Store::ReadRoleChanges(int64_t after_seq,
-                                                      int64_t limit) {
+absl::StatusOr<RoleChangePage> RoleStore::ReadRoleChanges(int64_t after_seq,
+                                                          int64_t limit) {
   (void)after_seq;
   (void)limit;
-  return NoRoleChangeLog(Info());
+  return NoRoleChangeLog();
 }
 
-absl::StatusOr<int64_t> Store::PruneRoleChanges(int64_t keep_ms,
-                                                int64_t limit) {
+absl::StatusOr<int64_t> RoleStore::PruneRoleChanges(int64_t keep_ms,
+                                                    int64_t limit) {
   (void)keep_ms;
   (void)limit;
-  return NoRoleChangeLog(Info());
+  return NoRoleChangeLog();
 }
 
 absl::Status CheckAckGeneration(int64_t current,

@@ -76,12 +76,13 @@ int WriteOne(SqliteStore& store, Workload workload, int t, int64_t i) {
       batch[k].last_seen_ms = 1000 + i;
       batch[k].lease_expires_ms = 31'000 + i;
     }
-    absl::StatusOr<std::vector<bool>> w = store.CheckpointLeases(batch);
+    absl::StatusOr<std::vector<bool>> w =
+        store.agents().CheckpointLeases(batch);
     if (!w.ok()) return 0;
     return static_cast<int>(std::count(w->begin(), w->end(), true));
   }
   if (workload == Workload::kLease) {
-    absl::StatusOr<PresenceWrite> w = store.RefreshLeaseForGeneration(
+    absl::StatusOr<PresenceWrite> w = store.agents().RefreshLeaseForGeneration(
         absl::StrCat("agent-", t), 1, 1000 + i, 30'000);
     return w.ok() && w->outcome == PresenceOutcome::kApplied ? 1 : 0;
   }
@@ -95,7 +96,7 @@ int WriteOne(SqliteStore& store, Workload workload, int t, int64_t i) {
   m.expires_at_ms = 300'000;
   m.correlation_id = NewUuidV7();
   m.trace_id = NewUuidV7();
-  return store.InsertMessage(m, {"agent"}).ok() ? 1 : 0;
+  return store.messages().InsertMessage(m, {"agent"}).ok() ? 1 : 0;
 }
 
 // Writes/s for one run.
@@ -118,7 +119,7 @@ RunResult RunWrites(const std::string& path, Workload workload, int callers,
                        ? absl::StrCat("agent-", t, "-", k)
                        : absl::StrCat("agent-", t);
       r.cli = "other";
-      if (!(*store)->RegisterAgent(r).ok()) std::exit(1);
+      if (!(*store)->agents().RegisterAgent(r).ok()) std::exit(1);
     }
   }
   GroupCommitWriter::Stats before = (*store)->write_stats();

@@ -81,7 +81,7 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
     r.cli = "claude";
     r.now_ms = kNow;
     r.lease_ttl_ms = 600'000;
-    ASSERT_TRUE(store().RegisterAgent(r).ok());
+    ASSERT_TRUE(store().agents().RegisterAgent(r).ok());
   }
   std::atomic<int> failures{0};
   AtOnce(kThreads, [&](int t, Store& hub) {
@@ -104,7 +104,7 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
         r.reason = "editing";
         r.now_ms = kNow;
         r.ttl_ms = 60'000;
-        absl::StatusOr<ReservationOutcome> out = hub.Reserve(r);
+        absl::StatusOr<ReservationOutcome> out = hub.reservations().Reserve(r);
         if (!out.ok()) return fail(out.status(), "reserve");
         if (!out->granted.has_value()) {
           return fail(absl::OkStatus(), "reserve refused");
@@ -114,7 +114,7 @@ TEST_P(Contention, GroupsOfTwoHubsLockingInOppositeOrdersNeverFailACaller) {
           role.role_key_wire = absl::StrCat("rk2.lead-", t);
           role.scope_id = absl::StrCat("scp_", t);
           role.patch.holder_agent_id = agent;
-          absl::StatusOr<RoleWrite> w = hub.ReserveRole(role);
+          absl::StatusOr<RoleWrite> w = hub.roles().ReserveRole(role);
           if (!w.ok()) return fail(w.status(), "reserve role");
         }
       }
@@ -137,7 +137,7 @@ TEST_P(Contention, PublishesOfTwoHubsToTwoAgentsInOppositeOrdersNeverFail) {
       for (int k = 0; k < 2; ++k) {
         const std::string to = (k + t) % 2 == 0 ? "a" : "b";
         absl::StatusOr<std::vector<InboxRecord>> out =
-            hub.InsertMessageDelivering(
+            hub.messages().InsertMessageDelivering(
                 testing::TestMessage(absl::StrCat("m-", t, "-", i, "-", k)),
                 {to}, {}, kNow, /*max_pending_per_inbox=*/100'000);
         if (!out.ok()) {

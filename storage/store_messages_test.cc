@@ -33,8 +33,8 @@ absl::StatusOr<std::vector<InboxRecord>> Publish(Store& store,
                                                  const std::string& to,
                                                  int64_t limit,
                                                  int64_t ttl = 300'000) {
-  return store.InsertMessageDelivering(TestMessage(id, 5, kNow, ttl), {to},
-                                       {to}, kNow, limit);
+  return store.messages().InsertMessageDelivering(TestMessage(id, 5, kNow, ttl),
+                                                  {to}, {to}, kNow, limit);
 }
 
 // Either engine's group-commit counters so far.
@@ -78,13 +78,16 @@ class MessageStore : public testing::StoreTest {
 };
 
 TEST_P(MessageStore, InsertStoresTheMessageAndOneInboxRowPerRecipient) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b", "a"}).ok());
-  absl::StatusOr<MessageRecord> m = store().GetMessage("m1");
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m1"), {"a", "b", "a"})
+                  .ok());
+  absl::StatusOr<MessageRecord> m = store().messages().GetMessage("m1");
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_EQ(m->status, MessageStatus::kQueued);
   EXPECT_EQ(m->payload_json, R"({"n":1})");
   EXPECT_FALSE(m->role_key_wire.has_value());
-  auto inbox = store().ListInbox("m1");
+  auto inbox = store().messages().ListInbox("m1");
   ASSERT_EQ(inbox->size(), 2u);
   EXPECT_EQ((*inbox)[0].agent_id, "a");
   EXPECT_FALSE((*inbox)[0].delivered_at_ms.has_value());
@@ -92,8 +95,8 @@ TEST_P(MessageStore, InsertStoresTheMessageAndOneInboxRowPerRecipient) {
 
 TEST_P(MessageStore, DeliveringInsertReturnsTheDeliveredRowsOnce) {
   absl::StatusOr<std::vector<InboxRecord>> rows =
-      store().InsertMessageDelivering(TestMessage("m1"), {"a", "b", "c", "a"},
-                                      {"c", "a"}, kNow + 1, 0);
+      store().messages().InsertMessageDelivering(
+          TestMessage("m1"), {"a", "b", "c", "a"}, {"c", "a"}, kNow + 1, 0);
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2u);
   // Both engines answer in recipients' order today; store.h says deliver_to
@@ -106,26 +109,29 @@ TEST_P(MessageStore, DeliveringInsertReturnsTheDeliveredRowsOnce) {
   EXPECT_EQ((*rows)[1].agent_id, "c");
   EXPECT_EQ((*rows)[1].delivered_at_ms, kNow + 1);
   EXPECT_EQ((*rows)[1].attempts, 1);
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
-  auto inbox = store().ListInbox("m1");
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDelivered);
+  auto inbox = store().messages().ListInbox("m1");
   ASSERT_EQ(inbox->size(), 3u);
   EXPECT_FALSE((*inbox)[1].delivered_at_ms.has_value());  // b
   EXPECT_EQ((*inbox)[1].attempts, 0);
 
   absl::StatusOr<std::vector<InboxRecord>> stray =
-      store().InsertMessageDelivering(TestMessage("m2"), {"a"}, {"zed"}, kNow,
-                                      0);
+      store().messages().InsertMessageDelivering(TestMessage("m2"), {"a"},
+                                                 {"zed"}, kNow, 0);
   EXPECT_EQ(ReasonOf(stray.status()), "DELIVERY_NOT_FOUND");
-  EXPECT_EQ(ReasonOf(store().GetMessage("m2").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("m2").status()),
+            "MESSAGE_NOT_FOUND");
 }
 
 TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m2"), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m2", "a", kNow).ok());
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("m2"), {"a"}).ok());
+  ASSERT_TRUE(store().messages().MarkDeliveredIfUnacked("m2", "a", kNow).ok());
   const int64_t groups = Groups(store());
   absl::StatusOr<std::vector<InboxRecord>> marked =
-      store().MarkDeliveredManyIfUnacked(
+      store().messages().MarkDeliveredManyIfUnacked(
           {{"m1", "a"}, {"m2", "a"}, {"m1", "zed"}, {"gone", "a"}}, kNow + 7);
   ASSERT_TRUE(marked.ok()) << marked.status();
   std::sort(marked->begin(), marked->end(),
@@ -141,42 +147,46 @@ TEST_P(MessageStore, ManyDeliveriesAreRecordedInOneWriteAndMissingOnesLeftOut) {
   EXPECT_EQ((*marked)[1].message_id, "m2");
   EXPECT_EQ((*marked)[1].delivered_at_ms, kNow);
   EXPECT_EQ((*marked)[1].attempts, 2);
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
-  EXPECT_FALSE((*store().ListInbox("m1"))[1].delivered_at_ms.has_value());
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDelivered);
+  EXPECT_FALSE(
+      (*store().messages().ListInbox("m1"))[1].delivered_at_ms.has_value());
   if (postgres()) {
     EXPECT_EQ(Groups(store()), groups + 1);  // one write
   }
 }
 
 TEST_P(MessageStore, DuplicateIdIsAlreadyExistsAndLeavesTheFirstIntact) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("m1"), {"a"}).ok());
   MessageRecord again = TestMessage("m1", 9);
-  absl::Status s = store().InsertMessage(again, {"b"});
+  absl::Status s = store().messages().InsertMessage(again, {"b"});
   EXPECT_EQ(s.code(), absl::StatusCode::kAlreadyExists);
   EXPECT_EQ(ReasonOf(s), "MESSAGE_EXISTS");
-  EXPECT_EQ(store().GetMessage("m1")->priority, 5);
-  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
+  EXPECT_EQ(store().messages().GetMessage("m1")->priority, 5);
+  EXPECT_EQ(store().messages().ListInbox("m1")->size(), 1u);
 }
 
 TEST_P(MessageStore, ATakenIdIsRefusedBeforeAnUnknownDeliveryTarget) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("m1"), {"a"}).ok());
   absl::StatusOr<std::vector<InboxRecord>> again =
-      store().InsertMessageDelivering(TestMessage("m1", 9), {"b"}, {"zed"},
-                                      kNow, 0);
+      store().messages().InsertMessageDelivering(TestMessage("m1", 9), {"b"},
+                                                 {"zed"}, kNow, 0);
   EXPECT_EQ(ReasonOf(again.status()), "MESSAGE_EXISTS");
   absl::StatusOr<std::vector<InboxRecord>> delivering =
-      store().InsertMessageDelivering(TestMessage("m1", 9), {"b"}, {"b"}, kNow,
-                                      0);
+      store().messages().InsertMessageDelivering(TestMessage("m1", 9), {"b"},
+                                                 {"b"}, kNow, 0);
   EXPECT_EQ(ReasonOf(delivering.status()), "MESSAGE_EXISTS");
-  EXPECT_EQ(store().GetMessage("m1")->priority, 5);
-  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
+  EXPECT_EQ(store().messages().GetMessage("m1")->priority, 5);
+  EXPECT_EQ(store().messages().ListInbox("m1")->size(), 1u);
 }
 
 TEST_P(MessageStore, OutOfRangePriorityIsAConstraintErrorWithNoRowsWritten) {
-  absl::Status s = store().InsertMessage(TestMessage("m1", 10), {"a"});
+  absl::Status s =
+      store().messages().InsertMessage(TestMessage("m1", 10), {"a"});
   EXPECT_EQ(ReasonOf(s), "STORE_CONSTRAINT");
-  EXPECT_EQ(ReasonOf(store().GetMessage("m1").status()), "MESSAGE_NOT_FOUND");
-  EXPECT_TRUE(store().ListInbox("m1")->empty());
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("m1").status()),
+            "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(store().messages().ListInbox("m1")->empty());
 }
 
 TEST_P(MessageStore, AMessageToAClosedScopeIsRefusedInsideTheWrite) {
@@ -187,90 +197,131 @@ TEST_P(MessageStore, AMessageToAClosedScopeIsRefusedInsideTheWrite) {
             "");
   MessageRecord m = TestMessage("m1");
   m.role_key_wire = "rk2.closed";
-  EXPECT_EQ(ReasonOf(store().InsertMessage(m, {})), "ROLE_SCOPE_CLOSED");
-  EXPECT_EQ(ReasonOf(store().GetMessage("m1").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_EQ(ReasonOf(store().messages().InsertMessage(m, {})),
+            "ROLE_SCOPE_CLOSED");
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("m1").status()),
+            "MESSAGE_NOT_FOUND");
 }
 
 TEST_P(MessageStore, DeliveryThenAckByEveryRecipientMakesTheMessageAcked) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
-  EXPECT_FALSE(*store().AckMessage("m1", "a", kNow));  // not delivered yet
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 2).ok());
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
-  auto inbox = store().ListInbox("m1");
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
+  EXPECT_FALSE(
+      *store().messages().AckMessage("m1", "a", kNow));  // not delivered yet
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 2).ok());
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDelivered);
+  auto inbox = store().messages().ListInbox("m1");
   EXPECT_EQ((*inbox)[0].delivered_at_ms, kNow + 1);  // first delivery kept
   EXPECT_EQ((*inbox)[0].attempts, 2);
 
-  EXPECT_TRUE(*store().AckMessage("m1", "a", kNow + 3));
-  EXPECT_FALSE(*store().AckMessage("m1", "a", kNow + 4));  // already acked
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow + 5).ok());
-  EXPECT_TRUE(*store().AckMessage("m1", "b", kNow + 6));
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
-  EXPECT_EQ(store().ListInbox("m1")->at(1).acked_at_ms, kNow + 6);
-  EXPECT_EQ(
-      ReasonOf(store().MarkDeliveredIfUnacked("m1", "zed", kNow).status()),
-      "DELIVERY_NOT_FOUND");
+  EXPECT_TRUE(*store().messages().AckMessage("m1", "a", kNow + 3));
+  EXPECT_FALSE(
+      *store().messages().AckMessage("m1", "a", kNow + 4));  // already acked
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDelivered);
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "b", kNow + 5).ok());
+  EXPECT_TRUE(*store().messages().AckMessage("m1", "b", kNow + 6));
+  EXPECT_EQ(store().messages().GetMessage("m1")->status, MessageStatus::kAcked);
+  EXPECT_EQ(store().messages().ListInbox("m1")->at(1).acked_at_ms, kNow + 6);
+  EXPECT_EQ(ReasonOf(store()
+                         .messages()
+                         .MarkDeliveredIfUnacked("m1", "zed", kNow)
+                         .status()),
+            "DELIVERY_NOT_FOUND");
 }
 
 // A pusher reads what is undelivered or pending, and another path delivers
 // it and the agent acknowledges it before the pusher marks it: that mark
 // must change nothing (and so push nothing), for a single mark and a batch.
 TEST_P(MessageStore, AMarkAfterTheAckChangesNothingAndReturnsNoRow) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
-  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("m1"), {"a", "b"}).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "a", kNow + 2));
 
   absl::StatusOr<std::optional<InboxRecord>> again =
-      store().MarkDeliveredIfUnacked("m1", "a", kNow + 3);
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 3);
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(again->has_value());
   absl::StatusOr<std::vector<InboxRecord>> many =
-      store().MarkDeliveredManyIfUnacked({{"m1", "a"}, {"m1", "b"}}, kNow + 4);
+      store().messages().MarkDeliveredManyIfUnacked({{"m1", "a"}, {"m1", "b"}},
+                                                    kNow + 4);
   ASSERT_TRUE(many.ok()) << many.status();
   ASSERT_EQ(many->size(), 1u);
   EXPECT_EQ((*many)[0].agent_id, "b");
   EXPECT_FALSE((*many)[0].acked_at_ms.has_value());
-  absl::StatusOr<std::vector<InboxRecord>> inbox = store().ListInbox("m1");
+  absl::StatusOr<std::vector<InboxRecord>> inbox =
+      store().messages().ListInbox("m1");
   ASSERT_TRUE(inbox.ok()) << inbox.status();
   EXPECT_EQ((*inbox)[0].attempts, 1);
   EXPECT_EQ((*inbox)[0].acked_at_ms, kNow + 2);
 
   // Nor is a message that left pending (dead-lettered) marked.
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m2"), {"a"}).ok());
-  ASSERT_TRUE(*store().DeadLetterMessage("m2", "test", kNow + 5, {}));
-  EXPECT_FALSE(
-      store().MarkDeliveredIfUnacked("m2", "a", kNow + 6)->has_value());
-  EXPECT_TRUE(
-      store().MarkDeliveredManyIfUnacked({{"m2", "a"}}, kNow + 6)->empty());
-  EXPECT_EQ(store().ListInbox("m2")->at(0).attempts, 0);
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("m2"), {"a"}).ok());
+  ASSERT_TRUE(
+      *store().messages().DeadLetterMessage("m2", "test", kNow + 5, {}));
+  EXPECT_FALSE(store()
+                   .messages()
+                   .MarkDeliveredIfUnacked("m2", "a", kNow + 6)
+                   ->has_value());
+  EXPECT_TRUE(store()
+                  .messages()
+                  .MarkDeliveredManyIfUnacked({{"m2", "a"}}, kNow + 6)
+                  ->empty());
+  EXPECT_EQ(store().messages().ListInbox("m2")->at(0).attempts, 0);
 }
 
 TEST_P(MessageStore, PendingListIsPriorityThenAgeThenIdAndSkipsAckedOrExpired) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m-low", 3, kNow), {"a"}).ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m-low", 3, kNow), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m-b", 7, kNow + 5), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m-a", 7, kNow + 5), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m-old", 7, kNow), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m-short", 9, kNow, 10), {"a"})
+                  .ok());
   ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m-b", 7, kNow + 5), {"a"}).ok());
+      store().messages().InsertMessage(TestMessage("m-acked", 9), {"a"}).ok());
   ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m-a", 7, kNow + 5), {"a"}).ok());
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m-old", 7, kNow), {"a"}).ok());
+      store().messages().InsertMessage(TestMessage("m-other", 9), {"b"}).ok());
   ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m-short", 9, kNow, 10), {"a"}).ok());
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m-acked", 9), {"a"}).ok());
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m-other", 9), {"b"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m-acked", "a", kNow).ok());
-  ASSERT_TRUE(*store().AckMessage("m-acked", "a", kNow));
+      store().messages().MarkDeliveredIfUnacked("m-acked", "a", kNow).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("m-acked", "a", kNow));
 
-  auto pending = store().ListPendingForAgent("a", kNow + 100, 10);
+  auto pending = store().messages().ListPendingForAgent("a", kNow + 100, 10);
   ASSERT_TRUE(pending.ok()) << pending.status();
   std::vector<std::string> ids;
   for (const MessageRecord& m : *pending) ids.push_back(m.id);
   EXPECT_EQ(ids, (std::vector<std::string>{"m-old", "m-a", "m-b", "m-low"}));
-  EXPECT_EQ(store().ListPendingForAgent("a", kNow + 100, 2)->size(), 2u);
-  EXPECT_EQ(store().ListPendingForAgent("a", kNow + 100, 0)->size(), 0u);
-  EXPECT_EQ(store().ListPendingForAgent("a", kNow + 100, -1)->size(), 4u);
-  EXPECT_EQ(store().CountPendingForAgent("a", kNow + 100, 3).value(), 3);
-  EXPECT_EQ(store().CountPendingForAgent("a", kNow + 100, 100).value(), 4);
-  auto counts = store().CountPendingByAgent(kNow + 100);
+  EXPECT_EQ(store().messages().ListPendingForAgent("a", kNow + 100, 2)->size(),
+            2u);
+  EXPECT_EQ(store().messages().ListPendingForAgent("a", kNow + 100, 0)->size(),
+            0u);
+  EXPECT_EQ(store().messages().ListPendingForAgent("a", kNow + 100, -1)->size(),
+            4u);
+  EXPECT_EQ(store().messages().CountPendingForAgent("a", kNow + 100, 3).value(),
+            3);
+  EXPECT_EQ(
+      store().messages().CountPendingForAgent("a", kNow + 100, 100).value(), 4);
+  auto counts = store().messages().CountPendingByAgent(kNow + 100);
   ASSERT_TRUE(counts.ok()) << counts.status();
   EXPECT_EQ(*counts,
             (std::vector<std::pair<std::string, int64_t>>{{"a", 4}, {"b", 1}}));
@@ -281,7 +332,7 @@ TEST_P(MessageStore, PendingPagesFollowTheKeyAndTheTopic) {
     MessageRecord m =
         TestMessage(absl::StrCat("m", i), i % 2 == 0 ? 9 : 1, kNow + i);
     if (i == 4) m.topic = "topic.y";
-    ASSERT_TRUE(store().InsertMessage(m, {"a"}).ok());
+    ASSERT_TRUE(store().messages().InsertMessage(m, {"a"}).ok());
   }
   PendingPageQuery q;
   q.agent_id = "a";
@@ -289,7 +340,7 @@ TEST_P(MessageStore, PendingPagesFollowTheKeyAndTheTopic) {
   q.limit = 2;
   std::vector<std::string> ids;
   while (true) {
-    auto page = store().ListPendingPage(q);
+    auto page = store().messages().ListPendingPage(q);
     ASSERT_TRUE(page.ok()) << page.status();
     for (const MessageRecord& m : *page) ids.push_back(m.id);
     if (page->size() < 2) break;
@@ -300,7 +351,7 @@ TEST_P(MessageStore, PendingPagesFollowTheKeyAndTheTopic) {
   q.after.reset();
   q.limit = 0;
   q.topic = "topic.y";
-  EXPECT_EQ(store().ListPendingPage(q)->size(), 1u);
+  EXPECT_EQ(store().messages().ListPendingPage(q)->size(), 1u);
 }
 
 TEST_P(MessageStore, RoleBacklogIsListedInOrderAndHandedToANewHolder) {
@@ -308,35 +359,48 @@ TEST_P(MessageStore, RoleBacklogIsListedInOrderAndHandedToANewHolder) {
   m1.role_key_wire = "rk2.w";
   MessageRecord m2 = TestMessage("m2", 8);
   m2.role_key_wire = "rk2.w";
-  ASSERT_TRUE(store().InsertMessage(m1, {}).ok());
-  ASSERT_TRUE(store().InsertMessage(m2, {}).ok());
-  auto backlog = store().ListPendingRoleMessages("rk2.w", kNow);
+  ASSERT_TRUE(store().messages().InsertMessage(m1, {}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(m2, {}).ok());
+  auto backlog = store().messages().ListPendingRoleMessages("rk2.w", kNow);
   ASSERT_TRUE(backlog.ok()) << backlog.status();
   ASSERT_EQ(backlog->size(), 2u);
   EXPECT_EQ((*backlog)[0].id, "m2");
   EXPECT_EQ((*backlog)[1].role_key_wire, "rk2.w");
-  EXPECT_EQ(store().AddRecipient("m1", "holder").value_or(false), true);
+  EXPECT_EQ(store().messages().AddRecipient("m1", "holder").value_or(false),
+            true);
   // Idempotent, and says so.
-  EXPECT_EQ(store().AddRecipient("m1", "holder").value_or(true), false);
-  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
-  EXPECT_EQ(ReasonOf(store().AddRecipient("nope", "holder").status()),
-            "MESSAGE_NOT_FOUND");
+  EXPECT_EQ(store().messages().AddRecipient("m1", "holder").value_or(true),
+            false);
+  EXPECT_EQ(store().messages().ListInbox("m1")->size(), 1u);
+  EXPECT_EQ(
+      ReasonOf(store().messages().AddRecipient("nope", "holder").status()),
+      "MESSAGE_NOT_FOUND");
 }
 
 TEST_P(MessageStore, ExpirySweepClaimsQueuedAndDeliveredAtOrPastExpiryOnce) {
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("queued", 5, kNow, 100), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("deliv", 5, kNow, 50), {"a"})
+                  .ok());
   ASSERT_TRUE(
-      store().InsertMessage(TestMessage("queued", 5, kNow, 100), {"a"}).ok());
+      store().messages().MarkDeliveredIfUnacked("deliv", "a", kNow).ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("future", 5, kNow, 101), {"a"})
+                  .ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("acked", 5, kNow, 10), {"a"})
+                  .ok());
   ASSERT_TRUE(
-      store().InsertMessage(TestMessage("deliv", 5, kNow, 50), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("deliv", "a", kNow).ok());
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("future", 5, kNow, 101), {"a"}).ok());
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("acked", 5, kNow, 10), {"a"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("acked", "a", kNow).ok());
-  ASSERT_TRUE(*store().AckMessage("acked", "a", kNow));
+      store().messages().MarkDeliveredIfUnacked("acked", "a", kNow).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("acked", "a", kNow));
 
-  auto sweep = store().SweepExpiredMessages(kNow + 100);
+  auto sweep = store().messages().SweepExpiredMessages(kNow + 100);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   ASSERT_EQ(sweep->size(), 2u);
   EXPECT_EQ((*sweep)[0].message_id, "deliv");
@@ -348,55 +412,70 @@ TEST_P(MessageStore, ExpirySweepClaimsQueuedAndDeliveredAtOrPastExpiryOnce) {
     EXPECT_EQ(t.failed_at_ms, kNow + 100);
     EXPECT_TRUE(t.dlq_inserted);
   }
-  EXPECT_TRUE(store().SweepExpiredMessages(kNow + 100)->empty());
-  EXPECT_EQ(store().GetMessage("queued")->status, MessageStatus::kDeadLetter);
-  EXPECT_EQ(store().GetMessage("future")->status, MessageStatus::kQueued);
-  EXPECT_EQ(store().GetMessage("acked")->status, MessageStatus::kAcked);
-  EXPECT_EQ(store().GetDeadLetter("queued")->reason, "ttl_expired");
-  EXPECT_EQ(ReasonOf(store().GetDeadLetter("acked").status()),
+  EXPECT_TRUE(store().messages().SweepExpiredMessages(kNow + 100)->empty());
+  EXPECT_EQ(store().messages().GetMessage("queued")->status,
+            MessageStatus::kDeadLetter);
+  EXPECT_EQ(store().messages().GetMessage("future")->status,
+            MessageStatus::kQueued);
+  EXPECT_EQ(store().messages().GetMessage("acked")->status,
+            MessageStatus::kAcked);
+  EXPECT_EQ(store().messages().GetDeadLetter("queued")->reason, "ttl_expired");
+  EXPECT_EQ(ReasonOf(store().messages().GetDeadLetter("acked").status()),
             "DEAD_LETTER_NOT_FOUND");
-  EXPECT_FALSE(*store().AckMessage("deliv", "a", kNow + 101));  // terminal
+  EXPECT_FALSE(
+      *store().messages().AckMessage("deliv", "a", kNow + 101));  // terminal
 }
 
 TEST_P(MessageStore, AnEarlierDeadLetterReasonSurvivesAndIsNotReclaimed) {
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"}).ok());
-  EXPECT_TRUE(*store().DeadLetterMessage("m1", "delivery_error", kNow + 1,
-                                         std::string("socket closed")));
-  EXPECT_FALSE(*store().DeadLetterMessage("m1", "other", kNow + 2, {}));
-  EXPECT_EQ(ReasonOf(store().DeadLetterMessage("nope", "x", kNow, {}).status()),
-            "MESSAGE_NOT_FOUND");
-  EXPECT_TRUE(store().SweepExpiredMessages(kNow + 100)->empty());
-  DeadLetterRecord d = *store().GetDeadLetter("m1");
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"})
+                  .ok());
+  EXPECT_TRUE(*store().messages().DeadLetterMessage(
+      "m1", "delivery_error", kNow + 1, std::string("socket closed")));
+  EXPECT_FALSE(
+      *store().messages().DeadLetterMessage("m1", "other", kNow + 2, {}));
+  EXPECT_EQ(
+      ReasonOf(
+          store().messages().DeadLetterMessage("nope", "x", kNow, {}).status()),
+      "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(store().messages().SweepExpiredMessages(kNow + 100)->empty());
+  DeadLetterRecord d = *store().messages().GetDeadLetter("m1");
   EXPECT_EQ(d.reason, "delivery_error");
   EXPECT_EQ(d.failed_at_ms, kNow + 1);
   EXPECT_EQ(d.last_error, "socket closed");
 }
 
 TEST_P(MessageStore, AnExistingDeadLetterRowIsKeptAndReportedNotInserted) {
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"}).ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"})
+                  .ok());
   ASSERT_EQ(Exec("INSERT INTO dead_letters VALUES "
                  "('m1', 'manual', 42, 'operator')"),
             "");
-  auto sweep = store().SweepExpiredMessages(kNow + 100);
+  auto sweep = store().messages().SweepExpiredMessages(kNow + 100);
   ASSERT_TRUE(sweep.ok()) << sweep.status();
   ASSERT_EQ(sweep->size(), 1u);
   EXPECT_FALSE((*sweep)[0].dlq_inserted);
-  EXPECT_EQ(store().GetDeadLetter("m1")->reason, "manual");
-  EXPECT_EQ(store().GetDeadLetter("m1")->failed_at_ms, 42);
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDeadLetter);
+  EXPECT_EQ(store().messages().GetDeadLetter("m1")->reason, "manual");
+  EXPECT_EQ(store().messages().GetDeadLetter("m1")->failed_at_ms, 42);
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDeadLetter);
 }
 
 TEST_P(MessageStore, AFailingDeadLetterInsertLeavesTheMessageQueued) {
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"}).ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m1", 5, kNow, 10), {"a"})
+                  .ok());
   BreakDeadLetters();
-  auto sweep = store().SweepExpiredMessages(kNow + 100);
+  auto sweep = store().messages().SweepExpiredMessages(kNow + 100);
   EXPECT_FALSE(sweep.ok());
-  EXPECT_FALSE(store().DeadLetterMessage("m1", "x", kNow, {}).ok());
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kQueued);
-  EXPECT_EQ(ReasonOf(store().GetDeadLetter("m1").status()),
+  EXPECT_FALSE(store().messages().DeadLetterMessage("m1", "x", kNow, {}).ok());
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kQueued);
+  EXPECT_EQ(ReasonOf(store().messages().GetDeadLetter("m1").status()),
             "DEAD_LETTER_NOT_FOUND");
 }
 
@@ -406,33 +485,33 @@ TEST_P(MessageStore, TracePagesAreCreatedThenIdOrder) {
     m.trace_id = "trace-1";
     m.status = id[2] == 'a' ? MessageStatus::kAcked
                             : MessageStatus::kQueued;  // any status
-    ASSERT_TRUE(store().InsertMessage(m, {"a"}).ok());
+    ASSERT_TRUE(store().messages().InsertMessage(m, {"a"}).ok());
   }
   TracePageQuery q;
   q.trace_id = "trace-1";
   q.limit = 2;
-  auto first = store().ListTraceMessages(q);
+  auto first = store().messages().ListTraceMessages(q);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->size(), 2u);
   EXPECT_EQ((*first)[0].id, "t-c");
   EXPECT_EQ((*first)[1].id, "t-a");
   q.after = TracePageQuery::Key{(*first)[1].created_at_ms, (*first)[1].id};
-  auto second = store().ListTraceMessages(q);
+  auto second = store().messages().ListTraceMessages(q);
   ASSERT_EQ(second->size(), 1u);
   EXPECT_EQ((*second)[0].id, "t-b");
 }
 
 TEST_P(MessageStore, DeadLetterPagesAreNewestFirstWithTheirMessages) {
-  ASSERT_TRUE(store().InsertMessage(TestMessage("d1"), {"a"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("d1"), {"a"}).ok());
   MessageRecord other = TestMessage("d2");
   other.from_agent = "other";
-  ASSERT_TRUE(store().InsertMessage(other, {"a"}).ok());
-  ASSERT_TRUE(*store().DeadLetterMessage("d1", "r1", kNow + 1, {}));
-  ASSERT_TRUE(*store().DeadLetterMessage("d2", "r2", kNow + 2, {}));
+  ASSERT_TRUE(store().messages().InsertMessage(other, {"a"}).ok());
+  ASSERT_TRUE(*store().messages().DeadLetterMessage("d1", "r1", kNow + 1, {}));
+  ASSERT_TRUE(*store().messages().DeadLetterMessage("d2", "r2", kNow + 2, {}));
   ASSERT_EQ(Exec("INSERT INTO dead_letters VALUES ('gone', 'r1', 5, NULL)"),
             "");
   DeadLetterPageQuery q;
-  auto all = store().ListDeadLetters(q);
+  auto all = store().messages().ListDeadLetters(q);
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 3u);
   EXPECT_EQ((*all)[0].dead_letter.message_id, "d2");
@@ -440,13 +519,13 @@ TEST_P(MessageStore, DeadLetterPagesAreNewestFirstWithTheirMessages) {
   EXPECT_EQ((*all)[2].dead_letter.message_id, "gone");
   EXPECT_FALSE((*all)[2].message.has_value());
   q.reason = "r1";
-  EXPECT_EQ(store().ListDeadLetters(q)->size(), 2u);
+  EXPECT_EQ(store().messages().ListDeadLetters(q)->size(), 2u);
   q.from_agent = "sender";
-  EXPECT_EQ(store().ListDeadLetters(q)->size(), 1u);
+  EXPECT_EQ(store().messages().ListDeadLetters(q)->size(), 1u);
   q = DeadLetterPageQuery();
   q.limit = 1;
   q.after = DeadLetterPageQuery::Key{kNow + 2, "d2"};
-  auto page = store().ListDeadLetters(q);
+  auto page = store().messages().ListDeadLetters(q);
   ASSERT_EQ(page->size(), 1u);
   EXPECT_EQ(page->at(0).dead_letter.message_id, "d1");
 }
@@ -457,14 +536,15 @@ TEST_P(MessageStore, AFullInboxRefusesTheWholeMessageAndWritesNothing) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 2).ok());
   ASSERT_TRUE(Publish(store(), "m2", "a", 2).ok());
   absl::StatusOr<std::vector<InboxRecord>> full =
-      store().InsertMessageDelivering(TestMessage("m3"), {"b", "a"}, {"a", "b"},
-                                      kNow, 2);
+      store().messages().InsertMessageDelivering(TestMessage("m3"), {"b", "a"},
+                                                 {"a", "b"}, kNow, 2);
   EXPECT_EQ(full.status().code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
   EXPECT_EQ(MetadataOf(full.status())["limit"], "max_pending_per_inbox");
   EXPECT_EQ(MetadataOf(full.status())["agent_id"], "a");
-  EXPECT_EQ(ReasonOf(store().GetMessage("m3").status()), "MESSAGE_NOT_FOUND");
-  EXPECT_TRUE(store().ListInbox("m3")->empty());
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("m3").status()),
+            "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(store().messages().ListInbox("m3")->empty());
   // Another recipient's inbox is not limited by a's.
   EXPECT_TRUE(Publish(store(), "m4", "b", 2).ok());
 }
@@ -476,21 +556,22 @@ TEST_P(MessageStore, AFullInboxIsRefusedBeforeATakenIdAndCountsNothingTwice) {
   // Both recipients have counts now: a holds 1, b 2.
   const int64_t replays = Replays(store());
   absl::StatusOr<std::vector<InboxRecord>> full =
-      store().InsertMessageDelivering(TestMessage("m4"), {"a", "b"}, {"a"},
-                                      kNow, 2);
+      store().messages().InsertMessageDelivering(TestMessage("m4"), {"a", "b"},
+                                                 {"a"}, kNow, 2);
   EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
   // Refused before it wrote anything: its group needs no replay.
   EXPECT_EQ(Replays(store()), replays);
   EXPECT_EQ(MetadataOf(full.status())["agent_id"], "b");
-  EXPECT_EQ(ReasonOf(store().GetMessage("m4").status()), "MESSAGE_NOT_FOUND");
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("m4").status()),
+            "MESSAGE_NOT_FOUND");
   EXPECT_EQ(ReasonOf(Publish(store(), "m1", "a", 1).status()),
             "LIMIT_EXCEEDED");
   EXPECT_EQ(ReasonOf(Publish(store(), "m1", "a", 3).status()),
             "MESSAGE_EXISTS");
   // Nothing refused was counted: a has room for exactly one more at 2.
   absl::StatusOr<std::vector<InboxRecord>> fits =
-      store().InsertMessageDelivering(TestMessage("m5"), {"a", "a"}, {"a"},
-                                      kNow, 2);
+      store().messages().InsertMessageDelivering(TestMessage("m5"), {"a", "a"},
+                                                 {"a"}, kNow, 2);
   ASSERT_TRUE(fits.ok()) << fits.status();
   ASSERT_EQ(fits->size(), 1u);
   EXPECT_EQ(fits->at(0).agent_id, "a");
@@ -501,7 +582,7 @@ TEST_P(MessageStore, AFullInboxIsRefusedBeforeATakenIdAndCountsNothingTwice) {
 TEST_P(MessageStore, AcknowledgingAMessageMakesRoomForTheNext) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 1).ok());
   ASSERT_FALSE(Publish(store(), "m2", "a", 1).ok());
-  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 1));
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "a", kNow + 1));
   EXPECT_TRUE(Publish(store(), "m2", "a", 1).ok());
   EXPECT_FALSE(Publish(store(), "m3", "a", 1).ok());
 }
@@ -509,14 +590,15 @@ TEST_P(MessageStore, AcknowledgingAMessageMakesRoomForTheNext) {
 TEST_P(MessageStore, AnExpiredMessageStopsCountingOnceTheSweepClaimsIt) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 1, /*ttl=*/10).ok());
   ASSERT_FALSE(Publish(store(), "m2", "a", 1).ok());
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + 100)->size(), 1u);
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + 100)->size(), 1u);
   EXPECT_TRUE(Publish(store(), "m2", "a", 1).ok());
 }
 
 TEST_P(MessageStore, ARoleBacklogHandedToAHolderCountsInItsInbox) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 2).ok());  // a's count is known
-  ASSERT_TRUE(store().InsertMessage(TestMessage("backlog"), {}).ok());
-  ASSERT_TRUE(store().AddRecipient("backlog", "a").ok());
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("backlog"), {}).ok());
+  ASSERT_TRUE(store().messages().AddRecipient("backlog", "a").ok());
   EXPECT_EQ(ReasonOf(Publish(store(), "m2", "a", 2).status()),
             "LIMIT_EXCEEDED");
 }
@@ -525,7 +607,7 @@ TEST_P(MessageStore, PendingMessagesFromBeforeARestartCount) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 0).ok());
   ASSERT_TRUE(Publish(store(), "m2", "a", 0).ok());
   ASSERT_TRUE(Publish(store(), "m3", "a", 0).ok());
-  ASSERT_TRUE(*store().AckMessage("m3", "a", kNow));
+  ASSERT_TRUE(*store().messages().AckMessage("m3", "a", kNow));
   Reopen();
   EXPECT_EQ(ReasonOf(Publish(store(), "m4", "a", 2).status()),
             "LIMIT_EXCEEDED");
@@ -543,7 +625,7 @@ void PublishAtOnce(Store& store, const std::string& prefix, int count,
   std::condition_variable all_done;
   int done = 0;
   for (int i = 0; i < count; ++i) {
-    store.InsertMessageDeliveringAsync(
+    store.messages().InsertMessageDeliveringAsync(
         TestMessage(absl::StrCat(prefix, i)), {"a"}, {}, kNow, limit,
         [&](absl::StatusOr<std::vector<InboxRecord>> r) {
           ++(r.ok() ? accepted : refused);
@@ -565,7 +647,8 @@ TEST_P(MessageStore, ConcurrentPublishesToOneInboxNeverOvershootIt) {
   PublishAtOnce(store(), "m", kPublishes, kLimit, accepted, refused);
   EXPECT_EQ(accepted.load(), kLimit);
   EXPECT_EQ(refused.load(), kPublishes - kLimit);
-  EXPECT_EQ(store().CountPendingForAgent("a", kNow, 1000).value(), kLimit);
+  EXPECT_EQ(store().messages().CountPendingForAgent("a", kNow, 1000).value(),
+            kLimit);
 }
 
 // A burst queues up behind the writer and commits in groups (on
@@ -588,7 +671,7 @@ TEST_P(MessageStore, ABurstOfPublishesIsTakenInTheOrderItWasMadeUpToTheLimit) {
   std::condition_variable all_done;
   int done = 0;
   for (int i = 0; i < kPublishes; ++i) {
-    store().InsertMessageDeliveringAsync(
+    store().messages().InsertMessageDeliveringAsync(
         TestMessage(ids[i], 5, kNow), {"a"}, {"a"}, kNow, 10,
         [&, i](absl::StatusOr<std::vector<InboxRecord>> r) {
           std::lock_guard<std::mutex> lock(mu);
@@ -617,7 +700,8 @@ TEST_P(MessageStore, ABurstOfPublishesIsTakenInTheOrderItWasMadeUpToTheLimit) {
       EXPECT_EQ(ReasonOf(answers[i].status()), "LIMIT_EXCEEDED");
     }
   }
-  EXPECT_EQ(store().CountPendingForAgent("a", kNow, 1000).value(), 10);
+  EXPECT_EQ(store().messages().CountPendingForAgent("a", kNow, 1000).value(),
+            10);
   EXPECT_EQ(Replays(store()), replays);  // refusals wrote nothing to undo
 }
 
@@ -625,7 +709,7 @@ TEST_P(MessageStore, AFailedSweepLeavesTheCountAsTheDatabaseHasIt) {
   ASSERT_TRUE(Publish(store(), "m1", "a", 2, /*ttl=*/10).ok());
   ASSERT_TRUE(Publish(store(), "m2", "a", 2).ok());
   BreakDeadLetters();
-  ASSERT_FALSE(store().SweepExpiredMessages(kNow + 100).ok());
+  ASSERT_FALSE(store().messages().SweepExpiredMessages(kNow + 100).ok());
   // m1 is still queued, so a's inbox is still full.
   EXPECT_EQ(ReasonOf(Publish(store(), "m3", "a", 2).status()),
             "LIMIT_EXCEEDED");
@@ -656,37 +740,41 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
         << when;
   };
   ASSERT_TRUE(store()
+                  .messages()
                   .InsertMessageDelivering(TestMessage("m1"), {"a", "b"}, {"a"},
                                            kNow, 5)
                   .ok());
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("m2", 5, kNow, 10), {"a"}).ok());
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("m2", 5, kNow, 10), {"a"})
+                  .ok());
   MessageRecord done = TestMessage("m3");
   done.status = MessageStatus::kAcked;
-  ASSERT_TRUE(store().InsertMessage(done, {"a"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(done, {"a"}).ok());
   check("after the inserts");
   EXPECT_EQ(Query(absl::StrCat("SELECT pending FROM ", kPendingCountsSql,
                                " AS p WHERE agent_id = 'a'")),
             "2");
-  ASSERT_TRUE(store().AddRecipient("m2", "c").ok());
-  ASSERT_TRUE(store().AddRecipient("m3", "c").ok());
+  ASSERT_TRUE(store().messages().AddRecipient("m2", "c").ok());
+  ASSERT_TRUE(store().messages().AddRecipient("m3", "c").ok());
   check("after AddRecipient");
-  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow));
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "a", kNow));
   check("after an ack");
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow).ok());
-  ASSERT_TRUE(*store().AckMessage("m1", "b", kNow));
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
+  ASSERT_TRUE(store().messages().MarkDeliveredIfUnacked("m1", "b", kNow).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "b", kNow));
+  EXPECT_EQ(store().messages().GetMessage("m1")->status, MessageStatus::kAcked);
   check("after the last ack");
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + 100)->size(), 1u);
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + 100)->size(), 1u);
   check("after the sweep");
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m4"), {"a", "c"}).ok());
-  ASSERT_TRUE(*store().DeadLetterMessage("m4", "x", kNow, {}));
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("m4"), {"a", "c"}).ok());
+  ASSERT_TRUE(*store().messages().DeadLetterMessage("m4", "x", kNow, {}));
   check("after a dead letter");
   DeadLetterRedrive redrive;
   redrive.message_id = "m4";
   redrive.now_ms = kNow + 200;
   redrive.add_recipient = "d";
-  ASSERT_TRUE(store().RedriveDeadLetter(redrive).ok());
+  ASSERT_TRUE(store().messages().RedriveDeadLetter(redrive).ok());
   check("after a re-drive that adds a recipient");
   // Another session's writes (an operator's SQL) are counted by triggers.
   ASSERT_EQ(Exec("UPDATE message_inbox SET acked_at_ms = 1 "
@@ -697,19 +785,19 @@ TEST_P(MessageStore, ThePendingCountsFollowEveryChange) {
                  "VALUES ('m4', 'e', 0)"),
             "");
   check("after an operator's insert");
-  ASSERT_TRUE(*store().DeadLetterMessage("m4", "x", kNow + 200, {}));
+  ASSERT_TRUE(*store().messages().DeadLetterMessage("m4", "x", kNow + 200, {}));
   check("after a second dead letter");
   MessageRecord backlog = TestMessage("r1");
   backlog.role_key_wire = "rk2.lead-key";
-  ASSERT_TRUE(store().InsertMessage(backlog, {"f"}).ok());
-  ASSERT_TRUE(store().AddRecipient("r1", "g").ok());
+  ASSERT_TRUE(store().messages().InsertMessage(backlog, {"f"}).ok());
+  ASSERT_TRUE(store().messages().AddRecipient("r1", "g").ok());
   check("after a role message");
   absl::StatusOr<ScopeCloseResult> closed =
-      store().CloseLeadScope(testing::ScopeClosing());
+      store().roles().CloseLeadScope(testing::ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
   check("after a scope's close dead-lettered its backlog");
-  ASSERT_TRUE(store().InsertMessage(TestMessage("m5"), {"a"}).ok());
+  ASSERT_TRUE(store().messages().InsertMessage(TestMessage("m5"), {"a"}).ok());
   ASSERT_EQ(Exec("DELETE FROM messages WHERE id = 'm5'"), "");
   check("after a delete");
   EXPECT_EQ(Query(absl::StrCat("SELECT sum(pending) FROM ", kPendingCountsSql,
@@ -723,47 +811,54 @@ TEST_P(MessageStore, AckMessagesAcksEachIdInOneWriteCountingEarlierAcks) {
   AddAgent("a", 1);  // acks come from its owner
   ASSERT_TRUE(Publish(store(), "m1", "a", 0).ok());
   ASSERT_TRUE(Publish(store(), "m2", "a", 0).ok());
-  ASSERT_TRUE(
-      store().InsertMessage(TestMessage("queued"), {"a"}).ok());  // not pushed
+  ASSERT_TRUE(store()
+                  .messages()
+                  .InsertMessage(TestMessage("queued"), {"a"})
+                  .ok());  // not pushed
   ASSERT_TRUE(Publish(store(), "other", "b", 0).ok());
-  ASSERT_TRUE(*store().AckMessage("m2", "a", kNow));
+  ASSERT_TRUE(*store().messages().AckMessage("m2", "a", kNow));
   const int64_t before = Groups(store());
-  absl::StatusOr<std::vector<bool>> acked = store().AckMessages(
+  absl::StatusOr<std::vector<bool>> acked = store().messages().AckMessages(
       "a", {"m1", "m2", "queued", "other", "missing"}, kNow + 1, std::nullopt);
   ASSERT_TRUE(acked.ok()) << acked.status();
   EXPECT_EQ(*acked, (std::vector<bool>{true, true, false, false, false}));
   EXPECT_EQ(Groups(store()), before + 1);
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
-  EXPECT_EQ(store().GetMessage("queued")->status, MessageStatus::kQueued);
-  EXPECT_EQ(store().GetMessage("other")->status, MessageStatus::kDelivered);
+  EXPECT_EQ(store().messages().GetMessage("m1")->status, MessageStatus::kAcked);
+  EXPECT_EQ(store().messages().GetMessage("queued")->status,
+            MessageStatus::kQueued);
+  EXPECT_EQ(store().messages().GetMessage("other")->status,
+            MessageStatus::kDelivered);
 }
 
 TEST_P(MessageStore, AckMessagesByAStaleOwnerOrAnUnknownAgentAcksNothing) {
   AddAgent("agent-a", 2);  // generation 2 owns it now
   ASSERT_TRUE(Publish(store(), "m1", "agent-a", 0).ok());
 
-  absl::StatusOr<std::vector<bool>> stale =
-      store().AckMessages("agent-a", {"m1"}, kNow + 1, /*generation=*/1);
+  absl::StatusOr<std::vector<bool>> stale = store().messages().AckMessages(
+      "agent-a", {"m1"}, kNow + 1, /*generation=*/1);
   EXPECT_EQ(ReasonOf(stale.status()), "STALE_PRESENCE_OWNER");
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDelivered);
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDelivered);
   EXPECT_EQ(ReasonOf(store()
+                         .messages()
                          .AckMessages("nobody", {"m1"}, kNow + 1, std::nullopt)
                          .status()),
             "AGENT_NOT_FOUND");
   std::mutex mu;
   std::condition_variable answered;
   std::optional<absl::StatusOr<std::vector<bool>>> current;
-  store().AckMessagesAsync("agent-a", {"m1"}, kNow + 1, /*generation=*/2,
-                           [&](absl::StatusOr<std::vector<bool>> r) {
-                             std::lock_guard<std::mutex> lock(mu);
-                             current.emplace(std::move(r));
-                             answered.notify_one();
-                           });
+  store().messages().AckMessagesAsync("agent-a", {"m1"}, kNow + 1,
+                                      /*generation=*/2,
+                                      [&](absl::StatusOr<std::vector<bool>> r) {
+                                        std::lock_guard<std::mutex> lock(mu);
+                                        current.emplace(std::move(r));
+                                        answered.notify_one();
+                                      });
   std::unique_lock<std::mutex> lock(mu);
   answered.wait(lock, [&] { return current.has_value(); });
   ASSERT_TRUE(current->ok()) << current->status();
   EXPECT_EQ(**current, std::vector<bool>{true});
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
+  EXPECT_EQ(store().messages().GetMessage("m1")->status, MessageStatus::kAcked);
 }
 
 // ---- two hubs over one PostgreSQL database
@@ -778,6 +873,7 @@ TEST_P(MessageStore, TwoHubsAckingOneMessageAckItExactlyOnce) {
     // One row for a, pushed; and one for each of b and c, acked by
     // different hubs at once: the last ack must still see the other's.
     ASSERT_TRUE(store()
+                    .messages()
                     .InsertMessageDelivering(TestMessage(absl::StrCat("m", i)),
                                              {"a", "b", "c"}, {"a", "b", "c"},
                                              kNow, 0)
@@ -788,9 +884,10 @@ TEST_P(MessageStore, TwoHubsAckingOneMessageAckItExactlyOnce) {
   auto acker = [&](Store* hub, const std::string& second) {
     for (int i = 0; i < kRaced; ++i) {
       const std::string id = absl::StrCat("m", i);
-      absl::StatusOr<bool> a = hub->AckMessage(id, "a", kNow + 1);
+      absl::StatusOr<bool> a = hub->messages().AckMessage(id, "a", kNow + 1);
       ASSERT_TRUE(a.ok()) << a.status();
-      ASSERT_TRUE(hub->AckMessage(id, second, kNow + 1).value_or(false));
+      ASSERT_TRUE(
+          hub->messages().AckMessage(id, second, kNow + 1).value_or(false));
       std::lock_guard<std::mutex> lock(mu);
       wins[i] += *a ? 1 : 0;
     }
@@ -801,7 +898,7 @@ TEST_P(MessageStore, TwoHubsAckingOneMessageAckItExactlyOnce) {
   t2.join();
   for (int i = 0; i < kRaced; ++i) {
     EXPECT_EQ(wins[i], 1) << "m" << i;
-    EXPECT_EQ(store().GetMessage(absl::StrCat("m", i))->status,
+    EXPECT_EQ(store().messages().GetMessage(absl::StrCat("m", i))->status,
               MessageStatus::kAcked)
         << "m" << i;
   }
@@ -841,6 +938,7 @@ TEST_P(MessageStore, AnAckRacingAnotherHubsSweepEndsInOneFinalState) {
     // about when the acks do.
     ASSERT_TRUE(
         store()
+            .messages()
             .InsertMessageDelivering(
                 TestMessage(absl::StrCat("m", i), 5, kNow + i, /*ttl=*/1),
                 {"a"}, {"a"}, kNow, 0)
@@ -853,7 +951,7 @@ TEST_P(MessageStore, AnAckRacingAnotherHubsSweepEndsInOneFinalState) {
     for (int i = 0; i < kMessages; ++i) {
       const std::string id = absl::StrCat("m", i);
       step.Wait();
-      absl::StatusOr<bool> r = store().AckMessage(id, "a", kNow + i);
+      absl::StatusOr<bool> r = store().messages().AckMessage(id, "a", kNow + i);
       EXPECT_TRUE(r.ok()) << r.status();
       acked[id] = r.value_or(false);
     }
@@ -861,7 +959,7 @@ TEST_P(MessageStore, AnAckRacingAnotherHubsSweepEndsInOneFinalState) {
   std::thread sweep([&] {
     for (int i = 0; i < kMessages; ++i) {
       step.Wait();
-      auto r = other->SweepExpiredMessages(kNow + i + 1);
+      auto r = other->messages().SweepExpiredMessages(kNow + i + 1);
       EXPECT_TRUE(r.ok()) << r.status();
       if (!r.ok()) continue;
       for (const ExpiryTransition& t : *r) ++swept[t.message_id];
@@ -871,18 +969,18 @@ TEST_P(MessageStore, AnAckRacingAnotherHubsSweepEndsInOneFinalState) {
   sweep.join();
   // What the sweep skipped while an ack held the row, a last sweep settles.
   absl::StatusOr<std::vector<ExpiryTransition>> last =
-      other->SweepExpiredMessages(kNow + kMessages + 1);
+      other->messages().SweepExpiredMessages(kNow + kMessages + 1);
   ASSERT_TRUE(last.ok()) << last.status();
   for (const ExpiryTransition& t : *last) ++swept[t.message_id];
   int acks = 0;
   for (int i = 0; i < kMessages; ++i) {
     const std::string id = absl::StrCat("m", i);
-    const MessageStatus status = store().GetMessage(id)->status;
+    const MessageStatus status = store().messages().GetMessage(id)->status;
     acks += acked[id] ? 1 : 0;
     EXPECT_EQ(acked[id], status == MessageStatus::kAcked)
         << id << " " << MessageStatusName(status);
     EXPECT_EQ(swept[id], acked[id] ? 0 : 1) << id;
-    EXPECT_EQ(store().GetDeadLetter(id).ok(), !acked[id]) << id;
+    EXPECT_EQ(store().messages().GetDeadLetter(id).ok(), !acked[id]) << id;
   }
   RecordProperty("acked", acks);
 }
@@ -895,6 +993,7 @@ TEST_P(MessageStore, TwoHubsSweepingReportEachTransitionOnce) {
   for (int i = 0; i < kMessages; ++i) {
     ASSERT_TRUE(
         store()
+            .messages()
             .InsertMessage(TestMessage(absl::StrCat("m", i), 5, kNow + i, 10),
                            {"a"})
             .ok());
@@ -905,7 +1004,7 @@ TEST_P(MessageStore, TwoHubsSweepingReportEachTransitionOnce) {
     // Both sweep the same clock at once, a few messages newly due each time.
     for (int64_t t = kNow; t <= kNow + kMessages + 10; t += 3) {
       step.Wait();
-      auto r = hub->SweepExpiredMessages(t);
+      auto r = hub->messages().SweepExpiredMessages(t);
       EXPECT_TRUE(r.ok()) << r.status();
       if (!r.ok()) continue;
       for (const ExpiryTransition& e : *r) {
@@ -941,7 +1040,8 @@ TEST_P(MessageStore, TwoHubsPublishingToOneInboxNeverOvershootIt) {
   t2.join();
   EXPECT_EQ(accepted.load(), kLimit);
   EXPECT_EQ(refused.load(), 2 * kEach - kLimit);
-  EXPECT_EQ(store().CountPendingForAgent("a", kNow, 1000).value(), kLimit);
+  EXPECT_EQ(store().messages().CountPendingForAgent("a", kNow, 1000).value(),
+            kLimit);
 }
 
 HUB_STORE_TEST_SUITE(MessageStore);

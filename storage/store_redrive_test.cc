@@ -35,11 +35,12 @@ class RedriveStore : public testing::StoreTest {
                       std::optional<std::string> role_wire = std::nullopt) {
     MessageRecord m = TestMessage(id, 5, kNow, kTtl);
     m.role_key_wire = std::move(role_wire);
-    ASSERT_TRUE(store().InsertMessage(m, recipients).ok());
+    ASSERT_TRUE(store().messages().InsertMessage(m, recipients).ok());
     absl::StatusOr<std::vector<ExpiryTransition>> swept =
-        store().SweepExpiredMessages(kNow + kTtl);
+        store().messages().SweepExpiredMessages(kNow + kTtl);
     ASSERT_TRUE(swept.ok()) << swept.status();
-    ASSERT_EQ(store().GetMessage(id)->status, MessageStatus::kDeadLetter);
+    ASSERT_EQ(store().messages().GetMessage(id)->status,
+              MessageStatus::kDeadLetter);
   }
 
   absl::StatusOr<RedriveResult> Redrive(
@@ -50,7 +51,7 @@ class RedriveStore : public testing::StoreTest {
     r.now_ms = kLater;
     r.add_recipient = std::move(add);
     r.max_pending_per_inbox = max_pending_per_inbox;
-    return store().RedriveDeadLetter(r);
+    return store().messages().RedriveDeadLetter(r);
   }
 
   // `n` fresh messages (alive at kLater) pending for `agent`.
@@ -58,6 +59,7 @@ class RedriveStore : public testing::StoreTest {
     for (int i = 0; i < n; ++i) {
       ASSERT_TRUE(
           store()
+              .messages()
               .InsertMessage(TestMessage(absl::StrCat("fill-", agent, "-", i),
                                          5, kLater - 1, kTtl),
                              {agent})
@@ -76,20 +78,24 @@ class RedriveStore : public testing::StoreTest {
     EXPECT_EQ(md["limit"], "max_pending_per_inbox");
     EXPECT_EQ(md["limit_value"], absl::StrCat(limit));
     EXPECT_EQ(md["agent_id"], agent);
-    EXPECT_EQ(store().GetMessage(id)->status, MessageStatus::kDeadLetter);
-    EXPECT_EQ(store().GetDeadLetter(id)->reason, "ttl_expired");
-    EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 1000), limit);
+    EXPECT_EQ(store().messages().GetMessage(id)->status,
+              MessageStatus::kDeadLetter);
+    EXPECT_EQ(store().messages().GetDeadLetter(id)->reason, "ttl_expired");
+    EXPECT_EQ(*store().messages().CountPendingForAgent(agent, kLater, 1000),
+              limit);
   }
 };
 
 TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
   MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
-  ASSERT_TRUE(store().InsertMessage(m, {"a", "b", "c"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
-  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kNow + 3).ok());
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
-  EXPECT_TRUE(store().ListPendingForAgent("b", kLater, 10)->empty());
+  ASSERT_TRUE(store().messages().InsertMessage(m, {"a", "b", "c"}).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "a", kNow + 2));
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "b", kNow + 3).ok());
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  EXPECT_TRUE(store().messages().ListPendingForAgent("b", kLater, 10)->empty());
 
   absl::StatusOr<RedriveResult> r = Redrive("m1");
   ASSERT_TRUE(r.ok()) << r.status();
@@ -101,20 +107,22 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
   EXPECT_EQ(r->dead_letter->reason, "ttl_expired");
   EXPECT_EQ(r->dead_letter->failed_at_ms, kNow + kTtl);
 
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kQueued);
-  EXPECT_EQ(ReasonOf(store().GetDeadLetter("m1").status()),
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kQueued);
+  EXPECT_EQ(ReasonOf(store().messages().GetDeadLetter("m1").status()),
             "DEAD_LETTER_NOT_FOUND");
-  EXPECT_TRUE(store().ListDeadLetters({})->empty());
+  EXPECT_TRUE(store().messages().ListDeadLetters({})->empty());
   for (const char* agent : {"b", "c"}) {
     absl::StatusOr<std::vector<MessageRecord>> pending =
-        store().ListPendingForAgent(agent, kLater, 10);
+        store().messages().ListPendingForAgent(agent, kLater, 10);
     ASSERT_EQ(pending->size(), 1u) << agent;
     EXPECT_EQ((*pending)[0].id, "m1");
-    EXPECT_EQ(*store().CountPendingForAgent(agent, kLater, 10), 1) << agent;
+    EXPECT_EQ(*store().messages().CountPendingForAgent(agent, kLater, 10), 1)
+        << agent;
   }
-  EXPECT_TRUE(store().ListPendingForAgent("a", kLater, 10)->empty());
+  EXPECT_TRUE(store().messages().ListPendingForAgent("a", kLater, 10)->empty());
   const absl::StatusOr<std::vector<InboxRecord>> inbox =
-      store().ListInbox("m1");
+      store().messages().ListInbox("m1");
   ASSERT_TRUE(inbox.ok()) << inbox.status();
   for (const InboxRecord& row : *inbox) {
     if (row.agent_id == "a") {
@@ -127,17 +135,20 @@ TEST_P(RedriveStore, ARedriveQueuesTheMessageForEveryoneWhoHadNotAckedIt) {
     }
   }
   // Delivered and acknowledged as any message is.
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "b", kLater + 1).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "c", kLater + 1).ok());
-  EXPECT_TRUE(*store().AckMessage("m1", "b", kLater + 2));
-  EXPECT_TRUE(*store().AckMessage("m1", "c", kLater + 2));
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kAcked);
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "b", kLater + 1).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "c", kLater + 1).ok());
+  EXPECT_TRUE(*store().messages().AckMessage("m1", "b", kLater + 2));
+  EXPECT_TRUE(*store().messages().AckMessage("m1", "c", kLater + 2));
+  EXPECT_EQ(store().messages().GetMessage("m1")->status, MessageStatus::kAcked);
 }
 
 TEST_P(RedriveStore, ASecondRedriveIsRefusedByTheStatusFenceAndChangesNothing) {
   ExpiredMessage("m1", {"a"});
   ASSERT_TRUE(Redrive("m1").ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kLater + 1).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kLater + 1).ok());
 
   absl::StatusOr<RedriveResult> again = Redrive("m1");
   EXPECT_EQ(again.status().code(), absl::StatusCode::kFailedPrecondition);
@@ -145,9 +156,11 @@ TEST_P(RedriveStore, ASecondRedriveIsRefusedByTheStatusFenceAndChangesNothing) {
   EXPECT_EQ(MetadataOf(again.status())["message_id"], "m1");
   EXPECT_EQ(MetadataOf(again.status())["status"], "delivered");
   // The delivery it would have reset is as it was.
-  EXPECT_EQ(store().ListInbox("m1")->at(0).delivered_at_ms, kLater + 1);
+  EXPECT_EQ(store().messages().ListInbox("m1")->at(0).delivered_at_ms,
+            kLater + 1);
 
-  ASSERT_TRUE(store().InsertMessage(TestMessage("live"), {"a"}).ok());
+  ASSERT_TRUE(
+      store().messages().InsertMessage(TestMessage("live"), {"a"}).ok());
   EXPECT_EQ(ReasonOf(Redrive("live").status()), "MESSAGE_NOT_DEAD_LETTER");
   absl::StatusOr<RedriveResult> missing = Redrive("nope");
   EXPECT_EQ(missing.status().code(), absl::StatusCode::kNotFound);
@@ -162,7 +175,7 @@ TEST_P(RedriveStore, ARoleMessageGoesToTheGivenHolderOrBackToTheBacklog) {
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   EXPECT_TRUE(waiting->recipients.empty());
   absl::StatusOr<std::vector<MessageRecord>> backlog =
-      store().ListPendingRoleMessages("rk2.cto-key", kLater);
+      store().messages().ListPendingRoleMessages("rk2.cto-key", kLater);
   ASSERT_EQ(backlog->size(), 1u);
   EXPECT_EQ((*backlog)[0].id, "backlog");
 
@@ -170,7 +183,7 @@ TEST_P(RedriveStore, ARoleMessageGoesToTheGivenHolderOrBackToTheBacklog) {
   ASSERT_TRUE(handed.ok()) << handed.status();
   EXPECT_EQ(handed->recipients, (std::vector<std::string>{"holder"}));
   absl::StatusOr<std::vector<MessageRecord>> inbox =
-      store().ListPendingForAgent("holder", kLater, 10);
+      store().messages().ListPendingForAgent("holder", kLater, 10);
   ASSERT_EQ(inbox->size(), 1u);
   EXPECT_EQ((*inbox)[0].id, "held");
 }
@@ -180,7 +193,7 @@ TEST_P(RedriveStore, AHolderThatWasARecipientAlreadyIsNotAddedTwice) {
   absl::StatusOr<RedriveResult> r = Redrive("m1", "holder");
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recipients, (std::vector<std::string>{"holder"}));
-  EXPECT_EQ(store().ListInbox("m1")->size(), 1u);
+  EXPECT_EQ(store().messages().ListInbox("m1")->size(), 1u);
 }
 
 TEST_P(RedriveStore, ADeadLetterOfAClosedScopeCannotBeRedriven) {
@@ -192,23 +205,26 @@ TEST_P(RedriveStore, ADeadLetterOfAClosedScopeCannotBeRedriven) {
   absl::StatusOr<RedriveResult> r = Redrive("m1");
   EXPECT_EQ(r.status().code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_EQ(ReasonOf(r.status()), "ROLE_SCOPE_CLOSED");
-  EXPECT_EQ(store().GetMessage("m1")->status, MessageStatus::kDeadLetter);
-  EXPECT_EQ(store().GetDeadLetter("m1")->reason, "ttl_expired");
-  EXPECT_TRUE(store().ListPendingForAgent("holder", kLater, 10)->empty());
+  EXPECT_EQ(store().messages().GetMessage("m1")->status,
+            MessageStatus::kDeadLetter);
+  EXPECT_EQ(store().messages().GetDeadLetter("m1")->reason, "ttl_expired");
+  EXPECT_TRUE(
+      store().messages().ListPendingForAgent("holder", kLater, 10)->empty());
 }
 
 TEST_P(RedriveStore, ARedrivenMessageCountsAgainstTheInboxLimitAgain) {
   // The limit is decided inside the write from counts the store keeps (in
   // memory on SQLite, by triggers on PostgreSQL): the re-drive moves them.
   ASSERT_TRUE(store()
+                  .messages()
                   .InsertMessageDelivering(TestMessage("m1", 5, kNow, kTtl),
                                            {"a"}, {}, kNow, 1)
                   .ok());
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
   ASSERT_TRUE(Redrive("m1").ok());
   absl::StatusOr<std::vector<InboxRecord>> full =
-      store().InsertMessageDelivering(TestMessage("m2", 5, kLater), {"a"}, {},
-                                      kLater, 1);
+      store().messages().InsertMessageDelivering(TestMessage("m2", 5, kLater),
+                                                 {"a"}, {}, kLater, 1);
   EXPECT_EQ(ReasonOf(full.status()), "LIMIT_EXCEEDED");
 }
 
@@ -218,14 +234,15 @@ TEST_P(RedriveStore, ARedriveToAFullInboxIsRefusedAsAPublishAndChangesNothing) {
   absl::StatusOr<RedriveResult> r = Redrive("m1", std::nullopt, 2);
   ExpectRefusedForFullInbox(r.status(), "m1", "b", 2);
   // "a" was not made pending either.
-  EXPECT_EQ(*store().CountPendingForAgent("a", kLater, 1000), 0);
+  EXPECT_EQ(*store().messages().CountPendingForAgent("a", kLater, 1000), 0);
   // Room again (one of b's acknowledged): the re-drive goes through.
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("fill-b-0", "b", kLater).ok());
-  ASSERT_TRUE(*store().AckMessage("fill-b-0", "b", kLater));
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("fill-b-0", "b", kLater).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("fill-b-0", "b", kLater));
   r = Redrive("m1", std::nullopt, 2);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->recipients, (std::vector<std::string>{"a", "b"}));
-  EXPECT_EQ(*store().CountPendingForAgent("b", kLater, 1000), 2);
+  EXPECT_EQ(*store().messages().CountPendingForAgent("b", kLater, 1000), 2);
 }
 
 TEST_P(RedriveStore, ARedriveToARoleHolderWithAFullInboxIsRefused) {
@@ -233,17 +250,18 @@ TEST_P(RedriveStore, ARedriveToARoleHolderWithAFullInboxIsRefused) {
   FillInbox("holder", 1);
   ExpectRefusedForFullInbox(Redrive("m1", "holder", 1).status(), "m1", "holder",
                             1);
-  EXPECT_TRUE(store().ListInbox("m1")->empty());
+  EXPECT_TRUE(store().messages().ListInbox("m1")->empty());
 }
 
 TEST_P(RedriveStore, AnAcknowledgedRecipientDoesNotCountAgainstTheLimit) {
   // "a" acked it: the re-drive makes only "c" pending, and a's full inbox
   // is no reason to refuse.
   MessageRecord m = TestMessage("m1", 5, kNow, kTtl);
-  ASSERT_TRUE(store().InsertMessage(m, {"a", "c"}).ok());
-  ASSERT_TRUE(store().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
-  ASSERT_TRUE(*store().AckMessage("m1", "a", kNow + 2));
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
+  ASSERT_TRUE(store().messages().InsertMessage(m, {"a", "c"}).ok());
+  ASSERT_TRUE(
+      store().messages().MarkDeliveredIfUnacked("m1", "a", kNow + 1).ok());
+  ASSERT_TRUE(*store().messages().AckMessage("m1", "a", kNow + 2));
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + kTtl)->size(), 1u);
   FillInbox("a", 1);
   absl::StatusOr<RedriveResult> r = Redrive("m1", "a", 1);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -257,11 +275,12 @@ TEST_P(RedriveStore, ConcurrentRedrivesQueueEachDeadLetterExactlyOnce) {
   constexpr int kRaced = 30;
   for (int i = 0; i < kRaced; ++i) {
     ASSERT_TRUE(store()
+                    .messages()
                     .InsertMessage(
                         TestMessage(absl::StrCat("m", i), 5, kNow, kTtl), {"a"})
                     .ok());
   }
-  ASSERT_EQ(store().SweepExpiredMessages(kNow + kTtl)->size(),
+  ASSERT_EQ(store().messages().SweepExpiredMessages(kNow + kTtl)->size(),
             static_cast<size_t>(kRaced));
   std::unique_ptr<Store> other;
   if (postgres()) {
@@ -277,7 +296,7 @@ TEST_P(RedriveStore, ConcurrentRedrivesQueueEachDeadLetterExactlyOnce) {
       DeadLetterRedrive r;
       r.message_id = absl::StrCat("m", i);
       r.now_ms = kLater;
-      absl::StatusOr<RedriveResult> done = hub->RedriveDeadLetter(r);
+      absl::StatusOr<RedriveResult> done = hub->messages().RedriveDeadLetter(r);
       if (done.ok()) {
         ++won;
       } else if (ReasonOf(done.status()) == "MESSAGE_NOT_DEAD_LETTER") {
@@ -293,8 +312,9 @@ TEST_P(RedriveStore, ConcurrentRedrivesQueueEachDeadLetterExactlyOnce) {
   EXPECT_EQ(won.load(), kRaced);
   EXPECT_EQ(refused.load(), 3 * kRaced);
   EXPECT_EQ(failed.load(), 0);
-  EXPECT_EQ(*store().CountPendingForAgent("a", kLater, 1000), kRaced);
-  EXPECT_TRUE(store().ListDeadLetters({})->empty());
+  EXPECT_EQ(*store().messages().CountPendingForAgent("a", kLater, 1000),
+            kRaced);
+  EXPECT_TRUE(store().messages().ListDeadLetters({})->empty());
 }
 
 HUB_STORE_TEST_SUITE(RedriveStore);

@@ -33,7 +33,7 @@ class Reservations : public StoreTest {
     r.cli = "claude";
     r.now_ms = now;
     r.lease_ttl_ms = 30'000;
-    ASSERT_TRUE(store.RegisterAgent(r).ok());
+    ASSERT_TRUE(store.agents().RegisterAgent(r).ok());
   }
   void Register(const std::string& agent) { Register(store(), agent); }
 
@@ -55,7 +55,7 @@ class Reservations : public StoreTest {
 
   // Reserves and expects a grant.
   ReservationRecord Granted(const ReservationRequest& r) {
-    absl::StatusOr<ReservationOutcome> out = store().Reserve(r);
+    absl::StatusOr<ReservationOutcome> out = store().reservations().Reserve(r);
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return {};
     EXPECT_TRUE(out->granted.has_value())
@@ -65,7 +65,7 @@ class Reservations : public StoreTest {
   }
   // Reserves and expects a refusal; returns the conflicts.
   std::vector<ReservationConflict> Refused(const ReservationRequest& r) {
-    absl::StatusOr<ReservationOutcome> out = store().Reserve(r);
+    absl::StatusOr<ReservationOutcome> out = store().reservations().Reserve(r);
     EXPECT_TRUE(out.ok()) << out.status();
     if (!out.ok()) return {};
     EXPECT_FALSE(out->granted.has_value());
@@ -130,12 +130,12 @@ TEST_P(Reservations, ASharedRequestReadsOnlyExclusiveRowsAndMeetsEachOfThem) {
   check.exclusive = false;  // what the commit hook asks
   check.patterns = {"src/a.cc", "x/y.lock", "docs/a.md"};
   absl::StatusOr<std::vector<ReservationConflict>> c =
-      store().CheckReservations(check);
+      store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->size(), 1u);
   EXPECT_EQ((*c)[0].reservation_id, src.reservation_id);
   check.exclusive = true;  // every row counts again
-  c = store().CheckReservations(check);
+  c = store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   std::set<std::string> met;
   for (const ReservationConflict& x : *c) met.insert(x.reservation_id);
@@ -172,7 +172,7 @@ TEST_P(Reservations, TokensStrictlyIncreasePerProject) {
   release.reservation_id = Granted(Request("agent-a", {"g"})).reservation_id;
   release.agent_id = "agent-a";
   release.now_ms = kNow;
-  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(release).ok());
   EXPECT_GT(Granted(Request("agent-a", {"h"})).token, last + 1);
   // Another project counts on its own.
   EXPECT_EQ(Granted(Request("agent-a", {"f0"}, true, "prj_2")).token, 1);
@@ -180,21 +180,25 @@ TEST_P(Reservations, TokensStrictlyIncreasePerProject) {
 
 TEST_P(Reservations, TheHolderMustBePresentAtItsGeneration) {
   absl::StatusOr<ReservationOutcome> unknown =
-      store().Reserve(Request("nobody", {"a"}));
+      store().reservations().Reserve(Request("nobody", {"a"}));
   EXPECT_EQ(ReasonOf(unknown.status()), "AGENT_NOT_FOUND");
   Register("agent-a");
   ReservationRequest stale = Request("agent-a", {"a"});
   stale.presence_generation = 7;
-  EXPECT_EQ(ReasonOf(store().Reserve(stale).status()), "STALE_PRESENCE_OWNER");
+  EXPECT_EQ(ReasonOf(store().reservations().Reserve(stale).status()),
+            "STALE_PRESENCE_OWNER");
   ReservationRequest current = Request("agent-a", {"a"});
   current.presence_generation = 1;
   EXPECT_EQ(Granted(current).presence_generation, 1);
   ASSERT_TRUE(
       store()
+          .agents()
           .SetAgentStatusForGeneration("agent-a", 1, AgentStatus::kOffline)
           .ok());
-  EXPECT_EQ(ReasonOf(store().Reserve(Request("agent-a", {"b"})).status()),
-            "AGENT_OFFLINE");
+  EXPECT_EQ(
+      ReasonOf(
+          store().reservations().Reserve(Request("agent-a", {"b"})).status()),
+      "AGENT_OFFLINE");
   EXPECT_EQ(Rows(), "1");
 }
 
@@ -211,6 +215,7 @@ TEST_P(Reservations,
   Granted(Request("gone", {"d"}));
   ASSERT_TRUE(
       store()
+          .agents()
           .SetAgentStatusForGeneration("offline", 1, AgentStatus::kOffline)
           .ok());
   Register("again");  // generation 2: the old session's reservation ended
@@ -221,7 +226,7 @@ TEST_P(Reservations,
   all.project_id = "prj_1";
   all.now_ms = kNow + 10;
   absl::StatusOr<std::vector<ReservationRecord>> listed =
-      store().ListReservations(all);
+      store().reservations().ListReservations(all);
   ASSERT_TRUE(listed.ok()) << listed.status();
   EXPECT_TRUE(listed->empty());
   ReservationCheck check;
@@ -229,13 +234,13 @@ TEST_P(Reservations,
   check.patterns = {"**"};
   check.now_ms = kNow + 10;
   absl::StatusOr<std::vector<ReservationConflict>> conflicts =
-      store().CheckReservations(check);
+      store().reservations().CheckReservations(check);
   ASSERT_TRUE(conflicts.ok()) << conflicts.status();
   EXPECT_TRUE(conflicts->empty());
 
   // The sweep deletes them, by reason.
   absl::StatusOr<std::pair<int64_t, int64_t>> swept =
-      store().SweepReservations(kNow + 10);
+      store().reservations().SweepReservations(kNow + 10);
   ASSERT_TRUE(swept.ok()) << swept.status();
   EXPECT_EQ(swept->first, 1);   // expired
   EXPECT_EQ(swept->second, 3);  // holder gone
@@ -260,7 +265,7 @@ TEST_P(Reservations, AGrantDeletesTheEndedReservationsItOverlaps) {
             "0");
   ReservationRenewal renew{old.reservation_id, "agent-a", old.token, kNow + 5,
                            kTtl};
-  EXPECT_EQ(ReasonOf(store().RenewReservation(renew).status()),
+  EXPECT_EQ(ReasonOf(store().reservations().RenewReservation(renew).status()),
             "RESERVATION_NOT_FOUND");
 }
 
@@ -270,29 +275,30 @@ TEST_P(Reservations, RenewIsFencedByHolderAndToken) {
   const ReservationRecord r = Granted(Request("agent-a", {"src"}));
   ReservationRenewal renew{r.reservation_id, "agent-a", r.token, kNow + 1000,
                            kTtl};
-  absl::StatusOr<ReservationRecord> renewed = store().RenewReservation(renew);
+  absl::StatusOr<ReservationRecord> renewed =
+      store().reservations().RenewReservation(renew);
   ASSERT_TRUE(renewed.ok()) << renewed.status();
   EXPECT_EQ(renewed->expires_at_ms, kNow + 1000 + kTtl);
   EXPECT_EQ(renewed->token, r.token);
 
   ReservationRenewal other = renew;
   other.agent_id = "agent-b";
-  EXPECT_EQ(ReasonOf(store().RenewReservation(other).status()),
+  EXPECT_EQ(ReasonOf(store().reservations().RenewReservation(other).status()),
             "RESERVATION_NOT_HOLDER");
   ReservationRenewal stale = renew;
   stale.token = r.token + 1;
-  EXPECT_EQ(ReasonOf(store().RenewReservation(stale).status()),
+  EXPECT_EQ(ReasonOf(store().reservations().RenewReservation(stale).status()),
             "RESERVATION_STALE_TOKEN");
   ReservationRenewal late = renew;
   late.now_ms = kNow + 1000 + kTtl;
-  EXPECT_EQ(ReasonOf(store().RenewReservation(late).status()),
+  EXPECT_EQ(ReasonOf(store().reservations().RenewReservation(late).status()),
             "RESERVATION_NOT_FOUND");
   ReservationRenewal missing = renew;
   missing.reservation_id = "no-such";
-  EXPECT_EQ(store().RenewReservation(missing).status().code(),
+  EXPECT_EQ(store().reservations().RenewReservation(missing).status().code(),
             absl::StatusCode::kNotFound);
   absl::StatusOr<std::optional<ReservationRecord>> got =
-      store().GetReservation(r.reservation_id, kNow + 1000);
+      store().reservations().GetReservation(r.reservation_id, kNow + 1000);
   ASSERT_TRUE(got.ok() && got->has_value());
   EXPECT_EQ((*got)->expires_at_ms, kNow + 1000 + kTtl);
 }
@@ -308,7 +314,7 @@ TEST_P(Reservations, ReleaseTakesSomePatternsOrAllAndForceIgnoresTheFence) {
   some.patterns = {"b", "not-held"};
   some.now_ms = kNow;
   absl::StatusOr<std::optional<ReservationRecord>> left =
-      store().ReleaseReservation(some);
+      store().reservations().ReleaseReservation(some);
   ASSERT_TRUE(left.ok()) << left.status();
   ASSERT_TRUE(left->has_value());
   EXPECT_EQ((*left)->patterns, std::vector<std::string>({"a", "c"}));
@@ -317,16 +323,17 @@ TEST_P(Reservations, ReleaseTakesSomePatternsOrAllAndForceIgnoresTheFence) {
   ReservationRelease by_other = some;
   by_other.agent_id = "agent-b";
   by_other.patterns.clear();
-  EXPECT_EQ(ReasonOf(store().ReleaseReservation(by_other).status()),
-            "RESERVATION_NOT_HOLDER");
+  EXPECT_EQ(
+      ReasonOf(store().reservations().ReleaseReservation(by_other).status()),
+      "RESERVATION_NOT_HOLDER");
   ReservationRelease force;
   force.reservation_id = r.reservation_id;
   force.now_ms = kNow;
   absl::StatusOr<std::optional<ReservationRecord>> gone =
-      store().ReleaseReservation(force);
+      store().reservations().ReleaseReservation(force);
   ASSERT_TRUE(gone.ok()) << gone.status();
   EXPECT_FALSE(gone->has_value());
-  EXPECT_EQ(ReasonOf(store().ReleaseReservation(force).status()),
+  EXPECT_EQ(ReasonOf(store().reservations().ReleaseReservation(force).status()),
             "RESERVATION_NOT_FOUND");
   Granted(Request("agent-b", {"a", "c"}));
   EXPECT_EQ(Query("SELECT held FROM hub_reservation_tokens"), "2");
@@ -337,11 +344,11 @@ TEST_P(Reservations, AGoneHoldersReservationsAreReleasedByAgentAndGeneration) {
   Granted(Request("agent-a", {"a"}));
   Granted(Request("agent-a", {"b"}, true, "prj_2"));
   absl::StatusOr<int64_t> none =
-      store().ReleaseAgentReservations("agent-a", 2, kNow);
+      store().reservations().ReleaseAgentReservations("agent-a", 2, kNow);
   ASSERT_TRUE(none.ok());
   EXPECT_EQ(*none, 0);
   absl::StatusOr<int64_t> n =
-      store().ReleaseAgentReservations("agent-a", 1, kNow);
+      store().reservations().ReleaseAgentReservations("agent-a", 1, kNow);
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(*n, 2);
   EXPECT_EQ(Rows(), "0");
@@ -362,7 +369,7 @@ TEST_P(Reservations, ListFiltersByProjectAgentAndPathInIdOrder) {
   auto ids = [&](const ReservationFilter& filter) {
     std::vector<std::string> out;
     absl::StatusOr<std::vector<ReservationRecord>> l =
-        store().ListReservations(filter);
+        store().reservations().ListReservations(filter);
     EXPECT_TRUE(l.ok()) << l.status();
     if (l.ok()) {
       for (const ReservationRecord& r : *l) out.push_back(r.reservation_id);
@@ -411,13 +418,13 @@ TEST_P(Reservations, CheckIsADryRunThatExemptsTheAsker) {
   check.patterns = {"src/a.cc", "docs/x.md"};
   check.now_ms = kNow;
   absl::StatusOr<std::vector<ReservationConflict>> c =
-      store().CheckReservations(check);
+      store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->size(), 1u);
   EXPECT_EQ((*c)[0].reservation_id, a.reservation_id);
   EXPECT_EQ((*c)[0].pattern, "src/a.cc");
   check.agent_id = "agent-a";
-  c = store().CheckReservations(check);
+  c = store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok());
   EXPECT_TRUE(c->empty());  // own exclusive; shared beside shared
   EXPECT_EQ(Rows(), "2");
@@ -434,11 +441,11 @@ TEST_P(Reservations, ACheckOfLiteralPathsTakesGlobCharactersLiterally) {
   check.now_ms = kNow;
   check.patterns = {"src/*"};
   absl::StatusOr<std::vector<ReservationConflict>> c =
-      store().CheckReservations(check);
+      store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->size(), 1u);  // the pattern src/* covers src/a.cc
   check.literal = true;      // the file named "*" in src does not
-  c = store().CheckReservations(check);
+  c = store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_TRUE(c->empty());
   // Many paths at once: each found through its own prefixes.
@@ -448,7 +455,7 @@ TEST_P(Reservations, ACheckOfLiteralPathsTakesGlobCharactersLiterally) {
   }
   check.patterns.push_back("src/a.cc/x");
   check.patterns.push_back("lib/x/y/gen/z.c");
-  c = store().CheckReservations(check);
+  c = store().reservations().CheckReservations(check);
   ASSERT_TRUE(c.ok()) << c.status();
   ASSERT_EQ(c->size(), 2u);
   EXPECT_EQ((*c)[0].reservation_id, a.reservation_id);
@@ -467,7 +474,7 @@ TEST_P(Reservations, LimitsPerAgentAndPerProjectRefuseWithNothingWritten) {
   Granted(r);
   r.reservation_id = NewUuidV7();
   r.patterns = {"c"};
-  absl::Status over = store().Reserve(r).status();
+  absl::Status over = store().reservations().Reserve(r).status();
   EXPECT_EQ(over.code(), absl::StatusCode::kResourceExhausted);
   EXPECT_EQ(ReasonOf(over), "LIMIT_EXCEEDED");
   EXPECT_EQ(MetadataOf(over)["limit"], "max_reservations_per_agent");
@@ -480,7 +487,7 @@ TEST_P(Reservations, LimitsPerAgentAndPerProjectRefuseWithNothingWritten) {
   Granted(b);
   b.reservation_id = NewUuidV7();
   b.patterns = {"e"};
-  absl::Status full = store().Reserve(b).status();
+  absl::Status full = store().reservations().Reserve(b).status();
   EXPECT_EQ(MetadataOf(full)["limit"], "max_reservations_per_project");
   EXPECT_EQ(Rows(), "3");
   b.now_ms = kNow + 10;  // "d" expired
@@ -514,7 +521,7 @@ TEST_P(Reservations,
         ReservationRequest r =
             Request(absl::StrCat("racer-", i), {kPatterns[i % 4]});
         absl::StatusOr<ReservationOutcome> out =
-            stores[i % stores.size()]->Reserve(r);
+            stores[i % stores.size()]->reservations().Reserve(r);
         if (!out.ok()) {
           errors++;
         } else if (out->granted.has_value()) {
@@ -536,7 +543,7 @@ TEST_P(Reservations,
       release.reservation_id = won[i];
       release.agent_id = absl::StrCat("racer-", i);
       release.now_ms = kNow;
-      ASSERT_TRUE(store().ReleaseReservation(release).ok());
+      ASSERT_TRUE(store().reservations().ReleaseReservation(release).ok());
     }
   }
   EXPECT_EQ(Query("SELECT last_token FROM hub_reservation_tokens"),
@@ -546,7 +553,7 @@ TEST_P(Reservations,
 // The change log: what happened to a reservation, in commit order.
 std::vector<ReservationChange> ChangesAfter(Store& store, int64_t after) {
   absl::StatusOr<ReservationChangePage> page =
-      store.ReadReservationChanges(after, 1000);
+      store.reservations().ReadReservationChanges(after, 1000);
   EXPECT_TRUE(page.ok()) << page.status();
   if (!page.ok()) return {};
   if (!page->changes.empty()) {
@@ -567,27 +574,31 @@ std::string Kinds(const std::vector<ReservationChange>& changes) {
 TEST_P(Reservations, EveryWriteLogsItsChangeInOrderWithTheReservation) {
   Register("agent-a");
   Register("agent-b");
-  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t start =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   const ReservationRecord a = Granted(Request("agent-a", {"src", "docs"}));
   ReservationRenewal renew{a.reservation_id, "agent-a", a.token, kNow + 1,
                            2 * kTtl};
-  ASSERT_TRUE(store().RenewReservation(renew).ok());
+  ASSERT_TRUE(store().reservations().RenewReservation(renew).ok());
   ReservationRelease some;
   some.reservation_id = a.reservation_id;
   some.agent_id = "agent-a";
   some.patterns = {"docs"};
   some.now_ms = kNow + 2;
-  ASSERT_TRUE(store().ReleaseReservation(some).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(some).ok());
   ReservationRelease all = some;
   all.patterns.clear();
-  ASSERT_TRUE(store().ReleaseReservation(all).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(all).ok());
   const ReservationRecord b = Granted(Request("agent-b", {"lib"}));
   ReservationRelease forced;
   forced.reservation_id = b.reservation_id;
   forced.now_ms = kNow + 3;
-  ASSERT_TRUE(store().ReleaseReservation(forced).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(forced).ok());
   Granted(Request("agent-b", {"tools"}));
-  ASSERT_TRUE(store().ReleaseAgentReservations("agent-b", 1, kNow + 4).ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .ReleaseAgentReservations("agent-b", 1, kNow + 4)
+                  .ok());
 
   std::vector<ReservationChange> changes = ChangesAfter(store(), start);
   EXPECT_EQ(Kinds(changes),
@@ -616,7 +627,8 @@ TEST_P(Reservations, EveryWriteLogsItsChangeInOrderWithTheReservation) {
 
 TEST_P(Reservations, EndedReservationsAreLoggedAsExpiredOrHolderGone) {
   for (const char* agent : {"ttl", "offline", "other"}) Register(agent);
-  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t start =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   ReservationRequest shortlived = Request("ttl", {"a"});
   shortlived.ttl_ms = 10;
   Granted(shortlived);
@@ -626,6 +638,7 @@ TEST_P(Reservations, EndedReservationsAreLoggedAsExpiredOrHolderGone) {
   Granted(doomed);
   ASSERT_TRUE(
       store()
+          .agents()
           .SetAgentStatusForGeneration("offline", 1, AgentStatus::kOffline)
           .ok());
   // A grant deletes (and logs) the ended reservation it overlaps; the sweep
@@ -633,7 +646,7 @@ TEST_P(Reservations, EndedReservationsAreLoggedAsExpiredOrHolderGone) {
   ReservationRequest later = Request("other", {"c/x"});
   later.now_ms = kNow + 10;
   Granted(later);
-  ASSERT_TRUE(store().SweepReservations(kNow + 10).ok());
+  ASSERT_TRUE(store().reservations().SweepReservations(kNow + 10).ok());
   std::vector<ReservationChange> changes = ChangesAfter(store(), start);
   ASSERT_EQ(changes.size(), 7u) << Kinds(changes);
   EXPECT_EQ(Kinds(changes).substr(0, 39),
@@ -655,13 +668,16 @@ TEST_P(Reservations, ARefusedReserveLogsNothing) {
   Register("agent-a");
   Register("agent-b");
   Granted(Request("agent-a", {"src"}));
-  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t head =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   Refused(Request("agent-b", {"src/a.cc"}));
   ReservationRequest over = Request("agent-b", {"lib"});
   over.max_per_project = 1;
-  EXPECT_EQ(ReasonOf(store().Reserve(over).status()), "LIMIT_EXCEEDED");
+  EXPECT_EQ(ReasonOf(store().reservations().Reserve(over).status()),
+            "LIMIT_EXCEEDED");
   EXPECT_TRUE(ChangesAfter(store(), head).empty());
-  EXPECT_EQ(store().ReadReservationChanges(0, 1).value().head, head);
+  EXPECT_EQ(store().reservations().ReadReservationChanges(0, 1).value().head,
+            head);
 }
 
 TEST_P(Reservations, ASnapshotHoldsTheLiveReservationsAndTheLogsHead) {
@@ -673,12 +689,14 @@ TEST_P(Reservations, ASnapshotHoldsTheLiveReservationsAndTheLogsHead) {
   ReservationFilter f;
   f.project_id = "prj_1";
   f.now_ms = kNow;
-  absl::StatusOr<ReservationSnapshot> snap = store().SnapshotReservations(f);
+  absl::StatusOr<ReservationSnapshot> snap =
+      store().reservations().SnapshotReservations(f);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(snap->reservations.size(), 2u);
-  EXPECT_EQ(snap->head, store().ReadReservationChanges(0, 1).value().head);
+  EXPECT_EQ(snap->head,
+            store().reservations().ReadReservationChanges(0, 1).value().head);
   f.agent_id = "agent-a";
-  snap = store().SnapshotReservations(f);
+  snap = store().reservations().SnapshotReservations(f);
   ASSERT_TRUE(snap.ok()) << snap.status();
   ASSERT_EQ(snap->reservations.size(), 1u);
   EXPECT_EQ(snap->reservations[0].reservation_id, a.reservation_id);
@@ -692,18 +710,25 @@ TEST_P(Reservations, PruningDropsOnlyOldChangesAndTheHeadStays) {
   ReservationRequest late = Request("agent-a", {"b"});
   late.now_ms = kNow + 1000;
   Granted(late);
-  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t head =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   absl::StatusOr<int64_t> pruned =
-      store().PruneReservationChanges(kNow + 500, 100);
+      store().reservations().PruneReservationChanges(kNow + 500, 100);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   EXPECT_EQ(*pruned, 1);
   std::vector<ReservationChange> left = ChangesAfter(store(), 0);
   ASSERT_EQ(left.size(), 1u);
   EXPECT_EQ(left[0].reservation.patterns, std::vector<std::string>({"b"}));
-  EXPECT_EQ(store().PruneReservationChanges(kNow + 2000, 100).value_or(-1), 1);
-  EXPECT_EQ(store().ReadReservationChanges(0, 1).value().head, head);
-  EXPECT_EQ(ReasonOf(store().ReadReservationChanges(0, 0).status()),
-            "REQUEST_INVALID");
+  EXPECT_EQ(store()
+                .reservations()
+                .PruneReservationChanges(kNow + 2000, 100)
+                .value_or(-1),
+            1);
+  EXPECT_EQ(store().reservations().ReadReservationChanges(0, 1).value().head,
+            head);
+  EXPECT_EQ(
+      ReasonOf(store().reservations().ReadReservationChanges(0, 0).status()),
+      "REQUEST_INVALID");
 }
 
 TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
@@ -716,7 +741,8 @@ TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
     stores.push_back(others.back().get());
   }
   for (int i = 0; i < kRacers; ++i) Register(absl::StrCat("w-", i));
-  const int64_t start = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t start =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   std::vector<std::thread> threads;
   std::atomic<int> errors{0};
   for (int i = 0; i < kRacers; ++i) {
@@ -726,7 +752,7 @@ TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
       for (int k = 0; k < 5; ++k) {
         ReservationRequest r =
             Request(agent, {absl::StrCat("d", i, "/", k)}, true, "prj_1");
-        absl::StatusOr<ReservationOutcome> out = s.Reserve(r);
+        absl::StatusOr<ReservationOutcome> out = s.reservations().Reserve(r);
         if (!out.ok() || !out->granted.has_value()) {
           ADD_FAILURE() << out.status();
           errors++;
@@ -736,7 +762,8 @@ TEST_P(Reservations, RacingWritersThroughTwoStoresLogEachChangeOnceInOrder) {
         rel.reservation_id = out->granted->reservation_id;
         rel.agent_id = agent;
         rel.now_ms = kNow;
-        absl::Status released = s.ReleaseReservation(rel).status();
+        absl::Status released =
+            s.reservations().ReleaseReservation(rel).status();
         if (!released.ok()) {
           ADD_FAILURE() << released;
           errors++;
@@ -782,12 +809,15 @@ TEST_P(Reservations, AQueuedWaiterConflictsWithLaterReservesButNotEarlierOnes) {
     Register(agent);
   }
   const ReservationRecord held = Granted(Request("holder", {"src"}));
-  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  const int64_t head =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   absl::StatusOr<ReservationWaiter> first =
-      store().EnqueueReservationWaiter(Waiter("first", {"src/a.cc"}));
+      store().reservations().EnqueueReservationWaiter(
+          Waiter("first", {"src/a.cc"}));
   ASSERT_TRUE(first.ok()) << first.status();
   absl::StatusOr<ReservationWaiter> second =
-      store().EnqueueReservationWaiter(Waiter("second", {"src"}));
+      store().reservations().EnqueueReservationWaiter(
+          Waiter("second", {"src"}));
   ASSERT_TRUE(second.ok()) << second.status();
   EXPECT_EQ(second->seq, first->seq + 1);
   EXPECT_EQ(Kinds(ChangesAfter(store(), head)), "waiting waiting");
@@ -796,7 +826,7 @@ TEST_P(Reservations, AQueuedWaiterConflictsWithLaterReservesButNotEarlierOnes) {
   release.reservation_id = held.reservation_id;
   release.agent_id = "holder";
   release.now_ms = kNow;
-  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(release).ok());
   // The path is free, but a reserve that does not wait is behind both
   // waiters, and the second waiter behind the first.
   std::vector<ReservationConflict> c = Refused(Request("other", {"src/a.cc"}));
@@ -833,25 +863,32 @@ TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
   }
   Granted(Request("holder", {"src"}));
   ReservationWaiter first = Waiter("first", {"src/a.cc"});
-  ASSERT_TRUE(store().EnqueueReservationWaiter(first).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(first).ok());
   ReservationWaiter elsewhere = Waiter("second", {"lib"});
   elsewhere.project_id = "prj_2";
-  ASSERT_TRUE(store().EnqueueReservationWaiter(elsewhere).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(elsewhere).ok());
   ReservationWaiter second = Waiter("second", {"src"});
   second.exclusive = false;
-  ASSERT_TRUE(store().EnqueueReservationWaiter(second).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(second).ok());
   // Past its deadline, or its agent offline: it no longer counts.
-  ASSERT_TRUE(
-      store().EnqueueReservationWaiter(Waiter("first", {"x"}, kNow)).ok());
-  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("gone", {"y"})).ok());
   ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("first", {"x"}, kNow))
+                  .ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("gone", {"y"}))
+                  .ok());
+  ASSERT_TRUE(store()
+                  .agents()
                   .SetAgentStatusForGeneration("gone", 1, AgentStatus::kOffline)
                   .ok());
 
   ReservationFilter f;
   f.project_id = "prj_1";
   f.now_ms = kNow;
-  absl::StatusOr<ReservationSnapshot> snap = store().SnapshotReservations(f);
+  absl::StatusOr<ReservationSnapshot> snap =
+      store().reservations().SnapshotReservations(f);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(snap->reservations.size(), 1u);
   ASSERT_EQ(snap->waiters.size(), 2u);  // in queue order
@@ -861,10 +898,11 @@ TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
   EXPECT_EQ(snap->waiters[1].waiter_id, second.waiter_id);
   EXPECT_FALSE(snap->waiters[1].exclusive);
   EXPECT_LT(snap->waiters[0].seq, snap->waiters[1].seq);
-  EXPECT_EQ(snap->head, store().ReadReservationChanges(0, 1).value().head);
+  EXPECT_EQ(snap->head,
+            store().reservations().ReadReservationChanges(0, 1).value().head);
 
   f.agent_id = "second";
-  snap = store().SnapshotReservations(f);
+  snap = store().reservations().SnapshotReservations(f);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_TRUE(snap->reservations.empty());
   ASSERT_EQ(snap->waiters.size(), 1u);
@@ -872,14 +910,17 @@ TEST_P(Reservations, ASnapshotHoldsTheQueuedWaitersThatStillCount) {
 
   ReservationFilter every;  // every project's, by project
   every.now_ms = kNow;
-  snap = store().SnapshotReservations(every);
+  snap = store().reservations().SnapshotReservations(every);
   ASSERT_TRUE(snap.ok()) << snap.status();
   ASSERT_EQ(snap->waiters.size(), 3u);
   EXPECT_EQ(snap->waiters[2].waiter_id, elsewhere.waiter_id);
 
   // A waiter that leaves the queue leaves the snapshot.
-  ASSERT_TRUE(store().RemoveReservationWaiter(first.waiter_id, kNow).value());
-  snap = store().SnapshotReservations(every);
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .RemoveReservationWaiter(first.waiter_id, kNow)
+                  .value());
+  snap = store().reservations().SnapshotReservations(every);
   ASSERT_TRUE(snap.ok()) << snap.status();
   EXPECT_EQ(snap->waiters.size(), 2u);
 }
@@ -889,16 +930,17 @@ TEST_P(Reservations, AWaiterNamesWhatItWaitsBehindAndEachRetryKeepsItCurrent) {
   const ReservationRecord held = Granted(Request("holder", {"src"}));
   ReservationWaiter first = Waiter("first", {"src/a.cc"});
   first.waits_for = {held.reservation_id};
-  ASSERT_TRUE(store().EnqueueReservationWaiter(first).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(first).ok());
   ReservationWaiter second = Waiter("second", {"src"});
   second.waits_for = {"an-id-that-is-gone"};
-  ASSERT_TRUE(store().EnqueueReservationWaiter(second).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(second).ok());
   ReservationFilter f;
   f.project_id = "prj_1";
   f.now_ms = kNow;
   auto queued = [&]() {
     std::map<std::string, std::vector<std::string>> by_waiter;
-    const ReservationSnapshot snap = store().SnapshotReservations(f).value();
+    const ReservationSnapshot snap =
+        store().reservations().SnapshotReservations(f).value();
     for (const ReservationWaiter& w : snap.waiters) {
       by_waiter[w.agent_id] = w.waits_for;
     }
@@ -914,10 +956,12 @@ TEST_P(Reservations, AWaiterNamesWhatItWaitsBehindAndEachRetryKeepsItCurrent) {
   // A retry behind other blockers than its row names updates the row and
   // logs a `waiting` change naming them: the reservation and the first
   // waiter, ahead of it.
-  int64_t head = store().ReadReservationChanges(0, 1).value().head;
+  int64_t head =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
   ReservationRequest as_second = Request("second", {"src"});
   as_second.waiter_id = second.waiter_id;
-  absl::StatusOr<ReservationOutcome> out = store().Reserve(as_second);
+  absl::StatusOr<ReservationOutcome> out =
+      store().reservations().Reserve(as_second);
   ASSERT_TRUE(out.ok()) << out.status();
   ASSERT_FALSE(out->granted.has_value());
   EXPECT_TRUE(out->waiter_updated);
@@ -935,8 +979,8 @@ TEST_P(Reservations, AWaiterNamesWhatItWaitsBehindAndEachRetryKeepsItCurrent) {
   EXPECT_EQ(logged[0].reservation.waits_for, named);
   EXPECT_EQ(logged[0].reservation.expires_at_ms, second.deadline_ms);
   // Behind the same blockers again: nothing written.
-  head = store().ReadReservationChanges(0, 1).value().head;
-  out = store().Reserve(as_second);
+  head = store().reservations().ReadReservationChanges(0, 1).value().head;
+  out = store().reservations().Reserve(as_second);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_FALSE(out->waiter_updated);
   EXPECT_TRUE(ChangesAfter(store(), head).empty());
@@ -947,11 +991,11 @@ TEST_P(Reservations, AWaiterNamesWhatItWaitsBehindAndEachRetryKeepsItCurrent) {
   release.reservation_id = held.reservation_id;
   release.agent_id = "holder";
   release.now_ms = kNow;
-  ASSERT_TRUE(store().ReleaseReservation(release).ok());
+  ASSERT_TRUE(store().reservations().ReleaseReservation(release).ok());
   ReservationRequest as_first = Request("first", {"src/a.cc"});
   as_first.waiter_id = first.waiter_id;
   const ReservationRecord got = Granted(as_first);
-  out = store().Reserve(as_second);
+  out = store().reservations().Reserve(as_second);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_TRUE(out->waiter_updated);
   EXPECT_EQ(queued()["second"], std::vector<std::string>{got.reservation_id});
@@ -963,21 +1007,30 @@ TEST_P(Reservations, AWaiterThatLeavesOrIsPastItsDeadlineHoldsNothingUp) {
   Register("waiter");
   Register("other");
   absl::StatusOr<ReservationWaiter> w =
-      store().EnqueueReservationWaiter(Waiter("waiter", {"src"}, kNow + 100));
+      store().reservations().EnqueueReservationWaiter(
+          Waiter("waiter", {"src"}, kNow + 100));
   ASSERT_TRUE(w.ok()) << w.status();
   Refused(Request("other", {"src"}));
   ReservationRequest later = Request("other", {"src"});
   later.now_ms = kNow + 100;  // its deadline passed (its hub died)
   Granted(later);
-  ASSERT_TRUE(store().SweepReservations(kNow + 100).ok());
+  ASSERT_TRUE(store().reservations().SweepReservations(kNow + 100).ok());
   EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_reservation_waiters"), "0");
 
   absl::StatusOr<ReservationWaiter> again =
-      store().EnqueueReservationWaiter(Waiter("waiter", {"lib"}));
+      store().reservations().EnqueueReservationWaiter(
+          Waiter("waiter", {"lib"}));
   ASSERT_TRUE(again.ok()) << again.status();
-  const int64_t head = store().ReadReservationChanges(0, 1).value().head;
-  EXPECT_TRUE(store().RemoveReservationWaiter(again->waiter_id, kNow).value());
-  EXPECT_FALSE(store().RemoveReservationWaiter(again->waiter_id, kNow).value());
+  const int64_t head =
+      store().reservations().ReadReservationChanges(0, 1).value().head;
+  EXPECT_TRUE(store()
+                  .reservations()
+                  .RemoveReservationWaiter(again->waiter_id, kNow)
+                  .value());
+  EXPECT_FALSE(store()
+                   .reservations()
+                   .RemoveReservationWaiter(again->waiter_id, kNow)
+                   .value());
   EXPECT_EQ(Kinds(ChangesAfter(store(), head)), "wait_ended");
   Granted(Request("other", {"lib"}));
 }
@@ -989,25 +1042,38 @@ TEST_P(Reservations, AListedReservationNamesTheWaitersOfOtherAgentsItHoldsUp) {
   const ReservationRecord src = Granted(Request("holder", {"src"}));
   const ReservationRecord docs =
       Granted(Request("holder", {"docs"}, /*exclusive=*/false));
-  ASSERT_TRUE(
-      store().EnqueueReservationWaiter(Waiter("first", {"src/a.cc"})).ok());
-  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("second", {"**"})).ok());
-  ASSERT_TRUE(
-      store().EnqueueReservationWaiter(Waiter("first", {"src/b.cc"})).ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("first", {"src/a.cc"}))
+                  .ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("second", {"**"}))
+                  .ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("first", {"src/b.cc"}))
+                  .ok());
   // A shared waiter does not wait for a shared reservation; the holder's
   // own waiter and one for unrelated paths wait for nothing here.
   ReservationWaiter reader = Waiter("reader", {"docs/x.md"});
   reader.exclusive = false;
-  ASSERT_TRUE(store().EnqueueReservationWaiter(reader).ok());
-  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("holder", {"src"})).ok());
-  ASSERT_TRUE(store().EnqueueReservationWaiter(Waiter("other", {"lib"})).ok());
+  ASSERT_TRUE(store().reservations().EnqueueReservationWaiter(reader).ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("holder", {"src"}))
+                  .ok());
+  ASSERT_TRUE(store()
+                  .reservations()
+                  .EnqueueReservationWaiter(Waiter("other", {"lib"}))
+                  .ok());
 
   ReservationFilter filter;
   filter.project_id = "prj_1";
   filter.agent_id = "holder";
   filter.now_ms = kNow;
   absl::StatusOr<std::vector<ReservationRecord>> listed =
-      store().ListReservations(filter);
+      store().reservations().ListReservations(filter);
   ASSERT_TRUE(listed.ok()) << listed.status();
   std::map<std::string, ReservationRecord> by_id;
   for (const ReservationRecord& r : *listed) by_id[r.reservation_id] = r;
@@ -1027,8 +1093,8 @@ TEST_P(Reservations, AListedReservationNamesTheWaitersOfOtherAgentsItHoldsUp) {
   renewal.token = src.token;
   renewal.now_ms = kNow + kTtl - 1;
   renewal.ttl_ms = kTtl;
-  ASSERT_TRUE(store().RenewReservation(renewal).ok());
-  listed = store().ListReservations(filter);
+  ASSERT_TRUE(store().reservations().RenewReservation(renewal).ok());
+  listed = store().reservations().ListReservations(filter);
   ASSERT_TRUE(listed.ok()) << listed.status();
   ASSERT_EQ(listed->size(), 1u);
   EXPECT_EQ((*listed)[0].waiter_count, 0);

@@ -36,7 +36,7 @@ class RoleChangeLog : public StoreTest {
     StoreTest::SetUp();
     if (HasFatalFailure()) return;
     if (!postgres()) return;
-    absl::StatusOr<int64_t> head = store().RoleChangeHead();
+    absl::StatusOr<int64_t> head = store().roles().RoleChangeHead();
     ASSERT_TRUE(head.ok()) << head.status();
     start_ = *head;
   }
@@ -45,10 +45,11 @@ class RoleChangeLog : public StoreTest {
   std::vector<RoleChange> ChangesAfter(int64_t after, int64_t page = 1000) {
     std::vector<RoleChange> all;
     for (;;) {
-      absl::StatusOr<RoleChangePage> got = store().ReadRoleChanges(after, page);
+      absl::StatusOr<RoleChangePage> got =
+          store().roles().ReadRoleChanges(after, page);
       EXPECT_TRUE(got.ok()) << got.status();
       if (!got.ok() || got->changes.empty()) return all;
-      EXPECT_EQ(got->head, store().RoleChangeHead().value_or(-1));
+      EXPECT_EQ(got->head, store().roles().RoleChangeHead().value_or(-1));
       after = got->changes.back().seq;
       all.insert(all.end(), got->changes.begin(), got->changes.end());
     }
@@ -66,11 +67,12 @@ class RoleChangeLog : public StoreTest {
 HUB_STORE_TEST_SUITE(RoleChangeLog);
 
 TEST_P(RoleChangeLog, OnlyPostgresKeepsOneAndSqliteSaysSo) {
-  EXPECT_EQ(store().HasRoleChangeLog(), postgres());
+  EXPECT_EQ(store().roles().HasRoleChangeLog(), postgres());
   if (postgres()) return;
-  for (const absl::Status& s : {store().RoleChangeHead().status(),
-                                store().ReadRoleChanges(0, 10).status(),
-                                store().PruneRoleChanges(1000, 10).status()}) {
+  for (const absl::Status& s :
+       {store().roles().RoleChangeHead().status(),
+        store().roles().ReadRoleChanges(0, 10).status(),
+        store().roles().PruneRoleChanges(1000, 10).status()}) {
     EXPECT_EQ(s.code(), absl::StatusCode::kUnimplemented);
     EXPECT_EQ(ReasonOf(s), "ROLE_CHANGE_LOG_UNSUPPORTED");
   }
@@ -79,25 +81,25 @@ TEST_P(RoleChangeLog, OnlyPostgresKeepsOneAndSqliteSaysSo) {
 TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
   std::vector<std::pair<Kind, RoleRecord>> expected;
-  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
+  RoleRecord cto = Applied(store().roles().ReserveRole(CtoReservation()));
   expected.push_back({Kind::kCreated, cto});
-  cto = Applied(store().ReserveRole(CtoReservation()));
+  cto = Applied(store().roles().ReserveRole(CtoReservation()));
   expected.push_back({Kind::kUpdated, cto});
   RoleCas cas = CasFrom(cto);
   cas.patch.holder_agent_id = "agent-a";
   cas.patch.holder_lease_expires_ms = kNow - 1;
   cas.patch.state = RoleState::kElectedProbing;
-  cto = Applied(store().CompareAndSetRole(cas));
+  cto = Applied(store().roles().CompareAndSetRole(cas));
   expected.push_back({Kind::kUpdated, cto});
   // A refused write changes nothing, so logs nothing.
-  absl::StatusOr<RoleWrite> stale = store().CompareAndSetRole(cas);
+  absl::StatusOr<RoleWrite> stale = store().roles().CompareAndSetRole(cas);
   ASSERT_TRUE(stale.ok()) << stale.status();
   EXPECT_EQ(stale->outcome, RoleOutcome::kStaleVersion);
-  absl::StatusOr<RecoveryResult> recovered = store().RecoverRoles(kNow);
+  absl::StatusOr<RecoveryResult> recovered = store().roles().RecoverRoles(kNow);
   ASSERT_TRUE(recovered.ok()) << recovered.status();
   ASSERT_EQ(recovered->recovered.size(), 1u);
   expected.push_back({Kind::kUpdated, recovered->recovered[0]});
-  RoleRecord lead = Applied(store().ReserveRole(LeadReservation()));
+  RoleRecord lead = Applied(store().roles().ReserveRole(LeadReservation()));
   expected.push_back({Kind::kCreated, lead});
   ScopeClose close;
   close.project_id = "prj_1";
@@ -105,10 +107,11 @@ TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
   close.role_key_wire = kLead;
   close.closed_by = "ops";
   close.now_ms = kNow + 2;
-  absl::StatusOr<ScopeCloseResult> closed = store().CloseLeadScope(close);
+  absl::StatusOr<ScopeCloseResult> closed =
+      store().roles().CloseLeadScope(close);
   ASSERT_TRUE(closed.ok()) << closed.status();
   expected.push_back({Kind::kRemoved, lead});
-  ASSERT_EQ(store().DeleteRole(kCto).value_or(RoleOutcome::kNotFound),
+  ASSERT_EQ(store().roles().DeleteRole(kCto).value_or(RoleOutcome::kNotFound),
             RoleOutcome::kApplied);
   expected.push_back({Kind::kRemoved, recovered->recovered[0]});
 
@@ -137,17 +140,17 @@ TEST_P(RoleChangeLog, EveryKindOfRoleWriteIsLoggedInCommitOrder) {
       EXPECT_GE(changes[i].committed_at_ms, changes[i - 1].committed_at_ms);
     }
   }
-  EXPECT_EQ(store().RoleChangeHead().value_or(-1), changes.back().seq);
+  EXPECT_EQ(store().roles().RoleChangeHead().value_or(-1), changes.back().seq);
 }
 
 TEST_P(RoleChangeLog, AnOperatorsSqlIsLoggedAndAFailedWriteLeavesNoHole) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
+  RoleRecord cto = Applied(store().roles().ReserveRole(CtoReservation()));
   // A write the schema refuses (active without a holder) rolls back with its
   // change: the next change takes the next seq.
   RoleCas bad = CasFrom(cto);
   bad.patch.state = RoleState::kActive;
-  EXPECT_EQ(ReasonOf(store().CompareAndSetRole(bad).status()),
+  EXPECT_EQ(ReasonOf(store().roles().CompareAndSetRole(bad).status()),
             "STORE_CONSTRAINT");
   ASSERT_EQ(Exec("UPDATE role_registry SET last_reason = 'by hand', "
                  "version = version + 1"),
@@ -165,8 +168,9 @@ TEST_P(RoleChangeLog, AnOperatorsSqlIsLoggedAndAFailedWriteLeavesNoHole) {
 // up to n.
 TEST_P(RoleChangeLog, SeqFollowsCommitOrderNotWriteOrder) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  Applied(store().ReserveRole(CtoReservation()));
-  const RoleRecord lead = Applied(store().ReserveRole(LeadReservation()));
+  Applied(store().roles().ReserveRole(CtoReservation()));
+  const RoleRecord lead =
+      Applied(store().roles().ReserveRole(LeadReservation()));
   absl::StatusOr<std::unique_ptr<pg::Connection>> early =
       pg::Connection::Open(pg_conninfo());
   ASSERT_TRUE(early.ok()) << early.status();
@@ -177,8 +181,8 @@ TEST_P(RoleChangeLog, SeqFollowsCommitOrderNotWriteOrder) {
                   .ok());
   RoleCas cas = CasFrom(lead);
   cas.patch.last_reason = "late";
-  Applied(store().CompareAndSetRole(cas));
-  const int64_t after_late = *store().RoleChangeHead();
+  Applied(store().roles().CompareAndSetRole(cas));
+  const int64_t after_late = *store().roles().RoleChangeHead();
   ASSERT_TRUE((*early)->Exec("COMMIT").ok());
   std::vector<RoleChange> changes = ChangesAfter(start_ + 2);
   ASSERT_EQ(changes.size(), 2u);
@@ -196,8 +200,8 @@ TEST_P(RoleChangeLog, TwoHubsRacingLogEveryWriteOnceInVersionOrder) {
   std::unique_ptr<Store> other = Open();
   ASSERT_NE(other, nullptr);
   std::vector<Store*> hubs = {&store(), other.get()};
-  Applied(store().ReserveRole(CtoReservation()));
-  Applied(store().ReserveRole(LeadReservation()));
+  Applied(store().roles().ReserveRole(CtoReservation()));
+  Applied(store().roles().ReserveRole(LeadReservation()));
   constexpr int kWriters = 6;
   constexpr int kAttempts = 40;
   std::atomic<int> applied{0};
@@ -207,11 +211,11 @@ TEST_P(RoleChangeLog, TwoHubsRacingLogEveryWriteOnceInVersionOrder) {
       Store& hub = *hubs[t % 2];
       const std::string wire = t % 3 == 0 ? kLead : kCto;
       for (int i = 0; i < kAttempts; ++i) {
-        absl::StatusOr<RoleRecord> row = hub.GetRole(wire);
+        absl::StatusOr<RoleRecord> row = hub.roles().GetRole(wire);
         if (!row.ok()) continue;
         RoleCas cas = CasFrom(*row);
         cas.patch.last_reason = absl::StrCat("writer-", t, "-", i);
-        absl::StatusOr<RoleWrite> w = hub.CompareAndSetRole(cas);
+        absl::StatusOr<RoleWrite> w = hub.roles().CompareAndSetRole(cas);
         if (w.ok() && w->outcome == RoleOutcome::kApplied) ++applied;
       }
     });
@@ -226,41 +230,42 @@ TEST_P(RoleChangeLog, TwoHubsRacingLogEveryWriteOnceInVersionOrder) {
     EXPECT_EQ(changes[i].role.version, last + 1) << "seq " << changes[i].seq;
     last = changes[i].role.version;
   }
-  EXPECT_EQ(version[kCto], store().GetRole(kCto)->version);
-  EXPECT_EQ(version[kLead], store().GetRole(kLead)->version);
+  EXPECT_EQ(version[kCto], store().roles().GetRole(kCto)->version);
+  EXPECT_EQ(version[kLead], store().roles().GetRole(kLead)->version);
 }
 
 TEST_P(RoleChangeLog, PruningDropsOldChangesOnlyAndLeavesAVisibleHole) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  RoleRecord cto = Applied(store().ReserveRole(CtoReservation()));
+  RoleRecord cto = Applied(store().roles().ReserveRole(CtoReservation()));
   for (int i = 0; i < 4; ++i) {
-    cto = Applied(store().CompareAndSetRole(CasFrom(cto)));
+    cto = Applied(store().roles().CompareAndSetRole(CasFrom(cto)));
   }
   // The first three look an hour old.
   ASSERT_EQ(Exec(absl::StrCat("UPDATE hub_role_changes SET written_at_ms = "
                               "written_at_ms - 3600000 WHERE seq <= ",
                               start_ + 3)),
             "");
-  absl::StatusOr<int64_t> pruned = store().PruneRoleChanges(60'000, 2);
+  absl::StatusOr<int64_t> pruned = store().roles().PruneRoleChanges(60'000, 2);
   ASSERT_TRUE(pruned.ok()) << pruned.status();
   EXPECT_EQ(*pruned, 2);  // the limit
-  EXPECT_EQ(store().PruneRoleChanges(60'000, 100).value_or(-1), 1);
-  EXPECT_EQ(store().PruneRoleChanges(60'000, 100).value_or(-1), 0);
+  EXPECT_EQ(store().roles().PruneRoleChanges(60'000, 100).value_or(-1), 1);
+  EXPECT_EQ(store().roles().PruneRoleChanges(60'000, 100).value_or(-1), 0);
   std::vector<RoleChange> changes = ChangesAfter(start_);
   ASSERT_EQ(changes.size(), 2u);
   EXPECT_EQ(changes[0].seq, start_ + 4);  // a reader at start_ sees the hole
-  EXPECT_EQ(store().RoleChangeHead().value_or(-1), start_ + 5);
+  EXPECT_EQ(store().roles().RoleChangeHead().value_or(-1), start_ + 5);
   // Everything old: the log empties, the head stays.
   ASSERT_EQ(Exec("UPDATE hub_role_changes SET written_at_ms = 0"), "");
-  EXPECT_EQ(store().PruneRoleChanges(60'000, 100).value_or(-1), 2);
+  EXPECT_EQ(store().roles().PruneRoleChanges(60'000, 100).value_or(-1), 2);
   EXPECT_TRUE(ChangesAfter(0).empty());
-  EXPECT_EQ(store().RoleChangeHead().value_or(-1), start_ + 5);
+  EXPECT_EQ(store().roles().RoleChangeHead().value_or(-1), start_ + 5);
   // An empty page below the head: the reader knows it missed changes.
-  absl::StatusOr<RoleChangePage> empty = store().ReadRoleChanges(start_, 10);
+  absl::StatusOr<RoleChangePage> empty =
+      store().roles().ReadRoleChanges(start_, 10);
   ASSERT_TRUE(empty.ok()) << empty.status();
   EXPECT_TRUE(empty->changes.empty());
   EXPECT_EQ(empty->head, start_ + 5);
-  cto = Applied(store().CompareAndSetRole(CasFrom(cto)));
+  cto = Applied(store().roles().CompareAndSetRole(CasFrom(cto)));
   changes = ChangesAfter(start_ + 5);
   ASSERT_EQ(changes.size(), 1u);
   EXPECT_EQ(changes[0].seq, start_ + 6);
@@ -268,9 +273,9 @@ TEST_P(RoleChangeLog, PruningDropsOldChangesOnlyAndLeavesAVisibleHole) {
 
 TEST_P(RoleChangeLog, APageNeedsALimit) {
   if (!postgres()) GTEST_SKIP() << "SQLite keeps no role change log";
-  EXPECT_EQ(ReasonOf(store().ReadRoleChanges(0, 0).status()),
+  EXPECT_EQ(ReasonOf(store().roles().ReadRoleChanges(0, 0).status()),
             "REQUEST_INVALID");
-  EXPECT_EQ(ReasonOf(store().PruneRoleChanges(1000, 0).status()),
+  EXPECT_EQ(ReasonOf(store().roles().PruneRoleChanges(1000, 0).status()),
             "REQUEST_INVALID");
 }
 

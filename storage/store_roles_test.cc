@@ -78,7 +78,7 @@ TEST_P(RoleStore, FirstReservationInsertsAtEpochZeroAndRoundTrips) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
   r.patch.holder_lease_expires_ms = kNow + 30'000;
-  absl::StatusOr<RoleWrite> w = store().ReserveRole(r);
+  absl::StatusOr<RoleWrite> w = store().roles().ReserveRole(r);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   EXPECT_EQ(w->role->epoch, 0);
@@ -87,19 +87,19 @@ TEST_P(RoleStore, FirstReservationInsertsAtEpochZeroAndRoundTrips) {
   EXPECT_EQ(w->role->state, RoleState::kElectedProbing);
   EXPECT_EQ(w->role->activation_id, "act-1");
   EXPECT_EQ(w->role->last_reason, "role_reserved");
-  absl::StatusOr<RoleRecord> read = store().GetRole(kCto);
+  absl::StatusOr<RoleRecord> read = store().roles().GetRole(kCto);
   ASSERT_TRUE(read.ok()) << read.status();
   EXPECT_EQ(read->holder_agent_id, "agent-a");
   EXPECT_EQ(read->holder_lease_expires_ms, kNow + 30'000);
-  EXPECT_EQ(store().ListRoles(ByProject("prj_1"))->size(), 1u);
-  EXPECT_EQ(ReasonOf(store().GetRole("rk2.nothing").status()),
+  EXPECT_EQ(store().roles().ListRoles(ByProject("prj_1"))->size(), 1u);
+  EXPECT_EQ(ReasonOf(store().roles().GetRole("rk2.nothing").status()),
             "ROLE_NOT_FOUND");
 }
 
 TEST_P(RoleStore, EveryReservationOfAnExistingRowAddsExactlyOneToEpochAndSeq) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   for (int i = 1; i <= 3; ++i) {
-    absl::StatusOr<RoleWrite> w = store().ReserveRole(CtoReservation());
+    absl::StatusOr<RoleWrite> w = store().roles().ReserveRole(CtoReservation());
     ASSERT_TRUE(w.ok()) << w.status();
     ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
     EXPECT_EQ(w->role->epoch, i);
@@ -110,38 +110,40 @@ TEST_P(RoleStore, EveryReservationOfAnExistingRowAddsExactlyOneToEpochAndSeq) {
 }
 
 TEST_P(RoleStore, ReservationWithAnOldVersionOrEpochIsRefusedWithTheLatestRow) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());  // v1 e1
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());  // v1 e1
 
   RoleReservation old_version = CtoReservation();
   old_version.expected_version = 0;
-  absl::StatusOr<RoleWrite> w = store().ReserveRole(old_version);
+  absl::StatusOr<RoleWrite> w = store().roles().ReserveRole(old_version);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->outcome, RoleOutcome::kStaleVersion);
   EXPECT_EQ(w->role->version, 1);
 
   RoleReservation old_epoch = CtoReservation();
   old_epoch.expected_epoch = 0;
-  EXPECT_EQ(store().ReserveRole(old_epoch)->outcome, RoleOutcome::kStaleEpoch);
+  EXPECT_EQ(store().roles().ReserveRole(old_epoch)->outcome,
+            RoleOutcome::kStaleEpoch);
 
   RoleReservation skip = CtoReservation();
   skip.next_epoch = 5;
-  EXPECT_EQ(store().ReserveRole(skip)->outcome, RoleOutcome::kStaleEpoch);
+  EXPECT_EQ(store().roles().ReserveRole(skip)->outcome,
+            RoleOutcome::kStaleEpoch);
   RoleReservation skip_seq = CtoReservation();
   skip_seq.next_activation_seq = 7;
-  EXPECT_EQ(store().ReserveRole(skip_seq)->outcome,
+  EXPECT_EQ(store().roles().ReserveRole(skip_seq)->outcome,
             RoleOutcome::kStaleActivationSeq);
-  EXPECT_EQ(store().GetRole(kCto)->epoch, 1);
+  EXPECT_EQ(store().roles().GetRole(kCto)->epoch, 1);
   EXPECT_EQ(ReasonOf(ToStatus(RoleOutcome::kStaleEpoch)), "STALE_EPOCH");
 }
 
 TEST_P(RoleStore, ReservationRecordsThePreviousHolderWhenTheHolderChanges) {
   RoleReservation a = CtoReservation();
   a.patch.holder_agent_id = "agent-a";
-  ASSERT_TRUE(store().ReserveRole(a).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(a).ok());
   RoleReservation b = CtoReservation();
   b.patch.holder_agent_id = "agent-b";
-  absl::StatusOr<RoleWrite> w = store().ReserveRole(b);
+  absl::StatusOr<RoleWrite> w = store().roles().ReserveRole(b);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->role->previous_holder_agent_id, "agent-a");
   EXPECT_EQ(w->role->activation_id, "act-2");
@@ -149,7 +151,7 @@ TEST_P(RoleStore, ReservationRecordsThePreviousHolderWhenTheHolderChanges) {
   release.patch.holder_agent_id = Patch<std::string>::Clear();
   release.patch.activation_id = Patch<std::string>::Clear();
   release.patch.last_reason = "holder_lease_expired";
-  w = store().ReserveRole(release);
+  w = store().roles().ReserveRole(release);
   ASSERT_TRUE(w.ok()) << w.status();
   EXPECT_EQ(w->role->state, RoleState::kElectable);
   EXPECT_FALSE(w->role->holder_agent_id.has_value());
@@ -160,7 +162,7 @@ TEST_P(RoleStore, ReservationRecordsThePreviousHolderWhenTheHolderChanges) {
 
 // Runs an asynchronous store call and waits for its callback's result.
 absl::StatusOr<RoleWrite> Awaited(
-    const std::function<void(Store::Callback<RoleWrite>)>& call) {
+    const std::function<void(Callback<RoleWrite>)>& call) {
   // A Notification, not Mutex::Await: the condition of an Await runs inside
   // Abseil, where ThreadSanitizer's shim cannot see it under the lock
   // (tools/tsan/README.md).
@@ -177,22 +179,21 @@ absl::StatusOr<RoleWrite> Awaited(
 TEST_P(RoleStore, AsyncReservationAndCasAnswerLikeTheBlockingCalls) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
-  absl::StatusOr<RoleWrite> reserved =
-      Awaited([&](Store::Callback<RoleWrite> done) {
-        store().ReserveRoleAsync(r, std::move(done));
-      });
+  absl::StatusOr<RoleWrite> reserved = Awaited([&](Callback<RoleWrite> done) {
+    store().roles().ReserveRoleAsync(r, std::move(done));
+  });
   ASSERT_TRUE(reserved.ok()) << reserved.status();
   ASSERT_EQ(reserved->outcome, RoleOutcome::kApplied);
   RoleCas cas = CasFrom(*reserved->role);
   cas.patch.state = RoleState::kActive;
-  absl::StatusOr<RoleWrite> set = Awaited([&](Store::Callback<RoleWrite> done) {
-    store().CompareAndSetRoleAsync(cas, std::move(done));
+  absl::StatusOr<RoleWrite> set = Awaited([&](Callback<RoleWrite> done) {
+    store().roles().CompareAndSetRoleAsync(cas, std::move(done));
   });
   ASSERT_TRUE(set.ok()) << set.status();
   EXPECT_EQ(set->outcome, RoleOutcome::kApplied);
   EXPECT_EQ(set->role->state, RoleState::kActive);
-  EXPECT_EQ(Awaited([&](Store::Callback<RoleWrite> done) {
-              store().CompareAndSetRoleAsync(cas, std::move(done));
+  EXPECT_EQ(Awaited([&](Callback<RoleWrite> done) {
+              store().roles().CompareAndSetRoleAsync(cas, std::move(done));
             })->outcome,
             RoleOutcome::kStaleVersion);
 }
@@ -208,7 +209,7 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
     r.role_key_wire = absl::StrCat("rk2.lead-", i);
     r.scope_id = absl::StrCat("scp_", i);
     r.patch.holder_agent_id = absl::StrCat("agent-", i);
-    absl::StatusOr<RoleWrite> w = store().ReserveRole(r);
+    absl::StatusOr<RoleWrite> w = store().roles().ReserveRole(r);
     ASSERT_TRUE(w.ok()) << w.status();
     rows.push_back(*w->role);
   }
@@ -240,11 +241,11 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
                                                  absl::UnknownError(""));
   std::vector<absl::Notification> done(cases.size());
   for (size_t i = 0; i < cases.size(); ++i) {
-    store().CompareAndSetRoleAsync(cases[i],
-                                   [&, i](absl::StatusOr<RoleWrite> w) {
-                                     answers[i] = std::move(w);
-                                     done[i].Notify();
-                                   });
+    store().roles().CompareAndSetRoleAsync(cases[i],
+                                           [&, i](absl::StatusOr<RoleWrite> w) {
+                                             answers[i] = std::move(w);
+                                             done[i].Notify();
+                                           });
   }
   for (absl::Notification& n : done) n.WaitForNotification();
   for (size_t i = 0; i < cases.size(); ++i) {
@@ -253,7 +254,8 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
     EXPECT_EQ(answers[i]->outcome, expected[i]);
   }
   for (int i = 0; i < kRoles; ++i) {
-    absl::StatusOr<RoleRecord> now = store().GetRole(rows[i].role_key_wire);
+    absl::StatusOr<RoleRecord> now =
+        store().roles().GetRole(rows[i].role_key_wire);
     ASSERT_TRUE(now.ok()) << now.status();
     EXPECT_EQ(now->state, RoleState::kActive);
     EXPECT_EQ(now->version, rows[i].version + 1);
@@ -267,12 +269,12 @@ TEST_P(RoleStore, CasesMadeAtOnceAnswerInTheOrderTheyWereMade) {
 TEST_P(RoleStore, CasWithAllFourGuardsActivatesAndBumpsOnlyTheVersion) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
-  RoleRecord reserved = *store().ReserveRole(r)->role;
+  RoleRecord reserved = *store().roles().ReserveRole(r)->role;
   RoleCas cas = CasFrom(reserved);
   cas.patch.state = RoleState::kActive;
   cas.patch.charter_acked_epoch = reserved.epoch;
   cas.patch.last_reason = "activation_acked";
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
+  absl::StatusOr<RoleWrite> w = store().roles().CompareAndSetRole(cas);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   EXPECT_EQ(w->role->state, RoleState::kActive);
@@ -282,58 +284,59 @@ TEST_P(RoleStore, CasWithAllFourGuardsActivatesAndBumpsOnlyTheVersion) {
   EXPECT_EQ(w->role->last_transition_ms, kNow + 1);
 
   // Replaying the same CAS (old version) is refused.
-  EXPECT_EQ(store().CompareAndSetRole(cas)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(cas)->outcome,
             RoleOutcome::kStaleVersion);
 }
 
 TEST_P(RoleStore, CasReportsTheFirstStaleGuardInOrder) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
-  RoleRecord row = *store().ReserveRole(r)->role;
+  RoleRecord row = *store().roles().ReserveRole(r)->role;
 
   RoleCas wrong_epoch = CasFrom(row);
   wrong_epoch.expected_epoch = row.epoch + 1;
-  EXPECT_EQ(store().CompareAndSetRole(wrong_epoch)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(wrong_epoch)->outcome,
             RoleOutcome::kStaleEpoch);
   RoleCas wrong_seq = CasFrom(row);
   wrong_seq.expected_activation_seq = std::optional<int64_t>(9);
-  EXPECT_EQ(store().CompareAndSetRole(wrong_seq)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(wrong_seq)->outcome,
             RoleOutcome::kStaleActivationSeq);
   RoleCas wrong_id = CasFrom(row);
   wrong_id.expected_activation_id = std::optional<std::string>("other");
-  EXPECT_EQ(store().CompareAndSetRole(wrong_id)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(wrong_id)->outcome,
             RoleOutcome::kStaleActivationId);
   RoleCas null_id = CasFrom(row);
   null_id.expected_activation_id = std::optional<std::string>();
-  EXPECT_EQ(store().CompareAndSetRole(null_id)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(null_id)->outcome,
             RoleOutcome::kStaleActivationId);
-  EXPECT_EQ(store().GetRole(kCto)->version, row.version);
+  EXPECT_EQ(store().roles().GetRole(kCto)->version, row.version);
 }
 
 TEST_P(RoleStore, CasComparesANullActivationIdNullSafely) {
-  RoleRecord row = *store().ReserveRole(CtoReservation())->role;
+  RoleRecord row = *store().roles().ReserveRole(CtoReservation())->role;
   ASSERT_FALSE(row.activation_id.has_value());
   RoleCas cas = CasFrom(row);  // expects activation_id NULL
   cas.patch.blocked_reason = "no_candidate";
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
+  absl::StatusOr<RoleWrite> w = store().roles().CompareAndSetRole(cas);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   EXPECT_EQ(w->role->blocked_reason, "no_candidate");
 }
 
 TEST_P(RoleStore, CasWithoutAllFourGuardsIsInvalidAndMissingRowIsNotFound) {
-  RoleRecord row = *store().ReserveRole(CtoReservation())->role;
+  RoleRecord row = *store().roles().ReserveRole(CtoReservation())->role;
   RoleCas missing_id = CasFrom(row);
   missing_id.expected_activation_id.reset();
-  EXPECT_EQ(store().CompareAndSetRole(missing_id)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(missing_id)->outcome,
             RoleOutcome::kInvalidCas);
   RoleCas missing_version = CasFrom(row);
   missing_version.expected_version.reset();
-  EXPECT_EQ(store().CompareAndSetRole(missing_version)->outcome,
+  EXPECT_EQ(store().roles().CompareAndSetRole(missing_version)->outcome,
             RoleOutcome::kInvalidCas);
   RoleCas absent = CasFrom(row);
   absent.role_key_wire = "rk2.nothing";
-  EXPECT_EQ(store().CompareAndSetRole(absent)->outcome, RoleOutcome::kNotFound);
+  EXPECT_EQ(store().roles().CompareAndSetRole(absent)->outcome,
+            RoleOutcome::kNotFound);
 }
 
 TEST_P(RoleStore, CasPatchKeepsAbsentFieldsAndClearsExplicitNulls) {
@@ -342,12 +345,12 @@ TEST_P(RoleStore, CasPatchKeepsAbsentFieldsAndClearsExplicitNulls) {
   r.patch.activation_deadline_ms = kNow + 45'000;
   r.patch.charter_version = "charter-1";
   r.patch.retry_count = 2;
-  RoleRecord row = *store().ReserveRole(r)->role;
+  RoleRecord row = *store().roles().ReserveRole(r)->role;
   RoleCas cas = CasFrom(row);
   cas.patch.activation_deadline_ms = Patch<int64_t>::Clear();
   cas.patch.retry_count = Patch<int64_t>::Clear();  // NOT NULL: keeps
   cas.patch.last_reason = Patch<std::string>::Clear();
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
+  absl::StatusOr<RoleWrite> w = store().roles().CompareAndSetRole(cas);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   EXPECT_FALSE(w->role->activation_deadline_ms.has_value());
@@ -359,7 +362,7 @@ TEST_P(RoleStore, CasPatchKeepsAbsentFieldsAndClearsExplicitNulls) {
 TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
-  RoleRecord row = *store().ReserveRole(r)->role;
+  RoleRecord row = *store().roles().ReserveRole(r)->role;
   RoleCas set = CasFrom(row);
   set.patch.state = RoleState::kActive;
   set.patch.holder_agent_id = "agent-b";
@@ -374,7 +377,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   set.patch.blocked_reason = "blocked";
   set.patch.last_transition_ms = kNow + 4;
   set.patch.last_reason = "reason-set";
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(set);
+  absl::StatusOr<RoleWrite> w = store().roles().CompareAndSetRole(set);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   RoleRecord want = row;
@@ -393,7 +396,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   want.last_reason = "reason-set";
   want.version = row.version + 1;
   EXPECT_EQ(Columns(*w->role), Columns(want));
-  EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(want));
+  EXPECT_EQ(Columns(*store().roles().GetRole(kCto)), Columns(want));
 
   RoleCas clear = CasFrom(want);
   clear.patch.state = Patch<RoleState>::Clear();  // NOT NULL: keeps
@@ -407,7 +410,7 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   clear.patch.blocked_reason = Patch<std::string>::Clear();
   clear.patch.last_reason = Patch<std::string>::Clear();  // NOT NULL: keeps
   clear.now_ms = kNow + 5;
-  w = store().CompareAndSetRole(clear);
+  w = store().roles().CompareAndSetRole(clear);
   ASSERT_TRUE(w.ok()) << w.status();
   ASSERT_EQ(w->outcome, RoleOutcome::kApplied);
   RoleRecord cleared = want;
@@ -421,26 +424,27 @@ TEST_P(RoleStore, CasWritesEveryColumnItSetsAndClearsEveryNullableOne) {
   cleared.last_transition_ms = kNow + 5;  // now, when not given
   cleared.version = want.version + 1;
   EXPECT_EQ(Columns(*w->role), Columns(cleared));
-  EXPECT_EQ(Columns(*store().GetRole(kCto)), Columns(cleared));
+  EXPECT_EQ(Columns(*store().roles().GetRole(kCto)), Columns(cleared));
 }
 
 TEST_P(RoleStore, ActiveWithoutHolderIsRefusedByTheSchema) {
-  RoleRecord row = *store().ReserveRole(CtoReservation())->role;
+  RoleRecord row = *store().roles().ReserveRole(CtoReservation())->role;
   RoleCas cas = CasFrom(row);
   cas.patch.state = RoleState::kActive;
-  absl::StatusOr<RoleWrite> w = store().CompareAndSetRole(cas);
+  absl::StatusOr<RoleWrite> w = store().roles().CompareAndSetRole(cas);
   EXPECT_EQ(ReasonOf(w.status()), "STORE_CONSTRAINT");
-  EXPECT_EQ(store().GetRole(kCto)->state, RoleState::kElectable);
+  EXPECT_EQ(store().roles().GetRole(kCto)->state, RoleState::kElectable);
 }
 
 TEST_P(RoleStore, AnotherWireForTheSameProjectKindAndScopeIsAConstraint) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   RoleReservation twin = CtoReservation();
   twin.role_key_wire = "rk2.cto-twin";
-  EXPECT_EQ(ReasonOf(store().ReserveRole(twin).status()), "STORE_CONSTRAINT");
-  EXPECT_EQ(ReasonOf(store().GetRole("rk2.cto-twin").status()),
+  EXPECT_EQ(ReasonOf(store().roles().ReserveRole(twin).status()),
+            "STORE_CONSTRAINT");
+  EXPECT_EQ(ReasonOf(store().roles().GetRole("rk2.cto-twin").status()),
             "ROLE_NOT_FOUND");
-  EXPECT_EQ(store().GetRole(kCto)->version, 0);
+  EXPECT_EQ(store().roles().GetRole(kCto)->version, 0);
 }
 
 TEST_P(RoleStore, RawRowsBreakingTheRoleChecksAndUniquenessFail) {
@@ -474,19 +478,19 @@ TEST_P(RoleStore, ExpiredHolderListingUsesLeaseAtOrBeforeNowAndSurvivesReopen) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
   r.patch.holder_lease_expires_ms = 999;
-  ASSERT_TRUE(store().ReserveRole(r).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(r).ok());
   Reopen();
-  EXPECT_EQ(store().GetRole(kCto)->holder_lease_expires_ms, 999);
-  EXPECT_EQ(store().ListRolesWithExpiredHolder(1000)->size(), 1u);
-  EXPECT_EQ(store().ListRolesWithExpiredHolder(999)->size(), 1u);
-  EXPECT_TRUE(store().ListRolesWithExpiredHolder(998)->empty());
+  EXPECT_EQ(store().roles().GetRole(kCto)->holder_lease_expires_ms, 999);
+  EXPECT_EQ(store().roles().ListRolesWithExpiredHolder(1000)->size(), 1u);
+  EXPECT_EQ(store().roles().ListRolesWithExpiredHolder(999)->size(), 1u);
+  EXPECT_TRUE(store().roles().ListRolesWithExpiredHolder(998)->empty());
 }
 
 TEST_P(RoleStore, RecoveryMakesExpiredHoldersElectableAndKeepsTheBacklog) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
   r.patch.holder_lease_expires_ms = 50;
-  ASSERT_TRUE(store().ReserveRole(r).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(r).ok());
   // Raw rows: the backlog's shape, whichever store wrote it. m0 expired,
   // m2 acknowledged, m3 of no role: none of them is pending for a role.
   const std::string cols =
@@ -506,7 +510,7 @@ TEST_P(RoleStore, RecoveryMakesExpiredHoldersElectableAndKeepsTheBacklog) {
                   "'c','t','{}','delivered','rk2.cto-key')"),
       "");
 
-  absl::StatusOr<RecoveryResult> rec = store().RecoverRoles(100);
+  absl::StatusOr<RecoveryResult> rec = store().roles().RecoverRoles(100);
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_EQ(rec->recovered.size(), 1u);
   const RoleRecord& role = rec->recovered[0];
@@ -528,13 +532,14 @@ TEST_P(RoleStore, RecoveryReprobesLiveHoldersUnderANewActivationNeverActive) {
   RoleReservation r = CtoReservation();
   r.patch.holder_agent_id = "agent-a";
   r.patch.holder_lease_expires_ms = kNow + 60'000;
-  RoleRecord row = *store().ReserveRole(r)->role;
+  RoleRecord row = *store().roles().ReserveRole(r)->role;
   RoleCas cas = CasFrom(row);
   cas.patch.state = RoleState::kActive;
   cas.patch.charter_acked_epoch = row.epoch;
-  ASSERT_EQ(store().CompareAndSetRole(cas)->outcome, RoleOutcome::kApplied);
+  ASSERT_EQ(store().roles().CompareAndSetRole(cas)->outcome,
+            RoleOutcome::kApplied);
 
-  absl::StatusOr<RecoveryResult> rec = store().RecoverRoles(kNow);
+  absl::StatusOr<RecoveryResult> rec = store().roles().RecoverRoles(kNow);
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_EQ(rec->recovered.size(), 1u);
   const RoleRecord& role = rec->recovered[0];
@@ -550,20 +555,20 @@ TEST_P(RoleStore, RecoveryReprobesLiveHoldersUnderANewActivationNeverActive) {
 TEST_P(RoleStore, RecoveryFencesOrphanedActivationsAndLeavesQuarantineAlone) {
   RoleReservation orphan = CtoReservation();
   orphan.patch.activation_id = "dangling";
-  ASSERT_TRUE(store().ReserveRole(orphan).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(orphan).ok());
   RoleReservation quarantined = LeadReservation();
   quarantined.patch.state = RoleState::kQuarantined;
   quarantined.patch.next_probe_ms = kNow + 120'000;
-  ASSERT_TRUE(store().ReserveRole(quarantined).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(quarantined).ok());
 
-  absl::StatusOr<RecoveryResult> rec = store().RecoverRoles(kNow);
+  absl::StatusOr<RecoveryResult> rec = store().roles().RecoverRoles(kNow);
   ASSERT_TRUE(rec.ok()) << rec.status();
   ASSERT_EQ(rec->recovered.size(), 1u);
   EXPECT_EQ(rec->recovered[0].role_key_wire, kCto);
   EXPECT_EQ(rec->recovered[0].last_reason, "restart_activation_fenced");
   EXPECT_FALSE(rec->recovered[0].activation_id.has_value());
   EXPECT_EQ(rec->recovered[0].epoch, 1);
-  RoleRecord lead = *store().GetRole(kLead);
+  RoleRecord lead = *store().roles().GetRole(kLead);
   EXPECT_EQ(lead.state, RoleState::kQuarantined);
   EXPECT_EQ(lead.next_probe_ms, kNow + 120'000);
   EXPECT_EQ(lead.epoch, 0);
@@ -571,20 +576,20 @@ TEST_P(RoleStore, RecoveryFencesOrphanedActivationsAndLeavesQuarantineAlone) {
 }
 
 TEST_P(RoleStore, ListRolesFiltersByKindAndState) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   RoleReservation lead = LeadReservation();
   lead.patch.holder_agent_id = "agent-l";
-  ASSERT_TRUE(store().ReserveRole(lead).ok());
-  auto leads = store().ListRoles(ByKind("lead"));
+  ASSERT_TRUE(store().roles().ReserveRole(lead).ok());
+  auto leads = store().roles().ListRoles(ByKind("lead"));
   ASSERT_TRUE(leads.ok()) << leads.status();
   ASSERT_EQ(leads->size(), 1u);
   EXPECT_EQ((*leads)[0].role_key_wire, kLead);
   RoleFilter probing;
   probing.states = {RoleState::kElectedProbing};
-  EXPECT_EQ(store().ListRoles(probing)->size(), 1u);
+  EXPECT_EQ(store().roles().ListRoles(probing)->size(), 1u);
   RoleFilter scope;
   scope.scope_id = "scp_1";
-  EXPECT_EQ(store().ListRoles(scope)->size(), 1u);
+  EXPECT_EQ(store().roles().ListRoles(scope)->size(), 1u);
 }
 
 TEST_P(RoleStore, ListRolesPagesByWireInByteOrder) {
@@ -594,28 +599,30 @@ TEST_P(RoleStore, ListRolesPagesByWireInByteOrder) {
     r.role_key_wire = wire;
     r.scope_id = std::string("scp_") + wire;
     r.project_id = wire[4] == 'a' ? "prj_2" : "prj_1";
-    ASSERT_TRUE(store().ReserveRole(r).ok());
+    ASSERT_TRUE(store().roles().ReserveRole(r).ok());
   }
   RoleFilter page;
   page.limit = 2;
-  absl::StatusOr<std::vector<RoleRecord>> first = store().ListRoles(page);
+  absl::StatusOr<std::vector<RoleRecord>> first =
+      store().roles().ListRoles(page);
   ASSERT_TRUE(first.ok()) << first.status();
   ASSERT_EQ(first->size(), 2u);
   EXPECT_EQ((*first)[0].role_key_wire, "rk2.B");
   EXPECT_EQ((*first)[1].role_key_wire, "rk2.C");
   page.after_wire = (*first)[1].role_key_wire;
-  absl::StatusOr<std::vector<RoleRecord>> second = store().ListRoles(page);
+  absl::StatusOr<std::vector<RoleRecord>> second =
+      store().roles().ListRoles(page);
   ASSERT_EQ(second->size(), 2u);
   EXPECT_EQ((*second)[0].role_key_wire, "rk2.a");
   EXPECT_EQ((*second)[1].role_key_wire, "rk2.b");
   page.after_wire = "rk2.b";
-  EXPECT_TRUE(store().ListRoles(page)->empty());
+  EXPECT_TRUE(store().roles().ListRoles(page)->empty());
 
   RoleFilter projects;
   projects.projects = std::vector<std::string>{"prj_2"};
-  ASSERT_EQ(store().ListRoles(projects)->size(), 1u);
+  ASSERT_EQ(store().roles().ListRoles(projects)->size(), 1u);
   projects.projects = std::vector<std::string>{};
-  EXPECT_TRUE(store().ListRoles(projects)->empty());
+  EXPECT_TRUE(store().roles().ListRoles(projects)->empty());
 }
 
 class CandidateStore : public StoreTest {
@@ -628,13 +635,13 @@ class CandidateStore : public StoreTest {
     u.agent_id = id;
     u.priority = priority;
     u.now_ms = kNow;
-    ASSERT_TRUE(store().UpsertCandidate(u).ok());
+    ASSERT_TRUE(store().roles().UpsertCandidate(u).ok());
   }
 };
 HUB_STORE_TEST_SUITE(CandidateStore);
 
 TEST_P(CandidateStore, UpsertMergesAbsentFieldsAndClearsExplicitNulls) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   CandidateUpsert u;
   u.role_key_wire = kCto;
   u.agent_id = "agent-a";
@@ -642,7 +649,7 @@ TEST_P(CandidateStore, UpsertMergesAbsentFieldsAndClearsExplicitNulls) {
   u.excluded_until_ms = kNow + 5;
   u.last_probe_code = "probe_ok";
   u.now_ms = kNow;
-  absl::StatusOr<CandidateRecord> c = store().UpsertCandidate(u);
+  absl::StatusOr<CandidateRecord> c = store().roles().UpsertCandidate(u);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->source, "operator");
   EXPECT_EQ(c->priority, 0);
@@ -656,7 +663,7 @@ TEST_P(CandidateStore, UpsertMergesAbsentFieldsAndClearsExplicitNulls) {
   merge.source = "grant";
   merge.excluded_until_ms = Patch<int64_t>::Clear();
   merge.now_ms = kNow + 1;
-  c = store().UpsertCandidate(merge);
+  c = store().roles().UpsertCandidate(merge);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->priority, 7);
   EXPECT_EQ(c->source, "grant");
@@ -664,16 +671,16 @@ TEST_P(CandidateStore, UpsertMergesAbsentFieldsAndClearsExplicitNulls) {
   EXPECT_FALSE(c->excluded_until_ms.has_value());
   EXPECT_EQ(c->last_probe_code, "probe_ok");
   EXPECT_EQ(c->updated_at_ms, kNow + 1);
-  EXPECT_EQ((*store().ListCandidates(kCto))[0].priority, 7);
+  EXPECT_EQ((*store().roles().ListCandidates(kCto))[0].priority, 7);
 }
 
 TEST_P(CandidateStore, ReachabilityCountsFailuresAndResetsOnSuccess) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   CandidateUpsert u;
   u.role_key_wire = kCto;
   u.agent_id = "agent-a";
   u.now_ms = kNow;
-  ASSERT_TRUE(store().UpsertCandidate(u).ok());
+  ASSERT_TRUE(store().roles().UpsertCandidate(u).ok());
   ReachabilityUpdate failed;
   failed.role_key_wire = kCto;
   failed.agent_id = "agent-a";
@@ -682,19 +689,19 @@ TEST_P(CandidateStore, ReachabilityCountsFailuresAndResetsOnSuccess) {
   failed.last_probe_code = "probe_failed";
   failed.now_ms = kNow + 10;
   absl::StatusOr<CandidateRecord> c =
-      store().UpdateCandidateReachability(failed);
+      store().roles().UpdateCandidateReachability(failed);
   ASSERT_TRUE(c.ok()) << c.status();
   EXPECT_EQ(c->consecutive_probe_failures, 1);
   EXPECT_EQ(c->excluded_until_ms, kNow + 1000);
   EXPECT_EQ(c->last_probe_ms, kNow + 10);
   EXPECT_EQ(c->updated_at_ms, kNow);  // a probe is not an update
-  c = store().UpdateCandidateReachability(failed);
+  c = store().roles().UpdateCandidateReachability(failed);
   EXPECT_EQ(c->consecutive_probe_failures, 2);
   // An exclusion derived in the write sees the count the write commits.
   failed.excluded_until_for = [](int64_t failures) {
     return kNow + 100 * failures;
   };
-  c = store().UpdateCandidateReachability(failed);
+  c = store().roles().UpdateCandidateReachability(failed);
   EXPECT_EQ(c->consecutive_probe_failures, 3);
   EXPECT_EQ(c->excluded_until_ms, kNow + 300);
 
@@ -704,32 +711,32 @@ TEST_P(CandidateStore, ReachabilityCountsFailuresAndResetsOnSuccess) {
   ok.failures = ReachabilityUpdate::Failures::kReset;
   ok.excluded_until_ms = Patch<int64_t>::Clear();
   ok.now_ms = kNow + 20;
-  c = store().UpdateCandidateReachability(ok);
+  c = store().roles().UpdateCandidateReachability(ok);
   EXPECT_EQ(c->consecutive_probe_failures, 0);
   EXPECT_FALSE(c->excluded_until_ms.has_value());
   EXPECT_EQ(c->last_probe_code, "probe_failed");  // absent: kept
 
   ok.agent_id = "nobody";
-  EXPECT_EQ(ReasonOf(store().UpdateCandidateReachability(ok).status()),
+  EXPECT_EQ(ReasonOf(store().roles().UpdateCandidateReachability(ok).status()),
             "CANDIDATE_NOT_FOUND");
 }
 
 TEST_P(CandidateStore, ListOrderIsPriorityThenRecencyThenAgentId) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
   auto add = [&](const std::string& id, int64_t priority, int64_t at) {
     CandidateUpsert u;
     u.role_key_wire = kCto;
     u.agent_id = id;
     u.priority = priority;
     u.now_ms = at;
-    ASSERT_TRUE(store().UpsertCandidate(u).ok());
+    ASSERT_TRUE(store().roles().UpsertCandidate(u).ok());
   };
   add("c", 1, 10);
   add("b", 1, 10);
   add("B", 1, 10);  // bytes: before "b"
   add("a", 1, 5);
   add("z", 9, 1);
-  auto list = store().ListCandidates(kCto);
+  auto list = store().roles().ListCandidates(kCto);
   ASSERT_TRUE(list.ok()) << list.status();
   ASSERT_EQ(list->size(), 5u);
   EXPECT_EQ((*list)[0].agent_id, "z");
@@ -740,8 +747,8 @@ TEST_P(CandidateStore, ListOrderIsPriorityThenRecencyThenAgentId) {
 }
 
 TEST_P(CandidateStore, SeveralRolesCandidatesComeInOneListInTheOrderAsked) {
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
-  ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(LeadReservation()).ok());
   auto add = [&](const std::string& wire, const std::string& id,
                  int64_t priority) { AddCandidate(wire, id, priority); };
   add(kCto, "cto-low", 1);
@@ -755,14 +762,15 @@ TEST_P(CandidateStore, SeveralRolesCandidatesComeInOneListInTheOrderAsked) {
     return out;
   };
   absl::StatusOr<std::vector<CandidateRecord>> both =
-      store().ListCandidatesOfRoles({kLead, "rk2.no-such-role", kCto, kLead});
+      store().roles().ListCandidatesOfRoles(
+          {kLead, "rk2.no-such-role", kCto, kLead});
   ASSERT_TRUE(both.ok()) << both.status();
   EXPECT_EQ(ids(*both),
             (std::vector<std::string>{absl::StrCat(kLead, "/lead-only"),
                                       absl::StrCat(kCto, "/cto-high"),
                                       absl::StrCat(kCto, "/cto-low")}));
   absl::StatusOr<std::vector<CandidateRecord>> none =
-      store().ListCandidatesOfRoles({});
+      store().roles().ListCandidatesOfRoles({});
   ASSERT_TRUE(none.ok()) << none.status();
   EXPECT_TRUE(none->empty());
 }
@@ -770,8 +778,8 @@ TEST_P(CandidateStore, SeveralRolesCandidatesComeInOneListInTheOrderAsked) {
 TEST_P(CandidateStore, PagesFollowTheWireThenTheActivatorsOrder) {
   RoleReservation lead = LeadReservation();
   lead.project_id = "prj_2";
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
-  ASSERT_TRUE(store().ReserveRole(lead).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(lead).ok());
   auto add = [&](const std::string& wire, const std::string& id,
                  int64_t priority) { AddCandidate(wire, id, priority); };
   add(kCto, "a", 1);
@@ -781,7 +789,7 @@ TEST_P(CandidateStore, PagesFollowTheWireThenTheActivatorsOrder) {
   CandidatePageQuery q;
   q.limit = 3;
   absl::StatusOr<std::vector<CandidateRecord>> page =
-      store().ListCandidatesPage(q);
+      store().roles().ListCandidatesPage(q);
   ASSERT_TRUE(page.ok()) << page.status();
   ASSERT_EQ(page->size(), 3u);
   EXPECT_EQ((*page)[0].agent_id, "b");  // rk2.cto-key, priority 5
@@ -791,42 +799,43 @@ TEST_P(CandidateStore, PagesFollowTheWireThenTheActivatorsOrder) {
   const CandidateRecord& last = page->back();
   q.after = CandidatePageQuery::Key{last.role_key_wire, last.priority,
                                     last.updated_at_ms, last.agent_id};
-  page = store().ListCandidatesPage(q);
+  page = store().roles().ListCandidatesPage(q);
   ASSERT_EQ(page->size(), 1u);
   EXPECT_EQ((*page)[0].agent_id, "c");
 
   CandidatePageQuery one_role;
   one_role.role_key_wire = kLead;
   one_role.after = CandidatePageQuery::Key{kCto, 0, 0, "z"};  // before it
-  EXPECT_EQ(store().ListCandidatesPage(one_role)->size(), 2u);
+  EXPECT_EQ(store().roles().ListCandidatesPage(one_role)->size(), 2u);
   one_role.after = CandidatePageQuery::Key{"rk2.zzz", 0, 0, ""};  // after it
-  EXPECT_TRUE(store().ListCandidatesPage(one_role)->empty());
+  EXPECT_TRUE(store().roles().ListCandidatesPage(one_role)->empty());
   one_role.after.reset();
   one_role.agent_id = "c";
-  EXPECT_EQ(store().ListCandidatesPage(one_role)->size(), 1u);
+  EXPECT_EQ(store().roles().ListCandidatesPage(one_role)->size(), 1u);
 
   CandidatePageQuery of_project;
   of_project.projects = std::vector<std::string>{"prj_2"};
-  EXPECT_EQ(store().ListCandidatesPage(of_project)->size(), 2u);
+  EXPECT_EQ(store().roles().ListCandidatesPage(of_project)->size(), 2u);
   of_project.role_key_wire = kCto;
-  EXPECT_TRUE(store().ListCandidatesPage(of_project)->empty());
+  EXPECT_TRUE(store().roles().ListCandidatesPage(of_project)->empty());
 }
 
 TEST_P(CandidateStore, CandidatesOfAMissingRoleAreRefusedAndDeletionCascades) {
   CandidateUpsert u;
   u.role_key_wire = kCto;
   u.agent_id = "agent-a";
-  EXPECT_EQ(ReasonOf(store().UpsertCandidate(u).status()), "ROLE_NOT_FOUND");
-  ASSERT_TRUE(store().ReserveRole(CtoReservation()).ok());
-  ASSERT_TRUE(store().UpsertCandidate(u).ok());
+  EXPECT_EQ(ReasonOf(store().roles().UpsertCandidate(u).status()),
+            "ROLE_NOT_FOUND");
+  ASSERT_TRUE(store().roles().ReserveRole(CtoReservation()).ok());
+  ASSERT_TRUE(store().roles().UpsertCandidate(u).ok());
   u.agent_id = "agent-b";
-  ASSERT_TRUE(store().UpsertCandidate(u).ok());
-  EXPECT_TRUE(*store().DeleteCandidate(kCto, "agent-b"));
-  EXPECT_FALSE(*store().DeleteCandidate(kCto, "agent-b"));
-  EXPECT_EQ(store().ListCandidates(kCto)->size(), 1u);
-  EXPECT_EQ(*store().DeleteRole(kCto), RoleOutcome::kApplied);
-  EXPECT_TRUE(store().ListCandidates(kCto)->empty());
-  EXPECT_EQ(*store().DeleteRole(kCto), RoleOutcome::kNotFound);
+  ASSERT_TRUE(store().roles().UpsertCandidate(u).ok());
+  EXPECT_TRUE(*store().roles().DeleteCandidate(kCto, "agent-b"));
+  EXPECT_FALSE(*store().roles().DeleteCandidate(kCto, "agent-b"));
+  EXPECT_EQ(store().roles().ListCandidates(kCto)->size(), 1u);
+  EXPECT_EQ(*store().roles().DeleteRole(kCto), RoleOutcome::kApplied);
+  EXPECT_TRUE(store().roles().ListCandidates(kCto)->empty());
+  EXPECT_EQ(*store().roles().DeleteRole(kCto), RoleOutcome::kNotFound);
 }
 
 // ---- several hubs over one PostgreSQL database ------------------------------
@@ -891,7 +900,7 @@ class MultiHubRoles : public StoreTest {
 HUB_STORE_TEST_SUITE(MultiHubRoles);
 
 TEST_P(MultiHubRoles, RacingReservationsHaveOneWinnerPerRoundAndEpochsRise) {
-  RoleRecord current = *store().ReserveRole(CtoReservation())->role;
+  RoleRecord current = *store().roles().ReserveRole(CtoReservation())->role;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<absl::StatusOr<RoleWrite>> results =
         Race([&](Store& hub, int thread) {
@@ -899,7 +908,7 @@ TEST_P(MultiHubRoles, RacingReservationsHaveOneWinnerPerRoundAndEpochsRise) {
           r.expected_version = current.version;
           r.expected_epoch = current.epoch;
           r.patch.holder_agent_id = absl::StrCat("agent-", thread);
-          return hub.ReserveRole(r);
+          return hub.roles().ReserveRole(r);
         });
     RoleRecord winner;
     ExpectOneWinner(results, RoleOutcome::kStaleVersion, &winner);
@@ -908,13 +917,13 @@ TEST_P(MultiHubRoles, RacingReservationsHaveOneWinnerPerRoundAndEpochsRise) {
     EXPECT_EQ(winner.version, current.version + 1);
     current = winner;
   }
-  EXPECT_EQ(other_->GetRole(kCto)->epoch, kRounds);
+  EXPECT_EQ(other_->roles().GetRole(kCto)->epoch, kRounds);
 }
 
 TEST_P(MultiHubRoles, RacingCompareAndSetsHaveOneWinnerPerRound) {
   RoleReservation first = CtoReservation();
   first.patch.holder_agent_id = "agent-a";
-  RoleRecord current = *store().ReserveRole(first)->role;
+  RoleRecord current = *store().roles().ReserveRole(first)->role;
   for (int round = 0; round < kRounds; ++round) {
     std::vector<absl::StatusOr<RoleWrite>> results =
         Race([&](Store& hub, int thread) {
@@ -922,7 +931,7 @@ TEST_P(MultiHubRoles, RacingCompareAndSetsHaveOneWinnerPerRound) {
           cas.patch.retry_count = thread;
           cas.patch.state =
               round % 2 == 0 ? RoleState::kActive : RoleState::kElectedProbing;
-          return hub.CompareAndSetRole(cas);
+          return hub.roles().CompareAndSetRole(cas);
         });
     RoleRecord winner;
     ExpectOneWinner(results, RoleOutcome::kStaleVersion, &winner);
@@ -930,7 +939,7 @@ TEST_P(MultiHubRoles, RacingCompareAndSetsHaveOneWinnerPerRound) {
     EXPECT_EQ(winner.epoch, current.epoch);  // a CAS never moves the epoch
     current = winner;
   }
-  absl::StatusOr<RoleRecord> seen = other_->GetRole(kCto);
+  absl::StatusOr<RoleRecord> seen = other_->roles().GetRole(kCto);
   ASSERT_TRUE(seen.ok()) << seen.status();
   EXPECT_EQ(seen->version, kRounds);
 }
@@ -942,7 +951,7 @@ TEST_P(MultiHubRoles, UnguardedFirstReservationsSerializeWithRisingEpochs) {
       Race([&](Store& hub, int thread) {
         RoleReservation r = LeadReservation();
         r.patch.holder_agent_id = absl::StrCat("agent-", thread);
-        return hub.ReserveRole(r);
+        return hub.roles().ReserveRole(r);
       });
   std::vector<int64_t> epochs;
   for (const absl::StatusOr<RoleWrite>& w : results) {
@@ -954,7 +963,7 @@ TEST_P(MultiHubRoles, UnguardedFirstReservationsSerializeWithRisingEpochs) {
   for (size_t i = 0; i < epochs.size(); ++i) {
     EXPECT_EQ(epochs[i], static_cast<int64_t>(i));
   }
-  absl::StatusOr<RoleRecord> last = other_->GetRole(kLead);
+  absl::StatusOr<RoleRecord> last = other_->roles().GetRole(kLead);
   ASSERT_TRUE(last.ok()) << last.status();
   EXPECT_EQ(last->epoch, kHubs * kThreadsPerHub - 1);
   EXPECT_EQ(last->version, kHubs * kThreadsPerHub - 1);

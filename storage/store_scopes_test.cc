@@ -98,7 +98,7 @@ class ClosedScopes : public StoreTest {
   // The store's message operations are not there yet (PostgreSQL's arrive
   // with their own change): the tests that need them skip meanwhile.
   bool MessagesMissing() {
-    return store().GetMessage("none").status().code() ==
+    return store().messages().GetMessage("none").status().code() ==
            absl::StatusCode::kUnimplemented;
   }
 };
@@ -108,9 +108,9 @@ TEST_P(ClosedScopes,
        ClosingRemovesTheRoleItsCandidatesAndDeadLettersItsBacklog) {
   RoleReservation held = LeadReservation();
   held.patch.holder_agent_id = std::string("holder");
-  ASSERT_TRUE(store().ReserveRole(held).ok());
-  ASSERT_TRUE(store().UpsertCandidate(Candidate("holder")).ok());
-  ASSERT_TRUE(store().UpsertCandidate(Candidate("other")).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(held).ok());
+  ASSERT_TRUE(store().roles().UpsertCandidate(Candidate("holder")).ok());
+  ASSERT_TRUE(store().roles().UpsertCandidate(Candidate("other")).ok());
   // Backlog: one queued, one already handed to the holder (delivered), one
   // acknowledged (untouched), and a message of another role (untouched).
   AddRoleMessage("queued", "queued", 7);
@@ -119,7 +119,7 @@ TEST_P(ClosedScopes,
   AddRoleMessage("elsewhere", "queued", 5, kOtherLead);
 
   absl::StatusOr<ScopeCloseResult> closed =
-      store().CloseLeadScope(ScopeClosing());
+      store().roles().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_FALSE(closed->already_closed);
   EXPECT_EQ(closed->closed.role_key_wire, kLead);
@@ -142,8 +142,9 @@ TEST_P(ClosedScopes,
   }
   EXPECT_EQ(closed->dead_lettered[1].message.status, MessageStatus::kDelivered);
 
-  EXPECT_EQ(ReasonOf(store().GetRole(kLead).status()), "ROLE_NOT_FOUND");
-  EXPECT_TRUE(store().ListCandidates(kLead)->empty());
+  EXPECT_EQ(ReasonOf(store().roles().GetRole(kLead).status()),
+            "ROLE_NOT_FOUND");
+  EXPECT_TRUE(store().roles().ListCandidates(kLead)->empty());
   EXPECT_EQ(StatusOf("queued"), "dead_letter");
   EXPECT_EQ(StatusOf("handed"), "dead_letter");
   EXPECT_EQ(DeadLetter("reason", "queued"), "ROLE_SCOPE_CLOSED");
@@ -154,22 +155,25 @@ TEST_P(ClosedScopes,
   EXPECT_EQ(Query("SELECT count(*) FROM messages WHERE role_key_wire = "
                   "'rk2.lead-key' AND status IN ('queued', 'delivered')"),
             "0");
-  std::optional<ClosedScopeRecord> record = *store().GetClosedScope(kLead);
+  std::optional<ClosedScopeRecord> record =
+      *store().roles().GetClosedScope(kLead);
   ASSERT_TRUE(record.has_value());
   EXPECT_EQ(record->scope_id, "scp_1");
   EXPECT_EQ(record->dead_lettered_count, 2);
-  EXPECT_FALSE(store().GetClosedScope(kOtherLead)->has_value());
+  EXPECT_FALSE(store().roles().GetClosedScope(kOtherLead)->has_value());
 }
 
 TEST_P(ClosedScopes, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
-  ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(LeadReservation()).ok());
   AddRoleMessage("m1", "queued");
-  ASSERT_EQ(store().CloseLeadScope(ScopeClosing())->dead_lettered.size(), 1u);
+  ASSERT_EQ(
+      store().roles().CloseLeadScope(ScopeClosing())->dead_lettered.size(), 1u);
   ScopeClose again = ScopeClosing();
   again.closed_by = "someone-else";
   again.reason = "";
   again.now_ms = kNow + 999;
-  absl::StatusOr<ScopeCloseResult> repeat = store().CloseLeadScope(again);
+  absl::StatusOr<ScopeCloseResult> repeat =
+      store().roles().CloseLeadScope(again);
   ASSERT_TRUE(repeat.ok()) << repeat.status();
   EXPECT_TRUE(repeat->already_closed);
   EXPECT_EQ(repeat->closed.closed_at_ms, kNow + 50);
@@ -181,7 +185,7 @@ TEST_P(ClosedScopes, ClosingAgainChangesNothingAndReturnsTheFirstRecord) {
   EXPECT_EQ(DeadLetter("failed_at_ms", "m1"), absl::StrCat(kNow + 50));
   // The same scope under another wire is the same closed scope.
   absl::StatusOr<ScopeCloseResult> respelled =
-      store().CloseLeadScope(ScopeClosing("rk2.same-scope"));
+      store().roles().CloseLeadScope(ScopeClosing("rk2.same-scope"));
   ASSERT_TRUE(respelled.ok()) << respelled.status();
   EXPECT_TRUE(respelled->already_closed);
   EXPECT_EQ(respelled->closed.role_key_wire, kLead);
@@ -191,7 +195,7 @@ TEST_P(ClosedScopes,
        AScopeWithoutARoleRowIsClosedAndItsBacklogStillDeadLettered) {
   AddRoleMessage("m1", "queued");
   absl::StatusOr<ScopeCloseResult> closed =
-      store().CloseLeadScope(ScopeClosing());
+      store().roles().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   EXPECT_FALSE(closed->removed_role.has_value());
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
@@ -208,7 +212,7 @@ TEST_P(ClosedScopes, AnEarlierDeadLetterReasonWinsAndIsReportedNotInserted) {
                  "failed_at_ms) VALUES ('m1', 'delivery_error', 1)"),
             "");
   absl::StatusOr<ScopeCloseResult> closed =
-      store().CloseLeadScope(ScopeClosing());
+      store().roles().CloseLeadScope(ScopeClosing());
   ASSERT_TRUE(closed.ok()) << closed.status();
   ASSERT_EQ(closed->dead_lettered.size(), 1u);
   EXPECT_FALSE(closed->dead_lettered[0].transition.dlq_inserted);
@@ -217,98 +221,110 @@ TEST_P(ClosedScopes, AnEarlierDeadLetterReasonWinsAndIsReportedNotInserted) {
 }
 
 TEST_P(ClosedScopes, EveryRoleWriteThatWouldBringAClosedScopeBackIsRefused) {
-  ASSERT_TRUE(store().ReserveRole(LeadReservation()).ok());
-  ASSERT_TRUE(store().UpsertCandidate(Candidate("agent-a")).ok());
-  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
+  ASSERT_TRUE(store().roles().ReserveRole(LeadReservation()).ok());
+  ASSERT_TRUE(store().roles().UpsertCandidate(Candidate("agent-a")).ok());
+  ASSERT_TRUE(store().roles().CloseLeadScope(ScopeClosing()).ok());
 
   auto expect_closed = [](const absl::Status& s) {
     EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
     EXPECT_EQ(ReasonOf(s), "ROLE_SCOPE_CLOSED") << s;
     EXPECT_EQ(MetadataOf(s)["role_key_wire"], kLead);
   };
-  expect_closed(store().ReserveRole(LeadReservation()).status());
+  expect_closed(store().roles().ReserveRole(LeadReservation()).status());
   // The same project and scope under another spelling of the wire (the
   // store matches the decoded identity too).
-  expect_closed(
-      store().ReserveRole(LeadReservation("rk2.same-scope", "scp_1")).status());
+  expect_closed(store()
+                    .roles()
+                    .ReserveRole(LeadReservation("rk2.same-scope", "scp_1"))
+                    .status());
   RoleCas cas;
   cas.role_key_wire = kLead;
   cas.expected_version = 0;
   cas.expected_epoch = 0;
   cas.expected_activation_seq = std::optional<int64_t>(0);
   cas.expected_activation_id = std::optional<std::string>();
-  expect_closed(store().CompareAndSetRole(cas).status());
-  expect_closed(store().UpsertCandidate(Candidate("agent-a")).status());
+  expect_closed(store().roles().CompareAndSetRole(cas).status());
+  expect_closed(store().roles().UpsertCandidate(Candidate("agent-a")).status());
   ReachabilityUpdate probe;
   probe.role_key_wire = kLead;
   probe.agent_id = "agent-a";
   probe.now_ms = kNow;
-  expect_closed(store().UpdateCandidateReachability(probe).status());
+  expect_closed(store().roles().UpdateCandidateReachability(probe).status());
   // Nothing was written by the refused calls.
-  EXPECT_EQ(ReasonOf(store().GetRole(kLead).status()), "ROLE_NOT_FOUND");
-  EXPECT_EQ(ReasonOf(store().GetRole("rk2.same-scope").status()),
+  EXPECT_EQ(ReasonOf(store().roles().GetRole(kLead).status()),
             "ROLE_NOT_FOUND");
-  EXPECT_TRUE(store().ListCandidates(kLead)->empty());
+  EXPECT_EQ(ReasonOf(store().roles().GetRole("rk2.same-scope").status()),
+            "ROLE_NOT_FOUND");
+  EXPECT_TRUE(store().roles().ListCandidates(kLead)->empty());
 
   // Other scopes, and the project's cto, are unaffected.
-  EXPECT_TRUE(store().ReserveRole(LeadReservation(kOtherLead, "scp_2")).ok());
+  EXPECT_TRUE(
+      store().roles().ReserveRole(LeadReservation(kOtherLead, "scp_2")).ok());
   RoleReservation cto = LeadReservation("rk2.cto-key", "");
   cto.role_kind = "cto";
-  EXPECT_TRUE(store().ReserveRole(cto).ok());
+  EXPECT_TRUE(store().roles().ReserveRole(cto).ok());
 }
 
 TEST_P(ClosedScopes, AMessageToAClosedScopeIsRefused) {
   if (MessagesMissing()) GTEST_SKIP() << "the store has no messages yet";
-  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
+  ASSERT_TRUE(store().roles().CloseLeadScope(ScopeClosing()).ok());
   auto expect_closed = [](const absl::Status& s) {
     EXPECT_EQ(ReasonOf(s), "ROLE_SCOPE_CLOSED") << s;
     EXPECT_EQ(MetadataOf(s)["role_key_wire"], kLead);
   };
-  expect_closed(store().InsertMessage(RoleMsg("late"), {}));
+  expect_closed(store().messages().InsertMessage(RoleMsg("late"), {}));
   expect_closed(
       store()
+          .messages()
           .InsertMessageDelivering(RoleMsg("late"), {"x"}, {"x"}, kNow, 10)
           .status());
-  EXPECT_EQ(ReasonOf(store().GetMessage("late").status()), "MESSAGE_NOT_FOUND");
-  EXPECT_TRUE(store().InsertMessage(RoleMsg("fine", kOtherLead), {}).ok());
+  EXPECT_EQ(ReasonOf(store().messages().GetMessage("late").status()),
+            "MESSAGE_NOT_FOUND");
+  EXPECT_TRUE(
+      store().messages().InsertMessage(RoleMsg("fine", kOtherLead), {}).ok());
 }
 
 TEST_P(ClosedScopes, DeadLetteredBacklogStopsCountingInTheHoldersInbox) {
   if (MessagesMissing()) GTEST_SKIP() << "the store has no messages yet";
   // The holder's inbox is full (limit 1) with the role message handed to it.
-  ASSERT_TRUE(store().InsertMessage(RoleMsg("handed"), {}).ok());
-  ASSERT_TRUE(store().AddRecipient("handed", "holder").ok());
+  ASSERT_TRUE(store().messages().InsertMessage(RoleMsg("handed"), {}).ok());
+  ASSERT_TRUE(store().messages().AddRecipient("handed", "holder").ok());
   MessageRecord direct = RoleMsg("direct");
   direct.role_key_wire.reset();
   direct.to_agent = "holder";
   EXPECT_EQ(
       ReasonOf(store()
+                   .messages()
                    .InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1)
                    .status()),
       "LIMIT_EXCEEDED");
-  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
-  EXPECT_TRUE(
-      store().InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1).ok());
+  ASSERT_TRUE(store().roles().CloseLeadScope(ScopeClosing()).ok());
+  EXPECT_TRUE(store()
+                  .messages()
+                  .InsertMessageDelivering(direct, {"holder"}, {}, kNow, 1)
+                  .ok());
 }
 
 TEST_P(ClosedScopes, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
-  EXPECT_TRUE(store().ListClosedScopes({})->empty());
+  EXPECT_TRUE(store().roles().ListClosedScopes({})->empty());
   AddRoleMessage("m1", "queued", 5, "rk2.c");
   auto close = [&](const std::string& project, const std::string& scope,
                    const std::string& wire) {
     ScopeClose c = ScopeClosing(wire, scope);
     c.project_id = project;
-    ASSERT_TRUE(store().CloseLeadScope(c).ok());
+    ASSERT_TRUE(store().roles().CloseLeadScope(c).ok());
   };
   close("prj_1", "scp_c", "rk2.c");
   close("prj_2", "scp_a", "rk2.a");
   close("prj_1", "scp_b", "rk2.b");
   close("prj_1", "scp_B", "rk2.B");  // bytes: before rk2.a
-  ASSERT_TRUE(
-      store().CloseLeadScope(ScopeClosing("rk2.b", "scp_b")).ok());  // again
+  ASSERT_TRUE(store()
+                  .roles()
+                  .CloseLeadScope(ScopeClosing("rk2.b", "scp_b"))
+                  .ok());  // again
 
   absl::StatusOr<std::vector<ClosedScopeRecord>> all =
-      store().ListClosedScopes({});
+      store().roles().ListClosedScopes({});
   ASSERT_TRUE(all.ok()) << all.status();
   ASSERT_EQ(all->size(), 4u);
   EXPECT_EQ((*all)[0].role_key_wire, "rk2.B");
@@ -327,39 +343,39 @@ TEST_P(ClosedScopes, ClosedScopesAreListedByWireAndFilteredByProjectAndScope) {
   ClosedScopeFilter project;
   project.project_id = "prj_1";
   absl::StatusOr<std::vector<ClosedScopeRecord>> of_project =
-      store().ListClosedScopes(project);
+      store().roles().ListClosedScopes(project);
   ASSERT_EQ(of_project->size(), 3u);
   EXPECT_EQ((*of_project)[1].scope_id, "scp_b");
   EXPECT_EQ((*of_project)[2].scope_id, "scp_c");
   ClosedScopeFilter scope = project;
   scope.scope_id = "scp_c";
-  ASSERT_EQ(store().ListClosedScopes(scope)->size(), 1u);
+  ASSERT_EQ(store().roles().ListClosedScopes(scope)->size(), 1u);
   scope.project_id = "prj_2";
-  EXPECT_TRUE(store().ListClosedScopes(scope)->empty());
+  EXPECT_TRUE(store().roles().ListClosedScopes(scope)->empty());
   ClosedScopeFilter scope_only;
   scope_only.scope_id = "scp_a";
-  ASSERT_EQ(store().ListClosedScopes(scope_only)->size(), 1u);
+  ASSERT_EQ(store().roles().ListClosedScopes(scope_only)->size(), 1u);
 
   ClosedScopeFilter page;
   page.limit = 2;
   page.after_wire = "rk2.B";
   absl::StatusOr<std::vector<ClosedScopeRecord>> next =
-      store().ListClosedScopes(page);
+      store().roles().ListClosedScopes(page);
   ASSERT_EQ(next->size(), 2u);
   EXPECT_EQ((*next)[0].role_key_wire, "rk2.a");
   EXPECT_EQ((*next)[1].role_key_wire, "rk2.b");
   page.projects = std::vector<std::string>{"prj_2"};
-  EXPECT_EQ(store().ListClosedScopes(page)->size(), 1u);
+  EXPECT_EQ(store().roles().ListClosedScopes(page)->size(), 1u);
   page.projects = std::vector<std::string>{};
-  EXPECT_TRUE(store().ListClosedScopes(page)->empty());
+  EXPECT_TRUE(store().roles().ListClosedScopes(page)->empty());
 }
 
 TEST_P(ClosedScopes, TheRecordSurvivesAReopen) {
-  ASSERT_TRUE(store().CloseLeadScope(ScopeClosing()).ok());
+  ASSERT_TRUE(store().roles().CloseLeadScope(ScopeClosing()).ok());
   Reopen();
-  EXPECT_EQ(ReasonOf(store().ReserveRole(LeadReservation()).status()),
+  EXPECT_EQ(ReasonOf(store().roles().ReserveRole(LeadReservation()).status()),
             "ROLE_SCOPE_CLOSED");
-  EXPECT_EQ((*store().GetClosedScope(kLead))->closed_by, "ops");
+  EXPECT_EQ((*store().roles().GetClosedScope(kLead))->closed_by, "ops");
   EXPECT_EQ(Query("SELECT count(*) FROM hub_closed_scopes"), "1");
 }
 
@@ -382,7 +398,7 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
   for (int round = 0; round < kRounds; ++round) {
     const std::string wire = absl::StrCat("rk2.lead-", round);
     const std::string scope = absl::StrCat("scp_", round);
-    ASSERT_TRUE(store().ReserveRole(LeadReservation(wire, scope)).ok());
+    ASSERT_TRUE(store().roles().ReserveRole(LeadReservation(wire, scope)).ok());
     std::atomic<int> applied{0};
     std::atomic<int> refused{0};
     std::atomic<int> unexpected{0};
@@ -391,7 +407,7 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
       threads.emplace_back([&, t] {
         Store& hub = t % 2 == 0 ? store() : *other;
         for (int i = 0; i < 100'000; ++i) {  // until the close
-          absl::StatusOr<CandidateRecord> c = hub.UpsertCandidate(
+          absl::StatusOr<CandidateRecord> c = hub.roles().UpsertCandidate(
               Candidate(absl::StrCat("agent-", t, "-", i), wire));
           if (c.ok()) {
             applied.fetch_add(1);
@@ -411,7 +427,7 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
     threads.emplace_back([&] {
       for (int i = 0; i < 100'000; ++i) {  // until the close
         absl::StatusOr<RoleWrite> w =
-            store().ReserveRole(LeadReservation(wire, scope));
+            store().roles().ReserveRole(LeadReservation(wire, scope));
         if (w.ok()) continue;
         if (ReasonOf(w.status()) == "ROLE_SCOPE_CLOSED") {
           refused.fetch_add(1);
@@ -424,7 +440,8 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
     });
     while (applied.load() < 5 + round * 3) std::this_thread::yield();
     ScopeClose close = ScopeClosing(wire, scope);
-    absl::StatusOr<ScopeCloseResult> closed = closer->CloseLeadScope(close);
+    absl::StatusOr<ScopeCloseResult> closed =
+        closer->roles().CloseLeadScope(close);
     for (std::thread& t : threads) t.join();
     ASSERT_TRUE(closed.ok()) << closed.status();
     EXPECT_FALSE(closed->already_closed);
@@ -437,7 +454,8 @@ TEST_P(MultiHubScopes, CandidatesAndReservationsRacingACloseNeverOutliveIt) {
                     "role_key_wire = '" +
                     wire + "'"),
               "0");
-    EXPECT_EQ(ReasonOf(store().GetRole(wire).status()), "ROLE_NOT_FOUND");
+    EXPECT_EQ(ReasonOf(store().roles().GetRole(wire).status()),
+              "ROLE_NOT_FOUND");
   }
 }
 

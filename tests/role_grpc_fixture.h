@@ -69,7 +69,7 @@ class RoleGrpcTest : public ::testing::Test {
   void Start() {
     store_ = storage::testing::OpenOrDie(db_path_);
     ASSERT_NE(store_, nullptr);
-    registry_ = std::make_unique<RoleRegistry>(store_.get(), &clock_);
+    registry_ = std::make_unique<RoleRegistry>(&store_->roles(), &clock_);
     pool_ = std::make_unique<BlockingPool>(8);
     service_ = std::make_unique<RoleServiceImpl>(registry_.get(), &clock_,
                                                  pool_.get());

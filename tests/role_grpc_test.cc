@@ -96,8 +96,8 @@ TEST_F(RoleGrpcTest, AnActiveReservationSurvivesAReopenUnchanged) {
   Start();
   EXPECT_EQ(GetOk(active.role_key_wire()).SerializeAsString(),
             active.SerializeAsString());
-  EXPECT_EQ(store_->ListRolesWithExpiredHolder(1'000)->size(), 1u);
-  EXPECT_EQ(store_->ListRolesWithExpiredHolder(998)->size(), 0u);
+  EXPECT_EQ(store_->roles().ListRolesWithExpiredHolder(1'000)->size(), 1u);
+  EXPECT_EQ(store_->roles().ListRolesWithExpiredHolder(998)->size(), 0u);
 }
 
 hub::v1::TransportLocator TmuxLocator() {
@@ -153,7 +153,8 @@ TEST_F(RoleGrpcTest, ACandidateRecordsAFailedProbeAndGoesWithItsRole) {
   }
   ASSERT_EQ(listed.candidates_size(), 1);
   EXPECT_EQ(listed.candidates(0).consecutive_probe_failures(), 1);
-  ASSERT_TRUE(store_->DeleteRole(upserted.candidate().role_key_wire()).ok());
+  ASSERT_TRUE(
+      store_->roles().DeleteRole(upserted.candidate().role_key_wire()).ok());
   listed.Clear();
   grpc::ClientContext context;
   ASSERT_TRUE(stub_->ListRoleCandidates(&context, list, &listed).ok());

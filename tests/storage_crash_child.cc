@@ -42,7 +42,7 @@ void WriteMessages(hub::storage::SqliteStore* store, const std::string& run,
     m.correlation_id = m.id;
     m.trace_id = m.id;
     m.payload_json = absl::StrCat("{\"i\":", i, "}");
-    if (store->InsertMessage(m, {"agent"}).ok()) Emit("m " + m.id);
+    if (store->messages().InsertMessage(m, {"agent"}).ok()) Emit("m " + m.id);
   }
 }
 
@@ -52,7 +52,7 @@ void ReserveRoles(hub::storage::SqliteStore* store) {
     r.role_key_wire = "rk2.crash";
     r.project_id = "prj_crash";
     r.role_kind = "cto";
-    absl::StatusOr<hub::storage::RoleWrite> w = store->ReserveRole(r);
+    absl::StatusOr<hub::storage::RoleWrite> w = store->roles().ReserveRole(r);
     if (w.ok() && w->outcome == hub::storage::RoleOutcome::kApplied) {
       Emit(absl::StrCat("r ", w->role->epoch));
     }

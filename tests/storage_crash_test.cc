@@ -138,11 +138,11 @@ TEST(StorageCrash, EveryAcknowledgedWriteSurvivesSigkillAtARandomMoment) {
         SqliteStore::Open(options);
     ASSERT_TRUE(store.ok()) << "run " << run << ": " << store.status();
     for (const std::string& id : acknowledged) {
-      ASSERT_TRUE((*store)->GetMessage(id).ok())
+      ASSERT_TRUE((*store)->messages().GetMessage(id).ok())
           << "run " << run << ": acknowledged message " << id << " lost";
     }
     if (acknowledged_epoch >= 0) {
-      absl::StatusOr<RoleRecord> role = (*store)->GetRole("rk2.crash");
+      absl::StatusOr<RoleRecord> role = (*store)->roles().GetRole("rk2.crash");
       ASSERT_TRUE(role.ok()) << role.status();
       ASSERT_GE(role->epoch, acknowledged_epoch) << "run " << run;
     }

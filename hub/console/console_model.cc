@@ -94,13 +94,13 @@ absl::Status ConsoleModel::Start() {
   watch_ = std::move(watch->watch);
   // The change log still holds the recent past of every role (PostgreSQL):
   // the timelines start from it; elsewhere from the rows as they are now.
-  if (sources_.store->HasRoleChangeLog()) {
-    absl::StatusOr<int64_t> head = sources_.store->RoleChangeHead();
+  if (sources_.store->roles().HasRoleChangeLog()) {
+    absl::StatusOr<int64_t> head = sources_.store->roles().RoleChangeHead();
     if (head.ok()) {
       const int64_t window = 5000;
       absl::StatusOr<storage::RoleChangePage> page =
-          sources_.store->ReadRoleChanges(std::max<int64_t>(0, *head - window),
-                                          window);
+          sources_.store->roles().ReadRoleChanges(
+              std::max<int64_t>(0, *head - window), window);
       if (page.ok()) {
         for (const storage::RoleChange& c : page->changes) {
           const char* kind =
@@ -312,7 +312,8 @@ void ConsoleModel::Run() {
     for (const std::string& id : agents) RenderAgent(id, now);
     absl::flat_hash_map<std::string, std::optional<std::string>> projects;
     for (const std::string& id : messages) {
-      absl::StatusOr<MessageRecord> m = sources_.store->GetMessage(id);
+      absl::StatusOr<MessageRecord> m =
+          sources_.store->messages().GetMessage(id);
       if (!m.ok()) continue;
       std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
       if (r.has_value()) {
@@ -334,7 +335,7 @@ void ConsoleModel::Run() {
 }
 
 int64_t ConsoleModel::PendingFor(const std::string& agent_id, int64_t now_ms) {
-  absl::StatusOr<int64_t> n = sources_.store->CountPendingForAgent(
+  absl::StatusOr<int64_t> n = sources_.store->messages().CountPendingForAgent(
       agent_id, now_ms, kMaxCountedPending);
   return n.ok() ? *n : -1;
 }
@@ -368,7 +369,7 @@ void ConsoleModel::RenderAgent(const std::string& agent_id, int64_t now_ms) {
     filter.project_id = agent->record.project_id;
   }
   absl::StatusOr<std::vector<RoleRecord>> roles =
-      sources_.store->ListRoles(filter);
+      sources_.store->roles().ListRoles(filter);
   if (roles.ok()) {
     for (const RoleRecord& role : *roles) {
       if (role.holder_agent_id == agent_id) held.push_back(role.role_key_wire);
@@ -440,12 +441,13 @@ json ConsoleModel::RoleJson(
   // Role messages not yet acknowledged, and of those the ones no holder
   // received yet (waiting for the next one).
   absl::StatusOr<std::vector<MessageRecord>> backlog =
-      sources_.store->ListPendingRoleMessages(role.role_key_wire, now_ms);
+      sources_.store->messages().ListPendingRoleMessages(role.role_key_wire,
+                                                         now_ms);
   int64_t waiting = 0;
   if (backlog.ok()) {
     for (size_t i = 0; i < backlog->size() && i < kMaxInspectedBacklog; ++i) {
       absl::StatusOr<std::vector<InboxRecord>> inbox =
-          sources_.store->ListInbox((*backlog)[i].id);
+          sources_.store->messages().ListInbox((*backlog)[i].id);
       if (inbox.ok() && inbox->empty()) ++waiting;
     }
   }
@@ -467,7 +469,7 @@ void ConsoleModel::RenderRole(const std::string& wire, int64_t now_ms) {
     return;
   }
   absl::StatusOr<std::vector<CandidateRecord>> cands =
-      sources_.store->ListCandidates(wire);
+      sources_.store->roles().ListCandidates(wire);
   std::vector<CandidateRecord> list;
   if (cands.ok()) list = std::move(*cands);
   absl::flat_hash_map<std::string, json> agents;
@@ -491,7 +493,7 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope,
   storage::RoleFilter role_filter;
   role_filter.projects = scope.StoreProjects();
   absl::StatusOr<std::vector<RoleRecord>> roles =
-      sources_.store->ListRoles(role_filter);
+      sources_.store->roles().ListRoles(role_filter);
   if (!roles.ok()) return roles.status();
   absl::flat_hash_map<std::string, std::vector<std::string>> held;
   int64_t roles_active = 0;
@@ -503,7 +505,7 @@ absl::StatusOr<json> ConsoleModel::Fleet(const ProjectScope& scope,
   }
   // Every inbox counted in one read, not one per agent.
   absl::StatusOr<std::vector<std::pair<std::string, int64_t>>> counts =
-      sources_.store->CountPendingByAgent(now);
+      sources_.store->messages().CountPendingByAgent(now);
   if (!counts.ok()) return counts.status();
   absl::flat_hash_map<std::string, int64_t> pending(counts->begin(),
                                                     counts->end());
@@ -566,7 +568,7 @@ absl::StatusOr<json> ConsoleModel::Roles(const ProjectScope& scope) {
   storage::CandidatePageQuery query;
   query.projects = scope.StoreProjects();
   absl::StatusOr<std::vector<CandidateRecord>> cands =
-      sources_.store->ListCandidatesPage(query);
+      sources_.store->roles().ListCandidatesPage(query);
   if (!cands.ok()) return cands.status();
   absl::flat_hash_map<std::string, std::vector<CandidateRecord>> by_role;
   absl::flat_hash_map<std::string, json> agents;
@@ -620,7 +622,8 @@ std::optional<std::string> ConsoleModel::AgentProject(
   if (it != cache->end()) return it->second;
   std::optional<std::string> project;
   // Not an agent (an address, a topic) or unknown: no project.
-  absl::StatusOr<AgentRecord> agent = sources_.store->GetAgent(agent_id);
+  absl::StatusOr<AgentRecord> agent =
+      sources_.store->agents().GetAgent(agent_id);
   if (agent.ok()) project = agent->project_id;
   (*cache)[agent_id] = project;
   return project;
@@ -641,7 +644,7 @@ std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
   }
   json recipients = json::array();
   absl::StatusOr<std::vector<InboxRecord>> inbox =
-      sources_.store->ListInbox(m.id);
+      sources_.store->messages().ListInbox(m.id);
   if (!inbox.ok()) return std::nullopt;
   for (const InboxRecord& r : *inbox) {
     const char* state = r.acked_at_ms.has_value()                ? "acked"
@@ -656,7 +659,8 @@ std::optional<ConsoleModel::RenderedMessage> ConsoleModel::RenderMessage(
   }
   json dead = nullptr;
   if (m.status == MessageStatus::kDeadLetter) {
-    absl::StatusOr<DeadLetterRecord> d = sources_.store->GetDeadLetter(m.id);
+    absl::StatusOr<DeadLetterRecord> d =
+        sources_.store->messages().GetDeadLetter(m.id);
     if (d.ok()) {
       dead = {{"reason", d->reason},
               {"failed_at_ms", d->failed_at_ms},
@@ -695,7 +699,7 @@ absl::StatusOr<json> ConsoleModel::Messages(const ProjectScope& scope) {
   absl::flat_hash_map<std::string, std::optional<std::string>> projects;
   json messages = json::array();
   for (const std::string& id : ids) {
-    absl::StatusOr<MessageRecord> m = sources_.store->GetMessage(id);
+    absl::StatusOr<MessageRecord> m = sources_.store->messages().GetMessage(id);
     if (!m.ok()) continue;
     std::optional<RenderedMessage> r = RenderMessage(*m, &projects);
     if (r.has_value() && Visible(scope, r->projects)) {

@@ -664,9 +664,9 @@ TEST_F(PgStoreCommit, ARegistrationWhoseCommitAnswerWasLostHappenedOnce) {
       "SELECT presence_generation FROM agents WHERE agent_id = 'agent-1'", "2");
   std::unique_ptr<PostgresStore> store = Open(commits);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->RegisterAgent(Reg()).ok());
+  ASSERT_TRUE(store->agents().RegisterAgent(Reg()).ok());
   armed = true;
-  absl::StatusOr<AgentRecord> again = store->RegisterAgent(Reg());
+  absl::StatusOr<AgentRecord> again = store->agents().RegisterAgent(Reg());
   ASSERT_TRUE(again.ok()) << again.status();
   EXPECT_FALSE(armed);
   EXPECT_EQ(again->presence_generation, 2);
@@ -680,12 +680,12 @@ TEST_F(PgStoreCommit,
   commits.before_commit = DropOnce(&armed);
   std::unique_ptr<PostgresStore> store = Open(commits);
   ASSERT_NE(store, nullptr);
-  ASSERT_TRUE(store->RegisterAgent(Reg()).ok());
+  ASSERT_TRUE(store->agents().RegisterAgent(Reg()).ok());
   armed = true;
-  absl::StatusOr<AgentRecord> lost = store->RegisterAgent(Reg());
+  absl::StatusOr<AgentRecord> lost = store->agents().RegisterAgent(Reg());
   EXPECT_EQ(ReasonOf(lost.status()), "STORE_UNAVAILABLE") << lost.status();
   EXPECT_EQ(Generation(), "1");
-  absl::StatusOr<AgentRecord> retried = store->RegisterAgent(Reg());
+  absl::StatusOr<AgentRecord> retried = store->agents().RegisterAgent(Reg());
   ASSERT_TRUE(retried.ok()) << retried.status();
   EXPECT_EQ(retried->presence_generation, 2);
 }

@@ -38,7 +38,7 @@ class PgMembershipTest : public testing::PgDatabaseTest {
     r.cli = "claude";
     r.now_ms = now_ms;
     r.lease_ttl_ms = 30'000;
-    absl::StatusOr<AgentRecord> record = store.RegisterAgent(r);
+    absl::StatusOr<AgentRecord> record = store.agents().RegisterAgent(r);
     EXPECT_TRUE(record.ok()) << record.status();
     return record.ok() ? *record : AgentRecord();
   }
@@ -117,24 +117,25 @@ TEST_F(PgMembershipTest, AHubWhoseLeaseRanOutWritesNothingForPresence) {
   r.agent_id = "agent-2";
   r.cli = "codex";
   r.now_ms = 2'000;
-  absl::StatusOr<AgentRecord> refused = a->RegisterAgent(r);
+  absl::StatusOr<AgentRecord> refused = a->agents().RegisterAgent(r);
   EXPECT_EQ(refused.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(refused.status()), "HUB_SEAT_LOST");
-  absl::StatusOr<AgentRecord> absent = a->GetAgent("agent-2");
+  absl::StatusOr<AgentRecord> absent = a->agents().GetAgent("agent-2");
   EXPECT_EQ(absent.status().code(), absl::StatusCode::kNotFound);
 
   // Refused as a whole, as the seat's: not row by row, which would read as
   // another holder of each agent.
-  absl::StatusOr<std::vector<bool>> checkpoint = a->CheckpointLeases(
+  absl::StatusOr<std::vector<bool>> checkpoint = a->agents().CheckpointLeases(
       {{"agent-1", agent.presence_generation, 5'000, 90'000, 30'000}});
   EXPECT_EQ(checkpoint.status().code(), absl::StatusCode::kUnavailable);
   EXPECT_EQ(ReasonOf(checkpoint.status()), "HUB_SEAT_LOST");
-  EXPECT_EQ(a->GetAgent("agent-1")->lease_expires_ms, agent.lease_expires_ms);
+  EXPECT_EQ(a->agents().GetAgent("agent-1")->lease_expires_ms,
+            agent.lease_expires_ms);
 
-  absl::StatusOr<PresenceWrite> claim =
-      a->ClaimPresence("agent-1", agent.presence_generation, 5'000, 30'000);
+  absl::StatusOr<PresenceWrite> claim = a->agents().ClaimPresence(
+      "agent-1", agent.presence_generation, 5'000, 30'000);
   EXPECT_EQ(ReasonOf(claim.status()), "HUB_SEAT_LOST");
-  absl::StatusOr<bool> released = a->ReleasePresence(
+  absl::StatusOr<bool> released = a->agents().ReleasePresence(
       {"agent-1", agent.presence_generation, 5'000, 90'000, 30'000});
   ASSERT_TRUE(released.ok());
   EXPECT_FALSE(*released);
@@ -189,11 +190,11 @@ TEST_F(PgMembershipTest, ALiveHubTakesOverTheAgentsOfAHubWhoseLeaseRanOut) {
       a->membership()->Join("a:1", kLongTtl);
   ASSERT_TRUE(rejoined.ok()) << rejoined.status();
   EXPECT_TRUE(rejoined->taken.empty());
-  absl::StatusOr<std::vector<bool>> checkpoint = a->CheckpointLeases(
+  absl::StatusOr<std::vector<bool>> checkpoint = a->agents().CheckpointLeases(
       {{"agent-1", one.presence_generation, 5'000, 90'000, 30'000}});
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_EQ(*checkpoint, std::vector<bool>{false});
-  absl::StatusOr<std::vector<bool>> by_b = b->CheckpointLeases(
+  absl::StatusOr<std::vector<bool>> by_b = b->agents().CheckpointLeases(
       {{"agent-1", one.presence_generation, 5'000, 90'000, 30'000}});
   ASSERT_TRUE(by_b.ok());
   EXPECT_EQ(*by_b, std::vector<bool>{true});
@@ -205,8 +206,9 @@ TEST_F(PgMembershipTest, AHubThatJoinsAgainKeepsTheAgentsNoOneTookOver) {
   ASSERT_TRUE(first.ok());
   const AgentRecord agent = Register(*a, "agent-1");
   Register(*a, "agent-2");
-  ASSERT_TRUE(a->SetAgentStatusForGeneration("agent-2", std::nullopt,
-                                             AgentStatus::kOffline)
+  ASSERT_TRUE(a->agents()
+                  .SetAgentStatusForGeneration("agent-2", std::nullopt,
+                                               AgentStatus::kOffline)
                   .ok());
   ExpireLease("hub-a");
   absl::StatusOr<Membership::Joined> again =
@@ -291,34 +293,34 @@ TEST_F(PgMembershipTest, AnAttachThroughAnotherHubEndsTheFirstHubsHold) {
   const AgentRecord agent = Register(*a, "agent-1");
 
   // A stale generation claims nothing.
-  absl::StatusOr<PresenceWrite> stale =
-      b->ClaimPresence("agent-1", agent.presence_generation + 1, 2'000, 30'000);
+  absl::StatusOr<PresenceWrite> stale = b->agents().ClaimPresence(
+      "agent-1", agent.presence_generation + 1, 2'000, 30'000);
   ASSERT_TRUE(stale.ok()) << stale.status();
   EXPECT_EQ(stale->outcome, PresenceOutcome::kStaleGeneration);
   absl::StatusOr<PresenceWrite> unknown =
-      b->ClaimPresence("nobody", 1, 2'000, 30'000);
+      b->agents().ClaimPresence("nobody", 1, 2'000, 30'000);
   ASSERT_TRUE(unknown.ok());
   EXPECT_EQ(unknown->outcome, PresenceOutcome::kNotFound);
 
-  absl::StatusOr<PresenceWrite> claim =
-      b->ClaimPresence("agent-1", agent.presence_generation, 2'000, 30'000);
+  absl::StatusOr<PresenceWrite> claim = b->agents().ClaimPresence(
+      "agent-1", agent.presence_generation, 2'000, 30'000);
   ASSERT_TRUE(claim.ok()) << claim.status();
   EXPECT_EQ(claim->outcome, PresenceOutcome::kApplied);
   EXPECT_EQ(claim->agent->lease_expires_ms, 32'000);
   EXPECT_EQ(StreamHub("agent-1"), absl::StrCat("hub-b/", seat_b->incarnation));
 
   // A's grace ending is no longer a departure: B holds the agent.
-  absl::StatusOr<bool> released = a->ReleasePresence(
+  absl::StatusOr<bool> released = a->agents().ReleasePresence(
       {"agent-1", agent.presence_generation, 5'000, 90'000, 30'000});
   ASSERT_TRUE(released.ok());
   EXPECT_FALSE(*released);
   // B's release writes the lease it kept last.
-  absl::StatusOr<bool> by_b = b->ReleasePresence(
+  absl::StatusOr<bool> by_b = b->agents().ReleasePresence(
       {"agent-1", agent.presence_generation, 6'000, 96'000, 90'000});
   ASSERT_TRUE(by_b.ok());
   EXPECT_TRUE(*by_b);
   EXPECT_EQ(StreamHub("agent-1"), "none");
-  absl::StatusOr<AgentRecord> after = b->GetAgent("agent-1");
+  absl::StatusOr<AgentRecord> after = b->agents().GetAgent("agent-1");
   ASSERT_TRUE(after.ok());
   EXPECT_EQ(after->lease_expires_ms, 96'000);
   EXPECT_EQ(after->lease_ttl_ms, 90'000);
@@ -359,8 +361,9 @@ TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {
   m.correlation_id = "c";
   m.trace_id = "t";
   // Published through B: B pushed to its own agent, not to A's.
-  ASSERT_TRUE(b->InsertMessageDelivering(m, {"agent-1", "agent-2"}, {"agent-2"},
-                                         1'000, 0)
+  ASSERT_TRUE(b->messages()
+                  .InsertMessageDelivering(m, {"agent-1", "agent-2"},
+                                           {"agent-2"}, 1'000, 0)
                   .ok());
   absl::StatusOr<std::vector<std::string>> holders =
       b->membership()->HubsHolding({"agent-1", "agent-2", "nobody"});
@@ -368,14 +371,15 @@ TEST_F(PgMembershipTest, AHubFindsTheMessagesNoPushReachedAndWhoHoldsWhom) {
   EXPECT_EQ(*holders, std::vector<std::string>{"hub-a"});
 
   absl::StatusOr<std::vector<UndeliveredMessage>> waiting =
-      a->ListUndelivered({"agent-1", "agent-2"}, 2'000, 100);
+      a->messages().ListUndelivered({"agent-1", "agent-2"}, 2'000, 100);
   ASSERT_TRUE(waiting.ok()) << waiting.status();
   ASSERT_EQ(waiting->size(), 1u);
   EXPECT_EQ((*waiting)[0].agent_id, "agent-1");
   EXPECT_EQ((*waiting)[0].message.id, m.id);
   // Pushed (marked delivered): no longer waiting. Expired: never waiting.
-  ASSERT_TRUE(a->MarkDeliveredIfUnacked(m.id, "agent-1", 2'000).ok());
-  waiting = a->ListUndelivered({"agent-1"}, 2'000, 100);
+  ASSERT_TRUE(
+      a->messages().MarkDeliveredIfUnacked(m.id, "agent-1", 2'000).ok());
+  waiting = a->messages().ListUndelivered({"agent-1"}, 2'000, 100);
   ASSERT_TRUE(waiting.ok());
   EXPECT_TRUE(waiting->empty());
 }
@@ -407,8 +411,9 @@ TEST_F(PgMembershipTest, AStoreThatNeverJoinedWritesPresenceUnfenced) {
   EXPECT_EQ(tool->membership(), nullptr);
   const AgentRecord agent = Register(*tool, "agent-1");
   EXPECT_EQ(StreamHub("agent-1"), "none");
-  absl::StatusOr<std::vector<bool>> checkpoint = tool->CheckpointLeases(
-      {{"agent-1", agent.presence_generation, 5'000, 90'000, 30'000}});
+  absl::StatusOr<std::vector<bool>> checkpoint =
+      tool->agents().CheckpointLeases(
+          {{"agent-1", agent.presence_generation, 5'000, 90'000, 30'000}});
   ASSERT_TRUE(checkpoint.ok());
   EXPECT_EQ(*checkpoint, std::vector<bool>{true});
 }

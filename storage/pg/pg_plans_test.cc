@@ -304,22 +304,24 @@ class PgWriterPlansTest : public PgPlansTest {
       reg.agent_id = absl::StrCat("new", i);
       reg.cli = "codex";
       reg.now_ms = now;
-      ASSERT_TRUE(store.RegisterAgent(reg).ok());
+      ASSERT_TRUE(store.agents().RegisterAgent(reg).ok());
       reg.agent_id = agent;  // an agent the table had
-      absl::StatusOr<AgentRecord> registered = store.RegisterAgent(reg);
+      absl::StatusOr<AgentRecord> registered =
+          store.agents().RegisterAgent(reg);
       ASSERT_TRUE(registered.ok()) << registered.status();
       const int64_t generation = registered->presence_generation;
-      ASSERT_TRUE(
-          store.RefreshLeaseForGeneration(agent, generation, now, 30'000).ok());
-      ASSERT_TRUE(store
+      ASSERT_TRUE(store.agents()
+                      .RefreshLeaseForGeneration(agent, generation, now, 30'000)
+                      .ok());
+      ASSERT_TRUE(store.agents()
                       .CheckpointLeases(
                           {{agent, generation, now, now + 30'000, 30'000}})
                       .ok());
-      ASSERT_TRUE(store
+      ASSERT_TRUE(store.agents()
                       .SetAgentStatusForGeneration(reg.agent_id, generation,
                                                    AgentStatus::kOnline)
                       .ok());
-      ASSERT_TRUE(store.SweepAgentPresence(now, 300'000).ok());
+      ASSERT_TRUE(store.agents().SweepAgentPresence(now, 300'000).ok());
 
       RoleReservation reserve;
       reserve.role_key_wire = absl::StrCat("rk.", 1 + i);
@@ -327,7 +329,7 @@ class PgWriterPlansTest : public PgPlansTest {
       reserve.role_kind = "cto";
       reserve.patch.holder_agent_id = agent;
       reserve.now_ms = now;
-      absl::StatusOr<RoleWrite> reserved = store.ReserveRole(reserve);
+      absl::StatusOr<RoleWrite> reserved = store.roles().ReserveRole(reserve);
       ASSERT_TRUE(reserved.ok()) << reserved.status();
       ASSERT_TRUE(reserved->role.has_value());
       RoleCas cas;
@@ -339,7 +341,7 @@ class PgWriterPlansTest : public PgPlansTest {
       cas.expected_activation_id = reserved->role->activation_id;
       cas.patch.state = RoleState::kActive;
       cas.now_ms = now;
-      absl::StatusOr<RoleWrite> set = store.CompareAndSetRole(cas);
+      absl::StatusOr<RoleWrite> set = store.roles().CompareAndSetRole(cas);
       ASSERT_TRUE(set.ok()) << set.status();
       EXPECT_EQ(set->outcome, RoleOutcome::kApplied);
       CandidateUpsert candidate;
@@ -347,36 +349,37 @@ class PgWriterPlansTest : public PgPlansTest {
       candidate.agent_id = agent;
       candidate.source = "standup";
       candidate.now_ms = now;
-      ASSERT_TRUE(store.UpsertCandidate(candidate).ok());
+      ASSERT_TRUE(store.roles().UpsertCandidate(candidate).ok());
 
       // A publish to the busy inbox, delivered and acked; one dead-lettered;
       // the expiry sweep.
       const std::string id = absl::StrCat("m", i);
       absl::StatusOr<std::vector<InboxRecord>> published =
-          store.InsertMessageDelivering(
+          store.messages().InsertMessageDelivering(
               storage::testing::TestMessage(id, 5, now), {"a1"}, {"a1"}, now,
               100'000);
       ASSERT_TRUE(published.ok()) << published.status();
-      ASSERT_TRUE(store.MarkDeliveredIfUnacked(id, "a1", now).ok());
-      absl::StatusOr<std::vector<bool>> acked = store.AckMessages(
+      ASSERT_TRUE(store.messages().MarkDeliveredIfUnacked(id, "a1", now).ok());
+      absl::StatusOr<std::vector<bool>> acked = store.messages().AckMessages(
           "a1", {id, absl::StrCat("a1-", 20000 - i)}, now, std::nullopt);
       ASSERT_TRUE(acked.ok()) << acked.status();
       EXPECT_EQ(*acked, std::vector<bool>({true, true}));
       const std::string dead = absl::StrCat("d", i);
-      ASSERT_TRUE(store
+      ASSERT_TRUE(store.messages()
                       .InsertMessageDelivering(
                           storage::testing::TestMessage(dead, 5, now), {"a1"},
                           {}, now, 100'000)
                       .ok());
-      ASSERT_TRUE(
-          store.DeadLetterMessage(dead, "test", now, std::nullopt).ok());
+      ASSERT_TRUE(store.messages()
+                      .DeadLetterMessage(dead, "test", now, std::nullopt)
+                      .ok());
       DeadLetterRedrive redrive;
       redrive.message_id = dead;
       redrive.now_ms = now;
       redrive.max_pending_per_inbox = 100'000;
-      ASSERT_TRUE(store.RedriveDeadLetter(redrive).ok());
-      ASSERT_TRUE(store.SweepExpiredMessages(now).ok());
-      ASSERT_TRUE(store.PruneRoleChanges(kHour, 100).ok());
+      ASSERT_TRUE(store.messages().RedriveDeadLetter(redrive).ok());
+      ASSERT_TRUE(store.messages().SweepExpiredMessages(now).ok());
+      ASSERT_TRUE(store.roles().PruneRoleChanges(kHour, 100).ok());
 
       ReservationRequest request;
       request.reservation_id = absl::StrCat("new-r", i);
@@ -386,10 +389,11 @@ class PgWriterPlansTest : public PgPlansTest {
       request.reason = "editing";
       request.now_ms = now;
       request.ttl_ms = 60'000;
-      absl::StatusOr<ReservationOutcome> granted = store.Reserve(request);
+      absl::StatusOr<ReservationOutcome> granted =
+          store.reservations().Reserve(request);
       ASSERT_TRUE(granted.ok()) << granted.status();
       ASSERT_TRUE(granted->granted.has_value());
-      ASSERT_TRUE(store
+      ASSERT_TRUE(store.reservations()
                       .RenewReservation({request.reservation_id, agent,
                                          granted->granted->token, now, 60'000})
                       .ok());
@@ -398,9 +402,12 @@ class PgWriterPlansTest : public PgPlansTest {
       release.agent_id = agent;
       release.token = granted->granted->token;
       release.now_ms = now;
-      ASSERT_TRUE(store.ReleaseReservation(release).ok());
-      ASSERT_TRUE(store.ReleaseAgentReservations(agent, generation, now).ok());
-      ASSERT_TRUE(store.PruneReservationChanges(kNow - kHour, 100).ok());
+      ASSERT_TRUE(store.reservations().ReleaseReservation(release).ok());
+      ASSERT_TRUE(store.reservations()
+                      .ReleaseAgentReservations(agent, generation, now)
+                      .ok());
+      ASSERT_TRUE(
+          store.reservations().PruneReservationChanges(kNow - kHour, 100).ok());
     }
   }
 
@@ -483,7 +490,7 @@ TEST_F(PgWriterPlansTest, ACheckReadsOnlyTheReservationsItsPathsMeet) {
           check.literal = true;
           check.now_ms = kNow;
           absl::StatusOr<std::vector<ReservationConflict>> conflicts =
-              store.CheckReservations(check);
+              store.reservations().CheckReservations(check);
           ASSERT_TRUE(conflicts.ok()) << conflicts.status();
           EXPECT_EQ(conflicts->size(), 2u);  // lib/ is not reserved
         }

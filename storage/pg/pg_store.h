@@ -70,7 +70,11 @@ struct PostgresStoreOptions {
   PgGroupEngineOptions commits;
 };
 
-class PostgresStore final : public Store {
+class PostgresStore final : public Store,
+                            private AgentStore,
+                            private RoleStore,
+                            private MessageStore,
+                            private ReservationStore {
  public:
   // Connects, migrates and opens. UNAVAILABLE / STORE_UNAVAILABLE when the
   // server cannot be reached; SCHEMA_TOO_NEW for a newer database.
@@ -82,6 +86,14 @@ class PostgresStore final : public Store {
   WriteStats write_stats() const override { return writer_->stats(); }
 
   StoreInfo Info() const override { return info_; }
+  AgentStore& agents() override { return *this; }
+  RoleStore& roles() override { return *this; }
+  MessageStore& messages() override { return *this; }
+  ReservationStore& reservations() override { return *this; }
+  Membership* membership() override { return membership_.get(); }
+
+ private:
+  // The concerns, each reached through its accessor above.
 
   absl::StatusOr<AgentRecord> RegisterAgent(
       const AgentRegistration& registration) override;
@@ -95,7 +107,6 @@ class PostgresStore final : public Store {
                                               int64_t now_ms,
                                               int64_t lease_ttl_ms) override;
   absl::StatusOr<bool> ReleasePresence(const LeaseCheckpoint& last) override;
-  Membership* membership() override { return membership_.get(); }
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
       AgentStatus status) override;
@@ -242,7 +253,6 @@ class PostgresStore final : public Store {
   absl::StatusOr<bool> RemoveReservationWaiter(absl::string_view waiter_id,
                                                int64_t now_ms) override;
 
- private:
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ::hub::storage::ReservationCalls;
