@@ -13,7 +13,7 @@
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/v1/admin.grpc.pb.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub {
 

@@ -8,8 +8,8 @@
 // a hint on its channel, by its listener's resync after every connect (a
 // hint sent while it was disconnected is lost), or by a slow poll, reads
 // the pending messages no push reached yet for the agents attached to it
-// (Store::ListUndelivered: a read of state, so a message that committed late
-// is found by the next read, as no cursor could skip it) and pushes them,
+// (MessageStore::ListUndelivered: a read of state, so a message that committed
+// late is found by the next read, as no cursor could skip it) and pushes them,
 // recording each delivery attempt first. At least once: a message pushed
 // here and by an attach-time push at once arrives twice.
 //

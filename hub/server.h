@@ -49,9 +49,9 @@
 #include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
-#include "storage/database_lock.h"
 #include "storage/pg/pg_store.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/database_lock.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub {
 
@@ -60,7 +60,7 @@ struct HubServerOptions {
   std::string listen = "127.0.0.1:27889";
   // A SQLite database file, created (with its directory) when missing;
   // while the server lives it holds "<db_path>.lock"
-  // (storage/database_lock.h) and a second server on the same file is
+  // (storage/sqlite/database_lock.h) and a second server on the same file is
   // refused. Or a PostgreSQL database, `postgresql://...` (a libpq URI),
   // migrated on start and shareable by several hubs. Any other URL
   // (`scheme://...`, `file:...`) is refused.

@@ -304,8 +304,8 @@ class Messaging {
   // Pushes messages published through another hub to the streams of their
   // recipients here: the delivery attempts of those whose agents have a
   // stream here are recorded first, in one write
-  // (Store::MarkDeliveredManyIfUnacked), then each row that write marked is
-  // pushed: one the agent acknowledged since it was read is not. How many
+  // (MessageStore::MarkDeliveredManyIfUnacked), then each row that write marked
+  // is pushed: one the agent acknowledged since it was read is not. How many
   // were pushed; the rest stay pending (no stream here, or the push failed)
   // or are settled.
   int64_t PushRoutedMany(
@@ -396,7 +396,7 @@ class Messaging {
     kNotPushed,
   };
   // Marks the message delivered to `agent_id` if it is attached and the row
-  // is still unacknowledged (Store::MarkDeliveredIfUnacked), then pushes
+  // is still unacknowledged (MessageStore::MarkDeliveredIfUnacked), then pushes
   // what the mark returned.
   PushOutcome Push(const MessageRecord& message, const std::string& agent_id,
                    const std::optional<RoleRecord>& role);

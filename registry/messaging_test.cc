@@ -17,7 +17,7 @@
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub {

@@ -10,7 +10,7 @@
 #include "absl/synchronization/mutex.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub {

@@ -2,10 +2,10 @@
 // hub over one database (docs/design/reservations.md, "Watching").
 //
 // Every reservation write appends its changes to the store's change log in
-// its own transaction (Store::ReadReservationChanges: granted, renewed,
-// narrowed, released, forced, expired, holder_gone), with seqs in commit
-// order. One thread per hub reads the log by cursor and hands each change,
-// in seq order, to the subscribers whose filter it matches: the changes
+// its own transaction (ReservationStore::ReadReservationChanges: granted,
+// renewed, narrowed, released, forced, expired, holder_gone), with seqs in
+// commit order. One thread per hub reads the log by cursor and hands each
+// change, in seq order, to the subscribers whose filter it matches: the changes
 // made through this hub and through every other hub sharing the database.
 // It is woken by Kick (this hub's commit; another hub's hint) and by a slow
 // poll, the safety net, and prunes the log.
@@ -18,9 +18,9 @@
 //
 // Subscribe gives a consistent start: it registers first, then reads the
 // live reservations and the log's head from one snapshot
-// (Store::SnapshotReservations), hands over the snapshot, and from then on
-// only changes with a seq above that head: nothing is missed between the
-// two and nothing is handed over twice. Listen is the same without a
+// (ReservationStore::SnapshotReservations), hands over the snapshot, and from
+// then on only changes with a seq above that head: nothing is missed between
+// the two and nothing is handed over twice. Listen is the same without a
 // snapshot (changes after the cursor at the time of the call).
 //
 // Callbacks run on the feed's thread (a snapshot's on the subscriber's,

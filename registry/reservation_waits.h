@@ -3,8 +3,8 @@
 // docs/design/reservations.md, "Waiting").
 //
 // A waiting reserve first tries once; on a conflict it joins its project's
-// queue in the store (Store::EnqueueReservationWaiter: a seq handed out
-// under the project's token row, so in arrival order across every hub
+// queue in the store (ReservationStore::EnqueueReservationWaiter: a seq handed
+// out under the project's token row, so in arrival order across every hub
 // sharing the database) and tries again on each change on the
 // ReservationFeed that can free it (any hub's: the end of a reservation, or
 // a waiter leaving, whose patterns conflict with its own; a narrowing of

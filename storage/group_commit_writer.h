@@ -31,7 +31,7 @@
 // answer from there (no thread parked per write, no wake-up per write: one per
 // group). It is not responsible for reads (readers use their own connections).
 //
-// `Engine` adapts a connection type (storage/group_commit.h for SQLite,
+// `Engine` adapts a connection type (storage/sqlite/group_commit.h for SQLite,
 // storage/pg/pg_group_commit.h for PostgreSQL); the writer owns one, used
 // by the writer thread only:
 //   using Connection = ...;

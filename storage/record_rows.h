@@ -1,7 +1,7 @@
 // The engine-neutral half of reading hub's rows: the column lists every
 // store selects, in this order, and the readers that turn a row of them into
 // a record. A row is anything with Text/Int/OptText/OptInt(column): SQLite's
-// Stmt (storage/sqlite_rows.h) or a PostgreSQL result row
+// Stmt (storage/sqlite/sqlite_rows.h) or a PostgreSQL result row
 // (storage/pg/pg_rows.h). Internal to storage/.
 #ifndef HUB_STORAGE_RECORD_ROWS_H_
 #define HUB_STORAGE_RECORD_ROWS_H_

@@ -29,7 +29,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "absl/synchronization/mutex.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 ABSL_FLAG(std::string, dir, "/var/tmp", "directory for the database files");
 ABSL_FLAG(double, seconds, 2.0, "duration of each run");

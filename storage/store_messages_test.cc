@@ -17,7 +17,7 @@
 #include "gtest/gtest.h"
 #include "status/status.h"
 #include "storage/pg/pg_store.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/store_test_fixture.h"
 #include "storage/test_util.h"
 

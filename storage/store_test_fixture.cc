@@ -9,7 +9,7 @@
 #include "storage/pg/pg_conn.h"
 #include "storage/pg/pg_store.h"
 #include "storage/pg/pg_test_server.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub::storage::testing {

@@ -14,7 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage::testing {
 

@@ -21,7 +21,7 @@
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/clock.h"
 #include "registry/role_registry.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 #include "tests/hub_test_util.h"
 

@@ -12,7 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "storage/pg/pg_conn.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/sqlite_db.h"
 
 namespace hub::storage::pg {
 

@@ -20,9 +20,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "storage/database_lock.h"
-#include "storage/migrations.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/database_lock.h"
+#include "storage/sqlite/migrations.h"
+#include "storage/sqlite/sqlite_db.h"
 
 namespace hub::storage::pg {
 

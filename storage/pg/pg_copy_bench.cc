@@ -20,7 +20,7 @@
 #include "absl/strings/str_split.h"
 #include "storage/pg/pg_copy.h"
 #include "storage/pg/pg_test_server.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 ABSL_FLAG(int, messages, 100000, "messages in the SQLite database");
 ABSL_FLAG(int, runs, 3, "copies per method (the median is reported)");

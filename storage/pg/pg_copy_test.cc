@@ -20,9 +20,9 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/database_lock.h"
 #include "storage/pg/pg_schema.h"
 #include "storage/pg/pg_test_database.h"
+#include "storage/sqlite/database_lock.h"
 #include "storage/test_util.h"
 
 namespace hub::storage::pg {

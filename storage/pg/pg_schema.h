@@ -14,7 +14,7 @@
 namespace hub::storage::pg {
 
 // The schema version this hub writes and understands. 1: the tables of
-// storage/schema.sql at SQLite's hub_schema_version 6; 2: the path
+// storage/sqlite/schema.sql at SQLite's hub_schema_version 6; 2: the path
 // reservation tables (SQLite's 7); 3: the agent index over unacked inbox
 // rows only, and what stops counting in an inbox in hub_inbox_settled; 4:
 // the reservation change log (SQLite's 8); 5: waiting reserves (SQLite's

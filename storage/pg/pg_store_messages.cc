@@ -593,8 +593,8 @@ absl::StatusOr<bool> PostgresStore::AddRecipient(absl::string_view message_id,
       InboxLockKey({std::string(agent_id)}));
 }
 
-// The fence of a delivery attempt (Store::MarkDeliveredIfUnacked), in the
-// WHERE of both marks: the row is unacknowledged and its message pending
+// The fence of a delivery attempt (MessageStore::MarkDeliveredIfUnacked), in
+// the WHERE of both marks: the row is unacknowledged and its message pending
 // when the UPDATE runs. An ack holding the row makes the UPDATE wait and
 // then re-check the row as the ack left it, so a mark behind an ack changes
 // nothing. Spelled by key, so that the planner keeps probing the primary

@@ -1,4 +1,4 @@
--- hub's schema in PostgreSQL (issue #18): the tables of storage/schema.sql
+-- hub's schema in PostgreSQL (issue #18): the tables of storage/sqlite/schema.sql
 -- with the same names, columns and rules, in PostgreSQL types, so one Store
 -- contract reads the same rows from either engine. Times stay milliseconds
 -- since the epoch (BIGINT), JSON columns stay TEXT (the bytes a client wrote

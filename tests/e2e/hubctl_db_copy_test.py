@@ -48,7 +48,7 @@ def sqlite_counts(path):
         db.close()
 
 
-# triflux's schema v8 (TRIFLUX-HUB.md §1), as storage/migrations_test.cc
+# triflux's schema v8 (TRIFLUX-HUB.md §1), as storage/sqlite/migrations_test.cc
 # builds it, with one of triflux's own tables.
 TRIFLUX_V8 = """
 CREATE TABLE _meta (key TEXT PRIMARY KEY, value TEXT);

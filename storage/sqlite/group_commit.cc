@@ -1,4 +1,4 @@
-#include "storage/group_commit.h"
+#include "storage/sqlite/group_commit.h"
 
 namespace hub::storage {
 

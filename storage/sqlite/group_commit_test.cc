@@ -1,6 +1,6 @@
 // Group commit: many callers share one transaction, each gets its own
 // result, and one operation's failure neither fails nor undoes the others.
-#include "storage/group_commit.h"
+#include "storage/sqlite/group_commit.h"
 
 #include <atomic>
 #include <memory>
@@ -12,7 +12,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub::storage {

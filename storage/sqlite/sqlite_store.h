@@ -3,9 +3,9 @@
 // Writes go through a GroupCommitWriter (one writer thread, one transaction
 // and one sync per group, a savepoint per operation); reads use a pool of
 // separate read-only connections, so they never wait behind a group. Open()
-// checks and migrates the file first (storage/migrations.h).
-#ifndef HUB_STORAGE_SQLITE_STORE_H_
-#define HUB_STORAGE_SQLITE_STORE_H_
+// checks and migrates the file first (storage/sqlite/migrations.h).
+#ifndef HUB_STORAGE_SQLITE_SQLITE_STORE_H_
+#define HUB_STORAGE_SQLITE_SQLITE_STORE_H_
 
 #include <atomic>
 #include <cstdint>
@@ -19,9 +19,9 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
-#include "storage/group_commit.h"
-#include "storage/migrations.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/group_commit.h"
+#include "storage/sqlite/migrations.h"
+#include "storage/sqlite/sqlite_db.h"
 #include "storage/store.h"
 
 namespace hub::storage {
@@ -324,4 +324,4 @@ class SqliteStore final : public Store,
 
 }  // namespace hub::storage
 
-#endif  // HUB_STORAGE_SQLITE_STORE_H_
+#endif  // HUB_STORAGE_SQLITE_SQLITE_STORE_H_

@@ -1,6 +1,6 @@
 // SqliteStore: open, reader pool, agents. Roles and messages live in
 // sqlite_store_roles.cc and sqlite_store_messages.cc.
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 #include <openssl/sha.h>
 #include <unistd.h>
@@ -15,7 +15,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "status/status.h"
-#include "storage/sqlite_rows.h"
+#include "storage/sqlite/sqlite_rows.h"
 
 namespace hub::storage {
 namespace {
@@ -485,8 +485,8 @@ absl::StatusOr<std::vector<AgentRecord>> SqliteStore::ListAgentsPage(
     // `agent_id > ?1` always binds (to "" on the first page) so that the
     // primary key index drives both the range and the order: a page reads
     // `limit` rows plus those the filters skip, never the rows before it
-    // (storage/sqlite_store_agents_test.cc checks the plan). The topic test
-    // is guarded by CASE, which evaluates lazily: a malformed topics_json
+    // (storage/sqlite/sqlite_store_agents_test.cc checks the plan). The topic
+    // test is guarded by CASE, which evaluates lazily: a malformed topics_json
     // matches nothing instead of failing the query.
     absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kAgentsPageSql);
     if (!stmt.ok()) return stmt.status();

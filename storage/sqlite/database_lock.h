@@ -9,8 +9,8 @@
 // records who holds it (pid, address, hub_instance_id) so that a refused
 // start can name the holder. Not responsible for the database itself, and
 // not a lock across machines (flock over NFS is not reliable).
-#ifndef HUB_STORAGE_DATABASE_LOCK_H_
-#define HUB_STORAGE_DATABASE_LOCK_H_
+#ifndef HUB_STORAGE_SQLITE_DATABASE_LOCK_H_
+#define HUB_STORAGE_SQLITE_DATABASE_LOCK_H_
 
 #include <memory>
 #include <string>
@@ -68,4 +68,4 @@ class DatabaseLock {
 
 }  // namespace hub::storage
 
-#endif  // HUB_STORAGE_DATABASE_LOCK_H_
+#endif  // HUB_STORAGE_SQLITE_DATABASE_LOCK_H_

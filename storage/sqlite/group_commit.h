@@ -1,8 +1,8 @@
 // Group commit on SQLite (storage/group_commit_writer.h has the mechanism):
 // one writer thread, one BEGIN IMMEDIATE ... COMMIT (hence one WAL sync) per
 // group of queued operations.
-#ifndef HUB_STORAGE_GROUP_COMMIT_H_
-#define HUB_STORAGE_GROUP_COMMIT_H_
+#ifndef HUB_STORAGE_SQLITE_GROUP_COMMIT_H_
+#define HUB_STORAGE_SQLITE_GROUP_COMMIT_H_
 
 #include <cstdint>
 #include <memory>
@@ -10,7 +10,7 @@
 
 #include "absl/status/status.h"
 #include "storage/group_commit_writer.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/sqlite_db.h"
 
 namespace hub::storage {
 
@@ -44,4 +44,4 @@ using GroupCommitWriter = BasicGroupCommitWriter<SqliteGroupEngine>;
 
 }  // namespace hub::storage
 
-#endif  // HUB_STORAGE_GROUP_COMMIT_H_
+#endif  // HUB_STORAGE_SQLITE_GROUP_COMMIT_H_

@@ -1,4 +1,4 @@
-#include "storage/migrations.h"
+#include "storage/sqlite/migrations.h"
 
 #include <cstring>
 #include <fstream>

@@ -11,8 +11,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
-#include "storage/sqlite_rows.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_rows.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage {
 
@@ -336,7 +336,7 @@ absl::StatusOr<std::optional<InboxRecord>> SqliteStore::MarkDeliveredIfUnacked(
   using Marked = std::optional<InboxRecord>;
   return Write<Marked>([&](Connection& conn) -> absl::StatusOr<Marked> {
     // The fence: a row acknowledged, or a message settled, since the caller
-    // read it changes nothing (Store::MarkDeliveredIfUnacked).
+    // read it changes nothing (MessageStore::MarkDeliveredIfUnacked).
     absl::StatusOr<Stmt> inbox = conn.Prepare(
         "UPDATE message_inbox SET "
         "delivered_at_ms = COALESCE(delivered_at_ms, ?3), "

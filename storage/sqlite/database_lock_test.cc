@@ -1,6 +1,6 @@
 // DatabaseLock: one holder per database file, the holder named when a second
 // one is refused, and the lock gone with its holder (even after SIGKILL).
-#include "storage/database_lock.h"
+#include "storage/sqlite/database_lock.h"
 
 #include <signal.h>
 #include <sys/wait.h>

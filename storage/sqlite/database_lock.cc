@@ -1,4 +1,4 @@
-#include "storage/database_lock.h"
+#include "storage/sqlite/database_lock.h"
 
 #include <fcntl.h>
 #include <sys/file.h>

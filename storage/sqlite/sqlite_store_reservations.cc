@@ -10,8 +10,8 @@
 #include "absl/strings/str_cat.h"
 #include "storage/reservation_ops.h"
 #include "storage/reservation_store_calls.h"
-#include "storage/sqlite_rows.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_rows.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage {
 

@@ -1,15 +1,15 @@
 // Opening a database file: preflight checks that write nothing, then the
 // in-place migration from triflux schema v4..v8 (or a fresh file) to hub's
 // schema, in one transaction. See docs/design/storage.md, "Migration path".
-#ifndef HUB_STORAGE_MIGRATIONS_H_
-#define HUB_STORAGE_MIGRATIONS_H_
+#ifndef HUB_STORAGE_SQLITE_MIGRATIONS_H_
+#define HUB_STORAGE_SQLITE_MIGRATIONS_H_
 
 #include <optional>
 #include <string>
 
 #include "absl/status/status.h"
 #include "absl/strings/string_view.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/sqlite_db.h"
 
 namespace hub::storage {
 
@@ -58,4 +58,4 @@ absl::Status Migrate(Connection& conn, int64_t now_ms, MigrationReport* report);
 
 }  // namespace hub::storage
 
-#endif  // HUB_STORAGE_MIGRATIONS_H_
+#endif  // HUB_STORAGE_SQLITE_MIGRATIONS_H_

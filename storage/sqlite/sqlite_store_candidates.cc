@@ -5,8 +5,8 @@
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
 #include "storage/role_updates.h"
-#include "storage/sqlite_rows.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_rows.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage {
 

@@ -6,8 +6,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "storage/sqlite_rows.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_rows.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub::storage {

@@ -4,7 +4,7 @@
 #include <utility>
 #include <vector>
 
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage {
 

@@ -1,8 +1,8 @@
 // Thin RAII layer over the SQLite C API: a connection with a cache of
 // prepared statements, a statement cursor, and the mapping from SQLite result
 // codes to hub's reason-coded statuses. No schema knowledge.
-#ifndef HUB_STORAGE_SQLITE_DB_H_
-#define HUB_STORAGE_SQLITE_DB_H_
+#ifndef HUB_STORAGE_SQLITE_SQLITE_DB_H_
+#define HUB_STORAGE_SQLITE_SQLITE_DB_H_
 
 #include <sqlite3.h>
 
@@ -97,4 +97,4 @@ class Connection {
 
 }  // namespace hub::storage
 
-#endif  // HUB_STORAGE_SQLITE_DB_H_
+#endif  // HUB_STORAGE_SQLITE_SQLITE_DB_H_

@@ -1,7 +1,7 @@
 // SqliteStore: checkpoints of leases renewed in memory.
 #include <vector>
 
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 
 namespace hub::storage {
 

@@ -1,7 +1,7 @@
 // Column lists, queries and row readers shared by the SqliteStore source
 // files. Internal to storage/ (its tests read the queries).
-#ifndef HUB_STORAGE_SQLITE_ROWS_H_
-#define HUB_STORAGE_SQLITE_ROWS_H_
+#ifndef HUB_STORAGE_SQLITE_SQLITE_ROWS_H_
+#define HUB_STORAGE_SQLITE_SQLITE_ROWS_H_
 
 #include <optional>
 #include <string>
@@ -10,33 +10,33 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
 #include "storage/record_rows.h"
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/sqlite_db.h"
 #include "storage/store.h"
 
 namespace hub::storage::rows {
 
 // The keyset page queries, shared with the tests that check their plans
 // (EXPLAIN QUERY PLAN) so the plans checked are the ones run.
-extern const char kAgentsPageSql[];          // Store::ListAgentsPage
-extern const char kRolesPageSql[];           // Store::ListRoles
-extern const char kClosedScopesPageSql[];    // Store::ListClosedScopes
-extern const char kCandidatesPageSql[];      // Store::ListCandidatesPage
+extern const char kAgentsPageSql[];          // AgentStore::ListAgentsPage
+extern const char kRolesPageSql[];           // RoleStore::ListRoles
+extern const char kClosedScopesPageSql[];    // RoleStore::ListClosedScopes
+extern const char kCandidatesPageSql[];      // RoleStore::ListCandidatesPage
 extern const char kRoleCandidatesPageSql[];  // ... of one role
-extern const char kPendingPageSql[];         // Store::ListPendingPage
-extern const char kTracePageSql[];           // Store::ListTraceMessages
-extern const char kDeadLettersPageSql[];     // Store::ListDeadLetters
+extern const char kPendingPageSql[];         // MessageStore::ListPendingPage
+extern const char kTracePageSql[];           // MessageStore::ListTraceMessages
+extern const char kDeadLettersPageSql[];     // MessageStore::ListDeadLetters
 // The expiry sweep's claim (§6.6). It runs on the writer every sweep, so it
 // must be a range on idx_messages_expiry_pending, never a scan of every
 // pending message.
-extern const char kExpiredMessagesSql[];  // Store::SweepExpiredMessages
+extern const char kExpiredMessagesSql[];  // MessageStore::SweepExpiredMessages
 // A role's pending backlog (?1 the wire, ?2 now), read when a holder becomes
 // active: a range of idx_messages_role_pending, which holds pending role
 // messages only. kAllRoleBacklogsSql (?1 now) is every role's, at start.
-extern const char kRoleBacklogSql[];      // Store::ListPendingRoleMessages
-extern const char kAllRoleBacklogsSql[];  // Store::RecoverRoles
+extern const char kRoleBacklogSql[];  // MessageStore::ListPendingRoleMessages
+extern const char kAllRoleBacklogsSql[];  // RoleStore::RecoverRoles
 // Every pending message of one role, expired or not (?1 the wire): what a
 // lead scope's close dead-letters.
-extern const char kScopeBacklogSql[];  // Store::CloseRoleScope
+extern const char kScopeBacklogSql[];  // RoleStore::CloseLeadScope
 
 AgentRecord ReadAgent(const Stmt& s);
 RoleRecord ReadRole(const Stmt& s);
@@ -91,4 +91,4 @@ absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,
 
 }  // namespace hub::storage::rows
 
-#endif  // HUB_STORAGE_SQLITE_ROWS_H_
+#endif  // HUB_STORAGE_SQLITE_SQLITE_ROWS_H_

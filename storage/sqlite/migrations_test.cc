@@ -1,7 +1,7 @@
 // Migration: triflux databases of schema v4..v8, built here from DDL in
 // triflux's shape (TRIFLUX-HUB.md §1), open and migrate in place without
 // losing a row; newer, foreign and corrupt files are refused untouched.
-#include "storage/migrations.h"
+#include "storage/sqlite/migrations.h"
 
 #include <fstream>
 #include <iterator>
@@ -12,7 +12,7 @@
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "status/status.h"
-#include "storage/sqlite_store.h"
+#include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
 
 namespace hub::storage {

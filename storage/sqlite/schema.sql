@@ -3,7 +3,7 @@
 --
 -- Every statement is idempotent (IF NOT EXISTS): the migrator runs this whole
 -- file inside one transaction on every version change, between the column
--- seams (storage/migrations.cc). CREATE TABLE IF NOT EXISTS cannot add a CHECK
+-- seams (storage/sqlite/migrations.cc). CREATE TABLE IF NOT EXISTS cannot add a CHECK
 -- to an existing table, hence the triggers at the end, which the migrator
 -- installs on every open.
 
@@ -56,7 +56,7 @@ CREATE TABLE IF NOT EXISTS messages (
 -- Only the indexes hub's queries use (docs/design/storage.md, "Indexes"):
 -- every index is one more b-tree insert per publish. triflux's
 -- idx_messages_status, _to_agent, _correlation, _expires, _priority and
--- _role_key are dropped when a database is opened (storage/migrations.cc).
+-- _role_key are dropped when a database is opened (storage/sqlite/migrations.cc).
 -- The two partial indexes hold pending messages only: an ack takes a message
 -- out of them and adds nothing, and an agent or topic message never enters
 -- the role backlog's.

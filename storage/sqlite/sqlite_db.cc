@@ -1,4 +1,4 @@
-#include "storage/sqlite_db.h"
+#include "storage/sqlite/sqlite_db.h"
 
 #include <cerrno>
 #include <memory>
