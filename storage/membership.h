@@ -15,6 +15,10 @@
 
 namespace hub::storage {
 
+// UNAVAILABLE / HUB_SEAT_LOST: a write for presence refused because this
+// hub's seat is not live (declared dead, left, or its lease ran out).
+absl::Status SeatLostError(absl::string_view hub_id);
+
 // An agent whose presence a dead hub held, now held by this hub.
 struct TakenAgent {
   std::string agent_id;

@@ -112,6 +112,14 @@ absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
   return absl::OkStatus();
 }
 
+absl::Status SeatLostError(absl::string_view hub_id) {
+  return UnavailableError(
+      "HUB_SEAT_LOST",
+      absl::StrCat("hub ", hub_id,
+                   " has no live seat in the database (it was declared dead "
+                   "or left): it serves again once it rejoins"));
+}
+
 absl::Status Store::BackupTo(const std::string& path) {
   (void)path;
   return FailedPreconditionError(

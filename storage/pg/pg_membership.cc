@@ -12,18 +12,6 @@ namespace {
 // A timestamptz as milliseconds since the epoch.
 #define HUB_MS(x) "(extract(epoch FROM " x ") * 1000)::bigint"
 
-}  // namespace
-
-absl::Status SeatLostError(absl::string_view hub_id) {
-  return UnavailableError(
-      "HUB_SEAT_LOST",
-      absl::StrCat("hub ", hub_id,
-                   " has no live seat in the database (it was declared dead "
-                   "or left): it serves again once it rejoins"));
-}
-
-namespace {
-
 std::vector<TakenAgent> ReadTaken(const Result& r) {
   std::vector<TakenAgent> out;
   out.reserve(r.rows());

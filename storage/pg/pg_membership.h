@@ -1,5 +1,5 @@
 // PgMembership: the hubs sharing one PostgreSQL database (hub_hubs), with
-// leases on the database's clock. See storage/store.h (Membership) and
+// leases on the database's clock. See storage/membership.h and
 // docs/design/multi-hub.md.
 #ifndef HUB_STORAGE_PG_PG_MEMBERSHIP_H_
 #define HUB_STORAGE_PG_PG_MEMBERSHIP_H_
@@ -20,10 +20,6 @@ namespace hub::storage::pg {
 // a NULL hub (a store that never joined: tools, tests). `hub` and `inc`
 // are parameter references such as "$5".
 std::string SeatLiveSql(absl::string_view hub, absl::string_view inc);
-
-// UNAVAILABLE / HUB_SEAT_LOST: a write for presence refused because this
-// hub's seat is not live (declared dead, left, or its lease ran out).
-absl::Status SeatLostError(absl::string_view hub_id);
 
 class PgMembership final : public Membership {
  public:

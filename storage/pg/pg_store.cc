@@ -118,6 +118,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
     store->membership_ =
         std::make_unique<PgMembership>(opts.conninfo, opts.hub_id);
   }
+  store->agents_ = store->NewAgentStore();
   return store;
 }
 

@@ -34,6 +34,8 @@
 namespace hub::storage {
 template <typename Engine, typename Rows, bool kOrderKeys>
 class ReservationCalls;  // storage/reservation_store_calls.h
+template <typename Engine, typename Rows>
+class AgentCalls;  // storage/agent_store_calls.h
 }  // namespace hub::storage
 
 namespace hub::storage::pg {
@@ -71,7 +73,6 @@ struct PostgresStoreOptions {
 };
 
 class PostgresStore final : public Store,
-                            private AgentStore,
                             private RoleStore,
                             private MessageStore,
                             private ReservationStore {
@@ -86,7 +87,7 @@ class PostgresStore final : public Store,
   WriteStats write_stats() const override { return writer_->stats(); }
 
   StoreInfo Info() const override { return info_; }
-  AgentStore& agents() override { return *this; }
+  AgentStore& agents() override { return *agents_; }
   RoleStore& roles() override { return *this; }
   MessageStore& messages() override { return *this; }
   ReservationStore& reservations() override { return *this; }
@@ -94,35 +95,6 @@ class PostgresStore final : public Store,
 
  private:
   // The concerns, each reached through its accessor above.
-
-  absl::StatusOr<AgentRecord> RegisterAgent(
-      const AgentRegistration& registration) override;
-  void RegisterAgentAsync(const AgentRegistration& registration,
-                          Callback<AgentRecord> done) override;
-  absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
-      absl::string_view agent_id, std::optional<int64_t> generation,
-      int64_t now_ms, int64_t lease_ttl_ms) override;
-  absl::StatusOr<PresenceWrite> ClaimPresence(absl::string_view agent_id,
-                                              int64_t generation,
-                                              int64_t now_ms,
-                                              int64_t lease_ttl_ms) override;
-  absl::StatusOr<bool> ReleasePresence(const LeaseCheckpoint& last) override;
-  absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
-      absl::string_view agent_id, std::optional<int64_t> generation,
-      AgentStatus status) override;
-  absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
-      int64_t now_ms, int64_t offline_after_ms) override;
-  absl::StatusOr<std::vector<bool>> CheckpointLeases(
-      const std::vector<LeaseCheckpoint>& leases) override;
-  absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
-  absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
-  absl::StatusOr<std::vector<AgentRecord>> ListAgentsPage(
-      const AgentPageQuery& query) override;
-  absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
-                                              absl::string_view principal,
-                                              int64_t now_ms) override;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
-  ListAgentOwners() override;
 
   absl::StatusOr<ScopeCloseResult> CloseLeadScope(
       const ScopeClose& close) override;
@@ -256,6 +228,12 @@ class PostgresStore final : public Store,
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ::hub::storage::ReservationCalls;
+  // The agent methods: AgentCalls over PgAgentRows, registrations
+  // pipelined (pg_store_agents.cc).
+  template <typename, typename>
+  friend class ::hub::storage::AgentCalls;
+  friend class PgAgentStore;
+  std::unique_ptr<AgentStore> NewAgentStore();
 
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
@@ -347,6 +325,7 @@ class PostgresStore final : public Store,
   PgMigrationReport migration_;
   std::unique_ptr<PgGroupCommitWriter> writer_;
   std::unique_ptr<PgMembership> membership_;
+  std::unique_ptr<AgentStore> agents_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);

@@ -1,5 +1,6 @@
-// SqliteStore: open, reader pool, agents. Roles and messages live in
-// sqlite_store_roles.cc and sqlite_store_messages.cc.
+// SqliteStore: open, reader pool, backup. Agents are AgentCalls over
+// sqlite_agent_rows.cc; roles and messages live in sqlite_store_roles.cc and
+// sqlite_store_messages.cc.
 #include "storage/sqlite/sqlite_store.h"
 
 #include <openssl/sha.h>
@@ -15,6 +16,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "status/status.h"
+#include "storage/agent_store_calls.h"
+#include "storage/sqlite/sqlite_agent_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
 
 namespace hub::storage {
@@ -143,6 +146,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       std::move(*conn), opts.max_group_size, /*completion_threads=*/2,
       opts.on_group_committed,
       /*on_rollback=*/[raw = store.get()] { raw->pending_.Clear(); });
+  store->agents_ =
+      std::make_unique<AgentCalls<SqliteStore, SqliteAgentRows>>(*store);
   return store;
 }
 
@@ -238,269 +243,5 @@ const char kAgentsPageSql[] =
 AgentRecord ReadAgent(const Stmt& s) { return ReadAgentRow(s); }
 
 }  // namespace rows
-
-// ---- agents ----------------------------------------------------------------
-
-namespace {
-
-constexpr char kSelectAgent[] =
-    "SELECT " HUB_AGENT_COLUMNS " FROM agents WHERE agent_id = ?";
-
-absl::StatusOr<std::optional<AgentRecord>> LoadAgent(Connection& conn,
-                                                     absl::string_view id) {
-  absl::StatusOr<Stmt> stmt = conn.Prepare(kSelectAgent);
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, id);
-  return rows::ReadOne<AgentRecord>(*stmt, rows::ReadAgent);
-}
-
-// Binds a Patch as (flag, value): flag 1 = write value (NULL when cleared).
-void BindPatch(Stmt& stmt, int flag_index, const Patch<std::string>& p) {
-  stmt.Bind(flag_index, static_cast<int64_t>(p.keep() ? 0 : 1));
-  if (p.set()) {
-    stmt.Bind(flag_index + 1, absl::string_view(p.value()));
-  } else {
-    stmt.BindNull(flag_index + 1);
-  }
-}
-
-// A fenced presence write that changed no row: absent or superseded?
-absl::StatusOr<PresenceWrite> ExplainPresenceMiss(Connection& conn,
-                                                  absl::string_view id) {
-  absl::StatusOr<std::optional<AgentRecord>> row = LoadAgent(conn, id);
-  if (!row.ok()) return row.status();
-  PresenceWrite w;
-  w.outcome = row->has_value() ? PresenceOutcome::kStaleGeneration
-                               : PresenceOutcome::kNotFound;
-  w.agent = std::move(*row);
-  return w;
-}
-
-absl::StatusOr<PresenceWrite> RunPresenceWrite(Connection& conn, Stmt& stmt,
-                                               absl::string_view id) {
-  absl::StatusOr<std::optional<AgentRecord>> row =
-      rows::ReadOne<AgentRecord>(stmt, rows::ReadAgent);
-  if (!row.ok()) return row.status();
-  if (!row->has_value()) return ExplainPresenceMiss(conn, id);
-  PresenceWrite w;
-  w.outcome = PresenceOutcome::kApplied;
-  w.agent = std::move(*row);
-  return w;
-}
-
-// The ownership claim of a registration, before its upsert: a claim lost to
-// another principal writes nothing (the insert does nothing on conflict).
-absl::Status ClaimOwnerIn(Connection& conn, const AgentRegistration& r) {
-  absl::StatusOr<Stmt> insert = conn.Prepare(
-      "INSERT INTO hub_agent_owners(agent_id, principal, claimed_at_ms) "
-      "VALUES (?, ?, ?) ON CONFLICT(agent_id) DO NOTHING");
-  if (!insert.ok()) return insert.status();
-  insert->Bind(1, absl::string_view(r.agent_id))
-      .Bind(2, absl::string_view(*r.owner))
-      .Bind(3, r.now_ms);
-  if (absl::Status s = insert->Run(); !s.ok()) return s;
-  absl::StatusOr<Stmt> select =
-      conn.Prepare("SELECT principal FROM hub_agent_owners WHERE agent_id = ?");
-  if (!select.ok()) return select.status();
-  select->Bind(1, absl::string_view(r.agent_id));
-  absl::StatusOr<bool> row = select->Step();
-  if (!row.ok()) return row.status();
-  if (*row && select->Text(0) == *r.owner) return absl::OkStatus();
-  return OwnedByAnotherError(r.agent_id, *r.owner);
-}
-
-// The upsert of RegisterAgent, run by the writer.
-absl::StatusOr<AgentRecord> RegisterIn(Connection& conn,
-                                       const AgentRegistration& r) {
-  if (r.owner.has_value()) {
-    if (absl::Status s = ClaimOwnerIn(conn, r); !s.ok()) return s;
-  }
-  // The generation bump and the identity patch are one statement: no
-  // window where a new owner's row carries the old owner's identity.
-  absl::StatusOr<Stmt> stmt = conn.Prepare(
-      "INSERT INTO agents (agent_id, cli, pid, capabilities_json, "
-      "topics_json, last_seen_ms, lease_expires_ms, presence_generation, "
-      "status, metadata_json, project_id, session_id, host_id, "
-      "transport_locators_json, lease_ttl_ms) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 1, 'online', ?8, ?10, ?12, ?14, "
-      "COALESCE(?16, '[]'), ?17) "
-      "ON CONFLICT(agent_id) DO UPDATE SET cli = excluded.cli, "
-      "pid = excluded.pid, capabilities_json = excluded.capabilities_json, "
-      "topics_json = excluded.topics_json, "
-      "last_seen_ms = excluded.last_seen_ms, "
-      "lease_expires_ms = excluded.lease_expires_ms, "
-      "lease_ttl_ms = excluded.lease_ttl_ms, "
-      "presence_generation = agents.presence_generation + 1, "
-      "status = 'online', metadata_json = excluded.metadata_json, "
-      "project_id = CASE WHEN ?9 THEN ?10 ELSE agents.project_id END, "
-      "session_id = CASE WHEN ?11 THEN ?12 ELSE agents.session_id END, "
-      "host_id = CASE WHEN ?13 THEN ?14 ELSE agents.host_id END, "
-      "transport_locators_json = CASE WHEN ?15 THEN COALESCE(?16, '[]') "
-      "ELSE agents.transport_locators_json END "
-      "RETURNING " HUB_AGENT_COLUMNS);
-  if (!stmt.ok()) return stmt.status();
-  stmt->Bind(1, absl::string_view(r.agent_id))
-      .Bind(2, absl::string_view(r.cli))
-      .Bind(3, r.pid)
-      .Bind(4, absl::string_view(r.capabilities_json))
-      .Bind(5, absl::string_view(r.topics_json))
-      .Bind(6, r.now_ms)
-      .Bind(7, r.now_ms + r.lease_ttl_ms)
-      .Bind(8, absl::string_view(r.metadata_json));
-  BindPatch(*stmt, 9, r.project_id);
-  BindPatch(*stmt, 11, r.session_id);
-  BindPatch(*stmt, 13, r.host_id);
-  BindPatch(*stmt, 15, r.transport_locators_json);
-  stmt->Bind(17, r.lease_ttl_ms);
-  absl::StatusOr<std::optional<AgentRecord>> row =
-      rows::ReadOne<AgentRecord>(*stmt, rows::ReadAgent);
-  if (!row.ok()) return row.status();
-  if (!row->has_value()) {
-    return ReasonError(absl::StatusCode::kInternal, "STORE_INTERNAL",
-                       "agent upsert returned no row");
-  }
-  return std::move(**row);
-}
-
-}  // namespace
-
-absl::StatusOr<AgentRecord> SqliteStore::RegisterAgent(
-    const AgentRegistration& r) {
-  return Write<AgentRecord>(
-      [&](Connection& conn) { return RegisterIn(conn, r); });
-}
-
-void SqliteStore::RegisterAgentAsync(const AgentRegistration& r,
-                                     Callback<AgentRecord> done) {
-  WriteAsync<AgentRecord>([r](Connection& conn) { return RegisterIn(conn, r); },
-                          std::move(done));
-}
-
-absl::StatusOr<PresenceWrite> SqliteStore::RefreshLeaseForGeneration(
-    absl::string_view agent_id, std::optional<int64_t> generation,
-    int64_t now_ms, int64_t lease_ttl_ms) {
-  return Write<PresenceWrite>(
-      [&](Connection& conn) -> absl::StatusOr<PresenceWrite> {
-        absl::StatusOr<Stmt> stmt = conn.Prepare(
-            "UPDATE agents SET last_seen_ms = ?2, lease_expires_ms = ?3, "
-            "lease_ttl_ms = ?3 - ?2, status = 'online' "
-            "WHERE agent_id = ?1 AND (?4 IS NULL OR presence_generation = ?4) "
-            "RETURNING " HUB_AGENT_COLUMNS);
-        if (!stmt.ok()) return stmt.status();
-        stmt->Bind(1, agent_id)
-            .Bind(2, now_ms)
-            .Bind(3, now_ms + lease_ttl_ms)
-            .Bind(4, generation);
-        return RunPresenceWrite(conn, *stmt, agent_id);
-      });
-}
-
-absl::StatusOr<PresenceWrite> SqliteStore::SetAgentStatusForGeneration(
-    absl::string_view agent_id, std::optional<int64_t> generation,
-    AgentStatus status) {
-  return Write<PresenceWrite>(
-      [&](Connection& conn) -> absl::StatusOr<PresenceWrite> {
-        absl::StatusOr<Stmt> stmt = conn.Prepare(
-            "UPDATE agents SET status = ?2 "
-            "WHERE agent_id = ?1 AND (?3 IS NULL OR presence_generation = ?3) "
-            "RETURNING " HUB_AGENT_COLUMNS);
-        if (!stmt.ok()) return stmt.status();
-        stmt->Bind(1, agent_id)
-            .Bind(2, AgentStatusName(status))
-            .Bind(3, generation);
-        return RunPresenceWrite(conn, *stmt, agent_id);
-      });
-}
-
-absl::StatusOr<std::vector<PresenceTransition>> SqliteStore::SweepAgentPresence(
-    int64_t now_ms, int64_t offline_after_ms) {
-  using Result = std::vector<PresenceTransition>;
-  return Write<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    // Read first, then one fenced update per row: one step per row per pass.
-    absl::StatusOr<Stmt> select = conn.Prepare(
-        "SELECT agent_id, presence_generation, status FROM agents "
-        "WHERE (status = 'online' AND lease_expires_ms < ?1) "
-        "OR (status = 'stale' AND lease_expires_ms < ?2) ORDER BY agent_id");
-    if (!select.ok()) return select.status();
-    select->Bind(1, now_ms).Bind(2, now_ms - offline_after_ms);
-    absl::StatusOr<Result> candidates =
-        rows::ReadAll<PresenceTransition>(*select, [](const Stmt& s) {
-          PresenceTransition t;
-          t.agent_id = s.Text(0);
-          t.presence_generation = s.Int(1);
-          t.from_status = rows::StoredAgentStatus(s.Text(2));
-          t.to_status = t.from_status == AgentStatus::kOnline
-                            ? AgentStatus::kStale
-                            : AgentStatus::kOffline;
-          return t;
-        });
-    if (!candidates.ok()) return candidates.status();
-    Result applied;
-    for (PresenceTransition& t : *candidates) {
-      absl::StatusOr<Stmt> update = conn.Prepare(
-          "UPDATE agents SET status = ?4 WHERE agent_id = ?1 "
-          "AND presence_generation = ?2 AND status = ?3 "
-          "AND lease_expires_ms < ?5");
-      if (!update.ok()) return update.status();
-      update->Bind(1, absl::string_view(t.agent_id))
-          .Bind(2, t.presence_generation)
-          .Bind(3, AgentStatusName(t.from_status))
-          .Bind(4, AgentStatusName(t.to_status))
-          .Bind(5, t.from_status == AgentStatus::kOnline
-                       ? now_ms
-                       : now_ms - offline_after_ms);
-      absl::Status s = update->Run();
-      if (!s.ok()) return s;
-      if (conn.Changes() == 1) applied.push_back(std::move(t));
-    }
-    return applied;
-  });
-}
-
-absl::StatusOr<AgentRecord> SqliteStore::GetAgent(absl::string_view agent_id) {
-  return Read<AgentRecord>(
-      [&](Connection& conn) -> absl::StatusOr<AgentRecord> {
-        absl::StatusOr<std::optional<AgentRecord>> row =
-            LoadAgent(conn, agent_id);
-        if (!row.ok()) return row.status();
-        if (!row->has_value()) return AgentNotFound(agent_id);
-        return std::move(**row);
-      });
-}
-
-absl::StatusOr<std::vector<AgentRecord>> SqliteStore::ListAgents() {
-  using Result = std::vector<AgentRecord>;
-  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    absl::StatusOr<Stmt> stmt = conn.Prepare("SELECT " HUB_AGENT_COLUMNS
-                                             " FROM agents ORDER BY agent_id");
-    if (!stmt.ok()) return stmt.status();
-    return rows::ReadAll<AgentRecord>(*stmt, rows::ReadAgent);
-  });
-}
-
-absl::StatusOr<std::vector<AgentRecord>> SqliteStore::ListAgentsPage(
-    const AgentPageQuery& q) {
-  using Result = std::vector<AgentRecord>;
-  return Read<Result>([&](Connection& conn) -> absl::StatusOr<Result> {
-    // `agent_id > ?1` always binds (to "" on the first page) so that the
-    // primary key index drives both the range and the order: a page reads
-    // `limit` rows plus those the filters skip, never the rows before it
-    // (storage/sqlite/sqlite_store_agents_test.cc checks the plan). The topic
-    // test is guarded by CASE, which evaluates lazily: a malformed topics_json
-    // matches nothing instead of failing the query.
-    absl::StatusOr<Stmt> stmt = conn.Prepare(rows::kAgentsPageSql);
-    if (!stmt.ok()) return stmt.status();
-    stmt->Bind(1, absl::string_view(q.after_agent_id));
-    rows::BindList(*stmt, 2,
-                   q.clis.empty()
-                       ? std::nullopt
-                       : std::optional<std::vector<std::string>>(q.clis));
-    stmt->Bind(3, q.project_id);
-    rows::BindList(*stmt, 4, q.projects);
-    stmt->Bind(5, q.topic);
-    stmt->Bind(6, std::max<int64_t>(q.limit, 1));
-    return rows::ReadAll<AgentRecord>(*stmt, rows::ReadAgent);
-  });
-}
 
 }  // namespace hub::storage

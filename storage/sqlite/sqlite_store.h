@@ -28,6 +28,8 @@ namespace hub::storage {
 
 template <typename Engine, typename Rows, bool kOrderKeys>
 class ReservationCalls;  // storage/reservation_store_calls.h
+template <typename Engine, typename Rows>
+class AgentCalls;  // storage/agent_store_calls.h
 
 struct SqliteStoreOptions {
   std::string path;
@@ -51,7 +53,6 @@ struct SqliteStoreOptions {
 };
 
 class SqliteStore final : public Store,
-                          private AgentStore,
                           private RoleStore,
                           private MessageStore,
                           private ReservationStore {
@@ -78,37 +79,13 @@ class SqliteStore final : public Store,
   absl::Status BackupTo(const std::string& path) override;
 
   StoreInfo Info() const override { return info_; }
-  AgentStore& agents() override { return *this; }
+  AgentStore& agents() override { return *agents_; }
   RoleStore& roles() override { return *this; }
   MessageStore& messages() override { return *this; }
   ReservationStore& reservations() override { return *this; }
 
  private:
   // The concerns, each reached through its accessor above.
-
-  absl::StatusOr<AgentRecord> RegisterAgent(
-      const AgentRegistration& registration) override;
-  void RegisterAgentAsync(const AgentRegistration& registration,
-                          Callback<AgentRecord> done) override;
-  absl::StatusOr<PresenceWrite> RefreshLeaseForGeneration(
-      absl::string_view agent_id, std::optional<int64_t> generation,
-      int64_t now_ms, int64_t lease_ttl_ms) override;
-  absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
-      absl::string_view agent_id, std::optional<int64_t> generation,
-      AgentStatus status) override;
-  absl::StatusOr<std::vector<PresenceTransition>> SweepAgentPresence(
-      int64_t now_ms, int64_t offline_after_ms) override;
-  absl::StatusOr<std::vector<bool>> CheckpointLeases(
-      const std::vector<LeaseCheckpoint>& leases) override;
-  absl::StatusOr<AgentRecord> GetAgent(absl::string_view agent_id) override;
-  absl::StatusOr<std::vector<AgentRecord>> ListAgents() override;
-  absl::StatusOr<std::vector<AgentRecord>> ListAgentsPage(
-      const AgentPageQuery& query) override;
-  absl::StatusOr<std::string> ClaimAgentOwner(absl::string_view agent_id,
-                                              absl::string_view principal,
-                                              int64_t now_ms) override;
-  absl::StatusOr<std::vector<std::pair<std::string, std::string>>>
-  ListAgentOwners() override;
 
   absl::StatusOr<ScopeCloseResult> CloseLeadScope(
       const ScopeClose& close) override;
@@ -229,6 +206,10 @@ class SqliteStore final : public Store,
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ReservationCalls;
+  template <typename, typename>
+  friend class AgentCalls;
+  // No hub shares a SQLite database: its writes have no seat.
+  static std::optional<HubSeat> Seat() { return std::nullopt; }
 
   explicit SqliteStore(SqliteStoreOptions options)
       : options_(std::move(options)) {}
@@ -316,6 +297,8 @@ class SqliteStore final : public Store,
   MigrationReport migration_;
   PendingInboxCounts pending_;  // committing thread only; before writer_
   std::unique_ptr<GroupCommitWriter> writer_;
+  // AgentCalls over SqliteAgentRows (storage/agent_store_calls.h).
+  std::unique_ptr<AgentStore> agents_;
   std::atomic<int64_t> rows_read_{0};
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
