@@ -14,9 +14,8 @@ void LogFailure(const std::string& event, const absl::Status& status) {
             {{"reason", ReasonOf(status)}, {"message", status.message()}});
 }
 
-storage::pg::NotifierOptions NotifierFor(const ChangeHintsOptions& options) {
-  storage::pg::NotifierOptions o;
-  o.conninfo = options.conninfo;
+storage::SignalSendOptions SenderFor(const ChangeHintsOptions& options) {
+  storage::SignalSendOptions o;
   // Under load, one hint per 5 ms at most (the others also poll).
   o.min_interval = absl::Milliseconds(5);
   const std::string event = absl::StrCat(options.what, "_hint_not_sent");
@@ -29,17 +28,17 @@ storage::pg::NotifierOptions NotifierFor(const ChangeHintsOptions& options) {
 }  // namespace
 
 ChangeHints::ChangeHints(ChangeHintsOptions options)
-    : options_(std::move(options)), notifier_(NotifierFor(options_)) {}
+    : options_(std::move(options)),
+      sender_(options_.signals->NewSender(SenderFor(options_))) {}
 
 ChangeHints::~ChangeHints() { Stop(); }
 
 void ChangeHints::Start(std::function<void()> wake) {
-  storage::pg::ListenerOptions o;
-  o.conninfo = options_.conninfo;
+  storage::SignalListenOptions o;
   o.channels = {options_.channel};
-  o.on_notify = [wake, self = options_.hub_instance_id](
-                    const storage::pg::Notification& n) {
-    if (n.payload != self) wake();
+  o.on_signal = [wake,
+                 self = options_.hub_instance_id](const storage::Signal& s) {
+    if (s.payload != self) wake();
   };
   std::atomic<bool>* lost = &hints_lost_;
   const std::string restored = absl::StrCat(options_.what, "_hints_restored");
@@ -51,16 +50,16 @@ void ChangeHints::Start(std::function<void()> wake) {
   o.on_error = [lost, lost_event](const absl::Status& status) {
     if (!lost->exchange(true)) LogFailure(lost_event, status);
   };
-  listener_ = std::make_unique<storage::pg::Listener>(std::move(o));
+  listener_ = options_.signals->Listen(std::move(o));
 }
 
 void ChangeHints::Committed() {
-  notifier_.Notify(options_.channel, options_.hub_instance_id);
+  sender_->Send(options_.channel, options_.hub_instance_id);
 }
 
 void ChangeHints::Stop() {
   if (listener_ != nullptr) listener_->Stop();
-  notifier_.Stop();
+  sender_->Stop();
 }
 
 }  // namespace hub

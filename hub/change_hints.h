@@ -3,11 +3,12 @@
 // hub's reader when they did (docs/design/multi-hub.md, "Role changes
 // across hubs", whose hints work the same way).
 //
-// After this hub's commits, Committed sends `NOTIFY <channel>` with this
-// hub's id as payload from a Notifier's autocommit connection (coalesced,
-// never inside a write); a Listener on the channel calls `wake` for every
-// other hub's hint and after every (re)connect (hints sent meanwhile are
-// lost; what they stood for is in the log after the reader's cursor).
+// After this hub's commits, Committed signals `channel` with this hub's id
+// as payload (storage/signals.h: coalesced, never inside a write); a
+// listener on the channel calls `wake` for every other hub's hint and after
+// every (re)connect (hints sent meanwhile are lost; what they stood for is
+// in the log after the reader's cursor). Role changes and reservation
+// changes propagate this way, each with a log and a reader of its own.
 // Failures are logged once per outage, never fatal: the reader's poll
 // covers for lost hints. Thread-safe.
 #ifndef HUB_HUB_CHANGE_HINTS_H_
@@ -18,14 +19,13 @@
 #include <memory>
 #include <string>
 
-#include "storage/pg/pg_listener.h"
-#include "storage/pg/pg_notifier.h"
+#include "storage/signals.h"
 
 namespace hub {
 
 struct ChangeHintsOptions {
-  // The database's libpq connection string.
-  std::string conninfo;
+  // The store's signals (Store::signals()); must outlive the hints.
+  storage::Signals* signals = nullptr;
   // This hub's id: the payload of its hints.
   std::string hub_instance_id;
   std::string channel;
@@ -52,8 +52,8 @@ class ChangeHints {
 
  private:
   const ChangeHintsOptions options_;
-  storage::pg::Notifier notifier_;
-  std::unique_ptr<storage::pg::Listener> listener_;
+  std::unique_ptr<storage::SignalSender> sender_;
+  std::unique_ptr<storage::SignalListener> listener_;
   std::atomic<bool> hints_lost_{false};
 };
 

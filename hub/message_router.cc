@@ -17,7 +17,7 @@ std::string FlightChannel(const std::string& hub_instance_id) {
   return absl::StrCat("hub_flights.", hub_instance_id);
 }
 
-MessageRouter::MessageRouter(storage::Store* store,
+MessageRouter::MessageRouter(storage::MessageStore* store,
                              storage::Membership* membership,
                              PresenceRegistry* presence, Messaging* messaging,
                              const Clock* clock, MessageRouterOptions options)
@@ -27,13 +27,11 @@ MessageRouter::MessageRouter(storage::Store* store,
       messaging_(messaging),
       clock_(clock),
       options_(std::move(options)),
-      notifier_(storage::pg::NotifierOptions{
-          options_.conninfo,
-          [](const absl::Status& s) {
+      sender_(options_.signals->NewSender(
+          storage::SignalSendOptions{[](const absl::Status& s) {
             log::Warn("inbox_hint_not_sent",
                       {{"reason", ReasonOf(s)}, {"message", s.message()}});
-          },
-          nullptr}) {}
+          }})) {}
 
 MessageRouter::~MessageRouter() { Stop(); }
 
@@ -42,16 +40,15 @@ void MessageRouter::SetFlightListener(std::function<void()> listener) {
 }
 
 void MessageRouter::HandOverFlight(const std::string& hub_id) {
-  notifier_.Notify(FlightChannel(hub_id), options_.hub_instance_id);
+  sender_->Send(FlightChannel(hub_id), options_.hub_instance_id);
 }
 
 void MessageRouter::Start() {
-  storage::pg::ListenerOptions listen;
-  listen.conninfo = options_.conninfo;
+  storage::SignalListenOptions listen;
   const std::string flights = FlightChannel(options_.hub_instance_id);
   listen.channels = {InboxChannel(options_.hub_instance_id), flights};
-  listen.on_notify = [this, flights](const storage::pg::Notification& n) {
-    if (n.channel != flights) {
+  listen.on_signal = [this, flights](const storage::Signal& s) {
+    if (s.channel != flights) {
       Kick();
     } else if (flight_listener_) {
       flight_listener_();
@@ -66,7 +63,7 @@ void MessageRouter::Start() {
     log::Debug("inbox_listener_reconnecting",
                {{"reason", ReasonOf(s)}, {"message", s.message()}});
   };
-  listener_ = std::make_unique<storage::pg::Listener>(std::move(listen));
+  listener_ = options_.signals->Listen(std::move(listen));
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -120,7 +117,7 @@ void MessageRouter::Hint(const std::vector<std::string>& agent_ids) {
       membership_->HubsHolding(agents);
   if (!hubs.ok()) return;  // their polls find the messages
   for (const std::string& hub : *hubs) {
-    notifier_.Notify(InboxChannel(hub), options_.hub_instance_id);
+    sender_->Send(InboxChannel(hub), options_.hub_instance_id);
   }
 }
 
@@ -129,8 +126,8 @@ void MessageRouter::Drain() {
   if (attached.empty()) return;
   while (true) {
     absl::StatusOr<std::vector<storage::UndeliveredMessage>> waiting =
-        store_->messages().ListUndelivered(attached, UnixMillis(clock_->Now()),
-                                           options_.batch);
+        store_->ListUndelivered(attached, UnixMillis(clock_->Now()),
+                                options_.batch);
     if (!waiting.ok()) return;  // the next poll tries again
     {
       absl::MutexLock lock(&mu_);
@@ -160,7 +157,7 @@ void MessageRouter::Stop() {
   }
   if (listener_ != nullptr) listener_->Stop();
   if (thread_.joinable()) thread_.join();
-  notifier_.Stop();
+  sender_->Stop();
 }
 
 }  // namespace hub

@@ -33,15 +33,15 @@
 #include "registry/clock.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
-#include "storage/pg/pg_listener.h"
-#include "storage/pg/pg_notifier.h"
-#include "storage/store.h"
+#include "storage/membership.h"
+#include "storage/message_store.h"
+#include "storage/signals.h"
 
 namespace hub {
 
 struct MessageRouterOptions {
-  // The database's libpq connection string (the store's).
-  std::string conninfo;
+  // The store's signals (Store::signals()); must outlive the router.
+  storage::Signals* signals = nullptr;
   // This hub's id: the channel other hubs hint it on.
   std::string hub_instance_id;
   // The read that catches a hint lost in flight.
@@ -50,16 +50,16 @@ struct MessageRouterOptions {
   int64_t batch = 512;
 };
 
-// The NOTIFY channel of a hub's inbox hints.
+// The signal channel of a hub's inbox hints.
 std::string InboxChannel(const std::string& hub_instance_id);
-// The NOTIFY channel of a hub's handed-over role flights.
+// The signal channel of a hub's handed-over role flights.
 std::string FlightChannel(const std::string& hub_instance_id);
 
 class MessageRouter {
  public:
   // Every pointer must outlive the router (or its Stop). `membership`
   // tells which hubs hold which agents.
-  MessageRouter(storage::Store* store, storage::Membership* membership,
+  MessageRouter(storage::MessageStore* store, storage::Membership* membership,
                 PresenceRegistry* presence, Messaging* messaging,
                 const Clock* clock, MessageRouterOptions options);
   // Stop().
@@ -96,14 +96,14 @@ class MessageRouter {
   // Reads and pushes what waits for the agents attached here.
   void Drain();
 
-  storage::Store* const store_;
+  storage::MessageStore* const store_;
   storage::Membership* const membership_;
   PresenceRegistry* const presence_;
   Messaging* const messaging_;
   const Clock* const clock_;
   const MessageRouterOptions options_;
-  storage::pg::Notifier notifier_;
-  std::unique_ptr<storage::pg::Listener> listener_;
+  std::unique_ptr<storage::SignalSender> sender_;
+  std::unique_ptr<storage::SignalListener> listener_;
   std::function<void()> flight_listener_;
 
   mutable absl::Mutex mu_;

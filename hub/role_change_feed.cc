@@ -22,14 +22,12 @@ RoleChangeFollowerOptions Logged(RoleChangeFollowerOptions options) {
   return options;
 }
 
-storage::pg::NotifierOptions NotifierFor(const RoleChangeFeedOptions& options) {
-  storage::pg::NotifierOptions o;
-  o.conninfo = options.conninfo;
-  // Under load, one hint per 5 ms at most (the others' poll is 200 ms).
-  o.min_interval = absl::Milliseconds(5);
-  o.on_error = [](const absl::Status& status) {
-    LogFailure("role_change_hint_not_sent", status);
-  };
+ChangeHintsOptions HintsFor(const RoleChangeFeedOptions& options) {
+  ChangeHintsOptions o;
+  o.signals = options.signals;
+  o.hub_instance_id = options.hub_instance_id;
+  o.channel = kRoleChangesChannel;
+  o.what = "role_change";
   return o;
 }
 
@@ -40,7 +38,7 @@ RoleChangeFeed::RoleChangeFeed(storage::Store* store,
     : store_(store),
       options_(std::move(options)),
       follower_(&store_->roles(), Logged(options_.follower)),
-      notifier_(NotifierFor(options_)) {}
+      hints_(HintsFor(options_)) {}
 
 RoleChangeFeed::~RoleChangeFeed() { Stop(); }
 
@@ -52,40 +50,22 @@ absl::Status RoleChangeFeed::Start(RoleRegistry* roles) {
       !s.ok()) {
     return s;
   }
-  storage::pg::ListenerOptions o;
-  o.conninfo = options_.conninfo;
-  o.channels = {kRoleChangesChannel};
-  RoleChangeFollower* follower = &follower_;
-  o.on_notify = [follower, self = options_.hub_instance_id](
-                    const storage::pg::Notification& n) {
-    if (n.payload != self) follower->Kick();
-  };
   // Whatever was hinted while the listener was not connected is in the
-  // log after the follower's cursor.
-  std::atomic<bool>* lost = &hints_lost_;
-  o.on_resync = [follower, lost] {
-    follower->Kick();
-    if (lost->exchange(false)) log::Info("role_change_hints_restored", {});
-  };
-  // Logged once per outage, not per retry (the listener retries every 2 s
-  // at most): until the resync, the poll carries the changes.
-  o.on_error = [lost](const absl::Status& status) {
-    if (!lost->exchange(true)) LogFailure("role_change_hints_lost", status);
-  };
-  listener_ = std::make_unique<storage::pg::Listener>(std::move(o));
+  // log after the follower's cursor: a resync kicks the follower too.
+  RoleChangeFollower* follower = &follower_;
+  hints_.Start([follower] { follower->Kick(); });
   // Roles this hub recovered at start are news to the other hubs.
-  notifier_.Notify(kRoleChangesChannel, options_.hub_instance_id);
+  hints_.Committed();
   return absl::OkStatus();
 }
 
 void RoleChangeFeed::Committed() {
   follower_.Kick();
-  notifier_.Notify(kRoleChangesChannel, options_.hub_instance_id);
+  hints_.Committed();
 }
 
 void RoleChangeFeed::Stop() {
-  if (listener_ != nullptr) listener_->Stop();
-  notifier_.Stop();
+  hints_.Stop();
   follower_.Stop();
 }
 

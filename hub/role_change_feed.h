@@ -5,35 +5,32 @@
 // One RoleChangeFollower publishes the log into the RoleRegistry (whose
 // publication is RolePublication::kChangeLog), woken by this hub's own
 // commits (Committed, a local kick: local watchers wait for one read, not
-// for a round trip through another hub's hint), by other hubs' hints (a
-// Listener on kRoleChangesChannel), by that listener's resync after every
-// connect, and by the follower's slow poll. After this hub's commits a
-// Notifier hints the other hubs; its payload is this hub's instance id, so a
-// hub ignores the hints of its own commits (its kick came first). Failures
-// are logged (once per outage), never fatal: the poll covers for lost
-// hints. Thread-safe.
+// for a round trip through another hub's hint), by other hubs' hints on
+// kRoleChangesChannel and the resync after every (re)connect (ChangeHints,
+// the mechanism reservation changes use too), and by the follower's slow
+// poll. A hint's payload is this hub's instance id, so a hub ignores the
+// hints of its own commits (its kick came first). Failures are logged (once
+// per outage), never fatal: the poll covers for lost hints. Thread-safe.
 #ifndef HUB_HUB_ROLE_CHANGE_FEED_H_
 #define HUB_HUB_ROLE_CHANGE_FEED_H_
 
-#include <atomic>
 #include <memory>
 #include <string>
 
 #include "absl/status/status.h"
+#include "hub/change_hints.h"
 #include "registry/role_change_follower.h"
 #include "registry/role_registry.h"
-#include "storage/pg/pg_listener.h"
-#include "storage/pg/pg_notifier.h"
 #include "storage/store.h"
 
 namespace hub {
 
-// The NOTIFY channel of role changes.
+// The signal channel of role changes.
 inline constexpr char kRoleChangesChannel[] = "hub_role_changes";
 
 struct RoleChangeFeedOptions {
-  // The database's libpq connection string (the store's).
-  std::string conninfo;
+  // The store's signals (Store::signals()); must outlive the feed.
+  storage::Signals* signals = nullptr;
   // This hub's id: the payload of its hints.
   std::string hub_instance_id;
   RoleChangeFollowerOptions follower;
@@ -41,7 +38,7 @@ struct RoleChangeFeedOptions {
 
 class RoleChangeFeed {
  public:
-  // The notifier starts at once; the follower and the listener at Start.
+  // The sender starts at once; the follower and the listener at Start.
   // `store` must outlive the feed and have a role change log.
   RoleChangeFeed(storage::Store* store, RoleChangeFeedOptions options);
   // Stop().
@@ -64,10 +61,7 @@ class RoleChangeFeed {
   storage::Store* const store_;
   const RoleChangeFeedOptions options_;
   RoleChangeFollower follower_;
-  storage::pg::Notifier notifier_;
-  std::unique_ptr<storage::pg::Listener> listener_;
-  // Between a lost listener connection and the resync after the next one.
-  std::atomic<bool> hints_lost_{false};
+  ChangeHints hints_;
 };
 
 }  // namespace hub

@@ -26,6 +26,7 @@
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
 #include "status/status.h"
+#include "storage/pg/pg_store.h"
 
 namespace hub {
 namespace {
@@ -307,7 +308,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // hub's own writes only wake its follower and hint the other hubs.
   if (server->store_->roles().HasRoleChangeLog()) {
     RoleChangeFeedOptions feed_options;
-    feed_options.conninfo = options.db_path;
+    feed_options.signals = server->store_->signals();
     feed_options.hub_instance_id = hub_instance_id;
     server->role_feed_ = std::make_unique<RoleChangeFeed>(
         server->store_.get(), std::move(feed_options));
@@ -392,9 +393,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->reservation_feed_ = std::make_unique<ReservationFeed>(
       &server->store_->reservations(), clock, std::move(feed_options));
   ReservationFeed* reservation_feed = server->reservation_feed_.get();
-  if (server->store_->roles().HasRoleChangeLog()) {  // hubs may share it
+  if (server->store_->signals() != nullptr) {  // hubs may share it
     ChangeHintsOptions hints;
-    hints.conninfo = options.db_path;
+    hints.signals = server->store_->signals();
     hints.hub_instance_id = hub_instance_id;
     hints.channel = kReservationChangesChannel;
     hints.what = "reservation_change";
@@ -471,10 +472,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   if (storage::Membership* membership = server->store_->membership();
       membership != nullptr) {
     MessageRouterOptions router_options;
-    router_options.conninfo = options.db_path;
+    router_options.signals = server->store_->signals();
     router_options.hub_instance_id = hub_instance_id;
     server->router_ = std::make_unique<MessageRouter>(
-        server->store_.get(), membership, server->presence_.get(),
+        &server->store_->messages(), membership, server->presence_.get(),
         server->messaging_.get(), clock, router_options);
     MessageRouter* router = server->router_.get();
     server->messaging_->SetUnpushedListener(
@@ -755,7 +756,7 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
   // this one's.
   if (membership != nullptr) {
     console::ConsoleHintsOptions hints;
-    hints.conninfo = options.db_path;
+    hints.signals = store_->signals();
     hints.hub_instance_id = identity_.hub_instance_id;
     hints.on_send_failed = [](const absl::Status& status) {
       log::Warn("console_hints_unsent",

@@ -49,7 +49,6 @@
 #include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
-#include "storage/pg/pg_store.h"
 #include "storage/sqlite/database_lock.h"
 #include "storage/sqlite/sqlite_store.h"
 

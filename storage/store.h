@@ -35,6 +35,7 @@
 #include "storage/message_store.h"
 #include "storage/reservation_store.h"
 #include "storage/role_store.h"
+#include "storage/signals.h"
 #include "storage/store_types.h"
 
 namespace hub::storage {
@@ -53,6 +54,9 @@ class Store {
   // The hubs sharing this database, or nullptr when one hub holds it
   // (SQLite: the lock file).
   virtual Membership* membership() { return nullptr; }
+  // Hints between the hubs sharing this database (storage/signals.h), or
+  // nullptr when one hub holds it.
+  virtual Signals* signals() { return nullptr; }
 
   virtual StoreInfo Info() const = 0;
   // Group-commit counters (metrics).

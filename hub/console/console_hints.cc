@@ -43,20 +43,20 @@ void AddOnce(const std::string& id, std::vector<std::string>* list,
 }  // namespace
 
 ConsoleHints::ConsoleHints(ConsoleModel* model, ConsoleHintsOptions options)
-    : model_(model), options_(std::move(options)) {
+    : model_(model),
+      options_(std::move(options)),
+      link_(options_.signals->NewLink(options_.application_name_prefix +
+                                      options_.hub_instance_id)) {
   sender_ = std::thread([this] {
     pthread_setname_np(pthread_self(), "hub-con-hints");  // top -H, perf
     RunSender();
   });
   if (model_ == nullptr) return;
-  storage::pg::ListenerOptions listen;
-  listen.conninfo = options_.conninfo;
+  storage::SignalListenOptions listen;
   listen.channels = {kConsoleChannel};
-  listen.on_notify = [this](const storage::pg::Notification& n) {
-    OnNotify(n);
-  };
+  listen.on_signal = [this](const storage::Signal& s) { OnSignal(s); };
   listen.on_resync = [this] { OnResync(); };
-  listener_ = std::make_unique<storage::pg::Listener>(std::move(listen));
+  listener_ = options_.signals->Listen(std::move(listen));
 }
 
 ConsoleHints::~ConsoleHints() { Stop(); }
@@ -198,38 +198,15 @@ void ConsoleHints::RunSender() {
       ++failed_;
     }
   }
-  conn_.reset();
+  link_.reset();
 }
 
 absl::Status ConsoleHints::Send(const std::vector<std::string>& payloads) {
-  if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
-  if (conn_ == nullptr) {
-    absl::StatusOr<std::unique_ptr<storage::pg::Connection>> opened =
-        storage::pg::Connection::Open(
-            options_.conninfo,
-            options_.application_name_prefix + options_.hub_instance_id);
-    if (!opened.ok()) return opened.status();
-    // A hint needs no durability (see storage/pg/pg_notifier.cc).
-    if (absl::StatusOr<storage::pg::Result> r =
-            (*opened)->Exec("SET synchronous_commit = off");
-        !r.ok()) {
-      return r.status();
-    }
-    conn_ = std::move(*opened);
-  }
-  for (const std::string& payload : payloads) {
-    absl::StatusOr<storage::pg::Result> r = conn_->Run(
-        "SELECT pg_notify($1, $2)", {std::string(kConsoleChannel), payload});
-    if (!r.ok()) {
-      if (!conn_->Healthy()) conn_.reset();
-      return r.status();
-    }
-  }
-  return absl::OkStatus();
+  return link_->Send(kConsoleChannel, payloads);
 }
 
-void ConsoleHints::OnNotify(const storage::pg::Notification& n) {
-  const json j = json::parse(n.payload, nullptr, /*allow_exceptions=*/false);
+void ConsoleHints::OnSignal(const storage::Signal& s) {
+  const json j = json::parse(s.payload, nullptr, /*allow_exceptions=*/false);
   if (!j.is_object()) return;
   auto hub = j.find(kHub);
   if (hub == j.end() || !hub->is_string() ||

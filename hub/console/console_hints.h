@@ -4,12 +4,12 @@
 // A role change reaches every hub's console through the role change log; an
 // agent's presence and a message's state do not (no log carries them). So
 // each hub hints the others after it changed such rows: which agents, which
-// messages and which roles' backlogs, by id, in a NOTIFY on the channel
-// `hub_console` sent after the commit (from a connection of its own, never
-// inside a write), and each hub with a console LISTENs there and re-renders
-// the rows named (its ConsoleModel reads them from the shared store, as it
-// reads its own). Changes that arrive while a send is in flight wait and go
-// out together, at most one batch per `min_interval`; a batch larger than a
+// messages and which roles' backlogs, by id, in a signal (storage/signals.h) on
+// the channel `hub_console` sent after the commit (from a connection of its
+// own, never inside a write), and each hub with a console LISTENs there and
+// re-renders the rows named (its ConsoleModel reads them from the shared store,
+// as it reads its own). Changes that arrive while a send is in flight wait and
+// go out together, at most one batch per `min_interval`; a batch larger than a
 // notification's payload goes as several. A hint is never the data: one a
 // hub misses (its listening connection was lost) is made good by telling
 // every open page to load its snapshots again once the listener is back;
@@ -36,8 +36,7 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "hub/console/console_model.h"
-#include "storage/pg/pg_conn.h"
-#include "storage/pg/pg_listener.h"
+#include "storage/signals.h"
 
 namespace hub::console {
 
@@ -45,8 +44,8 @@ namespace hub::console {
 inline constexpr char kConsoleChannel[] = "hub_console";
 
 struct ConsoleHintsOptions {
-  // The database's libpq connection string (the store's).
-  std::string conninfo;
+  // The store's signals (Store::signals()); must outlive the hints.
+  storage::Signals* signals = nullptr;
   // This hub's id: its own hints come back to it and are ignored.
   std::string hub_instance_id;
   // Batches start at least this long apart.
@@ -106,12 +105,12 @@ class ConsoleHints {
  private:
   void RunSender();
   absl::Status Send(const std::vector<std::string>& payloads);
-  void OnNotify(const storage::pg::Notification& n);
+  void OnSignal(const storage::Signal& s);
   void OnResync();
 
   ConsoleModel* const model_;
   const ConsoleHintsOptions options_;
-  std::unique_ptr<storage::pg::Connection> conn_;  // the sender's only
+  std::unique_ptr<storage::SignalLink> link_;  // the sender thread's only
 
   mutable absl::Mutex mu_;
   absl::CondVar wake_;
@@ -127,7 +126,7 @@ class ConsoleHints {
   int64_t failed_ ABSL_GUARDED_BY(mu_) = 0;
   bool connected_once_ ABSL_GUARDED_BY(mu_) = false;
   std::thread sender_;
-  std::unique_ptr<storage::pg::Listener> listener_;
+  std::unique_ptr<storage::SignalListener> listener_;
 };
 
 }  // namespace hub::console

@@ -16,6 +16,7 @@
 #include "nlohmann/json.hpp"
 #include "storage/pg/pg_conn.h"
 #include "storage/pg/pg_listener.h"
+#include "storage/pg/pg_signals.h"
 #include "storage/pg/pg_test_server.h"
 
 namespace hub::console {
@@ -76,15 +77,18 @@ class ConsoleHintsPgTest : public ::testing::Test {
     auto server = storage::pg::testing::PgTestServer::Create();
     ASSERT_TRUE(server.ok()) << server.status();
     server_ = server->release();
+    signals_ = new storage::pg::PgSignals(server_->ConnInfo());
   }
   static void TearDownTestSuite() {
+    delete signals_;
+    signals_ = nullptr;
     delete server_;
     server_ = nullptr;
   }
 
   ConsoleHintsOptions Options(const std::string& hub_id) {
     ConsoleHintsOptions o;
-    o.conninfo = server_->ConnInfo();
+    o.signals = signals_;
     o.hub_instance_id = hub_id;
     return o;
   }
@@ -129,9 +133,11 @@ class ConsoleHintsPgTest : public ::testing::Test {
   }
 
   static storage::pg::testing::PgTestServer* server_;
+  static storage::pg::PgSignals* signals_;
 };
 
 storage::pg::testing::PgTestServer* ConsoleHintsPgTest::server_ = nullptr;
+storage::pg::PgSignals* ConsoleHintsPgTest::signals_ = nullptr;
 
 TEST_F(ConsoleHintsPgTest, AHubsChangesGoOutAsOneHintNamingTheRows) {
   HintCollector heard(server_->ConnInfo());

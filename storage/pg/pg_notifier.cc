@@ -73,6 +73,24 @@ void Notifier::Run() {
   conn_.reset();
 }
 
+absl::StatusOr<std::unique_ptr<Connection>> OpenHintConnection(
+    const std::string& conninfo, const std::string& name) {
+  absl::StatusOr<std::unique_ptr<Connection>> opened =
+      Connection::Open(conninfo, name);
+  if (!opened.ok()) return opened.status();
+  // NOTIFY gives its transaction an id, so its commit writes a commit
+  // record; with synchronous_commit on, every hint would wait for a WAL
+  // flush of its own, between the writers' flushes (measured: half the
+  // compare-and-sets per second on a disk doing 300 fsyncs/s). A hint needs
+  // no durability: the listener gets it once it commits, flushed or not.
+  if (absl::StatusOr<Result> r =
+          (*opened)->Exec("SET synchronous_commit = off");
+      !r.ok()) {
+    return r.status();
+  }
+  return opened;
+}
+
 absl::Status Notifier::Send(
     const absl::flat_hash_map<std::string, std::string>& batch) {
   // A connection opened before this batch may have died since (its backend
@@ -93,19 +111,8 @@ absl::Status Notifier::SendOnce(
   if (conn_ != nullptr && !conn_->Healthy()) conn_.reset();
   if (conn_ == nullptr) {
     absl::StatusOr<std::unique_ptr<Connection>> opened =
-        Connection::Open(options_.conninfo, "hubd notifier");
+        OpenHintConnection(options_.conninfo, "hubd notifier");
     if (!opened.ok()) return opened.status();
-    // NOTIFY gives its transaction an id, so its commit writes a commit
-    // record; with synchronous_commit on, every hint would wait for a WAL
-    // flush of its own, between the writers' flushes (measured: half the
-    // compare-and-sets per second on a disk doing 300 fsyncs/s). A hint
-    // needs no durability: the listener gets it once it commits, flushed or
-    // not.
-    if (absl::StatusOr<Result> r =
-            (*opened)->Exec("SET synchronous_commit = off");
-        !r.ok()) {
-      return r.status();
-    }
     conn_ = std::move(*opened);
   }
   for (const auto& [channel, payload] : batch) {

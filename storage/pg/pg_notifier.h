@@ -23,11 +23,17 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "storage/pg/pg_conn.h"
 
 namespace hub::storage::pg {
+
+// A connection of its own for sending hints (`name`: its application_name),
+// with synchronous_commit off: a hint needs no durability.
+absl::StatusOr<std::unique_ptr<Connection>> OpenHintConnection(
+    const std::string& conninfo, const std::string& name);
 
 struct NotifierOptions {
   // A libpq connection string or URI; connected on the first send, and

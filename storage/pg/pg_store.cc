@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
 #include "storage/pg/pg_rows.h"
+#include "storage/pg/pg_signals.h"
 
 namespace hub::storage::pg {
 namespace {
@@ -119,6 +120,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
         std::make_unique<PgMembership>(opts.conninfo, opts.hub_id);
   }
   store->agents_ = store->NewAgentStore();
+  store->signals_ = std::make_unique<PgSignals>(opts.conninfo);
   return store;
 }
 

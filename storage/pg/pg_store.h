@@ -92,6 +92,7 @@ class PostgresStore final : public Store,
   MessageStore& messages() override { return *this; }
   ReservationStore& reservations() override { return *this; }
   Membership* membership() override { return membership_.get(); }
+  Signals* signals() override { return signals_.get(); }
 
  private:
   // The concerns, each reached through its accessor above.
@@ -326,6 +327,7 @@ class PostgresStore final : public Store,
   std::unique_ptr<PgGroupCommitWriter> writer_;
   std::unique_ptr<PgMembership> membership_;
   std::unique_ptr<AgentStore> agents_;
+  std::unique_ptr<Signals> signals_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
       ABSL_GUARDED_BY(readers_mu_);
