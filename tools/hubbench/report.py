@@ -11,6 +11,10 @@ the window's end (MiB), and below the table each server's threads (CPU and
 context switches per operation, by thread name). With several runs of a row (run.sh --repeat=N) every
 figure is the median of the runs. A row the hub does not serve yet shows
 "n/a".
+
+Results of an A/B (run.sh --ab: targets "A" and "B", two hubd binaries)
+print one table per workload with A, B and B/A instead, for the main figure
+and for the server's CPU per operation.
 """
 import json
 import statistics
@@ -100,16 +104,54 @@ def ratio(a, b):
     return f"{a / b:.2f}" if a is not None and b else "n/a"
 
 
-def main(path):
-    results = [json.loads(line) for line in open(path) if line.startswith("{")]
+def layouts_of(rows):
+    """The rows' layouts, in the order they first appear."""
+    layouts = []
+    for r in rows:
+        if r["layout"] not in layouts:
+            layouts.append(r["layout"])
+    return layouts
+
+
+def ab_tables(results):
+    """run.sh --ab: A and B side by side, and B over A."""
     for workload, title in WORKLOADS:
         rows = [r for r in results if r.get("workload") == workload]
         if not rows:
             continue
-        layouts = []
+        layouts = layouts_of(rows)
+        table = [("layout", "A", "B", "B/A", "cpu us/op A/B", "B/A cpu")]
+        for layout in layouts:
+            cells, cpu = {}, {}
+            for target in ("A", "B"):
+                mine = [r for r in rows
+                        if r["layout"] == layout and r["target"] == target]
+                cells[target] = cell(mine, workload)
+                cpu[target] = server(mine, "server_us_per_op")
+            table.append((layout, cells["A"][0], cells["B"][0],
+                          ratio(cells["B"][1], cells["A"][1]),
+                          f"{cpu['A'][0]}/{cpu['B'][0]}",
+                          ratio(cpu["B"][1], cpu["A"][1])))
+        widths = [max(len(row[i]) for row in table) for i in range(6)]
+        print(f"\n{workload}: {title}")
+        for row in table:
+            print("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip())
         for r in rows:
-            if r["layout"] not in layouts:
-                layouts.append(r["layout"])
+            if r.get("status") == "error":
+                print(f"  error: {r['target']} {r['layout']}: "
+                      f"{r.get('error', '')}")
+
+
+def main(path):
+    results = [json.loads(line) for line in open(path) if line.startswith("{")]
+    if any(r.get("target") in ("A", "B") for r in results):
+        ab_tables(results)
+        return
+    for workload, title in WORKLOADS:
+        rows = [r for r in results if r.get("workload") == workload]
+        if not rows:
+            continue
+        layouts = layouts_of(rows)
         table = [("layout", "hub", "ceiling (noop)", "etcd", "hub/ceiling",
                   "hub/etcd", "cpu us/op hub/noop/etcd", "hub/noop cpu",
                   "rss MiB hub/noop/etcd")]

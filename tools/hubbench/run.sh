@@ -7,6 +7,7 @@
 #                         [--quick]
 #                         [--only=register,heartbeat,idle,cas,publish,failover]
 #                         [--failover_rounds=100] [--out=FILE]
+#                         [--ab=HUBD_A,HUBD_B]
 #
 #   --duration     measured window of each row; at most 120s. Each row also
 #                  has a 0.5 s warm-up and its setup.
@@ -20,6 +21,10 @@
 #                  leaving on purpose: hub goodbye and ReleaseRole, etcd
 #                  Resign). No ceiling.
 #   --out          also keep the JSON result lines in FILE.
+#   --ab           instead of hubd beside the ceiling and etcd: two hubd
+#                  binaries (-c opt builds of two commits), each row on A
+#                  then B, the order swapped every round (an A/B of a
+#                  change); the tables show A, B and B/A. No failover rows.
 #
 # Every server is started fresh for each row (hubd on a new database, etcd on
 # a new data dir, all on 127.0.0.1) and stopped after it; everything started
@@ -36,6 +41,7 @@ quick=0
 only=register,heartbeat,idle,cas,publish,failover
 failover_rounds=100
 out=""
+ab=""
 for arg in "$@"; do
   case "$arg" in
     --duration=*) duration="${arg#*=}" ;;
@@ -45,6 +51,7 @@ for arg in "$@"; do
     --only=*) only="${arg#*=}" ;;
     --out=*) out="${arg#*=}" ;;
     --failover_rounds=*) failover_rounds="${arg#*=}" ;;
+    --ab=*) ab="${arg#*=}" ;;
     *) hub_usage "$0"; exit 64 ;;
   esac
 done
@@ -93,8 +100,10 @@ start_server() {
       wait_for "$server_pid" grep -q "serving on" "$dir/out" || return 1
       server_addr="$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' "$dir/out")"
       ;;
-    hub)
-      "$bin/hubd" --listen=127.0.0.1:0 --db="$dir/hub.sqlite" >"$dir/out" 2>"$dir/err" &
+    hub | A | B)
+      local hubd="$bin/hubd"
+      [[ "$1" == hub ]] || hubd="$bin/hubd_$1"
+      "$hubd" --listen=127.0.0.1:0 --db="$dir/hub.sqlite" >"$dir/out" 2>"$dir/err" &
       server_pid=$!
       wait_for "$server_pid" grep -q "serving on" "$dir/out" || return 1
       server_addr="$(sed -n 's/.*serving on \([^ ]*\) .*/\1/p' "$dir/out")"
@@ -129,7 +138,12 @@ row() {
   [[ ",$only," == *",$workload,"* ]] || return 0
   local window="$duration"
   [[ "$workload" == idle ]] && window="$idle_window"
-  for target in hub noop etcd; do
+  local targets=(hub noop etcd)
+  if [[ -n "$ab" ]]; then
+    targets=(A B)
+    ((round % 2)) || targets=(B A)
+  fi
+  for target in "${targets[@]}"; do
     # etcd has no publish: the ceiling is the only reference there.
     [[ "$workload" == publish && "$target" == etcd ]] && continue
     [[ "$target" == hub && "$have_hub" == 0 ]] && continue
@@ -140,9 +154,13 @@ row() {
       continue
     fi
     local line
-    line="$("$bin/hubbench" "$workload" --target="$target" --addr="$server_addr" \
+    local protocol="$target"
+    [[ "$target" == A || "$target" == B ]] && protocol=hub
+    line="$("$bin/hubbench" "$workload" --target="$protocol" --addr="$server_addr" \
       --server_pid="$server_pid" --duration="$window" "$@" 2>>"$work/hubbench.err")" || true
     stop_server
+    # An A/B row carries its variant as its target.
+    [[ "$protocol" == "$target" ]] || line="${line/\"target\":\"hub\"/\"target\":\"$target\"}"
     [[ -n "$line" ]] || line="{\"target\":\"$target\",\"workload\":\"$workload\",\"layout\":\"$layout\",\"status\":\"error\",\"error\":\"hubbench failed\"}"
     echo "$line" >>"$results"
     echo "  $line" >&2
@@ -154,7 +172,7 @@ row() {
 # detach grace runs; etcd: its lease is revoked), then one that leaves on
 # purpose (hub: a goodbye on its stream, or ReleaseRole; etcd: Resign).
 failover_row() {
-  [[ ",$only," == *",failover,"* ]] || return 0
+  [[ ",$only," == *",failover,"* && -z "$ab" ]] || return 0
   local spec target leave layout
   for spec in "hub crash" "hub goodbye" "hub release" "etcd crash" "etcd resign"; do
     read -r target leave <<<"$spec"
@@ -191,6 +209,10 @@ bazel_bin="$(bazel info "${build_flags[@]}" bazel-bin 2>/dev/null)"
 cp "$bazel_bin/tools/hubbench/hubbench" "$bazel_bin/tools/hubbench/noop_server" \
   "$bazel_bin/tools/hubbench/failover" "$bin/"
 if ((have_hub)); then cp "$bazel_bin/hub/hubd" "$bin/"; fi
+if [[ -n "$ab" ]]; then
+  cp "${ab%%,*}" "$bin/hubd_A"
+  cp "${ab#*,}" "$bin/hubd_B"
+fi
 command -v etcd >/dev/null || { echo "run.sh: etcd missing: run tools/setup.sh" >&2; exit 1; }
 
 # 10,000 connections need as many descriptors in the client and the server.
