@@ -438,23 +438,14 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   if (reservation_hints != nullptr) {
     reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });
   }
-  server->presence_->SetGoneListener(
-      [activator, activator_pool, reservations](const std::string& agent_id,
-                                                int64_t generation,
-                                                AgentGoneReason reason) {
-        activator_pool->Schedule(
-            [activator, reservations, agent_id, generation, reason] {
-              activator->OnAgentGone(agent_id, reason);
-              // Its path reservations end with it (reservations.md).
-              reservations->OnAgentGone(agent_id, generation);
-            });
+  // An agent that goes loses its roles and its reservations; one that
+  // arrives is a candidate event (registry/coordinator.h).
+  server->coordinator_ = std::make_unique<Coordinator>(
+      server->presence_.get(), activator, reservations,
+      [activator_pool](std::function<void()> reaction) {
+        activator_pool->Schedule(std::move(reaction));
       });
-  // A candidate that registers or attaches is a candidate event too.
-  server->presence_->SetArrivalListener(
-      [activator, activator_pool](const std::string& agent_id) {
-        activator_pool->Schedule(
-            [activator, agent_id] { activator->OnCandidateArrived(agent_id); });
-      });
+  server->coordinator_->Start();
 
   server->hub_service_ = std::make_unique<HubServiceImpl>(
       server->identity_, clock, server->presence_.get(), server->roles_.get());

@@ -41,6 +41,7 @@
 #include "registry/activator.h"
 #include "registry/claude_uds_adapter.h"
 #include "registry/clock.h"
+#include "registry/coordinator.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservation_end_fanout.h"
@@ -230,6 +231,8 @@ class HubServer {
   std::unique_ptr<PresenceStreamReach> reach_;
   std::unique_ptr<BlockingPool> activator_pool_;
   std::unique_ptr<Activator> activator_;
+  // What follows an agent that goes or arrives (registry/coordinator.h).
+  std::unique_ptr<Coordinator> coordinator_;
   std::unique_ptr<RoleServiceImpl> role_service_;
   std::unique_ptr<BlockingPool> ask_pool_;
   std::unique_ptr<Messaging> messaging_;

@@ -1,0 +1,34 @@
+#include "registry/coordinator.h"
+
+#include <string>
+#include <utility>
+
+namespace hub {
+
+Coordinator::Coordinator(PresenceRegistry* presence, Activator* activator,
+                         ReservationBook* reservations, Executor executor)
+    : presence_(presence),
+      activator_(activator),
+      reservations_(reservations),
+      executor_(std::move(executor)) {}
+
+void Coordinator::Start() {
+  // The listeners and the reactions hold copies of what they use, so a
+  // reaction still queued on the executor never reads the coordinator.
+  presence_->SetGoneListener(
+      [activator = activator_, reservations = reservations_,
+       executor = executor_](const std::string& agent_id, int64_t generation,
+                             AgentGoneReason reason) {
+        executor([activator, reservations, agent_id, generation, reason] {
+          activator->OnAgentGone(agent_id, reason);
+          reservations->OnAgentGone(agent_id, generation);
+        });
+      });
+  presence_->SetArrivalListener([activator = activator_, executor = executor_](
+                                    const std::string& agent_id) {
+    executor(
+        [activator, agent_id] { activator->OnCandidateArrived(agent_id); });
+  });
+}
+
+}  // namespace hub
