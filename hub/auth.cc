@@ -384,12 +384,12 @@ std::string SecuritySummary(absl::string_view listen, const TlsOptions& tls,
 // ---------------------------------------------------------------
 
 absl::StatusOr<std::unique_ptr<Authority>> Authority::Create(
-    AuthOptions options, storage::Store* store) {
+    AuthOptions options, storage::AgentStore* agents) {
   std::unique_ptr<Authority> authority(new Authority(std::move(options)));
   if (!authority->enabled()) return authority;
   if (absl::Status s = authority->Load(/*at_start=*/true); !s.ok()) return s;
   absl::StatusOr<std::vector<std::pair<std::string, std::string>>> owners =
-      store->agents().ListAgentOwners();
+      agents->ListAgentOwners();
   if (!owners.ok()) return owners.status();
   {
     absl::MutexLock lock(&authority->owners_mu_);

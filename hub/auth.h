@@ -28,7 +28,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "registry/project_scope.h"
-#include "storage/store.h"
+#include "storage/agent_store.h"
 
 namespace hub {
 
@@ -111,10 +111,10 @@ struct AuthOptions {
 class Authority {
  public:
   // Loads the token file (a bad file is an error naming it) and the agent
-  // owners recorded in `store` (read once, here), and starts watching the
+  // owners recorded in `agents` (read once, here), and starts watching the
   // file.
   static absl::StatusOr<std::unique_ptr<Authority>> Create(
-      AuthOptions options, storage::Store* store);
+      AuthOptions options, storage::AgentStore* agents);
   ~Authority();
   Authority(const Authority&) = delete;
   Authority& operator=(const Authority&) = delete;

@@ -40,7 +40,7 @@ std::unique_ptr<Authority> Create(storage::Store* store,
   options.token_file = file;
   options.poll_interval = absl::ZeroDuration();
   absl::StatusOr<std::unique_ptr<Authority>> authority =
-      Authority::Create(options, store);
+      Authority::Create(options, &store->agents());
   EXPECT_TRUE(authority.ok()) << authority.status();
   return authority.ok() ? std::move(*authority) : nullptr;
 }

@@ -230,7 +230,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->identity_ = HubIdentity{hub_instance_id, info.store_type,
                                   info.db_path, info.fingerprint, clock->Now()};
   absl::StatusOr<std::unique_ptr<Authority>> authority =
-      Authority::Create(options.auth, server->store_.get());
+      Authority::Create(options.auth, &server->store_->agents());
   if (!authority.ok()) return authority.status();
   server->authority_ = std::move(*authority);
   server->tls_ = std::move(tls);

@@ -24,7 +24,7 @@ class ConsoleSessionsTest : public ::testing::Test {
     options.token_file = path_;
     options.poll_interval = absl::ZeroDuration();
     absl::StatusOr<std::unique_ptr<Authority>> authority =
-        Authority::Create(options, store_.get());
+        Authority::Create(options, &store_->agents());
     ASSERT_TRUE(authority.ok()) << authority.status();
     authority_ = std::move(*authority);
   }
@@ -104,7 +104,7 @@ TEST_F(ConsoleSessionsTest, PastTheCapTheOldestSessionGoes) {
 TEST(ConsoleSessionsNoTokens, WithoutATokenFileEveryLoginIsTheAnonymousAdmin) {
   auto store = storage::testing::OpenOrDie(storage::testing::FreshDbPath());
   absl::StatusOr<std::unique_ptr<Authority>> authority =
-      Authority::Create(AuthOptions{}, store.get());
+      Authority::Create(AuthOptions{}, &store->agents());
   ASSERT_TRUE(authority.ok());
   FakeClock clock;
   ConsoleSessions sessions(authority->get(), &clock);
