@@ -36,6 +36,12 @@ class ReservationRows {
  public:
   virtual ~ReservationRows() = default;
 
+  // A read snapshot on this read connection, for
+  // ReservationStore::SnapshotReservations: every statement between the two
+  // sees one moment. EndSnapshot(false) after a failed read.
+  virtual absl::Status BeginSnapshot() = 0;
+  virtual absl::Status EndSnapshot(bool commit) = 0;
+
   // The agent's (presence_generation, status), nullopt without a row.
   virtual absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> Holder(
       absl::string_view agent_id) = 0;

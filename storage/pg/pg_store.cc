@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
         std::make_unique<PgMembership>(opts.conninfo, opts.hub_id);
   }
   store->agents_ = store->NewAgentStore();
+  store->reservations_ = store->NewReservationStore();
   store->signals_ = std::make_unique<PgSignals>(opts.conninfo);
   return store;
 }

@@ -74,8 +74,7 @@ struct PostgresStoreOptions {
 
 class PostgresStore final : public Store,
                             private RoleStore,
-                            private MessageStore,
-                            private ReservationStore {
+                            private MessageStore {
  public:
   // Connects, migrates and opens. UNAVAILABLE / STORE_UNAVAILABLE when the
   // server cannot be reached; SCHEMA_TOO_NEW for a newer database.
@@ -90,7 +89,7 @@ class PostgresStore final : public Store,
   AgentStore& agents() override { return *agents_; }
   RoleStore& roles() override { return *this; }
   MessageStore& messages() override { return *this; }
-  ReservationStore& reservations() override { return *this; }
+  ReservationStore& reservations() override { return *reservations_; }
   Membership* membership() override { return membership_.get(); }
   Signals* signals() override { return signals_.get(); }
 
@@ -198,34 +197,6 @@ class PostgresStore final : public Store,
   absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
       const DeadLetterPageQuery& query) override;
 
-  absl::StatusOr<ReservationOutcome> Reserve(
-      const ReservationRequest& request) override;
-  absl::StatusOr<std::vector<ReservationConflict>> CheckReservations(
-      const ReservationCheck& check) override;
-  absl::StatusOr<ReservationRecord> RenewReservation(
-      const ReservationRenewal& renewal) override;
-  absl::StatusOr<std::optional<ReservationRecord>> ReleaseReservation(
-      const ReservationRelease& release) override;
-  absl::StatusOr<int64_t> ReleaseAgentReservations(
-      absl::string_view agent_id, std::optional<int64_t> generation,
-      int64_t now_ms) override;
-  absl::StatusOr<std::optional<ReservationRecord>> GetReservation(
-      absl::string_view reservation_id, int64_t now_ms) override;
-  absl::StatusOr<std::vector<ReservationRecord>> ListReservations(
-      const ReservationFilter& filter) override;
-  absl::StatusOr<std::pair<int64_t, int64_t>> SweepReservations(
-      int64_t now_ms) override;
-  absl::StatusOr<ReservationChangePage> ReadReservationChanges(
-      int64_t after_seq, int64_t limit) override;
-  absl::StatusOr<ReservationSnapshot> SnapshotReservations(
-      const ReservationFilter& filter) override;
-  absl::StatusOr<int64_t> PruneReservationChanges(int64_t before_ms,
-                                                  int64_t limit) override;
-  absl::StatusOr<ReservationWaiter> EnqueueReservationWaiter(
-      const ReservationWaiter& waiter) override;
-  absl::StatusOr<bool> RemoveReservationWaiter(absl::string_view waiter_id,
-                                               int64_t now_ms) override;
-
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ::hub::storage::ReservationCalls;
@@ -327,6 +298,9 @@ class PostgresStore final : public Store,
   std::unique_ptr<PgGroupCommitWriter> writer_;
   std::unique_ptr<PgMembership> membership_;
   std::unique_ptr<AgentStore> agents_;
+  // ReservationCalls over the engine's ReservationRows.
+  std::unique_ptr<ReservationStore> reservations_;
+  std::unique_ptr<ReservationStore> NewReservationStore();
   std::unique_ptr<Signals> signals_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_

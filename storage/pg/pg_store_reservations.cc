@@ -7,6 +7,7 @@
 // read, so reserves of one project serialize across hubs, and under READ
 // COMMITTED every later statement sees what the previous holder committed.
 #include <algorithm>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -82,6 +83,15 @@ ReservationWaiter ReadWaiter(const Row& s) { return ReadWaiterColumns(s); }
 class PgReservationRows final : public ReservationRows {
  public:
   explicit PgReservationRows(Connection& conn) : conn_(conn) {}
+
+  // REPEATABLE READ: every statement reads one snapshot.
+  absl::Status BeginSnapshot() override {
+    return conn_.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+        .status();
+  }
+  absl::Status EndSnapshot(bool commit) override {
+    return conn_.Exec(commit ? "COMMIT" : "ROLLBACK").status();
+  }
 
   absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> Holder(
       absl::string_view agent_id) override {
@@ -480,90 +490,10 @@ class PgReservationRows final : public ReservationRows {
 
 }  // namespace
 
-namespace {
-using Calls =
-    ReservationCalls<PostgresStore, PgReservationRows, /*kOrderKeys=*/true>;
-}  // namespace
-
-absl::StatusOr<ReservationOutcome> PostgresStore::Reserve(
-    const ReservationRequest& request) {
-  return Calls(*this).Reserve(request);
-}
-
-absl::StatusOr<std::vector<ReservationConflict>>
-PostgresStore::CheckReservations(const ReservationCheck& check) {
-  return Calls(*this).Check(check);
-}
-
-absl::StatusOr<ReservationRecord> PostgresStore::RenewReservation(
-    const ReservationRenewal& renewal) {
-  return Calls(*this).Renew(renewal);
-}
-
-absl::StatusOr<std::optional<ReservationRecord>>
-PostgresStore::ReleaseReservation(const ReservationRelease& release) {
-  return Calls(*this).Release(release);
-}
-
-absl::StatusOr<int64_t> PostgresStore::ReleaseAgentReservations(
-    absl::string_view agent_id, std::optional<int64_t> generation,
-    int64_t now_ms) {
-  return Calls(*this).ReleaseAgent(agent_id, generation, now_ms);
-}
-
-absl::StatusOr<std::optional<ReservationRecord>> PostgresStore::GetReservation(
-    absl::string_view reservation_id, int64_t now_ms) {
-  return Calls(*this).Get(reservation_id, now_ms);
-}
-
-absl::StatusOr<std::vector<ReservationRecord>> PostgresStore::ListReservations(
-    const ReservationFilter& filter) {
-  return Calls(*this).List(filter);
-}
-
-absl::StatusOr<std::pair<int64_t, int64_t>> PostgresStore::SweepReservations(
-    int64_t now_ms) {
-  return Calls(*this).Sweep(now_ms);
-}
-
-absl::StatusOr<ReservationWaiter> PostgresStore::EnqueueReservationWaiter(
-    const ReservationWaiter& waiter) {
-  return Calls(*this).Enqueue(waiter);
-}
-
-absl::StatusOr<bool> PostgresStore::RemoveReservationWaiter(
-    absl::string_view waiter_id, int64_t now_ms) {
-  return Calls(*this).RemoveWaiter(waiter_id, now_ms);
-}
-
-absl::StatusOr<ReservationChangePage> PostgresStore::ReadReservationChanges(
-    int64_t after_seq, int64_t limit) {
-  return Calls(*this).ReadChanges(after_seq, limit);
-}
-
-absl::StatusOr<int64_t> PostgresStore::PruneReservationChanges(
-    int64_t before_ms, int64_t limit) {
-  return Calls(*this).PruneChanges(before_ms, limit);
-}
-
-absl::StatusOr<ReservationSnapshot> PostgresStore::SnapshotReservations(
-    const ReservationFilter& filter) {
-  return Read<ReservationSnapshot>(
-      [&](Connection& conn) -> absl::StatusOr<ReservationSnapshot> {
-        // REPEATABLE READ: the counter and every page from one snapshot.
-        if (absl::StatusOr<Result> r =
-                conn.Exec("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY");
-            !r.ok()) {
-          return r.status();
-        }
-        PgReservationRows rows(conn);
-        absl::StatusOr<ReservationSnapshot> snapshot =
-            SnapshotWith(rows, filter);
-        absl::StatusOr<Result> end =
-            conn.Exec(snapshot.ok() ? "COMMIT" : "ROLLBACK");
-        if (snapshot.ok() && !end.ok()) return end.status();
-        return snapshot;
-      });
+std::unique_ptr<ReservationStore> PostgresStore::NewReservationStore() {
+  return std::make_unique<
+      ReservationCalls<PostgresStore, PgReservationRows, /*kOrderKeys=*/true>>(
+      *this);
 }
 
 }  // namespace hub::storage::pg

@@ -148,6 +148,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       /*on_rollback=*/[raw = store.get()] { raw->pending_.Clear(); });
   store->agents_ =
       std::make_unique<AgentCalls<SqliteStore, SqliteAgentRows>>(*store);
+  store->reservations_ = store->NewReservationStore();
   return store;
 }
 

@@ -3,6 +3,7 @@
 // is their statements. Writes run on the single writer, so the token row needs
 // no lock of its own here; reads (Check, List, Get, the sweep's search) run on
 // the read pool.
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -73,6 +74,12 @@ ReservationWaiter ReadWaiter(const Stmt& s) { return ReadWaiterColumns(s); }
 class SqliteReservationRows final : public ReservationRows {
  public:
   explicit SqliteReservationRows(Connection& conn) : conn_(conn) {}
+
+  // One read transaction: every statement reads one snapshot of the WAL.
+  absl::Status BeginSnapshot() override { return conn_.Exec("BEGIN"); }
+  absl::Status EndSnapshot(bool commit) override {
+    return conn_.Exec(commit ? "COMMIT" : "ROLLBACK");
+  }
 
   absl::StatusOr<std::optional<std::pair<int64_t, std::string>>> Holder(
       absl::string_view agent_id) override {
@@ -529,86 +536,9 @@ class SqliteReservationRows final : public ReservationRows {
 
 }  // namespace
 
-namespace {
-using Calls =
-    ReservationCalls<SqliteStore, SqliteReservationRows, /*kOrderKeys=*/false>;
-}  // namespace
-
-absl::StatusOr<ReservationOutcome> SqliteStore::Reserve(
-    const ReservationRequest& request) {
-  return Calls(*this).Reserve(request);
-}
-
-absl::StatusOr<std::vector<ReservationConflict>> SqliteStore::CheckReservations(
-    const ReservationCheck& check) {
-  return Calls(*this).Check(check);
-}
-
-absl::StatusOr<ReservationRecord> SqliteStore::RenewReservation(
-    const ReservationRenewal& renewal) {
-  return Calls(*this).Renew(renewal);
-}
-
-absl::StatusOr<std::optional<ReservationRecord>>
-SqliteStore::ReleaseReservation(const ReservationRelease& release) {
-  return Calls(*this).Release(release);
-}
-
-absl::StatusOr<int64_t> SqliteStore::ReleaseAgentReservations(
-    absl::string_view agent_id, std::optional<int64_t> generation,
-    int64_t now_ms) {
-  return Calls(*this).ReleaseAgent(agent_id, generation, now_ms);
-}
-
-absl::StatusOr<std::optional<ReservationRecord>> SqliteStore::GetReservation(
-    absl::string_view reservation_id, int64_t now_ms) {
-  return Calls(*this).Get(reservation_id, now_ms);
-}
-
-absl::StatusOr<std::vector<ReservationRecord>> SqliteStore::ListReservations(
-    const ReservationFilter& filter) {
-  return Calls(*this).List(filter);
-}
-
-absl::StatusOr<std::pair<int64_t, int64_t>> SqliteStore::SweepReservations(
-    int64_t now_ms) {
-  return Calls(*this).Sweep(now_ms);
-}
-
-absl::StatusOr<ReservationWaiter> SqliteStore::EnqueueReservationWaiter(
-    const ReservationWaiter& waiter) {
-  return Calls(*this).Enqueue(waiter);
-}
-
-absl::StatusOr<bool> SqliteStore::RemoveReservationWaiter(
-    absl::string_view waiter_id, int64_t now_ms) {
-  return Calls(*this).RemoveWaiter(waiter_id, now_ms);
-}
-
-absl::StatusOr<ReservationChangePage> SqliteStore::ReadReservationChanges(
-    int64_t after_seq, int64_t limit) {
-  return Calls(*this).ReadChanges(after_seq, limit);
-}
-
-absl::StatusOr<int64_t> SqliteStore::PruneReservationChanges(int64_t before_ms,
-                                                             int64_t limit) {
-  return Calls(*this).PruneChanges(before_ms, limit);
-}
-
-absl::StatusOr<ReservationSnapshot> SqliteStore::SnapshotReservations(
-    const ReservationFilter& filter) {
-  return Read<ReservationSnapshot>(
-      [&](Connection& conn) -> absl::StatusOr<ReservationSnapshot> {
-        // One read transaction: the head and the pages from one snapshot
-        // of the WAL.
-        if (absl::Status s = conn.Exec("BEGIN"); !s.ok()) return s;
-        SqliteReservationRows rows(conn);
-        absl::StatusOr<ReservationSnapshot> snapshot =
-            SnapshotWith(rows, filter);
-        absl::Status end = conn.Exec(snapshot.ok() ? "COMMIT" : "ROLLBACK");
-        if (snapshot.ok() && !end.ok()) return end;
-        return snapshot;
-      });
+std::unique_ptr<ReservationStore> SqliteStore::NewReservationStore() {
+  return std::make_unique<ReservationCalls<SqliteStore, SqliteReservationRows,
+                                           /*kOrderKeys=*/false>>(*this);
 }
 
 }  // namespace hub::storage
