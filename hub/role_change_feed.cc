@@ -33,11 +33,10 @@ ChangeHintsOptions HintsFor(const RoleChangeFeedOptions& options) {
 
 }  // namespace
 
-RoleChangeFeed::RoleChangeFeed(storage::Store* store,
+RoleChangeFeed::RoleChangeFeed(storage::RoleStore* roles,
                                RoleChangeFeedOptions options)
-    : store_(store),
-      options_(std::move(options)),
-      follower_(&store_->roles(), Logged(options_.follower)),
+    : options_(std::move(options)),
+      follower_(roles, Logged(options_.follower)),
       hints_(HintsFor(options_)) {}
 
 RoleChangeFeed::~RoleChangeFeed() { Stop(); }

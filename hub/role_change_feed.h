@@ -39,8 +39,8 @@ struct RoleChangeFeedOptions {
 class RoleChangeFeed {
  public:
   // The sender starts at once; the follower and the listener at Start.
-  // `store` must outlive the feed and have a role change log.
-  RoleChangeFeed(storage::Store* store, RoleChangeFeedOptions options);
+  // `roles` must outlive the feed and have a role change log.
+  RoleChangeFeed(storage::RoleStore* roles, RoleChangeFeedOptions options);
   // Stop().
   ~RoleChangeFeed();
   RoleChangeFeed(const RoleChangeFeed&) = delete;
@@ -58,7 +58,6 @@ class RoleChangeFeed {
   void Stop();
 
  private:
-  storage::Store* const store_;
   const RoleChangeFeedOptions options_;
   RoleChangeFollower follower_;
   ChangeHints hints_;

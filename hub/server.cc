@@ -311,7 +311,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     feed_options.signals = server->store_->signals();
     feed_options.hub_instance_id = hub_instance_id;
     server->role_feed_ = std::make_unique<RoleChangeFeed>(
-        server->store_.get(), std::move(feed_options));
+        &server->store_->roles(), std::move(feed_options));
     RoleChangeFeed* feed = server->role_feed_.get();
     role_options.publication = RolePublication::kChangeLog;
     role_options.on_role_committed = [feed] { feed->Committed(); };

@@ -61,8 +61,11 @@ class AgentCalls : public AgentStore {
   }
   absl::StatusOr<bool> ReleasePresence(const LeaseCheckpoint& last) override {
     // Without a seat nobody else may hold the presence: nothing to end.
-    if (!engine_.Seat().has_value()) return true;
-    return Write<bool>([&](Rows& rows) { return rows.Release(last); });
+    // The seat read here is the one the release is fenced by.
+    std::optional<HubSeat> seat = engine_.Seat();
+    if (!seat.has_value()) return true;
+    return WriteAs<bool>(std::move(seat),
+                         [&](Rows& rows) { return rows.Release(last); });
   }
   absl::StatusOr<PresenceWrite> SetAgentStatusForGeneration(
       absl::string_view agent_id, std::optional<int64_t> generation,
@@ -123,8 +126,12 @@ class AgentCalls : public AgentStore {
   // The seat is read when the write is asked for, as the caller's fence.
   template <typename T, typename Fn>
   absl::StatusOr<T> Write(Fn fn) {
+    return WriteAs<T>(engine_.Seat(), std::move(fn));
+  }
+  template <typename T, typename Fn>
+  absl::StatusOr<T> WriteAs(std::optional<HubSeat> seat, Fn fn) {
     return engine_.template Write<T>(
-        [&, seat = engine_.Seat()](auto& conn) -> absl::StatusOr<T> {
+        [&, seat = std::move(seat)](auto& conn) -> absl::StatusOr<T> {
           Rows rows(conn, seat);
           return fn(rows);
         });
