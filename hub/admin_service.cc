@@ -33,8 +33,10 @@ class BackupReactor final
     : public grpc::ServerWriteReactor<hub::v1::BackupStoreResponse> {
  public:
   BackupReactor(storage::Store* store, BlockingPool* pool,
-                std::string temp_path)
-      : store_(store), temp_path_(std::move(temp_path)) {
+                std::string temp_path, std::unique_ptr<StreamTicket> ticket)
+      : store_(store),
+        temp_path_(std::move(temp_path)),
+        ticket_(std::move(ticket)) {
     pool->Schedule([this] { Copy(); });
   }
 
@@ -98,6 +100,8 @@ class BackupReactor final
 
   storage::Store* const store_;
   const std::string temp_path_;
+  // The stream's slot, held while the backup streams.
+  const std::unique_ptr<StreamTicket> ticket_;
   std::ifstream file_;
   int64_t total_ = 0;
   bool wrote_any_ = false;
@@ -109,18 +113,14 @@ class BackupReactor final
 grpc::ServerWriteReactor<hub::v1::BackupStoreResponse>*
 AdminServiceImpl::BackupStore(grpc::CallbackServerContext* context,
                               const hub::v1::BackupStoreRequest* request) {
-  (void)request;
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
-  if (!principal.ok()) return new RefusedWrite(principal.status());
-  if (absl::Status s =
-          RequireKind(*principal, PrincipalKind::kAdmin, "BackupStore");
-      !s.ok()) {
-    return new RefusedWrite(s);
-  }
+  absl::StatusOr<AdmittedStream> admitted = admission_->AdmitStream(
+      *context, request->GetDescriptor(), request, nullptr);
+  if (!admitted.ok()) return new RefusedWrite(admitted.status());
   const std::string temp_path =
       absl::StrCat(store_->Info().db_path, ".backup-", ::getpid(), "-",
                    next_backup_.fetch_add(1), ".tmp");
-  return new BackupReactor(store_, pool_, temp_path);
+  return new BackupReactor(store_, pool_, temp_path,
+                           std::move(admitted->ticket));
 }
 
 }  // namespace hub

@@ -10,10 +10,10 @@
 #include <atomic>
 #include <string>
 
-#include "hub/auth.h"
+#include "hub/admission.h"
 #include "hub/blocking_pool.h"
 #include "hub/v1/admin.grpc.pb.h"
-#include "storage/sqlite/sqlite_store.h"
+#include "storage/store.h"
 
 namespace hub {
 
@@ -22,11 +22,11 @@ inline constexpr size_t kBackupChunkBytes = 192 * 1024;
 
 class AdminServiceImpl final : public hub::v1::AdminService::CallbackService {
  public:
-  // `store`, `pool` (where the copy is written) and `authority` must
+  // `store`, `pool` (where the copy is written) and `admission` must
   // outlive the service.
   AdminServiceImpl(storage::Store* store, BlockingPool* pool,
-                   const Authority* authority)
-      : store_(store), pool_(pool), authority_(authority) {}
+                   const Admission* admission)
+      : store_(store), pool_(pool), admission_(admission) {}
 
   grpc::ServerWriteReactor<hub::v1::BackupStoreResponse>* BackupStore(
       grpc::CallbackServerContext* context,
@@ -35,7 +35,7 @@ class AdminServiceImpl final : public hub::v1::AdminService::CallbackService {
  private:
   storage::Store* const store_;
   BlockingPool* const pool_;
-  const Authority* const authority_;
+  const Admission* const admission_;
   std::atomic<int64_t> next_backup_{1};
 };
 

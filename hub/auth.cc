@@ -608,15 +608,6 @@ std::string LimitPrincipal(const Authority* authority,
   return PeerPrincipalOf(context.peer());
 }
 
-absl::Status AuthorizeAgent(const Authority* authority,
-                            const grpc::ServerContextBase& context,
-                            absl::string_view agent_id) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
-  if (!principal.ok()) return principal.status();
-  if (authority == nullptr) return absl::OkStatus();
-  return authority->CheckOwner(*principal, agent_id);
-}
-
 absl::Status RequireKind(const Principal& principal, PrincipalKind kind,
                          absl::string_view what) {
   if (principal.anonymous || principal.kind >= kind) return absl::OkStatus();
@@ -657,45 +648,6 @@ absl::Status RequireAgentInScope(const Principal& principal,
                               : std::string("no project"),
                           ", outside the token's projects")),
       "agent_id", agent_id);
-}
-
-absl::Status AuthorizeOperator(const Authority* authority,
-                               const grpc::ServerContextBase& context,
-                               absl::string_view project_id,
-                               absl::string_view what) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
-  if (!principal.ok()) return principal.status();
-  if (absl::Status s = RequireKind(*principal, PrincipalKind::kOperator, what);
-      !s.ok()) {
-    return s;
-  }
-  if (project_id.empty()) return absl::OkStatus();
-  return RequireProject(*principal, project_id);
-}
-
-absl::StatusOr<Principal> AuthorizeOperatorOrOwner(
-    const Authority* authority, const grpc::ServerContextBase& context,
-    absl::string_view project_id, absl::string_view agent_id) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
-  if (!principal.ok()) return principal.status();
-  if (!project_id.empty()) {
-    if (absl::Status s = RequireProject(*principal, project_id); !s.ok()) {
-      return s;
-    }
-  }
-  if (!principal->IsAgentToken() || authority == nullptr) return principal;
-  if (agent_id.empty()) {
-    return WithMetadata(
-        Denied("PERMISSION_DENIED",
-               absl::StrCat("principal ", principal->name,
-                            " has an agent token, which acts only for an "
-                            "agent it owns: name it in agent_id")),
-        "field", "agent_id");
-  }
-  if (absl::Status s = authority->CheckOwner(*principal, agent_id); !s.ok()) {
-    return s;
-  }
-  return principal;
 }
 
 }  // namespace hub

@@ -184,8 +184,8 @@ class Authority {
   std::thread watcher_;
 };
 
-// The checks the services call; a null Authority allows everything (services
-// built without one, as in unit tests).
+// The checks admission (hub/admission.h) and the services make; a null
+// Authority allows everything.
 //
 // The caller's principal.
 absl::StatusOr<Principal> CallPrincipal(const Authority* authority,
@@ -200,11 +200,6 @@ absl::StatusOr<Principal> CallPrincipal(const Authority* authority,
 // sharing that host's budget.
 std::string LimitPrincipal(const Authority* authority,
                            const grpc::ServerContextBase& context);
-// Authenticates and requires ownership of `agent_id` (heartbeat, deregister,
-// attach, acknowledgements, publishing as an agent).
-absl::Status AuthorizeAgent(const Authority* authority,
-                            const grpc::ServerContextBase& context,
-                            absl::string_view agent_id);
 // Requires at least `kind`; PERMISSION_DENIED otherwise.
 absl::Status RequireKind(const Principal& principal, PrincipalKind kind,
                          absl::string_view what);
@@ -220,25 +215,6 @@ ProjectScope ScopeOf(const Principal& principal);
 absl::Status RequireAgentInScope(const Principal& principal,
                                  absl::string_view agent_id,
                                  const std::optional<std::string>& project_id);
-// Authenticates and requires operator rights on `project_id` ("" when the
-// request names no resolvable project: only the kind is checked, the request
-// fails its own validation later).
-absl::Status AuthorizeOperator(const Authority* authority,
-                               const grpc::ServerContextBase& context,
-                               absl::string_view project_id,
-                               absl::string_view what);
-
-// Authenticates and requires, for a call about `agent_id`'s part in a role
-// of `project_id` (its candidacy, an election asked for it): operator rights
-// on the project, as AuthorizeOperator; or an agent token whose projects hold
-// `project_id` (PROJECT_SCOPE_MISMATCH) and whose principal owns `agent_id`
-// (PERMISSION_DENIED, metadata agent_id). `project_id` "" skips the project
-// check, as in AuthorizeOperator. Returns the principal, so that the caller
-// can add the rules it keeps for agent tokens (docs/design/auth.md, "An
-// agent's own candidacy").
-absl::StatusOr<Principal> AuthorizeOperatorOrOwner(
-    const Authority* authority, const grpc::ServerContextBase& context,
-    absl::string_view project_id, absl::string_view agent_id);
 
 }  // namespace hub
 

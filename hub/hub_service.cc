@@ -68,11 +68,10 @@ grpc::ServerUnaryReactor* HubServiceImpl::GetStatus(
     grpc::CallbackServerContext* context,
     const hub::v1::GetStatusRequest* request,
     hub::v1::GetStatusResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
     return FinishUnary(context, principal.status());
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
   }
   const absl::Time now = clock_->Now();
   response->set_version(kHubVersion);
@@ -115,11 +114,10 @@ grpc::ServerUnaryReactor* HubServiceImpl::EncodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::EncodeRoleKeyRequest* request,
     hub::v1::EncodeRoleKeyResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
     return FinishUnary(context, principal.status());
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
   }
   if (!request->has_role_key()) {
     return FinishUnary(context, InvalidArgumentError("ROLE_KEY_INVALID",
@@ -138,11 +136,10 @@ grpc::ServerUnaryReactor* HubServiceImpl::DecodeRoleKey(
     grpc::CallbackServerContext* context,
     const hub::v1::DecodeRoleKeyRequest* request,
     hub::v1::DecodeRoleKeyResponse* response) {
-  if (auto principal = CallPrincipal(authority_, *context); !principal.ok()) {
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
     return FinishUnary(context, principal.status());
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
   }
   absl::StatusOr<RoleKey> key = hub::DecodeRoleKey(request->wire());
   if (!key.ok()) return FinishUnary(context, key.status());

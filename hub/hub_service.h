@@ -8,8 +8,8 @@
 #include <string>
 
 #include "absl/time/time.h"
+#include "hub/admission.h"
 #include "hub/auth.h"
-#include "hub/call_gate.h"
 #include "hub/v1/hub.grpc.pb.h"
 #include "registry/clock.h"
 #include "registry/presence.h"
@@ -28,10 +28,10 @@ struct HubIdentity {
 
 class HubServiceImpl final : public hub::v1::HubService::CallbackService {
  public:
-  // The limits every call passes first (docs/design/limits.md); set before
-  // the server starts, must outlive the service. Without one, calls are not
-  // limited.
-  void SetCallGate(CallGate* gate) { gate_ = gate; }
+  // Admits every call (hub/admission.h): authentication, authority, limits.
+  // Set before serving; must outlive the service. Without one every call is
+  // admitted as the anonymous admin, unlimited.
+  void SetAdmission(const Admission* admission) { admission_ = admission; }
 
   // `clock` and `presence` must outlive the service.
   HubServiceImpl(HubIdentity identity, const Clock* clock,
@@ -52,17 +52,12 @@ class HubServiceImpl final : public hub::v1::HubService::CallbackService {
       const hub::v1::DecodeRoleKeyRequest* request,
       hub::v1::DecodeRoleKeyResponse* response) override;
 
-  // Authenticates every call (docs/design/auth.md); must outlive the
-  // service. Set before serving. Without one every call is allowed.
-  void SetAuthority(const Authority* authority) { authority_ = authority; }
-
  private:
-  const Authority* authority_ = nullptr;
   const HubIdentity identity_;
   const Clock* const clock_;
   PresenceRegistry* const presence_;
   RoleRegistry* const roles_;
-  CallGate* gate_ = nullptr;
+  const Admission* admission_ = &Admission::Open();
 };
 
 }  // namespace hub

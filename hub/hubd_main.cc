@@ -141,10 +141,9 @@ int main(int argc, char** argv) {
   options.db_path = absl::GetFlag(FLAGS_db);
   const std::string synchronous = absl::GetFlag(FLAGS_synchronous);
   if (synchronous == "full") {
-    options.synchronous = hub::storage::SqliteStoreOptions::Synchronous::kFull;
+    options.durability = hub::storage::Durability::kPowerLoss;
   } else if (synchronous == "normal") {
-    options.synchronous =
-        hub::storage::SqliteStoreOptions::Synchronous::kNormal;
+    options.durability = hub::storage::Durability::kProcessCrash;
   } else {
     std::fprintf(stderr, "hubd: --synchronous must be full or normal\n");
     return 1;

@@ -29,22 +29,6 @@ hub::v1::AskState AskStateProto(AskState state) {
   return hub::v1::ASK_STATE_UNSPECIFIED;
 }
 
-// The caller's principal; sending as `from_agent_id` (when set) needs it to
-// own that agent.
-absl::StatusOr<Principal> SenderPrincipal(
-    const Authority* authority, const grpc::ServerContextBase& context,
-    const std::string& from_agent_id) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority, context);
-  if (!principal.ok() || from_agent_id.empty() || authority == nullptr) {
-    return principal;
-  }
-  if (absl::Status s = authority->CheckOwner(*principal, from_agent_id);
-      !s.ok()) {
-    return s;
-  }
-  return principal;
-}
-
 }  // namespace
 
 MessageServiceImpl::MessageServiceImpl(Messaging* messaging,
@@ -56,13 +40,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
     grpc::CallbackServerContext* context,
     const hub::v1::PublishRequest* request,
     hub::v1::PublishResponse* response) {
-  // Sending as an agent needs that agent's principal.
   absl::StatusOr<Principal> principal =
-      SenderPrincipal(authority_, *context, request->from_agent_id());
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   input->scope = ScopeOf(*principal);
@@ -88,13 +68,10 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Publish(
 grpc::ServerUnaryReactor* MessageServiceImpl::Ack(
     grpc::CallbackServerContext* context, const hub::v1::AckRequest* request,
     hub::v1::AckResponse* response) {
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   std::vector<std::string> ids(request->message_ids().begin(),
@@ -122,13 +99,10 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListPending(
     const hub::v1::ListPendingRequest* request,
     hub::v1::ListPendingResponse* response) {
   // Reading an inbox marks deliveries: only as the agent's own principal.
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // Not a peek: marking deliveries is a durable write.
@@ -162,11 +136,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListDeadLetters(
     grpc::CallbackServerContext* context,
     const hub::v1::ListDeadLettersRequest* request,
     hub::v1::ListDeadLettersResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   DeadLetterQuery query;
   query.reason = request->reason();
   query.from_agent_id = request->from_agent_id();
@@ -186,11 +158,8 @@ grpc::ServerUnaryReactor* MessageServiceImpl::Ask(
     grpc::CallbackServerContext* context, const hub::v1::AskRequest* request,
     hub::v1::AskResponse* response) {
   absl::StatusOr<Principal> principal =
-      SenderPrincipal(authority_, *context, request->from_agent_id());
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<PublishInput> input = ToPublishInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
   input->scope = ScopeOf(*principal);
@@ -259,11 +228,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::ListTrace(
     grpc::CallbackServerContext* context,
     const hub::v1::ListTraceRequest* request,
     hub::v1::ListTraceResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<TracePage> page =
       messaging_->ListTrace(request->trace_id(), request->page_size(),
                             request->page_token(), ScopeOf(*principal));
@@ -281,16 +248,9 @@ grpc::ServerUnaryReactor* MessageServiceImpl::RedriveDeadLetter(
     hub::v1::RedriveDeadLetterResponse* response) {
   // Operators and admins; the message's projects are checked against the
   // token's once it is read (Messaging::RedriveDeadLetter).
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status s = RequireKind(*principal, PrincipalKind::kOperator,
-                                   "re-drive a dead letter");
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // The write and the pushes after it block: on the write pool.
   write_pool_->Schedule(

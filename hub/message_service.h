@@ -6,9 +6,9 @@
 #ifndef HUB_HUB_MESSAGE_SERVICE_H_
 #define HUB_HUB_MESSAGE_SERVICE_H_
 
+#include "hub/admission.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
-#include "hub/call_gate.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "registry/messaging.h"
 
@@ -17,10 +17,10 @@ namespace hub {
 class MessageServiceImpl final
     : public hub::v1::MessageService::CallbackService {
  public:
-  // The limits every call passes first (docs/design/limits.md); set before
-  // the server starts, must outlive the service. Without one, calls are not
-  // limited.
-  void SetCallGate(CallGate* gate) { gate_ = gate; }
+  // Admits every call (hub/admission.h): authentication, authority, limits.
+  // Set before serving; must outlive the service. Without one every call is
+  // admitted as the anonymous admin, unlimited.
+  void SetAdmission(const Admission* admission) { admission_ = admission; }
 
   // Everything must outlive the service.
   MessageServiceImpl(Messaging* messaging, BlockingPool* write_pool,
@@ -53,17 +53,11 @@ class MessageServiceImpl final
       const hub::v1::ListTraceRequest* request,
       hub::v1::ListTraceResponse* response) override;
 
-  // Who may send and acknowledge as which agent (docs/design/auth.md); must
-  // outlive the service. Set before serving. Without one every call is
-  // allowed.
-  void SetAuthority(const Authority* authority) { authority_ = authority; }
-
  private:
-  const Authority* authority_ = nullptr;
   Messaging* const messaging_;
   BlockingPool* const write_pool_;
   BlockingPool* const ask_pool_;
-  CallGate* gate_ = nullptr;
+  const Admission* admission_ = &Admission::Open();
 };
 
 }  // namespace hub

@@ -106,28 +106,20 @@ class PresenceServiceImpl::AttachReactor final
       observed_.emplace(service_->metrics_, kSelfObservedAttach,
                         /*streaming=*/true);
     }
-    absl::StatusOr<Principal> principal =
-        CallPrincipal(service_->authority_, *context);
-    if (!principal.ok()) {
+    // The agent a hello attaches is checked when it arrives (AdmitFrame).
+    absl::StatusOr<AdmittedStream> admitted = service_->admission_->AdmitStream(
+        *context, AttachRequest::descriptor(), nullptr,
+        [this](const absl::Status& idle) {
+          absl::MutexLock lock(&mu_);
+          FinishLocked(idle);
+        });
+    if (!admitted.ok()) {
       absl::MutexLock lock(&mu_);
-      FinishLocked(principal.status());
+      FinishLocked(admitted.status());
       return;
     }
-    principal_ = std::move(*principal);
-    if (service_->gate_ != nullptr) {
-      absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
-          service_->gate_->AdmitStream(*context, nullptr,
-                                       [this](const absl::Status& idle) {
-                                         absl::MutexLock lock(&mu_);
-                                         FinishLocked(idle);
-                                       });
-      if (!ticket.ok()) {
-        absl::MutexLock lock(&mu_);
-        FinishLocked(ticket.status());
-        return;
-      }
-      ticket_ = std::move(*ticket);
-    }
+    principal_ = std::move(admitted->principal);
+    ticket_ = std::move(admitted->ticket);
     MarkUnread(&request_);
     StartRead(&request_);
   }
@@ -409,13 +401,10 @@ class PresenceServiceImpl::AttachReactor final
 
   void HelloLocked(int64_t frame_id) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mu_) {
     const hub::v1::AttachHello& hello = request_.hello();
-    if (service_->authority_ != nullptr) {
-      if (absl::Status s =
-              service_->authority_->CheckOwner(principal_, hello.agent_id());
-          !s.ok()) {
-        FinishLocked(s);
-        return;
-      }
+    if (absl::Status s = service_->admission_->AdmitFrame(principal_, request_);
+        !s.ok()) {
+      FinishLocked(s);
+      return;
     }
     if (hello.has_lease_ttl()) {
       absl::Status s = CheckProtoDuration(hello.lease_ttl(), "hello.lease_ttl");
@@ -782,17 +771,11 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::RegisterAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::RegisterAgentRequest* request,
     hub::v1::RegisterAgentResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<RegisterInput> input = ToRegisterInput(*request);
   if (!input.ok()) return FinishUnary(context, input.status());
-  if (absl::Status s = RequireProject(*principal, request->project_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   if (authority_ != nullptr && !principal->anonymous) {
     if (authority_->OwnerKnown(input->agent_id)) {
@@ -848,13 +831,10 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Heartbeat(
     grpc::CallbackServerContext* context,
     const hub::v1::HeartbeatRequest* request,
     hub::v1::HeartbeatResponse* response) {
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   HeartbeatInput input;
   input.agent_id = request->agent_id();
@@ -888,17 +868,10 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::Deregister(
     const hub::v1::DeregisterRequest* request,
     hub::v1::DeregisterResponse* response) {
   // An admin may deregister any agent (clean-up); others only their own.
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
-  if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (authority_ != nullptr && principal->kind != PrincipalKind::kAdmin) {
-    if (absl::Status s =
-            authority_->CheckOwner(*principal, request->agent_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
-    }
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
@@ -930,11 +903,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::GetAgent(
     grpc::CallbackServerContext* context,
     const hub::v1::GetAgentRequest* request,
     hub::v1::GetAgentResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<AgentView> view = registry_->Get(request->agent_id());
   if (!view.ok()) return FinishUnary(context, view.status());
   // An agent of another project is refused as the write path refuses a
@@ -954,11 +925,9 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
     grpc::CallbackServerContext* context,
     const hub::v1::ListAgentsRequest* request,
     hub::v1::ListAgentsResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   AgentFilter filter;
   for (int status : request->statuses()) {
     std::optional<AgentStatus> known =
@@ -985,10 +954,6 @@ grpc::ServerUnaryReactor* PresenceServiceImpl::ListAgents(
                          InvalidArgumentError("PROJECT_ID_INVALID",
                                               "project_id must match "
                                               "^prj_[A-Za-z0-9_-]{22}$"));
-    }
-    if (absl::Status s = RequireProject(*principal, request->project_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
     }
     filter.project_id = request->project_id();
   }

@@ -7,9 +7,9 @@
 #include <atomic>
 
 #include "absl/time/time.h"
+#include "hub/admission.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
-#include "hub/call_gate.h"
 #include "hub/hub_metrics.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "registry/activator.h"
@@ -27,10 +27,10 @@ struct PresenceServiceOptions {
 class PresenceServiceImpl final
     : public hub::v1::PresenceService::CallbackService {
  public:
-  // The limits every call passes first (docs/design/limits.md); set before
-  // the server starts, must outlive the service. Without one, calls are not
-  // limited.
-  void SetCallGate(CallGate* gate) { gate_ = gate; }
+  // Admits every call (hub/admission.h): authentication, authority, limits.
+  // Set before serving; must outlive the service. Without one every call is
+  // admitted as the anonymous admin, unlimited.
+  void SetAdmission(const Admission* admission) { admission_ = admission; }
   // Where Attach streams count themselves (hub/rpc_observer.h: the RPC
   // interceptor leaves them alone); set before serving, must outlive the
   // service. Without it streams are not counted.
@@ -51,8 +51,9 @@ class PresenceServiceImpl final
   // pending messages right after it attaches; must outlive the service.
   // Without one, message_ack frames get UNIMPLEMENTED in-band.
   void SetMessaging(Messaging* messaging) { messaging_.store(messaging); }
-  // Who may act as which agent (docs/design/auth.md); must outlive the
-  // service. Set before serving. Without one every call is allowed.
+  // The agents' owners (docs/design/auth.md): a registration claims an
+  // agent id nobody owns for its caller. Must outlive the service; set before
+  // serving. Without one registrations claim nothing.
   void SetAuthority(Authority* authority) { authority_ = authority; }
 
   grpc::ServerUnaryReactor* RegisterAgent(
@@ -94,7 +95,7 @@ class PresenceServiceImpl final
   const PresenceServiceOptions options_;
   const std::string hub_instance_id_;
   const std::string store_fingerprint_;
-  CallGate* gate_ = nullptr;
+  const Admission* admission_ = &Admission::Open();
   HubMetrics* metrics_ = nullptr;
 };
 

@@ -141,20 +141,9 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::Reserve(
     grpc::CallbackServerContext* context,
     const hub::v1::ReserveRequest* request,
     hub::v1::ReserveResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status s = RequireProject(*principal, request->project_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   PathReserveInput in;
   absl::StatusOr<bool> exclusive = Exclusive(request->mode());
   if (!exclusive.ok()) return FinishUnary(context, exclusive.status());
@@ -199,13 +188,10 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::RenewReservation(
     grpc::CallbackServerContext* context,
     const hub::v1::RenewReservationRequest* request,
     hub::v1::RenewReservationResponse* response) {
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   absl::StatusOr<std::optional<absl::Duration>> ttl =
       Ttl(request->has_ttl(), request->ttl());
@@ -228,13 +214,10 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ReleaseReservation(
     grpc::CallbackServerContext* context,
     const hub::v1::ReleaseReservationRequest* request,
     hub::v1::ReleaseReservationResponse* response) {
-  if (absl::Status s =
-          AuthorizeAgent(authority_, *context, request->agent_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, request, response] {
@@ -258,19 +241,11 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ListReservations(
     grpc::CallbackServerContext* context,
     const hub::v1::ListReservationsRequest* request,
     hub::v1::ListReservationsResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  // A project named must be in the token's scope; without one, the list
-  // leaves the other projects out (auth.md, "Reads are scoped").
-  if (!request->project_id().empty()) {
-    if (absl::Status s = RequireProject(*principal, request->project_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
-    }
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
+  // A project named is in the token's scope (admission); without one, the
+  // list leaves the other projects out (auth.md, "Reads are scoped").
   ReservationListQuery q;
   if (!request->project_id().empty()) {
     q.project_id = request->project_id();
@@ -294,15 +269,9 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::CheckReservations(
     grpc::CallbackServerContext* context,
     const hub::v1::CheckReservationsRequest* request,
     hub::v1::CheckReservationsResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return FinishUnary(context, principal.status());
-  if (absl::Status s = RequireProject(*principal, request->project_id());
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   absl::StatusOr<bool> exclusive = Exclusive(request->mode());
   if (!exclusive.ok()) return FinishUnary(context, exclusive.status());
   PathCheckInput in;
@@ -324,20 +293,14 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ForceReleaseReservation(
     grpc::CallbackServerContext* context,
     const hub::v1::ForceReleaseReservationRequest* request,
     hub::v1::ForceReleaseReservationResponse* response) {
-  // Operators only; the project is the reservation's, so it is read first.
-  if (absl::Status s =
-          AuthorizeOperator(authority_, *context, "", "force a release");
-      !s.ok()) {
-    return FinishUnary(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  // The project is the reservation's, so it is read first.
   absl::StatusOr<storage::ReservationRecord> held =
       book_->Get(request->reservation_id());
   if (!held.ok()) return FinishUnary(context, held.status());
-  if (absl::Status s = AuthorizeOperator(authority_, *context, held->project_id,
-                                         "force a release");
+  if (absl::Status s = Admission::CheckProject(*principal, held->project_id);
       !s.ok()) {
     return FinishUnary(context, s);
   }

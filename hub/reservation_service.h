@@ -10,9 +10,9 @@
 
 #include "absl/base/thread_annotations.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/admission.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
-#include "hub/call_gate.h"
 #include "hub/v1/reservation.grpc.pb.h"
 #include "registry/reservation_feed.h"
 #include "registry/reservation_waits.h"
@@ -31,10 +31,10 @@ class ReservationServiceImpl final
       : book_(book), write_pool_(write_pool) {}
   ~ReservationServiceImpl() override;
 
-  // Set before serving; must outlive the service. Without them every call
-  // is allowed and unlimited.
-  void SetCallGate(CallGate* gate) { gate_ = gate; }
-  void SetAuthority(const Authority* authority) { authority_ = authority; }
+  // Admits every call (hub/admission.h): authentication, authority, limits.
+  // Set before serving; must outlive the service. Without one every call is
+  // admitted as the anonymous admin, unlimited.
+  void SetAdmission(const Admission* admission) { admission_ = admission; }
   // WatchReservations' source; set before serving (without it the call
   // answers UNAVAILABLE). Must outlive the service.
   void SetFeed(ReservationFeed* feed) { feed_ = feed; }
@@ -78,8 +78,7 @@ class ReservationServiceImpl final
 
   ReservationBook* const book_;
   BlockingPool* const write_pool_;
-  CallGate* gate_ = nullptr;
-  const Authority* authority_ = nullptr;
+  const Admission* admission_ = &Admission::Open();
   ReservationFeed* feed_ = nullptr;
   ReservationWaits* waits_ = nullptr;
   absl::Mutex mu_;

@@ -288,27 +288,20 @@ ReservationServiceImpl::WatchReservations(
     grpc::CallbackServerContext* context,
     const hub::v1::WatchReservationsRequest* request) {
   auto* reactor = new WatchReactor(this, context);
-  absl::Status status = ReservationBook::ValidateWatch(request->project_id(),
-                                                       request->agent_id());
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
-  if (!principal.ok()) {
-    status = principal.status();
-  } else if (status.ok()) {
-    status = RequireProject(*principal, request->project_id());
+  // Watches are quiet by nature: no idle timeout, but a stream slot.
+  absl::StatusOr<AdmittedStream> admitted = admission_->AdmitStream(
+      *context, request->GetDescriptor(), request, nullptr);
+  absl::Status status = admitted.status();
+  if (admitted.ok() && admitted->ticket != nullptr) {
+    reactor->HoldTicket(std::move(admitted->ticket));
+  }
+  if (status.ok()) {
+    status = ReservationBook::ValidateWatch(request->project_id(),
+                                            request->agent_id());
   }
   if (status.ok() && feed_ == nullptr) {
     status = UnavailableError("HUB_SHUTTING_DOWN",
                               "this hub has no reservation feed");
-  }
-  if (status.ok() && gate_ != nullptr) {
-    // Watches are quiet by nature: no idle timeout, but a stream slot.
-    absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
-        gate_->AdmitStream(*context, request, nullptr);
-    if (!ticket.ok()) {
-      status = ticket.status();
-    } else {
-      reactor->HoldTicket(std::move(*ticket));
-    }
   }
   {
     absl::MutexLock lock(&mu_);

@@ -24,32 +24,16 @@ grpc::ServerUnaryReactor* Finish(grpc::CallbackServerContext* context,
   return reactor;
 }
 
-// The project a role key names, for the operator's project check; "" when
-// the key does not resolve (the request then fails its own validation).
-std::string ProjectOf(const RoleKeyRef& ref) {
-  absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(ref);
-  return key.ok() ? key->key.project_id : "";
-}
-
 // A list request's scoping, the same for ListRoles and ListClosedScopes:
-// the project filter (the principal must hold the project it names; a
+// the project filter (admission checked that the principal holds it; a
 // malformed id is left to the registry, PROJECT_ID_INVALID), the projects
 // the principal may see, and the scope filter.
 template <typename Filter>
-absl::Status ScopeListing(const Principal& principal,
-                          const std::string& project_id,
-                          const std::string& scope_id, Filter* filter) {
-  if (!project_id.empty()) {
-    if (IsProjectId(project_id)) {
-      if (absl::Status s = RequireProject(principal, project_id); !s.ok()) {
-        return s;
-      }
-    }
-    filter->project_id = project_id;
-  }
+void ScopeListing(const Principal& principal, const std::string& project_id,
+                  const std::string& scope_id, Filter* filter) {
+  if (!project_id.empty()) filter->project_id = project_id;
   filter->scope = ScopeOf(principal);
   if (!scope_id.empty()) filter->scope_id = scope_id;
-  return absl::OkStatus();
 }
 
 // What an agent token may write in its own candidate row: its preference
@@ -101,15 +85,12 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReserveRole(
     grpc::CallbackServerContext* context,
     const hub::v1::ReserveRoleRequest* request,
     hub::v1::ReserveRoleResponse* response) {
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return Finish(context, principal.status());
+  }
   ReserveInput input = ToReserveInput(*request);
-  if (absl::Status s = AuthorizeOperator(authority_, *context,
-                                         ProjectOf(input.role), "ReserveRole");
-      !s.ok()) {
-    return Finish(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // No thread waits for the group commit: the answer leaves from the
   // store's completion thread once the reservation is durable.
@@ -129,16 +110,12 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CompareAndSetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::CompareAndSetRoleRequest* request,
     hub::v1::CompareAndSetRoleResponse* response) {
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return Finish(context, principal.status());
   }
   absl::StatusOr<CasInput> input = ToCasInput(*request);
-  if (absl::Status s = AuthorizeOperator(
-          authority_, *context, input.ok() ? ProjectOf(input->role) : "",
-          "CompareAndSetRole");
-      !s.ok()) {
-    return Finish(context, s);
-  }
   if (!input.ok()) return Finish(context, input.status());
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   // An idle writer commits it on this thread, which holds no lock here.
@@ -155,20 +132,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::GetRole(
     grpc::CallbackServerContext* context,
     const hub::v1::GetRoleRequest* request,
     hub::v1::GetRoleResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   const RoleKeyRef ref = ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire());
-  // The key names its project: a foreign one is refused whether or not the
-  // role exists.
-  if (const std::string project = ProjectOf(ref); !project.empty()) {
-    if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
-      return Finish(context, s);
-    }
-  }
   absl::StatusOr<RoleRecord> role = registry_->Get(ref);
   if (role.ok()) *response->mutable_role() = ToRoleProto(*role);
   return Finish(context, role.status());
@@ -178,17 +146,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRolesRequest* request,
     hub::v1::ListRolesResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   RoleListFilter filter;
-  if (absl::Status s = ScopeListing(*principal, request->project_id(),
-                                    request->scope_id(), &filter);
-      !s.ok()) {
-    return Finish(context, s);
-  }
+  ScopeListing(*principal, request->project_id(), request->scope_id(), &filter);
   absl::StatusOr<std::optional<RoleKind>> kind =
       KindFilter(request->kind(), "kind");
   if (!kind.ok()) return Finish(context, kind.status());
@@ -220,16 +182,13 @@ grpc::ServerUnaryReactor* RoleServiceImpl::UpsertRoleCandidate(
   input.agent_id = request->agent_id();
   input.patch =
       ToCandidatePatchInput(request->candidate(), request->update_mask());
-  absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
-      authority_, *context, ProjectOf(input.role), input.agent_id);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
   if (principal->IsAgentToken()) {
     if (absl::Status s = CheckAgentPatch(input.patch); !s.ok()) {
       return Finish(context, s);
     }
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, response, input = std::move(input)] {
@@ -250,13 +209,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::RemoveRoleCandidate(
     hub::v1::RemoveRoleCandidateResponse* response) {
   const RoleKeyRef role = ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire());
-  if (absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
-          authority_, *context, ProjectOf(role), request->agent_id());
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
       !principal.ok()) {
     return Finish(context, principal.status());
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response, role] {
@@ -272,20 +228,13 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListRoleCandidates(
     grpc::CallbackServerContext* context,
     const hub::v1::ListRoleCandidatesRequest* request,
     hub::v1::ListRoleCandidatesResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   CandidateListInput input;
   if (request->has_role_key() || !request->role_key_wire().empty()) {
     input.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
                               request->role_key_wire());
-    if (const std::string project = ProjectOf(*input.role); !project.empty()) {
-      if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
-        return Finish(context, s);
-      }
-    }
   }
   input.scope = ScopeOf(*principal);
   if (!request->agent_id().empty()) input.agent_id = request->agent_id();
@@ -304,16 +253,10 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReportCandidateProbe(
     grpc::CallbackServerContext* context,
     const hub::v1::ReportCandidateProbeRequest* request,
     hub::v1::ReportCandidateProbeResponse* response) {
-  if (absl::Status s = AuthorizeOperator(
-          authority_, *context,
-          ProjectOf(ToRoleKeyRef(request->has_role_key(), request->role_key(),
-                                 request->role_key_wire())),
-          "ReportCandidateProbe");
-      !s.ok()) {
-    return Finish(context, s);
-  }
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, *request);
+      !principal.ok()) {
+    return Finish(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   pool_->Schedule([this, reactor, request, response] {
@@ -346,16 +289,9 @@ grpc::ServerUnaryReactor* RoleServiceImpl::CloseRoleScope(
     hub::v1::CloseRoleScopeResponse* response) {
   const RoleKeyRef ref = ToRoleKeyRef(
       request->has_role_key(), request->role_key(), request->role_key_wire());
-  if (absl::Status s = AuthorizeOperator(authority_, *context, ProjectOf(ref),
-                                         "CloseRoleScope");
-      !s.ok()) {
-    return Finish(context, s);
-  }
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   ScopeCloseInput input;
   input.role = ref;
   input.closed_by = principal->name.empty() ? "anonymous" : principal->name;
@@ -388,17 +324,11 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ListClosedScopes(
     grpc::CallbackServerContext* context,
     const hub::v1::ListClosedScopesRequest* request,
     hub::v1::ListClosedScopesResponse* response) {
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
   if (!principal.ok()) return Finish(context, principal.status());
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
-  }
   ClosedScopeListFilter filter;
-  if (absl::Status s = ScopeListing(*principal, request->project_id(),
-                                    request->scope_id(), &filter);
-      !s.ok()) {
-    return Finish(context, s);
-  }
+  ScopeListing(*principal, request->project_id(), request->scope_id(), &filter);
   const absl::Time now = clock_->Now();
   absl::StatusOr<ClosedScopePage> page = registry_->ListClosedScopes(
       filter, request->page_size(), request->page_token());

@@ -12,9 +12,9 @@
 #include "absl/base/thread_annotations.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/synchronization/mutex.h"
+#include "hub/admission.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
-#include "hub/call_gate.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
@@ -30,10 +30,10 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // (docs/design/auth.md, "An agent's own candidacy").
   static constexpr int64_t kMaxAgentPriority = 1'000'000;
 
-  // The limits every call passes first (docs/design/limits.md); set before
-  // the server starts, must outlive the service. Without one, calls are not
-  // limited.
-  void SetCallGate(CallGate* gate) { gate_ = gate; }
+  // Admits every call (hub/admission.h): authentication, authority, limits.
+  // Set before serving; must outlive the service. Without one every call is
+  // admitted as the anonymous admin, unlimited.
+  void SetAdmission(const Admission* admission) { admission_ = admission; }
 
   // `registry`, `clock` and `pool` must outlive the service. Calls that wait
   // for a durable write run on `pool`.
@@ -56,9 +56,6 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   // AGENT_NOT_FOUND; same project as the role: PROJECT_SCOPE_MISMATCH). Must
   // outlive the service; without one agent_id is only validated.
   void SetPresence(PresenceRegistry* presence) { presence_.store(presence); }
-  // Who may call what (docs/design/auth.md); must outlive the service. Set
-  // before serving. Without one every call is allowed.
-  void SetAuthority(const Authority* authority) { authority_ = authority; }
 
   // Open WatchRoles streams (for tests and metrics).
   int ActiveWatches();
@@ -124,13 +121,12 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   absl::Status CheckEnsureAgent(const EnsureRequest& in,
                                 const std::string& agent_id);
   // The start the holder's own calls share (AckRoleActivation,
-  // ReleaseRole): the call gate, the caller must own `agent_id`, then `work`
-  // runs on the pool with the activator (ROLE_ACTIVATOR_UNAVAILABLE without
-  // one) and finishes `reactor` itself.
+  // ReleaseRole): admission (the caller owns the request's agent), then
+  // `work` runs on the pool with the activator (ROLE_ACTIVATOR_UNAVAILABLE
+  // without one) and finishes `reactor` itself.
   template <typename Request>
   grpc::ServerUnaryReactor* AsHolder(
       grpc::CallbackServerContext* context, const Request& request,
-      const std::string& agent_id,
       std::function<void(grpc::ServerUnaryReactor* reactor,
                          Activator* activator)>
           work);
@@ -143,12 +139,11 @@ class RoleServiceImpl final : public hub::v1::RoleService::CallbackService {
   BlockingPool* const pool_;
   std::atomic<Activator*> activator_{nullptr};
   std::atomic<PresenceRegistry*> presence_{nullptr};
-  const Authority* authority_ = nullptr;
 
   absl::Mutex mu_;
   bool shutting_down_ ABSL_GUARDED_BY(mu_) = false;
   absl::flat_hash_set<WatchReactor*> watches_ ABSL_GUARDED_BY(mu_);
-  CallGate* gate_ = nullptr;
+  const Admission* admission_ = &Admission::Open();
 };
 
 }  // namespace hub

@@ -96,26 +96,15 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
     grpc::CallbackServerContext* context,
     const hub::v1::EnsureRoleRequest* request,
     hub::v1::EnsureRoleResponse* response) {
-  if (absl::Status admit = AdmitCall(gate_, *context, *request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (principal->IsAgentToken()) {
+    if (absl::Status s = CheckAgentTrigger(request->trigger()); !s.ok()) {
+      return FinishUnary(context, s);
+    }
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  {
-    absl::StatusOr<ResolvedRoleKey> key = ResolveRoleKey(
-        ToRoleKeyRef(request->has_role_key(), request->role_key(),
-                     request->role_key_wire()));
-    absl::StatusOr<Principal> principal = AuthorizeOperatorOrOwner(
-        authority_, *context, key.ok() ? key->key.project_id : "",
-        request->agent_id());
-    absl::Status s = principal.status();
-    if (s.ok() && principal->IsAgentToken()) {
-      s = CheckAgentTrigger(request->trigger());
-    }
-    if (!s.ok()) {
-      reactor->Finish(ToGrpcStatus(s));
-      return reactor;
-    }
-  }
   pool_->Schedule([this, reactor, request, response] {
     EnsureRequest in;
     in.role = ToRoleKeyRef(request->has_role_key(), request->role_key(),
@@ -176,17 +165,13 @@ grpc::ServerUnaryReactor* RoleServiceImpl::EnsureRole(
 template <typename Request>
 grpc::ServerUnaryReactor* RoleServiceImpl::AsHolder(
     grpc::CallbackServerContext* context, const Request& request,
-    const std::string& agent_id,
     std::function<void(grpc::ServerUnaryReactor*, Activator*)> work) {
-  if (absl::Status admit = AdmitCall(gate_, *context, request); !admit.ok()) {
-    return FinishUnary(context, admit);
+  if (absl::StatusOr<Principal> principal =
+          admission_->AdmitCall(*context, request);
+      !principal.ok()) {
+    return FinishUnary(context, principal.status());
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  if (absl::Status s = AuthorizeAgent(authority_, *context, agent_id);
-      !s.ok()) {
-    reactor->Finish(ToGrpcStatus(s));
-    return reactor;
-  }
   pool_->Schedule([this, reactor, work = std::move(work)] {
     Activator* activator = activator_.load();
     if (activator == nullptr) {
@@ -207,7 +192,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::AckRoleActivation(
   // acknowledging agent may ACK for it (the activator then requires that
   // agent to be the holder).
   return AsHolder(
-      context, *request, request->agent_id(),
+      context, *request,
       [request, response](grpc::ServerUnaryReactor* reactor,
                           Activator* activator) {
         if (absl::Status s = ValidateAgentId(request->agent_id()); !s.ok()) {
@@ -236,7 +221,7 @@ grpc::ServerUnaryReactor* RoleServiceImpl::ReleaseRole(
   // Only the principal that owns the holder may step down for it (the
   // activator then requires that agent to be the holder at the epoch).
   return AsHolder(
-      context, *request, request->agent_id(),
+      context, *request,
       [request, response](grpc::ServerUnaryReactor* reactor,
                           Activator* activator) {
         StepDownInput in;

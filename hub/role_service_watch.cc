@@ -302,35 +302,19 @@ grpc::ServerWriteReactor<WatchRolesResponse>* RoleServiceImpl::WatchRoles(
     grpc::CallbackServerContext* context,
     const hub::v1::WatchRolesRequest* request) {
   auto* reactor = new WatchReactor(this, context);
-  absl::StatusOr<RoleWatchFilter> filter = WatchFilterOf(*request);
-  absl::StatusOr<Principal> principal = CallPrincipal(authority_, *context);
-  if (!principal.ok()) {
-    filter = principal.status();
-  } else if (filter.ok()) {
-    // An explicit project (or key) outside the token's projects is refused;
-    // no filter watches only the token's projects.
-    std::string project = filter->project_id.value_or("");
-    if (filter->wire.has_value()) {
-      absl::StatusOr<RoleKey> key = DecodeRoleKey(*filter->wire);
-      if (key.ok()) project = key->project_id;
+  // A project (or key) outside the token's projects is refused; no filter
+  // watches only the token's projects. Watches are quiet by nature: no idle
+  // timeout, but a stream slot.
+  absl::StatusOr<AdmittedStream> admitted = admission_->AdmitStream(
+      *context, request->GetDescriptor(), request, nullptr);
+  absl::StatusOr<RoleWatchFilter> filter =
+      admitted.ok() ? WatchFilterOf(*request)
+                    : absl::StatusOr<RoleWatchFilter>(admitted.status());
+  if (admitted.ok()) {
+    if (admitted->ticket != nullptr) {
+      reactor->HoldTicket(std::move(admitted->ticket));
     }
-    // A malformed id is left to the registry (PROJECT_ID_INVALID).
-    if (IsProjectId(project)) {
-      if (absl::Status s = RequireProject(*principal, project); !s.ok()) {
-        filter = s;
-      }
-    }
-    if (filter.ok()) filter->scope = ScopeOf(*principal);
-  }
-  if (principal.ok() && gate_ != nullptr) {
-    // Watches are quiet by nature: no idle timeout, but a stream slot.
-    absl::StatusOr<std::unique_ptr<StreamTicket>> ticket =
-        gate_->AdmitStream(*context, request, nullptr);
-    if (!ticket.ok()) {
-      filter = ticket.status();
-    } else {
-      reactor->HoldTicket(std::move(*ticket));
-    }
+    if (filter.ok()) filter->scope = ScopeOf(admitted->principal);
   }
   {
     absl::MutexLock lock(&mu_);

@@ -26,142 +26,9 @@
 #include "registry/tmux_adapter.h"
 #include "registry/uuid.h"
 #include "status/status.h"
-#include "storage/pg/pg_store.h"
 
 namespace hub {
 namespace {
-
-// Whether `db` names a PostgreSQL database (a libpq URI) rather than a
-// SQLite file.
-bool IsPostgresUrl(absl::string_view db) {
-  return absl::StartsWith(db, "postgres://") ||
-         absl::StartsWith(db, "postgresql://");
-}
-
-// A database named by any other URL is refused: taking "mysql://..." as a
-// path would create a directory "mysql:" and serve an empty database in it.
-// The message names only the scheme, since the rest of a URL may carry a
-// password.
-absl::Status CheckDatabasePath(absl::string_view path) {
-  if (IsPostgresUrl(path)) return absl::OkStatus();
-  const size_t colon = path.find(':');
-  if (colon == absl::string_view::npos || colon == 0) return absl::OkStatus();
-  const absl::string_view scheme = path.substr(0, colon);
-  const bool scheme_like =
-      absl::ascii_isalpha(scheme[0]) &&
-      std::all_of(scheme.begin(), scheme.end(), [](char c) {
-        return absl::ascii_isalnum(c) || c == '+' || c == '-' || c == '.';
-      });
-  const bool file_uri = absl::EqualsIgnoreCase(scheme, "file");
-  if (!scheme_like ||
-      (!file_uri && !absl::StartsWith(path.substr(colon + 1), "//"))) {
-    return absl::OkStatus();
-  }
-  return WithMetadata(
-      InvalidArgumentError(
-          "DATABASE_URL_UNSUPPORTED",
-          absl::StrCat(
-              "the database must be a SQLite file path, relative or absolute "
-              "(e.g. var/hub.sqlite or /var/lib/hub/hub.sqlite), or a "
-              "PostgreSQL URL (postgresql://...): hubd serves no '",
-              scheme, ":' databases",
-              file_uri ? "; give the path without the file: prefix" : "")),
-      "scheme", scheme);
-}
-
-// What the database's lock file says of this hubd.
-storage::DatabaseHolder HubdHolder(const std::string& address,
-                                   const std::string& hub_instance_id) {
-  storage::DatabaseHolder holder;
-  holder.program = "hubd";
-  holder.address = address;
-  holder.hub_instance_id = hub_instance_id;
-  return holder;
-}
-
-// Connects to a PostgreSQL database and migrates it. Several hubs may
-// share it: no lock file; every failure names the database without its
-// password.
-absl::StatusOr<std::unique_ptr<storage::Store>> OpenPostgresStore(
-    const HubServerOptions& options, const std::string& hub_instance_id,
-    UuidV7Generator* ids, const Clock* clock, HubMetrics* metrics) {
-  storage::pg::PostgresStoreOptions store_options;
-  store_options.conninfo = options.db_path;
-  // Hubs share a PostgreSQL database: each takes a seat under its id.
-  store_options.hub_id = hub_instance_id;
-  store_options.idle_in_transaction_timeout_ms =
-      absl::ToInt64Milliseconds(options.membership.lease / 2);
-  store_options.synchronous_commit =
-      options.synchronous == storage::SqliteStoreOptions::Synchronous::kFull
-          ? "on"
-          : "off";
-  store_options.new_id = [ids] { return ids->Next(); };
-  store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
-  store_options.on_group_committed = [metrics](int ops, absl::Duration took) {
-    metrics->OnGroupCommitted(ops, took);
-  };
-  absl::StatusOr<std::unique_ptr<storage::pg::PostgresStore>> store =
-      storage::pg::PostgresStore::Open(store_options);
-  if (!store.ok()) {
-    absl::StatusOr<std::string> named =
-        storage::pg::RedactedConnInfo(options.db_path);
-    return ReasonError(
-        store.status().code(),
-        ReasonOf(store.status()).empty() ? "STORE_UNAVAILABLE"
-                                         : ReasonOf(store.status()),
-        absl::StrCat("database ", named.ok() ? *named : "(unparsable URL)",
-                     " is unusable: ", store.status().message()));
-  }
-  return std::unique_ptr<storage::Store>(std::move(*store));
-}
-
-// Creates the database's directory, takes the database's lock (before
-// anything, migrations and recovery included, writes to the file), then
-// opens and migrates it. Every failure names the file.
-absl::StatusOr<std::unique_ptr<storage::Store>> OpenSqliteStore(
-    const HubServerOptions& options, const std::string& hub_instance_id,
-    UuidV7Generator* ids, const Clock* clock, HubMetrics* metrics,
-    std::unique_ptr<storage::DatabaseLock>* lock) {
-  auto unusable = [&options](const absl::Status& cause) {
-    return ReasonError(
-        cause.code(),
-        ReasonOf(cause).empty() ? "STORE_UNAVAILABLE" : ReasonOf(cause),
-        absl::StrCat("database ", options.db_path,
-                     " is unusable: ", cause.message()));
-  };
-  std::error_code error;
-  const std::filesystem::path parent =
-      std::filesystem::path(options.db_path).parent_path();
-  if (!parent.empty()) std::filesystem::create_directories(parent, error);
-  if (error) {
-    return unusable(
-        UnavailableError("STORE_UNAVAILABLE",
-                         absl::StrCat("cannot create directory ",
-                                      parent.string(), ": ", error.message())));
-  }
-  // The bound port once it is known (UpdateHolder).
-  absl::StatusOr<std::unique_ptr<storage::DatabaseLock>> locked =
-      storage::DatabaseLock::Acquire(
-          options.db_path, HubdHolder(options.listen, hub_instance_id));
-  if (!locked.ok()) {
-    // Already a whole sentence naming the database and its holder.
-    if (ReasonOf(locked.status()) == "DATABASE_LOCKED") return locked.status();
-    return unusable(locked.status());
-  }
-  *lock = std::move(*locked);
-  storage::SqliteStoreOptions store_options;
-  store_options.path = options.db_path;
-  store_options.synchronous = options.synchronous;
-  store_options.new_id = [ids] { return ids->Next(); };
-  store_options.now_ms = [clock] { return UnixMillis(clock->Now()); };
-  store_options.on_group_committed = [metrics](int ops, absl::Duration took) {
-    metrics->OnGroupCommitted(ops, took);
-  };
-  absl::StatusOr<std::unique_ptr<storage::SqliteStore>> store =
-      storage::SqliteStore::Open(store_options);
-  if (!store.ok()) return unusable(store.status());
-  return std::unique_ptr<storage::Store>(std::move(*store));
-}
 
 // "host:port" with the port replaced by `port`.
 std::string WithPort(absl::string_view listen, int port) {
@@ -181,7 +48,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         absl::StrCat("listen address must be host:port, got '", options.listen,
                      "'"));
   }
-  if (absl::Status s = CheckDatabasePath(options.db_path); !s.ok()) return s;
+  if (absl::Status s = storage::CheckDatabaseName(options.db_path); !s.ok()) {
+    return s;
+  }
   if (absl::Status s = CheckListenExposure(
           options.listen, !options.tls.cert_file.empty(),
           !options.auth.token_file.empty(), options.insecure);
@@ -219,13 +88,23 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->metrics_ = std::make_unique<HubMetrics>();
   HubMetrics* metrics = server->metrics_.get();
   const std::string hub_instance_id = ids->Next();
-  absl::StatusOr<std::unique_ptr<storage::Store>> store =
-      IsPostgresUrl(options.db_path)
-          ? OpenPostgresStore(options, hub_instance_id, ids, clock, metrics)
-          : OpenSqliteStore(options, hub_instance_id, ids, clock, metrics,
-                            &server->db_lock_);
-  if (!store.ok()) return store.status();
-  server->store_ = std::move(*store);
+  storage::OpenStoreOptions open;
+  open.database = options.db_path;
+  open.durability = options.durability;
+  open.hub_id = hub_instance_id;
+  open.program = "hubd";
+  open.address = options.listen;  // the bound port once it is known
+  // A stalled transaction ends well within the seat's lease.
+  open.idle_in_transaction_timeout = options.membership.lease / 2;
+  open.new_id = [] { return ids->Next(); };
+  open.now_ms = [clock] { return UnixMillis(clock->Now()); };
+  open.on_group_committed = [metrics](int ops, absl::Duration took) {
+    metrics->OnGroupCommitted(ops, took);
+  };
+  absl::StatusOr<storage::OpenedStore> opened = storage::OpenStore(open);
+  if (!opened.ok()) return opened.status();
+  server->db_holder_ = std::move(opened->holder);
+  server->store_ = std::move(opened->store);
   const storage::StoreInfo info = server->store_->Info();
   server->identity_ = HubIdentity{hub_instance_id, info.store_type,
                                   info.db_path, info.fingerprint, clock->Now()};
@@ -538,10 +417,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->role_service_ = std::make_unique<RoleServiceImpl>(
       server->roles_.get(), clock, server->write_pool_.get());
   server->role_service_->SetActivator(activator);
-  server->hub_service_->SetAuthority(server->authority_.get());
   server->presence_service_->SetAuthority(server->authority_.get());
-  server->role_service_->SetAuthority(server->authority_.get());
-  server->message_service_->SetAuthority(server->authority_.get());
   server->role_service_->SetPresence(server->presence_.get());
 
   // Limits follow the token's principal once calls carry one, the peer host
@@ -559,14 +435,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     MembershipKeeper* keeper = server->membership_.get();
     server->gate_->SetServingCheck([keeper] { return keeper->Serving(); });
   }
-  server->hub_service_->SetCallGate(server->gate_.get());
-  server->presence_service_->SetCallGate(server->gate_.get());
-  server->role_service_->SetCallGate(server->gate_.get());
-  server->message_service_->SetCallGate(server->gate_.get());
+  absl::StatusOr<std::unique_ptr<Admission>> admission =
+      Admission::Create(server->authority_.get(), server->gate_.get());
+  if (!admission.ok()) return admission.status();
+  server->admission_ = *std::move(admission);
+  server->hub_service_->SetAdmission(server->admission_.get());
+  server->presence_service_->SetAdmission(server->admission_.get());
+  server->role_service_->SetAdmission(server->admission_.get());
+  server->message_service_->SetAdmission(server->admission_.get());
   server->reservation_service_ = std::make_unique<ReservationServiceImpl>(
       server->reservations_.get(), server->write_pool_.get());
-  server->reservation_service_->SetAuthority(server->authority_.get());
-  server->reservation_service_->SetCallGate(server->gate_.get());
+  server->reservation_service_->SetAdmission(server->admission_.get());
   server->reservation_service_->SetFeed(reservation_feed);
   server->reservation_service_->SetWaits(server->reservation_waits_.get());
 
@@ -615,7 +494,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   builder.RegisterService(server->reservation_service_.get());
   server->admin_service_ = std::make_unique<AdminServiceImpl>(
       server->store_.get(), server->write_pool_.get(),
-      server->authority_.get());
+      server->admission_.get());
   builder.RegisterService(server->admin_service_.get());
   server->server_ = builder.BuildAndStart();
   if (server->server_ == nullptr || server->port_ == 0) {
@@ -625,10 +504,9 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                                          " (address in use or not available)"));
   }
   server->address_ = WithPort(options.listen, server->port_);
-  if (server->db_lock_ != nullptr) {  // SQLite: a lock file names this hub
+  if (server->db_holder_ != nullptr) {  // SQLite: a lock file names this hub
     // A refused second hub names the address clients actually reach.
-    if (absl::Status s = server->db_lock_->UpdateHolder(
-            HubdHolder(server->address_, hub_instance_id));
+    if (absl::Status s = server->db_holder_->SetAddress(server->address_);
         !s.ok()) {
       log::Warn("database_lock_holder_not_recorded",
                 {{"message", s.message()}});

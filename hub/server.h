@@ -20,6 +20,7 @@
 #include "absl/synchronization/notification.h"
 #include "absl/time/time.h"
 #include "hub/admin_service.h"
+#include "hub/admission.h"
 #include "hub/auth.h"
 #include "hub/blocking_pool.h"
 #include "hub/call_gate.h"
@@ -50,8 +51,7 @@
 #include "registry/reservations.h"
 #include "registry/role_change_fanout.h"
 #include "registry/role_registry.h"
-#include "storage/sqlite/database_lock.h"
-#include "storage/sqlite/sqlite_store.h"
+#include "storage/open_store.h"
 
 namespace hub {
 
@@ -60,15 +60,14 @@ struct HubServerOptions {
   std::string listen = "127.0.0.1:27889";
   // A SQLite database file, created (with its directory) when missing;
   // while the server lives it holds "<db_path>.lock"
-  // (storage/sqlite/database_lock.h) and a second server on the same file is
+  // (storage/open_store.h) and a second server on the same file is
   // refused. Or a PostgreSQL database, `postgresql://...` (a libpq URI),
   // migrated on start and shareable by several hubs. Any other URL
   // (`scheme://...`, `file:...`) is refused.
   std::string db_path = "var/hub.sqlite";
-  // SQLite's synchronous mode; on PostgreSQL kFull is synchronous_commit
-  // on, kNormal off (a server crash may lose the last commits).
-  storage::SqliteStoreOptions::Synchronous synchronous =
-      storage::SqliteStoreOptions::Synchronous::kFull;
+  // What an acknowledged write survives (storage/open_store.h): SQLite's
+  // synchronous FULL or NORMAL; PostgreSQL's synchronous_commit on or off.
+  storage::Durability durability = storage::Durability::kPowerLoss;
   PresenceConfig presence;
   // HTTP/2 keepalive: the hub pings each connection this often and drops it
   // when a ping is not answered within the timeout, which ends its presence
@@ -208,8 +207,10 @@ class HubServer {
   HubIdentity identity_;
   std::string address_;
   int port_ = 0;
-  // Declared before store_: released only after the store has closed.
-  std::unique_ptr<storage::DatabaseLock> db_lock_;
+  // The database's note of its holder (SQLite's lock file; null on
+  // PostgreSQL). Declared before store_: released only after the store has
+  // closed.
+  std::unique_ptr<storage::DatabaseHolderNote> db_holder_;
   std::unique_ptr<storage::Store> store_;
   std::unique_ptr<Authority> authority_;
   // Before server_: the certificates' private copy outlives the listener.
@@ -243,6 +244,7 @@ class HubServer {
   std::unique_ptr<HubServiceImpl> hub_service_;
   std::unique_ptr<PresenceServiceImpl> presence_service_;
   std::unique_ptr<CallGate> gate_;
+  std::unique_ptr<Admission> admission_;
   std::unique_ptr<AdminServiceImpl> admin_service_;
   // Before reservations_, whose writes kick them.
   std::unique_ptr<ReservationFeed> reservation_feed_;

@@ -44,7 +44,7 @@ Hub* TheHub() {
     options.listen = "127.0.0.1:0";
     options.db_path = absl::StrCat(dir != nullptr ? dir : "/tmp",
                                    "/rpc_request_fuzz_", getpid(), ".sqlite");
-    options.synchronous = storage::SqliteStoreOptions::Synchronous::kNormal;
+    options.durability = storage::Durability::kProcessCrash;
     options.presence.detach_grace = absl::Milliseconds(50);
     options.tick_interval = absl::Milliseconds(20);
     options.limits.requests_per_second = 0;  // the fuzzer is one principal
