@@ -183,6 +183,29 @@ RoleOutcome LostFenceOutcome(const std::optional<RoleRecord>& latest,
   return RoleOutcome::kCasConflict;
 }
 
+CandidateMerge CandidateMergeOf(const CandidateUpsert& u) {
+  CandidateMerge m;
+  CandidateRecord& c = m.insert;
+  c.role_key_wire = u.role_key_wire;
+  c.agent_id = u.agent_id;
+  c.source = u.source.value_or("operator");
+  c.priority = u.priority.value_or(0);
+  c.transport_locators_json = u.transport_locators_json.value_or("[]");
+  c.consecutive_probe_failures = u.consecutive_probe_failures.value_or(0);
+  c.excluded_until_ms = u.excluded_until_ms.ApplyTo(std::nullopt);
+  c.last_probe_ms = u.last_probe_ms.ApplyTo(std::nullopt);
+  c.last_probe_code = u.last_probe_code.ApplyTo(std::nullopt);
+  c.updated_at_ms = u.now_ms;
+  m.keep_source = !u.source.has_value();
+  m.keep_priority = !u.priority.has_value();
+  m.keep_transport_locators = !u.transport_locators_json.has_value();
+  m.keep_probe_failures = !u.consecutive_probe_failures.has_value();
+  m.keep_excluded_until = u.excluded_until_ms.keep();
+  m.keep_last_probe_ms = u.last_probe_ms.keep();
+  m.keep_last_probe_code = u.last_probe_code.keep();
+  return m;
+}
+
 void ApplyReachability(const ReachabilityUpdate& u, CandidateRecord* c) {
   switch (u.failures) {
     case ReachabilityUpdate::Failures::kKeep:

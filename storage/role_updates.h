@@ -65,6 +65,24 @@ std::optional<RoleRecord> RecoveredRole(
 RoleOutcome LostFenceOutcome(const std::optional<RoleRecord>& latest,
                              const RoleFence& fence);
 
+// UpsertCandidate's write (§5.6), one statement on every engine: the row to
+// insert when there is none (the upsert's fields over the column defaults),
+// and for a row that exists, which of its fields stay as stored (the others
+// take `insert`'s value; updated_at_ms always does). The merge happens
+// against the row the statement conflicts with, so two writers of one
+// candidate each keep what the other wrote to the fields they left alone.
+struct CandidateMerge {
+  CandidateRecord insert;
+  bool keep_source = false;
+  bool keep_priority = false;
+  bool keep_transport_locators = false;
+  bool keep_probe_failures = false;
+  bool keep_excluded_until = false;
+  bool keep_last_probe_ms = false;
+  bool keep_last_probe_code = false;
+};
+CandidateMerge CandidateMergeOf(const CandidateUpsert& upsert);
+
 // §5.6 probe result applied to the candidate row read: the failure count,
 // the exclusion (derived from the new count when excluded_until_for is
 // set), last_probe_ms (default now) and last_probe_code.

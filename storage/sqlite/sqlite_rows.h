@@ -74,20 +74,8 @@ absl::StatusOr<std::optional<T>> ReadOne(Stmt& stmt, F read) {
   return std::optional<T>(read(stmt));
 }
 
-absl::StatusOr<std::optional<RoleRecord>> LoadRole(Connection& conn,
-                                                   absl::string_view wire);
 absl::StatusOr<std::vector<MessageRecord>> PendingRoleMessages(
     Connection& conn, std::optional<std::string> wire, int64_t now_ms);
-
-// The closed-scope record whose wire is `wire`, or whose project and scope
-// are `project_id` and `scope_id` (pass "" to match by wire only).
-absl::StatusOr<std::optional<ClosedScopeRecord>> LoadClosedScope(
-    Connection& conn, absl::string_view wire, absl::string_view project_id = "",
-    absl::string_view scope_id = "");
-// ScopeClosedError when `wire` (or the project and scope) is closed.
-absl::Status RefuseClosedScope(Connection& conn, absl::string_view wire,
-                               absl::string_view project_id = "",
-                               absl::string_view scope_id = "");
 
 }  // namespace hub::storage::rows
 

@@ -1,6 +1,6 @@
-// SqliteStore: open, reader pool, backup. Agents are AgentCalls over
-// sqlite_agent_rows.cc; roles and messages live in sqlite_store_roles.cc and
-// sqlite_store_messages.cc.
+// SqliteStore: open, reader pool, backup. Agents, roles and reservations are
+// the shared Calls over sqlite_agent_rows.cc, sqlite_role_rows.cc and
+// sqlite_store_reservations.cc; messages live in sqlite_store_messages.cc.
 #include "storage/sqlite/sqlite_store.h"
 
 #include <openssl/sha.h>
@@ -17,7 +17,9 @@
 #include "absl/strings/str_format.h"
 #include "status/status.h"
 #include "storage/agent_store_calls.h"
+#include "storage/role_store_calls.h"
 #include "storage/sqlite/sqlite_agent_rows.h"
+#include "storage/sqlite/sqlite_role_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
 
 namespace hub::storage {
@@ -148,6 +150,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       /*on_rollback=*/[raw = store.get()] { raw->pending_.Clear(); });
   store->agents_ =
       std::make_unique<AgentCalls<SqliteStore, SqliteAgentRows>>(*store);
+  store->roles_ = std::make_unique<RoleCalls<SqliteStore, SqliteRoleRows>>(
+      *store, opts.new_id);
   store->reservations_ = store->NewReservationStore();
   return store;
 }

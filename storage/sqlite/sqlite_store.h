@@ -30,6 +30,9 @@ template <typename Engine, typename Rows, bool kOrderKeys>
 class ReservationCalls;  // storage/reservation_store_calls.h
 template <typename Engine, typename Rows>
 class AgentCalls;  // storage/agent_store_calls.h
+template <typename Engine, typename Rows>
+class RoleCalls;  // storage/role_store_calls.h
+class SqliteRoleRows;
 
 struct SqliteStoreOptions {
   std::string path;
@@ -52,9 +55,7 @@ struct SqliteStoreOptions {
   GroupCommitWriter::CommitObserver on_group_committed;
 };
 
-class SqliteStore final : public Store,
-                          private RoleStore,
-                          private MessageStore {
+class SqliteStore final : public Store, private MessageStore {
  public:
   // Opens (creating if absent) and migrates the database. Errors: see
   // store.h; nothing is written when a preflight check fails.
@@ -79,44 +80,12 @@ class SqliteStore final : public Store,
 
   StoreInfo Info() const override { return info_; }
   AgentStore& agents() override { return *agents_; }
-  RoleStore& roles() override { return *this; }
+  RoleStore& roles() override { return *roles_; }
   MessageStore& messages() override { return *this; }
   ReservationStore& reservations() override { return *reservations_; }
 
  private:
-  // The concerns, each reached through its accessor above.
-
-  absl::StatusOr<ScopeCloseResult> CloseLeadScope(
-      const ScopeClose& close) override;
-  absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
-      absl::string_view wire) override;
-  absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
-      const ClosedScopeFilter& filter) override;
-
-  absl::StatusOr<RoleWrite> ReserveRole(
-      const RoleReservation& reservation) override;
-  absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
-  void ReserveRoleAsync(const RoleReservation& reservation,
-                        Callback<RoleWrite> done) override;
-  void CompareAndSetRoleAsync(const RoleCas& cas,
-                              Callback<RoleWrite> done) override;
-  absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) override;
-  absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) override;
-  absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) override;
-  absl::StatusOr<std::vector<RoleRecord>> ListRoles(
-      const RoleFilter& filter) override;
-  absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
-      int64_t now_ms) override;
-  absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,
-                                       absl::string_view agent_id) override;
-  absl::StatusOr<CandidateRecord> UpsertCandidate(
-      const CandidateUpsert& upsert) override;
-  absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
-      const ReachabilityUpdate& update) override;
-  absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
-      absl::string_view wire) override;
-  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
-      const CandidatePageQuery& query) override;
+  // The message concern, reached through messages().
 
   absl::Status InsertMessage(
       const MessageRecord& message,
@@ -179,6 +148,11 @@ class SqliteStore final : public Store,
   friend class ReservationCalls;
   template <typename, typename>
   friend class AgentCalls;
+  // The role methods: RoleCalls over SqliteRoleRows, whose dead letters
+  // keep pending_.
+  template <typename, typename>
+  friend class RoleCalls;
+  friend class SqliteRoleRows;
   // No hub shares a SQLite database: its writes have no seat.
   static std::optional<HubSeat> Seat() { return std::nullopt; }
 
@@ -215,14 +189,6 @@ class SqliteStore final : public Store,
   }
   absl::StatusOr<std::unique_ptr<Connection>> AcquireReader();
   void ReleaseReader(std::unique_ptr<Connection> conn);
-
-  absl::StatusOr<RoleWrite> ReserveIn(Connection& conn,
-                                      const RoleReservation& r);
-  absl::StatusOr<RoleWrite> CasIn(Connection& conn, const RoleCas& cas);
-  absl::StatusOr<std::vector<RoleRecord>> RecoverIn(Connection& conn,
-                                                    int64_t now_ms);
-  absl::StatusOr<ScopeCloseResult> CloseScopeIn(Connection& conn,
-                                                const ScopeClose& close);
 
   // Each agent's pending inbox rows (unacknowledged, message queued or
   // delivered), so that the inbox limit costs a publish a hash lookup
@@ -270,6 +236,8 @@ class SqliteStore final : public Store,
   std::unique_ptr<GroupCommitWriter> writer_;
   // AgentCalls over SqliteAgentRows (storage/agent_store_calls.h).
   std::unique_ptr<AgentStore> agents_;
+  // RoleCalls over SqliteRoleRows (storage/role_store_calls.h).
+  std::unique_ptr<RoleStore> roles_;
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();

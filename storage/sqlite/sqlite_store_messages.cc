@@ -11,6 +11,8 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/role_ops.h"
+#include "storage/sqlite/sqlite_role_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
 #include "storage/sqlite/sqlite_store.h"
 
@@ -178,8 +180,8 @@ absl::StatusOr<std::vector<InboxRecord>> SqliteStore::InsertMessageIn(
   // Inside the write: a lead scope closed after the publish was checked
   // still refuses its message (nothing is written).
   if (m.role_key_wire.has_value()) {
-    if (absl::Status s = rows::RefuseClosedScope(conn, *m.role_key_wire);
-        !s.ok()) {
+    SqliteRoleRows roles(conn, *this);
+    if (absl::Status s = GuardOpenScope(roles, *m.role_key_wire); !s.ok()) {
       return s;
     }
   }
@@ -761,8 +763,8 @@ absl::StatusOr<RedriveResult> SqliteStore::RedriveIn(
   if (!m.ok()) return m.status();
   if (!m->has_value()) return MessageNotFound(r.message_id);
   if ((*m)->role_key_wire.has_value()) {
-    if (absl::Status s = rows::RefuseClosedScope(conn, *(*m)->role_key_wire);
-        !s.ok()) {
+    SqliteRoleRows roles(conn, *this);
+    if (absl::Status s = GuardOpenScope(roles, *(*m)->role_key_wire); !s.ok()) {
       return s;
     }
   }
