@@ -137,12 +137,12 @@ TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
   cas.patch.state = RoleState::kActive;
   for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
     for (bool update : {true, false}) {
-      SCOPED_TRACE(update ? "LockScopeAndCasRole" : "LockScopeAndLoadRole");
+      SCOPED_TRACE(update ? "CasIfFence" : "LockScopeAndLoad");
       Sql(absl::StrCat("SET plan_cache_mode = ", mode));
       Sql("BEGIN");
+      PgRoleRows rows(*conn_);
       absl::StatusOr<std::optional<RoleRecord>> role =
-          update ? LockScopeAndCasRole(*conn_, cas)
-                 : LockScopeAndLoadRole(*conn_, "rk.none");
+          update ? rows.CasIfFence(cas) : rows.LockScopeAndLoad("rk.none");
       ASSERT_TRUE(role.ok()) << mode << ": " << role.status();
       EXPECT_FALSE(role->has_value());
       // A close (the exclusive lock) has to wait for this transaction.

@@ -1,6 +1,6 @@
-// PostgresStore: open, the reader pool, shared helpers. The operations
-// live in pg_store_agents.cc, pg_store_roles.cc, pg_store_candidates.cc,
-// pg_store_scopes.cc, pg_store_messages.cc and pg_store_role_changes.cc.
+// PostgresStore: open, the reader pool, shared helpers. The concerns live
+// in pg_store_agents.cc (over pg_agent_rows.cc), pg_store_roles.cc (over
+// pg_role_rows.cc), pg_store_messages.cc and pg_store_reservations.cc.
 #include "storage/pg/pg_store.h"
 
 #include <openssl/sha.h>
@@ -120,6 +120,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
         std::make_unique<PgMembership>(opts.conninfo, opts.hub_id);
   }
   store->agents_ = store->NewAgentStore();
+  store->roles_ = store->NewRoleStore();
   store->reservations_ = store->NewReservationStore();
   store->signals_ = std::make_unique<PgSignals>(opts.conninfo);
   return store;

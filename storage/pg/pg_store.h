@@ -36,6 +36,8 @@ template <typename Engine, typename Rows, bool kOrderKeys>
 class ReservationCalls;  // storage/reservation_store_calls.h
 template <typename Engine, typename Rows>
 class AgentCalls;  // storage/agent_store_calls.h
+template <typename Engine, typename Rows>
+class RoleCalls;  // storage/role_store_calls.h
 }  // namespace hub::storage
 
 namespace hub::storage::pg {
@@ -72,9 +74,7 @@ struct PostgresStoreOptions {
   PgGroupEngineOptions commits;
 };
 
-class PostgresStore final : public Store,
-                            private RoleStore,
-                            private MessageStore {
+class PostgresStore final : public Store, private MessageStore {
  public:
   // Connects, migrates and opens. UNAVAILABLE / STORE_UNAVAILABLE when the
   // server cannot be reached; SCHEMA_TOO_NEW for a newer database.
@@ -87,54 +87,14 @@ class PostgresStore final : public Store,
 
   StoreInfo Info() const override { return info_; }
   AgentStore& agents() override { return *agents_; }
-  RoleStore& roles() override { return *this; }
+  RoleStore& roles() override { return *roles_; }
   MessageStore& messages() override { return *this; }
   ReservationStore& reservations() override { return *reservations_; }
   Membership* membership() override { return membership_.get(); }
   Signals* signals() override { return signals_.get(); }
 
  private:
-  // The concerns, each reached through its accessor above.
-
-  absl::StatusOr<ScopeCloseResult> CloseLeadScope(
-      const ScopeClose& close) override;
-  absl::StatusOr<std::optional<ClosedScopeRecord>> GetClosedScope(
-      absl::string_view wire) override;
-  absl::StatusOr<std::vector<ClosedScopeRecord>> ListClosedScopes(
-      const ClosedScopeFilter& filter) override;
-
-  absl::StatusOr<RoleWrite> ReserveRole(
-      const RoleReservation& reservation) override;
-  absl::StatusOr<RoleWrite> CompareAndSetRole(const RoleCas& cas) override;
-  void ReserveRoleAsync(const RoleReservation& reservation,
-                        Callback<RoleWrite> done) override;
-  void CompareAndSetRoleAsync(const RoleCas& cas,
-                              Callback<RoleWrite> done) override;
-  absl::StatusOr<RecoveryResult> RecoverRoles(int64_t now_ms) override;
-  absl::StatusOr<RoleOutcome> DeleteRole(absl::string_view wire) override;
-  absl::StatusOr<RoleRecord> GetRole(absl::string_view wire) override;
-  absl::StatusOr<std::vector<RoleRecord>> ListRoles(
-      const RoleFilter& filter) override;
-  absl::StatusOr<std::vector<RoleRecord>> ListRolesWithExpiredHolder(
-      int64_t now_ms) override;
-  bool HasRoleChangeLog() const override { return true; }
-  absl::StatusOr<int64_t> RoleChangeHead() override;
-  absl::StatusOr<RoleChangePage> ReadRoleChanges(int64_t after_seq,
-                                                 int64_t limit) override;
-  absl::StatusOr<int64_t> PruneRoleChanges(int64_t keep_ms,
-                                           int64_t limit) override;
-  absl::StatusOr<bool> DeleteCandidate(absl::string_view wire,
-                                       absl::string_view agent_id) override;
-  absl::StatusOr<CandidateRecord> UpsertCandidate(
-      const CandidateUpsert& upsert) override;
-  absl::StatusOr<CandidateRecord> UpdateCandidateReachability(
-      const ReachabilityUpdate& update) override;
-  absl::StatusOr<std::vector<CandidateRecord>> ListCandidates(
-      absl::string_view wire) override;
-  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesPage(
-      const CandidatePageQuery& query) override;
-  absl::StatusOr<std::vector<CandidateRecord>> ListCandidatesOfRoles(
-      const std::vector<std::string>& wires) override;
+  // The message concern, reached through messages().
 
   absl::Status InsertMessage(
       const MessageRecord& message,
@@ -206,6 +166,12 @@ class PostgresStore final : public Store,
   friend class ::hub::storage::AgentCalls;
   friend class PgAgentStore;
   std::unique_ptr<AgentStore> NewAgentStore();
+  // The role methods: RoleCalls over PgRoleRows, with PostgreSQL's
+  // additions (pg_store_roles.cc).
+  template <typename, typename>
+  friend class ::hub::storage::RoleCalls;
+  friend class PgRoleStore;
+  std::unique_ptr<RoleStore> NewRoleStore();
 
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
@@ -298,6 +264,7 @@ class PostgresStore final : public Store,
   std::unique_ptr<PgGroupCommitWriter> writer_;
   std::unique_ptr<PgMembership> membership_;
   std::unique_ptr<AgentStore> agents_;
+  std::unique_ptr<RoleStore> roles_;
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();

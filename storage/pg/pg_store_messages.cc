@@ -18,6 +18,7 @@
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_store.h"
+#include "storage/role_ops.h"
 
 namespace hub::storage::pg {
 namespace {
@@ -367,11 +368,8 @@ absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
   // hub or another, still refuses its message (nothing is written), and a
   // close that is running waits for this insert and then dead-letters it.
   if (m.role_key_wire.has_value()) {
-    if (absl::Status s = LockScopeWire(conn, *m.role_key_wire, false);
-        !s.ok()) {
-      return s;
-    }
-    if (absl::Status s = RefuseClosedScope(conn, *m.role_key_wire); !s.ok()) {
+    PgRoleRows roles(conn);
+    if (absl::Status s = GuardOpenScope(roles, *m.role_key_wire); !s.ok()) {
       return s;
     }
   }
@@ -956,10 +954,8 @@ absl::StatusOr<RedriveResult> PostgresStore::RedriveDeadLetter(
         // write and then dead-letters the message again.
         if (const std::optional<std::string>& wire = (*m)->role_key_wire;
             wire.has_value()) {
-          if (absl::Status s = LockScopeWire(conn, *wire, false); !s.ok())
-            return s;
-          if (absl::Status s = RefuseClosedScope(conn, *wire); !s.ok())
-            return s;
+          PgRoleRows roles(conn);
+          if (absl::Status s = GuardOpenScope(roles, *wire); !s.ok()) return s;
         }
         // As a publish's, before any write: the inboxes it would make
         // pending again (or add) are counted under their locks.
