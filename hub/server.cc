@@ -18,6 +18,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
+#include "hub/console/fleet_rows.h"
 #include "hub/log.h"
 #include "hub/malformed_request.h"
 #include "hub/rpc_observer.h"
@@ -121,6 +122,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
       &server->store_->agents(), server->store_->membership(), clock,
       options.presence, server->identity_.hub_instance_id,
       server->identity_.store_fingerprint);
+  server->presence_->SetEvents(&server->events_);
   if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
 
   // Hubs sharing the database: take a seat before anything is written for
@@ -336,6 +338,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   server->messaging_ = std::make_unique<Messaging>(
       &server->store_->messages(), server->presence_.get(),
       server->roles_.get(), activator, ids, clock, options.messaging);
+  server->messaging_->SetEvents(&server->events_);
   // Hubs sharing the database: messages published here for agents attached
   // elsewhere are hinted to their hubs, and those published elsewhere for
   // agents attached here are pushed from here.
@@ -348,10 +351,11 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         &server->store_->messages(), membership, server->presence_.get(),
         server->messaging_.get(), clock, router_options);
     MessageRouter* router = server->router_.get();
-    server->messaging_->SetUnpushedListener(
-        [router](const std::vector<std::string>& agents) {
-          router->Unpushed(agents);
-        });
+    server->events_.Subscribe([router](const FleetEvent& event) {
+      if (const auto* unpushed = std::get_if<MessagesUnpushed>(&event)) {
+        router->Unpushed(unpushed->agent_ids);
+      }
+    });
     router->SetFlightListener([activator, activator_pool] {
       activator_pool->Schedule(
           [activator] { activator->ContinueHandedFlights(); });
@@ -361,43 +365,21 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   if (absl::Status s = server->StartConsole(options, clock); !s.ok()) {
     return s;
   }
-  console::ConsoleModel* console = server->console_model_.get();
-  console::ConsoleHints* hints = server->console_hints_.get();
-  server->messaging_->SetDeadLetterListener(
-      [metrics, console, hints](const MessageRecord& message,
-                                const storage::ExpiryTransition& transition) {
-        metrics->OnDeadLetter(message, transition);
-        if (console != nullptr) {
-          console->MessagesChanged({transition.message_id});
-          if (!message.to_agent.empty())
-            console->AgentChanged(message.to_agent);
-          if (message.role_key_wire.has_value()) {
-            console->RoleChanged(*message.role_key_wire);
-          }
-        }
-        if (hints != nullptr) {
-          hints->MessagesChanged({transition.message_id});
-          if (!message.to_agent.empty())
-            hints->AgentsChanged({message.to_agent});
-          if (message.role_key_wire.has_value()) {
-            hints->RoleChanged(*message.role_key_wire);
-          }
-        }
-      });
-  server->messaging_->SetRedriveListener([](const RedriveOutcome& outcome,
-                                            const std::string& by) {
-    const MessageRecord& m = outcome.message;
-    log::Info(
-        "message_redriven",
-        {{"message_id", m.id},
-         {"from", m.from_agent},
-         {"to", m.to_agent},
-         {"role", m.role_key_wire.value_or("")},
-         {"by", by},
-         {"dead_letter_reason",
-          outcome.dead_letter.has_value() ? outcome.dead_letter->reason : ""},
-         {"recipients", absl::StrCat(outcome.recipients.size())},
-         {"pushed", absl::StrCat(outcome.pushed.size())}});
+  server->events_.Subscribe([metrics](const FleetEvent& event) {
+    if (const auto* dead = std::get_if<MessageDeadLettered>(&event)) {
+      metrics->OnDeadLetter(dead->message, dead->transition);
+    } else if (const auto* redriven = std::get_if<MessageRedriven>(&event)) {
+      const MessageRecord& m = redriven->message;
+      log::Info("message_redriven",
+                {{"message_id", m.id},
+                 {"from", m.from_agent},
+                 {"to", m.to_agent},
+                 {"role", m.role_key_wire.value_or("")},
+                 {"by", redriven->by},
+                 {"dead_letter_reason", redriven->dead_letter_reason},
+                 {"recipients", absl::StrCat(redriven->recipients.size())},
+                 {"pushed", absl::StrCat(redriven->pushed.size())}});
+    }
   });
   // Messages that expired while the hub was down are dead-lettered first.
   if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
@@ -634,26 +616,16 @@ absl::Status HubServer::StartConsole(const HubServerOptions& options,
     hints.on_caught_up = [] { log::Info("console_hints_reset_sent", {}); };
     console_hints_ = std::make_unique<console::ConsoleHints>(console, hints);
   }
-  console::ConsoleHints* hints = console_hints_.get();
-  presence_->SetChangeListener([console, hints](const std::string& agent_id) {
-    if (console != nullptr) console->AgentChanged(agent_id);
-    if (hints != nullptr) hints->AgentsChanged({agent_id});
-  });
-  messaging_->SetChangeListener(
-      [console, hints](const Messaging::Change& change) {
-        if (console != nullptr) {
-          console->MessagesChanged(change.message_ids);
-          console->AgentsChanged(change.agent_ids);
-          if (change.role_wire.has_value())
-            console->RoleChanged(*change.role_wire);
-        }
-        if (hints != nullptr) {
-          hints->MessagesChanged(change.message_ids);
-          hints->AgentsChanged(change.agent_ids);
-          if (change.role_wire.has_value())
-            hints->RoleChanged(*change.role_wire);
-        }
-      });
+  if (console != nullptr) {
+    events_.Subscribe([console](const FleetEvent& event) {
+      console::ShowFleetEvent(event, *console);
+    });
+  }
+  if (console::ConsoleHints* hints = console_hints_.get(); hints != nullptr) {
+    events_.Subscribe([hints](const FleetEvent& event) {
+      console::ShowFleetEvent(event, *hints);
+    });
+  }
   if (console == nullptr) return absl::OkStatus();
   log_observer_ = log::AddObserver(
       [console](log::Level level, absl::string_view event,

@@ -43,6 +43,7 @@
 #include "registry/claude_uds_adapter.h"
 #include "registry/clock.h"
 #include "registry/coordinator.h"
+#include "registry/fleet_events.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservation_end_fanout.h"
@@ -216,6 +217,10 @@ class HubServer {
   // Before server_: the certificates' private copy outlives the listener.
   std::unique_ptr<ServerTls> tls_;
   std::string security_;
+  // What changed in the fleet, for the console, metrics, the log and the
+  // router (registry/fleet_events.h). Before presence_ and messaging_,
+  // which publish to it.
+  FleetEvents events_;
   std::unique_ptr<PresenceRegistry> presence_;
   // After presence_ (it calls it): null unless hubs share the database.
   std::unique_ptr<MembershipKeeper> membership_;

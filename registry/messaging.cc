@@ -78,8 +78,9 @@ Messaging::Messaging(storage::MessageStore* store, PresenceRegistry* presence,
                 agent_id, ids, UnixMillis(clock_->Now()), presence_generation,
                 [this, agent_id, ids = &ids, done = std::move(done)](
                     absl::StatusOr<std::vector<bool>> acked) mutable {
-                  if (acked.ok() && change_listener_) {
-                    change_listener_({*ids, {agent_id}, std::nullopt});
+                  if (acked.ok() && events_ != nullptr) {
+                    events_->Publish(
+                        MessagesChanged{*ids, {agent_id}, std::nullopt});
                   }
                   std::move(done)(std::move(acked));
                 });
@@ -405,8 +406,9 @@ absl::StatusOr<PublishResult> Messaging::Published(
     presence_->DeliverMessage(agent_id, delivery);
   }
   PushToLateAttachers(p, blocking);
-  if (change_listener_)
-    change_listener_({{m.id}, p.recipients, m.role_key_wire});
+  if (events_ != nullptr) {
+    events_->Publish(MessagesChanged{{m.id}, p.recipients, m.role_key_wire});
+  }
   if (NeedsEnsure(p)) {
     EnsureRequest ensure;
     ensure.role.wire = p.address.role->wire;
@@ -458,7 +460,7 @@ void Messaging::PushToLateAttachers(const Prepared& p,
     }
   }
   // Their streams, if any, are on other hubs: those push them.
-  if (!unpushed.empty() && unpushed_listener_) unpushed_listener_(unpushed);
+  if (!unpushed.empty()) PublishTo(events_, MessagesUnpushed{unpushed});
   if (late.empty()) return;
   auto push = [this, m = p.message, role = p.address.holder_role,
                late = std::move(late)] {
@@ -479,8 +481,9 @@ void Messaging::HandOverIfActive(const MessageRecord& m) {
   absl::StatusOr<bool> added =
       store_->AddRecipient(m.id, *holder->holder_agent_id);
   if (added.ok() && *added) {
-    if (change_listener_) {
-      change_listener_({{m.id}, {*holder->holder_agent_id}, m.role_key_wire});
+    if (events_ != nullptr) {
+      events_->Publish(
+          MessagesChanged{{m.id}, {*holder->holder_agent_id}, m.role_key_wire});
     }
     Push(m, *holder->holder_agent_id, holder);
   }
@@ -518,7 +521,9 @@ Messaging::PushOutcome Messaging::Push(const MessageRecord& message,
                                      UnixMillis(clock_->Now()));
   if (!inbox.ok()) return PushOutcome::kNotPushed;
   if (!inbox->has_value()) return PushOutcome::kSettled;
-  if (change_listener_) change_listener_({{message.id}, {}, std::nullopt});
+  if (events_ != nullptr) {
+    events_->Publish(MessagesChanged{{message.id}, {}, std::nullopt});
+  }
   return presence_->DeliverMessage(
              agent_id, DeliveryOf(message, **std::move(inbox), role))
              ? PushOutcome::kPushed
@@ -538,12 +543,12 @@ int64_t Messaging::PushRoutedMany(
   absl::StatusOr<std::vector<InboxRecord>> marked =
       store_->MarkDeliveredManyIfUnacked(marks, now_ms);
   if (!marked.ok()) return 0;  // all stay pending: the next poll retries
-  if (change_listener_ && !marked->empty()) {
-    Change change;
+  if (events_ != nullptr && !marked->empty()) {
+    MessagesChanged change;
     for (const InboxRecord& row : *marked) {
       change.message_ids.push_back(row.message_id);
     }
-    change_listener_(change);
+    events_->Publish(change);
   }
   absl::flat_hash_map<std::pair<std::string, std::string>, InboxRecord>
       by_delivery;
@@ -646,7 +651,9 @@ absl::StatusOr<AckResult> Messaging::Ack(
   absl::StatusOr<std::vector<bool>> acked = store_->AckMessages(
       agent_id, *ids, UnixMillis(clock_->Now()), presence_generation);
   if (!acked.ok()) return acked.status();
-  if (change_listener_) change_listener_({*ids, {agent_id}, std::nullopt});
+  if (events_ != nullptr) {
+    events_->Publish(MessagesChanged{*ids, {agent_id}, std::nullopt});
+  }
   return ToAckResult(*ids, *acked);
 }
 
@@ -717,12 +724,12 @@ BacklogHandover Messaging::HandOverBacklog(const RoleRecord& active) {
   }
   handover.handed_over = static_cast<int64_t>(handed.size());
   if (handed.empty()) return handover;
-  if (change_listener_) {
-    Change change;
+  if (events_ != nullptr) {
+    MessagesChanged change;
     for (const MessageRecord& m : handed) change.message_ids.push_back(m.id);
     change.agent_ids = {holder};
     change.role_wire = active.role_key_wire;
-    change_listener_(change);
+    events_->Publish(change);
   }
   handover.push = [this, active, handed = std::move(handed)] {
     for (const MessageRecord& m : handed) {

@@ -31,6 +31,7 @@
 #include "registry/ack_coalescer.h"
 #include "registry/activator.h"
 #include "registry/clock.h"
+#include "registry/fleet_events.h"
 #include "registry/message_delivery.h"
 #include "registry/presence.h"
 #include "registry/project_scope.h"
@@ -229,17 +230,10 @@ class Messaging {
   // visible in `scope` (PROJECT_SCOPE_MISMATCH). Reasons:
   // MESSAGE_ID_INVALID, MESSAGE_NOT_FOUND, PROJECT_SCOPE_MISMATCH,
   // MESSAGE_NOT_DEAD_LETTER, ROLE_SCOPE_CLOSED. Blocks on writes.
-  // `by` names who asked (the principal), for the redrive listener.
+  // `by` names who asked (the principal), for its MessageRedriven event.
   absl::StatusOr<RedriveOutcome> RedriveDeadLetter(
       const std::string& message_id, const ProjectScope& scope = {},
       const std::string& by = "");
-  // Told after each re-drive committed and its pushes ran, with who asked
-  // (hubd: a log line). REQUIRES: set before any re-drive.
-  using RedriveListener =
-      std::function<void(const RedriveOutcome& outcome, const std::string& by)>;
-  void SetRedriveListener(RedriveListener listener) {
-    redrive_listener_ = std::move(listener);
-  }
   // Publishes a REQUEST, then waits until `wait` (0 .. 30 s, else
   // REQUEST_INVALID) after the call, the request's write included, for the
   // first RESPONSE with its correlation id.
@@ -251,38 +245,19 @@ class Messaging {
   // After a lead scope was closed (the activator's on_scope_closed): one
   // handoff.dead_letter notice per dead-lettered request or handoff, to its
   // sender, as the expiry sweep sends them (reason ROLE_SCOPE_CLOSED), and
-  // the dead-letter listener for each message.
+  // a MessageDeadLettered event for each message.
   void OnScopeClosed(const storage::ScopeCloseResult& closed);
   // Runs the sweep when due.
   void Tick();
-  // Told about each message the sweep (or a scope closing) dead-letters
-  // (hubd: metrics and a log line), with the message as stored (only its id
-  // if it could not be read).
-  // REQUIRES: called before the first sweep; default: nothing.
-  using DeadLetterListener =
-      std::function<void(const MessageRecord& message,
-                         const storage::ExpiryTransition& transition)>;
-  void SetDeadLetterListener(DeadLetterListener listener) {
-    dead_letter_listener_ = std::move(listener);
-  }
-  // Told after a publish committed (the message, its recipients, sorted,
-  // and its role wire for a role address), after role backlog was handed to
-  // a holder (the messages, the holder and the wire), after a delivery was
-  // recorded (the message only) and after an ack committed (the messages
-  // named, the acking agent, no wire): which messages, whose pending inbox
-  // and which role's backlog may have changed.
-  // On the thread that finished the write (a store completion thread): must
-  // not block. hubd: the console. REQUIRES: set before any publish; default:
-  // nothing.
-  struct Change {
-    std::vector<std::string> message_ids;
-    std::vector<std::string> agent_ids;
-    std::optional<std::string> role_wire;
-  };
-  using ChangeListener = std::function<void(const Change& change)>;
-  void SetChangeListener(ChangeListener listener) {
-    change_listener_ = std::move(listener);
-  }
+  // Where the messaging tells what changed (registry/fleet_events.h):
+  // MessagesChanged after a publish, a backlog handover, a delivery, an ack
+  // or a re-drive committed; MessageDeadLettered for each message the sweep
+  // or a scope's closing dead-letters; MessageRedriven after a re-drive's
+  // pushes ran; MessagesUnpushed with a write's recipients that no stream of
+  // this hub took. Published on the thread that finished the write (often a
+  // store completion thread). Must outlive the messaging. REQUIRES: set
+  // before any write; default: none.
+  void SetEvents(const FleetEvents* events) { events_ = events; }
   // AckAsync's requests and the writes that carried them (metrics).
   const AckCoalescer& acks() const { return acks_; }
   // Ends every waiting Ask now (as if its wait ran out) and every later one
@@ -292,15 +267,6 @@ class Messaging {
   void Shutdown();
 
   // ---- several hubs over one store (docs/design/multi-hub.md, "Routing")
-  // Told, after each publish committed, of its recipients that no stream of
-  // this hub took (another hub may hold them), sorted; on the thread that
-  // finished the publish (a store completion thread): must not block.
-  // REQUIRES: set before any publish; default: nothing.
-  using UnpushedListener =
-      std::function<void(const std::vector<std::string>& agent_ids)>;
-  void SetUnpushedListener(UnpushedListener listener) {
-    unpushed_listener_ = std::move(listener);
-  }
   // Pushes messages published through another hub to the streams of their
   // recipients here: the delivery attempts of those whose agents have a
   // stream here are recorded first, in one write
@@ -370,9 +336,7 @@ class Messaging {
                                   int64_t now_ms);
   absl::StatusOr<std::vector<std::string>> TopicSubscribers(
       const std::string& topic);
-  UnpushedListener unpushed_listener_;
-  ChangeListener change_listener_;
-  RedriveListener redrive_listener_;
+  const FleetEvents* events_ = nullptr;
   std::optional<RoleRecord> LiveHolder(const std::string& wire, int64_t now_ms);
   // The project of agent `agent_id` (nullopt: no such agent, or it has
   // none), remembered in `cache` for one query.
@@ -413,7 +377,6 @@ class Messaging {
   UuidV7Generator* const ids_;
   const Clock* const clock_;
   const MessagingConfig config_;
-  DeadLetterListener dead_letter_listener_;
   // Hand-overs started per role wire (one entry per role ever activated
   // while this hub ran).
   absl::Mutex handover_mu_;

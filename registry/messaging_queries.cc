@@ -154,7 +154,9 @@ absl::StatusOr<PendingPage> Messaging::ListPending(const PendingQuery& query) {
       // Acknowledged since the read (the agent acked it on its stream):
       // no longer pending, so not on the page.
       if (!marked->has_value()) continue;
-      if (change_listener_) change_listener_({{m.id}, {}, std::nullopt});
+      if (events_ != nullptr) {
+        events_->Publish(MessagesChanged{{m.id}, {}, std::nullopt});
+      }
     }
     MessageDelivery d;
     d.message = m;
@@ -437,10 +439,10 @@ absl::StatusOr<int> Messaging::SweepExpired() {
   for (const storage::ExpiryTransition& t : *claimed) {
     absl::StatusOr<MessageRecord> m = store_->GetMessage(t.message_id);
     if (m.ok()) SendDeadLetterNotice(*m, t);
-    if (dead_letter_listener_) {
+    if (events_ != nullptr) {
       MessageRecord only_id;
       only_id.id = t.message_id;
-      dead_letter_listener_(m.ok() ? *m : only_id, t);
+      events_->Publish(MessageDeadLettered{m.ok() ? *m : only_id, t});
     }
   }
   return static_cast<int>(claimed->size());
@@ -451,10 +453,10 @@ void Messaging::OnScopeClosed(const storage::ScopeCloseResult& closed) {
   // per message.
   for (const storage::ClaimedMessage& claimed : closed.dead_lettered) {
     SendDeadLetterNotice(claimed.message, claimed.transition);
-    if (dead_letter_listener_) {
+    if (events_ != nullptr) {
       MessageRecord dead = claimed.message;
       dead.status = MessageStatus::kDeadLetter;
-      dead_letter_listener_(dead, claimed.transition);
+      events_->Publish(MessageDeadLettered{dead, claimed.transition});
     }
   }
 }

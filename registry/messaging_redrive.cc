@@ -65,9 +65,9 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
   outcome.dead_letter = std::move(done->dead_letter);
   outcome.recipients = std::move(done->recipients);
   const MessageRecord& requeued = outcome.message;
-  if (change_listener_) {
-    change_listener_(
-        {{requeued.id}, outcome.recipients, requeued.role_key_wire});
+  if (events_ != nullptr) {
+    events_->Publish(MessagesChanged{
+        {requeued.id}, outcome.recipients, requeued.role_key_wire});
   }
   std::vector<std::string> elsewhere;
   for (const std::string& agent : outcome.recipients) {
@@ -78,7 +78,7 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
     }
   }
   // Their streams, if any, are on other hubs: those push them.
-  if (!elsewhere.empty() && unpushed_listener_) unpushed_listener_(elsewhere);
+  if (!elsewhere.empty()) PublishTo(events_, MessagesUnpushed{elsewhere});
   if (!outcome.pushed.empty())
     outcome.message.status = MessageStatus::kDelivered;
   if (requeued.role_key_wire.has_value()) {
@@ -94,7 +94,17 @@ absl::StatusOr<RedriveOutcome> Messaging::RedriveDeadLetter(
       HandOverIfActive(requeued);
     }
   }
-  if (redrive_listener_) redrive_listener_(outcome, by);
+  if (events_ != nullptr) {
+    MessageRedriven redriven;
+    redriven.message = outcome.message;
+    if (outcome.dead_letter.has_value()) {
+      redriven.dead_letter_reason = outcome.dead_letter->reason;
+    }
+    redriven.recipients = outcome.recipients;
+    redriven.pushed = outcome.pushed;
+    redriven.by = by;
+    events_->Publish(redriven);
+  }
   return outcome;
 }
 

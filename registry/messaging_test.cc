@@ -312,13 +312,17 @@ TEST_F(MessagingTest, AFullInboxRefusesNewMessagesWholeAndKeepsItsBacklog) {
             "LIMIT_EXCEEDED");
 }
 
-TEST_F(MessagingTest, TheChangeListenerHearsPublishesHandoversAndAcks) {
+TEST_F(MessagingTest, TheFleetEventsTellPublishesHandoversAndAcks) {
   std::vector<std::string> heard;
-  messaging_->SetChangeListener([&heard](const Messaging::Change& c) {
-    heard.push_back(absl::StrCat(absl::StrJoin(c.message_ids, ","), " ",
-                                 absl::StrJoin(c.agent_ids, ","), " ",
-                                 c.role_wire.value_or("-")));
+  FleetEvents events;
+  events.Subscribe([&heard](const FleetEvent& event) {
+    const auto* c = std::get_if<MessagesChanged>(&event);
+    if (c == nullptr) return;
+    heard.push_back(absl::StrCat(absl::StrJoin(c->message_ids, ","), " ",
+                                 absl::StrJoin(c->agent_ids, ","), " ",
+                                 c->role_wire.value_or("-")));
   });
+  messaging_->SetEvents(&events);
   auto b = Agent("agent-b");
   PublishResult to_b = MustPublish(To("agent-b"));
   PublishResult backlog = MustPublish(To("topic:role:" + Wire()));
@@ -378,10 +382,14 @@ TEST_F(MessagingTest, AcksFromManyThreadsAtOnceAreEachAnsweredForTheirOwnIds) {
   int64_t generation = presence_->Get("agent-b")->record.presence_generation;
   std::vector<std::string> heard;
   absl::Mutex mu;
-  messaging_->SetChangeListener([&](const Messaging::Change& c) {
+  FleetEvents events;
+  events.Subscribe([&](const FleetEvent& event) {
+    const auto* c = std::get_if<MessagesChanged>(&event);
+    if (c == nullptr) return;
     absl::MutexLock lock(&mu);
-    for (const std::string& id : c.message_ids) heard.push_back(id);
+    for (const std::string& id : c->message_ids) heard.push_back(id);
   });
+  messaging_->SetEvents(&events);
   // Each request: one of agent-b's ids, a neighbour's id again, and an id
   // not delivered to it; every few, a stale generation.
   std::vector<absl::StatusOr<AckResult>> answers(kThreads * kPerThread);

@@ -163,19 +163,18 @@ void PresenceRegistry::SetArrivalListener(AgentArrivalListener listener) {
   arrival_listener_ = std::move(listener);
 }
 
-void PresenceRegistry::SetChangeListener(
-    std::function<void(const std::string&)> listener) {
+void PresenceRegistry::SetEvents(const FleetEvents* events) {
   absl::MutexLock lock(&listener_mu_);
-  change_listener_ = std::move(listener);
+  events_ = events;
 }
 
 void PresenceRegistry::NotifyChanged(const std::string& agent_id) {
-  std::function<void(const std::string&)> listener;
+  const FleetEvents* events;
   {
     absl::MutexLock lock(&listener_mu_);
-    listener = change_listener_;
+    events = events_;
   }
-  if (listener) listener(agent_id);
+  PublishTo(events, AgentChanged{agent_id});
 }
 
 void PresenceRegistry::NotifyArrival(const std::string& agent_id) {

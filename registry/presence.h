@@ -32,6 +32,7 @@
 #include "absl/time/time.h"
 #include "registry/activation_envelope.h"
 #include "registry/clock.h"
+#include "registry/fleet_events.h"
 #include "registry/message_delivery.h"
 #include "registry/project_scope.h"
 #include "registry/role_event.h"
@@ -237,12 +238,10 @@ class PresenceRegistry {
 
   void SetGoneListener(AgentGoneListener listener);
   void SetArrivalListener(AgentArrivalListener listener);
-  // Told when what an observer sees of an agent changed: a registration, a
-  // deregistration, a stream attached or detached, a detach grace ended, a
-  // status change by the sweep or a stale agent's return (not plain lease
-  // renewals). With no registry lock held, on the thread that did it: must
-  // not block. hubd: the console. Default: nothing.
-  void SetChangeListener(std::function<void(const std::string&)> listener);
+  // Where the registry publishes AgentChanged (registry/fleet_events.h),
+  // with no registry lock held, on the thread that made the change. Must
+  // outlive the registry; default: none.
+  void SetEvents(const FleetEvents* events);
 
   // Registers or re-registers (generation + 1) durably. A previous
   // registration's stream is fenced with STALE_PRESENCE_OWNER.
@@ -426,8 +425,7 @@ class PresenceRegistry {
   absl::Mutex listener_mu_;
   AgentGoneListener listener_ ABSL_GUARDED_BY(listener_mu_);
   AgentArrivalListener arrival_listener_ ABSL_GUARDED_BY(listener_mu_);
-  std::function<void(const std::string&)> change_listener_
-      ABSL_GUARDED_BY(listener_mu_);
+  const FleetEvents* events_ ABSL_GUARDED_BY(listener_mu_) = nullptr;
   std::function<void()> grace_wakeup_ ABSL_GUARDED_BY(listener_mu_);
 
   UuidV7Generator probe_ids_;

@@ -317,10 +317,16 @@ TEST_F(PresenceTest, StreamEndStartsTheGraceThenTheAgentCountsAsGone) {
   EXPECT_EQ(StoredStatus("agent-a"), AgentStatus::kOnline);
 }
 
-TEST_F(PresenceTest, TheChangeListenerHearsEachPresenceChangeButNotRenewals) {
+TEST_F(PresenceTest,
+       AgentChangedIsPublishedForEachPresenceChangeButNotRenewals) {
   std::vector<std::string> changed;
-  registry_->SetChangeListener(
-      [&changed](const std::string& id) { changed.push_back(id); });
+  FleetEvents events;
+  events.Subscribe([&changed](const FleetEvent& event) {
+    if (const auto* agent = std::get_if<AgentChanged>(&event)) {
+      changed.push_back(agent->agent_id);
+    }
+  });
+  registry_->SetEvents(&events);
   Register("agent-a");
   EXPECT_EQ(changed, std::vector<std::string>{"agent-a"});
   auto stream = std::make_shared<FakeStream>();
