@@ -21,8 +21,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "hub/limit_flags.h"
-#include "hub/log.h"
+#include "hub/edge/limit_flags.h"
+#include "hub/observability/log.h"
 #include "hub/server.h"
 #include "hub/version.h"
 

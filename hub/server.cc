@@ -19,9 +19,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/string_view.h"
 #include "hub/console/fleet_rows.h"
-#include "hub/log.h"
-#include "hub/malformed_request.h"
-#include "hub/rpc_observer.h"
+#include "hub/observability/log.h"
+#include "hub/observability/rpc_observer.h"
+#include "hub/services/malformed_request.h"
 #include "hub/version.h"
 #include "registry/claude_uds_adapter.h"
 #include "registry/tmux_adapter.h"
@@ -68,7 +68,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     }
   }
   // Checked before anything is opened; the certificates are served from a
-  // reloadable private copy (hub/server_tls.h).
+  // reloadable private copy (hub/edge/server_tls.h).
   std::unique_ptr<ServerTls> tls;
   std::shared_ptr<grpc::ServerCredentials> credentials =
       grpc::InsecureServerCredentials();

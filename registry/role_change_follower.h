@@ -8,8 +8,8 @@
 // after a reconnect) and by a slow poll, the safety net for a hint lost in
 // flight. Starts at the log's head: changes committed before Start are not
 // published (watchers read their snapshot after registering). Not
-// responsible for the hints themselves (hub/role_change_feed.h), nor for
-// what watchers do with a change.
+// responsible for the hints themselves (hub/cluster/role_change_feed.h), nor
+// for what watchers do with a change.
 //
 // One thread. A read that fails is retried on the next wake from the same
 // cursor. Changes pruned before they were read (a follower that could not

@@ -1,4 +1,4 @@
-// The admission table (hub/admission.h) walked against a real hub with
+// The admission table (hub/edge/admission.h) walked against a real hub with
 // tokens: every method of every service .proto file has exactly one row, and
 // each row's rule holds on the wire. A call without a token is refused; an
 // agent token acting for an agent it does not own, in a project outside its
@@ -14,7 +14,7 @@
 
 #include "google/protobuf/descriptor.h"
 #include "google/protobuf/message.h"
-#include "hub/admission.h"
+#include "hub/edge/admission.h"
 #include "tests/auth_grpc_fixture.h"
 
 namespace hub::auth_grpc {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "hub/role_service.h"
+#include "hub/services/role_service.h"
 #include "tests/auth_grpc_fixture.h"
 
 namespace hub::auth_grpc {

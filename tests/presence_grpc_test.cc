@@ -17,7 +17,7 @@
 #include "google/rpc/error_details.pb.h"
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
-#include "hub/membership_keeper.h"
+#include "hub/cluster/membership_keeper.h"
 #include "hub/server.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "tests/hub_test_util.h"

@@ -17,7 +17,7 @@
 #include "google/rpc/status.pb.h"
 #include "gtest/gtest.h"
 #include "hub/blocking_pool.h"
-#include "hub/role_service.h"
+#include "hub/services/role_service.h"
 #include "hub/v1/role_service.grpc.pb.h"
 #include "registry/clock.h"
 #include "registry/role_registry.h"

@@ -16,10 +16,10 @@
 #include <string>
 
 #include "absl/time/time.h"
-#include "hub/auth.h"
 #include "hub/console/console_login_limit.h"
 #include "hub/console/console_model.h"
 #include "hub/console/console_sessions.h"
+#include "hub/edge/auth.h"
 #include "nlohmann/json.hpp"
 #include "registry/activator.h"
 #include "registry/role_key.h"

@@ -18,7 +18,7 @@
 #include "absl/status/statusor.h"
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
-#include "hub/auth.h"
+#include "hub/edge/auth.h"
 #include "registry/clock.h"
 
 namespace hub::console {

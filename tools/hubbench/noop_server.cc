@@ -36,8 +36,9 @@
 // before hubd does anything.
 //
 // --interceptors=N installs N server interceptors that only pass every hook
-// on (hubd has two: hub/malformed_request.h, hub/rpc_observer.h): what gRPC's
-// interception machinery costs a call by itself.
+// on (hubd has two: hub/services/malformed_request.h,
+// hub/observability/rpc_observer.h): what gRPC's interception machinery costs a
+// call by itself.
 //
 // Prints "noop_server serving on <host:port>" once it serves. SIGINT or
 // SIGTERM shut it down cleanly (exit 0).

@@ -2,7 +2,7 @@
 // hub's error model on the client: every failure carries the gRPC status code
 // and, when the hub sent one, the stable reason code from the
 // google.rpc.ErrorInfo (domain "hub.v1") inside the google.rpc.Status of the
-// `grpc-status-details-bin` trailer (errors.proto, hub/error_mapping.h).
+// `grpc-status-details-bin` trailer (errors.proto, hub/services/error_mapping.h).
 const grpc = require('@grpc/grpc-js');
 
 const CODE_NAMES = Object.fromEntries(
