@@ -2,6 +2,7 @@
 
 #include <utility>
 
+#include "storage/sqlite/sqlite_message_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
 
 namespace hub::storage {
@@ -387,8 +388,9 @@ absl::StatusOr<std::vector<MessageRecord>> SqliteRoleRows::ScopeBacklog(
 absl::StatusOr<std::optional<bool>> SqliteRoleRows::DeadLetter(
     const MessageRecord& m, absl::string_view reason, int64_t now_ms,
     const std::string& last_error) {
-  return store_.DeadLetterIfStatus(conn_, m.id, m.status, reason, now_ms,
-                                   last_error);
+  SqliteMessageRows messages(conn_, store_);
+  return messages.DeadLetterIfStatus(m.id, m.status, reason, now_ms,
+                                     last_error);
 }
 
 void SqliteRoleRows::Undone() { store_.pending_.Clear(); }

@@ -70,7 +70,7 @@ class SqliteRoleRows final : public RoleRows {
 
   absl::StatusOr<std::vector<MessageRecord>> ScopeBacklog(
       absl::string_view wire) override;
-  // SqliteStore::DeadLetterIfStatus, which adjusts the pending inbox
+  // SqliteMessageRows::DeadLetterIfStatus, which adjusts the pending inbox
   // counts itself, so Settled has nothing left to do.
   absl::StatusOr<std::optional<bool>> DeadLetter(
       const MessageRecord& m, absl::string_view reason, int64_t now_ms,

@@ -1,6 +1,7 @@
-// SqliteStore: open, reader pool, backup. Agents, roles and reservations are
-// the shared Calls over sqlite_agent_rows.cc, sqlite_role_rows.cc and
-// sqlite_store_reservations.cc; messages live in sqlite_store_messages.cc.
+// SqliteStore: open, reader pool, backup. Agents, roles, messages and
+// reservations are the shared Calls over sqlite_agent_rows.cc,
+// sqlite_role_rows.cc, sqlite_message_rows.cc and
+// sqlite_store_reservations.cc.
 #include "storage/sqlite/sqlite_store.h"
 
 #include <openssl/sha.h>
@@ -17,8 +18,10 @@
 #include "absl/strings/str_format.h"
 #include "status/status.h"
 #include "storage/agent_store_calls.h"
+#include "storage/message_store_calls.h"
 #include "storage/role_store_calls.h"
 #include "storage/sqlite/sqlite_agent_rows.h"
+#include "storage/sqlite/sqlite_message_rows.h"
 #include "storage/sqlite/sqlite_role_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
 
@@ -152,6 +155,9 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       std::make_unique<AgentCalls<SqliteStore, SqliteAgentRows>>(*store);
   store->roles_ = std::make_unique<RoleCalls<SqliteStore, SqliteRoleRows>>(
       *store, opts.new_id);
+  store->messages_ = std::make_unique<
+      MessageCalls<SqliteStore, SqliteMessageRows, /*kOrderKeys=*/false>>(
+      *store);
   store->reservations_ = store->NewReservationStore();
   return store;
 }

@@ -32,7 +32,10 @@ template <typename Engine, typename Rows>
 class AgentCalls;  // storage/agent_store_calls.h
 template <typename Engine, typename Rows>
 class RoleCalls;  // storage/role_store_calls.h
+template <typename Engine, typename Rows, bool kOrderKeys>
+class MessageCalls;  // storage/message_store_calls.h
 class SqliteRoleRows;
+class SqliteMessageRows;
 
 struct SqliteStoreOptions {
   std::string path;
@@ -55,7 +58,7 @@ struct SqliteStoreOptions {
   GroupCommitWriter::CommitObserver on_group_committed;
 };
 
-class SqliteStore final : public Store, private MessageStore {
+class SqliteStore final : public Store {
  public:
   // Opens (creating if absent) and migrates the database. Errors: see
   // store.h; nothing is written when a preflight check fails.
@@ -81,68 +84,10 @@ class SqliteStore final : public Store, private MessageStore {
   StoreInfo Info() const override { return info_; }
   AgentStore& agents() override { return *agents_; }
   RoleStore& roles() override { return *roles_; }
-  MessageStore& messages() override { return *this; }
+  MessageStore& messages() override { return *messages_; }
   ReservationStore& reservations() override { return *reservations_; }
 
  private:
-  // The message concern, reached through messages().
-
-  absl::Status InsertMessage(
-      const MessageRecord& message,
-      const std::vector<std::string>& recipients) override;
-  absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
-      const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms,
-      int64_t max_pending_per_inbox) override;
-  void InsertMessageDeliveringAsync(
-      const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms,
-      int64_t max_pending_per_inbox,
-      Callback<std::vector<InboxRecord>> done) override;
-  absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
-                                    absl::string_view agent_id) override;
-  absl::StatusOr<std::optional<InboxRecord>> MarkDeliveredIfUnacked(
-      absl::string_view message_id, absl::string_view agent_id,
-      int64_t now_ms) override;
-  absl::StatusOr<bool> AckMessage(absl::string_view message_id,
-                                  absl::string_view agent_id,
-                                  int64_t now_ms) override;
-  absl::StatusOr<std::vector<bool>> AckMessages(
-      absl::string_view agent_id, const std::vector<std::string>& message_ids,
-      int64_t now_ms, std::optional<int64_t> presence_generation) override;
-  void AckMessagesAsync(absl::string_view agent_id,
-                        const std::vector<std::string>& message_ids,
-                        int64_t now_ms,
-                        std::optional<int64_t> presence_generation,
-                        Callback<std::vector<bool>> done) override;
-  absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
-  absl::StatusOr<std::vector<InboxRecord>> ListInbox(
-      absl::string_view message_id) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
-      absl::string_view agent_id, int64_t now_ms, int limit) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
-      const PendingPageQuery& query) override;
-  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
-  CountPendingByAgent(int64_t now_ms) override;
-  absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
-                                               int64_t now_ms,
-                                               int64_t limit) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
-      absl::string_view wire, int64_t now_ms) override;
-  absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(
-      int64_t now_ms) override;
-  absl::StatusOr<bool> DeadLetterMessage(
-      absl::string_view message_id, absl::string_view reason, int64_t now_ms,
-      std::optional<std::string> last_error) override;
-  absl::StatusOr<RedriveResult> RedriveDeadLetter(
-      const DeadLetterRedrive& redrive) override;
-  absl::StatusOr<DeadLetterRecord> GetDeadLetter(
-      absl::string_view message_id) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
-      const TracePageQuery& query) override;
-  absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
-      const DeadLetterPageQuery& query) override;
-
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ReservationCalls;
@@ -153,6 +98,11 @@ class SqliteStore final : public Store, private MessageStore {
   template <typename, typename>
   friend class RoleCalls;
   friend class SqliteRoleRows;
+  // The message methods: MessageCalls over SqliteMessageRows, which keep
+  // pending_.
+  template <typename, typename, bool>
+  friend class MessageCalls;
+  friend class SqliteMessageRows;
   // No hub shares a SQLite database: its writes have no seat.
   static std::optional<HubSeat> Seat() { return std::nullopt; }
 
@@ -211,23 +161,6 @@ class SqliteStore final : public Store, private MessageStore {
    private:
     absl::flat_hash_map<std::string, int64_t> counts_;
   };
-  absl::StatusOr<std::vector<InboxRecord>> InsertMessageIn(
-      Connection& conn, const MessageRecord& m,
-      const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms,
-      int64_t max_pending_per_inbox);
-  absl::StatusOr<bool> AckIn(Connection& conn, absl::string_view message_id,
-                             absl::string_view agent_id, int64_t now_ms);
-  absl::StatusOr<std::vector<bool>> AckAllIn(
-      Connection& conn, absl::string_view agent_id,
-      const std::vector<std::string>& message_ids, int64_t now_ms,
-      std::optional<int64_t> presence_generation);
-  absl::StatusOr<RedriveResult> RedriveIn(Connection& conn,
-                                          const DeadLetterRedrive& redrive);
-  absl::StatusOr<std::optional<bool>> DeadLetterIfStatus(
-      Connection& conn, absl::string_view id, MessageStatus from_status,
-      absl::string_view reason, int64_t now_ms,
-      const std::optional<std::string>& last_error);
 
   SqliteStoreOptions options_;
   StoreInfo info_;
@@ -238,6 +171,8 @@ class SqliteStore final : public Store, private MessageStore {
   std::unique_ptr<AgentStore> agents_;
   // RoleCalls over SqliteRoleRows (storage/role_store_calls.h).
   std::unique_ptr<RoleStore> roles_;
+  // MessageCalls over SqliteMessageRows (storage/message_store_calls.h).
+  std::unique_ptr<MessageStore> messages_;
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();
