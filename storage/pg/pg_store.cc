@@ -1,6 +1,7 @@
 // PostgresStore: open, the reader pool, shared helpers. The concerns live
 // in pg_store_agents.cc (over pg_agent_rows.cc), pg_store_roles.cc (over
-// pg_role_rows.cc), pg_store_messages.cc and pg_store_reservations.cc.
+// pg_role_rows.cc), pg_store_messages.cc (over pg_message_rows.cc) and
+// pg_store_reservations.cc.
 #include "storage/pg/pg_store.h"
 
 #include <openssl/sha.h>
@@ -121,6 +122,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   }
   store->agents_ = store->NewAgentStore();
   store->roles_ = store->NewRoleStore();
+  store->messages_ = store->NewMessageStore();
   store->reservations_ = store->NewReservationStore();
   store->signals_ = std::make_unique<PgSignals>(opts.conninfo);
   return store;

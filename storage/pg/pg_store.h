@@ -38,6 +38,8 @@ template <typename Engine, typename Rows>
 class AgentCalls;  // storage/agent_store_calls.h
 template <typename Engine, typename Rows>
 class RoleCalls;  // storage/role_store_calls.h
+template <typename Engine, typename Rows, bool kOrderKeys>
+class MessageCalls;  // storage/message_store_calls.h
 }  // namespace hub::storage
 
 namespace hub::storage::pg {
@@ -74,7 +76,7 @@ struct PostgresStoreOptions {
   PgGroupEngineOptions commits;
 };
 
-class PostgresStore final : public Store, private MessageStore {
+class PostgresStore final : public Store {
  public:
   // Connects, migrates and opens. UNAVAILABLE / STORE_UNAVAILABLE when the
   // server cannot be reached; SCHEMA_TOO_NEW for a newer database.
@@ -88,75 +90,12 @@ class PostgresStore final : public Store, private MessageStore {
   StoreInfo Info() const override { return info_; }
   AgentStore& agents() override { return *agents_; }
   RoleStore& roles() override { return *roles_; }
-  MessageStore& messages() override { return *this; }
+  MessageStore& messages() override { return *messages_; }
   ReservationStore& reservations() override { return *reservations_; }
   Membership* membership() override { return membership_.get(); }
   Signals* signals() override { return signals_.get(); }
 
  private:
-  // The message concern, reached through messages().
-
-  absl::Status InsertMessage(
-      const MessageRecord& message,
-      const std::vector<std::string>& recipients) override;
-  absl::StatusOr<std::vector<InboxRecord>> InsertMessageDelivering(
-      const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms,
-      int64_t max_pending_per_inbox) override;
-  void InsertMessageDeliveringAsync(
-      const MessageRecord& message, const std::vector<std::string>& recipients,
-      const std::vector<std::string>& deliver_to, int64_t now_ms,
-      int64_t max_pending_per_inbox,
-      Callback<std::vector<InboxRecord>> done) override;
-  absl::StatusOr<bool> AddRecipient(absl::string_view message_id,
-                                    absl::string_view agent_id) override;
-  absl::StatusOr<std::optional<InboxRecord>> MarkDeliveredIfUnacked(
-      absl::string_view message_id, absl::string_view agent_id,
-      int64_t now_ms) override;
-  absl::StatusOr<std::vector<InboxRecord>> MarkDeliveredManyIfUnacked(
-      const std::vector<Delivery>& deliveries, int64_t now_ms) override;
-  absl::StatusOr<bool> AckMessage(absl::string_view message_id,
-                                  absl::string_view agent_id,
-                                  int64_t now_ms) override;
-  absl::StatusOr<std::vector<bool>> AckMessages(
-      absl::string_view agent_id, const std::vector<std::string>& message_ids,
-      int64_t now_ms, std::optional<int64_t> presence_generation) override;
-  void AckMessagesAsync(absl::string_view agent_id,
-                        const std::vector<std::string>& message_ids,
-                        int64_t now_ms,
-                        std::optional<int64_t> presence_generation,
-                        Callback<std::vector<bool>> done) override;
-  absl::StatusOr<MessageRecord> GetMessage(absl::string_view id) override;
-  absl::StatusOr<std::vector<UndeliveredMessage>> ListUndelivered(
-      const std::vector<std::string>& agent_ids, int64_t now_ms,
-      int64_t limit) override;
-  absl::StatusOr<std::vector<InboxRecord>> ListInbox(
-      absl::string_view message_id) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingForAgent(
-      absl::string_view agent_id, int64_t now_ms, int limit) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingPage(
-      const PendingPageQuery& query) override;
-  absl::StatusOr<std::vector<std::pair<std::string, int64_t>>>
-  CountPendingByAgent(int64_t now_ms) override;
-  absl::StatusOr<int64_t> CountPendingForAgent(absl::string_view agent_id,
-                                               int64_t now_ms,
-                                               int64_t limit) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListPendingRoleMessages(
-      absl::string_view wire, int64_t now_ms) override;
-  absl::StatusOr<std::vector<ExpiryTransition>> SweepExpiredMessages(
-      int64_t now_ms) override;
-  absl::StatusOr<bool> DeadLetterMessage(
-      absl::string_view message_id, absl::string_view reason, int64_t now_ms,
-      std::optional<std::string> last_error) override;
-  absl::StatusOr<RedriveResult> RedriveDeadLetter(
-      const DeadLetterRedrive& redrive) override;
-  absl::StatusOr<DeadLetterRecord> GetDeadLetter(
-      absl::string_view message_id) override;
-  absl::StatusOr<std::vector<MessageRecord>> ListTraceMessages(
-      const TracePageQuery& query) override;
-  absl::StatusOr<std::vector<DeadLetterRow>> ListDeadLetters(
-      const DeadLetterPageQuery& query) override;
-
   // The reservation methods, over Read and Write.
   template <typename, typename, bool>
   friend class ::hub::storage::ReservationCalls;
@@ -172,6 +111,12 @@ class PostgresStore final : public Store, private MessageStore {
   friend class ::hub::storage::RoleCalls;
   friend class PgRoleStore;
   std::unique_ptr<RoleStore> NewRoleStore();
+  // The message methods: MessageCalls over PgMessageRows, with
+  // PostgreSQL's additions (pg_store_messages.cc).
+  template <typename, typename, bool>
+  friend class ::hub::storage::MessageCalls;
+  friend class PgMessageStore;
+  std::unique_ptr<MessageStore> NewMessageStore();
 
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
@@ -265,6 +210,7 @@ class PostgresStore final : public Store, private MessageStore {
   std::unique_ptr<PgMembership> membership_;
   std::unique_ptr<AgentStore> agents_;
   std::unique_ptr<RoleStore> roles_;
+  std::unique_ptr<MessageStore> messages_;
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();
