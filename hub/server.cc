@@ -37,6 +37,13 @@ std::string WithPort(absl::string_view listen, int port) {
   return absl::StrCat(listen.substr(0, colon), ":", port);
 }
 
+// Shared by the store (activation ids), the hub identity and the
+// registries; it lives as long as the process.
+UuidV7Generator* Ids() {
+  static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
+  return ids;
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
@@ -81,13 +88,51 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     tls = std::move(*created);
     credentials = tls->credentials();
   }
-  // Shared by the store (activation ids) and the hub identity; it lives as
-  // long as the process.
-  static UuidV7Generator* ids = new UuidV7Generator(RealClock::Default());
-
   std::unique_ptr<HubServer> server(new HubServer());
   server->metrics_ = std::make_unique<HubMetrics>();
-  HubMetrics* metrics = server->metrics_.get();
+  server->tls_ = std::move(tls);
+  if (absl::Status s = server->OpenDatabase(options, clock); !s.ok()) return s;
+  absl::StatusOr<bool> other_hubs_live = server->StartPresence(options, clock);
+  if (!other_hubs_live.ok()) return other_hubs_live.status();
+  absl::StatusOr<storage::RecoveryResult> recovered =
+      server->StartRoles(options, clock, *other_hubs_live);
+  if (!recovered.ok()) return recovered.status();
+  if (absl::Status s = server->StartReservations(options, clock); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = server->StartMessaging(options, clock); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = server->StartServices(options, clock); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = server->StartGrpc(options, credentials); !s.ok()) {
+    return s;
+  }
+  if (absl::Status s = server->StartMetrics(options); !s.ok()) {
+    return s;
+  }
+  server->server_->GetHealthCheckService()->SetServingStatus(true);
+  HubServer* raw = server.get();
+  server->presence_->SetGraceWakeup([raw] {
+    absl::MutexLock lock(&raw->ticker_mu_);
+    raw->grace_started_ = true;
+    raw->ticker_wake_.Signal();
+  });
+  server->ticker_ =
+      std::thread([raw, interval = options.tick_interval,
+                   activator_interval = options.presence.sweep_interval] {
+        pthread_setname_np(pthread_self(), "hub-ticker");  // top -H, perf
+        raw->RunTicker(interval, activator_interval);
+      });
+  server->EnsureRecoveredRoles(recovered->roles);
+  return server;
+}
+
+absl::Status HubServer::OpenDatabase(const HubServerOptions& options,
+                                     const Clock* clock) {
+  HubMetrics* metrics = metrics_.get();
+  UuidV7Generator* ids = Ids();
   const std::string hub_instance_id = ids->Next();
   storage::OpenStoreOptions open;
   open.database = options.db_path;
@@ -97,43 +142,46 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   open.address = options.listen;  // the bound port once it is known
   // A stalled transaction ends well within the seat's lease.
   open.idle_in_transaction_timeout = options.membership.lease / 2;
-  open.new_id = [] { return ids->Next(); };
+  open.new_id = [ids] { return ids->Next(); };
   open.now_ms = [clock] { return UnixMillis(clock->Now()); };
   open.on_group_committed = [metrics](int ops, absl::Duration took) {
     metrics->OnGroupCommitted(ops, took);
   };
   absl::StatusOr<storage::OpenedStore> opened = storage::OpenStore(open);
   if (!opened.ok()) return opened.status();
-  server->db_holder_ = std::move(opened->holder);
-  server->store_ = std::move(opened->store);
-  const storage::StoreInfo info = server->store_->Info();
-  server->identity_ = HubIdentity{hub_instance_id, info.store_type,
-                                  info.db_path, info.fingerprint, clock->Now()};
+  db_holder_ = std::move(opened->holder);
+  store_ = std::move(opened->store);
+  const storage::StoreInfo info = store_->Info();
+  identity_ = HubIdentity{hub_instance_id, info.store_type, info.db_path,
+                          info.fingerprint, clock->Now()};
   absl::StatusOr<std::unique_ptr<Authority>> authority =
-      Authority::Create(options.auth, &server->store_->agents());
+      Authority::Create(options.auth, &store_->agents());
   if (!authority.ok()) return authority.status();
-  server->authority_ = std::move(*authority);
-  server->tls_ = std::move(tls);
-  server->security_ =
+  authority_ = std::move(*authority);
+  security_ =
       SecuritySummary(options.listen, options.tls,
                       !options.auth.token_file.empty(), options.insecure);
+  return absl::OkStatus();
+}
 
-  server->presence_ = std::make_unique<PresenceRegistry>(
-      &server->store_->agents(), server->store_->membership(), clock,
-      options.presence, server->identity_.hub_instance_id,
-      server->identity_.store_fingerprint);
-  server->presence_->SetEvents(&server->events_);
-  if (absl::Status s = server->presence_->Recover(); !s.ok()) return s;
+absl::StatusOr<bool> HubServer::StartPresence(const HubServerOptions& options,
+                                              const Clock* clock) {
+  const std::string& hub_instance_id = identity_.hub_instance_id;
+  presence_ = std::make_unique<PresenceRegistry>(
+      &store_->agents(), store_->membership(), clock, options.presence,
+      identity_.hub_instance_id, identity_.store_fingerprint);
+  presence_->SetEvents(&events_);
+  if (absl::Status s = presence_->Recover(); !s.ok()) return s;
 
   // Hubs sharing the database: take a seat before anything is written for
   // presence (every such write is fenced by it), and learn whether other
   // hubs are serving.
   bool other_hubs_live = false;
-  if (storage::Membership* membership = server->store_->membership();
+  if (storage::Membership* membership = store_->membership();
       membership != nullptr) {
-    server->membership_ = std::make_unique<MembershipKeeper>(
-        membership, server->presence_.get(), options.membership);
-    if (absl::Status s = server->membership_->Start(options.listen); !s.ok()) {
+    membership_ = std::make_unique<MembershipKeeper>(
+        membership, presence_.get(), options.membership);
+    if (absl::Status s = membership_->Start(options.listen); !s.ok()) {
       return s;
     }
     absl::StatusOr<std::vector<HubMember>> hubs = membership->ListHubs();
@@ -144,11 +192,17 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
         other_hubs_live = true;
       }
     }
-    MembershipKeeper* keeper = server->membership_.get();
-    server->presence_->SetAuthorityCheck(
-        [keeper] { return keeper->Serving().ok(); });
+    MembershipKeeper* keeper = membership_.get();
+    presence_->SetAuthorityCheck([keeper] { return keeper->Serving().ok(); });
   }
+  return other_hubs_live;
+}
 
+absl::StatusOr<storage::RecoveryResult> HubServer::StartRoles(
+    const HubServerOptions& options, const Clock* clock, bool other_hubs_live) {
+  HubMetrics* metrics = metrics_.get();
+  UuidV7Generator* ids = Ids();
+  const std::string& hub_instance_id = identity_.hub_instance_id;
   // Roles: recovery never restores `active` (TRIFLUX-HUB 5.7); every
   // recovered role is ensured again once the server runs. Not while other
   // hubs serve the database: their roles are theirs, not recovering, and a
@@ -156,7 +210,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   absl::StatusOr<storage::RecoveryResult> recovered =
       other_hubs_live
           ? absl::StatusOr<storage::RecoveryResult>(storage::RecoveryResult{})
-          : server->store_->roles().RecoverRoles(UnixMillis(clock->Now()));
+          : store_->roles().RecoverRoles(UnixMillis(clock->Now()));
   if (!recovered.ok()) return recovered.status();
   // Candidate exclusions follow the activator's policy (backoff, jitter,
   // quarantine).
@@ -169,96 +223,100 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   // A written candidate row is a candidate event: a role that waits for a
   // holder is ensured again (the activator exists by the time a call can
   // write one).
-  HubServer* raw = server.get();
-  role_options.on_candidate_written = [raw](const std::string& wire,
-                                            const std::string& agent_id) {
+  role_options.on_candidate_written = [this](const std::string& wire,
+                                             const std::string& agent_id) {
     // The role's card lists its candidates (the console exists before the
     // first call can write one): drawn again here, and on the other hubs.
-    raw->CandidatesChanged(wire);
-    Activator* activator = raw->activator_.get();
-    raw->activator_pool_->Schedule([activator, wire, agent_id] {
+    CandidatesChanged(wire);
+    Activator* activator = activator_.get();
+    activator_pool_->Schedule([activator, wire, agent_id] {
       activator->OnCandidateChanged(wire, agent_id);
     });
   };
-  role_options.on_candidate_removed = [raw](const std::string& wire,
-                                            const std::string&) {
-    raw->CandidatesChanged(wire);
+  role_options.on_candidate_removed = [this](const std::string& wire,
+                                             const std::string&) {
+    CandidatesChanged(wire);
   };
   // A database several hubs share has a role change log: every hub's
   // changes reach this hub's watchers from it, in commit order, and this
   // hub's own writes only wake its follower and hint the other hubs.
-  if (server->store_->roles().HasRoleChangeLog()) {
+  if (store_->roles().HasRoleChangeLog()) {
     RoleChangeFeedOptions feed_options;
-    feed_options.signals = server->store_->signals();
+    feed_options.signals = store_->signals();
     feed_options.hub_instance_id = hub_instance_id;
-    server->role_feed_ = std::make_unique<RoleChangeFeed>(
-        &server->store_->roles(), std::move(feed_options));
-    RoleChangeFeed* feed = server->role_feed_.get();
+    role_feed_ = std::make_unique<RoleChangeFeed>(&store_->roles(),
+                                                  std::move(feed_options));
+    RoleChangeFeed* feed = role_feed_.get();
     role_options.publication = RolePublication::kChangeLog;
     role_options.on_role_committed = [feed] { feed->Committed(); };
   }
-  server->roles_ = std::make_unique<RoleRegistry>(&server->store_->roles(),
-                                                  clock, role_options);
-  if (server->role_feed_ != nullptr) {
-    if (absl::Status s = server->role_feed_->Start(server->roles_.get());
-        !s.ok()) {
+  roles_ =
+      std::make_unique<RoleRegistry>(&store_->roles(), clock, role_options);
+  if (role_feed_ != nullptr) {
+    if (absl::Status s = role_feed_->Start(roles_.get()); !s.ok()) {
       return s;
     }
   }
   // Role changes reach the presence streams of their holders and candidates
   // from one thread of their own: in publication order, never on a writer's
   // thread.
-  server->role_change_pool_ = std::make_unique<BlockingPool>(1);
-  BlockingPool* role_change_pool = server->role_change_pool_.get();
-  server->role_changes_ = std::make_unique<RoleChangeFanout>(
-      server->roles_.get(), server->presence_.get(), &server->store_->roles(),
-      ids, [role_change_pool](std::function<void()> work) {
+  role_change_pool_ = std::make_unique<BlockingPool>(1);
+  BlockingPool* role_change_pool = role_change_pool_.get();
+  role_changes_ = std::make_unique<RoleChangeFanout>(
+      roles_.get(), presence_.get(), &store_->roles(), ids,
+      [role_change_pool](std::function<void()> work) {
         role_change_pool->Schedule(std::move(work));
       });
-  if (absl::Status s = server->role_changes_->Start(); !s.ok()) return s;
+  if (absl::Status s = role_changes_->Start(); !s.ok()) return s;
   // Hubs sharing the database: a candidate held by another hub is reached
   // through it (the activator hands the flight over with a hint).
-  server->reach_ = std::make_unique<PresenceStreamReach>(
-      server->presence_.get(), server->store_->membership(),
-      [raw](const std::string& hub_id) {
-        if (raw->router_ != nullptr) raw->router_->HandOverFlight(hub_id);
+  reach_ = std::make_unique<PresenceStreamReach>(
+      presence_.get(), store_->membership(), [this](const std::string& hub_id) {
+        if (router_ != nullptr) router_->HandOverFlight(hub_id);
       });
-  server->activator_pool_ =
-      std::make_unique<BlockingPool>(options.activator_threads);
+  activator_pool_ = std::make_unique<BlockingPool>(options.activator_threads);
   ActivatorOptions activator_options = options.activator;
-  BlockingPool* activator_pool = server->activator_pool_.get();
+  BlockingPool* activator_pool = activator_pool_.get();
   // A role that became active gets its backlog, handed over durably before
   // the ACK answers (it says how many); the ACK's caller pushes it once the
   // answer is queued.
-  activator_options.on_role_active = [raw](const RoleRecord& row) {
-    return raw->messaging_->HandOverBacklog(row);
+  activator_options.on_role_active = [this](const RoleRecord& row) {
+    return messaging_->HandOverBacklog(row);
   };
   // A closed scope's dead-lettered requests and handoffs notify their
   // senders. CloseRoleScope runs on the write pool with no stream lock held,
   // so the notices are written and pushed right there.
   activator_options.on_scope_closed =
-      [raw](const storage::ScopeCloseResult& closed) {
-        raw->messaging_->OnScopeClosed(closed);
+      [this](const storage::ScopeCloseResult& closed) {
+        messaging_->OnScopeClosed(closed);
       };
   // A role that waits for a holder is ensured when backlog waits for it,
   // even if no ensure asked for it yet.
-  activator_options.has_backlog = [raw](const std::string& wire) {
-    Messaging* messaging = raw->messaging_.get();
+  activator_options.has_backlog = [this](const std::string& wire) {
+    Messaging* messaging = messaging_.get();
     return messaging != nullptr && messaging->HasBacklog(wire);
   };
   activator_options.executor = [activator_pool](std::function<void()> work) {
     activator_pool->Schedule(std::move(work));
   };
-  server->activator_ = std::make_unique<Activator>(
-      server->roles_.get(), server->presence_.get(), server->reach_.get(),
-      clock, activator_options);
-  server->activator_->AddAdapter(std::make_unique<TmuxAdapter>());
-  server->activator_->AddAdapter(
+  activator_ = std::make_unique<Activator>(
+      roles_.get(), presence_.get(), reach_.get(), clock, activator_options);
+  activator_->AddAdapter(std::make_unique<TmuxAdapter>());
+  activator_->AddAdapter(
       std::make_unique<ClaudeUdsAdapter>(options.claude_uds));
-  Activator* activator = server->activator_.get();
-  server->reservations_ = std::make_unique<ReservationBook>(
-      &server->store_->reservations(), clock, options.reservations);
-  ReservationBook* reservations = server->reservations_.get();
+  return recovered;
+}
+
+absl::Status HubServer::StartReservations(const HubServerOptions& options,
+                                          const Clock* clock) {
+  HubMetrics* metrics = metrics_.get();
+  UuidV7Generator* ids = Ids();
+  const std::string& hub_instance_id = identity_.hub_instance_id;
+  Activator* activator = activator_.get();
+  BlockingPool* activator_pool = activator_pool_.get();
+  reservations_ = std::make_unique<ReservationBook>(
+      &store_->reservations(), clock, options.reservations);
+  ReservationBook* reservations = reservations_.get();
   reservations->SetObserver([metrics](ReservationEvent event, int64_t n) {
     metrics->OnReservations(event, n);
   });
@@ -271,18 +329,18 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     log::Warn("reservation_changes_unread",
               {{"reason", ReasonOf(status)}, {"message", status.message()}});
   };
-  server->reservation_feed_ = std::make_unique<ReservationFeed>(
-      &server->store_->reservations(), clock, std::move(feed_options));
-  ReservationFeed* reservation_feed = server->reservation_feed_.get();
-  if (server->store_->signals() != nullptr) {  // hubs may share it
+  reservation_feed_ = std::make_unique<ReservationFeed>(
+      &store_->reservations(), clock, std::move(feed_options));
+  ReservationFeed* reservation_feed = reservation_feed_.get();
+  if (store_->signals() != nullptr) {  // hubs may share it
     ChangeHintsOptions hints;
-    hints.signals = server->store_->signals();
+    hints.signals = store_->signals();
     hints.hub_instance_id = hub_instance_id;
     hints.channel = kReservationChangesChannel;
     hints.what = "reservation_change";
-    server->reservation_hints_ = std::make_unique<ChangeHints>(hints);
+    reservation_hints_ = std::make_unique<ChangeHints>(hints);
   }
-  ChangeHints* reservation_hints = server->reservation_hints_.get();
+  ChangeHints* reservation_hints = reservation_hints_.get();
   reservations->SetOnCommitted([reservation_feed, reservation_hints] {
     reservation_feed->Kick();
     if (reservation_hints != nullptr) reservation_hints->Committed();
@@ -300,58 +358,61 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
               metrics->OnReservationChange(change);
             });
     if (!held.ok()) return held.status();
-    server->reservations_held_ = std::move(*held);
+    reservations_held_ = std::move(*held);
   }
   // A holder whose reservation ends without its release is told on its
   // presence stream.
-  server->reservation_ends_ = std::make_unique<ReservationEndFanout>(
-      reservation_feed, server->presence_.get(), ids);
-  if (absl::Status s = server->reservation_ends_->Start(); !s.ok()) return s;
-  server->reservation_waits_ =
+  reservation_ends_ = std::make_unique<ReservationEndFanout>(
+      reservation_feed, presence_.get(), ids);
+  if (absl::Status s = reservation_ends_->Start(); !s.ok()) return s;
+  reservation_waits_ =
       std::make_unique<ReservationWaits>(reservations, reservation_feed, clock);
-  server->reservation_waits_->SetObserver(
-      [metrics](const std::string& outcome) {
-        metrics->reservation_waits->Add({outcome}, 1);
-      });
-  server->reservation_waits_->SetAttemptObserver(
+  reservation_waits_->SetObserver([metrics](const std::string& outcome) {
+    metrics->reservation_waits->Add({outcome}, 1);
+  });
+  reservation_waits_->SetAttemptObserver(
       [metrics] { metrics->reservation_wait_attempts->Add({}, 1); });
-  if (absl::Status s = server->reservation_waits_->Start(); !s.ok()) return s;
+  if (absl::Status s = reservation_waits_->Start(); !s.ok()) return s;
   if (reservation_hints != nullptr) {
     reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });
   }
   // An agent that goes loses its roles and its reservations; one that
   // arrives is a candidate event (registry/coordinator.h).
-  server->coordinator_ = std::make_unique<Coordinator>(
-      server->presence_.get(), activator, reservations,
+  coordinator_ = std::make_unique<Coordinator>(
+      presence_.get(), activator, reservations,
       [activator_pool](std::function<void()> reaction) {
         activator_pool->Schedule(std::move(reaction));
       });
-  server->coordinator_->Start();
+  coordinator_->Start();
+  return absl::OkStatus();
+}
 
-  server->hub_service_ = std::make_unique<HubServiceImpl>(
-      server->identity_, clock, server->presence_.get(), server->roles_.get());
-  PresenceServiceOptions presence_options;
-  presence_options.detach_grace = options.presence.detach_grace;
-  presence_options.keepalive_interval = options.keepalive_interval;
-  server->write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
-  server->ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
-  server->messaging_ = std::make_unique<Messaging>(
-      &server->store_->messages(), server->presence_.get(),
-      server->roles_.get(), activator, ids, clock, options.messaging);
-  server->messaging_->SetEvents(&server->events_);
+absl::Status HubServer::StartMessaging(const HubServerOptions& options,
+                                       const Clock* clock) {
+  HubMetrics* metrics = metrics_.get();
+  UuidV7Generator* ids = Ids();
+  const std::string& hub_instance_id = identity_.hub_instance_id;
+  Activator* activator = activator_.get();
+  BlockingPool* activator_pool = activator_pool_.get();
+  write_pool_ = std::make_unique<BlockingPool>(options.write_threads);
+  ask_pool_ = std::make_unique<BlockingPool>(options.ask_threads);
+  messaging_ = std::make_unique<Messaging>(&store_->messages(), presence_.get(),
+                                           roles_.get(), activator, ids, clock,
+                                           options.messaging);
+  messaging_->SetEvents(&events_);
   // Hubs sharing the database: messages published here for agents attached
   // elsewhere are hinted to their hubs, and those published elsewhere for
   // agents attached here are pushed from here.
-  if (storage::Membership* membership = server->store_->membership();
+  if (storage::Membership* membership = store_->membership();
       membership != nullptr) {
     MessageRouterOptions router_options;
-    router_options.signals = server->store_->signals();
+    router_options.signals = store_->signals();
     router_options.hub_instance_id = hub_instance_id;
-    server->router_ = std::make_unique<MessageRouter>(
-        &server->store_->messages(), membership, server->presence_.get(),
-        server->messaging_.get(), clock, router_options);
-    MessageRouter* router = server->router_.get();
-    server->events_.Subscribe([router](const FleetEvent& event) {
+    router_ = std::make_unique<MessageRouter>(&store_->messages(), membership,
+                                              presence_.get(), messaging_.get(),
+                                              clock, router_options);
+    MessageRouter* router = router_.get();
+    events_.Subscribe([router](const FleetEvent& event) {
       if (const auto* unpushed = std::get_if<MessagesUnpushed>(&event)) {
         router->Unpushed(unpushed->agent_ids);
       }
@@ -362,10 +423,10 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     });
     router->Start();
   }
-  if (absl::Status s = server->StartConsole(options, clock); !s.ok()) {
+  if (absl::Status s = StartConsole(options, clock); !s.ok()) {
     return s;
   }
-  server->events_.Subscribe([metrics](const FleetEvent& event) {
+  events_.Subscribe([metrics](const FleetEvent& event) {
     if (const auto* dead = std::get_if<MessageDeadLettered>(&event)) {
       metrics->OnDeadLetter(dead->message, dead->transition);
     } else if (const auto* redriven = std::get_if<MessageRedriven>(&event)) {
@@ -382,30 +443,40 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     }
   });
   // Messages that expired while the hub was down are dead-lettered first.
-  if (absl::StatusOr<int> swept = server->messaging_->SweepExpired();
-      !swept.ok()) {
+  if (absl::StatusOr<int> swept = messaging_->SweepExpired(); !swept.ok()) {
     return swept.status();
   }
-  server->message_service_ = std::make_unique<MessageServiceImpl>(
-      server->messaging_.get(), server->write_pool_.get(),
-      server->ask_pool_.get());
-  server->presence_service_ = std::make_unique<PresenceServiceImpl>(
-      server->presence_.get(), clock, server->write_pool_.get(),
-      presence_options, server->identity_.hub_instance_id,
-      server->identity_.store_fingerprint);
-  server->presence_service_->SetActivator(activator);
-  server->presence_service_->SetMessaging(server->messaging_.get());
-  server->presence_service_->SetMetrics(metrics);
-  server->role_service_ = std::make_unique<RoleServiceImpl>(
-      server->roles_.get(), clock, server->write_pool_.get());
-  server->role_service_->SetActivator(activator);
-  server->presence_service_->SetAuthority(server->authority_.get());
-  server->role_service_->SetPresence(server->presence_.get());
+  return absl::OkStatus();
+}
+
+absl::Status HubServer::StartServices(const HubServerOptions& options,
+                                      const Clock* clock) {
+  HubMetrics* metrics = metrics_.get();
+  Activator* activator = activator_.get();
+  ReservationFeed* reservation_feed = reservation_feed_.get();
+  hub_service_ = std::make_unique<HubServiceImpl>(
+      identity_, clock, presence_.get(), roles_.get());
+  PresenceServiceOptions presence_options;
+  presence_options.detach_grace = options.presence.detach_grace;
+  presence_options.keepalive_interval = options.keepalive_interval;
+  message_service_ = std::make_unique<MessageServiceImpl>(
+      messaging_.get(), write_pool_.get(), ask_pool_.get());
+  presence_service_ = std::make_unique<PresenceServiceImpl>(
+      presence_.get(), clock, write_pool_.get(), presence_options,
+      identity_.hub_instance_id, identity_.store_fingerprint);
+  presence_service_->SetActivator(activator);
+  presence_service_->SetMessaging(messaging_.get());
+  presence_service_->SetMetrics(metrics);
+  role_service_ =
+      std::make_unique<RoleServiceImpl>(roles_.get(), clock, write_pool_.get());
+  role_service_->SetActivator(activator);
+  presence_service_->SetAuthority(authority_.get());
+  role_service_->SetPresence(presence_.get());
 
   // Limits follow the token's principal once calls carry one, the peer host
   // otherwise (LimitPrincipal).
-  const Authority* authority_for_limits = server->authority_.get();
-  server->gate_ = std::make_unique<CallGate>(
+  const Authority* authority_for_limits = authority_.get();
+  gate_ = std::make_unique<CallGate>(
       options.limits,
       options.principal
           ? options.principal
@@ -413,24 +484,30 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
                             const grpc::CallbackServerContext& context) {
               return LimitPrincipal(authority_for_limits, context);
             }));
-  if (server->membership_ != nullptr) {
-    MembershipKeeper* keeper = server->membership_.get();
-    server->gate_->SetServingCheck([keeper] { return keeper->Serving(); });
+  if (membership_ != nullptr) {
+    MembershipKeeper* keeper = membership_.get();
+    gate_->SetServingCheck([keeper] { return keeper->Serving(); });
   }
   absl::StatusOr<std::unique_ptr<Admission>> admission =
-      Admission::Create(server->authority_.get(), server->gate_.get());
+      Admission::Create(authority_.get(), gate_.get());
   if (!admission.ok()) return admission.status();
-  server->admission_ = *std::move(admission);
-  server->hub_service_->SetAdmission(server->admission_.get());
-  server->presence_service_->SetAdmission(server->admission_.get());
-  server->role_service_->SetAdmission(server->admission_.get());
-  server->message_service_->SetAdmission(server->admission_.get());
-  server->reservation_service_ = std::make_unique<ReservationServiceImpl>(
-      server->reservations_.get(), server->write_pool_.get());
-  server->reservation_service_->SetAdmission(server->admission_.get());
-  server->reservation_service_->SetFeed(reservation_feed);
-  server->reservation_service_->SetWaits(server->reservation_waits_.get());
+  admission_ = *std::move(admission);
+  hub_service_->SetAdmission(admission_.get());
+  presence_service_->SetAdmission(admission_.get());
+  role_service_->SetAdmission(admission_.get());
+  message_service_->SetAdmission(admission_.get());
+  reservation_service_ = std::make_unique<ReservationServiceImpl>(
+      reservations_.get(), write_pool_.get());
+  reservation_service_->SetAdmission(admission_.get());
+  reservation_service_->SetFeed(reservation_feed);
+  reservation_service_->SetWaits(reservation_waits_.get());
+  return absl::OkStatus();
+}
 
+absl::Status HubServer::StartGrpc(
+    const HubServerOptions& options,
+    std::shared_ptr<grpc::ServerCredentials> credentials) {
+  HubMetrics* metrics = metrics_.get();
   // Both are process-wide switches read when a builder is created.
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -461,7 +538,7 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
     builder.SetMaxReceiveMessageSize(static_cast<int>(std::min<int64_t>(
         2 * options.limits.max_request_bytes, int64_t{1} << 30)));
   }
-  builder.AddListeningPort(options.listen, credentials, &server->port_);
+  builder.AddListeningPort(options.listen, credentials, &port_);
   std::vector<
       std::unique_ptr<grpc::experimental::ServerInterceptorFactoryInterface>>
       interceptors;
@@ -469,48 +546,30 @@ absl::StatusOr<std::unique_ptr<HubServer>> HubServer::Start(
   interceptors.push_back(std::make_unique<MalformedRequestFactory>());
   interceptors.push_back(std::make_unique<RpcObserverFactory>(metrics));
   builder.experimental().SetInterceptorCreators(std::move(interceptors));
-  builder.RegisterService(server->hub_service_.get());
-  builder.RegisterService(server->presence_service_.get());
-  builder.RegisterService(server->role_service_.get());
-  builder.RegisterService(server->message_service_.get());
-  builder.RegisterService(server->reservation_service_.get());
-  server->admin_service_ = std::make_unique<AdminServiceImpl>(
-      server->store_.get(), server->write_pool_.get(),
-      server->admission_.get());
-  builder.RegisterService(server->admin_service_.get());
-  server->server_ = builder.BuildAndStart();
-  if (server->server_ == nullptr || server->port_ == 0) {
-    server->server_.reset();
+  builder.RegisterService(hub_service_.get());
+  builder.RegisterService(presence_service_.get());
+  builder.RegisterService(role_service_.get());
+  builder.RegisterService(message_service_.get());
+  builder.RegisterService(reservation_service_.get());
+  admin_service_ = std::make_unique<AdminServiceImpl>(
+      store_.get(), write_pool_.get(), admission_.get());
+  builder.RegisterService(admin_service_.get());
+  server_ = builder.BuildAndStart();
+  if (server_ == nullptr || port_ == 0) {
+    server_.reset();
     return UnavailableError("LISTEN_FAILED",
                             absl::StrCat("cannot listen on ", options.listen,
                                          " (address in use or not available)"));
   }
-  server->address_ = WithPort(options.listen, server->port_);
-  if (server->db_holder_ != nullptr) {  // SQLite: a lock file names this hub
+  address_ = WithPort(options.listen, port_);
+  if (db_holder_ != nullptr) {  // SQLite: a lock file names this hub
     // A refused second hub names the address clients actually reach.
-    if (absl::Status s = server->db_holder_->SetAddress(server->address_);
-        !s.ok()) {
+    if (absl::Status s = db_holder_->SetAddress(address_); !s.ok()) {
       log::Warn("database_lock_holder_not_recorded",
                 {{"message", s.message()}});
     }
   }
-  if (absl::Status s = server->StartMetrics(options); !s.ok()) {
-    return s;
-  }
-  server->server_->GetHealthCheckService()->SetServingStatus(true);
-  server->presence_->SetGraceWakeup([raw] {
-    absl::MutexLock lock(&raw->ticker_mu_);
-    raw->grace_started_ = true;
-    raw->ticker_wake_.Signal();
-  });
-  server->ticker_ =
-      std::thread([raw, interval = options.tick_interval,
-                   activator_interval = options.presence.sweep_interval] {
-        pthread_setname_np(pthread_self(), "hub-ticker");  // top -H, perf
-        raw->RunTicker(interval, activator_interval);
-      });
-  server->EnsureRecoveredRoles(recovered->roles);
-  return server;
+  return absl::OkStatus();
 }
 
 void HubServer::RunTicker(absl::Duration interval,

@@ -184,6 +184,33 @@ class HubServer {
 
  private:
   HubServer() = default;
+  // Start's steps, in order. The database: opened, the hub's identity,
+  // the token authority.
+  absl::Status OpenDatabase(const HubServerOptions& options,
+                            const Clock* clock);
+  // Presence recovered, and over a shared database this hub's seat taken;
+  // whether other hubs serve it.
+  absl::StatusOr<bool> StartPresence(const HubServerOptions& options,
+                                     const Clock* clock);
+  // Roles recovered (unless other hubs serve), their registry, change feed
+  // and fan-out, the activator; the recovered roles, ensured once serving.
+  absl::StatusOr<storage::RecoveryResult> StartRoles(
+      const HubServerOptions& options, const Clock* clock,
+      bool other_hubs_live);
+  // Path reservations, their feed, hints, waits and end fan-out; the
+  // coordinator of what follows an agent that goes or arrives.
+  absl::Status StartReservations(const HubServerOptions& options,
+                                 const Clock* clock);
+  // Messaging, cross-hub routing, the console, what follows the fleet's
+  // events; messages that expired while the hub was down.
+  absl::Status StartMessaging(const HubServerOptions& options,
+                              const Clock* clock);
+  // The gRPC services, the call gate and admission.
+  absl::Status StartServices(const HubServerOptions& options,
+                             const Clock* clock);
+  // The listener, its interceptors and the services on it.
+  absl::Status StartGrpc(const HubServerOptions& options,
+                         std::shared_ptr<grpc::ServerCredentials> credentials);
   void RunTicker(absl::Duration interval, absl::Duration activator_interval);
   void EnsureRecoveredRoles(const std::vector<RoleRecord>& roles);
   // The role watch and scrape-time families of metrics_, and the HTTP
