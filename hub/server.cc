@@ -277,25 +277,10 @@ absl::StatusOr<storage::RecoveryResult> HubServer::StartRoles(
   activator_pool_ = std::make_unique<BlockingPool>(options.activator_threads);
   ActivatorOptions activator_options = options.activator;
   BlockingPool* activator_pool = activator_pool_.get();
-  // A role that became active gets its backlog, handed over durably before
-  // the ACK answers (it says how many); the ACK's caller pushes it once the
-  // answer is queued.
-  activator_options.on_role_active = [this](const RoleRecord& row) {
-    return messaging_->HandOverBacklog(row);
-  };
-  // A closed scope's dead-lettered requests and handoffs notify their
-  // senders. CloseRoleScope runs on the write pool with no stream lock held,
-  // so the notices are written and pushed right there.
-  activator_options.on_scope_closed =
-      [this](const storage::ScopeCloseResult& closed) {
-        messaging_->OnScopeClosed(closed);
-      };
-  // A role that waits for a holder is ensured when backlog waits for it,
-  // even if no ensure asked for it yet.
-  activator_options.has_backlog = [this](const std::string& wire) {
-    Messaging* messaging = messaging_.get();
-    return messaging != nullptr && messaging->HasBacklog(wire);
-  };
+  // What a role's activation and a scope's closing do to its messages
+  // (registry/coordinator.h).
+  ConnectRolesToMessaging(activator_options,
+                          [this] { return messaging_.get(); });
   activator_options.executor = [activator_pool](std::function<void()> work) {
     activator_pool->Schedule(std::move(work));
   };

@@ -12,6 +12,22 @@ Coordinator::Coordinator(PresenceRegistry* presence, Activator* activator,
       reservations_(reservations),
       executor_(std::move(executor)) {}
 
+void ConnectRolesToMessaging(ActivatorOptions& options,
+                             std::function<Messaging*()> messaging) {
+  options.on_role_active = [messaging](const RoleRecord& active) {
+    Messaging* m = messaging();
+    return m != nullptr ? m->HandOverBacklog(active) : BacklogHandover{};
+  };
+  options.on_scope_closed =
+      [messaging](const storage::ScopeCloseResult& closed) {
+        if (Messaging* m = messaging(); m != nullptr) m->OnScopeClosed(closed);
+      };
+  options.has_backlog = [messaging](const std::string& wire) {
+    Messaging* m = messaging();
+    return m != nullptr && m->HasBacklog(wire);
+  };
+}
+
 void Coordinator::Start() {
   // The listeners and the reactions hold copies of what they use, so a
   // reaction still queued on the executor never reads the coordinator.

@@ -9,6 +9,9 @@
 //  - An agent that arrives (registers or attaches, naming a role candidacy)
 //    is a candidate event for every role it is a candidate of
 //    (Activator::OnCandidateArrived).
+//  - A role that becomes active is handed its backlog; a closed scope's
+//    dead-lettered requests notify their senders; a role that waits for a
+//    holder is ensured when backlog waits for it (ConnectRolesToMessaging).
 //
 // The presence registry reports both from an RPC's or its tick's thread;
 // the reactions write to the store and may wait for probes, so each runs
@@ -19,10 +22,21 @@
 #include <functional>
 
 #include "registry/activator.h"
+#include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservations.h"
 
 namespace hub {
+
+// Sets the activator's hooks to their messaging reactions: on_role_active
+// hands the role's backlog to its new holder, durably, before the ACK
+// answers (which reports how many); on_scope_closed sends the notices of a
+// closed scope's dead letters; has_backlog tells a candidate event which
+// roles wait with messages. `messaging` is read each time a hook runs (the
+// messaging is built after the activator); while it returns null nothing
+// is handed and no role has backlog.
+void ConnectRolesToMessaging(ActivatorOptions& options,
+                             std::function<Messaging*()> messaging);
 
 class Coordinator {
  public:

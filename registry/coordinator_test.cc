@@ -10,8 +10,10 @@
 #include "absl/synchronization/mutex.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "registry/messaging.h"
 #include "registry/role_key.h"
 #include "registry/role_registry.h"
+#include "registry/uuid.h"
 #include "status/status.h"
 #include "storage/sqlite/sqlite_store.h"
 #include "storage/test_util.h"
@@ -140,6 +142,33 @@ TEST_F(CoordinatorTest, AnAgentNamingACandidacyArrivesOnTheExecutor) {
   ASSERT_EQ(Queued(1), 1u);
   RunQueued();  // OnCandidateArrived: no role waits for agent-b
   EXPECT_EQ(Queued(), 0u);
+}
+
+TEST_F(CoordinatorTest,
+       ARoleThatBecomesActiveIsHandedTheBacklogThatWaitedForItsHolder) {
+  UuidV7Generator ids(&clock_);
+  Messaging messaging(&store_->messages(), presence_.get(), roles_.get(),
+                      activator_.get(), &ids, &clock_);
+  ActivatorOptions hooks;
+  Messaging* current = nullptr;
+  ConnectRolesToMessaging(hooks, [&current] { return current; });
+  // Before the messaging exists nothing waits and nothing is handed.
+  EXPECT_FALSE(hooks.has_backlog(Wire()));
+  RoleRecord active;
+  active.role_key_wire = Wire();
+  active.state = RoleState::kActive;
+  active.holder_agent_id = "agent-a";
+  EXPECT_EQ(hooks.on_role_active(active).handed_over, 0);
+
+  current = &messaging;
+  Register("sender-1");
+  Register("agent-a");
+  PublishInput to_role;
+  to_role.from_agent_id = "sender-1";
+  to_role.to = "topic:role:" + Wire();
+  ASSERT_TRUE(messaging.Publish(to_role).ok());
+  EXPECT_TRUE(hooks.has_backlog(Wire()));
+  EXPECT_EQ(hooks.on_role_active(active).handed_over, 1);
 }
 
 }  // namespace
