@@ -143,26 +143,16 @@ absl::Status Admission::CheckProject(const Principal& principal,
 absl::Status Admission::Check(const Principal& principal,
                               const MethodRule& rule,
                               const Message* request) const {
-  const absl::string_view what = ShortName(rule.method);
-  switch (rule.access) {
-    case Access::kOperator:
-    case Access::kOperatorOrOwner:
-      if (rule.access == Access::kOperator) {
-        if (absl::Status s =
-                RequireKind(principal, PrincipalKind::kOperator, what);
-            !s.ok()) {
-          return s;
-        }
-      }
-      break;
-    case Access::kAdmin:
-      if (absl::Status s = RequireKind(principal, PrincipalKind::kAdmin, what);
-          !s.ok()) {
-        return s;
-      }
-      break;
-    default:
-      break;
+  // The caller's kind first: an agent token on an operator's method is
+  // refused whatever the request names.
+  if (rule.access == Access::kOperator || rule.access == Access::kAdmin) {
+    const PrincipalKind kind = rule.access == Access::kAdmin
+                                   ? PrincipalKind::kAdmin
+                                   : PrincipalKind::kOperator;
+    if (absl::Status s = RequireKind(principal, kind, ShortName(rule.method));
+        !s.ok()) {
+      return s;
+    }
   }
   if (request == nullptr) return absl::OkStatus();
   if (rule.project != ProjectRule::kNone) {
