@@ -604,9 +604,10 @@ TEST_F(PresenceGrpcTest, AThousandStreamsOpenAndCloseWithoutLeaks) {
   }
   EXPECT_EQ(server_->presence()->Counts().open_streams, 0);
   // One channel carries every stream: no descriptor per stream may remain.
-  // A few may be new for good reasons (the store opens read connections on
-  // demand, gRPC its wake-up fds); a leak per stream would be ~1000.
-  EXPECT_LT(OpenFds(), fds_before + kStreams / 50);
+  // Some may be new for good reasons: the store opens read connections on
+  // demand (three descriptors each with the WAL, more of them on a loaded
+  // machine), gRPC its wake-up fds. A leak per stream would be ~1000.
+  EXPECT_LT(OpenFds(), fds_before + kStreams / 10);
 }
 
 }  // namespace
