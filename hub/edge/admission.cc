@@ -135,11 +135,6 @@ const MethodRule* Admission::RuleOf(const Descriptor* type) const {
   return it == rules_.end() ? nullptr : &it->second;
 }
 
-absl::Status Admission::CheckProject(const Principal& principal,
-                                     absl::string_view project_id) {
-  return RequireProject(principal, project_id);
-}
-
 absl::Status Admission::Check(const Principal& principal,
                               const MethodRule& rule,
                               const Message* request) const {

@@ -9,8 +9,8 @@
 //
 // What a request names indirectly (a reservation's or an agent's project,
 // known only once it is read) is checked by the handler after the read,
-// with CheckProject; the reads that list many rows are scoped by the
-// principal's projects (ScopeOf).
+// with RequireProject (hub/edge/auth.h); the reads that list many rows are
+// scoped by the principal's projects (ScopeOf).
 #ifndef HUB_HUB_EDGE_ADMISSION_H_
 #define HUB_HUB_EDGE_ADMISSION_H_
 
@@ -129,13 +129,6 @@ class Admission {
   // stream's start.
   absl::Status AdmitFrame(const Principal& principal,
                           const google::protobuf::Message& frame) const;
-
-  // PERMISSION_DENIED / PROJECT_SCOPE_MISMATCH unless the principal may act
-  // in `project_id`: for what a handler reads before it knows the project.
-  static absl::Status CheckProject(const Principal& principal,
-                                   absl::string_view project_id);
-
-  const Authority* authority() const { return authority_; }
 
  private:
   Admission(const Authority* authority, CallGate* gate, bool open)

@@ -57,7 +57,7 @@ const std::vector<MethodRule>& AdmissionRules() {
       AgentRow("hub.v1.PresenceService/Attach", A::kAgentOwner,
                "hello.agent_id"),
       AgentRow("hub.v1.PresenceService/Deregister", A::kAdminOrOwner),
-      // The agent's project is known once it is read (CheckProject).
+      // The agent's project is known once it is read (RequireProject).
       Row("hub.v1.PresenceService/GetAgent", A::kAnyPrincipal),
       Row("hub.v1.PresenceService/ListAgents", A::kAnyPrincipal, P::kIfNamed,
           "project_id"),

@@ -101,9 +101,9 @@ TEST(AdmissionTest, WithoutAnAuthorityOwnersAreNotCheckedButProjectsAre) {
   frame.mutable_hello()->set_agent_id("agent-a");
   // No authority: ownership is not known, so it is not checked.
   EXPECT_TRUE((*admission)->AdmitFrame(agent, frame).ok());
-  EXPECT_EQ(Admission::CheckProject(agent, kOther).code(),
+  EXPECT_EQ(RequireProject(agent, kOther).code(),
             absl::StatusCode::kPermissionDenied);
-  EXPECT_TRUE(Admission::CheckProject(agent, kProject).ok());
+  EXPECT_TRUE(RequireProject(agent, kProject).ok());
 }
 
 }  // namespace

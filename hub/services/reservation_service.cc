@@ -300,8 +300,7 @@ grpc::ServerUnaryReactor* ReservationServiceImpl::ForceReleaseReservation(
   absl::StatusOr<storage::ReservationRecord> held =
       book_->Get(request->reservation_id());
   if (!held.ok()) return FinishUnary(context, held.status());
-  if (absl::Status s = Admission::CheckProject(*principal, held->project_id);
-      !s.ok()) {
+  if (absl::Status s = RequireProject(*principal, held->project_id); !s.ok()) {
     return FinishUnary(context, s);
   }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
