@@ -2,6 +2,7 @@
 
 #include "records/agent.h"
 #include "records/hub.h"
+#include "records/job.h"
 #include "records/message.h"
 #include "records/role.h"
 
@@ -18,6 +19,10 @@ std::ostream& operator<<(std::ostream& out, MessageStatus value) {
 }
 std::ostream& operator<<(std::ostream& out, HubState value) {
   return out << HubStateName(value);
+}
+
+std::ostream& operator<<(std::ostream& out, JobState value) {
+  return out << JobStateName(value);
 }
 
 }  // namespace hub

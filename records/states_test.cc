@@ -6,6 +6,7 @@
 #include "gtest/gtest.h"
 #include "records/agent.h"
 #include "records/hub.h"
+#include "records/job.h"
 #include "records/message.h"
 #include "records/role.h"
 
@@ -63,6 +64,32 @@ TEST(StatesTest, AStateStreamsAsItsWord) {
   out << RoleState::kElectedProbing << " " << AgentStatus::kStale << " "
       << MessageStatus::kDeadLetter << " " << HubState::kLeft;
   EXPECT_EQ(out.str(), "elected-probing stale dead_letter left");
+}
+
+TEST(StatesTest, EveryJobStateHasItsOwnWordThatReadsBack) {
+  ExpectEachValueRoundTrips(kJobStateWords, JobStateName, ParseJobState);
+  EXPECT_EQ(std::size(kJobStateWords), 9u);
+  EXPECT_EQ(JobStateName(JobState::kWaitingHuman), "waiting_human");
+}
+
+TEST(StatesTest, EveryJobStateIsStoredForTrifluxAsOneOfItsFiveWords) {
+  const std::set<std::string> triflux = {"queued", "running", "succeeded",
+                                         "failed", "timed_out"};
+  for (const StoredWord<JobState>& entry : kJobStateWords) {
+    std::string word(TrifluxJobStatus(entry.value));
+    EXPECT_TRUE(triflux.count(word)) << entry.word << " -> " << word;
+    // Each of triflux's words reads back as a state that it names.
+    EXPECT_EQ(TrifluxJobStatus(*JobStateOfTrifluxStatus(word)), word);
+  }
+  EXPECT_EQ(JobStateOfTrifluxStatus("cancelled"), std::nullopt);
+}
+
+TEST(StatesTest, EveryJobWorkerKindAndDependencyPolicyReadsBack) {
+  ExpectEachValueRoundTrips(kJobWorkerKindWords, JobWorkerKindName,
+                            ParseJobWorkerKind);
+  ExpectEachValueRoundTrips(kJobDependencyFailureWords,
+                            JobDependencyFailureName,
+                            ParseJobDependencyFailure);
 }
 
 }  // namespace

@@ -1,6 +1,7 @@
 // The Store: every durable thing in hub goes through it, by concern:
 // agents() (storage/agent_store.h), roles() (role_store.h), messages()
-// (message_store.h), reservations() (reservation_store.h) and, where hubs
+// (message_store.h), reservations() (reservation_store.h), jobs()
+// (job_store.h) and, where hubs
 // share the database, membership() (membership.h).
 //
 // A Store persists agents, roles, role candidates, messages and
@@ -31,6 +32,7 @@
 
 #include "absl/status/status.h"
 #include "storage/agent_store.h"
+#include "storage/job_store.h"
 #include "storage/membership.h"
 #include "storage/message_store.h"
 #include "storage/reservation_store.h"
@@ -51,6 +53,7 @@ class Store {
   virtual RoleStore& roles() = 0;
   virtual MessageStore& messages() = 0;
   virtual ReservationStore& reservations() = 0;
+  virtual JobStore& jobs() = 0;
   // The hubs sharing this database, or nullptr when one hub holds it
   // (SQLite: the lock file).
   virtual Membership* membership() { return nullptr; }

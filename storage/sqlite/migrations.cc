@@ -38,6 +38,42 @@ constexpr Seam kSeams[] = {
     // 11: a pattern row's mode (idx_hub_reservation_patterns_exclusive).
     {"hub_reservation_patterns", "exclusive",
      "INTEGER NOT NULL DEFAULT 1 CHECK (exclusive IN (0, 1))"},
+    // 12: jobs (schema.sql) on a triflux assign_jobs table: triflux's
+    // columns that hub reads, for a table from before one of them, then
+    // hub's own.
+    {"assign_jobs", "topic", "TEXT NOT NULL DEFAULT 'assign.job'"},
+    {"assign_jobs", "task", "TEXT NOT NULL DEFAULT ''"},
+    {"assign_jobs", "payload_json", "TEXT NOT NULL DEFAULT '{}'"},
+    {"assign_jobs", "attempt", "INTEGER NOT NULL DEFAULT 1"},
+    {"assign_jobs", "retry_count", "INTEGER NOT NULL DEFAULT 0"},
+    {"assign_jobs", "max_retries", "INTEGER NOT NULL DEFAULT 0"},
+    {"assign_jobs", "priority", "INTEGER NOT NULL DEFAULT 5"},
+    {"assign_jobs", "ttl_ms", "INTEGER NOT NULL DEFAULT 600000"},
+    {"assign_jobs", "timeout_ms", "INTEGER NOT NULL DEFAULT 600000"},
+    {"assign_jobs", "deadline_ms", "INTEGER"},
+    {"assign_jobs", "trace_id", "TEXT"},
+    {"assign_jobs", "correlation_id", "TEXT"},
+    {"assign_jobs", "result_json", "TEXT"},
+    {"assign_jobs", "error_json", "TEXT"},
+    {"assign_jobs", "created_at_ms", "INTEGER NOT NULL DEFAULT 0"},
+    {"assign_jobs", "started_at_ms", "INTEGER"},
+    {"assign_jobs", "completed_at_ms", "INTEGER"},
+    {"assign_jobs", "last_retry_at_ms", "INTEGER"},
+    {"assign_jobs", "hub_state", "TEXT"},
+    {"assign_jobs", "project_id", "TEXT"},
+    {"assign_jobs", "supervisor_role_wire", "TEXT"},
+    {"assign_jobs", "worker_kind", "TEXT NOT NULL DEFAULT 'agent'"},
+    {"assign_jobs", "worker_role_wire", "TEXT"},
+    {"assign_jobs", "pool_filter_json", "TEXT"},
+    {"assign_jobs", "retry_policy_json", "TEXT"},
+    {"assign_jobs", "on_dependency_failure", "TEXT NOT NULL DEFAULT 'cancel'"},
+    {"assign_jobs", "idempotency_key", "TEXT"},
+    {"assign_jobs", "attempt_worker", "TEXT"},
+    {"assign_jobs", "attempt_generation", "INTEGER"},
+    {"assign_jobs", "attempt_role_epoch", "INTEGER"},
+    {"assign_jobs", "not_before_ms", "INTEGER"},
+    {"assign_jobs", "cancel_requested", "INTEGER NOT NULL DEFAULT 0"},
+    {"assign_jobs", "progress_json", "TEXT"},
 };
 
 // triflux's indexes that no hub query reads (schema.sql, "Only the indexes

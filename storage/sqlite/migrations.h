@@ -27,7 +27,7 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // (hub_reservation_waiters), 10 what a waiter waits behind (their
 // waits_for columns), 11 a pattern row's mode and the partial index of
 // exclusive patterns.
-inline constexpr int kHubSchemaVersion = 11;
+inline constexpr int kHubSchemaVersion = 12;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

@@ -272,6 +272,97 @@ CREATE TABLE IF NOT EXISTS hub_reservation_waiters (
   UNIQUE (project_id, seq)
 );
 
+-- hub_schema_version 12: jobs (docs/design/jobs.md). assign_jobs is
+-- triflux's table (TRIFLUX-HUB.md §8), created here when absent with
+-- triflux's columns first; hub's columns follow and are added to a triflux
+-- table by migration seams (migrations.cc). hub writes triflux's `status`
+-- word beside its own `hub_state`, so triflux still reads every row; a row
+-- triflux wrote (hub_state NULL) is read as the state its status names.
+CREATE TABLE IF NOT EXISTS assign_jobs (
+  job_id TEXT PRIMARY KEY,
+  supervisor_agent TEXT NOT NULL,
+  worker_agent TEXT NOT NULL,
+  topic TEXT NOT NULL DEFAULT 'assign.job',
+  task TEXT NOT NULL DEFAULT '',
+  payload_json TEXT NOT NULL DEFAULT '{}',
+  status TEXT NOT NULL
+    CHECK (status IN ('queued','running','succeeded','failed','timed_out')),
+  attempt INTEGER NOT NULL DEFAULT 1,
+  retry_count INTEGER NOT NULL DEFAULT 0,
+  max_retries INTEGER NOT NULL DEFAULT 0,
+  priority INTEGER NOT NULL DEFAULT 5,
+  ttl_ms INTEGER NOT NULL DEFAULT 600000,
+  timeout_ms INTEGER NOT NULL DEFAULT 600000,
+  deadline_ms INTEGER,
+  trace_id TEXT,
+  correlation_id TEXT,
+  last_message_id TEXT,
+  result_json TEXT,
+  error_json TEXT,
+  created_at_ms INTEGER NOT NULL,
+  updated_at_ms INTEGER NOT NULL,
+  started_at_ms INTEGER,
+  dispatched_at_ms INTEGER,
+  completed_at_ms INTEGER,
+  last_retry_at_ms INTEGER,
+  hub_state TEXT CHECK (hub_state IN ('blocked','queued','offered','running',
+    'waiting_human','succeeded','failed','timed_out','cancelled')),
+  project_id TEXT,
+  supervisor_role_wire TEXT,
+  worker_kind TEXT NOT NULL DEFAULT 'agent'
+    CHECK (worker_kind IN ('agent','role','pool')),
+  worker_role_wire TEXT,
+  pool_filter_json TEXT,
+  retry_policy_json TEXT,
+  on_dependency_failure TEXT NOT NULL DEFAULT 'cancel'
+    CHECK (on_dependency_failure IN ('cancel','block')),
+  idempotency_key TEXT,
+  attempt_worker TEXT,
+  attempt_generation INTEGER,
+  attempt_role_epoch INTEGER,
+  not_before_ms INTEGER,
+  cancel_requested INTEGER NOT NULL DEFAULT 0
+    CHECK (cancel_requested IN (0, 1)),
+  progress_json TEXT
+);
+-- Claims read a project's queued jobs by priority, then age.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_queued
+  ON assign_jobs (project_id, priority DESC, created_at_ms, job_id)
+  WHERE hub_state = 'queued';
+-- A gone worker's attempts; the deadline sweep.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_attempt_worker
+  ON assign_jobs (attempt_worker, attempt_generation)
+  WHERE attempt_worker IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_live_deadline
+  ON assign_jobs (deadline_ms)
+  WHERE hub_state IN ('offered','running','waiting_human');
+CREATE UNIQUE INDEX IF NOT EXISTS idx_hub_jobs_idempotency
+  ON assign_jobs (project_id, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+-- ListJobs: newest change first.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_updated
+  ON assign_jobs (updated_at_ms DESC, job_id DESC);
+
+-- A job's dependencies: job_id waits for parent_id to succeed.
+CREATE TABLE IF NOT EXISTS hub_job_dependencies (
+  job_id TEXT NOT NULL,
+  parent_id TEXT NOT NULL,
+  PRIMARY KEY (job_id, parent_id)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_job_dependencies_parent
+  ON hub_job_dependencies (parent_id);
+
+-- The first result or error each superseded attempt reported, kept.
+CREATE TABLE IF NOT EXISTS hub_job_late_results (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  agent_id TEXT NOT NULL,
+  result_json TEXT,
+  error_json TEXT,
+  reported_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);
+
 -- v8 integrity for role_registry tables created before the CHECK existed
 -- (harmless duplicates of the CHECK on tables created by this file). The
 -- message contains "CHECK constraint failed" as triflux's trigger does.
