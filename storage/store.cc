@@ -112,6 +112,75 @@ absl::Status ToStatus(PresenceOutcome outcome, absl::string_view agent_id) {
   return absl::OkStatus();
 }
 
+absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
+  const std::string quoted = absl::StrCat("'", what, "'");
+  auto with_job = [&](absl::Status s) {
+    if (outcome.job.has_value()) {
+      s = WithMetadata(std::move(s), "job_id", outcome.job->job_id);
+      s = WithMetadata(std::move(s), "state",
+                       JobStateName(outcome.job->state));
+      s = WithMetadata(std::move(s), "attempt",
+                       absl::StrCat(outcome.job->attempt));
+    }
+    return s;
+  };
+  switch (outcome.refusal) {
+    case JobRefusal::kNone:
+      return absl::OkStatus();
+    case JobRefusal::kNotFound:
+      return NotFoundError("ASSIGN_NOT_FOUND",
+                           absl::StrCat("no job ", quoted));
+    case JobRefusal::kAttemptMismatch:
+      return with_job(FailedPreconditionError(
+          "ASSIGN_ATTEMPT_MISMATCH",
+          absl::StrCat("job ", quoted, " is at another attempt",
+                       outcome.late_result_kept
+                           ? "; the result is kept as a late result"
+                           : "")));
+    case JobRefusal::kWorkerMismatch:
+      return with_job(FailedPreconditionError(
+          "ASSIGN_WORKER_MISMATCH",
+          absl::StrCat("the attempt of job ", quoted,
+                       " is held by another worker, generation or role "
+                       "epoch")));
+    case JobRefusal::kNotRunning:
+      return with_job(FailedPreconditionError(
+          "JOB_NOT_RUNNING",
+          absl::StrCat("job ", quoted, " has no running attempt")));
+    case JobRefusal::kNotClaimable:
+      return with_job(FailedPreconditionError(
+          "JOB_NOT_CLAIMABLE",
+          absl::StrCat("job ", quoted,
+                       " is not queued and due for this worker")));
+    case JobRefusal::kNotEnded:
+      return with_job(FailedPreconditionError(
+          "JOB_NOT_ENDED",
+          absl::StrCat("job ", quoted,
+                       " has not failed, timed out or been cancelled")));
+    case JobRefusal::kAgentNotFound:
+      return AgentNotFound(what);
+    case JobRefusal::kAgentOffline:
+      return WithMetadata(
+          FailedPreconditionError("AGENT_OFFLINE",
+                                  absl::StrCat("agent ", quoted,
+                                               " is offline")),
+          "agent_id", what);
+    case JobRefusal::kStaleGeneration:
+      return WithMetadata(
+          FailedPreconditionError(
+              "STALE_PRESENCE_OWNER",
+              absl::StrCat("agent ", quoted,
+                           " is at another presence generation")),
+          "agent_id", what);
+    case JobRefusal::kDependencyNotFound:
+      return NotFoundError(
+          "JOB_DEPENDENCY_NOT_FOUND",
+          absl::StrCat("a dependency of ", quoted,
+                       " is not a job of its project"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status SeatLostError(absl::string_view hub_id) {
   return UnavailableError(
       "HUB_SEAT_LOST",

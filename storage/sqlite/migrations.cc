@@ -200,6 +200,27 @@ absl::StatusOr<int> RepairPhantomRoles(Connection& conn, int64_t now_ms) {
   return static_cast<int>(conn.Changes());
 }
 
+// Jobs a triflux binary wrote (no hub_state) get the state their status
+// names, and the project of their worker (else supervisor) agent, so hub's
+// claims and lists find them; a running one's attempt is bound to its
+// worker at the worker's generation now, so that worker can finish it and
+// its leaving re-queues it (docs/design/jobs.md, "Tables").
+absl::Status AdoptTrifluxJobs(Connection& conn, bool* changed) {
+  absl::Status s = conn.Exec(
+      "UPDATE assign_jobs SET hub_state = CASE WHEN status IN ('queued', "
+      "'running', 'succeeded', 'failed', 'timed_out') THEN status ELSE "
+      "'failed' END, project_id = COALESCE(project_id, (SELECT a.project_id "
+      "FROM agents a WHERE a.agent_id = assign_jobs.worker_agent), (SELECT "
+      "a.project_id FROM agents a WHERE a.agent_id = "
+      "assign_jobs.supervisor_agent)), attempt_worker = CASE WHEN status = "
+      "'running' THEN worker_agent END, attempt_generation = CASE WHEN status "
+      "= 'running' THEN (SELECT a.presence_generation FROM agents a WHERE "
+      "a.agent_id = assign_jobs.worker_agent) END WHERE hub_state IS NULL");
+  if (!s.ok()) return s;
+  if (conn.Changes() > 0) *changed = true;
+  return absl::OkStatus();
+}
+
 absl::Status MigrateInTransaction(Connection& conn, int64_t now_ms,
                                   MigrationReport* report) {
   bool changed = false;
@@ -216,6 +237,8 @@ absl::Status MigrateInTransaction(Connection& conn, int64_t now_ms,
   s = DropRetiredIndexes(conn);
   if (!s.ok()) return s;
   s = RunSeams(conn, &changed);
+  if (!s.ok()) return s;
+  s = AdoptTrifluxJobs(conn, &changed);
   if (!s.ok()) return s;
   absl::StatusOr<std::optional<std::string>> cookie_after =
       conn.QueryText("PRAGMA schema_version");

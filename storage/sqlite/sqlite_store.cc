@@ -18,9 +18,11 @@
 #include "absl/strings/str_format.h"
 #include "status/status.h"
 #include "storage/agent_store_calls.h"
+#include "storage/job_store_calls.h"
 #include "storage/message_store_calls.h"
 #include "storage/role_store_calls.h"
 #include "storage/sqlite/sqlite_agent_rows.h"
+#include "storage/sqlite/sqlite_job_rows.h"
 #include "storage/sqlite/sqlite_message_rows.h"
 #include "storage/sqlite/sqlite_role_rows.h"
 #include "storage/sqlite/sqlite_rows.h"
@@ -159,6 +161,8 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       MessageCalls<SqliteStore, SqliteMessageRows, /*kOrderKeys=*/false>>(
       *store);
   store->reservations_ = store->NewReservationStore();
+  store->jobs_ =
+      std::make_unique<JobCalls<SqliteStore, SqliteJobRows>>(*store);
   return store;
 }
 

@@ -34,6 +34,8 @@ template <typename Engine, typename Rows>
 class RoleCalls;  // storage/role_store_calls.h
 template <typename Engine, typename Rows, bool kOrderKeys>
 class MessageCalls;  // storage/message_store_calls.h
+template <typename Engine, typename Rows>
+class JobCalls;  // storage/job_store_calls.h
 class SqliteRoleRows;
 class SqliteMessageRows;
 
@@ -86,6 +88,7 @@ class SqliteStore final : public Store {
   RoleStore& roles() override { return *roles_; }
   MessageStore& messages() override { return *messages_; }
   ReservationStore& reservations() override { return *reservations_; }
+  JobStore& jobs() override { return *jobs_; }
 
  private:
   // The reservation methods, over Read and Write.
@@ -93,6 +96,8 @@ class SqliteStore final : public Store {
   friend class ReservationCalls;
   template <typename, typename>
   friend class AgentCalls;
+  template <typename, typename>
+  friend class JobCalls;
   // The role methods: RoleCalls over SqliteRoleRows, whose dead letters
   // keep pending_.
   template <typename, typename>
@@ -176,6 +181,8 @@ class SqliteStore final : public Store {
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();
+  // JobCalls over SqliteJobRows (storage/job_store_calls.h).
+  std::unique_ptr<JobStore> jobs_;
   std::atomic<int64_t> rows_read_{0};
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_
