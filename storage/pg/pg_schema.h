@@ -24,8 +24,9 @@ namespace hub::storage::pg {
 // partial indexes of pending rows; 9: the inbox count triggers skip a
 // session that keeps the counts in its statements (a hub's writer); 10:
 // the agents' and messages' enumerated columns are domains, not table
-// CHECKs.
-inline constexpr int kPgSchemaVersion = 10;
+// CHECKs; 11: jobs (assign_jobs, hub_job_dependencies,
+// hub_job_late_results; SQLite's 12).
+inline constexpr int kPgSchemaVersion = 11;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

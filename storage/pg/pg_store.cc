@@ -1,7 +1,7 @@
 // PostgresStore: open, the reader pool, shared helpers. The concerns live
 // in pg_store_agents.cc (over pg_agent_rows.cc), pg_store_roles.cc (over
-// pg_role_rows.cc), pg_store_messages.cc (over pg_message_rows.cc) and
-// pg_store_reservations.cc.
+// pg_role_rows.cc), pg_store_messages.cc (over pg_message_rows.cc),
+// pg_store_reservations.cc, and the jobs: JobCalls over pg_job_rows.cc.
 #include "storage/pg/pg_store.h"
 
 #include <openssl/sha.h>
@@ -11,6 +11,8 @@
 #include "absl/strings/escaping.h"
 #include "absl/strings/str_cat.h"
 #include "status/status.h"
+#include "storage/job_store_calls.h"
+#include "storage/pg/pg_job_rows.h"
 #include "storage/pg/pg_rows.h"
 #include "storage/pg/pg_signals.h"
 
@@ -124,6 +126,7 @@ absl::StatusOr<std::unique_ptr<PostgresStore>> PostgresStore::Open(
   store->roles_ = store->NewRoleStore();
   store->messages_ = store->NewMessageStore();
   store->reservations_ = store->NewReservationStore();
+  store->jobs_ = std::make_unique<JobCalls<PostgresStore, PgJobRows>>(*store);
   store->signals_ = std::make_unique<PgSignals>(opts.conninfo);
   return store;
 }

@@ -40,6 +40,8 @@ template <typename Engine, typename Rows>
 class RoleCalls;  // storage/role_store_calls.h
 template <typename Engine, typename Rows, bool kOrderKeys>
 class MessageCalls;  // storage/message_store_calls.h
+template <typename Engine, typename Rows>
+class JobCalls;  // storage/job_store_calls.h
 }  // namespace hub::storage
 
 namespace hub::storage::pg {
@@ -92,6 +94,7 @@ class PostgresStore final : public Store {
   RoleStore& roles() override { return *roles_; }
   MessageStore& messages() override { return *messages_; }
   ReservationStore& reservations() override { return *reservations_; }
+  JobStore& jobs() override { return *jobs_; }
   Membership* membership() override { return membership_.get(); }
   Signals* signals() override { return signals_.get(); }
 
@@ -117,6 +120,9 @@ class PostgresStore final : public Store {
   friend class ::hub::storage::MessageCalls;
   friend class PgMessageStore;
   std::unique_ptr<MessageStore> NewMessageStore();
+  // The job methods: JobCalls over PgJobRows (pg_job_rows.h).
+  template <typename, typename>
+  friend class ::hub::storage::JobCalls;
 
   explicit PostgresStore(PostgresStoreOptions options)
       : options_(std::move(options)) {}
@@ -214,6 +220,8 @@ class PostgresStore final : public Store {
   // ReservationCalls over the engine's ReservationRows.
   std::unique_ptr<ReservationStore> reservations_;
   std::unique_ptr<ReservationStore> NewReservationStore();
+  // JobCalls over PgJobRows.
+  std::unique_ptr<JobStore> jobs_;
   std::unique_ptr<Signals> signals_;
   absl::Mutex readers_mu_;
   std::vector<std::unique_ptr<Connection>> idle_readers_

@@ -582,3 +582,118 @@ BEGIN
       FOR EACH ROW EXECUTE FUNCTION hub_role_change_logged();
   END IF;
 END $$;
+
+-- hub_schema_version 11: jobs (docs/design/jobs.md), as SQLite's
+-- assign_jobs, hub_job_dependencies and hub_job_late_results (its 12):
+-- triflux's columns first, then hub's, with the same names, defaults and
+-- rules. hub writes triflux's `status` word beside its own `hub_state` on
+-- every row, and `hubctl db copy` fills hub_state of a row triflux wrote
+-- from its status (storage/pg/copy_rows.cc), so on PostgreSQL hub_state is
+-- set on every row hub made or copied: claims, the deadline sweep and a gone
+-- worker's attempts read the partial indexes below, which hold only rows
+-- with a hub_state. The column stays nullable, as SQLite's: a write fenced
+-- on a state still matches a row with none by its status
+-- (storage/pg/pg_job_rows.cc). The enumerated columns are domains, as
+-- agents' and messages' are (hub_schema_version 10): every fenced write of
+-- a job would otherwise compile the table's CHECKs again.
+DO $$ BEGIN
+  CREATE DOMAIN hub_job_status AS TEXT COLLATE "C"
+    CHECK (VALUE IN ('queued', 'running', 'succeeded', 'failed', 'timed_out'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_job_state AS TEXT COLLATE "C"
+    CHECK (VALUE IN ('blocked', 'queued', 'offered', 'running',
+                     'waiting_human', 'succeeded', 'failed', 'timed_out',
+                     'cancelled'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_job_worker_kind AS TEXT COLLATE "C"
+    CHECK (VALUE IN ('agent', 'role', 'pool'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_job_dependency_failure AS TEXT COLLATE "C"
+    CHECK (VALUE IN ('cancel', 'block'));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+DO $$ BEGIN
+  CREATE DOMAIN hub_job_flag AS INTEGER CHECK (VALUE IN (0, 1));
+EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+
+CREATE TABLE IF NOT EXISTS assign_jobs (
+  job_id TEXT COLLATE "C" PRIMARY KEY,
+  supervisor_agent TEXT COLLATE "C" NOT NULL,
+  worker_agent TEXT COLLATE "C" NOT NULL,
+  topic TEXT COLLATE "C" NOT NULL DEFAULT 'assign.job',
+  task TEXT COLLATE "C" NOT NULL DEFAULT '',
+  payload_json TEXT COLLATE "C" NOT NULL DEFAULT '{}',
+  status hub_job_status NOT NULL,
+  attempt BIGINT NOT NULL DEFAULT 1,
+  retry_count BIGINT NOT NULL DEFAULT 0,
+  max_retries BIGINT NOT NULL DEFAULT 0,
+  priority BIGINT NOT NULL DEFAULT 5,
+  ttl_ms BIGINT NOT NULL DEFAULT 600000,
+  timeout_ms BIGINT NOT NULL DEFAULT 600000,
+  deadline_ms BIGINT,
+  trace_id TEXT COLLATE "C",
+  correlation_id TEXT COLLATE "C",
+  last_message_id TEXT COLLATE "C",
+  result_json TEXT COLLATE "C",
+  error_json TEXT COLLATE "C",
+  created_at_ms BIGINT NOT NULL,
+  updated_at_ms BIGINT NOT NULL,
+  started_at_ms BIGINT,
+  dispatched_at_ms BIGINT,
+  completed_at_ms BIGINT,
+  last_retry_at_ms BIGINT,
+  hub_state hub_job_state,
+  project_id TEXT COLLATE "C",
+  supervisor_role_wire TEXT COLLATE "C",
+  worker_kind hub_job_worker_kind NOT NULL DEFAULT 'agent',
+  worker_role_wire TEXT COLLATE "C",
+  pool_filter_json TEXT COLLATE "C",
+  retry_policy_json TEXT COLLATE "C",
+  on_dependency_failure hub_job_dependency_failure NOT NULL DEFAULT 'cancel',
+  idempotency_key TEXT COLLATE "C",
+  attempt_worker TEXT COLLATE "C",
+  attempt_generation BIGINT,
+  attempt_role_epoch BIGINT,
+  not_before_ms BIGINT,
+  cancel_requested hub_job_flag NOT NULL DEFAULT 0,
+  progress_json TEXT COLLATE "C"
+);
+-- Claims read a project's queued jobs by priority, then age.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_queued
+  ON assign_jobs (project_id, priority DESC, created_at_ms, job_id)
+  WHERE hub_state = 'queued';
+-- A gone worker's attempts; the deadline sweep.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_attempt_worker
+  ON assign_jobs (attempt_worker, attempt_generation)
+  WHERE attempt_worker IS NOT NULL;
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_live_deadline
+  ON assign_jobs (deadline_ms)
+  WHERE hub_state IN ('offered', 'running', 'waiting_human');
+CREATE UNIQUE INDEX IF NOT EXISTS idx_hub_jobs_idempotency
+  ON assign_jobs (project_id, idempotency_key)
+  WHERE idempotency_key IS NOT NULL;
+-- ListJobs: newest change first.
+CREATE INDEX IF NOT EXISTS idx_hub_jobs_updated
+  ON assign_jobs (updated_at_ms DESC, job_id DESC);
+
+-- A job's dependencies: job_id waits for parent_id to succeed.
+CREATE TABLE IF NOT EXISTS hub_job_dependencies (
+  job_id TEXT COLLATE "C" NOT NULL,
+  parent_id TEXT COLLATE "C" NOT NULL,
+  PRIMARY KEY (job_id, parent_id)
+);
+CREATE INDEX IF NOT EXISTS idx_hub_job_dependencies_parent
+  ON hub_job_dependencies (parent_id);
+
+-- The first result or error each superseded attempt reported, kept.
+CREATE TABLE IF NOT EXISTS hub_job_late_results (
+  job_id TEXT COLLATE "C" NOT NULL,
+  attempt BIGINT NOT NULL,
+  agent_id TEXT COLLATE "C" NOT NULL,
+  result_json TEXT COLLATE "C",
+  error_json TEXT COLLATE "C",
+  reported_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);
