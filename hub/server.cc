@@ -363,8 +363,10 @@ absl::Status HubServer::StartReservations(const HubServerOptions& options,
   }
   // An agent that goes loses its roles and its reservations; one that
   // arrives is a candidate event (registry/coordinator.h).
+  jobs_ = std::make_unique<JobBook>(&store_->jobs(), clock,
+                                    [ids] { return ids->Next(); });
   coordinator_ = std::make_unique<Coordinator>(
-      presence_.get(), activator, reservations,
+      presence_.get(), activator, reservations, jobs_.get(),
       [activator_pool](std::function<void()> reaction) {
         activator_pool->Schedule(std::move(reaction));
       });
@@ -486,6 +488,9 @@ absl::Status HubServer::StartServices(const HubServerOptions& options,
   reservation_service_->SetAdmission(admission_.get());
   reservation_service_->SetFeed(reservation_feed);
   reservation_service_->SetWaits(reservation_waits_.get());
+  job_service_ =
+      std::make_unique<JobServiceImpl>(jobs_.get(), write_pool_.get());
+  job_service_->SetAdmission(admission_.get());
   return absl::OkStatus();
 }
 
@@ -536,6 +541,7 @@ absl::Status HubServer::StartGrpc(
   builder.RegisterService(role_service_.get());
   builder.RegisterService(message_service_.get());
   builder.RegisterService(reservation_service_.get());
+  builder.RegisterService(job_service_.get());
   admin_service_ = std::make_unique<AdminServiceImpl>(
       store_.get(), write_pool_.get(), admission_.get());
   builder.RegisterService(admin_service_.get());
@@ -587,6 +593,7 @@ void HubServer::RunTicker(absl::Duration interval,
     if (absl::Now() < next_tick) continue;  // woken for a grace only
     messaging_->Tick();
     reservations_->Sweep();  // at most every 5 s
+    jobs_->Sweep();          // a read, and a write only when one is due
     // A hub that lost its seat decides nothing for roles until it is back.
     if (absl::Now() >= next_activator_tick &&
         (membership_ == nullptr || membership_->Serving().ok())) {

@@ -35,6 +35,7 @@
 #include "hub/observability/metrics_http.h"
 #include "hub/services/admin_service.h"
 #include "hub/services/hub_service.h"
+#include "hub/services/job_service.h"
 #include "hub/services/message_service.h"
 #include "hub/services/presence_service.h"
 #include "hub/services/reservation_service.h"
@@ -44,6 +45,7 @@
 #include "registry/clock.h"
 #include "registry/coordinator.h"
 #include "registry/fleet_events.h"
+#include "registry/jobs.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservation_end_fanout.h"
@@ -286,9 +288,11 @@ class HubServer {
   // After the feed and presence_ (it uses both).
   std::unique_ptr<ReservationEndFanout> reservation_ends_;
   std::unique_ptr<ReservationBook> reservations_;
+  std::unique_ptr<JobBook> jobs_;
   // After reservations_ and the feed (it uses both).
   std::unique_ptr<ReservationWaits> reservation_waits_;
   std::unique_ptr<ReservationServiceImpl> reservation_service_;
+  std::unique_ptr<JobServiceImpl> job_service_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<RoleWatch> role_watch_;  // feeds metrics_
   std::unique_ptr<MetricsHttpServer> metrics_http_;

@@ -37,8 +37,7 @@ void Coordinator::Start() {
       [activator = activator_, reservations = reservations_, jobs = jobs_,
        executor = executor_](const std::string& agent_id, int64_t generation,
                              AgentGoneReason reason) {
-        executor([activator, reservations, jobs, agent_id, generation,
-                  reason] {
+        executor([activator, reservations, jobs, agent_id, generation, reason] {
           // Jobs first: a re-queued job is claimable at once, while the
           // activator may wait on probes.
           if (jobs != nullptr) jobs->OnAgentGone(agent_id, generation);

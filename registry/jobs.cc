@@ -2,7 +2,6 @@
 
 #include <utility>
 
-
 namespace hub {
 
 JobBook::JobBook(storage::JobStore* store, const Clock* clock,
@@ -28,10 +27,10 @@ absl::StatusOr<std::optional<JobRecord>> JobBook::Claim(
   claim.now_ms = NowMs();
   absl::StatusOr<storage::JobOutcome> out = store_->ClaimJob(claim);
   if (!out.ok()) return out.status();
-  const bool about_agent = out->refusal == storage::JobRefusal::kAgentNotFound ||
-                           out->refusal == storage::JobRefusal::kAgentOffline ||
-                           out->refusal ==
-                               storage::JobRefusal::kStaleGeneration;
+  const bool about_agent =
+      out->refusal == storage::JobRefusal::kAgentNotFound ||
+      out->refusal == storage::JobRefusal::kAgentOffline ||
+      out->refusal == storage::JobRefusal::kStaleGeneration;
   if (absl::Status s =
           ToStatus(*out, about_agent ? claim.agent_id : claim.job_id);
       !s.ok()) {

@@ -27,8 +27,8 @@ struct JobCounters {
   int64_t claimed = 0;
   int64_t succeeded = 0;
   int64_t failed_attempts = 0;
-  int64_t worker_gone = 0;  // attempts ended because their worker went
-  int64_t timed_out = 0;    // attempts ended by their deadline
+  int64_t worker_gone = 0;   // attempts ended because their worker went
+  int64_t timed_out = 0;     // attempts ended by their deadline
   int64_t stale_writes = 0;  // attempt writes refused by their fence
 };
 

@@ -180,10 +180,9 @@ absl::Status ReleaseChildren(JobRows& rows, absl::string_view parent_id,
     if (!child->has_value() || (*child)->state != JobState::kBlocked) continue;
     absl::StatusOr<std::vector<JobParent>> parents = rows.Parents(id);
     if (!parents.ok()) return parents.status();
-    bool all = std::all_of(parents->begin(), parents->end(),
-                           [](const JobParent& p) {
-                             return p.state == JobState::kSucceeded;
-                           });
+    bool all = std::all_of(
+        parents->begin(), parents->end(),
+        [](const JobParent& p) { return p.state == JobState::kSucceeded; });
     if (!all) continue;
     JobRecord next = **child;
     next.state = JobState::kQueued;
@@ -250,7 +249,16 @@ absl::StatusOr<JobOutcome> Refused(JobRows& rows, const JobRecord& job,
                                    std::optional<std::string> result_json,
                                    std::optional<JobError> error,
                                    int64_t now_ms) {
-  if (fence.attempt >= 1 && fence.attempt <= job.attempt) {
+  // Only an attempt that was bound and has ended: one before the current,
+  // or the current one, ended without this result, by its own worker.
+  const bool superseded =
+      (outcome.refusal == JobRefusal::kAttemptMismatch && fence.attempt >= 1 &&
+       fence.attempt < job.attempt) ||
+      (outcome.refusal == JobRefusal::kNotRunning &&
+       fence.attempt == job.attempt && IsTerminal(job.state) &&
+       job.attempt_worker == fence.agent_id &&
+       job.attempt_generation == fence.presence_generation);
+  if (superseded) {
     JobLateResult late;
     late.attempt = fence.attempt;
     late.agent_id = fence.agent_id;
@@ -403,7 +411,8 @@ JobRetryPolicy ParseRetryPolicyJson(absl::string_view text) {
   auto reasons = j.find("non_retryable_reasons");
   if (reasons != j.end() && reasons->is_array()) {
     for (const Json& r : *reasons) {
-      if (r.is_string()) p.non_retryable_reasons.push_back(r.get<std::string>());
+      if (r.is_string())
+        p.non_retryable_reasons.push_back(r.get<std::string>());
     }
   }
   return p;
@@ -496,8 +505,8 @@ JobRecord ReadJobFields(const std::vector<std::optional<std::string>>& text,
   job.timeout_ms = n(12, 600000);
   job.max_retries = n(13, 0);
   if (text[14].has_value()) job.retry_policy = ParseRetryPolicyJson(*text[14]);
-  job.on_dependency_failure = ParseJobDependencyFailure(t(15)).value_or(
-      JobDependencyFailure::kCancel);
+  job.on_dependency_failure =
+      ParseJobDependencyFailure(t(15)).value_or(JobDependencyFailure::kCancel);
   job.idempotency_key = text[16];
   job.trace_id = t(17);
   job.correlation_id = t(18);
@@ -639,8 +648,8 @@ absl::StatusOr<JobOutcome> ClaimJobWith(JobRows& rows, const JobClaim& claim) {
       outcome.job = std::move(*full);
       return outcome;
     }
-    absl::StatusOr<std::optional<JobRecord>> bound = Bind(
-        rows, j, claim.agent_id, generation, *target, claim.now_ms);
+    absl::StatusOr<std::optional<JobRecord>> bound =
+        Bind(rows, j, claim.agent_id, generation, *target, claim.now_ms);
     if (!bound.ok()) return bound.status();
     if (!bound->has_value()) {
       outcome.refusal = JobRefusal::kNotClaimable;
@@ -661,8 +670,8 @@ absl::StatusOr<JobOutcome> ClaimJobWith(JobRows& rows, const JobClaim& claim) {
     std::optional<std::optional<int64_t>> target =
         TargetOf(j, claim.agent_id, **worker, *roles);
     if (!target.has_value()) continue;
-    absl::StatusOr<std::optional<JobRecord>> bound = Bind(
-        rows, j, claim.agent_id, generation, *target, claim.now_ms);
+    absl::StatusOr<std::optional<JobRecord>> bound =
+        Bind(rows, j, claim.agent_id, generation, *target, claim.now_ms);
     if (!bound.ok()) return bound.status();
     if (bound->has_value()) return Finish(rows, **bound, {});
   }

@@ -184,21 +184,20 @@ std::vector<std::string> ParseStringListJson(absl::string_view json);
   "created_at_ms, updated_at_ms, started_at_ms, dispatched_at_ms, "           \
   "completed_at_ms, last_retry_at_ms"
 
-JobRecord ReadJobFields(
-    const std::vector<std::optional<std::string>>& text,
-    const std::vector<std::optional<int64_t>>& ints);
+JobRecord ReadJobFields(const std::vector<std::optional<std::string>>& text,
+                        const std::vector<std::optional<int64_t>>& ints);
 
 template <typename Row>
 JobRecord ReadJobColumns(const Row& s) {
   // Columns read as text and as integers, by the order of HUB_JOB_COLUMNS.
   std::vector<std::optional<std::string>> text(38);
   std::vector<std::optional<int64_t>> ints(38);
-  for (int i : {0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 14, 15, 16, 17, 18, 19, 20,
-                23, 29, 30, 31}) {
+  for (int i : {0,  1,  2,  3,  4,  5,  6,  7,  8,  9,  10,
+                14, 15, 16, 17, 18, 19, 20, 23, 29, 30, 31}) {
     text[i] = s.OptText(i);
   }
-  for (int i : {11, 12, 13, 21, 22, 24, 25, 26, 27, 28, 32, 33, 34, 35, 36,
-                37}) {
+  for (int i :
+       {11, 12, 13, 21, 22, 24, 25, 26, 27, 28, 32, 33, 34, 35, 36, 37}) {
     ints[i] = s.OptInt(i);
   }
   return ReadJobFields(text, ints);

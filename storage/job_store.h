@@ -28,15 +28,15 @@ namespace hub::storage {
 // Why a job write changed nothing.
 enum class JobRefusal {
   kNone,
-  kNotFound,          // NOT_FOUND / ASSIGN_NOT_FOUND
-  kAttemptMismatch,   // ASSIGN_ATTEMPT_MISMATCH
-  kWorkerMismatch,    // ASSIGN_WORKER_MISMATCH
-  kNotRunning,        // JOB_NOT_RUNNING: ended, or no attempt bound
-  kNotClaimable,      // JOB_NOT_CLAIMABLE
-  kNotEnded,          // JOB_NOT_ENDED (RetryJob)
-  kAgentNotFound,     // NOT_FOUND / AGENT_NOT_FOUND
-  kAgentOffline,      // AGENT_OFFLINE
-  kStaleGeneration,   // STALE_PRESENCE_OWNER
+  kNotFound,            // NOT_FOUND / ASSIGN_NOT_FOUND
+  kAttemptMismatch,     // ASSIGN_ATTEMPT_MISMATCH
+  kWorkerMismatch,      // ASSIGN_WORKER_MISMATCH
+  kNotRunning,          // JOB_NOT_RUNNING: ended, or no attempt bound
+  kNotClaimable,        // JOB_NOT_CLAIMABLE
+  kNotEnded,            // JOB_NOT_ENDED (RetryJob)
+  kAgentNotFound,       // NOT_FOUND / AGENT_NOT_FOUND
+  kAgentOffline,        // AGENT_OFFLINE
+  kStaleGeneration,     // STALE_PRESENCE_OWNER
   kDependencyNotFound,  // NOT_FOUND / JOB_DEPENDENCY_NOT_FOUND
 };
 
@@ -123,9 +123,9 @@ class JobStore {
   // The fenced attempt succeeded; children whose last parent this was are
   // queued (also_changed). Refused as HeartbeatJob, the result kept as a
   // late result when the job exists.
-  virtual absl::StatusOr<JobOutcome> CompleteJob(
-      const JobAttemptFence& fence, const std::string& result_json,
-      int64_t now_ms) = 0;
+  virtual absl::StatusOr<JobOutcome> CompleteJob(const JobAttemptFence& fence,
+                                                 const std::string& result_json,
+                                                 int64_t now_ms) = 0;
   // The fenced attempt failed: a retry (next attempt, queued after the
   // backoff) when the error is retryable, not listed as non-retryable and
   // retries are left; else the job ends (kCancelled when cancellation was

@@ -74,8 +74,7 @@ class JobCalls final : public JobStore {
         [&](Rows& rows) { return RetryJobWith(rows, job_id, now_ms); });
   }
   absl::StatusOr<std::vector<JobRecord>> EndAttemptsOf(
-      absl::string_view agent_id, int64_t generation,
-      int64_t now_ms) override {
+      absl::string_view agent_id, int64_t generation, int64_t now_ms) override {
     return Write<std::vector<JobRecord>>([&](Rows& rows) {
       return EndAttemptsOfWith(rows, agent_id, generation, now_ms);
     });
@@ -88,9 +87,8 @@ class JobCalls final : public JobStore {
         [&](Rows& rows) { return rows.DueDeadlines(now_ms, 1); });
     if (!due.ok()) return due.status();
     if (due->empty()) return std::vector<JobRecord>();
-    return Write<std::vector<JobRecord>>([&](Rows& rows) {
-      return SweepJobDeadlinesWith(rows, now_ms, limit);
-    });
+    return Write<std::vector<JobRecord>>(
+        [&](Rows& rows) { return SweepJobDeadlinesWith(rows, now_ms, limit); });
   }
 
  private:

@@ -117,8 +117,7 @@ absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
   auto with_job = [&](absl::Status s) {
     if (outcome.job.has_value()) {
       s = WithMetadata(std::move(s), "job_id", outcome.job->job_id);
-      s = WithMetadata(std::move(s), "state",
-                       JobStateName(outcome.job->state));
+      s = WithMetadata(std::move(s), "state", JobStateName(outcome.job->state));
       s = WithMetadata(std::move(s), "attempt",
                        absl::StrCat(outcome.job->attempt));
     }
@@ -128,8 +127,7 @@ absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
     case JobRefusal::kNone:
       return absl::OkStatus();
     case JobRefusal::kNotFound:
-      return NotFoundError("ASSIGN_NOT_FOUND",
-                           absl::StrCat("no job ", quoted));
+      return NotFoundError("ASSIGN_NOT_FOUND", absl::StrCat("no job ", quoted));
     case JobRefusal::kAttemptMismatch:
       return with_job(FailedPreconditionError(
           "ASSIGN_ATTEMPT_MISMATCH",
@@ -161,9 +159,8 @@ absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
       return AgentNotFound(what);
     case JobRefusal::kAgentOffline:
       return WithMetadata(
-          FailedPreconditionError("AGENT_OFFLINE",
-                                  absl::StrCat("agent ", quoted,
-                                               " is offline")),
+          FailedPreconditionError(
+              "AGENT_OFFLINE", absl::StrCat("agent ", quoted, " is offline")),
           "agent_id", what);
     case JobRefusal::kStaleGeneration:
       return WithMetadata(
@@ -173,10 +170,9 @@ absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
                            " is at another presence generation")),
           "agent_id", what);
     case JobRefusal::kDependencyNotFound:
-      return NotFoundError(
-          "JOB_DEPENDENCY_NOT_FOUND",
-          absl::StrCat("a dependency of ", quoted,
-                       " is not a job of its project"));
+      return NotFoundError("JOB_DEPENDENCY_NOT_FOUND",
+                           absl::StrCat("a dependency of ", quoted,
+                                        " is not a job of its project"));
   }
   return absl::OkStatus();
 }

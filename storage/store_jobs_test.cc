@@ -38,10 +38,10 @@ class Jobs : public StoreTest {
     r.lease_ttl_ms = 30'000;
     r.capabilities_json = capabilities;
     r.project_id = std::string(kProject);
-    absl::StatusOr<PresenceWrite> w = store.agents().RegisterAgent(r);
+    absl::StatusOr<AgentRecord> w = store.agents().RegisterAgent(r);
     EXPECT_TRUE(w.ok()) << w.status();
-    if (!w.ok() || !w->agent.has_value()) return 0;
-    return w->agent->presence_generation;
+    if (!w.ok()) return 0;
+    return w->presence_generation;
   }
   int64_t Register(const std::string& agent,
                    const std::string& capabilities = "[]") {
@@ -192,8 +192,7 @@ TEST_P(Jobs, AClaimNeedsAPresentWorkerAtTheGenerationItNames) {
   const int64_t gen = Register("w1");
   c.agent_id = "w1";
   c.presence_generation = gen + 1;
-  EXPECT_EQ(store().jobs().ClaimJob(c)->refusal,
-            JobRefusal::kStaleGeneration);
+  EXPECT_EQ(store().jobs().ClaimJob(c)->refusal, JobRefusal::kStaleGeneration);
 }
 
 TEST_P(Jobs, ClaimsTakeTheHighestPriorityThenTheOldestJob) {
@@ -531,8 +530,8 @@ TEST_P(Jobs, CancelEndsAQueuedJobAndMarksARunningOneUntilItsWorkerStops) {
   ASSERT_TRUE(c2.ok());
   EXPECT_EQ(c2->job->state, JobState::kRunning);
   EXPECT_TRUE(c2->job->cancel_requested);
-  absl::StatusOr<JobOutcome> beat = store().jobs().HeartbeatJob(
-      FenceOfAttempt(running), "{}", kNow + 3);
+  absl::StatusOr<JobOutcome> beat =
+      store().jobs().HeartbeatJob(FenceOfAttempt(running), "{}", kNow + 3);
   EXPECT_TRUE(beat->job->cancel_requested);
   // Retries left, but a cancelled job is not retried.
   EXPECT_EQ(Fail(FenceOfAttempt(running), "stopped").job->state,
@@ -569,8 +568,7 @@ TEST_P(Jobs, ListFiltersAndPagesNewestChangeFirst) {
   all.limit = 3;
   std::vector<std::string> seen;
   while (true) {
-    absl::StatusOr<std::vector<JobRecord>> page =
-        store().jobs().ListJobs(all);
+    absl::StatusOr<std::vector<JobRecord>> page = store().jobs().ListJobs(all);
     ASSERT_TRUE(page.ok()) << page.status();
     for (const JobRecord& j : *page) seen.push_back(j.job_id);
     if (page->size() < 3) break;
@@ -634,6 +632,7 @@ TEST_P(Jobs, OfManyConcurrentClaimersOfOneJobExactlyOneWins) {
 }
 
 TEST_P(Jobs, ATrifluxRowIsReadAsTheStateItsStatusNames) {
+  store();  // the schema
   ASSERT_EQ(Exec("INSERT INTO assign_jobs (job_id, supervisor_agent, "
                  "worker_agent, status, created_at_ms, updated_at_ms) VALUES "
                  "('tfx-1', 'sup', 'wk', 'timed_out', 1, 2)"),

@@ -37,6 +37,7 @@ const std::set<std::string>& OpenToAnyPrincipal() {
       "hub.v1.HubService/EncodeRoleKey",
       "hub.v1.HubService/DecodeRoleKey",
       "hub.v1.PresenceService/GetAgent",
+      "hub.v1.JobService/GetJob",
       "hub.v1.MessageService/ListDeadLetters",
       "hub.v1.MessageService/ListTrace",
   };

@@ -111,6 +111,24 @@ const std::vector<MethodRule>& AdmissionRules() {
       Row("hub.v1.RoleService/ListClosedScopes", A::kAnyPrincipal, P::kIfNamed,
           "project_id"),
 
+      // JobService. A job's project is checked once it is read (Get,
+      // Cancel, Retry); Cancel and Retry also need the job's supervisor
+      // agent for an agent token.
+      Row("hub.v1.JobService/CreateJob", A::kSenderOwner, P::kRequired,
+          "project_id", false, "supervisor.agent_id"),
+      Row("hub.v1.JobService/ClaimJob", A::kAgentOwner, P::kIfNamed,
+          "project_id", false, "agent_id"),
+      AgentRow("hub.v1.JobService/HeartbeatJob", A::kAgentOwner,
+               "attempt.agent_id"),
+      AgentRow("hub.v1.JobService/CompleteJob", A::kAgentOwner,
+               "attempt.agent_id"),
+      AgentRow("hub.v1.JobService/FailJob", A::kAgentOwner, "attempt.agent_id"),
+      Row("hub.v1.JobService/GetJob", A::kAnyPrincipal),
+      Row("hub.v1.JobService/ListJobs", A::kAnyPrincipal, P::kIfNamed,
+          "project_id"),
+      AgentRow("hub.v1.JobService/CancelJob", A::kOperatorOrOwner),
+      AgentRow("hub.v1.JobService/RetryJob", A::kOperatorOrOwner),
+
       // AdminService.
       Row("hub.v1.AdminService/BackupStore", A::kAdmin),
   };

@@ -289,17 +289,15 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::AttemptsOf(
 
 absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::DueDeadlines(
     int64_t now_ms, int64_t limit) {
-  absl::StatusOr<Stmt> stmt =
-      conn_.Prepare("SELECT " HUB_JOB_COLUMNS
-                    " FROM assign_jobs WHERE " HUB_JOB_LIVE
-                    " AND deadline_ms <= ? ORDER BY deadline_ms LIMIT ?");
+  absl::StatusOr<Stmt> stmt = conn_.Prepare(
+      "SELECT " HUB_JOB_COLUMNS " FROM assign_jobs WHERE " HUB_JOB_LIVE
+      " AND deadline_ms <= ? ORDER BY deadline_ms LIMIT ?");
   if (!stmt.ok()) return stmt.status();
   stmt->Bind(1, now_ms).Bind(2, limit);
   return rows::ReadAll<JobRecord>(*stmt, ReadJob);
 }
 
-absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::Page(
-    const JobFilter& f) {
+absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::Page(const JobFilter& f) {
   absl::StatusOr<Stmt> stmt = conn_.Prepare(
       "SELECT " HUB_JOB_COLUMNS
       " FROM assign_jobs WHERE "
