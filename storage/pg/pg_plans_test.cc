@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "storage/pg/pg_job_rows.h"
 #include "storage/pg/pg_message_sql.h"
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_schema.h"
@@ -157,6 +158,57 @@ TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
                                        key, ")"));
       ASSERT_TRUE(tried.ok()) << tried.status();
       EXPECT_EQ(tried->Text(0, 0), "t") << mode;
+    }
+  }
+}
+
+// The job queues' reads go through their partial indexes, with statistics
+// that saw only ended jobs (a project that has just queued 3,000 jobs, a
+// worker that has just taken 500): a claim reads its project's queued jobs
+// in claim order and stops at the limit, a gone worker's attempts and the
+// deadline sweep read only live attempts.
+TEST_F(PgPlansTest, JobQueuesAreReadThroughTheirPartialIndexes) {
+  constexpr char kJob[] =
+      "INSERT INTO assign_jobs (job_id, project_id, supervisor_agent, "
+      "worker_agent, worker_kind, status, hub_state, priority, created_at_ms, "
+      "updated_at_ms, attempt_worker, attempt_generation, deadline_ms) ";
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'old-' || g, 'p' || (g % 20), 'sup', 'a' || g, "
+                   "'agent', 'succeeded', 'succeeded', 5, g, g, 'a' || g, 1, "
+                   "NULL FROM generate_series(1, 20000) g"));
+  Sql("ANALYZE");
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'q-' || g, 'busy', 'sup', 'w', 'pool', 'queued', "
+                   "'queued', g % 9 + 1, g, g, NULL, NULL, NULL "
+                   "FROM generate_series(1, 3000) g"));
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'r-' || g, 'busy', 'sup', 'w', 'agent', 'running', "
+                   "'running', 5, g, g, 'w', 7, 1000 + g "
+                   "FROM generate_series(1, 500) g"));
+  const struct {
+    const char* name;
+    const char* sql;
+    const char* types;
+    const char* args;
+    const char* index;
+  } kReads[] = {
+      {"Claimable", sql::kClaimableJobsSql,
+       "text, bigint, text, text, text[], bigint",
+       "'busy', 5000, '', 'w', '{rk.x}', 8", "idx_hub_jobs_queued"},
+      {"AttemptsOf", sql::kJobAttemptsOfSql, "text, bigint", "'w', 7",
+       "idx_hub_jobs_attempt_worker"},
+      {"DueDeadlines", sql::kDueJobDeadlinesSql, "bigint, bigint", "1100, 100",
+       "idx_hub_jobs_live_deadline"},
+  };
+  for (const auto& read : kReads) {
+    for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
+      const std::string plan = Plan(mode, read.sql, read.types, read.args);
+      EXPECT_NE(plan.find(read.index), std::string::npos)
+          << read.name << " " << mode << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos)
+          << read.name << " " << mode << "\n"
+          << plan;
     }
   }
 }
