@@ -6,10 +6,12 @@
 namespace hub {
 
 Coordinator::Coordinator(PresenceRegistry* presence, Activator* activator,
-                         ReservationBook* reservations, Executor executor)
+                         ReservationBook* reservations, JobBook* jobs,
+                         Executor executor)
     : presence_(presence),
       activator_(activator),
       reservations_(reservations),
+      jobs_(jobs),
       executor_(std::move(executor)) {}
 
 void ConnectRolesToMessaging(ActivatorOptions& options,
@@ -32,10 +34,14 @@ void Coordinator::Start() {
   // The listeners and the reactions hold copies of what they use, so a
   // reaction still queued on the executor never reads the coordinator.
   presence_->SetGoneListener(
-      [activator = activator_, reservations = reservations_,
+      [activator = activator_, reservations = reservations_, jobs = jobs_,
        executor = executor_](const std::string& agent_id, int64_t generation,
                              AgentGoneReason reason) {
-        executor([activator, reservations, agent_id, generation, reason] {
+        executor([activator, reservations, jobs, agent_id, generation,
+                  reason] {
+          // Jobs first: a re-queued job is claimable at once, while the
+          // activator may wait on probes.
+          if (jobs != nullptr) jobs->OnAgentGone(agent_id, generation);
           activator->OnAgentGone(agent_id, reason);
           reservations->OnAgentGone(agent_id, generation);
         });

@@ -5,7 +5,9 @@
 //    offline, it deregistered, a newer registration replaced it) loses its
 //    roles: the activator fences every role it holds and elects again
 //    (Activator::OnAgentGone). Then its path reservations end
-//    (ReservationBook::OnAgentGone, fenced by the generation that went).
+//    (ReservationBook::OnAgentGone, fenced by the generation that went),
+//    and so do its jobs' attempts, each job queued again or failed
+//    (JobBook::OnAgentGone, fenced the same way).
 //  - An agent that arrives (registers or attaches, naming a role candidacy)
 //    is a candidate event for every role it is a candidate of
 //    (Activator::OnCandidateArrived).
@@ -22,6 +24,7 @@
 #include <functional>
 
 #include "registry/activator.h"
+#include "registry/jobs.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
 #include "registry/reservations.h"
@@ -47,8 +50,9 @@ class Coordinator {
   // Every pointer must outlive the presence registry's events and the work
   // handed to `executor` (drain it before destroying them); the
   // coordinator itself need not.
+  // `jobs` may be null (no job reactions).
   Coordinator(PresenceRegistry* presence, Activator* activator,
-              ReservationBook* reservations, Executor executor);
+              ReservationBook* reservations, JobBook* jobs, Executor executor);
   Coordinator(const Coordinator&) = delete;
   Coordinator& operator=(const Coordinator&) = delete;
 
@@ -60,6 +64,7 @@ class Coordinator {
   PresenceRegistry* const presence_;
   Activator* const activator_;
   ReservationBook* const reservations_;
+  JobBook* const jobs_;
   const Executor executor_;
 };
 

@@ -45,7 +45,7 @@ class CoordinatorTest : public ::testing::Test {
     book_ = std::make_unique<ReservationBook>(&store_->reservations(), &clock_,
                                               ReservationLimits());
     coordinator_ = std::make_unique<Coordinator>(
-        presence_.get(), activator_.get(), book_.get(),
+        presence_.get(), activator_.get(), book_.get(), /*jobs=*/nullptr,
         [this](std::function<void()> reaction) {
           absl::MutexLock lock(&mu_);
           queued_.push_back(std::move(reaction));

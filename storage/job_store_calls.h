@@ -80,8 +80,14 @@ class JobCalls final : public JobStore {
       return EndAttemptsOfWith(rows, agent_id, generation, now_ms);
     });
   }
+  // A read first: the ticker calls this often, and most calls find nothing
+  // due, which then costs no write.
   absl::StatusOr<std::vector<JobRecord>> SweepJobDeadlines(
       int64_t now_ms, int64_t limit) override {
+    absl::StatusOr<std::vector<JobRecord>> due = Read<std::vector<JobRecord>>(
+        [&](Rows& rows) { return rows.DueDeadlines(now_ms, 1); });
+    if (!due.ok()) return due.status();
+    if (due->empty()) return std::vector<JobRecord>();
     return Write<std::vector<JobRecord>>([&](Rows& rows) {
       return SweepJobDeadlinesWith(rows, now_ms, limit);
     });
