@@ -38,10 +38,10 @@ class Jobs : public StoreTest {
     r.lease_ttl_ms = 30'000;
     r.capabilities_json = capabilities;
     r.project_id = std::string(kProject);
-    absl::StatusOr<PresenceWrite> w = store.agents().RegisterAgent(r);
+    absl::StatusOr<AgentRecord> w = store.agents().RegisterAgent(r);
     EXPECT_TRUE(w.ok()) << w.status();
-    if (!w.ok() || !w->agent.has_value()) return 0;
-    return w->agent->presence_generation;
+    if (!w.ok()) return 0;
+    return w->presence_generation;
   }
   int64_t Register(const std::string& agent,
                    const std::string& capabilities = "[]") {
@@ -634,6 +634,7 @@ TEST_P(Jobs, OfManyConcurrentClaimersOfOneJobExactlyOneWins) {
 }
 
 TEST_P(Jobs, ATrifluxRowIsReadAsTheStateItsStatusNames) {
+  store();  // the tables
   ASSERT_EQ(Exec("INSERT INTO assign_jobs (job_id, supervisor_agent, "
                  "worker_agent, status, created_at_ms, updated_at_ms) VALUES "
                  "('tfx-1', 'sup', 'wk', 'timed_out', 1, 2)"),
