@@ -1,6 +1,7 @@
 #include "storage/pg/copy_rows.h"
 
 #include <algorithm>
+#include <iterator>
 #include <utility>
 
 #include "absl/strings/numbers.h"
@@ -10,11 +11,49 @@
 
 namespace hub::storage::pg {
 
+namespace {
+
+// A job row triflux wrote (hub_state NULL) is copied as hub adopts it when
+// it migrates the file (AdoptTrifluxJobs, storage/sqlite/migrations.cc),
+// whether or not the file was migrated for the copy: its state is the one
+// its status names, its project its worker's (else its supervisor's), and a
+// running one's attempt is bound to its worker at the worker's generation.
+// So on PostgreSQL every job has a hub_state, as the partial indexes that
+// claims and sweeps read need (storage/pg/schema.sql), and the copy is the
+// job as hub would read it from the file. Verification reads SQLite through
+// the same expressions.
+#define HUB_COPY_ADOPTED(column, adopted) \
+  "CASE WHEN hub_state IS NOT NULL THEN " column " ELSE " adopted " END"
+constexpr std::pair<const char*, const char*> kAdoptedJobColumns[] = {
+    {"hub_state",
+     HUB_COPY_ADOPTED("hub_state",
+                      "CASE WHEN status IN ('queued', 'running', "
+                      "'succeeded', 'failed', 'timed_out') THEN status "
+                      "ELSE 'failed' END")},
+    {"project_id",
+     HUB_COPY_ADOPTED("project_id",
+                      "COALESCE(project_id, (SELECT a.project_id FROM agents "
+                      "a WHERE a.agent_id = assign_jobs.worker_agent), "
+                      "(SELECT a.project_id FROM agents a WHERE a.agent_id = "
+                      "assign_jobs.supervisor_agent))")},
+    {"attempt_worker",
+     HUB_COPY_ADOPTED("attempt_worker",
+                      "CASE WHEN status = 'running' THEN worker_agent END")},
+    {"attempt_generation",
+     HUB_COPY_ADOPTED("attempt_generation",
+                      "CASE WHEN status = 'running' THEN (SELECT "
+                      "a.presence_generation FROM agents a WHERE a.agent_id "
+                      "= assign_jobs.worker_agent) END")},
+};
+#undef HUB_COPY_ADOPTED
+
+}  // namespace
+
 const std::vector<TableSpec>& Tables() {
   static const auto* tables = new std::vector<TableSpec>{
       {"agents", {"agent_id"}},
       {"messages", {"id"}},
-      {"message_inbox", {"delivery_id"}, true, "delivery_id"},
+      {"message_inbox", {"delivery_id"}, {"delivery_id"}, "delivery_id"},
       {"dead_letters", {"message_id"}},
       {"role_registry", {"role_key_wire"}},
       {"role_candidates", {"role_key_wire", "agent_id"}},
@@ -23,6 +62,13 @@ const std::vector<TableSpec>& Tables() {
       {"hub_reservation_tokens", {"project_id"}},
       {"hub_reservations", {"reservation_id"}},
       {"hub_reservation_patterns", {"reservation_id", "pattern"}},
+      {"assign_jobs",
+       {"job_id"},
+       {},
+       nullptr,
+       {std::begin(kAdoptedJobColumns), std::end(kAdoptedJobColumns)}},
+      {"hub_job_dependencies", {"job_id", "parent_id"}},
+      {"hub_job_late_results", {"job_id", "attempt"}, {"attempt"}},
   };
   return *tables;
 }
@@ -35,6 +81,11 @@ std::string Quoted(absl::string_view identifier) {
   return absl::StrCat("\"", identifier, "\"");
 }
 
+bool IsIntegerKey(const TableSpec& table, absl::string_view column) {
+  return std::find(table.integer_key.begin(), table.integer_key.end(),
+                   column) != table.integer_key.end();
+}
+
 // PostgreSQL orders text keys byte by byte (COLLATE "C") as SQLite's
 // BINARY collation does, whatever the database's collation.
 std::string PgSelect(const TableSpec& table,
@@ -42,7 +93,8 @@ std::string PgSelect(const TableSpec& table,
   std::vector<std::string> quoted, order;
   for (const std::string& c : columns) quoted.push_back(Quoted(c));
   for (const char* k : table.key) {
-    order.push_back(table.integer_key ? k : absl::StrCat(k, " COLLATE \"C\""));
+    order.push_back(IsIntegerKey(table, k) ? k
+                                           : absl::StrCat(k, " COLLATE \"C\""));
   }
   return absl::StrCat("SELECT ", absl::StrJoin(quoted, ", "), " FROM ",
                       table.name, " ORDER BY ", absl::StrJoin(order, ", "));
@@ -107,7 +159,7 @@ int CompareKeys(const TableSpec& table, const std::vector<std::string>& columns,
     size_t i = 0;
     while (columns[i] != k) ++i;
     const std::string x = a[i].value_or(""), y = b[i].value_or("");
-    if (table.integer_key) {
+    if (IsIntegerKey(table, k)) {
       int64_t xi = 0, yi = 0;
       (void)absl::SimpleAtoi(x, &xi);
       (void)absl::SimpleAtoi(y, &yi);
@@ -139,7 +191,13 @@ std::string Shown(const std::optional<std::string>& v) {
 std::string SqliteSelect(const TableSpec& table,
                          const std::vector<std::string>& columns) {
   std::vector<std::string> quoted;
-  for (const std::string& c : columns) quoted.push_back(Quoted(c));
+  for (const std::string& c : columns) {
+    std::string read = Quoted(c);
+    for (const auto& [column, expression] : table.sqlite_reads) {
+      if (c == column) read = absl::StrCat("(", expression, ") AS ", read);
+    }
+    quoted.push_back(std::move(read));
+  }
   return absl::StrCat("SELECT ", absl::StrJoin(quoted, ", "), " FROM ",
                       table.name, " ORDER BY ", absl::StrJoin(table.key, ", "));
 }

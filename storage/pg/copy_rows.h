@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -20,13 +21,18 @@ namespace hub::storage::pg {
 struct TableSpec {
   const char* name;
   std::vector<const char*> key;
-  bool integer_key = false;
+  // The key's columns that order as integers (the others as bytes).
+  std::vector<const char*> integer_key = {};
   const char* identity = nullptr;  // a GENERATED ALWAYS AS IDENTITY column
+  // Columns read from SQLite as an expression of the row rather than as
+  // stored, when copied and when verified alike: {column, expression}.
+  std::vector<std::pair<const char*, const char*>> sqlite_reads = {};
 };
 
 const std::vector<TableSpec>& Tables();
 
-// SELECT of `columns` in key order, for SQLite.
+// SELECT of `columns` in key order, for SQLite (each of the table's
+// sqlite_reads as its expression).
 std::string SqliteSelect(const TableSpec& table,
                          const std::vector<std::string>& columns);
 

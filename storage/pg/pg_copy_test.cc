@@ -36,6 +36,44 @@ std::string FileBytes(const std::string& path) {
   return std::string(std::istreambuf_iterator<char>(in), {});
 }
 
+// Jobs hub wrote (a queued pool job, a running one bound to its attempt's
+// worker, one that succeeded), a job triflux wrote after hub migrated the
+// file (hub_state NULL: running, no project), their dependencies, and late
+// results whose attempts order as numbers (2 before 10), not as text.
+constexpr char kHubJobs[] =
+    "INSERT INTO assign_jobs (job_id, project_id, supervisor_agent, "
+    "supervisor_role_wire, worker_kind, worker_agent, worker_role_wire, "
+    "pool_filter_json, topic, task, payload_json, priority, timeout_ms, "
+    "ttl_ms, max_retries, retry_policy_json, on_dependency_failure, "
+    "idempotency_key, trace_id, correlation_id, hub_state, status, attempt, "
+    "retry_count, attempt_worker, attempt_generation, attempt_role_epoch, "
+    "not_before_ms, deadline_ms, cancel_requested, progress_json, "
+    "result_json, error_json, created_at_ms, updated_at_ms, started_at_ms, "
+    "dispatched_at_ms, completed_at_ms, last_retry_at_ms) VALUES "
+    "('job-1', 'prj_X', 'a-1', NULL, 'pool', '', NULL, "
+    "'{\"capabilities\":[\"x\"],\"topic\":\"t\tb\"}', 'assign.job', "
+    "'build\nit', '{\"x\":\"\\\\N\"}', 9, 60000, 60000, 2, "
+    "'{\"initial_backoff_ms\":1000}', 'block', 'key-1', 'tr', 'co', "
+    "'queued', 'queued', 1, 0, NULL, NULL, NULL, 9223372036854775807, NULL, "
+    "0, NULL, NULL, NULL, 100, 100, NULL, NULL, NULL, NULL),"
+    "('job-2', 'prj_X', '', 'rk2.cto', 'role', 'a-2', 'rk2.cto', NULL, "
+    "'assign.job', 't', '{}', 5, 600000, 600000, 0, NULL, 'cancel', NULL, "
+    "'', '', 'waiting_human', 'running', 3, 2, 'a-2', 0, 3, NULL, 5000, 1, "
+    "'{\"pct\":50}', NULL, '{\"reason\":\"worker_gone\"}', 110, 120, "
+    "115, 111, NULL, 119),"
+    "('job-3', 'prj_X', 'a-1', NULL, 'agent', 'a-2', NULL, NULL, 'assign.job', "
+    "'', '{}', 5, 600000, 600000, 0, NULL, 'cancel', NULL, NULL, NULL, "
+    "'succeeded', 'succeeded', 1, 0, 'a-2', 0, NULL, NULL, NULL, 0, NULL, "
+    "'{\"ok\":true}', NULL, 90, 95, 91, 90, 95, NULL);"
+    "INSERT INTO assign_jobs (job_id, supervisor_agent, worker_agent, status, "
+    "attempt, deadline_ms, last_message_id, created_at_ms, updated_at_ms) "
+    "VALUES ('job-t', 'a-2', 'a-1', 'running', 1, 7000, 'm-1', 80, 85);"
+    "INSERT INTO hub_job_dependencies VALUES ('job-1', 'job-3'), "
+    "('job-1', 'job-2');"
+    "INSERT INTO hub_job_late_results VALUES "
+    "('job-2', 10, 'a-1', NULL, '{\"reason\":\"x\"}', 118),"
+    "('job-2', 2, 'a-2', '{\"late\":1}', NULL, 117);";
+
 // A hub database at the current schema with rows in every table, values
 // that COPY's text format must escape, NULLs and 64-bit integers.
 void BuildHubDb(const std::string& path) {
@@ -88,6 +126,7 @@ void BuildHubDb(const std::string& path) {
           "INSERT INTO hub_reservation_patterns VALUES ('res-1', 0, 'prj_X', "
           "'src/*.cc', 'src', 1), ('res-1', 1, 'prj_X', 'docs', 'docs', 1);"),
       "");
+  ASSERT_EQ(raw.Exec(kHubJobs), "");
 }
 
 class PgCopyTest : public testing::PgDatabaseTest {
@@ -131,8 +170,9 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "11");
-  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2);
+  EXPECT_EQ(report->from_hub_schema_version, "12");
+  EXPECT_EQ(report->rows,
+            3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2 + 4 + 2 + 2);
   std::string counts;
   for (const TableRows& t : report->tables) {
     absl::StrAppend(&counts, t.table, "=", t.rows, " ");
@@ -141,7 +181,8 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
             "agents=3 messages=2 message_inbox=2 dead_letters=1 "
             "role_registry=2 role_candidates=3 hub_agent_owners=1 "
             "hub_closed_scopes=2 hub_reservation_tokens=1 hub_reservations=1 "
-            "hub_reservation_patterns=2 ");
+            "hub_reservation_patterns=2 assign_jobs=4 hub_job_dependencies=2 "
+            "hub_job_late_results=2 ");
   EXPECT_EQ(Counts(), counts);
   EXPECT_TRUE(report->left_behind.empty());
   EXPECT_EQ(FileBytes(path), before);
@@ -154,6 +195,24 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   EXPECT_EQ(PgValue("SELECT pid IS NULL FROM agents WHERE agent_id='a-2'"),
             "t");
   EXPECT_EQ(PgValue("SELECT payload_json FROM messages WHERE id='m-2'"), "");
+  EXPECT_EQ(PgValue("SELECT pool_filter_json || task || payload_json || "
+                    "not_before_ms FROM assign_jobs WHERE job_id='job-1'"),
+            "{\"capabilities\":[\"x\"],\"topic\":\"t\tb\"}build\nit"
+            "{\"x\":\"\\\\N\"}9223372036854775807");
+  EXPECT_EQ(PgValue("SELECT string_agg(attempt || ':' || agent_id, ',' "
+                    "ORDER BY attempt) FROM hub_job_late_results"),
+            "2:a-2,10:a-1");
+  // The job triflux wrote arrives as hub adopts it: in the state its status
+  // names, in its worker's project, its attempt bound to that worker at the
+  // worker's generation. The file keeps it as triflux wrote it.
+  EXPECT_EQ(PgValue("SELECT concat_ws(' ', hub_state, status, project_id, "
+                    "attempt_worker, attempt_generation, last_message_id) "
+                    "FROM assign_jobs WHERE job_id='job-t'"),
+            "running running prj_X a-1 3 m-1");
+  EXPECT_EQ(RawDb(path).Query("SELECT coalesce(hub_state, project_id, "
+                              "attempt_worker, 'none') FROM assign_jobs "
+                              "WHERE job_id='job-t'"),
+            "none");
   // Delivery ids continue after the highest one SQLite handed out (9, since
   // deleted), not after the highest left (5).
   EXPECT_EQ(PgValue("INSERT INTO message_inbox (message_id, agent_id) "
@@ -228,7 +287,29 @@ TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
             "DROP TABLE hub_reservations; DROP TABLE "
             "hub_reservation_tokens; CREATE TABLE pipeline_state (key TEXT "
             "PRIMARY KEY, value TEXT); INSERT INTO pipeline_state "
-            "VALUES ('k', 'v'), ('k2', 'v2');"),
+            "VALUES ('k', 'v'), ('k2', 'v2');"
+            "DROP TABLE hub_job_dependencies; DROP TABLE "
+            "hub_job_late_results; DROP TABLE assign_jobs;"
+            // triflux's assign_jobs (TRIFLUX-HUB.md §8), none of hub's
+            // columns: a running job and a queued one.
+            "CREATE TABLE assign_jobs (job_id TEXT PRIMARY KEY, "
+            "supervisor_agent TEXT NOT NULL, worker_agent TEXT NOT NULL, "
+            "topic TEXT NOT NULL DEFAULT 'assign.job', task TEXT NOT NULL "
+            "DEFAULT '', payload_json TEXT NOT NULL DEFAULT '{}', status TEXT "
+            "NOT NULL CHECK (status IN ('queued','running','succeeded',"
+            "'failed','timed_out')), attempt INTEGER NOT NULL DEFAULT 1, "
+            "retry_count INTEGER NOT NULL DEFAULT 0, max_retries INTEGER NOT "
+            "NULL DEFAULT 0, priority INTEGER NOT NULL DEFAULT 5, ttl_ms "
+            "INTEGER NOT NULL DEFAULT 600000, timeout_ms INTEGER NOT NULL "
+            "DEFAULT 600000, deadline_ms INTEGER, trace_id TEXT, "
+            "correlation_id TEXT, last_message_id TEXT, result_json TEXT, "
+            "error_json TEXT, created_at_ms INTEGER NOT NULL, updated_at_ms "
+            "INTEGER NOT NULL, started_at_ms INTEGER, dispatched_at_ms "
+            "INTEGER, completed_at_ms INTEGER, last_retry_at_ms INTEGER);"
+            "INSERT INTO assign_jobs (job_id, supervisor_agent, worker_agent, "
+            "status, deadline_ms, created_at_ms, updated_at_ms) VALUES "
+            "('job-t', 'a-2', 'a-1', 'running', 7000, 80, 85), "
+            "('job-q', 'a-1', 'a-2', 'queued', NULL, 81, 81);"),
         "");
   }
   const std::string before = FileBytes(path);
@@ -237,11 +318,19 @@ TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
   EXPECT_TRUE(report->migrated_snapshot);
   EXPECT_EQ(report->from_schema_version, "8");
   EXPECT_EQ(report->from_hub_schema_version, "");
-  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3);
+  EXPECT_EQ(report->rows, 3 + 2 + 2 + 1 + 2 + 3 + 2);
   ASSERT_EQ(report->left_behind.size(), 1u);
   EXPECT_EQ(report->left_behind[0].table, "pipeline_state");
   EXPECT_EQ(report->left_behind[0].rows, 2);
   EXPECT_EQ(PgValue("SELECT count(*) FROM hub_closed_scopes"), "0");
+  // triflux's jobs, as hub adopted them on the snapshot: the queued one in
+  // its supervisor's project (its worker has none), the running one bound
+  // to its worker.
+  EXPECT_EQ(PgValue("SELECT string_agg(concat_ws(' ', job_id, hub_state, "
+                    "project_id, attempt_worker, attempt_generation, "
+                    "worker_kind, cancel_requested), ', ' ORDER BY job_id) "
+                    "FROM assign_jobs"),
+            "job-q queued prj_X agent 0, job-t running prj_X a-1 3 agent 0");
   EXPECT_EQ(FileBytes(path), before);
   // No snapshot stays behind.
   for (const auto& entry :
@@ -249,6 +338,57 @@ TEST_F(PgCopyTest, AnOlderFileIsMigratedOnASnapshotAndLeftUntouched) {
     EXPECT_EQ(entry.path().filename().string().rfind("hub-copy.", 0),
               std::string::npos)
         << entry.path();
+  }
+}
+
+// A file of an older hub (hub_schema_version 11) has no job tables: its
+// snapshot gets them empty, and the copy carries no job.
+TEST_F(PgCopyTest, AFileFromBeforeJobsCopiesNoJob) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  ASSERT_EQ(RawDb(path).Exec("DROP TABLE assign_jobs; DROP TABLE "
+                             "hub_job_dependencies; DROP TABLE "
+                             "hub_job_late_results; UPDATE _meta SET value = "
+                             "'11' WHERE key = 'hub_schema_version'"),
+            "");
+  absl::StatusOr<CopyReport> report = CopySqliteToPostgres(Options(path));
+  ASSERT_TRUE(report.ok()) << report.status();
+  EXPECT_TRUE(report->migrated_snapshot);
+  EXPECT_EQ(report->from_hub_schema_version, "11");
+  std::string jobs;
+  for (const TableRows& t : report->tables) {
+    if (t.table.find("job") != std::string::npos) {
+      absl::StrAppend(&jobs, t.table, "=", t.rows, " ");
+    }
+  }
+  EXPECT_EQ(jobs,
+            "assign_jobs=0 hub_job_dependencies=0 hub_job_late_results=0 ");
+  EXPECT_TRUE(VerifySqliteAgainstPostgres(Options(path)).ok());
+}
+
+// Every column of a copied table in a file at hub's current schema has its
+// PostgreSQL column (the copy carries PostgreSQL's columns, so one missing
+// there would be left behind without a word), but for where an agent's
+// presence is held, which only hubs sharing a database have.
+TEST_F(PgCopyTest, PostgresHasEveryColumnOfEveryCopiedSqliteTable) {
+  const std::string path = FreshDbPath();
+  BuildHubDb(path);
+  std::unique_ptr<Connection> conn = Connect();
+  ASSERT_TRUE(MigratePostgres(*conn).ok());
+  RawDb raw(path);
+  for (const std::string& table : CopiedTables()) {
+    absl::StatusOr<Result> pg = conn->Query(
+        "SELECT string_agg(column_name::text, ',' ORDER BY column_name "
+        "COLLATE \"C\") FROM information_schema.columns WHERE table_schema "
+        "= current_schema() AND table_name = $1 AND column_name NOT LIKE "
+        "'stream\\_hub\\_%'",
+        {table});
+    ASSERT_TRUE(pg.ok()) << pg.status();
+    EXPECT_EQ(raw.Query(absl::StrCat("SELECT group_concat(name, ',') FROM "
+                                     "(SELECT name FROM pragma_table_info('",
+                                     table, "') ORDER BY name)")),
+              pg->Text(0, 0))
+        << table;
   }
 }
 
@@ -268,7 +408,8 @@ TEST_F(PgCopyTest, ATargetWithHubDataIsRefusedUntouched) {
                     "role_registry, role_candidates, hub_agent_owners, "
                     "hub_reservation_patterns, hub_reservations, "
                     "hub_reservation_tokens, "
-                    "hub_closed_scopes"),
+                    "hub_closed_scopes, assign_jobs, hub_job_dependencies, "
+                    "hub_job_late_results"),
             "<none>");
   again = CopySqliteToPostgres(Options(path));
   EXPECT_EQ(ReasonOf(again.status()), "TARGET_NOT_EMPTY");
@@ -299,7 +440,8 @@ TEST_F(PgCopyTest, AVerificationThatReadsADifferentRowLeavesTheTargetEmpty) {
             "agents=0 messages=0 message_inbox=0 dead_letters=0 "
             "role_registry=0 role_candidates=0 hub_agent_owners=0 "
             "hub_closed_scopes=0 hub_reservation_tokens=0 hub_reservations=0 "
-            "hub_reservation_patterns=0 ");
+            "hub_reservation_patterns=0 assign_jobs=0 hub_job_dependencies=0 "
+            "hub_job_late_results=0 ");
   EXPECT_EQ(PgValue("SELECT count(*) FROM hub_meta WHERE key LIKE 'copied%'"),
             "0");
   // The failed copy left nothing that refuses the next one.

@@ -74,9 +74,13 @@ constexpr char kFindByIdempotencyKeySql[] =
     " FROM assign_jobs WHERE project_id = $1 AND idempotency_key = $2 "
     "AND (SELECT true FROM l)";
 
+}  // namespace
+
+namespace sql {
+
 // Through idx_hub_jobs_queued: the project's queued jobs in claim order,
 // each checked for being due, of the topic and for this agent.
-constexpr char kClaimableSql[] =
+extern const char kClaimableJobsSql[] =
     "SELECT " HUB_JOB_COLUMNS
     " FROM assign_jobs WHERE hub_state = 'queued' AND project_id = $1 "
     "AND (not_before_ms IS NULL OR not_before_ms <= $2::bigint) "
@@ -87,18 +91,28 @@ constexpr char kClaimableSql[] =
     "ORDER BY priority DESC, created_at_ms, job_id "
     "LIMIT $6::bigint FOR UPDATE SKIP LOCKED";
 
-constexpr char kAttemptsOfSql[] =
+// Through idx_hub_jobs_attempt_worker. "Live" is spelled so that it implies
+// nothing about idx_hub_jobs_live_deadline's predicate: with statistics
+// that saw few live attempts, the planner walked every live attempt
+// filtered by worker instead (pg_plans_test). hub_state NULL is no live
+// state either way.
+extern const char kJobAttemptsOfSql[] =
     "SELECT " HUB_JOB_COLUMNS
     " FROM assign_jobs WHERE attempt_worker = $1 "
     "AND attempt_generation = $2::bigint "
-    "AND hub_state IN ('offered', 'running', 'waiting_human') "
+    "AND COALESCE(hub_state, '') IN ('offered', 'running', 'waiting_human') "
     "ORDER BY job_id FOR UPDATE";
 
-constexpr char kDueDeadlinesSql[] =
+// Through idx_hub_jobs_live_deadline, earliest first.
+extern const char kDueJobDeadlinesSql[] =
     "SELECT " HUB_JOB_COLUMNS
     " FROM assign_jobs WHERE hub_state IN ('offered', 'running', "
     "'waiting_human') AND deadline_ms <= $1::bigint "
     "ORDER BY deadline_ms, job_id LIMIT $2::bigint FOR UPDATE SKIP LOCKED";
+
+}  // namespace sql
+
+namespace {
 
 // Filters bind NULL for "any"; lists bind as text[]; LIMIT NULL is no limit.
 constexpr char kJobsPageSql[] =
@@ -353,19 +367,20 @@ absl::StatusOr<std::vector<JobRecord>> PgJobRows::Claimable(
     absl::string_view project_id, absl::string_view agent_id,
     const std::vector<std::string>& role_wires, absl::string_view topic,
     int64_t now_ms, int64_t limit) {
-  return EachJob(
-      conn_.Run(kClaimableSql, {P(project_id), P(now_ms), P(topic), P(agent_id),
-                                P(TextArray(role_wires)), P(limit)}));
+  return EachJob(conn_.Run(sql::kClaimableJobsSql,
+                           {P(project_id), P(now_ms), P(topic), P(agent_id),
+                            P(TextArray(role_wires)), P(limit)}));
 }
 
 absl::StatusOr<std::vector<JobRecord>> PgJobRows::AttemptsOf(
     absl::string_view agent_id, int64_t generation) {
-  return EachJob(conn_.Run(kAttemptsOfSql, {P(agent_id), P(generation)}));
+  return EachJob(
+      conn_.Run(sql::kJobAttemptsOfSql, {P(agent_id), P(generation)}));
 }
 
 absl::StatusOr<std::vector<JobRecord>> PgJobRows::DueDeadlines(int64_t now_ms,
                                                                int64_t limit) {
-  return EachJob(conn_.Run(kDueDeadlinesSql, {P(now_ms), P(limit)}));
+  return EachJob(conn_.Run(sql::kDueJobDeadlinesSql, {P(now_ms), P(limit)}));
 }
 
 absl::StatusOr<std::vector<JobRecord>> PgJobRows::Page(const JobFilter& f) {

@@ -79,6 +79,16 @@ class PgJobRows final : public JobRows {
   Connection& conn_;
 };
 
+// The statements whose speed depends on the partial index the planner
+// picks (pg_plans_test pins them): Claimable's ($1 project, $2 now, $3
+// topic or '', $4 agent, $5 role wires, $6 limit), AttemptsOf's ($1 agent,
+// $2 generation) and DueDeadlines' ($1 now, $2 limit).
+namespace sql {
+extern const char kClaimableJobsSql[];
+extern const char kJobAttemptsOfSql[];
+extern const char kDueJobDeadlinesSql[];
+}  // namespace sql
+
 // The pool_filter_json a pool job is stored with:
 // {"capabilities":[...],"topic":"..."}; nullopt for any other job.
 std::optional<std::string> PoolFilterJson(const JobRecord& job);

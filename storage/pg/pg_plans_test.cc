@@ -14,6 +14,7 @@
 #include "absl/time/clock.h"
 #include "absl/time/time.h"
 #include "gtest/gtest.h"
+#include "storage/pg/pg_job_rows.h"
 #include "storage/pg/pg_message_sql.h"
 #include "storage/pg/pg_role_rows.h"
 #include "storage/pg/pg_schema.h"
@@ -161,6 +162,57 @@ TEST_F(PgPlansTest, ACasTakesItsScopesLockEvenWhenTheRoleHasNoRow) {
   }
 }
 
+// The job queues' reads go through their partial indexes, with statistics
+// that saw only ended jobs (a project that has just queued 3,000 jobs, a
+// worker that has just taken 500): a claim reads its project's queued jobs
+// in claim order and stops at the limit, a gone worker's attempts and the
+// deadline sweep read only live attempts.
+TEST_F(PgPlansTest, JobQueuesAreReadThroughTheirPartialIndexes) {
+  constexpr char kJob[] =
+      "INSERT INTO assign_jobs (job_id, project_id, supervisor_agent, "
+      "worker_agent, worker_kind, status, hub_state, priority, created_at_ms, "
+      "updated_at_ms, attempt_worker, attempt_generation, deadline_ms) ";
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'old-' || g, 'p' || (g % 20), 'sup', 'a' || g, "
+                   "'agent', 'succeeded', 'succeeded', 5, g, g, 'a' || g, 1, "
+                   "NULL FROM generate_series(1, 20000) g"));
+  Sql("ANALYZE");
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'q-' || g, 'busy', 'sup', 'w', 'pool', 'queued', "
+                   "'queued', g % 9 + 1, g, g, NULL, NULL, NULL "
+                   "FROM generate_series(1, 3000) g"));
+  Sql(absl::StrCat(kJob,
+                   "SELECT 'r-' || g, 'busy', 'sup', 'w', 'agent', 'running', "
+                   "'running', 5, g, g, 'w', 7, 1000 + g "
+                   "FROM generate_series(1, 500) g"));
+  const struct {
+    const char* name;
+    const char* sql;
+    const char* types;
+    const char* args;
+    const char* index;
+  } kReads[] = {
+      {"Claimable", sql::kClaimableJobsSql,
+       "text, bigint, text, text, text[], bigint",
+       "'busy', 5000, '', 'w', '{rk.x}', 8", "idx_hub_jobs_queued"},
+      {"AttemptsOf", sql::kJobAttemptsOfSql, "text, bigint", "'w', 7",
+       "idx_hub_jobs_attempt_worker"},
+      {"DueDeadlines", sql::kDueJobDeadlinesSql, "bigint, bigint", "1100, 100",
+       "idx_hub_jobs_live_deadline"},
+  };
+  for (const auto& read : kReads) {
+    for (const std::string mode : {"force_generic_plan", "force_custom_plan"}) {
+      const std::string plan = Plan(mode, read.sql, read.types, read.args);
+      EXPECT_NE(plan.find(read.index), std::string::npos)
+          << read.name << " " << mode << "\n"
+          << plan;
+      EXPECT_EQ(plan.find("Seq Scan"), std::string::npos)
+          << read.name << " " << mode << "\n"
+          << plan;
+    }
+  }
+}
+
 // The writer's statements on tables its statistics know as large: 20,000
 // agents, 20,000 messages in one inbox (100 of them pending, as in a hub
 // whose agents keep up: the partial indexes of pending rows are small and
@@ -219,6 +271,23 @@ class PgWriterPlansTest : public PgPlansTest {
     Sql("ALTER TABLE hub_reservation_changes ENABLE TRIGGER USER");
     Sql("INSERT INTO hub_reservation_change_counter (id, seq) "
         "VALUES (true, 20000) ON CONFLICT (id) DO UPDATE SET seq = 20000");
+    // 20,000 ended jobs of the project the workload's jobs go to, a
+    // dependency and a late result each.
+    Sql(absl::StrCat(
+        "INSERT INTO assign_jobs (job_id, project_id, supervisor_agent, "
+        "worker_agent, status, hub_state, attempt, attempt_worker, "
+        "attempt_generation, created_at_ms, updated_at_ms, completed_at_ms) "
+        "SELECT 'old-' || g, 'prj', 'sup', 'a' || g, 'succeeded', "
+        "'succeeded', 2, 'a' || g, 1, ",
+        kNow - kHour, " + g, ", kNow - kHour, " + g, ", kNow - kHour,
+        " + g FROM generate_series(1, 20000) g"));
+    Sql("INSERT INTO hub_job_dependencies (job_id, parent_id) SELECT "
+        "'old-' || g, 'old-' || (g - 1) FROM generate_series(2, 20000) g");
+    Sql(
+        absl::StrCat("INSERT INTO hub_job_late_results (job_id, attempt, "
+                     "agent_id, result_json, reported_at_ms) SELECT 'old-' "
+                     "|| g, 1, 'a' || g, '{}', ",
+                     kNow - kHour, " FROM generate_series(1, 20000) g"));
     // Group commits' ids, one a second over the last hours.
     Sql("INSERT INTO hub_commits (id, begun_at) SELECT gen_random_uuid(), "
         "now() - interval '1 second' * g FROM generate_series(1, 20000) g");
@@ -231,6 +300,11 @@ class PgWriterPlansTest : public PgPlansTest {
   std::unique_ptr<PostgresStore> OpenStore() {
     PostgresStoreOptions options;
     options.conninfo = server_->ConnInfo(database_);
+    // No prune of hub_commits (whose 20,000 rows here are all older than it
+    // keeps) within the workload, which with the jobs' writes makes more
+    // groups than prune_every's default: the workload is about the
+    // statements of every write, as before.
+    options.commits.prune_every = 1 << 20;
     absl::StatusOr<std::unique_ptr<PostgresStore>> store =
         PostgresStore::Open(std::move(options));
     EXPECT_TRUE(store.ok()) << store.status();
@@ -408,7 +482,74 @@ class PgWriterPlansTest : public PgPlansTest {
                       .ok());
       ASSERT_TRUE(
           store.reservations().PruneReservationChanges(kNow - kHour, 100).ok());
+
+      WorkOnJobs(store, agent, generation, now, i);
     }
+  }
+
+  // A job that waits on one that succeeded, claimed as the next one
+  // claimable, heartbeated, completed late by a stale attempt and then by
+  // its own; one whose worker goes; one cancelled while queued and retried.
+  // (Not the deadline sweep: JobCalls reads whether anything is due on a
+  // reader connection first, whose plans are not the writer's.)
+  void WorkOnJobs(PostgresStore& store, const std::string& agent,
+                  int64_t generation, int64_t now, int round) {
+    JobRecord job;
+    job.job_id = absl::StrCat("job-", round);
+    job.project_id = "prj";
+    job.supervisor_agent = "sup";
+    job.worker_agent = agent;
+    job.depends_on = {absl::StrCat("old-", 1 + round)};
+    job.idempotency_key = absl::StrCat("key-", round);
+    job.created_at_ms = job.updated_at_ms = now;
+    absl::StatusOr<JobOutcome> created = store.jobs().CreateJob(job);
+    ASSERT_TRUE(created.ok()) << created.status();
+    ASSERT_EQ(created->refusal, JobRefusal::kNone);
+    ASSERT_EQ(created->job->state, JobState::kQueued);
+    JobClaim claim;
+    claim.agent_id = agent;
+    claim.presence_generation = generation;
+    claim.project_id = "prj";
+    claim.now_ms = now;
+    absl::StatusOr<JobOutcome> claimed = store.jobs().ClaimJob(claim);
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    ASSERT_EQ(claimed->refusal, JobRefusal::kNone);
+    ASSERT_TRUE(claimed->job.has_value());
+    ASSERT_EQ(claimed->job->job_id, job.job_id);
+    JobAttemptFence fence;
+    fence.job_id = job.job_id;
+    fence.attempt = claimed->job->attempt;
+    fence.agent_id = agent;
+    fence.presence_generation = generation;
+    ASSERT_TRUE(store.jobs().HeartbeatJob(fence, "{}", now).ok());
+    JobAttemptFence stale = fence;
+    stale.attempt = fence.attempt + 1;
+    absl::StatusOr<JobOutcome> late =
+        store.jobs().CompleteJob(stale, "{}", now);
+    ASSERT_TRUE(late.ok()) << late.status();
+    EXPECT_EQ(late->refusal, JobRefusal::kAttemptMismatch);
+    absl::StatusOr<JobOutcome> done =
+        store.jobs().CompleteJob(fence, "{}", now);
+    ASSERT_TRUE(done.ok()) << done.status();
+    EXPECT_EQ(done->refusal, JobRefusal::kNone);
+
+    job.job_id = absl::StrCat("gone-", round);
+    job.depends_on.clear();
+    job.idempotency_key.reset();
+    ASSERT_TRUE(store.jobs().CreateJob(job).ok());
+    claim.job_id = job.job_id;
+    claimed = store.jobs().ClaimJob(claim);
+    ASSERT_TRUE(claimed.ok()) << claimed.status();
+    EXPECT_EQ(claimed->refusal, JobRefusal::kNone);
+    absl::StatusOr<std::vector<JobRecord>> ended =
+        store.jobs().EndAttemptsOf(agent, generation, now);
+    ASSERT_TRUE(ended.ok()) << ended.status();
+    EXPECT_EQ(ended->size(), 1u);
+
+    job.job_id = absl::StrCat("cancelled-", round);
+    ASSERT_TRUE(store.jobs().CreateJob(job).ok());
+    ASSERT_TRUE(store.jobs().CancelJob(job.job_id, "not needed", now).ok());
+    ASSERT_TRUE(store.jobs().RetryJob(job.job_id, now).ok());
   }
 
   std::unique_ptr<Connection> monitor_;
@@ -449,7 +590,8 @@ TEST_F(PgWriterPlansTest, NoWriteReadsAWholeLargeTable) {
   for (const std::string table :
        {"agents", "messages", "message_inbox", "role_registry",
         "role_candidates", "hub_role_changes", "hub_reservations",
-        "hub_reservation_patterns", "hub_reservation_changes", "hub_commits"}) {
+        "hub_reservation_patterns", "hub_reservation_changes", "hub_commits",
+        "assign_jobs", "hub_job_dependencies", "hub_job_late_results"}) {
     ASSERT_TRUE(scans.count(table)) << table;
     EXPECT_EQ(scans.at(table), 0) << table << " was read whole";
   }

@@ -40,6 +40,7 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
   EXPECT_TRUE(report->changed);
   EXPECT_EQ(Tables(),
             (std::vector<std::string>{"agents",
+                                      "assign_jobs",
                                       "dead_letters",
                                       "hub_agent_owners",
                                       "hub_closed_scopes",
@@ -47,6 +48,8 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
                                       "hub_hubs",
                                       "hub_inbox_pending",
                                       "hub_inbox_settled",
+                                      "hub_job_dependencies",
+                                      "hub_job_late_results",
                                       "hub_meta",
                                       "hub_reservation_change_counter",
                                       "hub_reservation_changes",
@@ -159,6 +162,24 @@ TEST_F(PgSchemaTest, TheTablesKeepTheRulesOfSqlites) {
   absl::StatusOr<Result> inbox = conn->Exec(
       "INSERT INTO message_inbox (message_id, agent_id) VALUES ('m', 'a')");
   EXPECT_EQ(ReasonOf(inbox.status()), "STORE_CONSTRAINT");
+  // A job's enumerated columns hold only their words (hub_state may be
+  // NULL, as for a row triflux wrote).
+  const std::string job =
+      "INSERT INTO assign_jobs (job_id, supervisor_agent, worker_agent, "
+      "created_at_ms, updated_at_ms, status, hub_state, worker_kind, "
+      "on_dependency_failure, cancel_requested) VALUES ";
+  ASSERT_TRUE(conn->Exec(job + "('j-1', 's', 'w', 1, 1, 'queued', NULL, "
+                               "'pool', 'block', 1)")
+                  .ok());
+  for (const char* values :
+       {"('j-2', 's', 'w', 1, 1, 'offered', 'offered', 'agent', 'cancel', 0)",
+        "('j-3', 's', 'w', 1, 1, 'queued', 'paused', 'agent', 'cancel', 0)",
+        "('j-4', 's', 'w', 1, 1, 'queued', 'queued', 'team', 'cancel', 0)",
+        "('j-5', 's', 'w', 1, 1, 'queued', 'queued', 'agent', 'wait', 0)",
+        "('j-6', 's', 'w', 1, 1, 'queued', 'queued', 'agent', 'cancel', 2)"}) {
+    absl::StatusOr<Result> refused = conn->Exec(job + values);
+    EXPECT_EQ(ReasonOf(refused.status()), "STORE_CONSTRAINT") << values;
+  }
 }
 
 TEST_F(PgSchemaTest,
@@ -227,11 +248,14 @@ TEST_F(PgSchemaTest,
                 "information_schema.columns WHERE table_schema = 'public' AND "
                 "domain_name IS NOT NULL"),
             "cli:hub_agent_cli,status:hub_agent_status,"
+            "cancel_requested:hub_job_flag,hub_state:hub_job_state,"
+            "on_dependency_failure:hub_job_dependency_failure,"
+            "status:hub_job_status,worker_kind:hub_job_worker_kind,"
             "priority:hub_message_priority,status:hub_message_status,"
             "type:hub_message_type");
   EXPECT_EQ(one("SELECT count(*) FROM pg_constraint WHERE contype = 'c' AND "
                 "contypid <> 0 AND convalidated AND conname LIKE 'hub\\_%'"),
-            "5");
+            "10");
   // The rows are there, the trigger is back, and the rules still hold.
   EXPECT_EQ(one("SELECT cli || ' ' || status FROM agents"), "claude online");
   EXPECT_EQ(one("SELECT type || ' ' || priority || ' ' || status FROM "
