@@ -111,6 +111,9 @@ class JobRows {
   // the agent at `generation`; PostgreSQL locks them.
   virtual absl::StatusOr<std::vector<JobRecord>> AttemptsOf(
       absl::string_view agent_id, int64_t generation) = 0;
+  // Whether some live attempt's deadline is at or before `now_ms` (a read
+  // that locks nothing).
+  virtual absl::StatusOr<bool> AnyDueDeadline(int64_t now_ms) = 0;
   // At most `limit` jobs with a live attempt whose deadline is at or before
   // `now_ms`, by deadline; PostgreSQL locks them, skipping locked rows.
   virtual absl::StatusOr<std::vector<JobRecord>> DueDeadlines(

@@ -83,10 +83,10 @@ class JobCalls final : public JobStore {
   // due, which then costs no write.
   absl::StatusOr<std::vector<JobRecord>> SweepJobDeadlines(
       int64_t now_ms, int64_t limit) override {
-    absl::StatusOr<std::vector<JobRecord>> due = Read<std::vector<JobRecord>>(
-        [&](Rows& rows) { return rows.DueDeadlines(now_ms, 1); });
+    absl::StatusOr<bool> due =
+        Read<bool>([&](Rows& rows) { return rows.AnyDueDeadline(now_ms); });
     if (!due.ok()) return due.status();
-    if (due->empty()) return std::vector<JobRecord>();
+    if (!*due) return std::vector<JobRecord>();
     return Write<std::vector<JobRecord>>(
         [&](Rows& rows) { return SweepJobDeadlinesWith(rows, now_ms, limit); });
   }

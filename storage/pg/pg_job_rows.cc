@@ -378,6 +378,15 @@ absl::StatusOr<std::vector<JobRecord>> PgJobRows::AttemptsOf(
       conn_.Run(sql::kJobAttemptsOfSql, {P(agent_id), P(generation)}));
 }
 
+absl::StatusOr<bool> PgJobRows::AnyDueDeadline(int64_t now_ms) {
+  absl::StatusOr<Result> r = conn_.Run(
+      "SELECT 1 FROM assign_jobs WHERE hub_state IN ('offered', 'running', "
+      "'waiting_human') AND deadline_ms <= $1::bigint LIMIT 1",
+      {P(now_ms)});
+  if (!r.ok()) return r.status();
+  return r->rows() > 0;
+}
+
 absl::StatusOr<std::vector<JobRecord>> PgJobRows::DueDeadlines(int64_t now_ms,
                                                                int64_t limit) {
   return EachJob(conn_.Run(sql::kDueJobDeadlinesSql, {P(now_ms), P(limit)}));

@@ -287,6 +287,18 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::AttemptsOf(
   return rows::ReadAll<JobRecord>(*stmt, ReadJob);
 }
 
+absl::StatusOr<bool> SqliteJobRows::AnyDueDeadline(int64_t now_ms) {
+  absl::StatusOr<Stmt> stmt =
+      conn_.Prepare("SELECT 1 FROM assign_jobs WHERE " HUB_JOB_LIVE
+                    " AND deadline_ms <= ? LIMIT 1");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, now_ms);
+  absl::StatusOr<std::optional<int64_t>> row =
+      rows::ReadOne<int64_t>(*stmt, [](const Stmt& s) { return s.Int(0); });
+  if (!row.ok()) return row.status();
+  return row->has_value();
+}
+
 absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::DueDeadlines(
     int64_t now_ms, int64_t limit) {
   absl::StatusOr<Stmt> stmt = conn_.Prepare(
