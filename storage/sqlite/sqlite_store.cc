@@ -161,8 +161,7 @@ absl::StatusOr<std::unique_ptr<SqliteStore>> SqliteStore::Open(
       MessageCalls<SqliteStore, SqliteMessageRows, /*kOrderKeys=*/false>>(
       *store);
   store->reservations_ = store->NewReservationStore();
-  store->jobs_ =
-      std::make_unique<JobCalls<SqliteStore, SqliteJobRows>>(*store);
+  store->jobs_ = std::make_unique<JobCalls<SqliteStore, SqliteJobRows>>(*store);
   return store;
 }
 
