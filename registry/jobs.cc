@@ -113,16 +113,28 @@ void JobBook::OnAgentGone(const std::string& agent_id, int64_t generation) {
   worker_gone_.fetch_add(gone, std::memory_order_relaxed);
 }
 
-int64_t JobBook::Sweep() {
+int64_t JobBook::Sweep(absl::Duration orphan_interval) {
+  const int64_t now = NowMs();
+  int64_t orphans = 0;
+  int64_t last = last_orphan_sweep_ms_.load(std::memory_order_relaxed);
+  if (now - last >= absl::ToInt64Milliseconds(orphan_interval) &&
+      last_orphan_sweep_ms_.compare_exchange_strong(last, now)) {
+    absl::StatusOr<std::vector<JobRecord>> ended =
+        store_->EndOrphanedAttempts(now, 1000);
+    if (ended.ok()) {
+      orphans = static_cast<int64_t>(ended->size());
+      worker_gone_.fetch_add(orphans, std::memory_order_relaxed);
+    }
+  }
   absl::StatusOr<std::vector<JobRecord>> swept =
-      store_->SweepJobDeadlines(NowMs(), 1000);
-  if (!swept.ok()) return 0;  // the next pass tries again
+      store_->SweepJobDeadlines(now, 1000);
+  if (!swept.ok()) return orphans;  // the next pass tries again
   int64_t timed_out = 0;
   for (const JobRecord& job : *swept) {
     if (job.error.has_value() && job.error->reason == "timed_out") ++timed_out;
   }
   timed_out_.fetch_add(timed_out, std::memory_order_relaxed);
-  return static_cast<int64_t>(swept->size());
+  return orphans + static_cast<int64_t>(swept->size());
 }
 
 JobCounters JobBook::counters() const {

@@ -60,8 +60,11 @@ class JobBook {
   // job is queued again or fails (JobStore::EndAttemptsOf).
   void OnAgentGone(const std::string& agent_id, int64_t generation);
   // Ends the attempts whose deadline passed (JobStore::SweepJobDeadlines),
-  // up to 1000 a call. Returns how many jobs changed.
-  int64_t Sweep();
+  // up to 1000 a call, and, at most once per `orphan_interval`, the
+  // attempts of workers that are gone although no OnAgentGone ended them
+  // (JobStore::EndOrphanedAttempts: this hub or another stopped before it
+  // could). Returns how many jobs changed.
+  int64_t Sweep(absl::Duration orphan_interval = absl::Seconds(5));
 
   JobCounters counters() const;
 
@@ -74,6 +77,7 @@ class JobBook {
   storage::JobStore* const store_;
   const Clock* const clock_;
   const std::function<std::string()> new_id_;
+  std::atomic<int64_t> last_orphan_sweep_ms_{0};
   std::atomic<int64_t> created_{0}, claimed_{0}, succeeded_{0},
       failed_attempts_{0}, worker_gone_{0}, timed_out_{0}, stale_writes_{0};
 };

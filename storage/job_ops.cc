@@ -841,17 +841,19 @@ absl::StatusOr<JobOutcome> RetryJobWith(JobRows& rows, absl::string_view job_id,
   return Finish(rows, next, {});
 }
 
-absl::StatusOr<std::vector<JobRecord>> EndAttemptsOfWith(
-    JobRows& rows, absl::string_view agent_id, int64_t generation,
-    int64_t now_ms) {
-  absl::StatusOr<std::vector<JobRecord>> jobs =
-      rows.AttemptsOf(agent_id, generation);
-  if (!jobs.ok()) return jobs.status();
+namespace {
+
+// Each job's attempt ends because its worker is gone: queued again at once
+// (no backoff: the task did not fail) or failed.
+absl::StatusOr<std::vector<JobRecord>> EndGoneAttempts(
+    JobRows& rows, const std::vector<JobRecord>& jobs, int64_t now_ms) {
   std::vector<JobRecord> changed;
-  const JobError gone = HubError(
-      "worker_gone", absl::StrCat("worker ", agent_id, " at generation ",
-                                  generation, " is gone"));
-  for (const JobRecord& job : *jobs) {
+  for (const JobRecord& job : jobs) {
+    const JobError gone =
+        HubError("worker_gone",
+                 absl::StrCat("worker ", job.attempt_worker.value_or(""),
+                              " at generation ",
+                              job.attempt_generation.value_or(0), " is gone"));
     bool written = false;
     absl::StatusOr<JobRecord> next =
         EndAttempt(rows, job, gone, /*backoff=*/false, JobState::kFailed,
@@ -860,6 +862,25 @@ absl::StatusOr<std::vector<JobRecord>> EndAttemptsOfWith(
     if (written) changed.push_back(*next);
   }
   return changed;
+}
+
+}  // namespace
+
+absl::StatusOr<std::vector<JobRecord>> EndAttemptsOfWith(
+    JobRows& rows, absl::string_view agent_id, int64_t generation,
+    int64_t now_ms) {
+  absl::StatusOr<std::vector<JobRecord>> jobs =
+      rows.AttemptsOf(agent_id, generation);
+  if (!jobs.ok()) return jobs.status();
+  return EndGoneAttempts(rows, *jobs, now_ms);
+}
+
+absl::StatusOr<std::vector<JobRecord>> EndOrphanedAttemptsWith(JobRows& rows,
+                                                               int64_t now_ms,
+                                                               int64_t limit) {
+  absl::StatusOr<std::vector<JobRecord>> jobs = rows.OrphanedAttempts(limit);
+  if (!jobs.ok()) return jobs.status();
+  return EndGoneAttempts(rows, *jobs, now_ms);
 }
 
 absl::StatusOr<std::vector<JobRecord>> SweepJobDeadlinesWith(JobRows& rows,

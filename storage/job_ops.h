@@ -118,6 +118,11 @@ class JobRows {
   // `now_ms`, by deadline; PostgreSQL locks them, skipping locked rows.
   virtual absl::StatusOr<std::vector<JobRecord>> DueDeadlines(
       int64_t now_ms, int64_t limit) = 0;
+  // At most `limit` jobs with a live attempt whose worker is gone: no
+  // agent row at the attempt's generation that is not offline; PostgreSQL
+  // locks them, skipping locked rows.
+  virtual absl::StatusOr<std::vector<JobRecord>> OrphanedAttempts(
+      int64_t limit) = 0;
   // A page of ListJobs.
   virtual absl::StatusOr<std::vector<JobRecord>> Page(
       const JobFilter& filter) = 0;
@@ -151,6 +156,9 @@ absl::StatusOr<JobOutcome> RetryJobWith(JobRows& rows, absl::string_view job_id,
 absl::StatusOr<std::vector<JobRecord>> EndAttemptsOfWith(
     JobRows& rows, absl::string_view agent_id, int64_t generation,
     int64_t now_ms);
+absl::StatusOr<std::vector<JobRecord>> EndOrphanedAttemptsWith(JobRows& rows,
+                                                               int64_t now_ms,
+                                                               int64_t limit);
 absl::StatusOr<std::vector<JobRecord>> SweepJobDeadlinesWith(JobRows& rows,
                                                              int64_t now_ms,
                                                              int64_t limit);

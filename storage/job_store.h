@@ -157,6 +157,12 @@ class JobStore {
   // the jobs it changed.
   virtual absl::StatusOr<std::vector<JobRecord>> EndAttemptsOf(
       absl::string_view agent_id, int64_t generation, int64_t now_ms) = 0;
+  // Ends at most `limit` attempts whose worker is gone although no
+  // EndAttemptsOf ended them (the hub that saw it go stopped first, or the
+  // write failed): no agent row at the attempt's generation that is not
+  // offline. As EndAttemptsOf otherwise.
+  virtual absl::StatusOr<std::vector<JobRecord>> EndOrphanedAttempts(
+      int64_t now_ms, int64_t limit) = 0;
   // Ends at most `limit` attempts whose deadline passed by `now_ms` (reason
   // `timed_out`; kCancelled when cancellation was requested), each exactly
   // once across hubs, and retries them as FailJob does. Returns the jobs it

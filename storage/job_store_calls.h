@@ -79,6 +79,12 @@ class JobCalls final : public JobStore {
       return EndAttemptsOfWith(rows, agent_id, generation, now_ms);
     });
   }
+  absl::StatusOr<std::vector<JobRecord>> EndOrphanedAttempts(
+      int64_t now_ms, int64_t limit) override {
+    return Write<std::vector<JobRecord>>([&](Rows& rows) {
+      return EndOrphanedAttemptsWith(rows, now_ms, limit);
+    });
+  }
   // A read first: the ticker calls this often, and most calls find nothing
   // due, which then costs no write.
   absl::StatusOr<std::vector<JobRecord>> SweepJobDeadlines(

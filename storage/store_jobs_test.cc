@@ -339,6 +339,27 @@ TEST_P(Jobs, AGoneWorkerOfAnotherGenerationKeepsItsNewAttempts) {
   EXPECT_TRUE(ended->empty());
 }
 
+TEST_P(Jobs, TheOrphanSweepEndsAttemptsOfWorkersGoneWithoutAReaction) {
+  Register("w1");
+  Register("w2");
+  JobRecord lost = Created(NewJob("w1", 2));
+  JobRecord kept = Created(NewJob("w2", 2));
+  Claimed("w1", lost.job_id);
+  Claimed("w2", kept.job_id);
+  // w1 registers again (a new session) and nobody ended its old attempt.
+  Register("w1");
+  absl::StatusOr<std::vector<JobRecord>> ended =
+      store().jobs().EndOrphanedAttempts(kNow + 5, 100);
+  ASSERT_TRUE(ended.ok()) << ended.status();
+  ASSERT_EQ(ended->size(), 1u);
+  EXPECT_EQ((*ended)[0].job_id, lost.job_id);
+  EXPECT_EQ((*ended)[0].state, JobState::kQueued);
+  EXPECT_EQ((*ended)[0].error->reason, "worker_gone");
+  EXPECT_FALSE((*ended)[0].not_before_ms.has_value());
+  EXPECT_EQ(Get(kept.job_id).state, JobState::kRunning);
+  EXPECT_TRUE(store().jobs().EndOrphanedAttempts(kNow + 6, 100)->empty());
+}
+
 TEST_P(Jobs, AGoneWorkerWithoutRetriesLeftFailsTheJob) {
   const int64_t gen = Register("w1");
   JobRecord job = Created(NewJob("w1", 0));

@@ -378,6 +378,18 @@ absl::StatusOr<std::vector<JobRecord>> PgJobRows::AttemptsOf(
       conn_.Run(sql::kJobAttemptsOfSql, {P(agent_id), P(generation)}));
 }
 
+absl::StatusOr<std::vector<JobRecord>> PgJobRows::OrphanedAttempts(
+    int64_t limit) {
+  return EachJob(conn_.Run(
+      "SELECT " HUB_JOB_COLUMNS
+      " FROM assign_jobs j WHERE hub_state IN ('offered', 'running', "
+      "'waiting_human') AND NOT EXISTS (SELECT 1 FROM agents a WHERE "
+      "a.agent_id = j.attempt_worker AND a.presence_generation = "
+      "j.attempt_generation AND a.status <> 'offline') ORDER BY job_id "
+      "LIMIT $1::bigint FOR UPDATE OF j SKIP LOCKED",
+      {P(limit)}));
+}
+
 absl::StatusOr<bool> PgJobRows::AnyDueDeadline(int64_t now_ms) {
   absl::StatusOr<Result> r = conn_.Run(
       "SELECT 1 FROM assign_jobs WHERE hub_state IN ('offered', 'running', "

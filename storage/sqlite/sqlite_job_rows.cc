@@ -287,6 +287,18 @@ absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::AttemptsOf(
   return rows::ReadAll<JobRecord>(*stmt, ReadJob);
 }
 
+absl::StatusOr<std::vector<JobRecord>> SqliteJobRows::OrphanedAttempts(
+    int64_t limit) {
+  absl::StatusOr<Stmt> stmt = conn_.Prepare(
+      "SELECT " HUB_JOB_COLUMNS " FROM assign_jobs j WHERE " HUB_JOB_LIVE
+      " AND NOT EXISTS (SELECT 1 FROM agents a WHERE a.agent_id = "
+      "j.attempt_worker AND a.presence_generation = j.attempt_generation "
+      "AND a.status <> 'offline') ORDER BY job_id LIMIT ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, limit);
+  return rows::ReadAll<JobRecord>(*stmt, ReadJob);
+}
+
 absl::StatusOr<bool> SqliteJobRows::AnyDueDeadline(int64_t now_ms) {
   absl::StatusOr<Stmt> stmt =
       conn_.Prepare("SELECT 1 FROM assign_jobs WHERE " HUB_JOB_LIVE

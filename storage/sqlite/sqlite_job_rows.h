@@ -46,6 +46,8 @@ class SqliteJobRows final : public JobRows {
       int64_t now_ms, int64_t limit) override;
   absl::StatusOr<std::vector<JobRecord>> AttemptsOf(
       absl::string_view agent_id, int64_t generation) override;
+  absl::StatusOr<std::vector<JobRecord>> OrphanedAttempts(
+      int64_t limit) override;
   absl::StatusOr<bool> AnyDueDeadline(int64_t now_ms) override;
   absl::StatusOr<std::vector<JobRecord>> DueDeadlines(int64_t now_ms,
                                                       int64_t limit) override;
