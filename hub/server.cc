@@ -387,6 +387,16 @@ absl::Status HubServer::StartMessaging(const HubServerOptions& options,
                                            roles_.get(), activator, ids, clock,
                                            options.messaging);
   messaging_->SetEvents(&events_);
+  // A job's changes reach its worker and supervisor as messages, sent off
+  // the thread that made the change (docs/design/jobs.md, "Notices").
+  job_notices_ = std::make_unique<JobNotices>(
+      [messaging = messaging_.get()] { return messaging; });
+  jobs_->SetObserver([notices = job_notices_.get(), pool = write_pool_.get()](
+                         const JobRecord& job, JobEvent event,
+                         const std::optional<JobLateResult>& late) {
+    pool->Schedule(
+        [notices, job, event, late] { notices->Send(job, event, late); });
+  });
   // Hubs sharing the database: messages published here for agents attached
   // elsewhere are hinted to their hubs, and those published elsewhere for
   // agents attached here are pushed from here.

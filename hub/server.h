@@ -45,6 +45,7 @@
 #include "registry/clock.h"
 #include "registry/coordinator.h"
 #include "registry/fleet_events.h"
+#include "registry/job_notices.h"
 #include "registry/jobs.h"
 #include "registry/messaging.h"
 #include "registry/presence.h"
@@ -289,6 +290,7 @@ class HubServer {
   std::unique_ptr<ReservationEndFanout> reservation_ends_;
   std::unique_ptr<ReservationBook> reservations_;
   std::unique_ptr<JobBook> jobs_;
+  std::unique_ptr<JobNotices> job_notices_;
   // After reservations_ and the feed (it uses both).
   std::unique_ptr<ReservationWaits> reservation_waits_;
   std::unique_ptr<ReservationServiceImpl> reservation_service_;

@@ -8,6 +8,24 @@ JobBook::JobBook(storage::JobStore* store, const Clock* clock,
                  std::function<std::string()> new_id)
     : store_(store), clock_(clock), new_id_(std::move(new_id)) {}
 
+void JobBook::Changed(const JobRecord& job) const {
+  if (!observer_) return;
+  if (job.state == JobState::kQueued) {
+    observer_(job, JobEvent::kClaimable, std::nullopt);
+  } else if (IsTerminal(job.state)) {
+    observer_(job, JobEvent::kEnded, std::nullopt);
+  }
+}
+
+void JobBook::Changed(const std::vector<JobRecord>& jobs) const {
+  for (const JobRecord& job : jobs) Changed(job);
+}
+
+void JobBook::Changed(const storage::JobOutcome& outcome) const {
+  if (outcome.job.has_value()) Changed(*outcome.job);
+  Changed(outcome.also_changed);
+}
+
 absl::StatusOr<std::pair<JobRecord, bool>> JobBook::Create(JobRecord job) {
   const int64_t now = NowMs();
   job.job_id = new_id_();
@@ -18,7 +36,10 @@ absl::StatusOr<std::pair<JobRecord, bool>> JobBook::Create(JobRecord job) {
   absl::StatusOr<storage::JobOutcome> out = store_->CreateJob(job);
   if (!out.ok()) return out.status();
   if (absl::Status s = ToStatus(*out, job.job_id); !s.ok()) return s;
-  if (out->created) created_.fetch_add(1, std::memory_order_relaxed);
+  if (out->created) {
+    created_.fetch_add(1, std::memory_order_relaxed);
+    Changed(*out);
+  }
   return std::make_pair(std::move(*out->job), out->created);
 }
 
@@ -46,13 +67,26 @@ absl::StatusOr<JobRecord> JobBook::AttemptWrite(
   if (!out.ok()) return out.status();
   if (out->refusal != storage::JobRefusal::kNone) {
     stale_writes_.fetch_add(1, std::memory_order_relaxed);
+    if (out->late_result_kept && observer_ && out->job.has_value()) {
+      // The late result just kept: the job's entry for the fenced attempt.
+      for (const JobLateResult& late : out->job->late_results) {
+        if (late.attempt == fence.attempt) {
+          observer_(*out->job, JobEvent::kLateResult, late);
+        }
+      }
+    }
     return ToStatus(*out, fence.job_id);
+  }
+  if (out->job.has_value() && out->job->state != JobState::kRunning) {
+    Changed(*out);
+  } else {
+    Changed(out->also_changed);
   }
   return *out->job;
 }
 
-absl::StatusOr<JobRecord> JobBook::Heartbeat(const JobAttemptFence& fence,
-                                             const std::string& progress) {
+absl::StatusOr<JobRecord> JobBook::Heartbeat(
+    const JobAttemptFence& fence, const std::optional<std::string>& progress) {
   return AttemptWrite(store_->HeartbeatJob(fence, progress, NowMs()), fence);
 }
 
@@ -91,6 +125,13 @@ absl::StatusOr<JobRecord> JobBook::Cancel(const std::string& job_id,
       store_->CancelJob(job_id, reason, NowMs());
   if (!out.ok()) return out.status();
   if (absl::Status s = ToStatus(*out, job_id); !s.ok()) return s;
+  if (HasLiveAttempt(out->job->state)) {
+    if (observer_) {
+      observer_(*out->job, JobEvent::kCancelRequested, std::nullopt);
+    }
+  } else {
+    Changed(*out);
+  }
   return *out->job;
 }
 
@@ -98,14 +139,16 @@ absl::StatusOr<JobRecord> JobBook::Retry(const std::string& job_id) {
   absl::StatusOr<storage::JobOutcome> out = store_->RetryJob(job_id, NowMs());
   if (!out.ok()) return out.status();
   if (absl::Status s = ToStatus(*out, job_id); !s.ok()) return s;
+  Changed(*out);
   return *out->job;
 }
 
 void JobBook::OnAgentGone(const std::string& agent_id, int64_t generation) {
   absl::StatusOr<std::vector<JobRecord>> ended =
       store_->EndAttemptsOf(agent_id, generation, NowMs());
-  // A failure leaves the attempts bound until their deadline ends them.
+  // A failure leaves the attempts to the orphan sweep.
   if (!ended.ok()) return;
+  Changed(*ended);
   int64_t gone = 0;
   for (const JobRecord& job : *ended) {
     if (job.error.has_value() && job.error->reason == "worker_gone") ++gone;
@@ -122,6 +165,7 @@ int64_t JobBook::Sweep(absl::Duration orphan_interval) {
     absl::StatusOr<std::vector<JobRecord>> ended =
         store_->EndOrphanedAttempts(now, 1000);
     if (ended.ok()) {
+      Changed(*ended);
       orphans = static_cast<int64_t>(ended->size());
       worker_gone_.fetch_add(orphans, std::memory_order_relaxed);
     }
@@ -129,6 +173,7 @@ int64_t JobBook::Sweep(absl::Duration orphan_interval) {
   absl::StatusOr<std::vector<JobRecord>> swept =
       store_->SweepJobDeadlines(now, 1000);
   if (!swept.ok()) return orphans;  // the next pass tries again
+  Changed(*swept);
   int64_t timed_out = 0;
   for (const JobRecord& job : *swept) {
     if (job.error.has_value() && job.error->reason == "timed_out") ++timed_out;

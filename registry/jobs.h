@@ -22,6 +22,14 @@
 
 namespace hub {
 
+// What a job's committed change means to others (JobNotices).
+enum class JobEvent {
+  kClaimable,        // queued: created, released by its parents, retried
+  kEnded,            // succeeded, failed, timed out or cancelled
+  kCancelRequested,  // cancelled while an attempt runs
+  kLateResult,       // a superseded attempt's result was kept
+};
+
 struct JobCounters {
   int64_t created = 0;
   int64_t claimed = 0;
@@ -44,8 +52,10 @@ class JobBook {
   absl::StatusOr<std::pair<JobRecord, bool>> Create(JobRecord job);
   // The claimed job, or nullopt when nothing was claimable.
   absl::StatusOr<std::optional<JobRecord>> Claim(storage::JobClaim claim);
-  absl::StatusOr<JobRecord> Heartbeat(const JobAttemptFence& fence,
-                                      const std::string& progress_json);
+  // `progress_json` unset: the progress stays as it was.
+  absl::StatusOr<JobRecord> Heartbeat(
+      const JobAttemptFence& fence,
+      const std::optional<std::string>& progress_json);
   absl::StatusOr<JobRecord> Complete(const JobAttemptFence& fence,
                                      const std::string& result_json);
   absl::StatusOr<JobRecord> Fail(const JobAttemptFence& fence,
@@ -68,15 +78,26 @@ class JobBook {
 
   JobCounters counters() const;
 
+  // Told about each event of a committed change, on the thread that made
+  // it, after the write (`late` for kLateResult). Set before serving.
+  using Observer = std::function<void(const JobRecord&, JobEvent,
+                                      const std::optional<JobLateResult>&)>;
+  void SetObserver(Observer observer) { observer_ = std::move(observer); }
+
  private:
   int64_t NowMs() const { return absl::ToUnixMillis(clock_->Now()); }
   absl::StatusOr<JobRecord> AttemptWrite(
       const absl::StatusOr<storage::JobOutcome>& out,
       const JobAttemptFence& fence);
+  // Tells the observer what each changed job's state means.
+  void Changed(const JobRecord& job) const;
+  void Changed(const std::vector<JobRecord>& jobs) const;
+  void Changed(const storage::JobOutcome& outcome) const;
 
   storage::JobStore* const store_;
   const Clock* const clock_;
   const std::function<std::string()> new_id_;
+  Observer observer_;
   std::atomic<int64_t> last_orphan_sweep_ms_{0};
   std::atomic<int64_t> created_{0}, claimed_{0}, succeeded_{0},
       failed_attempts_{0}, worker_gone_{0}, timed_out_{0}, stale_writes_{0};

@@ -256,6 +256,7 @@ absl::StatusOr<JobOutcome> Refused(JobRows& rows, const JobRecord& job,
        fence.attempt < job.attempt) ||
       (outcome.refusal == JobRefusal::kNotRunning &&
        fence.attempt == job.attempt && IsTerminal(job.state) &&
+       job.state != JobState::kSucceeded &&
        job.attempt_worker == fence.agent_id &&
        job.attempt_generation == fence.presence_generation);
   if (superseded) {
@@ -678,10 +679,9 @@ absl::StatusOr<JobOutcome> ClaimJobWith(JobRows& rows, const JobClaim& claim) {
   return outcome;
 }
 
-absl::StatusOr<JobOutcome> HeartbeatJobWith(JobRows& rows,
-                                            const JobAttemptFence& fence,
-                                            const std::string& progress_json,
-                                            int64_t now_ms) {
+absl::StatusOr<JobOutcome> HeartbeatJobWith(
+    JobRows& rows, const JobAttemptFence& fence,
+    const std::optional<std::string>& progress_json, int64_t now_ms) {
   absl::StatusOr<std::pair<std::optional<JobRecord>, JobOutcome>> loaded =
       LoadAttempt(rows, fence);
   if (!loaded.ok()) return loaded.status();
@@ -691,7 +691,7 @@ absl::StatusOr<JobOutcome> HeartbeatJobWith(JobRows& rows,
     return outcome;
   }
   JobRecord next = *job;
-  next.progress_json = progress_json;
+  if (progress_json.has_value()) next.progress_json = progress_json;
   next.deadline_ms = AttemptDeadline(*job, now_ms);
   next.updated_at_ms = now_ms;
   absl::StatusOr<bool> written = Write(rows, *job, next);

@@ -132,10 +132,9 @@ class JobRows {
 // each does).
 absl::StatusOr<JobOutcome> CreateJobWith(JobRows& rows, const JobRecord& job);
 absl::StatusOr<JobOutcome> ClaimJobWith(JobRows& rows, const JobClaim& claim);
-absl::StatusOr<JobOutcome> HeartbeatJobWith(JobRows& rows,
-                                            const JobAttemptFence& fence,
-                                            const std::string& progress_json,
-                                            int64_t now_ms);
+absl::StatusOr<JobOutcome> HeartbeatJobWith(
+    JobRows& rows, const JobAttemptFence& fence,
+    const std::optional<std::string>& progress_json, int64_t now_ms);
 absl::StatusOr<JobOutcome> CompleteJobWith(JobRows& rows,
                                            const JobAttemptFence& fence,
                                            const std::string& result_json,

@@ -117,9 +117,10 @@ class JobStore {
   // Records progress of the fenced attempt and moves its deadline to
   // min(now + timeout, created + 6 h). Refusals: kNotFound,
   // kAttemptMismatch, kWorkerMismatch, kNotRunning.
+  // `progress_json` unset keeps the progress as it was.
   virtual absl::StatusOr<JobOutcome> HeartbeatJob(
-      const JobAttemptFence& fence, const std::string& progress_json,
-      int64_t now_ms) = 0;
+      const JobAttemptFence& fence,
+      const std::optional<std::string>& progress_json, int64_t now_ms) = 0;
   // The fenced attempt succeeded; children whose last parent this was are
   // queued (also_changed). Refused as HeartbeatJob, the result kept as a
   // late result when the job exists.

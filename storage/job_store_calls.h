@@ -32,9 +32,10 @@ class JobCalls final : public JobStore {
     return Write<JobOutcome>(
         [&](Rows& rows) { return ClaimJobWith(rows, claim); });
   }
-  absl::StatusOr<JobOutcome> HeartbeatJob(const JobAttemptFence& fence,
-                                          const std::string& progress_json,
-                                          int64_t now_ms) override {
+  absl::StatusOr<JobOutcome> HeartbeatJob(
+      const JobAttemptFence& fence,
+      const std::optional<std::string>& progress_json,
+      int64_t now_ms) override {
     return Write<JobOutcome>([&](Rows& rows) {
       return HeartbeatJobWith(rows, fence, progress_json, now_ms);
     });

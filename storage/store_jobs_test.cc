@@ -465,6 +465,13 @@ TEST_P(Jobs, AHeartbeatMovesTheDeadlineButNotPastTheHardCeiling) {
   ASSERT_TRUE(beat.ok());
   EXPECT_EQ(beat->job->deadline_ms, kNow + kJobHardCeilingMs);
   EXPECT_EQ(Get(job.job_id).progress_json, R"({"pct":50})");
+  // A keep-alive keeps the progress.
+  ASSERT_TRUE(
+      store()
+          .jobs()
+          .HeartbeatJob(FenceOfAttempt(claimed), std::nullopt, later + 1)
+          .ok());
+  EXPECT_EQ(Get(job.job_id).progress_json, R"({"pct":50})");
 }
 
 TEST_P(Jobs, AChildWaitsBlockedUntilItsLastParentSucceeds) {

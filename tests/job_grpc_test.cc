@@ -15,6 +15,7 @@
 #include "absl/time/clock.h"
 #include "gtest/gtest.h"
 #include "hub/v1/job.grpc.pb.h"
+#include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "tests/agent_stream_fixture.h"
 #include "tests/hub_test_util.h"
@@ -38,6 +39,7 @@ class JobGrpcTest : public ::testing::Test {
                                        grpc::InsecureChannelCredentials());
     presence_ = hub::v1::PresenceService::NewStub(channel);
     jobs_ = hub::v1::JobService::NewStub(channel);
+    messages_ = hub::v1::MessageService::NewStub(channel);
   }
   void TearDown() override {
     if (server_ != nullptr) server_->Shutdown(absl::ZeroDuration());
@@ -126,6 +128,36 @@ class JobGrpcTest : public ::testing::Test {
   std::unique_ptr<HubServer> server_;
   std::unique_ptr<hub::v1::PresenceService::Stub> presence_;
   std::unique_ptr<hub::v1::JobService::Stub> jobs_;
+  std::unique_ptr<hub::v1::MessageService::Stub> messages_;
+
+  // Waits (generous deadline) for a pending message of `agent` with
+  // `topic` whose payload's kind is `kind`; returns its payload.
+  google::protobuf::Struct AwaitNotice(const std::string& agent,
+                                       const std::string& topic,
+                                       const std::string& kind) {
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    while (absl::Now() < deadline) {
+      grpc::ClientContext context;
+      hub::v1::ListPendingRequest r;
+      r.set_agent_id(agent);
+      r.set_topic(topic);
+      r.set_peek(true);
+      r.set_page_size(100);
+      hub::v1::ListPendingResponse page;
+      grpc::Status s = messages_->ListPending(&context, r, &page);
+      EXPECT_TRUE(s.ok()) << s.error_message();
+      for (const hub::v1::MessageDelivery& d : page.deliveries()) {
+        const auto& fields = d.message().payload().fields();
+        auto it = fields.find("kind");
+        if (it != fields.end() && it->second.string_value() == kind) {
+          return d.message().payload();
+        }
+      }
+      absl::SleepFor(absl::Milliseconds(10));
+    }
+    ADD_FAILURE() << agent << " heard no " << kind << " on " << topic;
+    return {};
+  }
 };
 
 TEST_F(JobGrpcTest, AJobGoesFromSupervisorToWorkerAndItsResultBack) {
@@ -157,6 +189,45 @@ TEST_F(JobGrpcTest, AJobGoesFromSupervisorToWorkerAndItsResultBack) {
   EXPECT_EQ(done.state(), hub::v1::JOB_STATE_SUCCEEDED);
   EXPECT_EQ(done.result().fields().at("passed").number_value(), 42);
   EXPECT_EQ(Get(created.job_id()).state(), hub::v1::JOB_STATE_SUCCEEDED);
+}
+
+TEST_F(JobGrpcTest, TheWorkerHearsOfItsJobAndTheSupervisorOfItsResult) {
+  RegisterAgentOk(presence_.get(), "boss");
+  RegisterAgentOk(presence_.get(), "worker-a");
+  const Job job = CreateOk(Request("worker-a", 2));
+  google::protobuf::Struct offer =
+      AwaitNotice("worker-a", "assign.job", "assign.job");
+  EXPECT_EQ(offer.fields().at("job_id").string_value(), job.job_id());
+  EXPECT_EQ(offer.fields().at("task").string_value(), "run the tests");
+  const Job first = ClaimOk("worker-a");
+  ASSERT_TRUE(Fail(first.attempt(), "flaky").ok());
+  const Job second = [&] {
+    // The retry waits its backoff (1 s by default) before it is claimable.
+    const absl::Time deadline = absl::Now() + absl::Seconds(30);
+    ClaimJobResponse response;
+    while (absl::Now() < deadline) {
+      EXPECT_TRUE(Claim("worker-a", &response).ok());
+      if (response.has_job()) break;
+      absl::SleepFor(absl::Milliseconds(20));
+    }
+    return response.job();
+  }();
+  ASSERT_EQ(second.attempt().attempt(), 2);
+  EXPECT_EQ(Reason(Complete(first.attempt())), "ASSIGN_ATTEMPT_MISMATCH");
+  google::protobuf::Struct late =
+      AwaitNotice("boss", "assign.result", "late_result");
+  EXPECT_EQ(late.fields().at("attempt").number_value(), 1);
+  ASSERT_TRUE(Complete(second.attempt()).ok());
+  google::protobuf::Struct result =
+      AwaitNotice("boss", "assign.result", "assign.result");
+  EXPECT_EQ(result.fields().at("state").string_value(), "succeeded");
+  EXPECT_EQ(result.fields()
+                .at("result")
+                .struct_value()
+                .fields()
+                .at("passed")
+                .number_value(),
+            42);
 }
 
 TEST_F(JobGrpcTest, AStaleAttemptsWritesAreRefusedAndItsLateResultKept) {

@@ -664,13 +664,16 @@ grpc::ServerUnaryReactor* JobServiceImpl::HeartbeatJob(
   }
   absl::StatusOr<JobAttemptFence> fence = FenceOf(request->attempt());
   if (!fence.ok()) return FinishUnary(context, fence.status());
-  absl::StatusOr<std::string> progress =
-      StructField(request->has_progress(), request->progress(), "progress",
-                  kMaxProgressBytes);
-  if (!progress.ok()) return FinishUnary(context, progress.status());
+  std::optional<std::string> progress;  // unset: kept as it was
+  if (request->has_progress()) {
+    absl::StatusOr<std::string> json =
+        StructField(true, request->progress(), "progress", kMaxProgressBytes);
+    if (!json.ok()) return FinishUnary(context, json.status());
+    progress = std::move(*json);
+  }
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, response, fence = std::move(*fence),
-                         progress = std::move(*progress)] {
+                         progress = std::move(progress)] {
     absl::StatusOr<JobRecord> job = book_->Heartbeat(fence, progress);
     if (!job.ok()) {
       reactor->Finish(ToGrpcStatus(job.status()));
@@ -828,7 +831,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(
     return FinishUnary(context,
                        Invalid("page_size", "page_size must be 0 .. 1000"));
   }
-  filter.limit = request->page_size() == 0 ? 50 : request->page_size();
+  const int64_t page_size =
+      request->page_size() == 0 ? 50 : request->page_size();
+  // One more than the page: a next page exists only when it is there.
+  filter.limit = page_size + 1;
   if (!request->page_token().empty()) {
     if (absl::Status s = ParsePageToken(request->page_token(), &filter);
         !s.ok()) {
@@ -837,14 +843,14 @@ grpc::ServerUnaryReactor* JobServiceImpl::ListJobs(
   }
   absl::StatusOr<std::vector<JobRecord>> jobs = book_->List(filter);
   if (!jobs.ok()) return FinishUnary(context, jobs.status());
+  const bool more = static_cast<int64_t>(jobs->size()) > page_size;
+  if (more) jobs->resize(page_size);
   for (const JobRecord& job : *jobs) {
     absl::StatusOr<hub::v1::Job> p = JobToProto(job);
     if (!p.ok()) return FinishUnary(context, p.status());
     *response->add_jobs() = std::move(*p);
   }
-  if (static_cast<int64_t>(jobs->size()) == filter.limit) {
-    response->set_next_page_token(PageToken(jobs->back()));
-  }
+  if (more) response->set_next_page_token(PageToken(jobs->back()));
   return FinishUnary(context, absl::OkStatus());
 }
 
