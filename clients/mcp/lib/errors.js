@@ -64,6 +64,8 @@ function errorResult(error, hubAddress) {
     message = `no answer from hub at ${hubAddress} in time` + (message ? ` (${message})` : '');
   }
   const head = reason || codeName;
+  // hub's own messages lead with their reason (for generic clients): said once.
+  if (message && message.startsWith(`${head}: `)) message = message.slice(head.length + 2);
   const advice = ADVICE_BY_REASON[reason] || ADVICE_BY_CODE[codeName] || 'see the message';
   const text = `${head}: ${message}. What to do: ${advice}.`;
   return {

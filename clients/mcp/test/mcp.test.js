@@ -168,7 +168,8 @@ test('bad arguments are refused with hub\'s reason codes; hub refusals lead with
   assert.match(errorText(await a.call('hub_role_get', { role: 'cto', project_id: 'prj_short' })), /^PROJECT_ID_INVALID: /);
   assert.match(errorText(await a.call('hub_role_get', { role: 'lead' })), /^SCOPE_REQUIRED: /);
   assert.match(errorText(await a.call('hub_role_get', { role: 'boss' })), /^ROLE_KIND_UNSUPPORTED: /);
-  assert.match(errorText(await a.call('hub_role_get', { role: 'lead', scope_id: 'scp_AAAAAAAAAAAAAAAAAAAAAA' })), /^ROLE_NOT_FOUND: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'lead', scope_id: 'scp_AAAAAAAAAAAAAAAAAAAAAA' })),
+    /^ROLE_NOT_FOUND: role 'rk2\.[^']+' not found\. What to do: /);
   assert.match(errorText(await a.call('hub_message_status', { message_id: 'nope' })), /^MESSAGE_NOT_FOUND: /);
   assert.match(errorText(await a.call('hub_role_ack_activation', {})), /^ACTIVATION_NOT_FOUND: /);
   assert.match(errorText(await a.call('hub_no_such_tool', {})), /^TOOL_UNKNOWN: /);
