@@ -28,6 +28,15 @@ async function mcp(agentId, extra = {}) {
   return m;
 }
 
+// Sessions for these agent ids, each attached (its whoami).
+async function attachedSessions(ids, extra = {}) {
+  const sessions = [];
+  for (const id of ids) sessions.push(await mcp(id, extra));
+  const whoami = [];
+  for (const m of sessions) whoami.push(await attached(m));
+  return { sessions, whoami };
+}
+
 const errorText = (r) => { assert.equal(r.isError, true, JSON.stringify(r)); return r.content[0].text; };
 
 test('lists every tool with hub_ names and schemas that carry hub\'s bounds', async () => {
@@ -406,10 +415,7 @@ test('reservations: the hub\'s pattern limit counts distinct patterns, not the s
 
 test('jobs: a supervisor assigns, a worker claims, reports progress and completes; the supervisor ' +
   'sees the result', async () => {
-  const sup = await mcp('mcp-job-sup');
-  const worker = await mcp('mcp-job-worker');
-  await attached(sup);
-  await attached(worker);
+  const { sessions: [sup, worker] } = await attachedSessions(['mcp-job-sup', 'mcp-job-worker']);
   assert.deepEqual((await worker.call('hub_claim_job', {})).structuredContent, { claimed: false, job: null });
 
   const assigned = await sup.call('hub_assign', { agent_id: 'mcp-job-worker', task: 'run the unit tests',
@@ -466,10 +472,7 @@ test('jobs: a supervisor assigns, a worker claims, reports progress and complete
 
 test('jobs: a worker whose attempt was superseded is refused with ASSIGN_ATTEMPT_MISMATCH; its ' +
   'result is kept as a late result', async () => {
-  const sup = await mcp('mcp-job-sup2');
-  const first = await mcp('mcp-job-w2');
-  await attached(sup);
-  const one = await attached(first);
+  const { sessions: [sup, first], whoami: [, one] } = await attachedSessions(['mcp-job-sup2', 'mcp-job-w2']);
   const { job_id: jobId } = (await sup.call('hub_assign', { agent_id: 'mcp-job-w2', task: 'refactor the parser',
     max_attempts: 3 })).structuredContent;
   assert.equal((await first.call('hub_claim_job', { job_id: jobId })).structuredContent.attempt.attempt, 1);
@@ -510,10 +513,7 @@ test('jobs: a worker whose attempt was superseded is refused with ASSIGN_ATTEMPT
 
 test('jobs: a role or pool worker, cancel told through progress, fail and retry', async () => {
   const project = 'prj_JOBStestJOBStestJOBSte';
-  const sup = await mcp('mcp-job-sup3', { project });
-  const worker = await mcp('mcp-job-w3', { project });
-  await attached(sup);
-  await attached(worker);
+  const { sessions: [sup, worker] } = await attachedSessions(['mcp-job-sup3', 'mcp-job-w3'], { project });
 
   // A pool of every hub-mcp session ("mcp"): the worker claims it, the
   // supervisor cancels it, the worker hears it at its next report.
