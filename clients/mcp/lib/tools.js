@@ -835,8 +835,9 @@ tool('hub_claim_job',
 
 tool('hub_job_progress',
   'Reports progress on a job this session claimed and keeps its attempt alive (the deadline moves ' +
-  'to now + the job\'s timeout). Says whether the supervisor cancelled the job: if so, stop ' +
-  'working on it and end it with hub_fail_job (reason "cancelled").',
+  'to now + the job\'s timeout); each report replaces the previous one, which the supervisor sees ' +
+  'in hub_job_status. Says whether the supervisor cancelled the job: if so, stop working on it ' +
+  'and end it with hub_fail_job (reason "cancelled").',
   object({ job_id: JOB_ID,
     note: { type: 'string', maxLength: 2000, description: 'what is done and what is next, in words (progress.note)' },
     progress: { type: 'object', description: 'structured progress, e.g. {"done": 3, "total": 10} (at most 64 KiB as JSON)' },
