@@ -28,6 +28,23 @@ const ADVICE_BY_REASON = {
     '(hub_send), or try again after it expires',
   RESERVATION_NOT_FOUND: 'the reservation ended (released, expired, or this session was gone); ' +
     'list yours with hub_reservations and reserve again if needed',
+  ASSIGN_NOT_FOUND: 'check the job id (hub_list_jobs lists this project\'s jobs)',
+  ASSIGN_ATTEMPT_MISMATCH: 'this session\'s attempt at the job is over: it was superseded (its ' +
+    'worker went, it timed out, or it was retried) and another attempt is the job\'s current one. ' +
+    'Stop working on the job; a result or error you sent is kept as a late result for the ' +
+    'supervisor. hub_job_status shows the job now',
+  ASSIGN_WORKER_MISMATCH: 'the job\'s current attempt is held by another agent, or by an earlier ' +
+    'registration of this agent, not by this session: stop working on it; hub_job_status shows who ' +
+    'holds it',
+  JOB_NOT_RUNNING: 'the job has no running attempt: it ended, or it waits to be claimed; ' +
+    'hub_job_status shows its state (hub_claim_job takes it when it is queued for you)',
+  JOB_NOT_CLAIMABLE: 'the job is not waiting for this agent: another worker claimed it, it is not ' +
+    'due yet, or it is for another worker; hub_job_status shows it, hub_claim_job without job_id ' +
+    'takes the next one waiting for you',
+  JOB_NOT_ENDED: 'only a failed, timed-out or cancelled job can be retried; hub_job_status shows its state',
+  JOB_WORKER_INVALID: 'name the worker with exactly one of agent_id, role (with scope_id for a ' +
+    'lead), role_key_wire or pool_capabilities',
+  JOB_FIELD_INVALID: 'fix the argument named in the message (metadata.field) and call again',
 };
 const ADVICE_BY_CODE = {
   INVALID_ARGUMENT: 'fix the argument named in the message and call again',
@@ -64,6 +81,8 @@ function errorResult(error, hubAddress) {
     message = `no answer from hub at ${hubAddress} in time` + (message ? ` (${message})` : '');
   }
   const head = reason || codeName;
+  // hub's own messages lead with their reason (for generic clients): said once.
+  if (message && message.startsWith(`${head}: `)) message = message.slice(head.length + 2);
   const advice = ADVICE_BY_REASON[reason] || ADVICE_BY_CODE[codeName] || 'see the message';
   const text = `${head}: ${message}. What to do: ${advice}.`;
   return {

@@ -24,6 +24,7 @@ const MAX_PENDING_IDS = 10000;  // message ids pushed and not yet acknowledged
 const MAX_RECENT = 200;         // recent push events kept for hub_whoami
 const MAX_SENT = 1000;          // messages sent, for hub_message_status
 const MAX_ACTIVATIONS = 50;
+const MAX_CLAIMED_JOBS = 1000;  // the attempts this session claimed, by job id
 
 // A Map that forgets its oldest entries past `max`.
 function boundedSet(map, key, value, max) {
@@ -50,6 +51,9 @@ class HubMcpServer {
     this.activations = new Map();  // activation id -> {activation, status, epoch, error}
     this.withdrawn = new Set();    // role wires this session declines
     this.manualRoles = new Map();  // wire -> {epoch, roleKey} acked by hub_role_ack_activation
+    // job id -> the JobAttempt this session last claimed of it, which the
+    // worker tools write for (until the job is ended or the attempt refused).
+    this.claimedJobs = new Map();
     // Roles a previous server of this CLI process held when it stopped
     // ({wire, name, epoch, agent_id}), until hub says what became of them.
     this.inherited = [];
@@ -333,6 +337,9 @@ class HubMcpServer {
     if (withdrawn) this.withdrawn.add(wire);
     else this.withdrawn.delete(wire);
   }
+  rememberAttempt(attempt) { boundedSet(this.claimedJobs, attempt.jobId, { ...attempt }, MAX_CLAIMED_JOBS); }
+  claimedAttempt(jobId) { return this.claimedJobs.get(jobId); }
+  forgetAttempt(jobId) { this.claimedJobs.delete(jobId); }
   unackedActivation(activationId) {
     const list = [...this.activations.values()].filter((e) => e.status !== 'acked');
     if (activationId) return list.find((e) => e.activation.activationId === activationId) || null;
@@ -388,7 +395,9 @@ class HubMcpServer {
         instructions: 'hub coordinates the agents of a project: hub_whoami says who you are and ' +
           'which roles you hold (with the epoch: your fencing token); hub_inbox lists messages for ' +
           'you, hub_ack acknowledges them; hub_send / hub_ask / hub_reply talk to agents, topics ' +
-          'and roles ("cto", "lead:scp_…").' });
+          'and roles ("cto", "lead:scp_…"); hub_assign hands a job to another agent (hub_job_status ' +
+          'follows it), and hub_claim_job takes a job assigned to you (hub_job_progress, ' +
+          'hub_complete_job, hub_fail_job report on it).' });
     const ajv = new Ajv({ allErrors: false, strict: false });
     const validators = new Map(TOOLS.map((t) => [t.name, ajv.compile(t.inputSchema)]));
     mcp.setRequestHandler(ListToolsRequestSchema, async () => ({
@@ -409,7 +418,7 @@ class HubMcpServer {
       const e = validate.errors[0];
       const field = e.params.missingProperty || e.params.additionalProperty ||
         e.instancePath.split('/')[1] || '';
-      const reason = FIELD_REASONS[field] || 'REQUEST_INVALID';
+      const reason = t.fieldReasons[field] || FIELD_REASONS[field] || 'REQUEST_INVALID';
       const what = e.params.additionalProperty ? 'is not an argument of this tool' : e.message;
       return errorResult(new ToolError(reason, `${field || 'arguments'} ${what}`), this.hubAddress);
     }

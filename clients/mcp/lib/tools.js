@@ -5,7 +5,8 @@
 // ToolError; server.js turns those into tool errors.
 const { duration, toStruct } = require('../../node/lib/convert');
 const { ToolError } = require('./errors');
-const { lower, iso, renderAgent, roleName, renderRole, renderMessage, clip } = require('./render');
+const { lower, iso, renderAgent, roleName, renderRole, renderMessage, clip, renderJob, jobLine, partyName } =
+  require('./render');
 
 // ---- bounds (proto/hub/v1) ------------------------------------------------
 const AGENT_ID = '^[A-Za-z0-9._:-]{3,64}$';
@@ -120,8 +121,9 @@ function requireGeneration(ctx) {
 
 // ---- the tools ------------------------------------------------------------------
 const TOOLS = [];
-function tool(name, description, inputSchema, handler, annotations = {}) {
-  TOOLS.push({ name, description, inputSchema, handler, annotations });
+// `fieldReasons`: this tool's own reasons for bad arguments, over FIELD_REASONS.
+function tool(name, description, inputSchema, handler, annotations = {}, fieldReasons = {}) {
+  TOOLS.push({ name, description, inputSchema, handler, annotations, fieldReasons });
 }
 
 tool('hub_whoami',
@@ -596,5 +598,306 @@ tool('hub_check_paths',
       `${c.reservation_id}, until ${c.expires_at})`).join('\n');
     return { text, structured: { conflicts } };
   }, { readOnlyHint: true });
+
+// ---- jobs (docs/design/jobs.md) ---------------------------------------------------
+// The supervisor's side (hub_assign, hub_job_status, hub_list_jobs,
+// hub_cancel_job, hub_retry_job) and the worker's (hub_claim_job,
+// hub_job_progress, hub_complete_job, hub_fail_job). This session is the
+// supervisor of the jobs it assigns and the worker of the jobs it claims. A
+// claim answers the attempt (number, agent, presence generation, role
+// epoch) that every later write of it must name; the server keeps the last
+// one claimed per job, so the model names the job only.
+const JOB_ID = { type: 'string', minLength: 1, maxLength: 64, description: 'the job id (hub_assign or hub_claim_job returned it)' };
+const JOB_STATES = ['blocked', 'queued', 'offered', 'running', 'waiting_human', 'succeeded', 'failed',
+  'timed_out', 'cancelled'];
+const MAX_TASK = 20000;         // CreateJobRequest.task: 1 .. 20,000 bytes
+const MAX_JOB_TIMEOUT_S = 24 * 3600;
+const WORD = '^[A-Za-z0-9._:-]{1,128}$';
+const ATTEMPT = { type: 'integer', minimum: 1,
+  description: 'the attempt number, only to override the one this session claimed (hub_job_status ' +
+    'shows the job\'s current attempt); normally left out' };
+// A job argument hub refuses names hub's job reason.
+const JOB_FIELDS = {
+  job_id: 'JOB_ID_INVALID', task: 'JOB_FIELD_INVALID', payload: 'JOB_FIELD_INVALID',
+  priority: 'JOB_FIELD_INVALID', timeout_seconds: 'JOB_FIELD_INVALID', max_attempts: 'JOB_FIELD_INVALID',
+  idempotency_key: 'JOB_FIELD_INVALID', pool_capabilities: 'JOB_WORKER_INVALID',
+  progress: 'JOB_FIELD_INVALID', note: 'JOB_FIELD_INVALID', result: 'JOB_FIELD_INVALID',
+  summary: 'JOB_FIELD_INVALID', reason: 'JOB_FIELD_INVALID', message: 'JOB_FIELD_INVALID',
+  retryable: 'JOB_FIELD_INVALID', details: 'JOB_FIELD_INVALID', attempt: 'JOB_FIELD_INVALID',
+  states: 'JOB_FIELD_INVALID',
+};
+// The refusals of an attempt's write: the attempt is not this session's any more.
+const ATTEMPT_REASONS = new Set(['ASSIGN_ATTEMPT_MISMATCH', 'ASSIGN_WORKER_MISMATCH', 'JOB_NOT_RUNNING']);
+
+// The worker of hub_assign: exactly one of agent_id, a role, a pool.
+function workerOf(args, ctx) {
+  const given = ['agent_id', 'role', 'role_key_wire', 'pool_capabilities'].filter((k) => args[k] !== undefined);
+  if (given.length !== 1) {
+    throw new ToolError('JOB_WORKER_INVALID', `name the worker with exactly one of agent_id, role (with ` +
+      `scope_id for a lead), role_key_wire or pool_capabilities${given.length ? `; got ${given.join(', ')}` : ''}`);
+  }
+  if (args.pool_topic !== undefined && !args.pool_capabilities) {
+    throw new ToolError('JOB_WORKER_INVALID', 'pool_topic goes with pool_capabilities');
+  }
+  if (args.agent_id) return { agentId: args.agent_id };
+  if (args.pool_capabilities) return { pool: { capabilities: args.pool_capabilities, topic: args.pool_topic || '' } };
+  return roleKeyOf({ role: args.role, scope_id: args.scope_id, role_key_wire: args.role_key_wire }, ctx);
+}
+
+// The attempt a worker tool writes for: the one this session claimed for
+// the job (or `attempt` instead of its number). With none remembered (this
+// hub-mcp did not claim it, or the claim's answer was lost) the job is read:
+// its current attempt, fenced by this session's presence generation, so
+// hub refuses it unless this very session holds it.
+async function attemptOf(args, ctx) {
+  const claimed = ctx.claimedAttempt(args.job_id);
+  if (claimed && (args.attempt === undefined || args.attempt === claimed.attempt)) return { ...claimed };
+  const generation = requireGeneration(ctx);
+  const { job } = await ctx.client.jobs.getJob({ jobId: args.job_id });
+  const current = job.attempt;
+  const mine = current.agentId === ctx.identity.agentId && current.presenceGeneration === generation;
+  return { jobId: args.job_id, attempt: args.attempt !== undefined ? args.attempt : current.attempt,
+    agentId: ctx.identity.agentId, presenceGeneration: generation, roleEpoch: mine ? current.roleEpoch : 0 };
+}
+
+// Runs a write of `attempt`; a refusal that means the attempt is no longer
+// this session's forgets it and says which attempt the job is at.
+async function attemptWrite(attempt, ctx, write) {
+  try {
+    return await write();
+  } catch (e) {
+    if (ATTEMPT_REASONS.has(e.reason)) {
+      ctx.forgetAttempt(attempt.jobId);
+      const m = e.metadata || {};
+      e.details = `${e.details} (this session wrote as attempt ${attempt.attempt} of agent ${attempt.agentId} ` +
+        `at presence generation ${attempt.presenceGeneration}; the job is at attempt ${m.attempt || '?'}, ` +
+        `${m.state || 'state unknown'})`;
+    }
+    throw e;
+  }
+}
+
+// The fence a worker tool reports, snake_case.
+const attemptFields = (a) => ({ attempt: a.attempt, agent_id: a.agentId, presence_generation: a.presenceGeneration,
+  role_epoch: a.roleEpoch || null });
+
+// A JSON object argument plus one text field stored in it.
+function withText(object, key, text) {
+  const out = { ...(object || {}) };
+  if (text !== undefined) out[key] = text;
+  return toStruct(out);
+}
+
+// What a job's state means to its supervisor, after its line.
+function jobDetail(j) {
+  const r = renderJob(j);
+  const parts = [jobLine(j)];
+  if (r.result) parts.push(`result: ${clip(undefined, r.result)}`);
+  if (r.error) parts.push(`error: ${r.error.reason}${r.error.message ? ` (${clip(r.error.message)})` : ''}`);
+  if (r.progress && r.state === 'running') parts.push(`progress: ${clip(undefined, r.progress)}`);
+  if (r.deadline) parts.push(`deadline ${r.deadline}`);
+  if (r.not_before) parts.push(`not before ${r.not_before}`);
+  if (r.late_results.length) parts.push(`${r.late_results.length} late result(s) of superseded attempts`);
+  return { r, text: parts.join('; ') };
+}
+
+tool('hub_assign',
+  'Hands a job to another agent and returns its job id: a task (what to do, in words) with an ' +
+  'optional JSON payload, for exactly one worker: one agent (agent_id), whoever holds a role ' +
+  '(role cto, or role lead with scope_id), or any agent of this project with every listed ' +
+  'capability (pool_capabilities). This session is the job\'s supervisor. hub keeps the job until ' +
+  'a worker claims it, gives each try (attempt) to one live worker, re-queues it when that worker ' +
+  'goes or fails retryably (up to max_attempts), and ends it timed_out when a worker stays silent ' +
+  'past timeout_seconds. Follow it with hub_job_status; hub_cancel_job and hub_retry_job act on it.',
+  object({
+    task: { type: 'string', minLength: 1, maxLength: MAX_TASK,
+      description: 'what the worker is to do, self-contained: the worker sees only this and the payload' },
+    payload: { type: 'object', description: 'JSON input for the task (at most 256 KiB as JSON)' },
+    agent_id: { type: 'string', pattern: AGENT_ID, description: 'the worker: this one agent' },
+    role: { ...roleProps.role, description: 'the worker: whoever holds this role of this project when the ' +
+      'job is claimed (cto, or lead with scope_id)' },
+    scope_id: roleProps.scope_id,
+    role_key_wire: { ...roleProps.role_key_wire, description: 'the worker: a role as its rk2 wire, instead of role' },
+    pool_capabilities: { type: 'array', minItems: 0, maxItems: 32, uniqueItems: true,
+      items: { type: 'string', minLength: 1, maxLength: 128 },
+      description: 'the worker: any agent of this project that has every one of these capabilities ' +
+        '(every hub-mcp session has "mcp"; hub_list_agents shows agents\' capabilities); [] is any agent' },
+    pool_topic: { type: 'string', pattern: TOPIC, description: 'with pool_capabilities: the agent must also ' +
+      'be subscribed to this topic' },
+    priority: { ...priority, description: '1 (lowest) .. 9 (highest), default 5: a worker claims its ' +
+      'highest-priority job first' },
+    timeout_seconds: { type: 'integer', minimum: 1, maximum: MAX_JOB_TIMEOUT_S, default: 600,
+      description: 'how long one attempt may go without a progress report (hub_job_progress) before it ' +
+        'ends timed_out, 1 .. 86400 s' },
+    max_attempts: { type: 'integer', minimum: 1, maximum: 100, default: 1,
+      description: 'tries in all, 1 .. 100: a worker that goes or fails retryably leaves the job queued ' +
+        'for another attempt while attempts are left' },
+    idempotency_key: { type: 'string', minLength: 1, maxLength: 128,
+      description: 'assigning again with the same key returns the first job instead of a second one' },
+  }, ['task']),
+  async (args, ctx) => {
+    const req = { projectId: projectOf(ctx), supervisor: { agentId: ctx.identity.agentId },
+      worker: workerOf(args, ctx), task: args.task, payload: toStruct(args.payload || {}),
+      priority: args.priority || 5, timeout: duration((args.timeout_seconds || 600) * 1000),
+      maxAttempts: args.max_attempts || 1, idempotencyKey: args.idempotency_key || '' };
+    const r = await ctx.client.jobs.createJob(req);
+    const structured = { ...renderJob(r.job), created: r.created };
+    const text = `${r.created ? 'assigned' : 'already assigned (same idempotency_key)'} job ${r.job.jobId} ` +
+      `to ${partyName(r.job.worker)}: ${structured.state}, attempt ${structured.attempt.attempt} of ` +
+      `${structured.max_attempts}; follow it with hub_job_status`;
+    return { text, structured };
+  }, {}, JOB_FIELDS);
+
+tool('hub_job_status',
+  'Reads one job: its state (queued, running, succeeded, failed, timed_out, cancelled, ...), its ' +
+  'current attempt and who holds it, the worker\'s last progress, and its result or error.',
+  object({ job_id: JOB_ID }, ['job_id']),
+  async (args, ctx) => {
+    const { job } = await ctx.client.jobs.getJob({ jobId: args.job_id });
+    const { r, text } = jobDetail(job);
+    return { text, structured: r };
+  }, { readOnlyHint: true }, JOB_FIELDS);
+
+tool('hub_list_jobs',
+  'Lists jobs of this project, most recently changed first: those this session assigned ' +
+  '(side supervisor, the default), those whose worker is this session (side worker), or all.',
+  object({
+    side: { type: 'string', enum: ['supervisor', 'worker', 'all'], default: 'supervisor',
+      description: 'supervisor: jobs this session assigned; worker: jobs assigned to or claimed by this ' +
+        'agent; all: every job of this project' },
+    states: { type: 'array', items: { type: 'string', enum: JOB_STATES }, maxItems: JOB_STATES.length,
+      uniqueItems: true, description: 'only jobs in one of these states' },
+    page_size: pageSize(1000, 50), page_token: pageToken,
+  }),
+  async (args, ctx) => {
+    const side = args.side || 'supervisor';
+    const req = { projectId: projectOf(ctx), pageSize: args.page_size || 50, pageToken: args.page_token || '',
+      states: (args.states || []).map((s) => `JOB_STATE_${s.toUpperCase()}`),
+      supervisorAgentId: side === 'supervisor' ? ctx.identity.agentId : '',
+      workerAgentId: side === 'worker' ? ctx.identity.agentId : '' };
+    const r = await ctx.client.jobs.listJobs(req);
+    const text = r.jobs.length === 0 ? 'no jobs' : r.jobs.map(jobLine).join('\n') +
+      (r.nextPageToken ? '\n(more: page_token)' : '');
+    return { text, structured: { jobs: r.jobs.map(renderJob), next_page_token: r.nextPageToken } };
+  }, { readOnlyHint: true }, JOB_FIELDS);
+
+tool('hub_cancel_job',
+  'Cancels a job this session assigned. A queued job ends cancelled at once; a running one is ' +
+  'marked, its worker is told at its next progress report, and it ends cancelled when the worker ' +
+  'stops (or its deadline passes). An ended job is left as it is.',
+  object({ job_id: JOB_ID, reason: { type: 'string', maxLength: 512, description: 'why, kept on the job' } },
+    ['job_id']),
+  async (args, ctx) => {
+    const { job } = await ctx.client.jobs.cancelJob({ jobId: args.job_id, reason: args.reason || '',
+      agentId: ctx.identity.agentId });
+    const r = renderJob(job);
+    const text = r.state === 'cancelled' ? `job ${job.jobId} is cancelled`
+      : r.cancel_requested && !['succeeded', 'failed', 'timed_out'].includes(r.state)
+        ? `job ${job.jobId} is ${r.state}: cancellation requested; its worker ${r.attempt.agent_id || ''} is told ` +
+          'at its next progress report and the job ends cancelled when it stops'
+        : `job ${job.jobId} had already ended ${r.state}: nothing changed`;
+    return { text, structured: r };
+  }, { idempotentHint: true }, JOB_FIELDS);
+
+tool('hub_retry_job',
+  'Queues a failed, timed-out or cancelled job this session assigned again, as a new attempt ' +
+  '(its last error is kept).',
+  object({ job_id: JOB_ID }, ['job_id']),
+  async (args, ctx) => {
+    const { job } = await ctx.client.jobs.retryJob({ jobId: args.job_id, agentId: ctx.identity.agentId });
+    const r = renderJob(job);
+    return { text: `job ${job.jobId} is ${r.state} again as attempt ${r.attempt.attempt}`, structured: r };
+  }, {}, JOB_FIELDS);
+
+tool('hub_claim_job',
+  'Takes a job to work on, as its worker: the next one waiting for this session (assigned to its ' +
+  'agent id, to a role it holds, or to a pool it matches; highest priority first, then oldest), ' +
+  'or the given job_id. Answers the task and payload, and the attempt this session now holds; ' +
+  'hub-mcp remembers the attempt, so the other worker tools need only the job id. While working, ' +
+  'call hub_job_progress within every timeout_seconds; end with hub_complete_job or hub_fail_job. ' +
+  'With no job waiting it says so.',
+  object({ job_id: { ...JOB_ID, description: 'claim this job; default: the next one waiting for this session' },
+    topic: { type: 'string', pattern: TOPIC, description: 'only jobs of this topic' } }),
+  async (args, ctx) => {
+    const req = { agentId: ctx.identity.agentId, presenceGeneration: requireGeneration(ctx),
+      jobId: args.job_id || '', topic: args.topic || '' };
+    const { job } = await ctx.client.jobs.claimJob(req);
+    if (!job) return { text: 'no job is waiting for this session', structured: { claimed: false, job: null } };
+    ctx.rememberAttempt(job.attempt);
+    const r = renderJob(job);
+    const payload = Object.keys(r.payload).length ? `\npayload: ${JSON.stringify(r.payload)}` : '';
+    const text = `claimed job ${job.jobId} (attempt ${r.attempt.attempt} of ${r.max_attempts}, from ` +
+      `${partyName(job.supervisor)}, priority ${r.priority}); report progress with hub_job_progress at ` +
+      `least every ${r.timeout_seconds} s (deadline ${r.deadline}); end it with hub_complete_job or ` +
+      `hub_fail_job.\ntask: ${job.task}${payload}`;
+    return { text, structured: { claimed: true, job: r, attempt: attemptFields(job.attempt) } };
+  }, {}, JOB_FIELDS);
+
+tool('hub_job_progress',
+  'Reports progress on a job this session claimed and keeps its attempt alive (the deadline moves ' +
+  'to now + the job\'s timeout); each report replaces the previous one, which the supervisor sees ' +
+  'in hub_job_status. Says whether the supervisor cancelled the job: if so, stop working on it ' +
+  'and end it with hub_fail_job (reason "cancelled").',
+  object({ job_id: JOB_ID,
+    note: { type: 'string', maxLength: 2000, description: 'what is done and what is next, in words (progress.note)' },
+    progress: { type: 'object', description: 'structured progress, e.g. {"done": 3, "total": 10} (at most 64 KiB as JSON)' },
+    attempt: ATTEMPT }, ['job_id']),
+  async (args, ctx) => {
+    const attempt = await attemptOf(args, ctx);
+    const r = await attemptWrite(attempt, ctx, () => ctx.client.jobs.heartbeatJob({ attempt,
+      progress: withText(args.progress, 'note', args.note) }));
+    const structured = { job_id: attempt.jobId, cancel_requested: r.cancelRequested, deadline: iso(r.deadline),
+      attempt: attemptFields(attempt) };
+    const text = r.cancelRequested
+      ? `job ${attempt.jobId} was CANCELLED by its supervisor: stop working on it now and end it with ` +
+        'hub_fail_job (reason "cancelled")'
+      : `progress recorded for job ${attempt.jobId}; report again before ${structured.deadline}`;
+    return { text, structured };
+  }, {}, JOB_FIELDS);
+
+tool('hub_complete_job',
+  'Ends a job this session claimed with its result: the job succeeded, and its supervisor sees ' +
+  'the result. Refused (ASSIGN_ATTEMPT_MISMATCH and the like) when this session\'s attempt is ' +
+  'no longer the job\'s current one; the result is then kept as a late result.',
+  object({ job_id: JOB_ID,
+    summary: { type: 'string', maxLength: MAX_TEXT, description: 'the outcome in words (result.summary)' },
+    result: { type: 'object', description: 'the structured result (at most 256 KiB as JSON)' },
+    attempt: ATTEMPT }, ['job_id']),
+  async (args, ctx) => {
+    const attempt = await attemptOf(args, ctx);
+    const { job } = await attemptWrite(attempt, ctx, () => ctx.client.jobs.completeJob({ attempt,
+      result: withText(args.result, 'summary', args.summary) }));
+    ctx.forgetAttempt(attempt.jobId);
+    const r = renderJob(job);
+    return { text: `job ${job.jobId} ${r.state}; its supervisor ${partyName(job.supervisor)} sees the result`,
+      structured: r };
+  }, { idempotentHint: true }, JOB_FIELDS);
+
+tool('hub_fail_job',
+  'Ends this session\'s attempt at a job it claimed with an error. With retryable true and ' +
+  'attempts left the job is queued again for another attempt (by any eligible worker) after a ' +
+  'backoff; otherwise it ends failed. Use reason "cancelled" after hub_job_progress reported a ' +
+  'cancellation.',
+  object({ job_id: JOB_ID,
+    reason: { type: 'string', pattern: WORD, description: 'a short stable word for why, e.g. tests_failed, ' +
+      'no_access, cancelled' },
+    message: { type: 'string', maxLength: 20000, description: 'what went wrong, for the supervisor' },
+    retryable: { type: 'boolean', default: false, description: 'true when another attempt could succeed ' +
+      '(a flaky failure, something missing on this machine); false when the task itself cannot be done' },
+    details: { type: 'object', description: 'structured details (at most 64 KiB as JSON)' },
+    attempt: ATTEMPT }, ['job_id', 'reason']),
+  async (args, ctx) => {
+    const attempt = await attemptOf(args, ctx);
+    const { job } = await attemptWrite(attempt, ctx, () => ctx.client.jobs.failJob({ attempt,
+      error: { reason: args.reason, message: args.message || '', retryable: Boolean(args.retryable),
+        details: toStruct(args.details || {}) } }));
+    ctx.forgetAttempt(attempt.jobId);
+    const r = renderJob(job);
+    const text = r.state === 'queued'
+      ? `job ${job.jobId} is queued again for attempt ${r.attempt.attempt} of ${r.max_attempts}` +
+        (r.not_before ? ` (not before ${r.not_before})` : '')
+      : `job ${job.jobId} ended ${r.state} (${args.reason})`;
+    return { text, structured: r };
+  }, {}, JOB_FIELDS);
 
 module.exports = { TOOLS, FIELD_REASONS, MAX_QUESTION, MAX_TTL_S };

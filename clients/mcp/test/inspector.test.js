@@ -30,6 +30,10 @@ test('inspector-cli lists the tools and calls hub_send and hub_whoami', async ()
     assert.ok(list.tools.some((t) => t.name === 'hub_whoami'));
     // Every tool hub-mcp defines, as a client we did not write sees them.
     assert.equal(list.tools.length, TOOLS.length);
+    for (const name of ['hub_assign', 'hub_job_status', 'hub_list_jobs', 'hub_cancel_job', 'hub_retry_job',
+      'hub_claim_job', 'hub_job_progress', 'hub_complete_job', 'hub_fail_job']) {
+      assert.ok(list.tools.some((t) => t.name === name), name);
+    }
     const sent = await inspector([...server, '--method', 'tools/call', '--tool-name', 'hub_send',
       '--tool-arg', 'to=someone-else', '--tool-arg', 'text=hi']);
     assert.equal(sent.isError, undefined, JSON.stringify(sent));

@@ -28,6 +28,15 @@ async function mcp(agentId, extra = {}) {
   return m;
 }
 
+// Sessions for these agent ids, each attached (its whoami).
+async function attachedSessions(ids, extra = {}) {
+  const sessions = [];
+  for (const id of ids) sessions.push(await mcp(id, extra));
+  const whoami = [];
+  for (const m of sessions) whoami.push(await attached(m));
+  return { sessions, whoami };
+}
+
 const errorText = (r) => { assert.equal(r.isError, true, JSON.stringify(r)); return r.content[0].text; };
 
 test('lists every tool with hub_ names and schemas that carry hub\'s bounds', async () => {
@@ -37,7 +46,9 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   for (const name of ['hub_whoami', 'hub_list_agents', 'hub_send', 'hub_inbox', 'hub_ack', 'hub_ask',
     'hub_reply', 'hub_message_status', 'hub_role_get', 'hub_role_list', 'hub_role_candidates',
     'hub_role_candidacy', 'hub_role_ensure', 'hub_role_ack_activation', 'hub_role_step_down',
-    'hub_reserve', 'hub_release', 'hub_reservations', 'hub_check_paths']) {
+    'hub_reserve', 'hub_release', 'hub_reservations', 'hub_check_paths', 'hub_assign', 'hub_job_status',
+    'hub_list_jobs', 'hub_cancel_job', 'hub_retry_job', 'hub_claim_job', 'hub_job_progress',
+    'hub_complete_job', 'hub_fail_job']) {
     assert.ok(byName[name], `tool ${name}`);
     assert.equal(byName[name].inputSchema.type, 'object');
   }
@@ -52,6 +63,18 @@ test('lists every tool with hub_ names and schemas that carry hub\'s bounds', as
   assert.equal(byName.hub_list_agents.inputSchema.properties.page_size.maximum, 1000);
   assert.equal(byName.hub_reserve.inputSchema.properties.patterns.maxItems, 10000);
   assert.equal(byName.hub_check_paths.inputSchema.properties.paths.maxItems, 10000);
+  const assign = byName.hub_assign.inputSchema.properties;
+  assert.equal(assign.task.maxLength, 20000);
+  assert.deepEqual([assign.priority.minimum, assign.priority.maximum], [1, 9]);
+  assert.deepEqual([assign.timeout_seconds.minimum, assign.timeout_seconds.maximum], [1, 86400]);
+  assert.deepEqual([assign.max_attempts.minimum, assign.max_attempts.maximum], [1, 100]);
+  assert.equal(assign.pool_capabilities.maxItems, 32);
+  assert.deepEqual(byName.hub_assign.inputSchema.required, ['task']);
+  // The worker tools need the job id only: hub-mcp names the attempt.
+  for (const name of ['hub_job_progress', 'hub_complete_job']) {
+    assert.deepEqual(byName[name].inputSchema.required, ['job_id'], name);
+  }
+  assert.deepEqual(byName.hub_fail_job.inputSchema.required, ['job_id', 'reason']);
 });
 
 test('whoami: agent id, generation, hub identity, project', async () => {
@@ -168,7 +191,8 @@ test('bad arguments are refused with hub\'s reason codes; hub refusals lead with
   assert.match(errorText(await a.call('hub_role_get', { role: 'cto', project_id: 'prj_short' })), /^PROJECT_ID_INVALID: /);
   assert.match(errorText(await a.call('hub_role_get', { role: 'lead' })), /^SCOPE_REQUIRED: /);
   assert.match(errorText(await a.call('hub_role_get', { role: 'boss' })), /^ROLE_KIND_UNSUPPORTED: /);
-  assert.match(errorText(await a.call('hub_role_get', { role: 'lead', scope_id: 'scp_AAAAAAAAAAAAAAAAAAAAAA' })), /^ROLE_NOT_FOUND: /);
+  assert.match(errorText(await a.call('hub_role_get', { role: 'lead', scope_id: 'scp_AAAAAAAAAAAAAAAAAAAAAA' })),
+    /^ROLE_NOT_FOUND: role 'rk2\.[^']+' not found\. What to do: /);
   assert.match(errorText(await a.call('hub_message_status', { message_id: 'nope' })), /^MESSAGE_NOT_FOUND: /);
   assert.match(errorText(await a.call('hub_role_ack_activation', {})), /^ACTIVATION_NOT_FOUND: /);
   assert.match(errorText(await a.call('hub_no_such_tool', {})), /^TOOL_UNKNOWN: /);
@@ -387,4 +411,159 @@ test('reservations: the hub\'s pattern limit counts distinct patterns, not the s
   assert.equal(got.structuredContent.patterns.length, 64);
   assert.match(errorText(await a.call('hub_reserve', { patterns: [...distinct, 'lim/f64.cc'] })),
     /^RESERVATION_TOO_MANY_PATTERNS: /);
+});
+
+test('jobs: a supervisor assigns, a worker claims, reports progress and completes; the supervisor ' +
+  'sees the result', async () => {
+  const { sessions: [sup, worker] } = await attachedSessions(['mcp-job-sup', 'mcp-job-worker']);
+  assert.deepEqual((await worker.call('hub_claim_job', {})).structuredContent, { claimed: false, job: null });
+
+  const assigned = await sup.call('hub_assign', { agent_id: 'mcp-job-worker', task: 'run the unit tests',
+    payload: { target: '//...' }, priority: 7, timeout_seconds: 300, max_attempts: 2 });
+  assert.equal(assigned.isError, undefined, JSON.stringify(assigned));
+  const job = assigned.structuredContent;
+  assert.deepEqual([job.state, job.created, job.priority, job.timeout_seconds, job.max_attempts, job.task],
+    ['queued', true, 7, 300, 2, 'run the unit tests']);
+  assert.deepEqual(job.supervisor, { agent_id: 'mcp-job-sup' });
+  assert.deepEqual(job.worker, { agent_id: 'mcp-job-worker' });
+  assert.match(assigned.content[0].text, new RegExp(`^assigned job ${job.job_id} to mcp-job-worker`));
+
+  const claim = await worker.call('hub_claim_job', {});
+  assert.equal(claim.isError, undefined, JSON.stringify(claim));
+  const me = (await worker.call('hub_whoami')).structuredContent;
+  assert.equal(claim.structuredContent.job.job_id, job.job_id);
+  assert.equal(claim.structuredContent.job.state, 'running');
+  assert.deepEqual(claim.structuredContent.job.payload, { target: '//...' });
+  assert.deepEqual(claim.structuredContent.attempt, { attempt: 1, agent_id: 'mcp-job-worker',
+    presence_generation: me.presence_generation, role_epoch: null });
+  assert.match(claim.content[0].text, /task: run the unit tests\npayload: \{"target":"\/\/\.\.\."\}$/);
+  // Nothing else waits for the worker.
+  assert.equal((await worker.call('hub_claim_job', {})).structuredContent.claimed, false);
+
+  // Only the job id: hub-mcp names the attempt it claimed.
+  const progress = await worker.call('hub_job_progress', { job_id: job.job_id, note: 'half way',
+    progress: { passed: 120, total: 300 } });
+  assert.equal(progress.isError, undefined, JSON.stringify(progress));
+  assert.equal(progress.structuredContent.cancel_requested, false);
+  assert.ok(Date.parse(progress.structuredContent.deadline) > Date.now());
+  let status = await sup.call('hub_job_status', { job_id: job.job_id });
+  assert.equal(status.structuredContent.state, 'running');
+  assert.equal(status.structuredContent.attempt.agent_id, 'mcp-job-worker');
+  assert.deepEqual(status.structuredContent.progress, { passed: 120, total: 300, note: 'half way' });
+
+  const done = await worker.call('hub_complete_job', { job_id: job.job_id, summary: 'all green',
+    result: { passed: 300 } });
+  assert.equal(done.isError, undefined, JSON.stringify(done));
+  assert.equal(done.structuredContent.state, 'succeeded');
+
+  status = await sup.call('hub_job_status', { job_id: job.job_id });
+  assert.equal(status.structuredContent.state, 'succeeded');
+  assert.deepEqual(status.structuredContent.result, { passed: 300, summary: 'all green' });
+  assert.match(status.content[0].text, new RegExp(`^${job.job_id} succeeded \\(attempt 1 of 2 by mcp-job-worker, ` +
+    'priority 7, for mcp-job-worker\\): run the unit tests; result: \\{.*"summary":"all green"'));
+  const mine = await sup.call('hub_list_jobs', {});
+  assert.deepEqual(mine.structuredContent.jobs.map((j) => [j.job_id, j.state]), [[job.job_id, 'succeeded']]);
+  const asWorker = await worker.call('hub_list_jobs', { side: 'worker', states: ['succeeded'] });
+  assert.deepEqual(asWorker.structuredContent.jobs.map((j) => j.job_id), [job.job_id]);
+  assert.deepEqual((await worker.call('hub_list_jobs', {})).structuredContent.jobs, []);
+  // The job ended: a second report is refused with hub's reason.
+  assert.match(errorText(await worker.call('hub_job_progress', { job_id: job.job_id })), /^JOB_NOT_RUNNING: /);
+});
+
+test('jobs: a worker whose attempt was superseded is refused with ASSIGN_ATTEMPT_MISMATCH; its ' +
+  'result is kept as a late result', async () => {
+  const { sessions: [sup, first], whoami: [, one] } = await attachedSessions(['mcp-job-sup2', 'mcp-job-w2']);
+  const { job_id: jobId } = (await sup.call('hub_assign', { agent_id: 'mcp-job-w2', task: 'refactor the parser',
+    max_attempts: 3 })).structuredContent;
+  assert.equal((await first.call('hub_claim_job', { job_id: jobId })).structuredContent.attempt.attempt, 1);
+
+  // A second session of the same agent id registers: the first one's
+  // presence is gone, and so is its attempt; the job waits for attempt 2.
+  const second = await mcp('mcp-job-w2');
+  const two = await attached(second);
+  assert.ok(two.presence_generation > one.presence_generation);
+  await waitFor('attempt 2 queued', async () => {
+    const j = (await sup.call('hub_job_status', { job_id: jobId })).structuredContent;
+    return j.state === 'queued' && j.attempt.attempt === 2 && j.error && j.error.reason === 'worker_gone';
+  });
+  const claim = await second.call('hub_claim_job', {});
+  assert.equal(claim.structuredContent.job.job_id, jobId, JSON.stringify(claim));
+  assert.equal(claim.structuredContent.attempt.attempt, 2);
+
+  const stale = await first.call('hub_complete_job', { job_id: jobId, summary: 'done by the old session' });
+  const text = errorText(stale);
+  assert.match(text, /^ASSIGN_ATTEMPT_MISMATCH: /);
+  assert.match(text, /this session wrote as attempt 1 .*the job is at attempt 2, running/);
+  assert.match(text, /What to do: this session's attempt at the job is over/);
+  assert.equal(stale.structuredContent.error.reason, 'ASSIGN_ATTEMPT_MISMATCH');
+  assert.equal(stale.structuredContent.error.code, 'FAILED_PRECONDITION');
+  // An explicit attempt of the current number is still not the old session's.
+  assert.match(errorText(await first.call('hub_job_progress', { job_id: jobId, attempt: 2 })),
+    /^ASSIGN_WORKER_MISMATCH: /);
+
+  const status = (await sup.call('hub_job_status', { job_id: jobId })).structuredContent;
+  assert.deepEqual([status.state, status.attempt.attempt, status.attempt.presence_generation],
+    ['running', 2, two.presence_generation]);
+  assert.deepEqual(status.late_results.map((l) => [l.attempt, l.agent_id, l.result]),
+    [[1, 'mcp-job-w2', { summary: 'done by the old session' }]]);
+  // The current session's own attempt goes through.
+  const done = await second.call('hub_complete_job', { job_id: jobId, result: { ok: true } });
+  assert.equal(done.structuredContent.state, 'succeeded', JSON.stringify(done));
+});
+
+test('jobs: a role or pool worker, cancel told through progress, fail and retry', async () => {
+  const project = 'prj_JOBStestJOBStestJOBSte';
+  const { sessions: [sup, worker] } = await attachedSessions(['mcp-job-sup3', 'mcp-job-w3'], { project });
+
+  // A pool of every hub-mcp session ("mcp"): the worker claims it, the
+  // supervisor cancels it, the worker hears it at its next report.
+  const pool = (await sup.call('hub_assign', { pool_capabilities: ['mcp'], task: 'triage the flaky test' }))
+    .structuredContent;
+  assert.deepEqual(pool.worker, { pool: { capabilities: ['mcp'], topic: null } });
+  assert.equal((await worker.call('hub_claim_job', {})).structuredContent.job.job_id, pool.job_id);
+  const cancel = await sup.call('hub_cancel_job', { job_id: pool.job_id, reason: 'not needed any more' });
+  assert.equal(cancel.structuredContent.cancel_requested, true, JSON.stringify(cancel));
+  assert.match(cancel.content[0].text, /cancellation requested/);
+  const told = await worker.call('hub_job_progress', { job_id: pool.job_id, note: 'looking' });
+  assert.equal(told.structuredContent.cancel_requested, true);
+  assert.match(told.content[0].text, /CANCELLED by its supervisor: stop working on it/);
+  const ended = await worker.call('hub_fail_job', { job_id: pool.job_id, reason: 'cancelled' });
+  assert.equal(ended.structuredContent.state, 'cancelled', JSON.stringify(ended));
+
+  // A job for the cto role, held by the worker.
+  await worker.call('hub_role_candidacy', { role: 'cto', candidate: true });
+  await worker.call('hub_role_ensure', { role: 'cto' });
+  const held = await waitFor('the worker holds cto', async () =>
+    (await worker.call('hub_whoami')).structuredContent.roles.find((r) => r.role === 'cto'));
+  const forRole = (await sup.call('hub_assign', { role: 'cto', task: 'decide the release date' })).structuredContent;
+  assert.equal(forRole.worker.role, `cto of ${project}`);
+  const claim = await worker.call('hub_claim_job', { job_id: forRole.job_id });
+  assert.equal(claim.structuredContent.attempt.role_epoch, held.epoch, JSON.stringify(claim));
+  const failed = await worker.call('hub_fail_job', { job_id: forRole.job_id, reason: 'no_access',
+    message: 'the calendar is private' });
+  assert.equal(failed.structuredContent.state, 'failed', JSON.stringify(failed));
+  assert.deepEqual([failed.structuredContent.error.reason, failed.structuredContent.error.message],
+    ['no_access', 'the calendar is private']);
+  assert.match(errorText(await sup.call('hub_retry_job', { job_id: pool.job_id + 'x' })), /^ASSIGN_NOT_FOUND: /);
+  const retried = await sup.call('hub_retry_job', { job_id: forRole.job_id });
+  assert.deepEqual([retried.structuredContent.state, retried.structuredContent.attempt.attempt], ['queued', 2]);
+  assert.match(errorText(await sup.call('hub_retry_job', { job_id: forRole.job_id })), /^JOB_NOT_ENDED: /);
+  const cancelled = await sup.call('hub_cancel_job', { job_id: forRole.job_id });
+  assert.equal(cancelled.structuredContent.state, 'cancelled');
+
+  // Arguments are checked before any call, with hub's job reasons.
+  for (const [tool, args, want] of [
+    ['hub_assign', { task: 'x' }, /^JOB_WORKER_INVALID: /],
+    ['hub_assign', { task: 'x', agent_id: 'mcp-job-w3', role: 'cto' }, /^JOB_WORKER_INVALID: /],
+    ['hub_assign', { task: '', agent_id: 'mcp-job-w3' }, /^JOB_FIELD_INVALID: task/],
+    ['hub_assign', { task: 'x', agent_id: 'mcp-job-w3', priority: 10 }, /^JOB_FIELD_INVALID: priority/],
+    ['hub_assign', { task: 'x', agent_id: 'mcp-job-w3', max_attempts: 101 }, /^JOB_FIELD_INVALID: max_attempts/],
+    ['hub_assign', { task: 'x', agent_id: 'mcp-job-w3', timeout_seconds: 86401 }, /^JOB_FIELD_INVALID: timeout/],
+    ['hub_fail_job', { job_id: pool.job_id, reason: 'has space' }, /^JOB_FIELD_INVALID: reason/],
+    ['hub_job_status', { job_id: '' }, /^JOB_ID_INVALID: /],
+    ['hub_job_status', { job_id: 'no-such-job' }, /^ASSIGN_NOT_FOUND: /],
+    ['hub_claim_job', { job_id: pool.job_id }, /^JOB_NOT_CLAIMABLE: /],
+  ]) {
+    assert.match(errorText(await sup.call(tool, args)), want, `${tool} ${JSON.stringify(args)}`);
+  }
 });

@@ -1,5 +1,5 @@
 'use strict';
-// HubClient: one channel to a hub, its four services as promise-returning
+// HubClient: one channel to a hub, its services as promise-returning
 // methods, and every failure as a HubError (gRPC code + hub reason code).
 const fs = require('fs');
 const grpc = require('@grpc/grpc-js');
@@ -27,6 +27,7 @@ const SERVICES = {
   roles: 'RoleService',
   messages: 'MessageService',
   reservations: 'ReservationService',
+  jobs: 'JobService',
 };
 
 // PEM text from a Buffer, PEM text, or a file path.

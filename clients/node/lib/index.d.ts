@@ -53,6 +53,14 @@ export class HubClient {
   readonly roles: ServiceMethods;
   /** MessageService: publish, ack, listPending, listDeadLetters, redriveDeadLetter, ask, listTrace. */
   readonly messages: ServiceMethods;
+  /** ReservationService: reserve, checkReservations, listReservations, renewReservation, releaseReservation, forceReleaseReservation. */
+  readonly reservations: ServiceMethods;
+  /**
+   * JobService: createJob, claimJob, heartbeatJob, completeJob, failJob, getJob, listJobs,
+   * cancelJob, retryJob. A claim answers the job with its `attempt` (a JobAttempt), which
+   * heartbeatJob, completeJob and failJob pass back as `attempt`.
+   */
+  readonly jobs: ServiceMethods;
   attach(metadata?: Metadata): ClientDuplexStream<Msg, Msg>;
   watchRoles(request?: Msg, metadata?: Metadata): ClientReadableStream<Msg>;
   toHubError(err: unknown): HubError;

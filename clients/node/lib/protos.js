@@ -20,6 +20,7 @@ const HUB_FILES = [
   'hub/v1/role_service.proto',
   'hub/v1/message.proto',
   'hub/v1/reservation.proto',
+  'hub/v1/job.proto',
 ];
 const DEBIAN_INCLUDE_DIRS = [
   '/usr/include',

@@ -3,7 +3,7 @@
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const {
-  HubClient, PresenceSession, HubError, status, toStruct, fromStruct, toDate,
+  HubClient, PresenceSession, HubError, status, toStruct, fromStruct, toDate, duration, durationMs,
 } = require('../lib');
 const { Hubd, freshDbPath, once } = require('./hubd');
 
@@ -250,4 +250,97 @@ test('while no hub answers the session waits for the channel to connect instead 
   assert.ok(Date.now() - stopping < 2000);
   assert.equal(s.state, 'stopped');
   down.close();
+});
+
+test('jobs: create, claim, heartbeat, complete, get and list, each through client.jobs', async () => {
+  const worker = session('node-job-worker-1', { projectId: PROJECT });
+  await worker.start();
+  const none = await client.jobs.claimJob({ agentId: 'node-job-worker-1' });
+  assert.equal(none.job, null);
+
+  const { job, created } = await client.jobs.createJob({
+    projectId: PROJECT, supervisor: { agentId: 'node-job-sup-1' }, worker: { agentId: 'node-job-worker-1' },
+    task: 'run the unit tests', payload: toStruct({ target: '//...' }), priority: 7,
+    timeout: duration(300000), maxAttempts: 3,
+  });
+  assert.equal(created, true);
+  assert.equal(job.state, 'JOB_STATE_QUEUED');
+  assert.deepEqual([job.priority, durationMs(job.timeout), job.maxAttempts, job.topic], [7, 300000, 3, 'assign.job']);
+
+  const { job: claimed } = await client.jobs.claimJob({ agentId: 'node-job-worker-1',
+    presenceGeneration: worker.presenceGeneration });
+  assert.equal(claimed.jobId, job.jobId);
+  assert.equal(claimed.state, 'JOB_STATE_RUNNING');
+  assert.deepEqual(fromStruct(claimed.payload), { target: '//...' });
+  assert.deepEqual(claimed.attempt, { jobId: job.jobId, attempt: 1, agentId: 'node-job-worker-1',
+    presenceGeneration: worker.presenceGeneration, roleEpoch: 0 });
+
+  const beat = await client.jobs.heartbeatJob({ attempt: claimed.attempt,
+    progress: toStruct({ passed: 120, total: 300 }) });
+  assert.equal(beat.cancelRequested, false);
+  assert.ok(toDate(beat.deadline) > new Date());
+  const { job: running } = await client.jobs.getJob({ jobId: job.jobId });
+  assert.deepEqual(fromStruct(running.progress), { passed: 120, total: 300 });
+
+  const { job: done } = await client.jobs.completeJob({ attempt: claimed.attempt,
+    result: toStruct({ passed: 300 }) });
+  assert.equal(done.state, 'JOB_STATE_SUCCEEDED');
+  assert.deepEqual(fromStruct(done.result), { passed: 300 });
+  const listed = await client.jobs.listJobs({ projectId: PROJECT, supervisorAgentId: 'node-job-sup-1',
+    states: ['JOB_STATE_SUCCEEDED'] });
+  assert.deepEqual(listed.jobs.map((j) => j.jobId), [job.jobId]);
+  await worker.stop();
+});
+
+test('jobs: fail, retry and cancel; refusals are HubErrors with hub\'s job reasons', async () => {
+  const worker = session('node-job-worker-2', { projectId: PROJECT });
+  await worker.start();
+  const create = (task) => client.jobs.createJob({ projectId: PROJECT, supervisor: { agentId: 'node-job-sup-2' },
+    worker: { agentId: 'node-job-worker-2' }, task, maxAttempts: 2 });
+  const { job } = await create('deploy');
+  const { job: claimed } = await client.jobs.claimJob({ agentId: 'node-job-worker-2', jobId: job.jobId });
+
+  // A retryable failure with an attempt left: queued again as attempt 2,
+  // after a backoff.
+  const { job: failed } = await client.jobs.failJob({ attempt: claimed.attempt,
+    error: { reason: 'flaky', message: 'the runner died', retryable: true } });
+  assert.deepEqual([failed.state, failed.attempt.attempt, failed.error.reason],
+    ['JOB_STATE_QUEUED', 2, 'flaky']);
+  assert.ok(toDate(failed.notBefore) > toDate(failed.updatedAt));
+  // The ended attempt writes nothing any more.
+  await assert.rejects(client.jobs.heartbeatJob({ attempt: claimed.attempt }), (e) => {
+    assert.ok(e instanceof HubError);
+    assert.equal(e.code, status.FAILED_PRECONDITION);
+    assert.equal(e.reason, 'ASSIGN_ATTEMPT_MISMATCH');
+    assert.deepEqual([e.metadata.job_id, e.metadata.attempt, e.metadata.state], [job.jobId, '2', 'queued']);
+    return true;
+  });
+  await assert.rejects(client.jobs.retryJob({ jobId: job.jobId }),
+    (e) => e.code === status.FAILED_PRECONDITION && e.reason === 'JOB_NOT_ENDED');
+  const { job: cancelled } = await client.jobs.cancelJob({ jobId: job.jobId, reason: 'frozen' });
+  assert.deepEqual([cancelled.state, cancelled.error.reason, cancelled.error.message],
+    ['JOB_STATE_CANCELLED', 'cancelled', 'frozen']);
+  const { job: again } = await client.jobs.retryJob({ jobId: job.jobId });
+  assert.deepEqual([again.state, again.attempt.attempt], ['JOB_STATE_QUEUED', 3]);
+
+  // A running job's cancellation reaches its worker through the heartbeat.
+  const { job: second } = await create('migrate');
+  const { job: running } = await client.jobs.claimJob({ agentId: 'node-job-worker-2', jobId: second.jobId });
+  const { job: marked } = await client.jobs.cancelJob({ jobId: second.jobId });
+  assert.deepEqual([marked.state, marked.cancelRequested], ['JOB_STATE_RUNNING', true]);
+  assert.equal((await client.jobs.heartbeatJob({ attempt: running.attempt })).cancelRequested, true);
+  const { job: stopped } = await client.jobs.failJob({ attempt: running.attempt,
+    error: { reason: 'cancelled', retryable: true } });
+  assert.equal(stopped.state, 'JOB_STATE_CANCELLED');
+
+  await assert.rejects(client.jobs.getJob({ jobId: 'no-such-job' }),
+    (e) => e.code === status.NOT_FOUND && e.reason === 'ASSIGN_NOT_FOUND' && e.metadata.job_id === 'no-such-job');
+  await assert.rejects(client.jobs.createJob({ projectId: PROJECT, supervisor: { agentId: 'node-job-sup-2' },
+    worker: { agentId: 'node-job-worker-2' }, task: 'x', priority: 10 }),
+  (e) => e.code === status.INVALID_ARGUMENT && e.reason === 'JOB_FIELD_INVALID' && e.metadata.field === 'priority');
+  await assert.rejects(client.jobs.createJob({ projectId: PROJECT, supervisor: { agentId: 'node-job-sup-2' },
+    task: 'x' }), (e) => e.reason === 'JOB_WORKER_INVALID');
+  await assert.rejects(client.jobs.claimJob({ agentId: 'node-job-worker-2', jobId: second.jobId }),
+    (e) => e.code === status.FAILED_PRECONDITION && e.reason === 'JOB_NOT_CLAIMABLE');
+  await worker.stop();
 });
