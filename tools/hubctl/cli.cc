@@ -1,6 +1,7 @@
 #include "tools/hubctl/cli.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -91,7 +92,7 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& words,
       }
       value = words[++i];
     }
-    args.flags_[name] = *value;
+    args.flags_[name].push_back(*value);
   }
   return args;
 }
@@ -99,31 +100,87 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& words,
 std::string Args::Get(const std::string& name,
                       const std::string& fallback) const {
   auto it = flags_.find(name);
-  return it == flags_.end() ? fallback : it->second;
+  return it == flags_.end() ? fallback : it->second.back();
+}
+
+std::vector<std::string> Args::GetAll(const std::string& name) const {
+  auto it = flags_.find(name);
+  return it == flags_.end() ? std::vector<std::string>() : it->second;
 }
 
 absl::StatusOr<std::optional<int64_t>> Args::GetInt(
     const std::string& name) const {
-  auto it = flags_.find(name);
-  if (it == flags_.end()) return std::optional<int64_t>();
+  if (!Has(name)) return std::optional<int64_t>();
+  const std::string text = Get(name);
   int64_t value = 0;
-  if (!absl::SimpleAtoi(it->second, &value)) {
+  if (!absl::SimpleAtoi(text, &value)) {
     return UsageError(
-        absl::StrCat("--", name, ": not an integer: '", it->second, "'"));
+        absl::StrCat("--", name, ": not an integer: '", text, "'"));
   }
   return std::optional<int64_t>(value);
 }
 
+absl::StatusOr<std::optional<double>> Args::GetDouble(
+    const std::string& name) const {
+  if (!Has(name)) return std::optional<double>();
+  const std::string text = Get(name);
+  double value = 0;
+  if (!absl::SimpleAtod(text, &value)) {
+    return UsageError(absl::StrCat("--", name, ": not a number: '", text, "'"));
+  }
+  return std::optional<double>(value);
+}
+
 absl::StatusOr<std::optional<absl::Duration>> Args::GetDuration(
     const std::string& name) const {
-  auto it = flags_.find(name);
-  if (it == flags_.end()) return std::optional<absl::Duration>();
+  if (!Has(name)) return std::optional<absl::Duration>();
+  const std::string text = Get(name);
   absl::Duration value;
-  if (!absl::ParseDuration(it->second, &value)) {
-    return UsageError(absl::StrCat("--", name, ": not a duration (e.g. 30s): '",
-                                   it->second, "'"));
+  if (!absl::ParseDuration(text, &value)) {
+    return UsageError(
+        absl::StrCat("--", name, ": not a duration (e.g. 30s): '", text, "'"));
   }
   return std::optional<absl::Duration>(value);
+}
+
+absl::StatusOr<std::optional<absl::Time>> Args::GetTime(
+    const std::string& name) const {
+  if (!Has(name)) return std::optional<absl::Time>();
+  const std::string text = Get(name);
+  absl::Time value;
+  std::string error;
+  if (!absl::ParseTime(absl::RFC3339_full, text, &value, &error)) {
+    return UsageError(absl::StrCat(
+        "--", name, ": not an RFC 3339 time (e.g. 2026-01-02T03:04:05Z): '",
+        text, "'"));
+  }
+  return std::optional<absl::Time>(value);
+}
+
+std::string FlagOrEnv(const Args& args, const char* flag, const char* env) {
+  if (args.Has(flag)) return args.Get(flag);
+  const char* value = std::getenv(env);
+  return value != nullptr ? value : "";
+}
+
+std::string AgentFromArgs(const Args& args) {
+  return FlagOrEnv(args, "agent", "HUB_AGENT_ID");
+}
+
+std::string ProjectFromArgs(const Args& args) {
+  return FlagOrEnv(args, "project", "HUB_PROJECT_ID");
+}
+
+absl::Status JsonFlag(const Args& args, const std::string& flag,
+                      google::protobuf::Message* message) {
+  if (!args.Has(flag)) return absl::OkStatus();
+  google::protobuf::util::Status parsed =
+      google::protobuf::util::JsonStringToMessage(args.Get(flag), message);
+  if (!parsed.ok()) {
+    return UsageError(absl::StrCat(
+        "--", flag, ": not a JSON object: ", parsed.message().as_string()));
+  }
+  return absl::OkStatus();
 }
 
 void Table::Print(std::ostream& out) const {
@@ -183,6 +240,16 @@ google::protobuf::Duration ToProtoDuration(absl::Duration d) {
   const int64_t ms = absl::ToInt64Milliseconds(d);
   out.set_seconds(ms / 1000);
   out.set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+  return out;
+}
+
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
+  google::protobuf::Timestamp out;
+  // Whole seconds rounded down, so nanos are never negative (as proto wants).
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
   return out;
 }
 
