@@ -108,53 +108,59 @@ std::vector<std::string> Args::GetAll(const std::string& name) const {
   return it == flags_.end() ? std::vector<std::string>() : it->second;
 }
 
+namespace {
+
+// The value of flag `name` through `parse` (text -> value, false when
+// malformed); absent: nullopt; malformed: a usage error saying it is not
+// `what`.
+template <typename T, typename Parse>
+absl::StatusOr<std::optional<T>> ParsedFlag(const Args& args,
+                                            const std::string& name,
+                                            absl::string_view what,
+                                            Parse parse) {
+  if (!args.Has(name)) return std::optional<T>();
+  const std::string text = args.Get(name);
+  T value{};
+  if (!parse(text, &value)) {
+    return UsageError(
+        absl::StrCat("--", name, ": not ", what, ": '", text, "'"));
+  }
+  return std::optional<T>(value);
+}
+
+}  // namespace
+
 absl::StatusOr<std::optional<int64_t>> Args::GetInt(
     const std::string& name) const {
-  if (!Has(name)) return std::optional<int64_t>();
-  const std::string text = Get(name);
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(text, &value)) {
-    return UsageError(
-        absl::StrCat("--", name, ": not an integer: '", text, "'"));
-  }
-  return std::optional<int64_t>(value);
+  return ParsedFlag<int64_t>(
+      *this, name, "an integer",
+      [](const std::string& t, int64_t* v) { return absl::SimpleAtoi(t, v); });
 }
 
 absl::StatusOr<std::optional<double>> Args::GetDouble(
     const std::string& name) const {
-  if (!Has(name)) return std::optional<double>();
-  const std::string text = Get(name);
-  double value = 0;
-  if (!absl::SimpleAtod(text, &value)) {
-    return UsageError(absl::StrCat("--", name, ": not a number: '", text, "'"));
-  }
-  return std::optional<double>(value);
+  return ParsedFlag<double>(
+      *this, name, "a number",
+      [](const std::string& t, double* v) { return absl::SimpleAtod(t, v); });
 }
 
 absl::StatusOr<std::optional<absl::Duration>> Args::GetDuration(
     const std::string& name) const {
-  if (!Has(name)) return std::optional<absl::Duration>();
-  const std::string text = Get(name);
-  absl::Duration value;
-  if (!absl::ParseDuration(text, &value)) {
-    return UsageError(
-        absl::StrCat("--", name, ": not a duration (e.g. 30s): '", text, "'"));
-  }
-  return std::optional<absl::Duration>(value);
+  return ParsedFlag<absl::Duration>(
+      *this, name, "a duration (e.g. 30s)",
+      [](const std::string& t, absl::Duration* v) {
+        return absl::ParseDuration(t, v);
+      });
 }
 
 absl::StatusOr<std::optional<absl::Time>> Args::GetTime(
     const std::string& name) const {
-  if (!Has(name)) return std::optional<absl::Time>();
-  const std::string text = Get(name);
-  absl::Time value;
-  std::string error;
-  if (!absl::ParseTime(absl::RFC3339_full, text, &value, &error)) {
-    return UsageError(absl::StrCat(
-        "--", name, ": not an RFC 3339 time (e.g. 2026-01-02T03:04:05Z): '",
-        text, "'"));
-  }
-  return std::optional<absl::Time>(value);
+  return ParsedFlag<absl::Time>(
+      *this, name, "an RFC 3339 time (e.g. 2026-01-02T03:04:05Z)",
+      [](const std::string& t, absl::Time* v) {
+        std::string error;
+        return absl::ParseTime(absl::RFC3339_full, t, v, &error);
+      });
 }
 
 std::string FlagOrEnv(const Args& args, const char* flag, const char* env) {
