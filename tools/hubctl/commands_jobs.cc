@@ -473,7 +473,8 @@ std::vector<Command> JobCommands() {
         {"worker", "AGENT_ID", "the worker: one agent"},
         {"worker-role", "WIRE", "the worker: whoever holds this role"},
         {"pool", "CAP[,CAP...]",
-         "the worker: any agent of the project with these capabilities"},
+         "the worker: any agent of the project with these capabilities "
+         "(--pool= : any agent)"},
         {"pool-topic", "TOPIC", "a pool's agents must have this topic"},
         {"topic", "TOPIC", "the job's topic (default assign.job)"},
         {"payload", "JSON", "the job's payload, a JSON object"},
