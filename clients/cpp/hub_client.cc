@@ -125,7 +125,8 @@ HubClient::HubClient(std::shared_ptr<grpc::Channel> channel,
       roles_(hub::v1::RoleService::NewStub(channel_)),
       messages_(hub::v1::MessageService::NewStub(channel_)),
       admin_(hub::v1::AdminService::NewStub(channel_)),
-      reservations_(hub::v1::ReservationService::NewStub(channel_)) {}
+      reservations_(hub::v1::ReservationService::NewStub(channel_)),
+      jobs_(hub::v1::JobService::NewStub(channel_)) {}
 
 bool HubClient::WaitForConnected(absl::Duration timeout) const {
   return channel_->WaitForConnected(absl::ToChronoTime(absl::Now() + timeout));
@@ -187,6 +188,15 @@ HUB_CLIENT_UNARY(reservations_, ReleaseReservation)
 HUB_CLIENT_UNARY(reservations_, ListReservations)
 HUB_CLIENT_UNARY(reservations_, CheckReservations)
 HUB_CLIENT_UNARY(reservations_, ForceReleaseReservation)
+HUB_CLIENT_UNARY(jobs_, CreateJob)
+HUB_CLIENT_UNARY(jobs_, ClaimJob)
+HUB_CLIENT_UNARY(jobs_, HeartbeatJob)
+HUB_CLIENT_UNARY(jobs_, CompleteJob)
+HUB_CLIENT_UNARY(jobs_, FailJob)
+HUB_CLIENT_UNARY(jobs_, GetJob)
+HUB_CLIENT_UNARY(jobs_, ListJobs)
+HUB_CLIENT_UNARY(jobs_, CancelJob)
+HUB_CLIENT_UNARY(jobs_, RetryJob)
 
 #undef HUB_CLIENT_UNARY
 

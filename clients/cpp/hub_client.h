@@ -1,5 +1,6 @@
-// HubClient: a thin, typed, thread-safe wrapper over the four hub.v1
-// services (HubService, PresenceService, RoleService, MessageService).
+// HubClient: a thin, typed, thread-safe wrapper over the hub.v1 services
+// (HubService, PresenceService, RoleService, MessageService,
+// ReservationService, JobService, AdminService's backup).
 //
 // Every unary call gets a deadline (HubClientOptions::default_deadline unless
 // the call's CallOptions say otherwise) and returns absl::StatusOr; a failure
@@ -23,6 +24,7 @@
 #include "clients/cpp/hub_error.h"
 #include "hub/v1/admin.grpc.pb.h"
 #include "hub/v1/hub.grpc.pb.h"
+#include "hub/v1/job.grpc.pb.h"
 #include "hub/v1/message.grpc.pb.h"
 #include "hub/v1/presence.grpc.pb.h"
 #include "hub/v1/reservation.grpc.pb.h"
@@ -198,6 +200,35 @@ class HubClient {
       const hub::v1::ForceReleaseReservationRequest& request,
       const CallOptions& call = {}) const;
 
+  // ---- JobService ----
+  absl::StatusOr<hub::v1::CreateJobResponse> CreateJob(
+      const hub::v1::CreateJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ClaimJobResponse> ClaimJob(
+      const hub::v1::ClaimJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::HeartbeatJobResponse> HeartbeatJob(
+      const hub::v1::HeartbeatJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::CompleteJobResponse> CompleteJob(
+      const hub::v1::CompleteJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::FailJobResponse> FailJob(
+      const hub::v1::FailJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::GetJobResponse> GetJob(
+      const hub::v1::GetJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::ListJobsResponse> ListJobs(
+      const hub::v1::ListJobsRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::CancelJobResponse> CancelJob(
+      const hub::v1::CancelJobRequest& request,
+      const CallOptions& call = {}) const;
+  absl::StatusOr<hub::v1::RetryJobResponse> RetryJob(
+      const hub::v1::RetryJobRequest& request,
+      const CallOptions& call = {}) const;
+
   // ---- AdminService ----
   // Streams a backup of the hub's database into `out` (docs/operations.md);
   // returns the bytes written. DATA_LOSS when the stream ended short of the
@@ -236,6 +267,7 @@ class HubClient {
   std::unique_ptr<hub::v1::MessageService::Stub> messages_;
   std::unique_ptr<hub::v1::AdminService::Stub> admin_;
   std::unique_ptr<hub::v1::ReservationService::Stub> reservations_;
+  std::unique_ptr<hub::v1::JobService::Stub> jobs_;
 };
 
 // A channel to `options.address` with the client's channel arguments, TLS

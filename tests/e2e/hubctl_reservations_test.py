@@ -25,8 +25,7 @@ COMMANDS = ["reservations list", "reservations reserve", "reservations renew",
             "reservations check", "reservations watch", "reservations install-hook"]
 
 
-def hubctl_path():
-    return os.path.abspath(os.environ["HUBCTL"])
+hubctl_path = hubtest.hubctl_path
 
 
 def _field(number, payload):
@@ -34,7 +33,9 @@ def _field(number, payload):
     return bytes([number << 3 | 2, len(data)]) + data
 
 
-class HubctlReservationsTest(unittest.TestCase):
+class HubctlReservationsTest(hubtest.HubctlCalls, unittest.TestCase):
+    PROJECT = PROJECT
+
     @classmethod
     def setUpClass(cls):
         cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "reservations.sqlite"))
@@ -65,28 +66,9 @@ class HubctlReservationsTest(unittest.TestCase):
         for r in listed.get("reservations", []):
             self.ok("reservations", "force-release", r["reservationId"])
 
-    def env(self, agent):
-        env = dict(os.environ)
-        env["HUB_ADDR"] = self.hubd.address
-        env["HUB_PROJECT_ID"] = PROJECT
-        env.pop("HUB_AGENT_ID", None)
-        if agent:
-            env["HUB_AGENT_ID"] = agent
-        return env
-
     def git(self, *args, agent=None):
         return subprocess.run(["git", *args], cwd=self.repo, capture_output=True,
                               text=True, timeout=60, env=self.env(agent))
-
-    def ctl(self, *args, agent=None, cwd=None):
-        r = subprocess.run([hubctl_path(), *args], capture_output=True, text=True,
-                           timeout=60, env=self.env(agent), cwd=cwd)
-        return r.returncode, r.stdout, r.stderr
-
-    def ok(self, *args, agent=None, cwd=None):
-        code, out, err = self.ctl(*args, agent=agent, cwd=cwd)
-        self.assertEqual(code, OK, "hubctl %s: %s" % (" ".join(args), err))
-        return out
 
     def reserve(self, agent, *patterns):
         out = self.ok("--json", "reservations", "reserve", *patterns, agent=agent)
@@ -97,11 +79,7 @@ class HubctlReservationsTest(unittest.TestCase):
             f.write(text)
 
     def test_every_subcommand_has_its_own_help(self):
-        top = self.ok("--help")
-        for command in COMMANDS:
-            self.assertIn(command, top)
-            self.assertIn("Usage: hubctl " + command,
-                          self.ok(*command.split(), "--help"))
+        self.assert_each_has_its_own_help(COMMANDS)
 
     def test_reserve_list_check_and_release(self):
         r = self.reserve("agent-a", "src/", "docs/*.md")

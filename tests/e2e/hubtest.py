@@ -24,6 +24,45 @@ def hubd_path():
     return os.path.abspath(os.environ["HUBD"])
 
 
+def hubctl_path():
+    return os.path.abspath(os.environ["HUBCTL"])
+
+
+class HubctlCalls:
+    """For a unittest.TestCase with a hubd `self.hubd` and a class attribute
+    PROJECT: runs the hubctl binary ($HUBCTL) against that hubd, in PROJECT
+    ($HUB_PROJECT_ID), as `agent` ($HUB_AGENT_ID) or as no agent."""
+
+    def env(self, agent=None):
+        env = dict(os.environ)
+        env["HUB_ADDR"] = self.hubd.address
+        env["HUB_PROJECT_ID"] = self.PROJECT
+        env.pop("HUB_AGENT_ID", None)
+        if agent:
+            env["HUB_AGENT_ID"] = agent
+        return env
+
+    def ctl(self, *args, agent=None, cwd=None):
+        """(exit status, stdout, stderr) of `hubctl ARGS`."""
+        r = subprocess.run([hubctl_path(), *args], capture_output=True, text=True,
+                           timeout=60, env=self.env(agent), cwd=cwd)
+        return r.returncode, r.stdout, r.stderr
+
+    def ok(self, *args, agent=None, cwd=None):
+        """The stdout of `hubctl ARGS`, which must exit 0."""
+        code, out, err = self.ctl(*args, agent=agent, cwd=cwd)
+        self.assertEqual(code, 0, "hubctl %s: %s" % (" ".join(args), err))
+        return out
+
+    def assert_each_has_its_own_help(self, commands):
+        """`hubctl --help` lists each of `commands` ("jobs create"), and
+        `hubctl COMMAND --help` prints its usage."""
+        top = self.ok("--help")
+        for command in commands:
+            self.assertIn(command, top)
+            self.assertIn("Usage: hubctl " + command, self.ok(*command.split(), "--help"))
+
+
 def buf_path():
     buf = os.environ.get("HUB_BUF", "")
     if not buf or not os.access(buf, os.X_OK):

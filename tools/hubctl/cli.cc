@@ -1,6 +1,7 @@
 #include "tools/hubctl/cli.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 #include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
@@ -91,7 +92,7 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& words,
       }
       value = words[++i];
     }
-    args.flags_[name] = *value;
+    args.flags_[name].push_back(*value);
   }
   return args;
 }
@@ -99,31 +100,93 @@ absl::StatusOr<Args> Args::Parse(const std::vector<std::string>& words,
 std::string Args::Get(const std::string& name,
                       const std::string& fallback) const {
   auto it = flags_.find(name);
-  return it == flags_.end() ? fallback : it->second;
+  return it == flags_.end() ? fallback : it->second.back();
 }
+
+std::vector<std::string> Args::GetAll(const std::string& name) const {
+  auto it = flags_.find(name);
+  return it == flags_.end() ? std::vector<std::string>() : it->second;
+}
+
+namespace {
+
+// The value of flag `name` through `parse` (text -> value, false when
+// malformed); absent: nullopt; malformed: a usage error saying it is not
+// `what`.
+template <typename T, typename Parse>
+absl::StatusOr<std::optional<T>> ParsedFlag(const Args& args,
+                                            const std::string& name,
+                                            absl::string_view what,
+                                            Parse parse) {
+  if (!args.Has(name)) return std::optional<T>();
+  const std::string text = args.Get(name);
+  T value{};
+  if (!parse(text, &value)) {
+    return UsageError(
+        absl::StrCat("--", name, ": not ", what, ": '", text, "'"));
+  }
+  return std::optional<T>(value);
+}
+
+}  // namespace
 
 absl::StatusOr<std::optional<int64_t>> Args::GetInt(
     const std::string& name) const {
-  auto it = flags_.find(name);
-  if (it == flags_.end()) return std::optional<int64_t>();
-  int64_t value = 0;
-  if (!absl::SimpleAtoi(it->second, &value)) {
-    return UsageError(
-        absl::StrCat("--", name, ": not an integer: '", it->second, "'"));
-  }
-  return std::optional<int64_t>(value);
+  return ParsedFlag<int64_t>(
+      *this, name, "an integer",
+      [](const std::string& t, int64_t* v) { return absl::SimpleAtoi(t, v); });
+}
+
+absl::StatusOr<std::optional<double>> Args::GetDouble(
+    const std::string& name) const {
+  return ParsedFlag<double>(
+      *this, name, "a number",
+      [](const std::string& t, double* v) { return absl::SimpleAtod(t, v); });
 }
 
 absl::StatusOr<std::optional<absl::Duration>> Args::GetDuration(
     const std::string& name) const {
-  auto it = flags_.find(name);
-  if (it == flags_.end()) return std::optional<absl::Duration>();
-  absl::Duration value;
-  if (!absl::ParseDuration(it->second, &value)) {
-    return UsageError(absl::StrCat("--", name, ": not a duration (e.g. 30s): '",
-                                   it->second, "'"));
+  return ParsedFlag<absl::Duration>(
+      *this, name, "a duration (e.g. 30s)",
+      [](const std::string& t, absl::Duration* v) {
+        return absl::ParseDuration(t, v);
+      });
+}
+
+absl::StatusOr<std::optional<absl::Time>> Args::GetTime(
+    const std::string& name) const {
+  return ParsedFlag<absl::Time>(
+      *this, name, "an RFC 3339 time (e.g. 2026-01-02T03:04:05Z)",
+      [](const std::string& t, absl::Time* v) {
+        std::string error;
+        return absl::ParseTime(absl::RFC3339_full, t, v, &error);
+      });
+}
+
+std::string FlagOrEnv(const Args& args, const char* flag, const char* env) {
+  if (args.Has(flag)) return args.Get(flag);
+  const char* value = std::getenv(env);
+  return value != nullptr ? value : "";
+}
+
+std::string AgentFromArgs(const Args& args) {
+  return FlagOrEnv(args, "agent", "HUB_AGENT_ID");
+}
+
+std::string ProjectFromArgs(const Args& args) {
+  return FlagOrEnv(args, "project", "HUB_PROJECT_ID");
+}
+
+absl::Status JsonFlag(const Args& args, const std::string& flag,
+                      google::protobuf::Message* message) {
+  if (!args.Has(flag)) return absl::OkStatus();
+  google::protobuf::util::Status parsed =
+      google::protobuf::util::JsonStringToMessage(args.Get(flag), message);
+  if (!parsed.ok()) {
+    return UsageError(absl::StrCat(
+        "--", flag, ": not a JSON object: ", parsed.message().as_string()));
   }
-  return std::optional<absl::Duration>(value);
+  return absl::OkStatus();
 }
 
 void Table::Print(std::ostream& out) const {
@@ -183,6 +246,16 @@ google::protobuf::Duration ToProtoDuration(absl::Duration d) {
   const int64_t ms = absl::ToInt64Milliseconds(d);
   out.set_seconds(ms / 1000);
   out.set_nanos(static_cast<int32_t>((ms % 1000) * 1000000));
+  return out;
+}
+
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t) {
+  google::protobuf::Timestamp out;
+  // Whole seconds rounded down, so nanos are never negative (as proto wants).
+  const int64_t seconds = absl::ToUnixSeconds(t);
+  out.set_seconds(seconds);
+  out.set_nanos(static_cast<int32_t>(
+      absl::ToInt64Nanoseconds(t - absl::FromUnixSeconds(seconds))));
   return out;
 }
 

@@ -44,7 +44,8 @@ struct FlagSpec {
 };
 
 // Parsed command line: positional words and --flags (--name=value,
-// --name value, or --name for switches).
+// --name value, or --name for switches). A flag given more than once keeps
+// every value, in order: Get returns the last, GetAll all of them.
 class Args {
  public:
   // Parses argv[first..]; `specs` lists the accepted flags (with the global
@@ -56,15 +57,35 @@ class Args {
   bool Has(const std::string& name) const { return flags_.count(name) > 0; }
   std::string Get(const std::string& name,
                   const std::string& fallback = "") const;
-  // Integer / duration values; usage error when malformed.
+  // Every value of a repeatable flag, in the order given; empty when absent.
+  std::vector<std::string> GetAll(const std::string& name) const;
+  // Integer / number / duration / time (RFC 3339, "2026-01-02T03:04:05Z")
+  // values; usage error when malformed.
   absl::StatusOr<std::optional<int64_t>> GetInt(const std::string& name) const;
+  absl::StatusOr<std::optional<double>> GetDouble(
+      const std::string& name) const;
   absl::StatusOr<std::optional<absl::Duration>> GetDuration(
+      const std::string& name) const;
+  absl::StatusOr<std::optional<absl::Time>> GetTime(
       const std::string& name) const;
 
  private:
   std::vector<std::string> positional_;
-  std::map<std::string, std::string> flags_;
+  std::map<std::string, std::vector<std::string>> flags_;
 };
+
+// A flag's value, else the environment variable `env`'s, else "".
+std::string FlagOrEnv(const Args& args, const char* flag, const char* env);
+// The acting agent: --agent, else $HUB_AGENT_ID.
+std::string AgentFromArgs(const Args& args);
+// The project: --project, else $HUB_PROJECT_ID.
+std::string ProjectFromArgs(const Args& args);
+
+// Parses a JSON flag (--payload='{"a":1}') into `message` (a Struct: any
+// JSON object); nothing when the flag is absent; a usage error naming the
+// flag when the text is not what `message` takes.
+absl::Status JsonFlag(const Args& args, const std::string& flag,
+                      google::protobuf::Message* message);
 
 // Column-aligned text output.
 class Table {
@@ -90,6 +111,7 @@ std::string ToJson(const google::protobuf::Message& message);
 std::string FormatTimestamp(const google::protobuf::Timestamp& t);
 std::string FormatDuration(const google::protobuf::Duration& d);
 google::protobuf::Duration ToProtoDuration(absl::Duration d);
+google::protobuf::Timestamp ToProtoTimestamp(absl::Time t);
 
 // An enum value's name as a short lower-case word:
 // ("ROLE_STATE_ELECTED_PROBING", "ROLE_STATE_") -> "elected-probing".

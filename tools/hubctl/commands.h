@@ -40,6 +40,7 @@ std::vector<Command> RoleCommands();     // roles, candidates
 std::vector<Command> MessageCommands();  // publish, pending, ack, dead-letters
 std::vector<Command> DbCommands();       // db copy, db verify (offline)
 std::vector<Command> ReservationCommands();  // reservations ...
+std::vector<Command> JobCommands();          // jobs ...
 
 // Role key arguments shared by role commands: a wire as the positional
 // argument at `index`, or --project/--kind[/--scope].

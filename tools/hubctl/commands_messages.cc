@@ -1,6 +1,5 @@
 // publish, pending, ack, dead-letters, dead-letters redrive.
 #include "absl/strings/str_join.h"
-#include "google/protobuf/util/json_util.h"
 #include "tools/hubctl/commands.h"
 
 namespace hub::hubctl {
@@ -32,14 +31,9 @@ absl::Status Publish(Env& env, const Args& args) {
   auto ttl = args.GetDuration("ttl");
   if (!ttl.ok()) return ttl.status();
   if (ttl->has_value()) *request.mutable_ttl() = ToProtoDuration(**ttl);
-  if (args.Has("payload")) {
-    google::protobuf::util::Status parsed =
-        google::protobuf::util::JsonStringToMessage(args.Get("payload"),
-                                                    request.mutable_payload());
-    if (!parsed.ok()) {
-      return UsageError(absl::StrCat("--payload: not a JSON object: ",
-                                     parsed.message().as_string()));
-    }
+  if (absl::Status s = JsonFlag(args, "payload", request.mutable_payload());
+      !s.ok()) {
+    return s;
   }
   auto published = env.client->Publish(request);
   if (!published.ok()) return published.status();

@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstdio>
-#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <optional>
@@ -38,19 +37,6 @@ constexpr char kHookMarker[] =
     "# hub: path reservations (hubctl reservations install-hook)";
 constexpr char kChainedHook[] = "pre-commit.hub-chained";
 
-std::string FromFlagOrEnv(const Args& args, const char* flag, const char* env) {
-  if (args.Has(flag)) return args.Get(flag);
-  const char* value = std::getenv(env);
-  return value != nullptr ? value : "";
-}
-
-std::string Agent(const Args& args) {
-  return FromFlagOrEnv(args, "agent", "HUB_AGENT_ID");
-}
-std::string Project(const Args& args) {
-  return FromFlagOrEnv(args, "project", "HUB_PROJECT_ID");
-}
-
 std::string ModeWord(hub::v1::ReservationMode mode) {
   return EnumWord(hub::v1::ReservationMode_Name(mode), "RESERVATION_MODE_");
 }
@@ -68,7 +54,7 @@ void PrintReservation(Env& env, const hub::v1::Reservation& r) {
 
 absl::Status List(Env& env, const Args& args) {
   hub::v1::ListReservationsRequest request;
-  request.set_project_id(Project(args));
+  request.set_project_id(ProjectFromArgs(args));
   request.set_agent_id(args.Get("agent"));
   request.set_path(args.Get("path"));
   auto page_size = args.GetInt("page-size");
@@ -97,8 +83,8 @@ absl::Status List(Env& env, const Args& args) {
 
 absl::Status Reserve(Env& env, const Args& args) {
   hub::v1::ReserveRequest request;
-  request.set_project_id(Project(args));
-  request.set_agent_id(Agent(args));
+  request.set_project_id(ProjectFromArgs(args));
+  request.set_agent_id(AgentFromArgs(args));
   for (const std::string& p : args.positional()) request.add_patterns(p);
   request.set_mode(args.Has("shared") ? hub::v1::RESERVATION_MODE_SHARED
                                       : hub::v1::RESERVATION_MODE_EXCLUSIVE);
@@ -127,7 +113,7 @@ absl::Status Reserve(Env& env, const Args& args) {
 absl::Status Renew(Env& env, const Args& args) {
   hub::v1::RenewReservationRequest request;
   request.set_reservation_id(args.positional()[0]);
-  request.set_agent_id(Agent(args));
+  request.set_agent_id(AgentFromArgs(args));
   auto token = args.GetInt("token");
   if (!token.ok()) return token.status();
   if (!token->has_value()) return UsageError("--token is required");
@@ -148,7 +134,7 @@ absl::Status Renew(Env& env, const Args& args) {
 absl::Status Release(Env& env, const Args& args) {
   hub::v1::ReleaseReservationRequest request;
   request.set_reservation_id(args.positional()[0]);
-  request.set_agent_id(Agent(args));
+  request.set_agent_id(AgentFromArgs(args));
   auto token = args.GetInt("token");
   if (!token.ok()) return token.status();
   if (token->has_value()) request.set_token(**token);
@@ -220,8 +206,8 @@ absl::StatusOr<std::string> Capture(const std::vector<std::string>& argv,
 
 absl::Status Check(Env& env, const Args& args) {
   hub::v1::CheckReservationsRequest request;
-  request.set_project_id(Project(args));
-  request.set_agent_id(Agent(args));
+  request.set_project_id(ProjectFromArgs(args));
+  request.set_agent_id(AgentFromArgs(args));
   // A commit asks "does anyone else hold these exclusively?"; --exclusive
   // asks "could I hold them exclusively?".
   request.set_mode(args.Has("exclusive") ? hub::v1::RESERVATION_MODE_EXCLUSIVE
@@ -322,7 +308,7 @@ absl::Status InstallHook(Env& env, const Args& args) {
     command.push_back(ShellQuote("--token_file=" + args.Get("token_file")));
   }
   command.push_back("reservations check --staged");
-  const std::string project = Project(args);
+  const std::string project = ProjectFromArgs(args);
   if (!project.empty()) command.push_back(ShellQuote("--project=" + project));
   const std::string script = absl::StrCat(
       "#!/bin/sh\n", kHookMarker,
@@ -442,7 +428,7 @@ absl::Status Watch(Env& env, const Args& args) {
   absl::Duration backoff = absl::Milliseconds(100);
   for (;;) {
     hub::v1::WatchReservationsRequest request;
-    request.set_project_id(Project(args));
+    request.set_project_id(ProjectFromArgs(args));
     request.set_agent_id(args.Get("agent"));
     if (after.has_value()) request.set_after_seq(*after);
     grpc::ClientContext context;

@@ -96,8 +96,9 @@ absl::Status ApplySecurityFlags(const Args& args,
 
 std::vector<Command> AllCommands() {
   std::vector<Command> all;
-  for (auto group : {HubCommands(), AgentCommands(), RoleCommands(),
-                     MessageCommands(), ReservationCommands(), DbCommands()}) {
+  for (auto group :
+       {HubCommands(), AgentCommands(), RoleCommands(), MessageCommands(),
+        ReservationCommands(), JobCommands(), DbCommands()}) {
     all.insert(all.end(), group.begin(), group.end());
   }
   return all;
