@@ -143,6 +143,16 @@ absl::StatusOr<JobRecord> JobBook::Retry(const std::string& job_id) {
   return *out->job;
 }
 
+absl::StatusOr<JobRecord> JobBook::AddDependency(
+    const std::string& job_id, const std::vector<std::string>& parent_ids) {
+  absl::StatusOr<storage::JobOutcome> out =
+      store_->AddJobDependency(job_id, parent_ids, NowMs());
+  if (!out.ok()) return out.status();
+  if (absl::Status s = ToStatus(*out, job_id); !s.ok()) return s;
+  Changed(*out);
+  return *out->job;
+}
+
 void JobBook::OnAgentGone(const std::string& agent_id, int64_t generation) {
   absl::StatusOr<std::vector<JobRecord>> ended =
       store_->EndAttemptsOf(agent_id, generation, NowMs());

@@ -65,6 +65,10 @@ class JobBook {
   absl::StatusOr<JobRecord> Cancel(const std::string& job_id,
                                    const std::string& reason);
   absl::StatusOr<JobRecord> Retry(const std::string& job_id);
+  // Reasons: JOB_DEPENDENCY_CYCLE, JOB_DEPENDENCY_NOT_FOUND,
+  // JOB_ALREADY_STARTED, ASSIGN_NOT_FOUND.
+  absl::StatusOr<JobRecord> AddDependency(
+      const std::string& job_id, const std::vector<std::string>& parent_ids);
 
   // The agent is gone at `generation`: each attempt it holds ends and its
   // job is queued again or fails (JobStore::EndAttemptsOf).

@@ -8,6 +8,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "nlohmann/json.hpp"
+#include "status/status.h"
 
 namespace hub::storage {
 namespace {
@@ -801,7 +802,107 @@ absl::StatusOr<JobOutcome> CancelJobWith(JobRows& rows,
   absl::StatusOr<bool> written = Write(rows, j, next);
   if (!written.ok()) return written.status();
   if (!*written) {
-    return absl::AbortedError("job changed while it was being cancelled");
+    return AbortedError("CAS_CONFLICT",
+                        "job changed while it was being cancelled");
+  }
+  std::vector<JobRecord> also;
+  if (absl::Status s = AfterEnd(rows, next, now_ms, &also); !s.ok()) return s;
+  return Finish(rows, next, std::move(also));
+}
+
+absl::StatusOr<JobOutcome> AddJobDependencyWith(
+    JobRows& rows, absl::string_view job_id,
+    const std::vector<std::string>& parent_ids, int64_t now_ms) {
+  JobOutcome outcome;
+  std::vector<std::string> parents = parent_ids;
+  std::sort(parents.begin(), parents.end());
+  parents.erase(std::unique(parents.begin(), parents.end()), parents.end());
+  // Parents first, then the job: a parent's end locks it, then its children.
+  std::vector<JobRecord> parent_rows;
+  for (const std::string& id : parents) {
+    if (id == job_id) {
+      outcome.refusal = JobRefusal::kDependencyCycle;
+      return outcome;
+    }
+    absl::StatusOr<std::optional<JobRecord>> parent = rows.Load(id, true);
+    if (!parent.ok()) return parent.status();
+    if (!parent->has_value()) {
+      outcome.refusal = JobRefusal::kDependencyNotFound;
+      return outcome;
+    }
+    parent_rows.push_back(**parent);
+  }
+  absl::StatusOr<std::optional<JobRecord>> job = rows.Load(job_id, true);
+  if (!job.ok()) return job.status();
+  if (!job->has_value()) {
+    outcome.refusal = JobRefusal::kNotFound;
+    return outcome;
+  }
+  const JobRecord& j = **job;
+  for (const JobRecord& p : parent_rows) {
+    if (p.project_id != j.project_id) {
+      outcome.refusal = JobRefusal::kDependencyNotFound;
+      return outcome;
+    }
+  }
+  if (j.state != JobState::kBlocked && j.state != JobState::kQueued) {
+    outcome.refusal = JobRefusal::kStarted;
+    absl::StatusOr<JobRecord> full = LoadFull(rows, j);
+    if (!full.ok()) return full.status();
+    outcome.job = std::move(*full);
+    return outcome;
+  }
+  // A cycle: the job is an ancestor of a new parent.
+  std::deque<std::string> walk(parents.begin(), parents.end());
+  std::set<std::string> seen(parents.begin(), parents.end());
+  while (!walk.empty()) {
+    if (static_cast<int64_t>(seen.size()) > kMaxDependencyWalk) {
+      outcome.refusal = JobRefusal::kDependencyCycle;
+      return outcome;
+    }
+    absl::StatusOr<std::vector<JobParent>> up = rows.Parents(walk.front());
+    walk.pop_front();
+    if (!up.ok()) return up.status();
+    for (const JobParent& p : *up) {
+      if (p.parent_id == job_id) {
+        outcome.refusal = JobRefusal::kDependencyCycle;
+        return outcome;
+      }
+      if (seen.insert(p.parent_id).second) walk.push_back(p.parent_id);
+    }
+  }
+  for (const std::string& id : parents) {
+    if (absl::Status s = rows.InsertDependency(job_id, id); !s.ok()) return s;
+  }
+  absl::StatusOr<std::vector<JobParent>> all = rows.Parents(job_id);
+  if (!all.ok()) return all.status();
+  std::optional<JobParent> failed;
+  bool waiting = false;
+  for (const JobParent& p : *all) {
+    if (p.state == JobState::kSucceeded) continue;
+    if (IsTerminal(p.state)) {
+      if (!failed.has_value()) failed = p;
+    } else {
+      waiting = true;
+    }
+  }
+  JobRecord next = j;
+  next.updated_at_ms = now_ms;
+  if (failed.has_value() &&
+      j.on_dependency_failure == JobDependencyFailure::kCancel) {
+    next = Ended(next, JobState::kCancelled,
+                 HubError("dependency_failed",
+                          absl::StrCat("dependency ", failed->parent_id,
+                                       " ended ", JobStateName(failed->state))),
+                 now_ms);
+  } else if (waiting || failed.has_value()) {
+    next.state = JobState::kBlocked;
+  }
+  absl::StatusOr<bool> written = Write(rows, j, next);
+  if (!written.ok()) return written.status();
+  if (!*written) {
+    return AbortedError("CAS_CONFLICT",
+                        "job changed while its dependencies were added");
   }
   std::vector<JobRecord> also;
   if (absl::Status s = AfterEnd(rows, next, now_ms, &also); !s.ok()) return s;
@@ -836,7 +937,8 @@ absl::StatusOr<JobOutcome> RetryJobWith(JobRows& rows, absl::string_view job_id,
   absl::StatusOr<bool> written = Write(rows, j, next);
   if (!written.ok()) return written.status();
   if (!*written) {
-    return absl::AbortedError("job changed while it was being retried");
+    return AbortedError("CAS_CONFLICT",
+                        "job changed while it was being retried");
   }
   return Finish(rows, next, {});
 }

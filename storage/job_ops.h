@@ -150,6 +150,12 @@ absl::StatusOr<JobOutcome> CancelJobWith(JobRows& rows,
                                          absl::string_view job_id,
                                          absl::string_view reason,
                                          int64_t now_ms);
+absl::StatusOr<JobOutcome> AddJobDependencyWith(
+    JobRows& rows, absl::string_view job_id,
+    const std::vector<std::string>& parent_ids, int64_t now_ms);
+// How many jobs a cycle check walks at most; a longer chain of ancestors is
+// refused as kDependencyCycle.
+inline constexpr int64_t kMaxDependencyWalk = 10'000;
 absl::StatusOr<JobOutcome> RetryJobWith(JobRows& rows, absl::string_view job_id,
                                         int64_t now_ms);
 absl::StatusOr<std::vector<JobRecord>> EndAttemptsOfWith(

@@ -38,6 +38,8 @@ enum class JobRefusal {
   kAgentOffline,        // AGENT_OFFLINE
   kStaleGeneration,     // STALE_PRESENCE_OWNER
   kDependencyNotFound,  // NOT_FOUND / JOB_DEPENDENCY_NOT_FOUND
+  kDependencyCycle,     // INVALID_ARGUMENT / JOB_DEPENDENCY_CYCLE
+  kStarted,             // JOB_ALREADY_STARTED: not blocked or queued
 };
 
 // The result of a job write: the job after it (or as it is, when refused;
@@ -146,6 +148,18 @@ class JobStore {
   virtual absl::StatusOr<JobOutcome> CancelJob(absl::string_view job_id,
                                                absl::string_view reason,
                                                int64_t now_ms) = 0;
+  // Adds `parent_ids` (jobs of the job's project) to the dependencies of a
+  // job that has not started (blocked or queued), in one write that locks
+  // the parents, then the job (the order a parent's end takes). A parent
+  // that would close a cycle (the job, or a job that depends on it, however
+  // indirectly): kDependencyCycle; one that is not a job of the project:
+  // kDependencyNotFound; a job that started or ended: kStarted; nothing is
+  // written then. The job is blocked while a parent has not succeeded, and
+  // follows its on_dependency_failure at once for a parent that ended
+  // otherwise.
+  virtual absl::StatusOr<JobOutcome> AddJobDependency(
+      absl::string_view job_id, const std::vector<std::string>& parent_ids,
+      int64_t now_ms) = 0;
   // An ended job (failed, timed out, cancelled) gets a new attempt, queued
   // now, with one more retry allowed; its last error is kept. kNotEnded for
   // any other state, kNotFound without the job.

@@ -69,6 +69,13 @@ class JobCalls final : public JobStore {
       return CancelJobWith(rows, job_id, reason, now_ms);
     });
   }
+  absl::StatusOr<JobOutcome> AddJobDependency(
+      absl::string_view job_id, const std::vector<std::string>& parent_ids,
+      int64_t now_ms) override {
+    return Write<JobOutcome>([&](Rows& rows) {
+      return AddJobDependencyWith(rows, job_id, parent_ids, now_ms);
+    });
+  }
   absl::StatusOr<JobOutcome> RetryJob(absl::string_view job_id,
                                       int64_t now_ms) override {
     return Write<JobOutcome>(

@@ -169,6 +169,17 @@ absl::Status ToStatus(const JobOutcome& outcome, absl::string_view what) {
               absl::StrCat("agent ", quoted,
                            " is at another presence generation")),
           "agent_id", what);
+    case JobRefusal::kDependencyCycle:
+      return InvalidArgumentError(
+          "JOB_DEPENDENCY_CYCLE",
+          absl::StrCat("a dependency of ", quoted,
+                       " depends on it already: the dependencies would form "
+                       "a cycle"));
+    case JobRefusal::kStarted:
+      return with_job(FailedPreconditionError(
+          "JOB_ALREADY_STARTED",
+          absl::StrCat("job ", quoted,
+                       " has started or ended: its dependencies are fixed")));
     case JobRefusal::kDependencyNotFound:
       return NotFoundError("JOB_DEPENDENCY_NOT_FOUND",
                            absl::StrCat("a dependency of ", quoted,

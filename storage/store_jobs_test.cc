@@ -542,6 +542,53 @@ TEST_P(Jobs, ADependencyOnAJobOutsideTheProjectIsRefusedAndNothingWritten) {
   EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_job_dependencies"), "0");
 }
 
+TEST_P(Jobs, AddingADependencyThatWouldCloseACycleIsRefused) {
+  JobRecord a = Created(NewJob("w1"));
+  JobRecord b = NewJob("w1");
+  b.depends_on = {a.job_id};
+  Created(b);
+  JobRecord c = NewJob("w1");
+  c.depends_on = {b.job_id};
+  Created(c);
+  // a <- b <- c: c as a's parent closes a cycle, and so does a itself.
+  for (const std::string& parent : {c.job_id, b.job_id, a.job_id}) {
+    absl::StatusOr<JobOutcome> out =
+        store().jobs().AddJobDependency(a.job_id, {parent}, kNow + 1);
+    ASSERT_TRUE(out.ok()) << out.status();
+    EXPECT_EQ(out->refusal, JobRefusal::kDependencyCycle) << parent;
+    EXPECT_EQ(ReasonOf(ToStatus(*out, a.job_id)), "JOB_DEPENDENCY_CYCLE");
+  }
+  EXPECT_EQ(Query("SELECT COUNT(*) FROM hub_job_dependencies"), "2");
+  EXPECT_EQ(Get(a.job_id).state, JobState::kQueued);
+}
+
+TEST_P(Jobs, AnAddedDependencyBlocksAQueuedJobUntilTheParentSucceeds) {
+  Register("w1");
+  JobRecord parent = Created(NewJob("w1"));
+  JobRecord child = Created(NewJob("w1"));
+  absl::StatusOr<JobOutcome> out =
+      store().jobs().AddJobDependency(child.job_id, {parent.job_id}, kNow + 1);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->refusal, JobRefusal::kNone);
+  EXPECT_EQ(out->job->state, JobState::kBlocked);
+  EXPECT_EQ(out->job->depends_on, std::vector<std::string>{parent.job_id});
+  Complete(FenceOfAttempt(Claimed("w1", parent.job_id)));
+  EXPECT_EQ(Get(child.job_id).state, JobState::kQueued);
+  // A job that started has its dependencies fixed.
+  JobRecord running = Claimed("w1", child.job_id);
+  JobRecord late = Created(NewJob("w1"));
+  EXPECT_EQ(store()
+                .jobs()
+                .AddJobDependency(running.job_id, {late.job_id}, kNow + 3)
+                ->refusal,
+            JobRefusal::kStarted);
+  EXPECT_EQ(store()
+                .jobs()
+                .AddJobDependency(late.job_id, {"missing"}, kNow + 3)
+                ->refusal,
+            JobRefusal::kDependencyNotFound);
+}
+
 TEST_P(Jobs, CancelEndsAQueuedJobAndMarksARunningOneUntilItsWorkerStops) {
   Register("w1");
   JobRecord queued = Created(NewJob("w1"));

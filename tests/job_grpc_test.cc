@@ -318,6 +318,31 @@ TEST_F(JobGrpcTest, AChildIsClaimableOnlyOnceItsParentSucceeded) {
   EXPECT_EQ(ClaimOk("worker-a").job_id(), child.job_id());
 }
 
+TEST_F(JobGrpcTest, AddedDependenciesBlockAJobAndACycleIsRefused) {
+  const Job parent = CreateOk(Request("worker-a"));
+  const Job child = CreateOk(Request("worker-a"));
+  auto add = [&](const std::string& job, const std::string& parent_id,
+                 Job* out) {
+    grpc::ClientContext context;
+    hub::v1::AddJobDependencyRequest r;
+    r.set_job_id(job);
+    r.add_parent_ids(parent_id);
+    hub::v1::AddJobDependencyResponse response;
+    grpc::Status s = jobs_->AddJobDependency(&context, r, &response);
+    if (out != nullptr) *out = response.job();
+    return s;
+  };
+  Job blocked;
+  ASSERT_TRUE(add(child.job_id(), parent.job_id(), &blocked).ok());
+  EXPECT_EQ(blocked.state(), hub::v1::JOB_STATE_BLOCKED);
+  grpc::Status cycle = add(parent.job_id(), child.job_id(), nullptr);
+  EXPECT_EQ(cycle.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(Reason(cycle), "JOB_DEPENDENCY_CYCLE");
+  EXPECT_EQ(Get(parent.job_id()).depends_on_size(), 0);
+  EXPECT_EQ(Reason(add(child.job_id(), "no-such-job", nullptr)),
+            "JOB_DEPENDENCY_NOT_FOUND");
+}
+
 TEST_F(JobGrpcTest, CancelReachesARunningAttemptsNextHeartbeat) {
   RegisterAgentOk(presence_.get(), "worker-a");
   const Job job = CreateOk(Request("worker-a", 5));

@@ -128,6 +128,7 @@ const std::vector<MethodRule>& AdmissionRules() {
           "project_id"),
       AgentRow("hub.v1.JobService/CancelJob", A::kOperatorOrOwner),
       AgentRow("hub.v1.JobService/RetryJob", A::kOperatorOrOwner),
+      AgentRow("hub.v1.JobService/AddJobDependency", A::kOperatorOrOwner),
 
       // AdminService.
       Row("hub.v1.AdminService/BackupStore", A::kAdmin),

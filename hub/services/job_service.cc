@@ -462,7 +462,7 @@ absl::Status MaySupervise(const Principal& principal, const JobRecord& job,
   }
   return ReasonError(absl::StatusCode::kPermissionDenied, "PERMISSION_DENIED",
                      "only an operator or the job's supervisor agent may "
-                     "cancel or retry it");
+                     "cancel, retry or add dependencies to it");
 }
 
 template <typename Response>
@@ -905,6 +905,46 @@ grpc::ServerUnaryReactor* JobServiceImpl::RetryJob(
   grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
   write_pool_->Schedule([this, reactor, request, response] {
     Answer(reactor, response, book_->Retry(request->job_id()));
+  });
+  return reactor;
+}
+
+grpc::ServerUnaryReactor* JobServiceImpl::AddJobDependency(
+    grpc::CallbackServerContext* context,
+    const hub::v1::AddJobDependencyRequest* request,
+    hub::v1::AddJobDependencyResponse* response) {
+  absl::StatusOr<Principal> principal =
+      admission_->AdmitCall(*context, *request);
+  if (!principal.ok()) return FinishUnary(context, principal.status());
+  if (absl::Status s = ValidateJobId(request->job_id(), "job_id"); !s.ok()) {
+    return FinishUnary(context, s);
+  }
+  if (request->parent_ids_size() == 0 ||
+      request->parent_ids_size() > kMaxDependencies) {
+    return FinishUnary(
+        context,
+        Invalid("parent_ids", absl::StrCat("parent_ids must name 1 .. ",
+                                           kMaxDependencies, " jobs")));
+  }
+  std::vector<std::string> parents;
+  for (const std::string& id : request->parent_ids()) {
+    if (absl::Status s = ValidateJobId(id, "parent_ids"); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+    parents.push_back(id);
+  }
+  absl::StatusOr<std::optional<JobRecord>> job = book_->Get(request->job_id());
+  if (!job.ok()) return FinishUnary(context, job.status());
+  if (job->has_value()) {
+    if (absl::Status s = MaySupervise(*principal, **job, request->agent_id());
+        !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  write_pool_->Schedule([this, reactor, request, response,
+                         parents = std::move(parents)] {
+    Answer(reactor, response, book_->AddDependency(request->job_id(), parents));
   });
   return reactor;
 }

@@ -53,6 +53,10 @@ class JobServiceImpl final : public hub::v1::JobService::CallbackService {
       grpc::CallbackServerContext* context,
       const hub::v1::CancelJobRequest* request,
       hub::v1::CancelJobResponse* response) override;
+  grpc::ServerUnaryReactor* AddJobDependency(
+      grpc::CallbackServerContext* context,
+      const hub::v1::AddJobDependencyRequest* request,
+      hub::v1::AddJobDependencyResponse* response) override;
   grpc::ServerUnaryReactor* RetryJob(
       grpc::CallbackServerContext* context,
       const hub::v1::RetryJobRequest* request,
