@@ -191,7 +191,7 @@ test('a read-only token sees only its projects, may not act, and its session is 
   // stream is in order, so once the second job shows, the first would have.
   await page.click('#tabs button[data-view="jobs"]');
   const job = (projectId, worker, task) => client.jobs.createJob({
-    projectId, supervisor: { agentId: 'ops-supervisor' }, worker: { agentId: worker }, task,
+    projectId, supervisor: { agentId: worker }, worker: { agentId: worker }, task,
   });
   const { job: betaJob } = await job(BETA, 'auth-beta-2', 'beta job');
   const tj = Date.now();
