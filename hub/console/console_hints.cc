@@ -62,23 +62,23 @@ ConsoleHints::ConsoleHints(ConsoleModel* model, ConsoleHintsOptions options)
 
 ConsoleHints::~ConsoleHints() { Stop(); }
 
-void ConsoleHints::AgentsChanged(const std::vector<std::string>& agent_ids) {
-  if (agent_ids.empty()) return;
+void ConsoleHints::Queue(const std::vector<std::string>& ids,
+                         std::vector<std::string>* list,
+                         absl::flat_hash_set<std::string>* seen) {
+  if (ids.empty()) return;
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  for (const std::string& id : agent_ids) AddOnce(id, &agents_, &agent_set_);
+  for (const std::string& id : ids) AddOnce(id, list, seen);
   wake_.Signal();
+}
+
+void ConsoleHints::AgentsChanged(const std::vector<std::string>& agent_ids) {
+  Queue(agent_ids, &agents_, &agent_set_);
 }
 
 void ConsoleHints::MessagesChanged(
     const std::vector<std::string>& message_ids) {
-  if (message_ids.empty()) return;
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return;
-  for (const std::string& id : message_ids) {
-    AddOnce(id, &messages_, &message_set_);
-  }
-  wake_.Signal();
+  Queue(message_ids, &messages_, &message_set_);
 }
 
 void ConsoleHints::RoleChanged(const std::string& wire) {
@@ -89,11 +89,7 @@ void ConsoleHints::RoleChanged(const std::string& wire) {
 }
 
 void ConsoleHints::JobsChanged(const std::vector<std::string>& job_ids) {
-  if (job_ids.empty()) return;
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return;
-  for (const std::string& id : job_ids) AddOnce(id, &jobs_, &job_set_);
-  wake_.Signal();
+  Queue(job_ids, &jobs_, &job_set_);
 }
 
 void ConsoleHints::Stop() {

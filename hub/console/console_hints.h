@@ -105,6 +105,11 @@ class ConsoleHints {
       const std::vector<std::string>& jobs, const ConsoleHintsOptions& limits);
 
  private:
+  // Adds the ids not yet in `seen` to `list` (members of this object,
+  // guarded by mu_) and wakes the sender.
+  void Queue(const std::vector<std::string>& ids,
+             std::vector<std::string>* list,
+             absl::flat_hash_set<std::string>* seen);
   void RunSender();
   absl::Status Send(const std::vector<std::string>& payloads);
   void OnSignal(const storage::Signal& s);
