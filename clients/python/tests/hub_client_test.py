@@ -24,18 +24,26 @@ import hubtest  # noqa: E402
 from hub_client import HubClient, HubError, PresenceSession  # noqa: E402
 
 
-class PythonClientTest(unittest.TestCase):
+class _OneHubdTest(unittest.TestCase):
+    """A hubd on a fresh SQLite database (DB) and a client, for the class."""
+
+    DB = None
+
     @classmethod
     def setUpClass(cls):
         os.environ.setdefault("HUB_PROTO_DIR", os.path.join(_ROOT, "proto"))
         os.environ.setdefault("HUB_PY_STUBS_DIR", os.path.join(hubtest.tmpdir(), "py-stubs"))
-        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "python-client.sqlite"))
+        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), cls.DB))
         cls.client = HubClient(cls.hubd.address)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
         cls.hubd.stop()
+
+
+class PythonClientTest(_OneHubdTest):
+    DB = "python-client.sqlite"
 
     def session(self, agent_id, **kwargs):
         s = PresenceSession(self.client, agent_id, "AGENT_CLI_CODEX", heartbeat_ttl=10.0,
@@ -119,24 +127,13 @@ def _struct(value):
     return s
 
 
-class PythonClientJobsTest(unittest.TestCase):
+class PythonClientJobsTest(_OneHubdTest):
     """JobService through client.jobs: create, claim, heartbeat, complete,
     fail, retry, cancel, get and list, a superseded attempt's late result, and
     the refusals' reasons."""
 
+    DB = "python-jobs.sqlite"
     PROJECT = "prj_PYTHONCLIENTJOBSAAAAAA"
-
-    @classmethod
-    def setUpClass(cls):
-        os.environ.setdefault("HUB_PROTO_DIR", os.path.join(_ROOT, "proto"))
-        os.environ.setdefault("HUB_PY_STUBS_DIR", os.path.join(hubtest.tmpdir(), "py-stubs"))
-        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "python-jobs.sqlite"))
-        cls.client = HubClient(cls.hubd.address)
-
-    @classmethod
-    def tearDownClass(cls):
-        cls.client.close()
-        cls.hubd.stop()
 
     def worker(self, agent_id):
         s = PresenceSession(self.client, agent_id, "AGENT_CLI_CODEX", heartbeat_ttl=30.0,
