@@ -363,7 +363,12 @@ absl::Status HubServer::StartReservations(const HubServerOptions& options,
   }
   // An agent that goes loses its roles and its reservations; one that
   // arrives is a candidate event (registry/coordinator.h).
-  jobs_ = std::make_unique<JobBook>(&store_->jobs(), clock,
+  // Each committed job change is a fleet event (the console's jobs view).
+  job_changes_ = std::make_unique<JobChangeTap>(
+      &store_->jobs(), [events = &events_](const JobRecord& job) {
+        events->Publish(JobChanged{job.job_id, job.project_id});
+      });
+  jobs_ = std::make_unique<JobBook>(job_changes_.get(), clock,
                                     [ids] { return ids->Next(); });
   coordinator_ = std::make_unique<Coordinator>(
       presence_.get(), activator, reservations, jobs_.get(),

@@ -45,6 +45,7 @@
 #include "registry/clock.h"
 #include "registry/coordinator.h"
 #include "registry/fleet_events.h"
+#include "registry/job_changes.h"
 #include "registry/job_notices.h"
 #include "registry/jobs.h"
 #include "registry/messaging.h"
@@ -289,6 +290,9 @@ class HubServer {
   // After the feed and presence_ (it uses both).
   std::unique_ptr<ReservationEndFanout> reservation_ends_;
   std::unique_ptr<ReservationBook> reservations_;
+  // The store's jobs, telling events_ each committed change; before jobs_,
+  // which writes through it.
+  std::unique_ptr<JobChangeTap> job_changes_;
   std::unique_ptr<JobBook> jobs_;
   std::unique_ptr<JobNotices> job_notices_;
   // After reservations_ and the feed (it uses both).

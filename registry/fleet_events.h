@@ -1,8 +1,9 @@
 // FleetEvents: the one typed stream of what changed in the fleet, for the
 // observers outside the domain: the console and its hints to other hubs,
 // metrics, the log, and cross-hub message routing. The registries publish
-// (PresenceRegistry, Messaging); each observer subscribes once, with the
-// events it follows, and never reaches into a registry for it.
+// (PresenceRegistry, Messaging, and the jobs' JobChangeTap); each observer
+// subscribes once, with the events it follows, and never reaches into a
+// registry for it.
 //
 // The domain's own reactions (an agent that goes loses its roles and its
 // reservations; an arriving candidate is ensured) are not here: they are
@@ -66,9 +67,18 @@ struct MessagesUnpushed {
   std::vector<std::string> agent_ids;
 };
 
+// A job's committed change (created, claimed, heartbeat, completed, failed,
+// retried, cancelled, ended by its worker's leaving or its deadline, or a
+// superseded attempt's late result kept): the job as it is now is the
+// store's.
+struct JobChanged {
+  std::string job_id;
+  std::string project_id;
+};
+
 using FleetEvent =
     std::variant<AgentChanged, MessagesChanged, MessageDeadLettered,
-                 MessageRedriven, MessagesUnpushed>;
+                 MessageRedriven, MessagesUnpushed, JobChanged>;
 
 class FleetEvents {
  public:

@@ -17,6 +17,7 @@ constexpr char kHub[] = "h";
 constexpr char kAgents[] = "a";
 constexpr char kMessages[] = "m";
 constexpr char kRoles[] = "r";
+constexpr char kJobs[] = "j";
 constexpr char kReset[] = "reset";
 
 std::vector<std::string> Strings(const json& j, const char* key) {
@@ -61,23 +62,23 @@ ConsoleHints::ConsoleHints(ConsoleModel* model, ConsoleHintsOptions options)
 
 ConsoleHints::~ConsoleHints() { Stop(); }
 
-void ConsoleHints::AgentsChanged(const std::vector<std::string>& agent_ids) {
-  if (agent_ids.empty()) return;
+void ConsoleHints::Queue(const std::vector<std::string>& ids,
+                         std::vector<std::string>* list,
+                         absl::flat_hash_set<std::string>* seen) {
+  if (ids.empty()) return;
   absl::MutexLock lock(&mu_);
   if (stopping_) return;
-  for (const std::string& id : agent_ids) AddOnce(id, &agents_, &agent_set_);
+  for (const std::string& id : ids) AddOnce(id, list, seen);
   wake_.Signal();
+}
+
+void ConsoleHints::AgentsChanged(const std::vector<std::string>& agent_ids) {
+  Queue(agent_ids, &agents_, &agent_set_);
 }
 
 void ConsoleHints::MessagesChanged(
     const std::vector<std::string>& message_ids) {
-  if (message_ids.empty()) return;
-  absl::MutexLock lock(&mu_);
-  if (stopping_) return;
-  for (const std::string& id : message_ids) {
-    AddOnce(id, &messages_, &message_set_);
-  }
-  wake_.Signal();
+  Queue(message_ids, &messages_, &message_set_);
 }
 
 void ConsoleHints::RoleChanged(const std::string& wire) {
@@ -85,6 +86,10 @@ void ConsoleHints::RoleChanged(const std::string& wire) {
   if (stopping_) return;
   AddOnce(wire, &roles_, &role_set_);
   wake_.Signal();
+}
+
+void ConsoleHints::JobsChanged(const std::vector<std::string>& job_ids) {
+  Queue(job_ids, &jobs_, &job_set_);
 }
 
 void ConsoleHints::Stop() {
@@ -115,7 +120,8 @@ int64_t ConsoleHints::failed() const {
 std::vector<std::string> ConsoleHints::Payloads(
     const std::string& hub_id, const std::vector<std::string>& agents,
     const std::vector<std::string>& messages,
-    const std::vector<std::string>& roles, const ConsoleHintsOptions& limits) {
+    const std::vector<std::string>& roles, const std::vector<std::string>& jobs,
+    const ConsoleHintsOptions& limits) {
   // The newest messages only (the list is oldest first).
   const size_t skip = messages.size() > limits.max_messages
                           ? messages.size() - limits.max_messages
@@ -138,6 +144,7 @@ std::vector<std::string> ConsoleHints::Payloads(
   for (const std::string& wire : roles) add(kRoles, wire);
   for (const std::string& id : agents) add(kAgents, id);
   for (size_t i = skip; i < messages.size(); ++i) add(kMessages, messages[i]);
+  for (const std::string& id : jobs) add(kJobs, id);
   if (current.size() > 1) payloads.push_back(current.dump());
   if (payloads.size() > limits.max_notifications) {
     payloads = {ResetPayload(hub_id)};
@@ -155,12 +162,13 @@ void ConsoleHints::RunSender() {
     std::vector<std::string> agents;
     std::vector<std::string> messages;
     std::vector<std::string> roles;
+    std::vector<std::string> jobs;
     {
       absl::MutexLock lock(&mu_);
       // A CondVar, not Mutex::Await: ThreadSanitizer's shim sees its waits
       // (tools/tsan/README.md).
       while (!stopping_ && !lost && agents_.empty() && messages_.empty() &&
-             roles_.empty()) {
+             roles_.empty() && jobs_.empty()) {
         wake_.Wait(&mu_);
       }
       while (!stopping_ && absl::Now() < next_batch) {
@@ -170,15 +178,17 @@ void ConsoleHints::RunSender() {
       agents.swap(agents_);
       messages.swap(messages_);
       roles.swap(roles_);
+      jobs.swap(jobs_);
       agent_set_.clear();
       message_set_.clear();
       role_set_.clear();
+      job_set_.clear();
     }
     // After a loss, the reset stands for what was dropped and for this
     // batch too: the pages read their snapshots after it arrives.
     const std::vector<std::string> payloads =
         lost ? std::vector<std::string>{ResetPayload(options_.hub_instance_id)}
-             : Payloads(options_.hub_instance_id, agents, messages, roles,
+             : Payloads(options_.hub_instance_id, agents, messages, roles, jobs,
                         options_);
     absl::Status sent = Send(payloads);
     if (sent.ok()) {
@@ -224,6 +234,7 @@ void ConsoleHints::OnSignal(const storage::Signal& s) {
   model_->AgentsChanged(Strings(j, kAgents));
   model_->MessagesChanged(Strings(j, kMessages));
   for (const std::string& wire : Strings(j, kRoles)) model_->RoleChanged(wire);
+  model_->JobsChanged(Strings(j, kJobs));
 }
 
 void ConsoleHints::OnResync() {

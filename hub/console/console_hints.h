@@ -4,16 +4,16 @@
 // A role change reaches every hub's console through the role change log; an
 // agent's presence and a message's state do not (no log carries them). So
 // each hub hints the others after it changed such rows: which agents, which
-// messages and which roles' backlogs, by id, in a signal (storage/signals.h) on
-// the channel `hub_console` sent after the commit (from a connection of its
-// own, never inside a write), and each hub with a console LISTENs there and
-// re-renders the rows named (its ConsoleModel reads them from the shared store,
-// as it reads its own). Changes that arrive while a send is in flight wait and
-// go out together, at most one batch per `min_interval`; a batch larger than a
-// notification's payload goes as several. A hint is never the data: one a
-// hub misses (its listening connection was lost) is made good by telling
-// every open page to load its snapshots again once the listener is back;
-// one a hub could not send (the database unreachable) is made good by the
+// messages, which roles' backlogs and which jobs, by id, in a signal
+// (storage/signals.h) on the channel `hub_console` sent after the commit (from
+// a connection of its own, never inside a write), and each hub with a console
+// LISTENs there and re-renders the rows named (its ConsoleModel reads them from
+// the shared store, as it reads its own). Changes that arrive while a send is
+// in flight wait and go out together, at most one batch per `min_interval`; a
+// batch larger than a notification's payload goes as several. A hint is never
+// the data: one a hub misses (its listening connection was lost) is made good
+// by telling every open page to load its snapshots again once the listener is
+// back; one a hub could not send (the database unreachable) is made good by the
 // sender: it tries again, backing off, until it can send, and then sends a
 // "reset" in place of what it dropped, so that the other hubs' pages load
 // their snapshots again (no new change needed).
@@ -87,6 +87,7 @@ class ConsoleHints {
   void AgentsChanged(const std::vector<std::string>& agent_ids);
   void MessagesChanged(const std::vector<std::string>& message_ids);
   void RoleChanged(const std::string& wire);
+  void JobsChanged(const std::vector<std::string>& job_ids);
   // Stops sending and listening; what is queued is dropped. Idempotent.
   void Stop();
 
@@ -100,9 +101,15 @@ class ConsoleHints {
   static std::vector<std::string> Payloads(
       const std::string& hub_id, const std::vector<std::string>& agents,
       const std::vector<std::string>& messages,
-      const std::vector<std::string>& roles, const ConsoleHintsOptions& limits);
+      const std::vector<std::string>& roles,
+      const std::vector<std::string>& jobs, const ConsoleHintsOptions& limits);
 
  private:
+  // Adds the ids not yet in `seen` to `list` (members of this object,
+  // guarded by mu_) and wakes the sender.
+  void Queue(const std::vector<std::string>& ids,
+             std::vector<std::string>* list,
+             absl::flat_hash_set<std::string>* seen);
   void RunSender();
   absl::Status Send(const std::vector<std::string>& payloads);
   void OnSignal(const storage::Signal& s);
@@ -120,6 +127,8 @@ class ConsoleHints {
   absl::flat_hash_set<std::string> message_set_ ABSL_GUARDED_BY(mu_);
   std::vector<std::string> roles_ ABSL_GUARDED_BY(mu_);
   absl::flat_hash_set<std::string> role_set_ ABSL_GUARDED_BY(mu_);
+  std::vector<std::string> jobs_ ABSL_GUARDED_BY(mu_);
+  absl::flat_hash_set<std::string> job_set_ ABSL_GUARDED_BY(mu_);
   bool stopping_ ABSL_GUARDED_BY(mu_) = false;
   int64_t sent_ ABSL_GUARDED_BY(mu_) = 0;
   int64_t received_ ABSL_GUARDED_BY(mu_) = 0;

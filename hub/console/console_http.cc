@@ -263,6 +263,8 @@ void ConsoleHttp::Install(httplib::Server* server) {
               [this](const auto& q, auto& r) { View(q, r, "messages"); });
   server->Get("/api/reservations",
               [this](const auto& q, auto& r) { View(q, r, "reservations"); });
+  server->Get("/api/jobs",
+              [this](const auto& q, auto& r) { View(q, r, "jobs"); });
   server->Get("/api/trace",
               [this](const auto& q, auto& r) { View(q, r, "trace"); });
   server->Get("/api/stream", [this](const auto& q, auto& r) { Stream(q, r); });
@@ -376,6 +378,8 @@ void ConsoleHttp::View(const httplib::Request& request,
     view = model_->Messages(scope);
   } else if (which == "reservations") {
     view = model_->Reservations(scope);
+  } else if (which == "jobs") {
+    view = model_->Jobs(scope);
   } else if (which == "trace") {
     view = model_->Trace(request.get_param_value("trace_id"), scope);
   } else {

@@ -226,6 +226,13 @@ void ConsoleModel::MessagesChanged(const std::vector<std::string>& ids) {
   dirty_cv_.Signal();
 }
 
+void ConsoleModel::JobsChanged(const std::vector<std::string>& job_ids) {
+  if (job_ids.empty()) return;
+  absl::MutexLock lock(&dirty_mu_);
+  dirty_jobs_.insert(job_ids.begin(), job_ids.end());
+  dirty_cv_.Signal();
+}
+
 void ConsoleModel::Resync() { feed_.Post("reset", {}, "{}"); }
 
 void ConsoleModel::LogEvent(
@@ -294,22 +301,26 @@ void ConsoleModel::Run() {
     absl::flat_hash_set<std::string> agents;
     absl::flat_hash_set<std::string> roles;
     absl::flat_hash_set<std::string> messages;
+    absl::flat_hash_set<std::string> jobs;
     std::deque<UnscopedEvent> events;
     {
       absl::MutexLock lock(&dirty_mu_);
       while (!stop_ && dirty_agents_.empty() && dirty_roles_.empty() &&
-             dirty_messages_.empty() && unscoped_events_.empty()) {
+             dirty_messages_.empty() && dirty_jobs_.empty() &&
+             unscoped_events_.empty()) {
         dirty_cv_.Wait(&dirty_mu_);
       }
       if (stop_) return;
       agents.swap(dirty_agents_);
       roles.swap(dirty_roles_);
       messages.swap(dirty_messages_);
+      jobs.swap(dirty_jobs_);
       events.swap(unscoped_events_);
     }
     const int64_t now = Now();
     for (const std::string& wire : roles) RenderRole(wire, now);
     for (const std::string& id : agents) RenderAgent(id, now);
+    for (const std::string& id : jobs) RenderJob(id);
     absl::flat_hash_map<std::string, std::optional<std::string>> projects;
     for (const std::string& id : messages) {
       absl::StatusOr<MessageRecord> m =

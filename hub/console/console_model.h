@@ -5,7 +5,8 @@
 // lease, roles held and pending inbox; the roles: state, holder, fence,
 // candidates with reachability, backlog and the role's recent transitions),
 // for turning what changed (a role write seen by its watch, an agent's
-// presence, a publish or an ack, a log event) into rows posted on the feed,
+// presence, a publish or an ack, a job's change, a log event) into rows
+// posted on the feed,
 // and for the operator actions the console offers. Not responsible for HTTP,
 // sessions or who may see what: callers pass the principal's project scope
 // and check authority first (ConsoleHttp).
@@ -67,6 +68,12 @@ struct ConsoleModelOptions {
   // Messages this hub published or saw change, newest kept, for the
   // messages view.
   size_t recent_messages = 200;
+  // Jobs the jobs view lists at most: waiting (blocked, queued), with a
+  // live attempt (offered, running, waiting on a human), and ended (the
+  // most recently changed).
+  int64_t jobs_waiting = 500;
+  int64_t jobs_live = 500;
+  int64_t jobs_ended = 200;
   size_t feed_capacity = 4096;
 };
 
@@ -99,6 +106,8 @@ class ConsoleModel {
   // Messages whose state changed (published, delivered, acknowledged,
   // handed over, dead-lettered); they join the recent messages.
   void MessagesChanged(const std::vector<std::string>& message_ids);
+  // Jobs whose row changed (any committed write, a late result kept).
+  void JobsChanged(const std::vector<std::string>& job_ids);
   // Tells every open page to load its snapshots again (changes may have
   // been missed: the console's hints from other hubs were lost).
   void Resync();
@@ -125,6 +134,11 @@ class ConsoleModel {
   // their projects' queues (agent, patterns, since, deadline) that this
   // hub's feed saw join since it started.
   absl::StatusOr<nlohmann::json> Reservations(const ProjectScope& scope);
+  // The jobs (JobStore::ListJobs, every hub's): the queue (blocked and
+  // queued), those with a live attempt (worker, attempt, deadline), and
+  // the most recently ended (failures with their errors; late results of
+  // superseded attempts ride on their job's row).
+  absl::StatusOr<nlohmann::json> Jobs(const ProjectScope& scope);
   // The messages of one trace (ListTrace's rules).
   absl::StatusOr<nlohmann::json> Trace(const std::string& trace_id,
                                        const ProjectScope& scope);
@@ -196,6 +210,8 @@ class ConsoleModel {
   // Subscribes to the reservation feed (its snapshot fills reservations_).
   absl::Status WatchReservations();
   void OnReservationChange(const storage::ReservationChange& change);
+  // Reads the job and posts its row (console_jobs.cc).
+  void RenderJob(const std::string& job_id);
   int64_t Now() const;
 
   const ConsoleSources sources_;
@@ -230,6 +246,7 @@ class ConsoleModel {
   absl::flat_hash_set<std::string> dirty_agents_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_roles_ ABSL_GUARDED_BY(dirty_mu_);
   absl::flat_hash_set<std::string> dirty_messages_ ABSL_GUARDED_BY(dirty_mu_);
+  absl::flat_hash_set<std::string> dirty_jobs_ ABSL_GUARDED_BY(dirty_mu_);
   std::deque<UnscopedEvent> unscoped_events_ ABSL_GUARDED_BY(dirty_mu_);
   bool stop_ ABSL_GUARDED_BY(dirty_mu_) = false;
   // Signalled when a set gains a member and on Stop (a CondVar for

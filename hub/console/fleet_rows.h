@@ -1,7 +1,7 @@
 // Which of the console's rows a fleet event (registry/fleet_events.h)
 // changed, told to `rows`: this hub's ConsoleModel, or the ConsoleHints that
-// tell the other hubs' consoles. Both take AgentsChanged, MessagesChanged
-// and RoleChanged; neither blocks.
+// tell the other hubs' consoles. Both take AgentsChanged, MessagesChanged,
+// RoleChanged and JobsChanged; neither blocks.
 #ifndef HUB_HUB_CONSOLE_FLEET_ROWS_H_
 #define HUB_HUB_CONSOLE_FLEET_ROWS_H_
 
@@ -27,6 +27,8 @@ void ShowFleetEvent(const FleetEvent& event, Rows& rows) {
     if (dead->message.role_key_wire.has_value()) {
       rows.RoleChanged(*dead->message.role_key_wire);
     }
+  } else if (const auto* job = std::get_if<JobChanged>(&event)) {
+    rows.JobsChanged({job->job_id});
   }
 }
 

@@ -187,6 +187,20 @@ test('a read-only token sees only its projects, may not act, and its session is 
       .some((li) => li.textContent.includes(`message_id=${id}`)), alphaLetter);
   const later = await page.$$eval('#events li', (lis) => lis.map((li) => li.textContent));
   assert.ok(!later.some((e) => e.includes(betaLetter)), later.join('\n'));
+  // Jobs: the view and its changes hold the viewer's project's only; the
+  // stream is in order, so once the second job shows, the first would have.
+  await page.click('#tabs button[data-view="jobs"]');
+  const job = (projectId, worker, task) => client.jobs.createJob({
+    projectId, supervisor: { agentId: worker }, worker: { agentId: worker }, task,
+  });
+  const { job: betaJob } = await job(BETA, 'auth-beta-2', 'beta job');
+  const tj = Date.now();
+  const { job: alphaJob } = await job(ALPHA, 'auth-alpha-2', 'alpha job');
+  await watcher.shows('a job of the viewer\'s project', tj, (id) =>
+    !!document.querySelector(`#jobs-queue tr[data-job-id="${id}"]`), alphaJob.jobId);
+  assert.equal(await page.$(`tr[data-job-id="${betaJob.jobId}"]`), null);
+  const jobs = await pageFetch('/api/jobs');
+  assert.deepEqual(jobs.body.jobs.map((j) => j.job_id), [alphaJob.jobId]);
   // A fencing refusal of a unary call names its agent: seen by its project.
   const t4 = Date.now();
   await assert.rejects(client.presence.deregister({ agentId: 'auth-alpha-1', presenceGeneration: 999 }),

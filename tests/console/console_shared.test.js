@@ -3,8 +3,8 @@
 // (docs/design/multi-hub.md): the page of one hub shows the agents held by
 // every hub, and follows, live, an election and a failover made by another
 // hub (they reach it through the role change log), and an agent registered,
-// a message published and acknowledged through another hub (they reach it
-// through the console's hints).
+// a message published and acknowledged, and a job created, claimed and failed
+// through another hub (they reach it through the console's hints).
 const { test, before, after } = require('node:test');
 const assert = require('node:assert/strict');
 const { HubClient, PresenceSession, toStruct } = require('../../clients/node/lib');
@@ -150,6 +150,40 @@ test('the console of one hub shows, live, an agent registered and a message publ
     !document.querySelector(`#reservations tr[data-reservation-id="${id}"]`), reservation.reservationId);
   assert.equal(await page.evaluate(() => window.__sameDocument), 'yes', 'the page was reloaded');
   await screenshot(page, 'messages', 'messages-shared');
+});
+
+test('the console of one hub shows, live, a job created, claimed and failed through another hub', async () => {
+  // Jobs reach hub A's console through hub B's hints (NOTIFY hub_console),
+  // read from the shared store.
+  const b = clients[1];
+  await page.click('#tabs button[data-view="jobs"]');
+  const worker = new PresenceSession(b, {
+    agentId: 'shared-job-worker', projectId: PROJECT, cli: 'AGENT_CLI_CODEX', heartbeatTtlMs: 30000,
+  });
+  sessions.push(worker);
+  await worker.start();
+  const row = (table, id) => `#${table} tr[data-job-id="${id}"]`;
+  let t = Date.now();
+  const { job } = await b.jobs.createJob({ projectId: PROJECT, supervisor: { agentId: 'shared-second' },
+    worker: { agentId: 'shared-job-worker' }, task: 'through hub B', priority: 8 });
+  await watcher.shows('a job created through another hub', t, (sel) => {
+    const tr = document.querySelector(sel);
+    return tr && tr.querySelector('td.priority').textContent === '8';
+  }, row('jobs-queue', job.jobId));
+  t = Date.now();
+  const { job: claimed } = await b.jobs.claimJob({ agentId: 'shared-job-worker', jobId: job.jobId });
+  await watcher.shows('its claim through another hub', t, (sel) => {
+    const tr = document.querySelector(sel);
+    return tr && tr.querySelector('td.attempt').textContent === '1 of 1';
+  }, row('jobs-running', job.jobId));
+  t = Date.now();
+  await b.jobs.failJob({ attempt: claimed.attempt, error: { reason: 'shared_failure', retryable: false } });
+  await watcher.shows('its failure through another hub', t, (sel) => {
+    const tr = document.querySelector(sel);
+    return tr && tr.querySelector('td.reason').textContent === 'shared_failure';
+  }, row('jobs-failed', job.jobId));
+  assert.equal(await page.$(row('jobs-running', job.jobId)), null);
+  await worker.stop();
 });
 
 test('a hub started later shows the roles\' past transitions, read from the change log', async () => {

@@ -31,6 +31,7 @@ _SERVICES = {
     "presence": ("presence", "PresenceService"),
     "roles": ("role_service", "RoleService"),
     "messages": ("message", "MessageService"),
+    "jobs": ("job", "JobService"),
 }
 _REASON_PREFIX = "ERROR_REASON_"
 
@@ -99,7 +100,15 @@ class _Service:
         self.stub = stub
 
     def _wrap(self, rpc, request_class):
+        # A request field named `timeout` (CreateJobRequest's, a Duration)
+        # shares its name with the call's deadline: a number is the deadline
+        # in seconds, anything else (a Duration, a dict) the field.
+        has_timeout = "timeout" in request_class.DESCRIPTOR.fields_by_name
+
         def call(request=None, timeout=None, metadata=None, **fields):
+            if has_timeout and timeout is not None and not isinstance(timeout, (int, float)):
+                fields["timeout"] = timeout
+                timeout = None
             if request is None:
                 request = request_class(**fields)
             try:

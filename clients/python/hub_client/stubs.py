@@ -27,7 +27,7 @@ import types
 DEBIAN_INCLUDE_DIRS = ["/usr/include", "/usr/share/gocode/src/github.com/gogo/googleapis"]
 GOOGLE_RPC = ["google/rpc/status.proto", "google/rpc/error_details.proto"]
 MODULES = ["hub", "presence", "role", "role_service", "role_activation", "role_candidate",
-           "role_key", "message", "agent", "errors", "transport_locator"]
+           "role_key", "message", "agent", "errors", "transport_locator", "job"]
 
 _loaded = {}
 

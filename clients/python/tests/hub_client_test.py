@@ -1,7 +1,8 @@
 #!/usr/bin/python3
 """The Python client against the real hubd: stubs generated at test time from
 proto/hub/v1, a session that registers, attaches, heartbeats, receives and
-acknowledges a message, and errors that carry hub's reason codes."""
+acknowledges a message, errors that carry hub's reason codes, and JobService's
+calls from both sides (a supervisor's and a worker's)."""
 import os
 import signal
 import sys
@@ -10,6 +11,7 @@ import time
 import unittest
 
 import grpc
+from google.protobuf import duration_pb2, json_format, struct_pb2
 
 # Under Bazel the runfiles tree holds clients/python and tests/e2e; from a
 # checkout they are found relative to this file.
@@ -22,18 +24,26 @@ import hubtest  # noqa: E402
 from hub_client import HubClient, HubError, PresenceSession  # noqa: E402
 
 
-class PythonClientTest(unittest.TestCase):
+class _OneHubdTest(unittest.TestCase):
+    """A hubd on a fresh SQLite database (DB) and a client, for the class."""
+
+    DB = None
+
     @classmethod
     def setUpClass(cls):
         os.environ.setdefault("HUB_PROTO_DIR", os.path.join(_ROOT, "proto"))
         os.environ.setdefault("HUB_PY_STUBS_DIR", os.path.join(hubtest.tmpdir(), "py-stubs"))
-        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), "python-client.sqlite"))
+        cls.hubd = hubtest.Hubd(os.path.join(hubtest.tmpdir(), cls.DB))
         cls.client = HubClient(cls.hubd.address)
 
     @classmethod
     def tearDownClass(cls):
         cls.client.close()
         cls.hubd.stop()
+
+
+class PythonClientTest(_OneHubdTest):
+    DB = "python-client.sqlite"
 
     def session(self, agent_id, **kwargs):
         s = PresenceSession(self.client, agent_id, "AGENT_CLI_CODEX", heartbeat_ttl=10.0,
@@ -109,6 +119,124 @@ class PythonClientTest(unittest.TestCase):
         self.assertEqual(first.fencing.current_presence_generation,
                          second.presence_generation)
         self.assertFalse(second.ended.is_set())
+
+
+def _struct(value):
+    s = struct_pb2.Struct()
+    s.update(value)
+    return s
+
+
+class PythonClientJobsTest(_OneHubdTest):
+    """JobService through client.jobs: create, claim, heartbeat, complete,
+    fail, retry, cancel, get and list, a superseded attempt's late result, and
+    the refusals' reasons."""
+
+    DB = "python-jobs.sqlite"
+    PROJECT = "prj_PYTHONCLIENTJOBSAAAAAA"
+
+    def worker(self, agent_id):
+        s = PresenceSession(self.client, agent_id, "AGENT_CLI_CODEX", heartbeat_ttl=30.0,
+                            project_id=self.PROJECT)
+        self.addCleanup(s.stop)
+        s.start()
+        return s
+
+    def create(self, worker, task, **fields):
+        return self.client.jobs.create_job(
+            project_id=self.PROJECT, supervisor={"agent_id": "py-job-sup"},
+            worker={"agent_id": worker}, task=task, **fields)
+
+    def test_a_job_is_created_claimed_beaten_and_completed(self):
+        pb = self.client.pb.job_pb2
+        w = self.worker("py-job-worker-1")
+        self.assertFalse(self.client.jobs.claim_job(agent_id="py-job-worker-1").HasField("job"))
+        created = self.create("py-job-worker-1", "run the tests",
+                              payload=_struct({"target": "//..."}), priority=7,
+                              timeout=duration_pb2.Duration(seconds=300), max_attempts=3)
+        self.assertTrue(created.created)
+        job = created.job
+        self.assertEqual(job.state, pb.JOB_STATE_QUEUED)
+        self.assertEqual((job.priority, job.timeout.seconds, job.max_attempts, job.topic),
+                         (7, 300, 3, "assign.job"))
+        # The same idempotency key returns the first job.
+        keyed = self.create("py-job-worker-1", "keyed", idempotency_key="py-key-1")
+        again = self.create("py-job-worker-1", "keyed", idempotency_key="py-key-1")
+        self.assertFalse(again.created)
+        self.assertEqual(again.job.job_id, keyed.job.job_id)
+
+        claimed = self.client.jobs.claim_job(agent_id="py-job-worker-1", job_id=job.job_id,
+                                             presence_generation=w.presence_generation).job
+        self.assertEqual(claimed.state, pb.JOB_STATE_RUNNING)
+        self.assertEqual(json_format.MessageToDict(claimed.payload), {"target": "//..."})
+        self.assertEqual((claimed.attempt.job_id, claimed.attempt.attempt, claimed.attempt.agent_id,
+                          claimed.attempt.presence_generation),
+                         (job.job_id, 1, "py-job-worker-1", w.presence_generation))
+        beat = self.client.jobs.heartbeat_job(attempt=claimed.attempt,
+                                              progress=_struct({"passed": 120}))
+        self.assertFalse(beat.cancel_requested)
+        self.assertGreater(beat.deadline.ToMilliseconds(), int(time.time() * 1000))
+        running = self.client.jobs.get_job(job_id=job.job_id).job
+        self.assertEqual(json_format.MessageToDict(running.progress), {"passed": 120})
+
+        done = self.client.jobs.complete_job(attempt=claimed.attempt,
+                                             result=_struct({"passed": 300})).job
+        self.assertEqual(done.state, pb.JOB_STATE_SUCCEEDED)
+        self.assertEqual(json_format.MessageToDict(done.result), {"passed": 300})
+        listed = self.client.jobs.list_jobs(project_id=self.PROJECT,
+                                            supervisor_agent_id="py-job-sup",
+                                            states=[pb.JOB_STATE_SUCCEEDED])
+        self.assertEqual([j.job_id for j in listed.jobs], [job.job_id])
+
+    def test_fail_retry_cancel_a_late_result_and_the_refusals(self):
+        pb = self.client.pb.job_pb2
+        self.worker("py-job-worker-2")
+        job = self.create("py-job-worker-2", "deploy", max_attempts=2,
+                          retry_policy={"initial_backoff": duration_pb2.Duration()}).job
+        first = self.client.jobs.claim_job(agent_id="py-job-worker-2", job_id=job.job_id).job
+        # A retryable failure with an attempt left: queued again as attempt 2.
+        failed = self.client.jobs.fail_job(
+            attempt=first.attempt,
+            error={"reason": "flaky", "message": "the runner died", "retryable": True}).job
+        self.assertEqual((failed.state, failed.attempt.attempt, failed.error.reason),
+                         (pb.JOB_STATE_QUEUED, 2, "flaky"))
+        second = self.client.jobs.claim_job(agent_id="py-job-worker-2", job_id=job.job_id).job
+        self.assertEqual(second.attempt.attempt, 2)
+        # The first attempt's completion is refused, and kept as a late result.
+        with self.assertRaises(HubError) as caught:
+            self.client.jobs.complete_job(attempt=first.attempt, result=_struct({"late": True}))
+        self.assertEqual(caught.exception.code, grpc.StatusCode.FAILED_PRECONDITION)
+        self.assertEqual(caught.exception.reason, "ASSIGN_ATTEMPT_MISMATCH")
+        self.assertEqual(caught.exception.metadata.get("job_id"), job.job_id)
+        late = self.client.jobs.get_job(job_id=job.job_id).job.late_results
+        self.assertEqual([(l.attempt, l.agent_id) for l in late], [(1, "py-job-worker-2")])
+        self.assertEqual(json_format.MessageToDict(late[0].result), {"late": True})
+
+        # A running job's cancellation reaches its worker through the heartbeat.
+        marked = self.client.jobs.cancel_job(job_id=job.job_id, reason="frozen").job
+        self.assertEqual((marked.state, marked.cancel_requested), (pb.JOB_STATE_RUNNING, True))
+        self.assertTrue(self.client.jobs.heartbeat_job(attempt=second.attempt).cancel_requested)
+        stopped = self.client.jobs.fail_job(attempt=second.attempt,
+                                            error={"reason": "cancelled"}).job
+        self.assertEqual(stopped.state, pb.JOB_STATE_CANCELLED)
+        again = self.client.jobs.retry_job(job_id=job.job_id).job
+        self.assertEqual((again.state, again.attempt.attempt), (pb.JOB_STATE_QUEUED, 3))
+        with self.assertRaises(HubError) as caught:
+            self.client.jobs.retry_job(job_id=job.job_id)
+        self.assertEqual(caught.exception.reason, "JOB_NOT_ENDED")
+
+        with self.assertRaises(HubError) as caught:
+            self.client.jobs.get_job(job_id="no-such-job")
+        self.assertEqual((caught.exception.code, caught.exception.reason),
+                         (grpc.StatusCode.NOT_FOUND, "ASSIGN_NOT_FOUND"))
+        with self.assertRaises(HubError) as caught:
+            self.create("py-job-worker-2", "x", priority=10)
+        self.assertEqual((caught.exception.code, caught.exception.reason),
+                         (grpc.StatusCode.INVALID_ARGUMENT, "JOB_FIELD_INVALID"))
+        self.assertEqual(caught.exception.metadata.get("field"), "priority")
+        with self.assertRaises(HubError) as caught:
+            self.create("py-job-worker-2", "x", depends_on=["no-such-parent"])
+        self.assertEqual(caught.exception.reason, "JOB_DEPENDENCY_NOT_FOUND")
 
 
 class PythonClientRestartTest(unittest.TestCase):

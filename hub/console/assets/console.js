@@ -1,6 +1,7 @@
 // The hub console: plain JavaScript, no framework, no build step.
 //
-// It loads each view's snapshot once (/api/fleet, /api/roles, /api/events),
+// It loads each view's snapshot once (/api/fleet, /api/roles, /api/messages,
+// /api/reservations, /api/jobs, /api/events),
 // then follows one Server-Sent Events stream (/api/stream) of changes after
 // the snapshots' seq, updating only the rows that changed. The first load
 // draws the fleet from its first rows and counts (/api/fleet?first=N), opens
@@ -26,6 +27,7 @@
     reservations: new Map(),  // reservation id -> row data
     waiters: new Map(),  // waiter id -> row data (a reserve waiting in its queue)
     conflictsRefused: 0,
+    jobs: new Map(),  // job id -> the job as last read (each change is the whole job)
     skewMs: 0,             // server clock - browser clock
     stream: null,
     view: 'fleet',
@@ -38,7 +40,7 @@
     afterOpen: null,  // what to do once the stream is open (loadRest)
   };
   const MAX_EVENTS = 500;
-  const VIEWS = ['fleet', 'roles', 'messages', 'reservations', 'events'];
+  const VIEWS = ['fleet', 'roles', 'messages', 'reservations', 'jobs', 'events'];
   const $ = (id) => document.getElementById(id);
 
   // el('td', {class: 'x', text: 'y'}, child...): children are nodes or
@@ -727,6 +729,148 @@
     }
   }
 
+  // ---- jobs
+  //
+  // Four tables drawn from one map of jobs: the queue (blocked and queued)
+  // by project, priority (highest first) and age; the jobs a worker holds
+  // (running, offered, waiting on a human) with the worker, the attempt and
+  // its deadline; the failures (failed, timed out, cancelled) with their
+  // error, newest first; and the late results of superseded attempts. A
+  // change is the whole job: it moves the job to the table of its state.
+
+  const JOB_WAITING = new Set(['blocked', 'queued']);
+  const JOB_LIVE = new Set(['offered', 'running', 'waiting_human']);
+  const JOB_FAILED = new Set(['failed', 'timed_out', 'cancelled']);
+
+  function jobWorker(j) {
+    if (j.worker_kind === 'role') return `role ${roleTitle(j.worker_role)}`;
+    if (j.worker_kind === 'pool') {
+      const of = [...(j.pool_capabilities || []), j.pool_topic ? `topic ${j.pool_topic}` : '']
+        .filter(Boolean).join(' ');
+      return `pool ${of || '(any agent)'}`;
+    }
+    return j.worker_agent;
+  }
+
+  function jobSupervisor(j) {
+    return j.supervisor_role ? `role ${roleTitle(j.supervisor_role)}` : j.supervisor;
+  }
+
+  function jobMatches(j) {
+    const q = $('jobs-filter').value.trim().toLowerCase();
+    if (!q) return true;
+    return [j.project_id, j.job_id, j.task, jobWorker(j), jobSupervisor(j), j.attempt_worker || '',
+      j.state, j.error ? j.error.reason : ''].join(' ').toLowerCase().includes(q);
+  }
+
+  function jobRow(j, ...cells) {
+    const row = el('tr', { 'data-job-id': j.job_id, 'data-project': j.project_id }, ...cells);
+    row.hidden = !jobMatches(j);
+    return row;
+  }
+
+  function queueRow(j) {
+    const waiting = j.state === 'queued' && j.not_before_ms && j.not_before_ms > serverNow()
+      ? `queued, not before ${when(j.not_before_ms)}` : j.state;
+    const state = j.state === 'blocked' && j.depends_on.length
+      ? `blocked on ${j.depends_on.join(', ')}` : waiting;
+    return jobRow(j,
+      el('td', { text: j.project_id }),
+      el('td', { class: 'priority', text: j.priority }),
+      el('td', { class: 'job-id', text: j.job_id }),
+      el('td', { class: 'task', text: j.task }),
+      el('td', { class: `state job-${j.state}`, text: state }),
+      el('td', { class: 'age', 'data-since': j.created_at_ms, text: ago(j.created_at_ms) }),
+      el('td', { class: 'agent target', text: jobWorker(j) }),
+      el('td', { class: 'agent supervisor', text: jobSupervisor(j) }));
+  }
+
+  function runningRow(j) {
+    return jobRow(j,
+      el('td', { text: j.project_id }),
+      el('td', { class: 'job-id', text: j.job_id }),
+      el('td', { class: 'task', text: j.task }),
+      el('td', { class: 'agent worker', text: `${j.attempt_worker || '—'}` +
+        (j.attempt_generation ? ` (generation ${j.attempt_generation})` : '') }),
+      el('td', { class: 'attempt', text: `${j.attempt} of ${j.max_attempts}` }),
+      el('td', { class: 'deadline', 'data-deadline': j.deadline_ms || 0, text: left(j.deadline_ms) }),
+      el('td', { class: 'progress', text: j.progress || '—' }),
+      el('td', { class: 'cancel', text: j.cancel_requested ? 'requested' : '—' }));
+  }
+
+  function failedRow(j) {
+    const e = j.error || {};
+    return jobRow(j,
+      el('td', { text: when(j.completed_at_ms || j.updated_at_ms) }),
+      el('td', { text: j.project_id }),
+      el('td', { class: 'job-id', text: j.job_id }),
+      el('td', { class: 'task', text: j.task }),
+      el('td', { class: `state job-${j.state}`, text: j.state }),
+      el('td', { class: 'reason', text: e.reason || '—' }),
+      el('td', { class: 'error-message', text: e.message || '—' }),
+      el('td', { class: 'attempt', text: `${j.attempt} of ${j.max_attempts}` }));
+  }
+
+  function lateRow(j, l) {
+    const what = l.error ? `error ${l.error.reason}${l.error.message ? `: ${l.error.message}` : ''}`
+      : `result ${l.result}`;
+    const row = jobRow(j,
+      el('td', { text: when(l.reported_at_ms) }),
+      el('td', { text: j.project_id }),
+      el('td', { class: 'job-id', text: j.job_id }),
+      el('td', { class: 'attempt', text: l.attempt }),
+      el('td', { class: 'agent', text: l.agent_id }),
+      el('td', { class: 'late', text: what }),
+      el('td', { class: `state job-${j.state}`, text: `${j.state} (attempt ${j.attempt})` }));
+    row.dataset.attempt = l.attempt;
+    return row;
+  }
+
+  const byProject = (a, b) => (a.project_id < b.project_id ? -1 : a.project_id > b.project_id ? 1 : 0);
+
+  function drawJobs() {
+    const all = [...state.jobs.values()];
+    const queue = all.filter((j) => JOB_WAITING.has(j.state)).sort((a, b) =>
+      byProject(a, b) || b.priority - a.priority || a.created_at_ms - b.created_at_ms);
+    const running = all.filter((j) => JOB_LIVE.has(j.state)).sort((a, b) =>
+      byProject(a, b) || (a.deadline_ms || 0) - (b.deadline_ms || 0));
+    const failed = all.filter((j) => JOB_FAILED.has(j.state))
+      .sort((a, b) => b.updated_at_ms - a.updated_at_ms);
+    const late = all.flatMap((j) => (j.late_results || []).map((l) => [j, l]))
+      .sort(([, a], [, b]) => b.reported_at_ms - a.reported_at_ms);
+    $('jobs-queue').tBodies[0].replaceChildren(...queue.map(queueRow));
+    $('jobs-running').tBodies[0].replaceChildren(...running.map(runningRow));
+    $('jobs-failed').tBodies[0].replaceChildren(...failed.map(failedRow));
+    $('jobs-late').tBodies[0].replaceChildren(...late.map(([j, l]) => lateRow(j, l)));
+    const blocked = queue.filter((j) => j.state === 'blocked').length;
+    $('jobs-count').textContent = `${queue.length - blocked} queued, ${blocked} blocked, ` +
+      `${running.length} running, ${failed.length} failed, timed out or cancelled, ` +
+      `${late.length} late result(s)`;
+  }
+
+  let jobsFrame = 0;
+  function scheduleJobs() {
+    if (jobsFrame) return;
+    jobsFrame = requestAnimationFrame(() => {
+      jobsFrame = 0;
+      drawJobs();
+    });
+  }
+
+  function applyJob(j) {
+    const known = state.jobs.get(j.job_id);
+    // A render read before the one already shown (the snapshot's).
+    if (known && known.updated_at_ms > j.updated_at_ms) return;
+    state.jobs.set(j.job_id, j);
+    scheduleJobs();
+  }
+
+  function renderJobs(snapshot) {
+    state.jobs.clear();
+    for (const j of snapshot.jobs) state.jobs.set(j.job_id, j);
+    drawJobs();
+  }
+
   // ---- events
 
   function applyEvent(e, seq) {
@@ -765,6 +909,7 @@
     stream.addEventListener('message', handle((m) => applyMessage(m)));
     stream.addEventListener('reservation', handle((r) => applyReservation(r)));
     stream.addEventListener('reservation_wait', handle((w) => applyWaiter(w)));
+    stream.addEventListener('job', handle((j) => applyJob(j)));
     stream.addEventListener('event', handle((e, seq) => applyEvent(e, seq)));
     // The hub dropped changes this page had not read: load the views again.
     stream.addEventListener('reset', () => { loadViews(requestViews(false)); });
@@ -802,13 +947,13 @@
     const first = Math.min(1000, Math.ceil(window.innerHeight / ROW_PX) + 2 * MARGIN_ROWS);
     const views = Promise.all([api(partial ? `/api/fleet?first=${first}` : '/api/fleet'),
       partial ? null : api('/api/roles'), api('/api/messages'), api('/api/events'),
-      api('/api/reservations')]);
+      api('/api/reservations'), api('/api/jobs')]);
     return views;
   }
 
   async function loadViews(views) {
     const load = ++state.loads;
-    const [fleet, roles, messages, events, reservations] = await views;
+    const [fleet, roles, messages, events, reservations, jobs] = await views;
     if (load !== state.loads) return;
     if (performance.getEntriesByName('console-snapshots').length === 0) {
       performance.measure('console-snapshots', 'console-load');
@@ -820,7 +965,7 @@
     // change after the oldest snapshot; newer ones apply idempotently.
     state.afterOpen = roles ? null : () => loadRest(load);
     openStream(Math.min(fleet.seq, roles ? roles.seq : fleet.seq, messages.seq, events.seq,
-      reservations.seq));
+      reservations.seq, jobs.seq));
     // A first load: the whole fleet (when this is only its first rows) and
     // the roles follow.
     state.partial = roles ? null : { counts: fleet.counts, agents: new Map(), roles: new Map() };
@@ -837,6 +982,7 @@
     renderFleet(fleet);
     renderMessages(messages);
     renderReservations(reservations);
+    renderJobs(jobs);
     $('events').replaceChildren();
     state.eventSeqs.clear();
     for (const e of events.events) applyEvent(e, e.seq);
@@ -929,6 +1075,13 @@
           patterns: w.patterns });
       }
     });
+    $('jobs-filter').addEventListener('input', () => {
+      for (const id of ['jobs-queue', 'jobs-running', 'jobs-failed', 'jobs-late']) {
+        for (const tr of $(id).tBodies[0].rows) {
+          tr.hidden = !jobMatches(state.jobs.get(tr.dataset.jobId));
+        }
+      }
+    });
     $('login').addEventListener('submit', async (e) => {
       e.preventDefault();
       const token = $('token').value;
@@ -947,6 +1100,15 @@
     // only the rows in view exist, and only cells whose text changed are
     // touched.
     setInterval(() => {
+      if (state.view === 'jobs') {
+        for (const td of $('jobs-queue').querySelectorAll('td.age')) {
+          setText(td, ago(Number(td.dataset.since)));
+        }
+        for (const td of $('jobs-running').querySelectorAll('td.deadline')) {
+          setText(td, left(Number(td.dataset.deadline)));
+        }
+        return;
+      }
       if (state.view === 'reservations') {
         for (const td of $('reservations').querySelectorAll('td.expires')) {
           setText(td, left(Number(td.dataset.expires)));
