@@ -78,6 +78,12 @@ absl::StatusOr<storage::JobOutcome> JobChangeTap::RetryJob(
   return Tell(inner_->RetryJob(job_id, now_ms));
 }
 
+absl::StatusOr<storage::JobOutcome> JobChangeTap::AddJobDependency(
+    absl::string_view job_id, const std::vector<std::string>& parent_ids,
+    int64_t now_ms) {
+  return Tell(inner_->AddJobDependency(job_id, parent_ids, now_ms));
+}
+
 absl::StatusOr<std::vector<JobRecord>> JobChangeTap::EndAttemptsOf(
     absl::string_view agent_id, int64_t generation, int64_t now_ms) {
   return Tell(inner_->EndAttemptsOf(agent_id, generation, now_ms));

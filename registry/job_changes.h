@@ -53,6 +53,9 @@ class JobChangeTap final : public storage::JobStore {
                                                 int64_t now_ms) override;
   absl::StatusOr<storage::JobOutcome> RetryJob(absl::string_view job_id,
                                                int64_t now_ms) override;
+  absl::StatusOr<storage::JobOutcome> AddJobDependency(
+      absl::string_view job_id, const std::vector<std::string>& parent_ids,
+      int64_t now_ms) override;
   absl::StatusOr<std::vector<JobRecord>> EndAttemptsOf(
       absl::string_view agent_id, int64_t generation, int64_t now_ms) override;
   absl::StatusOr<std::vector<JobRecord>> EndOrphanedAttempts(

@@ -225,7 +225,8 @@ bool AlreadyEndedBy(const JobRecord& job, const JobAttemptFence& fence,
                     JobState state) {
   return job.state == state && job.attempt == fence.attempt &&
          job.attempt_worker == fence.agent_id &&
-         job.attempt_generation == fence.presence_generation;
+         job.attempt_generation == fence.presence_generation &&
+         job.attempt_role_epoch.value_or(0) == fence.role_epoch;
 }
 
 // Loads the fenced attempt's job for a write: the refusal (with the job as
@@ -252,14 +253,22 @@ absl::StatusOr<JobOutcome> Refused(JobRows& rows, const JobRecord& job,
                                    int64_t now_ms) {
   // Only an attempt that was bound and has ended: one before the current,
   // or the current one, ended without this result, by its own worker.
-  const bool superseded =
-      (outcome.refusal == JobRefusal::kAttemptMismatch && fence.attempt >= 1 &&
-       fence.attempt < job.attempt) ||
-      (outcome.refusal == JobRefusal::kNotRunning &&
-       fence.attempt == job.attempt && IsTerminal(job.state) &&
-       job.state != JobState::kSucceeded &&
-       job.attempt_worker == fence.agent_id &&
-       job.attempt_generation == fence.presence_generation);
+  bool superseded = (outcome.refusal == JobRefusal::kAttemptMismatch &&
+                     fence.attempt >= 1 && fence.attempt < job.attempt) ||
+                    (outcome.refusal == JobRefusal::kNotRunning &&
+                     fence.attempt == job.attempt && IsTerminal(job.state) &&
+                     job.state != JobState::kSucceeded &&
+                     job.attempt_worker == fence.agent_id &&
+                     job.attempt_generation == fence.presence_generation);
+  if (superseded) {
+    // Only from the attempt's own worker: anyone can name an old attempt.
+    absl::StatusOr<std::optional<JobAttemptFence>> held =
+        rows.AttemptHolder(job.job_id, fence.attempt);
+    if (!held.ok()) return held.status();
+    superseded = held->has_value() && (*held)->agent_id == fence.agent_id &&
+                 (*held)->presence_generation == fence.presence_generation &&
+                 (*held)->role_epoch == fence.role_epoch;
+  }
   if (superseded) {
     JobLateResult late;
     late.attempt = fence.attempt;
@@ -328,6 +337,13 @@ absl::StatusOr<std::optional<JobRecord>> Bind(
   absl::StatusOr<bool> written = Write(rows, job, next);
   if (!written.ok()) return written.status();
   if (!*written) return std::optional<JobRecord>();
+  JobAttemptFence holder;
+  holder.job_id = job.job_id;
+  holder.attempt = job.attempt;
+  holder.agent_id = std::string(agent_id);
+  holder.presence_generation = generation;
+  holder.role_epoch = role_epoch.value_or(0);
+  if (absl::Status s = rows.InsertAttempt(holder, now_ms); !s.ok()) return s;
   return std::optional<JobRecord>(next);
 }
 

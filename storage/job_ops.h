@@ -86,6 +86,12 @@ class JobRows {
   virtual absl::StatusOr<std::vector<std::string>> Children(
       absl::string_view parent_id) = 0;
 
+  // Records who holds attempt `fence.attempt` of the job (a claim).
+  virtual absl::Status InsertAttempt(const JobAttemptFence& fence,
+                                     int64_t claimed_at_ms) = 0;
+  // Who held the attempt, nullopt when it was never claimed.
+  virtual absl::StatusOr<std::optional<JobAttemptFence>> AttemptHolder(
+      absl::string_view job_id, int64_t attempt) = 0;
   virtual absl::Status InsertLateResult(absl::string_view job_id,
                                         const JobLateResult& late) = 0;
   // Oldest first.

@@ -142,8 +142,8 @@ class Ledger {
         "\n  raced writes of duplicate sessions: ", raced_, ", refused ",
         raced_refused_, "\n  accepted writes: ", accepted_.size(), " over ",
         finals_.size(), " jobs; late results kept: ", late,
-        "\n  KNOWN BUG: late results attributed to an agent that never held ",
-        "the attempt: ", misattributed_, "\n  refusals by reason:");
+        "\n  late results of an agent that never held the attempt: ",
+        misattributed_, "\n  refusals by reason:");
     for (const auto& [reason, n] : by_reason_) {
       absl::StrAppend(&report, "\n    ", reason, ": ", n);
     }
@@ -240,13 +240,13 @@ class Ledger {
         FailureLocked(absl::StrCat(job.job_id(), ": a late result of attempt ",
                                    late.attempt(), " that was not superseded"));
       }
-      // Known bug (DISABLED_ALateResultIsKeptOnlyFromTheAttemptsWorker
-      // below): a refused write naming a superseded attempt and any agent
-      // is kept as that attempt's late result. Counted and printed, not
-      // failed, until it is fixed.
+      // Only the worker that held the attempt has its late result kept.
       auto it = workers.find(late.attempt());
       if (it == workers.end() || it->second != late.agent_id()) {
         ++misattributed_;
+        FailureLocked(absl::StrCat(job.job_id(), ": the late result of ",
+                                   "attempt ", late.attempt(), " is ",
+                                   late.agent_id(), "'s, who never held it"));
       }
     }
     return static_cast<int64_t>(seen.size());
@@ -845,7 +845,7 @@ TEST_F(JobsFencingPgTest, StaleWritesToTwoHubsOnPostgresAreAllRefused) {
 // supervisor hears as the late result (a late_result notice), and the
 // worker that did hold the attempt has its own late result dropped (once
 // per attempt). Enable when the store keeps each attempt's worker.
-TEST(JobsFencingTest, DISABLED_ALateResultIsKeptOnlyFromTheAttemptsWorker) {
+TEST(JobsFencingTest, ALateResultIsKeptOnlyFromTheAttemptsWorker) {
   HubdProcess hubd(TempDbPath("late"), kHubFlags, QuietHubd("hubd-late"));
   ASSERT_TRUE(hubd.Start().ok());
   JobStubs hub(hubd.address());

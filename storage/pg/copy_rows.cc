@@ -69,6 +69,7 @@ const std::vector<TableSpec>& Tables() {
        {std::begin(kAdoptedJobColumns), std::end(kAdoptedJobColumns)}},
       {"hub_job_dependencies", {"job_id", "parent_id"}},
       {"hub_job_late_results", {"job_id", "attempt"}, {"attempt"}},
+      {"hub_job_attempts", {"job_id", "attempt"}, {"attempt"}},
   };
   return *tables;
 }

@@ -170,7 +170,7 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
   absl::StatusOr<CopyReport> report = CopySqliteToPostgres(options);
   ASSERT_TRUE(report.ok()) << report.status();
   EXPECT_FALSE(report->migrated_snapshot);
-  EXPECT_EQ(report->from_hub_schema_version, "12");
+  EXPECT_EQ(report->from_hub_schema_version, "13");
   EXPECT_EQ(report->rows,
             3 + 2 + 2 + 1 + 2 + 3 + 1 + 2 + 1 + 1 + 2 + 4 + 2 + 2);
   std::string counts;
@@ -182,7 +182,7 @@ TEST_P(PgCopyMethodTest, CopiesEveryTableRowForRowAndContinuesTheIdentity) {
             "role_registry=2 role_candidates=3 hub_agent_owners=1 "
             "hub_closed_scopes=2 hub_reservation_tokens=1 hub_reservations=1 "
             "hub_reservation_patterns=2 assign_jobs=4 hub_job_dependencies=2 "
-            "hub_job_late_results=2 ");
+            "hub_job_late_results=2 hub_job_attempts=0 ");
   EXPECT_EQ(Counts(), counts);
   EXPECT_TRUE(report->left_behind.empty());
   EXPECT_EQ(FileBytes(path), before);
@@ -362,7 +362,8 @@ TEST_F(PgCopyTest, AFileFromBeforeJobsCopiesNoJob) {
     }
   }
   EXPECT_EQ(jobs,
-            "assign_jobs=0 hub_job_dependencies=0 hub_job_late_results=0 ");
+            "assign_jobs=0 hub_job_dependencies=0 hub_job_late_results=0 "
+            "hub_job_attempts=0 ");
   EXPECT_TRUE(VerifySqliteAgainstPostgres(Options(path)).ok());
 }
 
@@ -441,7 +442,7 @@ TEST_F(PgCopyTest, AVerificationThatReadsADifferentRowLeavesTheTargetEmpty) {
             "role_registry=0 role_candidates=0 hub_agent_owners=0 "
             "hub_closed_scopes=0 hub_reservation_tokens=0 hub_reservations=0 "
             "hub_reservation_patterns=0 assign_jobs=0 hub_job_dependencies=0 "
-            "hub_job_late_results=0 ");
+            "hub_job_late_results=0 hub_job_attempts=0 ");
   EXPECT_EQ(PgValue("SELECT count(*) FROM hub_meta WHERE key LIKE 'copied%'"),
             "0");
   // The failed copy left nothing that refuses the next one.

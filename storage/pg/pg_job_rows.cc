@@ -390,6 +390,34 @@ absl::StatusOr<std::vector<JobRecord>> PgJobRows::OrphanedAttempts(
       {P(limit)}));
 }
 
+absl::Status PgJobRows::InsertAttempt(const JobAttemptFence& f,
+                                      int64_t claimed_at_ms) {
+  absl::StatusOr<Result> r = conn_.Run(
+      "INSERT INTO hub_job_attempts (job_id, attempt, agent_id, "
+      "presence_generation, role_epoch, claimed_at_ms) VALUES ($1, "
+      "$2::bigint, $3, $4::bigint, $5::bigint, $6::bigint)",
+      {P(f.job_id), P(f.attempt), P(f.agent_id), P(f.presence_generation),
+       f.role_epoch == 0 ? Null() : P(f.role_epoch), P(claimed_at_ms)});
+  return r.status();
+}
+
+absl::StatusOr<std::optional<JobAttemptFence>> PgJobRows::AttemptHolder(
+    absl::string_view job_id, int64_t attempt) {
+  absl::StatusOr<Result> r = conn_.Run(
+      "SELECT job_id, attempt, agent_id, presence_generation, role_epoch "
+      "FROM hub_job_attempts WHERE job_id = $1 AND attempt = $2::bigint",
+      {P(job_id), P(attempt)});
+  if (!r.ok()) return r.status();
+  if (r->rows() == 0) return std::optional<JobAttemptFence>();
+  JobAttemptFence f;
+  f.job_id = std::string(r->Text(0, 0));
+  f.attempt = r->Int(0, 1).value_or(0);
+  f.agent_id = std::string(r->Text(0, 2));
+  f.presence_generation = r->Int(0, 3).value_or(0);
+  f.role_epoch = r->Int(0, 4).value_or(0);
+  return std::optional<JobAttemptFence>(f);
+}
+
 absl::StatusOr<bool> PgJobRows::AnyDueDeadline(int64_t now_ms) {
   absl::StatusOr<Result> r = conn_.Run(
       "SELECT 1 FROM assign_jobs WHERE hub_state IN ('offered', 'running', "

@@ -73,6 +73,10 @@ class PgJobRows final : public JobRows {
   absl::StatusOr<std::vector<JobRecord>> OrphanedAttempts(
       int64_t limit) override;
   absl::StatusOr<bool> AnyDueDeadline(int64_t now_ms) override;
+  absl::Status InsertAttempt(const JobAttemptFence& fence,
+                             int64_t claimed_at_ms) override;
+  absl::StatusOr<std::optional<JobAttemptFence>> AttemptHolder(
+      absl::string_view job_id, int64_t attempt) override;
   absl::StatusOr<std::vector<JobRecord>> DueDeadlines(int64_t now_ms,
                                                       int64_t limit) override;
   // One prepared statement whatever the filter: an unset field binds NULL.

@@ -25,8 +25,9 @@ namespace hub::storage::pg {
 // session that keeps the counts in its statements (a hub's writer); 10:
 // the agents' and messages' enumerated columns are domains, not table
 // CHECKs; 11: jobs (assign_jobs, hub_job_dependencies,
-// hub_job_late_results; SQLite's 12).
-inline constexpr int kPgSchemaVersion = 11;
+// hub_job_late_results; SQLite's 12); 12: who held each attempt
+// (hub_job_attempts; SQLite's 13).
+inline constexpr int kPgSchemaVersion = 12;
 // The triflux schema version whose tables these mirror (StoreInfo's
 // schema_version, as SQLite's kTrifluxSchemaVersion).
 inline constexpr int kPgTrifluxSchemaVersion = 8;

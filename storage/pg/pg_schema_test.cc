@@ -48,6 +48,7 @@ TEST_F(PgSchemaTest, AFreshDatabaseGetsEveryTableAtTheCurrentVersion) {
                                       "hub_hubs",
                                       "hub_inbox_pending",
                                       "hub_inbox_settled",
+                                      "hub_job_attempts",
                                       "hub_job_dependencies",
                                       "hub_job_late_results",
                                       "hub_meta",

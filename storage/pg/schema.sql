@@ -697,3 +697,16 @@ CREATE TABLE IF NOT EXISTS hub_job_late_results (
   reported_at_ms BIGINT NOT NULL,
   PRIMARY KEY (job_id, attempt)
 );
+
+-- hub_schema_version 12: who held each attempt (a claim inserts its row),
+-- so that a late result is kept only from the attempt's own worker
+-- (SQLite's 13).
+CREATE TABLE IF NOT EXISTS hub_job_attempts (
+  job_id TEXT COLLATE "C" NOT NULL,
+  attempt BIGINT NOT NULL CHECK (attempt >= 1),
+  agent_id TEXT COLLATE "C" NOT NULL,
+  presence_generation BIGINT NOT NULL,
+  role_epoch BIGINT,
+  claimed_at_ms BIGINT NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);

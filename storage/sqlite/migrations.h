@@ -26,8 +26,10 @@ inline constexpr int kTrifluxSchemaVersion = 8;
 // log (hub_reservation_changes), 9 waiting reserves
 // (hub_reservation_waiters), 10 what a waiter waits behind (their
 // waits_for columns), 11 a pattern row's mode and the partial index of
-// exclusive patterns.
-inline constexpr int kHubSchemaVersion = 12;
+// exclusive patterns, 12 jobs (assign_jobs served in place,
+// hub_job_dependencies, hub_job_late_results), 13 who held each attempt
+// (hub_job_attempts).
+inline constexpr int kHubSchemaVersion = 13;
 
 // schema.sql, embedded at build time (generated schema_sql.cc).
 extern const char kSchemaSql[];

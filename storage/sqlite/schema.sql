@@ -352,6 +352,18 @@ CREATE TABLE IF NOT EXISTS hub_job_dependencies (
 CREATE INDEX IF NOT EXISTS idx_hub_job_dependencies_parent
   ON hub_job_dependencies (parent_id);
 
+-- hub_schema_version 13: who held each attempt (a claim inserts its row),
+-- so that a late result is kept only from the attempt's own worker.
+CREATE TABLE IF NOT EXISTS hub_job_attempts (
+  job_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL CHECK (attempt >= 1),
+  agent_id TEXT NOT NULL,
+  presence_generation INTEGER NOT NULL,
+  role_epoch INTEGER,
+  claimed_at_ms INTEGER NOT NULL,
+  PRIMARY KEY (job_id, attempt)
+);
+
 -- The first result or error each superseded attempt reported, kept.
 CREATE TABLE IF NOT EXISTS hub_job_late_results (
   job_id TEXT NOT NULL,

@@ -180,6 +180,41 @@ absl::StatusOr<std::vector<std::string>> SqliteJobRows::Children(
                                     [](const Stmt& s) { return s.Text(0); });
 }
 
+absl::Status SqliteJobRows::InsertAttempt(const JobAttemptFence& f,
+                                          int64_t claimed_at_ms) {
+  absl::StatusOr<Stmt> stmt = conn_.Prepare(
+      "INSERT INTO hub_job_attempts (job_id, attempt, agent_id, "
+      "presence_generation, role_epoch, claimed_at_ms) "
+      "VALUES (?, ?, ?, ?, ?, ?)");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, f.job_id)
+      .Bind(2, f.attempt)
+      .Bind(3, f.agent_id)
+      .Bind(4, f.presence_generation)
+      .Bind(5, f.role_epoch == 0 ? std::optional<int64_t>()
+                                 : std::optional<int64_t>(f.role_epoch))
+      .Bind(6, claimed_at_ms);
+  return stmt->Run();
+}
+
+absl::StatusOr<std::optional<JobAttemptFence>> SqliteJobRows::AttemptHolder(
+    absl::string_view job_id, int64_t attempt) {
+  absl::StatusOr<Stmt> stmt = conn_.Prepare(
+      "SELECT job_id, attempt, agent_id, presence_generation, role_epoch "
+      "FROM hub_job_attempts WHERE job_id = ? AND attempt = ?");
+  if (!stmt.ok()) return stmt.status();
+  stmt->Bind(1, job_id).Bind(2, attempt);
+  return rows::ReadOne<JobAttemptFence>(*stmt, [](const Stmt& s) {
+    JobAttemptFence f;
+    f.job_id = s.Text(0);
+    f.attempt = s.Int(1);
+    f.agent_id = s.Text(2);
+    f.presence_generation = s.Int(3);
+    f.role_epoch = s.OptInt(4).value_or(0);
+    return f;
+  });
+}
+
 absl::Status SqliteJobRows::InsertLateResult(absl::string_view job_id,
                                              const JobLateResult& late) {
   absl::StatusOr<Stmt> stmt = conn_.Prepare(

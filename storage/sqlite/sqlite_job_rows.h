@@ -32,6 +32,10 @@ class SqliteJobRows final : public JobRows {
       absl::string_view job_id) override;
   absl::StatusOr<std::vector<std::string>> Children(
       absl::string_view parent_id) override;
+  absl::Status InsertAttempt(const JobAttemptFence& fence,
+                             int64_t claimed_at_ms) override;
+  absl::StatusOr<std::optional<JobAttemptFence>> AttemptHolder(
+      absl::string_view job_id, int64_t attempt) override;
   absl::Status InsertLateResult(absl::string_view job_id,
                                 const JobLateResult& late) override;
   absl::StatusOr<std::vector<JobLateResult>> LateResults(

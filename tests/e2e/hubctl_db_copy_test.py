@@ -24,9 +24,10 @@ TOKEN = "copy-test-admin-token-0123456789"
 TABLES = ["agents", "messages", "message_inbox", "dead_letters", "role_registry",
           "role_candidates", "hub_agent_owners", "hub_closed_scopes",
           "hub_reservation_tokens", "hub_reservations", "hub_reservation_patterns"]
-# Copied too; populate_through_hubd writes no job (hubd has no job RPC yet,
-# #46), so a copy of its file reports them empty.
-JOB_TABLES = ["assign_jobs", "hub_job_dependencies", "hub_job_late_results"]
+# Copied too; populate_through_hubd writes no job, so a copy of its file
+# reports them empty.
+JOB_TABLES = ["assign_jobs", "hub_job_dependencies", "hub_job_late_results",
+              "hub_job_attempts"]
 
 
 def hubctl_path():

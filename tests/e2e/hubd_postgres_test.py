@@ -459,7 +459,7 @@ class HubdPostgresTest(hubtest.AcknowledgedWrites, hubtest.PostgresTestCase):
         a, b = (self.api(h) for h in started)
         # storage/pg/pg_schema.h kPgSchemaVersion.
         self.assertEqual(self.pg.sql(self.database, "SELECT value FROM hub_meta WHERE "
-                                     "key = 'hub_schema_version'"), "11")
+                                     "key = 'hub_schema_version'"), "12")
         status_a = a.call("hub.v1.HubService/GetStatus")
         status_b = b.call("hub.v1.HubService/GetStatus")
         self.assertEqual(status_a.get("storeFingerprint"), status_b.get("storeFingerprint"))
