@@ -361,8 +361,6 @@ absl::Status HubServer::StartReservations(const HubServerOptions& options,
   if (reservation_hints != nullptr) {
     reservation_hints->Start([reservation_feed] { reservation_feed->Kick(); });
   }
-  // An agent that goes loses its roles and its reservations; one that
-  // arrives is a candidate event (registry/coordinator.h).
   // Each committed job change is a fleet event (the console's jobs view).
   job_changes_ = std::make_unique<JobChangeTap>(
       &store_->jobs(), [events = &events_](const JobRecord& job) {
@@ -370,6 +368,9 @@ absl::Status HubServer::StartReservations(const HubServerOptions& options,
       });
   jobs_ = std::make_unique<JobBook>(job_changes_.get(), clock,
                                     [ids] { return ids->Next(); });
+  // An agent that goes loses its job attempts, its roles and its
+  // reservations; one that arrives is a candidate event
+  // (registry/coordinator.h).
   coordinator_ = std::make_unique<Coordinator>(
       presence_.get(), activator, reservations, jobs_.get(),
       [activator_pool](std::function<void()> reaction) {
