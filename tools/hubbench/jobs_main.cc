@@ -39,6 +39,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdio>
 #include <functional>
@@ -285,6 +286,8 @@ int RunThroughput(const std::string& addr, int workers) {
       absl::GetFlag(FLAGS_warmup), absl::GetFlag(FLAGS_duration));
   hubbench::ServerSampler sampler(absl::GetFlag(FLAGS_server_pid), window);
   std::vector<hubbench::LatencySamples> latency(workers);
+  // Each call of the cycle on its own: create, claim, complete.
+  std::vector<std::array<hubbench::LatencySamples, 3>> calls(workers);
   std::vector<int64_t> done(workers, 0), empty(workers, 0);
   std::vector<std::string> errors(workers);
   std::vector<std::thread> threads;
@@ -296,11 +299,13 @@ int RunThroughput(const std::string& addr, int workers) {
       while (absl::Now() < window.end) {
         const absl::Time start = absl::Now();
         auto created = client.CreateJob(create);
+        const absl::Time t_created = absl::Now();
         if (!created.ok()) {
           errors[i] = "CreateJob: " + created.status().ToString();
           return;
         }
         auto job = Claim(client, agent);
+        const absl::Time t_claimed = absl::Now();
         if (!job.ok()) {
           errors[i] = "ClaimJob: " + job.status().ToString();
           return;
@@ -318,6 +323,9 @@ int RunThroughput(const std::string& addr, int workers) {
         if (window.Contains(end)) {
           ++done[i];
           latency[i].Add(end - start);
+          calls[i][0].Add(t_created - start);
+          calls[i][1].Add(t_claimed - t_created);
+          calls[i][2].Add(end - t_claimed);
         }
       }
     });
@@ -327,20 +335,34 @@ int RunThroughput(const std::string& addr, int workers) {
   result.ops = 0;
   for (int i = 0; i < workers; ++i) {
     result.ops += done[i];
-    if (i > 0) latency[0].Merge(latency[i]);
+    if (i > 0) {
+      latency[0].Merge(latency[i]);
+      for (int c = 0; c < 3; ++c) calls[0][c].Merge(calls[i][c]);
+    }
     if (!errors[i].empty()) return Fail(errors[i]);
   }
   sampler.Fill(&result);
   int64_t empties = 0;
   for (int64_t e : empty) empties += e;
   for (auto& s : sessions) s->Stop();
+  // hubd's busiest threads over the window, CPU µs per cycle.
+  std::string busiest;
+  for (size_t t = 0; t < result.server_threads.size() && t < 6; ++t) {
+    absl::StrAppend(&busiest, t ? "," : "", "\"",
+                    result.server_threads[t].name, "\":",
+                    static_cast<int>(result.server_threads[t].us_per_op));
+  }
   std::printf("%s,\"status\":\"ok\",\"ops\":%lld,\"ops_per_s\":%.1f,"
-              "\"p50_us\":%.0f,\"p99_us\":%.0f,\"empty_claims\":%lld,"
-              "\"server_us_per_op\":%.1f}\n",
+              "\"p50_us\":%.0f,\"p99_us\":%.0f,\"create_p50_us\":%.0f,"
+              "\"claim_p50_us\":%.0f,\"complete_p50_us\":%.0f,"
+              "\"empty_claims\":%lld,\"server_us_per_op\":%.1f,"
+              "\"server_threads\":{%s}}\n",
               head.c_str(), static_cast<long long>(result.ops),
               result.ops / window.Seconds(), latency[0].Quantile(0.5),
-              latency[0].Quantile(0.99), static_cast<long long>(empties),
-              result.server_us_per_op);
+              latency[0].Quantile(0.99), calls[0][0].Quantile(0.5),
+              calls[0][1].Quantile(0.5), calls[0][2].Quantile(0.5),
+              static_cast<long long>(empties), result.server_us_per_op,
+              busiest.c_str());
   return 0;
 }
 
