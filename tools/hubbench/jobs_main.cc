@@ -118,8 +118,8 @@ std::unique_ptr<PresenceSession> Attach(const HubClient* client,
   options.deregister_on_stop = false;
   PresenceCallbacks callbacks;
   callbacks.on_message = [](const hub::v1::MessageDelivery&) { return true; };
-  auto session = std::make_unique<PresenceSession>(client, options,
-                                                   std::move(callbacks));
+  auto session =
+      std::make_unique<PresenceSession>(client, options, std::move(callbacks));
   absl::Status s = session->Start();
   if (s.ok()) s = session->AwaitAttached(absl::Seconds(30));
   if (!s.ok()) {
@@ -179,8 +179,8 @@ absl::StatusOr<absl::Time> ClaimWhenClaimable(const HubClient& client,
     }
     absl::SleepFor(pause);
   }
-  return absl::DeadlineExceededError(
-      absl::StrCat(job_id, " not claimable within ", absl::FormatDuration(give_up)));
+  return absl::DeadlineExceededError(absl::StrCat(
+      job_id, " not claimable within ", absl::FormatDuration(give_up)));
 }
 
 struct Samples {
@@ -268,18 +268,18 @@ std::string Head(const std::string& workload, const std::string& layout) {
 
 int RunThroughput(const std::string& addr, int workers) {
   const std::string head = Head("throughput", absl::StrCat("c", workers));
-  auto channels = hubbench::ConnectChannels(addr, workers,
-                                            absl::Now() + absl::Seconds(30));
+  auto channels =
+      hubbench::ConnectChannels(addr, workers, absl::Now() + absl::Seconds(30));
   if (!channels.ok()) return Fail(channels.status().ToString());
   std::vector<std::unique_ptr<HubClient>> clients;
   std::vector<std::unique_ptr<PresenceSession>> sessions;
   const std::string run = absl::StrCat(getpid());
   for (int i = 0; i < workers; ++i) {
-    clients.push_back(std::make_unique<HubClient>((*channels)[i],
-                                                  HubClientOptions{}));
+    clients.push_back(
+        std::make_unique<HubClient>((*channels)[i], HubClientOptions{}));
     std::string error;
-    sessions.push_back(Attach(clients.back().get(),
-                              absl::StrCat("jw-", run, "-", i), &error));
+    sessions.push_back(
+        Attach(clients.back().get(), absl::StrCat("jw-", run, "-", i), &error));
     if (sessions.back() == nullptr) return Fail(error);
   }
   const hubbench::Window window = hubbench::Window::FromNow(
@@ -348,21 +348,22 @@ int RunThroughput(const std::string& addr, int workers) {
   // hubd's busiest threads over the window, CPU µs per cycle.
   std::string busiest;
   for (size_t t = 0; t < result.server_threads.size() && t < 6; ++t) {
-    absl::StrAppend(&busiest, t ? "," : "", "\"",
-                    result.server_threads[t].name, "\":",
-                    static_cast<int>(result.server_threads[t].us_per_op));
+    absl::StrAppend(
+        &busiest, t ? "," : "", "\"", result.server_threads[t].name,
+        "\":", static_cast<int>(result.server_threads[t].us_per_op));
   }
-  std::printf("%s,\"status\":\"ok\",\"ops\":%lld,\"ops_per_s\":%.1f,"
-              "\"p50_us\":%.0f,\"p99_us\":%.0f,\"create_p50_us\":%.0f,"
-              "\"claim_p50_us\":%.0f,\"complete_p50_us\":%.0f,"
-              "\"empty_claims\":%lld,\"server_us_per_op\":%.1f,"
-              "\"server_threads\":{%s}}\n",
-              head.c_str(), static_cast<long long>(result.ops),
-              result.ops / window.Seconds(), latency[0].Quantile(0.5),
-              latency[0].Quantile(0.99), calls[0][0].Quantile(0.5),
-              calls[0][1].Quantile(0.5), calls[0][2].Quantile(0.5),
-              static_cast<long long>(empties), result.server_us_per_op,
-              busiest.c_str());
+  std::printf(
+      "%s,\"status\":\"ok\",\"ops\":%lld,\"ops_per_s\":%.1f,"
+      "\"p50_us\":%.0f,\"p99_us\":%.0f,\"create_p50_us\":%.0f,"
+      "\"claim_p50_us\":%.0f,\"complete_p50_us\":%.0f,"
+      "\"empty_claims\":%lld,\"server_us_per_op\":%.1f,"
+      "\"server_threads\":{%s}}\n",
+      head.c_str(), static_cast<long long>(result.ops),
+      result.ops / window.Seconds(), latency[0].Quantile(0.5),
+      latency[0].Quantile(0.99), calls[0][0].Quantile(0.5),
+      calls[0][1].Quantile(0.5), calls[0][2].Quantile(0.5),
+      static_cast<long long>(empties), result.server_us_per_op,
+      busiest.c_str());
   return 0;
 }
 
@@ -381,11 +382,12 @@ int RunPublish(const std::string& addr, int workers) {
   result.layout = absl::StrCat("agent/c", workers);
   hubbench::RunHubPublish(config, &result);
   if (result.status != "ok") return Fail(result.ToJson());
-  std::printf("%s,\"status\":\"ok\",\"ops\":%lld,\"ops_per_s\":%.1f,"
-              "\"p50_us\":%.0f,\"p99_us\":%.0f,\"server_us_per_op\":%.1f}\n",
-              Head("publish", result.layout).c_str(),
-              static_cast<long long>(result.ops), result.ops_per_s,
-              result.p50_us, result.p99_us, result.server_us_per_op);
+  std::printf(
+      "%s,\"status\":\"ok\",\"ops\":%lld,\"ops_per_s\":%.1f,"
+      "\"p50_us\":%.0f,\"p99_us\":%.0f,\"server_us_per_op\":%.1f}\n",
+      Head("publish", result.layout).c_str(),
+      static_cast<long long>(result.ops), result.ops_per_s, result.p50_us,
+      result.p99_us, result.server_us_per_op);
   return 0;
 }
 
@@ -494,8 +496,8 @@ int RunLatency(const std::string& addr, const std::string& workload) {
       return Fail("unknown --workload " + workload);
     }
     hub::v1::Job claimed;
-    auto at = ClaimWhenClaimable(*client, taker, job_id, absl::Seconds(60),
-                                 &claimed);
+    auto at =
+        ClaimWhenClaimable(*client, taker, job_id, absl::Seconds(60), &claimed);
     if (!at.ok()) return Fail(at.status().ToString());
     samples.ms.push_back(absl::ToDoubleMilliseconds(*at - start));
     absl::Status s = Complete(*client, claimed);
