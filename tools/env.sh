@@ -14,6 +14,9 @@ HUB_MCP_MODULES="$HUB_CACHE_DIR/mcp/node_modules"
 # The console's browser test's npm dependency (tests/console/package-lock.json:
 # puppeteer-core, which drives Debian's chromium; no browser download).
 HUB_CONSOLE_MODULES="$HUB_CACHE_DIR/console-test/node_modules"
+# tools/hubbench/jobs.sh's reference queues (tools/hubbench/queues/
+# package-lock.json: pg-boss and graphile-worker), installed the same way.
+HUB_QUEUES_MODULES="$HUB_CACHE_DIR/hubbench-queues/node_modules"
 # The real agent CLIs (Claude Code, Codex, Gemini CLI) hub-mcp's install test
 # runs (clients/mcp/test/clis/package-lock.json): their bin directory.
 HUB_AGENT_CLIS="$HUB_CACHE_DIR/agent-clis/node_modules/.bin"
@@ -21,4 +24,4 @@ HUB_BAZEL_FLAGS=(--disk_cache="$HUB_CACHE_DIR/bazel-disk")
 # hub_usage SCRIPT: print SCRIPT's header (every comment line after the
 # shebang, up to its `set -euo pipefail`) to stderr, as its usage text.
 hub_usage() { sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$1" >&2; }
-export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES HUB_CONSOLE_MODULES HUB_AGENT_CLIS
+export HUB_ROOT HUB_CACHE_DIR HUB_BUF HUB_NODE_MODULES HUB_MCP_MODULES HUB_CONSOLE_MODULES HUB_QUEUES_MODULES HUB_AGENT_CLIS

@@ -20,7 +20,9 @@
 #        $HUB_CACHE_DIR/node-client, and hub-mcp's (clients/mcp/package-lock.json)
 #        into $HUB_CACHE_DIR/mcp, and the console browser test's puppeteer-core
 #        (tests/console/package-lock.json) into $HUB_CACHE_DIR/console-test,
-#        all outside the checkout. The agent CLIs
+#        and tools/hubbench/jobs.sh's reference queues (pg-boss,
+#        graphile-worker: tools/hubbench/queues/package-lock.json) into
+#        $HUB_CACHE_DIR/hubbench-queues, all outside the checkout. The agent CLIs
 #        that only the tests need come from tools/setup_agent_clis.sh.
 set -euo pipefail
 
@@ -108,3 +110,6 @@ npm_ci_copy "hub-mcp's npm dependencies" clients/mcp "$HUB_CACHE_DIR/mcp" \
 # chromium; --ignore-scripts keeps it from downloading a browser).
 npm_ci_copy "the console browser test's npm dependencies" tests/console \
   "$HUB_CACHE_DIR/console-test" puppeteer-core/package.json
+# tools/hubbench/jobs.sh: pg-boss and graphile-worker (and their pg driver).
+npm_ci_copy "jobs.sh's reference queues (pg-boss, graphile-worker)" tools/hubbench/queues \
+  "$HUB_CACHE_DIR/hubbench-queues" pg-boss/package.json graphile-worker/package.json

@@ -2,11 +2,12 @@
 # Proves the harness works: starts noop_server and runs every hubbench
 # workload against it briefly, then the hub's own workloads against a hubd
 # on SQLite; each must print an "ok" result with traffic.
-#   smoke_test.sh NOOP_SERVER HUBBENCH HUBD
+#   smoke_test.sh NOOP_SERVER HUBBENCH HUBD JOBS
 set -euo pipefail
 noop_server="$1"
 hubbench="$2"
 hubd="$3"
+jobs="$4"
 dir="$(mktemp -d "${TEST_TMPDIR:-/tmp}/smoke.XXXXXX")"
 
 "$noop_server" --listen=127.0.0.1:0 >"$dir/out" &
@@ -23,19 +24,22 @@ addr="$(sed -n 's/.*serving on \([^ ]*\).*/\1/p' "$dir/out")"
 failed=0
 target=noop
 server_pid="$pid"
-check() {  # check FIELD WORKLOAD FLAGS...: the result is ok and FIELD > 0.
-  local field="$1" line
-  shift
-  line="$("$hubbench" "$@" --target="$target" --addr="$addr" --duration=1s \
-    --warmup=200ms --server_pid="$server_pid")"
-  echo "$line"
-  if [[ "$line" != *'"status":"ok"'* ]] ||
-    ! [[ "$line" =~ \"$field\":([0-9.]+) ]] ||
+# expect_ok FIELD LINE WHAT: LINE is an "ok" result with FIELD > 0.
+expect_ok() {
+  echo "$2"
+  if [[ "$2" != *'"status":"ok"'* ]] ||
+    ! [[ "$2" =~ \"$1\":([0-9.]+) ]] ||
     [[ "${BASH_REMATCH[1]}" == "0.0" || "${BASH_REMATCH[1]}" == "0" ]]; then
-    echo "FAILED: hubbench $* (want status ok and $field > 0)"
+    echo "FAILED: $3 (want status ok and $1 > 0)"
     failed=1
   fi
-  last="$line"
+}
+check() {  # check FIELD WORKLOAD FLAGS...: the result is ok and FIELD > 0.
+  local field="$1"
+  shift
+  last="$("$hubbench" "$@" --target="$target" --addr="$addr" --duration=1s \
+    --warmup=200ms --server_pid="$server_pid")"
+  expect_ok "$field" "$last" "hubbench $*"
 }
 check ops_per_s register --clients=4
 check server_switches_per_op register --clients=4
@@ -79,6 +83,18 @@ if "$hubbench" nosuchworkload --addr="$addr" 2>/dev/null; then
   echo "FAILED: an unknown workload was accepted"
   failed=1
 fi
+
+# The jobs binary's rows (jobs.sh), briefly: a throughput row and two
+# latency rows, one with its worker in a child process that is SIGKILLed
+# (hubd's default 2 s grace).
+jobs_check() {  # jobs_check FIELD FLAGS...: the result is ok and FIELD > 0.
+  local field="$1"
+  shift
+  expect_ok "$field" "$("$jobs" --addr="$hub_addr" --server_pid="$hubd_pid" "$@")" "jobs $*"
+}
+jobs_check ops_per_s --workload=throughput --workers=2 --duration=1s --warmup=200ms
+jobs_check samples --workload=child --rounds=2
+jobs_check samples --workload=dead_worker --rounds=1
 
 # A durable no-op (--durable) answers a call only once its row is
 # committed: after a run, its database holds at least as many rows as calls
