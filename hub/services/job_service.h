@@ -68,9 +68,6 @@ class JobServiceImpl final : public hub::v1::JobService::CallbackService {
   const Admission* admission_ = &Admission::Open();
 };
 
-// The wire form of a job.
-absl::StatusOr<hub::v1::Job> JobToProto(const JobRecord& job);
-
 }  // namespace hub
 
 #endif  // HUB_HUB_SERVICES_JOB_SERVICE_H_
