@@ -68,7 +68,8 @@ void JobNotices::Send(const JobRecord& job, JobEvent event,
       Publish(to, job.topic, "handoff", static_cast<int>(job.priority),
               absl::Milliseconds(std::min<int64_t>(
                   std::max<int64_t>(job.timeout_ms, 600'000), 86'400'000)),
-              job, payload.dump());
+              job,
+              payload.dump(-1, ' ', false, Json::error_handler_t::replace));
       return;
     }
     case JobEvent::kEnded: {
@@ -83,7 +84,7 @@ void JobNotices::Send(const JobRecord& job, JobEvent event,
                       {"result", Parsed(job.result_json)},
                       {"error", ErrorJson(job.error)}};
       Publish(to, "assign.result", "event", priority, absl::Hours(1), job,
-              payload.dump());
+              payload.dump(-1, ' ', false, Json::error_handler_t::replace));
       return;
     }
     case JobEvent::kCancelRequested: {
@@ -94,7 +95,8 @@ void JobNotices::Send(const JobRecord& job, JobEvent event,
           {"attempt", job.attempt},
           {"presence_generation", job.attempt_generation.value_or(0)}};
       Publish(*job.attempt_worker, "assign.cancel", "event", 8, absl::Hours(1),
-              job, payload.dump());
+              job,
+              payload.dump(-1, ' ', false, Json::error_handler_t::replace));
       return;
     }
     case JobEvent::kLateResult: {
@@ -109,7 +111,7 @@ void JobNotices::Send(const JobRecord& job, JobEvent event,
                       {"current_attempt", job.attempt},
                       {"state", std::string(JobStateName(job.state))}};
       Publish(to, "assign.result", "event", priority, absl::Hours(1), job,
-              payload.dump());
+              payload.dump(-1, ' ', false, Json::error_handler_t::replace));
       return;
     }
   }

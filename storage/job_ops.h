@@ -191,6 +191,9 @@ JobRetryPolicy ParseRetryPolicyJson(absl::string_view json);
 std::string JobErrorJson(const JobError& error);
 std::optional<JobError> ParseJobErrorJson(absl::string_view json);
 std::string StringListJson(const std::vector<std::string>& values);
+// The pool_filter_json a pool job is stored with:
+// {"capabilities":[...],"topic":"..."}; nullopt for any other job.
+std::optional<std::string> PoolFilterJson(const JobRecord& job);
 std::vector<std::string> ParseStringListJson(absl::string_view json);
 
 // The columns both engines select for a job, and their reader over either

@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "nlohmann/json.hpp"
 #include "storage/pg/pg_rows.h"
 
 namespace hub::storage::pg {
@@ -142,15 +141,6 @@ Param AnyIfEmpty(const std::string& value) {
 }
 
 }  // namespace
-
-std::optional<std::string> PoolFilterJson(const JobRecord& job) {
-  if (job.worker_kind != JobWorkerKind::kPool) return std::nullopt;
-  // Keys in this order ("capabilities", then "topic"): nlohmann's objects
-  // are sorted. Invalid UTF-8 is replaced rather than thrown.
-  const nlohmann::json filter = {{"capabilities", job.pool_capabilities},
-                                 {"topic", job.pool_topic}};
-  return filter.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-}
 
 absl::StatusOr<std::optional<JobRecord>> PgJobRows::Load(
     absl::string_view job_id, bool lock) {

@@ -96,10 +96,6 @@ extern const char kJobAttemptsOfSql[];
 extern const char kDueJobDeadlinesSql[];
 }  // namespace sql
 
-// The pool_filter_json a pool job is stored with:
-// {"capabilities":[...],"topic":"..."}; nullopt for any other job.
-std::optional<std::string> PoolFilterJson(const JobRecord& job);
-
 }  // namespace hub::storage::pg
 
 #endif  // HUB_STORAGE_PG_PG_JOB_ROWS_H_

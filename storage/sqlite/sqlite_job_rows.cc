@@ -2,7 +2,6 @@
 
 #include <utility>
 
-#include "nlohmann/json.hpp"
 #include "storage/sqlite/sqlite_rows.h"
 
 namespace hub::storage {
@@ -11,13 +10,6 @@ namespace {
 #define HUB_JOB_LIVE "hub_state IN ('offered','running','waiting_human')"
 
 JobRecord ReadJob(const Stmt& s) { return ReadJobColumns(s); }
-
-std::optional<std::string> PoolFilterJson(const JobRecord& job) {
-  if (job.worker_kind != JobWorkerKind::kPool) return std::nullopt;
-  nlohmann::json j = {{"capabilities", job.pool_capabilities},
-                      {"topic", job.pool_topic}};
-  return j.dump();
-}
 
 std::optional<std::string> ErrorJson(const JobRecord& job) {
   if (!job.error.has_value()) return std::nullopt;
