@@ -61,6 +61,25 @@ void Answer(grpc::ServerUnaryReactor* reactor, Response* response,
 
 }  // namespace
 
+template <typename Response>
+grpc::ServerUnaryReactor* JobServiceImpl::Supervised(
+    grpc::CallbackServerContext* context, const Principal& principal,
+    const std::string& job_id, const std::string& agent_id, Response* response,
+    std::function<absl::StatusOr<JobRecord>()> write) {
+  absl::StatusOr<std::optional<JobRecord>> job = book_->Get(job_id);
+  if (!job.ok()) return FinishUnary(context, job.status());
+  if (job->has_value()) {
+    if (absl::Status s = MaySupervise(principal, **job, agent_id); !s.ok()) {
+      return FinishUnary(context, s);
+    }
+  }
+  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
+  write_pool_->Schedule([reactor, response, write = std::move(write)] {
+    Answer(reactor, response, write());
+  });
+  return reactor;
+}
+
 grpc::ServerUnaryReactor* JobServiceImpl::CreateJob(
     grpc::CallbackServerContext* context,
     const hub::v1::CreateJobRequest* request,
@@ -352,20 +371,11 @@ grpc::ServerUnaryReactor* JobServiceImpl::CancelJob(
       !s.ok()) {
     return FinishUnary(context, s);
   }
-  absl::StatusOr<std::optional<JobRecord>> job = book_->Get(request->job_id());
-  if (!job.ok()) return FinishUnary(context, job.status());
-  if (job->has_value()) {
-    if (absl::Status s = MaySupervise(*principal, **job, request->agent_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
-    }
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  write_pool_->Schedule([this, reactor, request, response] {
-    Answer(reactor, response,
-           book_->Cancel(request->job_id(), request->reason()));
-  });
-  return reactor;
+  return Supervised(context, *principal, request->job_id(), request->agent_id(),
+                    response, [this, request] {
+                      return book_->Cancel(request->job_id(),
+                                           request->reason());
+                    });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::RetryJob(
@@ -379,19 +389,9 @@ grpc::ServerUnaryReactor* JobServiceImpl::RetryJob(
       !s.ok()) {
     return FinishUnary(context, s);
   }
-  absl::StatusOr<std::optional<JobRecord>> job = book_->Get(request->job_id());
-  if (!job.ok()) return FinishUnary(context, job.status());
-  if (job->has_value()) {
-    if (absl::Status s = MaySupervise(*principal, **job, request->agent_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
-    }
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  write_pool_->Schedule([this, reactor, request, response] {
-    Answer(reactor, response, book_->Retry(request->job_id()));
-  });
-  return reactor;
+  return Supervised(
+      context, *principal, request->job_id(), request->agent_id(), response,
+      [this, request] { return book_->Retry(request->job_id()); });
 }
 
 grpc::ServerUnaryReactor* JobServiceImpl::AddJobDependency(
@@ -419,20 +419,10 @@ grpc::ServerUnaryReactor* JobServiceImpl::AddJobDependency(
     }
     parents.push_back(id);
   }
-  absl::StatusOr<std::optional<JobRecord>> job = book_->Get(request->job_id());
-  if (!job.ok()) return FinishUnary(context, job.status());
-  if (job->has_value()) {
-    if (absl::Status s = MaySupervise(*principal, **job, request->agent_id());
-        !s.ok()) {
-      return FinishUnary(context, s);
-    }
-  }
-  grpc::ServerUnaryReactor* reactor = context->DefaultReactor();
-  write_pool_->Schedule([this, reactor, request, response,
-                         parents = std::move(parents)] {
-    Answer(reactor, response, book_->AddDependency(request->job_id(), parents));
-  });
-  return reactor;
+  return Supervised(context, *principal, request->job_id(), request->agent_id(),
+                    response, [this, request, parents = std::move(parents)] {
+                      return book_->AddDependency(request->job_id(), parents);
+                    });
 }
 
 }  // namespace hub

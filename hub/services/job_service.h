@@ -5,6 +5,9 @@
 #ifndef HUB_HUB_SERVICES_JOB_SERVICE_H_
 #define HUB_HUB_SERVICES_JOB_SERVICE_H_
 
+#include <functional>
+#include <string>
+
 #include "hub/blocking_pool.h"
 #include "hub/edge/admission.h"
 #include "hub/v1/job.grpc.pb.h"
@@ -63,6 +66,16 @@ class JobServiceImpl final : public hub::v1::JobService::CallbackService {
       hub::v1::RetryJobResponse* response) override;
 
  private:
+  // A supervisor's write of one job (Cancel, Retry, AddJobDependency): the
+  // job's project and supervisor are checked on a read (an absent job is
+  // the write's to report), then `write` runs on the write pool and the job
+  // it returns answers.
+  template <typename Response>
+  grpc::ServerUnaryReactor* Supervised(
+      grpc::CallbackServerContext* context, const Principal& principal,
+      const std::string& job_id, const std::string& agent_id,
+      Response* response, std::function<absl::StatusOr<JobRecord>()> write);
+
   JobBook* const book_;
   BlockingPool* const write_pool_;
   const Admission* admission_ = &Admission::Open();
